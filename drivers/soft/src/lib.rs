@@ -1,0 +1,208 @@
+//! # ocf-soft — the software driver
+//!
+//! Every algorithm ocf names, on the CPU, through the library measured fastest for it on
+//! our reference machine (AMD Zen 5: AES-NI, VAES, AVX-512, SHA-NI):
+//!
+//! | algorithm                     | library                                    |
+//! |-------------------------------|--------------------------------------------|
+//! | AES-GCM                       | aws-lc-rs                                  |
+//! | ChaCha20-Poly1305             | aws-lc-rs < 1 KiB ≤ libcrypto (reused ctx) |
+//! | AES-CBC, AES-CTR              | RustCrypto `aes` (VAES) + `cbc` / `ctr`    |
+//! | 3DES-CBC                      | RustCrypto `des` + `cbc`                   |
+//! | SHA-1, SHA-2, MD5, HMAC       | RustCrypto (SHA-NI)                        |
+//!
+//! The measurements behind the table are in `benches/libraries.rs` and the README.
+//!
+//! The driver is synchronous (every request is finished inside `process`), and its
+//! processing function is chosen once per session: `SoftSession` is an enum built by
+//! `new_session`, so a request costs one `match`, not a lookup.
+
+mod aead;
+mod cipher;
+mod digest;
+
+use std::sync::Arc;
+
+use ocf::{
+    Capabilities, CipherAlg, DigestAlg, Driver, DriverSession, Error, Failed, Framework, Hint, MacAlg, Mode, Op,
+    Priority, Processed, Request, SessionContext, SessionParams, MAX_TAG_LEN,
+};
+use subtle::ConstantTimeEq;
+
+use crate::aead::Aead;
+use crate::cipher::Cipher;
+use crate::digest::HmacKey;
+
+/// The software driver. Register it with [`register`] or `Framework::register`.
+#[derive(Debug, Default)]
+pub struct SoftDriver {
+    _private: (),
+}
+
+/// The name the soft driver registers under.
+pub const NAME: &str = "soft";
+
+impl SoftDriver {
+    pub fn new() -> SoftDriver {
+        SoftDriver::default()
+    }
+}
+
+/// Registers a soft driver with `fw`.
+pub fn register(fw: &Framework) -> Result<(), Error> {
+    fw.register(Arc::new(SoftDriver::new()))
+}
+
+impl Driver for SoftDriver {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            ciphers: vec![CipherAlg::AesCbc, CipherAlg::AesCtr, CipherAlg::TdesCbc, CipherAlg::Null],
+            aeads: vec![CipherAlg::AesGcm, CipherAlg::ChaCha20Poly1305],
+            digests: DigestAlg::ALL.to_vec(),
+            macs: MacAlg::ALL.to_vec(),
+            cipher_then_mac: true,
+            synchronous: true,
+        }
+    }
+
+    fn probe_session(&self, params: &SessionParams) -> Option<Priority> {
+        // Sessions whose work runs on special instructions are "accelerated software", the
+        // rest plain software; both lose to a hardware driver that wants the session.
+        let accelerated = match &params.mode {
+            Mode::Cipher { alg, .. } | Mode::Aead { alg, .. } | Mode::CipherThenMac { cipher: alg, .. } => {
+                matches!(alg, CipherAlg::AesCbc | CipherAlg::AesCtr | CipherAlg::AesGcm) && cpu_has_aes()
+            }
+            Mode::Digest { alg } | Mode::Mac { alg: MacAlg::Hmac(alg), .. } => {
+                matches!(alg, DigestAlg::Sha1 | DigestAlg::Sha256) && cpu_has_sha()
+            }
+            _ => false,
+        };
+        Some(if accelerated { Priority::AcceleratedSoftware } else { Priority::Software })
+    }
+
+    fn new_session(&self, params: &SessionParams, _ctx: SessionContext) -> Result<Box<dyn DriverSession>, Error> {
+        Ok(Box::new(SoftSession::new(params)?))
+    }
+}
+
+fn cpu_has_aes() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("aes")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+fn cpu_has_sha() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("sha")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// A soft session: the processing function and its keyed state, chosen once.
+pub(crate) enum SoftSession {
+    Cipher(Cipher),
+    Digest(digest::Hash),
+    Mac(HmacKey),
+    Aead(Aead),
+    CipherThenMac(Cipher, HmacKey),
+}
+
+impl SoftSession {
+    fn new(params: &SessionParams) -> Result<SoftSession, Error> {
+        Ok(match &params.mode {
+            Mode::Cipher { alg, key } => SoftSession::Cipher(Cipher::new(*alg, key.as_bytes())?),
+            Mode::Digest { alg } => SoftSession::Digest(digest::Hash::new(*alg)?),
+            Mode::Mac { alg, key, .. } => SoftSession::Mac(HmacKey::new(*alg, key.as_bytes())?),
+            Mode::Aead { alg, key, .. } => SoftSession::Aead(Aead::new(*alg, key.as_bytes())?),
+            Mode::CipherThenMac { cipher, cipher_key, mac, mac_key, .. } => SoftSession::CipherThenMac(
+                Cipher::new(*cipher, cipher_key.as_bytes())?,
+                HmacKey::new(*mac, mac_key.as_bytes())?,
+            ),
+            _ => return Err(Error::InvalidParams("soft: unknown mode")),
+        })
+    }
+
+    fn run(&self, req: &mut Request) -> Result<(), Error> {
+        let op = req.op;
+        req.with_views(|v| match (self, op) {
+            (SoftSession::Cipher(c), Op::Encrypt) => {
+                c.encrypt(v.iv, v.payload);
+                Ok(())
+            }
+            (SoftSession::Cipher(c), _) => {
+                c.decrypt(v.iv, v.payload);
+                Ok(())
+            }
+            (SoftSession::Digest(alg), Op::ComputeDigest) => {
+                digest::digest(*alg, std::iter::once(&*v.payload), v.tag);
+                Ok(())
+            }
+            (SoftSession::Digest(alg), _) => {
+                let mut mine = [0u8; MAX_TAG_LEN];
+                let mine = &mut mine[..v.tag.len()];
+                let mut full = [0u8; MAX_TAG_LEN];
+                digest::digest(*alg, std::iter::once(&*v.payload), &mut full);
+                mine.copy_from_slice(&full[..mine.len()]);
+                verify(mine, v.tag)
+            }
+            (SoftSession::Mac(k), Op::ComputeDigest) => {
+                k.compute([&*v.payload], v.tag);
+                Ok(())
+            }
+            (SoftSession::Mac(k), _) => {
+                let mut mine = [0u8; MAX_TAG_LEN];
+                let mine = &mut mine[..v.tag.len()];
+                k.compute([&*v.payload], mine);
+                verify(mine, v.tag)
+            }
+            (SoftSession::Aead(a), Op::Encrypt) => a.seal(v.iv, v.aad, v.payload, v.tag),
+            (SoftSession::Aead(a), _) => a.open(v.iv, v.aad, v.payload, v.tag),
+            (SoftSession::CipherThenMac(c, k), Op::Encrypt) => {
+                c.encrypt(v.iv, v.payload);
+                k.compute([v.aad, &*v.payload], v.tag);
+                Ok(())
+            }
+            (SoftSession::CipherThenMac(c, k), _) => {
+                // Verify before decrypting: a forged packet is never decrypted.
+                let mut mine = [0u8; MAX_TAG_LEN];
+                let mine = &mut mine[..v.tag.len()];
+                k.compute([v.aad, &*v.payload], mine);
+                verify(mine, v.tag)?;
+                c.decrypt(v.iv, v.payload);
+                Ok(())
+            }
+        })
+    }
+}
+
+/// Constant-time tag comparison (lengths are public and already equal).
+fn verify(computed: &[u8], given: &[u8]) -> Result<(), Error> {
+    if bool::from(computed.ct_eq(given)) {
+        Ok(())
+    } else {
+        Err(Error::AuthFailed)
+    }
+}
+
+impl DriverSession for SoftSession {
+    #[inline]
+    fn process(&self, mut req: Request, _hint: Hint) -> Processed {
+        Processed::Done(match self.run(&mut req) {
+            Ok(()) => Ok(req),
+            Err(error) => Err(Failed { error, request: req }),
+        })
+    }
+}

@@ -1,0 +1,125 @@
+//! The driver interface: what a crypto device (or CPU library) implements to plug into ocf.
+//!
+//! After FreeBSD's crypto(9) driver methods:
+//! - [`Driver::probe_session`] answers whether the driver can serve a session and how well,
+//!   as a [`Priority`] class (FreeBSD's CRYPTODEV_PROBE_HARDWARE / ACCEL_SOFTWARE / SOFTWARE);
+//! - [`Driver::new_session`] sets a session up and returns a [`DriverSession`] whose
+//!   `process` method is the processing function, chosen once per session;
+//! - [`Driver::free_session`] tears it down (keys must be wiped);
+//! - [`DriverSession::process`] takes a request and either finishes it, accepts it for
+//!   later completion through [`SessionContext::done`], or refuses it as momentarily
+//!   [`Processed::Busy`] (the paper's ERESTART).
+//!
+//! Parameters reaching a driver were validated by [`crate::SessionParams::validate`], and
+//! requests by the session's request rules: a driver re-checks nothing.
+
+use std::sync::Arc;
+
+use crate::alg::{CipherAlg, DigestAlg, MacAlg};
+use crate::error::Error;
+use crate::params::{Mode, SessionParams};
+use crate::request::{Outcome, Request};
+use crate::session::SessionCore;
+
+/// How good a driver is for a session. Higher wins; ties go to the driver with fewer
+/// sessions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Priority {
+    /// Plain software on the CPU.
+    Software = 0,
+    /// Software using special CPU instructions or many lanes (AES-NI, multi-buffer).
+    AcceleratedSoftware = 1,
+    /// A device: offload card, kernel driver, GPU.
+    Hardware = 2,
+}
+
+/// What a driver can do, for listings and quick filtering.
+#[derive(Clone, Debug, Default)]
+pub struct Capabilities {
+    pub ciphers: Vec<CipherAlg>,
+    pub aeads: Vec<CipherAlg>,
+    pub digests: Vec<DigestAlg>,
+    pub macs: Vec<MacAlg>,
+    /// Encrypt-then-MAC sessions are supported for every cipher × MAC listed.
+    pub cipher_then_mac: bool,
+    /// Every request is finished inside `process` (returns [`Processed::Done`] or
+    /// [`Processed::Busy`], never [`Processed::Pending`]). Lets the framework skip all
+    /// asynchronous completion machinery (FreeBSD's CRYPTOCAP_F_SYNC).
+    pub synchronous: bool,
+}
+
+impl Capabilities {
+    /// Whether the parameters name only algorithms this driver lists.
+    pub fn covers(&self, p: &SessionParams) -> bool {
+        match &p.mode {
+            Mode::Cipher { alg, .. } => self.ciphers.contains(alg),
+            Mode::Digest { alg } => self.digests.contains(alg),
+            Mode::Mac { alg, .. } => self.macs.contains(alg),
+            Mode::Aead { alg, .. } => self.aeads.contains(alg),
+            Mode::CipherThenMac { cipher, mac, .. } => {
+                self.cipher_then_mac && self.ciphers.contains(cipher) && self.macs.contains(mac)
+            }
+        }
+    }
+}
+
+/// The dispatcher's hint to a driver (the paper's "more follow" hint for batching).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Hint {
+    /// More requests follow immediately; a device may wait before kicking its ring.
+    pub more: bool,
+}
+
+/// What `process` did with a request.
+#[must_use]
+pub enum Processed {
+    /// Finished now; here is the outcome.
+    Done(Outcome),
+    /// Accepted; the driver will call [`SessionContext::done`] later.
+    Pending,
+    /// Momentarily full; the request comes back untouched (ERESTART).
+    Busy(Request),
+}
+
+/// A crypto driver. Implementations must be thread-safe: the framework calls them from any
+/// submitting thread.
+pub trait Driver: Send + Sync + 'static {
+    /// A short unique name (`soft`, `sim`, `afalg`, …).
+    fn name(&self) -> &str;
+
+    fn capabilities(&self) -> Capabilities;
+
+    /// Whether and how well this driver serves these (already validated) parameters.
+    /// `None`: unsupported.
+    fn probe_session(&self, params: &SessionParams) -> Option<Priority>;
+
+    /// Creates the driver's per-session state. `ctx` is how an asynchronous driver
+    /// completes this session's requests.
+    fn new_session(&self, params: &SessionParams, ctx: SessionContext) -> Result<Box<dyn DriverSession>, Error>;
+
+    /// Destroys a session. The default drops it; the driver session's `Drop` must wipe keys.
+    fn free_session(&self, session: Box<dyn DriverSession>) {
+        drop(session)
+    }
+}
+
+/// A driver's state for one session; its `process` is the processing function chosen once
+/// when the session was made.
+pub trait DriverSession: Send + Sync {
+    fn process(&self, req: Request, hint: Hint) -> Processed;
+}
+
+/// Given to a driver with each new session: the way back into the framework for requests
+/// completed asynchronously (FreeBSD's `crypto_done`).
+#[derive(Clone)]
+pub struct SessionContext {
+    pub(crate) core: Arc<SessionCore>,
+}
+
+impl SessionContext {
+    /// Completes a request that `process` answered with [`Processed::Pending`]: accounts it
+    /// and delivers it to its callback, waiter or future.
+    pub fn done(&self, outcome: Outcome) {
+        self.core.deliver(outcome)
+    }
+}

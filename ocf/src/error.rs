@@ -1,0 +1,275 @@
+//! The one error type of the framework, and the counters that account for every error.
+//!
+//! The seed paper: "Every error or failure is accounted for separately so problems can be
+//! determined immediately." Each [`Error`] variant has an [`ErrorKind`]; the framework
+//! increments an [`ErrorCounts`] slot for every error it returns or delivers — per session,
+//! per driver, and framework-wide for errors that happen before a driver is involved.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::alg::{CipherAlg, DigestAlg, MacAlg};
+
+/// Everything that can go wrong in ocf. One variant per distinct cause.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// A key whose length the algorithm does not define.
+    BadKeyLength { what: &'static str, got: usize, allowed: &'static [usize] },
+    /// A MAC key that is empty (HMAC accepts any non-zero length).
+    BadMacKeyLength { got: usize },
+    /// A request IV or AEAD nonce of the wrong length.
+    BadIvLength { expected: usize, got: usize },
+    /// An AEAD tag or truncated MAC length the algorithm does not allow.
+    BadTagLength { got: usize, allowed: &'static str },
+    /// A payload that a block mode cannot process without padding.
+    NotBlockMultiple { len: usize, block: usize },
+    /// A payload, AAD or tag region that lies outside its buffer.
+    BadRegion { what: &'static str, start: usize, end: usize, buf_len: usize },
+    /// An out-of-place output buffer too short for the result.
+    OutputTooShort { need: usize, got: usize },
+    /// An operation the session's mode cannot do (e.g. encrypt on a digest session).
+    BadOperation { op: &'static str, mode: &'static str },
+    /// AAD given to a session whose mode does not authenticate it.
+    AadNotSupported { mode: &'static str },
+    /// A combination of algorithm and mode that does not exist (e.g. AES-GCM as a plain cipher).
+    InvalidParams(&'static str),
+    /// Tag or MAC verification failed: the data or the tag was altered.
+    AuthFailed,
+    /// No registered driver supports the algorithm.
+    UnsupportedCipher(CipherAlg),
+    UnsupportedDigest(DigestAlg),
+    UnsupportedMac(MacAlg),
+    /// No driver is registered, or none probed the session successfully.
+    NoDriver,
+    /// A driver asked for by name is not registered.
+    UnknownDriver(String),
+    /// A driver with the same name is already registered.
+    DuplicateDriver(String),
+    /// The session's driver was unregistered while the request was pending.
+    DriverGone,
+    /// The driver is momentarily full (the paper's ERESTART); retry or queue.
+    Busy,
+    /// The driver reported a failure of its own (hardware fault, library error).
+    DriverFailure(&'static str),
+}
+
+impl Error {
+    /// The counter slot this error is accounted under.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::BadKeyLength { .. } => ErrorKind::BadKeyLength,
+            Error::BadMacKeyLength { .. } => ErrorKind::BadMacKeyLength,
+            Error::BadIvLength { .. } => ErrorKind::BadIvLength,
+            Error::BadTagLength { .. } => ErrorKind::BadTagLength,
+            Error::NotBlockMultiple { .. } => ErrorKind::NotBlockMultiple,
+            Error::BadRegion { .. } => ErrorKind::BadRegion,
+            Error::OutputTooShort { .. } => ErrorKind::OutputTooShort,
+            Error::BadOperation { .. } => ErrorKind::BadOperation,
+            Error::AadNotSupported { .. } => ErrorKind::AadNotSupported,
+            Error::InvalidParams(_) => ErrorKind::InvalidParams,
+            Error::AuthFailed => ErrorKind::AuthFailed,
+            Error::UnsupportedCipher(_) | Error::UnsupportedDigest(_) | Error::UnsupportedMac(_) => {
+                ErrorKind::Unsupported
+            }
+            Error::NoDriver => ErrorKind::NoDriver,
+            Error::UnknownDriver(_) => ErrorKind::UnknownDriver,
+            Error::DuplicateDriver(_) => ErrorKind::DuplicateDriver,
+            Error::DriverGone => ErrorKind::DriverGone,
+            Error::Busy => ErrorKind::Busy,
+            Error::DriverFailure(_) => ErrorKind::DriverFailure,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::BadKeyLength { what, got, allowed } => {
+                write!(f, "bad {what} key length {got} bytes (allowed: {allowed:?})")
+            }
+            Error::BadMacKeyLength { got } => write!(f, "bad MAC key length {got} bytes (must be > 0)"),
+            Error::BadIvLength { expected, got } => {
+                write!(f, "bad IV/nonce length {got} bytes (expected {expected})")
+            }
+            Error::BadTagLength { got, allowed } => {
+                write!(f, "bad tag length {got} bytes (allowed: {allowed})")
+            }
+            Error::NotBlockMultiple { len, block } => {
+                write!(f, "payload length {len} is not a multiple of the {block}-byte block")
+            }
+            Error::BadRegion { what, start, end, buf_len } => write!(
+                f,
+                "{what} region {start}..{end} lies outside the {buf_len}-byte buffer"
+            ),
+            Error::OutputTooShort { need, got } => {
+                write!(f, "output buffer holds {got} bytes, the result needs {need}")
+            }
+            Error::BadOperation { op, mode } => write!(f, "operation {op} is not valid for a {mode} session"),
+            Error::AadNotSupported { mode } => write!(f, "AAD is not authenticated by a {mode} session"),
+            Error::InvalidParams(why) => write!(f, "invalid session parameters: {why}"),
+            Error::AuthFailed => f.write_str("authentication failed: tag or MAC mismatch"),
+            Error::UnsupportedCipher(a) => write!(f, "no driver supports cipher {a}"),
+            Error::UnsupportedDigest(a) => write!(f, "no driver supports digest {a}"),
+            Error::UnsupportedMac(a) => write!(f, "no driver supports MAC {a}"),
+            Error::NoDriver => f.write_str("no driver is registered that can serve this session"),
+            Error::UnknownDriver(n) => write!(f, "no driver named {n:?} is registered"),
+            Error::DuplicateDriver(n) => write!(f, "a driver named {n:?} is already registered"),
+            Error::DriverGone => f.write_str("the session's driver was unregistered"),
+            Error::Busy => f.write_str("driver busy: resource temporarily exhausted"),
+            Error::DriverFailure(why) => write!(f, "driver failure: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// The counter slot of an [`Error`]. `#[repr(usize)]` so counters are a flat array.
+#[non_exhaustive]
+#[repr(usize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    BadKeyLength,
+    BadMacKeyLength,
+    BadIvLength,
+    BadTagLength,
+    NotBlockMultiple,
+    BadRegion,
+    OutputTooShort,
+    BadOperation,
+    AadNotSupported,
+    InvalidParams,
+    AuthFailed,
+    Unsupported,
+    NoDriver,
+    UnknownDriver,
+    DuplicateDriver,
+    DriverGone,
+    Busy,
+    DriverFailure,
+}
+
+impl ErrorKind {
+    /// Number of kinds (length of a counter array).
+    pub const COUNT: usize = ErrorKind::DriverFailure as usize + 1;
+
+    /// Every kind, in counter order.
+    pub const ALL: [ErrorKind; ErrorKind::COUNT] = [
+        ErrorKind::BadKeyLength,
+        ErrorKind::BadMacKeyLength,
+        ErrorKind::BadIvLength,
+        ErrorKind::BadTagLength,
+        ErrorKind::NotBlockMultiple,
+        ErrorKind::BadRegion,
+        ErrorKind::OutputTooShort,
+        ErrorKind::BadOperation,
+        ErrorKind::AadNotSupported,
+        ErrorKind::InvalidParams,
+        ErrorKind::AuthFailed,
+        ErrorKind::Unsupported,
+        ErrorKind::NoDriver,
+        ErrorKind::UnknownDriver,
+        ErrorKind::DuplicateDriver,
+        ErrorKind::DriverGone,
+        ErrorKind::Busy,
+        ErrorKind::DriverFailure,
+    ];
+
+    /// A stable snake_case name, for statistics output.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::BadKeyLength => "bad_key_length",
+            ErrorKind::BadMacKeyLength => "bad_mac_key_length",
+            ErrorKind::BadIvLength => "bad_iv_length",
+            ErrorKind::BadTagLength => "bad_tag_length",
+            ErrorKind::NotBlockMultiple => "not_block_multiple",
+            ErrorKind::BadRegion => "bad_region",
+            ErrorKind::OutputTooShort => "output_too_short",
+            ErrorKind::BadOperation => "bad_operation",
+            ErrorKind::AadNotSupported => "aad_not_supported",
+            ErrorKind::InvalidParams => "invalid_params",
+            ErrorKind::AuthFailed => "auth_failed",
+            ErrorKind::Unsupported => "unsupported",
+            ErrorKind::NoDriver => "no_driver",
+            ErrorKind::UnknownDriver => "unknown_driver",
+            ErrorKind::DuplicateDriver => "duplicate_driver",
+            ErrorKind::DriverGone => "driver_gone",
+            ErrorKind::Busy => "busy",
+            ErrorKind::DriverFailure => "driver_failure",
+        }
+    }
+}
+
+/// One atomic counter per [`ErrorKind`]. Errors are rare, so a relaxed atomic add is cheap
+/// enough; the success path never touches these.
+#[derive(Default)]
+pub struct ErrorCounters([AtomicU64; ErrorKind::COUNT]);
+
+impl ErrorCounters {
+    pub fn record(&self, kind: ErrorKind) {
+        self.0[kind as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A consistent-enough copy for reading (each counter is read once).
+    pub fn snapshot(&self) -> ErrorCounts {
+        let mut out = ErrorCounts::default();
+        for (o, c) in out.0.iter_mut().zip(&self.0) {
+            *o = c.load(Ordering::Relaxed);
+        }
+        out
+    }
+}
+
+/// A snapshot of error counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ErrorCounts([u64; ErrorKind::COUNT]);
+
+impl ErrorCounts {
+    pub fn get(&self, kind: ErrorKind) -> u64 {
+        self.0[kind as usize]
+    }
+
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    /// The non-zero counters, by name.
+    pub fn nonzero(&self) -> impl Iterator<Item = (ErrorKind, u64)> + '_ {
+        ErrorKind::ALL.iter().map(|k| (*k, self.get(*k))).filter(|(_, n)| *n > 0)
+    }
+
+    pub(crate) fn add(&mut self, other: &ErrorCounts) {
+        for (a, b) in self.0.iter_mut().zip(other.0.iter()) {
+            *a += *b;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_are_dense_and_named_uniquely() {
+        for (i, k) in ErrorKind::ALL.iter().enumerate() {
+            assert_eq!(*k as usize, i);
+        }
+        let mut names: Vec<_> = ErrorKind::ALL.iter().map(|k| k.name()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), ErrorKind::COUNT);
+    }
+
+    #[test]
+    fn counters_count_each_kind_separately() {
+        let c = ErrorCounters::default();
+        c.record(ErrorKind::AuthFailed);
+        c.record(ErrorKind::AuthFailed);
+        c.record(ErrorKind::Busy);
+        let s = c.snapshot();
+        assert_eq!(s.get(ErrorKind::AuthFailed), 2);
+        assert_eq!(s.get(ErrorKind::Busy), 1);
+        assert_eq!(s.get(ErrorKind::BadIvLength), 0);
+        assert_eq!(s.total(), 3);
+    }
+}

@@ -1,0 +1,62 @@
+//! # ocf — a user-space cryptographic framework
+//!
+//! ocf rebuilds the OpenBSD Cryptographic Framework as FreeBSD reworked it (S. Leffler,
+//! "Cryptographic Device Support for FreeBSD", BSDCon 2003) for today's machines. It has no
+//! algorithms and does no I/O: it connects clients (IPsec, the OpenSSL provider, tools) to
+//! drivers (the CPU, accelerators) through one interface.
+//!
+//! - A client makes a [`Session`] from [`SessionParams`] (mode, algorithms, keys). The
+//!   [`Framework`] validates the parameters in one place and gives the session to the driver
+//!   that probes it best ([`Priority`]), or to a driver named by the caller.
+//! - The client submits [`Request`]s on the session and gets the outcome one of three ways:
+//!   [`Session::run`] (blocking), [`Session::submit`] (callback) or
+//!   [`Session::submit_async`] (a `Future`). All three share one path.
+//! - A [`Driver`] implements probing, session setup and a per-session processing function
+//!   ([`DriverSession::process`]) that finishes a request, accepts it for later completion,
+//!   or answers [`Processed::Busy`].
+//! - Every error is an [`Error`] variant and is counted separately per session, per driver
+//!   and framework-wide ([`SessionStats`], [`DriverStats`], [`FrameworkStats`]).
+//! - Keys live in [`Key`]s, wiped when a session is freed.
+//!
+//! ```
+//! use std::sync::Arc;
+//! # struct Nop;
+//! # impl ocf::Driver for Nop {
+//! #     fn name(&self) -> &str { "nop" }
+//! #     fn capabilities(&self) -> ocf::Capabilities {
+//! #         ocf::Capabilities { ciphers: vec![ocf::CipherAlg::Null], synchronous: true, ..Default::default() }
+//! #     }
+//! #     fn probe_session(&self, _: &ocf::SessionParams) -> Option<ocf::Priority> { Some(ocf::Priority::Software) }
+//! #     fn new_session(&self, _: &ocf::SessionParams, _: ocf::SessionContext)
+//! #         -> Result<Box<dyn ocf::DriverSession>, ocf::Error> { Ok(Box::new(Nop)) }
+//! # }
+//! # impl ocf::DriverSession for Nop {
+//! #     fn process(&self, r: ocf::Request, _: ocf::Hint) -> ocf::Processed { ocf::Processed::Done(Ok(r)) }
+//! # }
+//! let fw = ocf::Framework::new();
+//! fw.register(Arc::new(Nop)).unwrap();
+//! let session = fw.new_session(&ocf::SessionParams::cipher(ocf::CipherAlg::Null, ocf::Key::empty())).unwrap();
+//! let req = session.run(ocf::Request::new(ocf::Op::Encrypt, b"hello".to_vec())).unwrap();
+//! assert_eq!(req.buf.to_vec(), b"hello");
+//! assert_eq!(session.stats().ops, 1);
+//! ```
+
+pub mod alg;
+pub mod buffer;
+pub mod completion;
+pub mod driver;
+pub mod error;
+pub mod framework;
+pub mod params;
+pub mod request;
+pub mod session;
+
+pub use alg::{CipherAlg, DigestAlg, MacAlg};
+pub use buffer::Buffer;
+pub use completion::{Callback, RequestFuture};
+pub use driver::{Capabilities, Driver, DriverSession, Hint, Priority, Processed, SessionContext};
+pub use error::{Error, ErrorCounts, ErrorKind};
+pub use framework::{DriverInfo, DriverStats, Framework, FrameworkStats};
+pub use params::{Key, Mode, SessionParams};
+pub use request::{Aad, Failed, Flags, Op, Outcome, Request, RequestFields, TagPlace, Views, MAX_IV_LEN, MAX_TAG_LEN};
+pub use session::{Session, SessionStats};

@@ -1,0 +1,301 @@
+//! Session parameters, and the one place that validates them.
+//!
+//! Like FreeBSD's `check_csp()`, [`SessionParams::validate`] is the only function that
+//! decides whether a combination of mode, algorithms and key/tag lengths is legal. Drivers
+//! are only asked to probe parameters that passed it, so no driver re-checks lengths.
+
+use std::fmt;
+
+use zeroize::{Zeroize, ZeroizeOnDrop};
+
+use crate::alg::{CipherAlg, DigestAlg, MacAlg};
+use crate::error::Error;
+
+/// Key material. Zeroized when dropped; `Debug` never prints it.
+///
+/// Sessions own copies of their keys (so that a session can move to another driver), and
+/// every copy is a `Key`, so freeing a session wipes them.
+#[derive(Clone, Default, PartialEq, Eq, Zeroize, ZeroizeOnDrop)]
+pub struct Key(Vec<u8>);
+
+impl Key {
+    pub fn new(bytes: &[u8]) -> Key {
+        Key(bytes.to_vec())
+    }
+
+    pub fn empty() -> Key {
+        Key(Vec::new())
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl From<&[u8]> for Key {
+    fn from(b: &[u8]) -> Key {
+        Key::new(b)
+    }
+}
+
+impl<const N: usize> From<&[u8; N]> for Key {
+    fn from(b: &[u8; N]) -> Key {
+        Key::new(b)
+    }
+}
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Key({} bytes)", self.0.len())
+    }
+}
+
+/// What a session does. The five modes of the framework.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Encrypt or decrypt with a plain cipher (no authentication).
+    Cipher { alg: CipherAlg, key: Key },
+    /// Compute or verify an unkeyed digest.
+    Digest { alg: DigestAlg },
+    /// Compute or verify a MAC, possibly truncated to `tag_len` bytes.
+    Mac { alg: MacAlg, key: Key, tag_len: usize },
+    /// Authenticated encryption with associated data.
+    Aead { alg: CipherAlg, key: Key, tag_len: usize },
+    /// Encrypt-then-MAC, as ESP uses it: encrypt the payload, then MAC `AAD || ciphertext`;
+    /// decrypt verifies the MAC first and decrypts only if it matched.
+    CipherThenMac { cipher: CipherAlg, cipher_key: Key, mac: MacAlg, mac_key: Key, tag_len: usize },
+}
+
+impl Mode {
+    /// Short name used in error messages and statistics.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Mode::Cipher { .. } => "cipher",
+            Mode::Digest { .. } => "digest",
+            Mode::Mac { .. } => "mac",
+            Mode::Aead { .. } => "aead",
+            Mode::CipherThenMac { .. } => "cipher+mac",
+        }
+    }
+}
+
+/// Everything a driver needs to set up a session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionParams {
+    pub mode: Mode,
+}
+
+impl SessionParams {
+    /// A plain cipher session.
+    pub fn cipher(alg: CipherAlg, key: impl Into<Key>) -> SessionParams {
+        SessionParams { mode: Mode::Cipher { alg, key: key.into() } }
+    }
+
+    /// An unkeyed digest session.
+    pub fn digest(alg: DigestAlg) -> SessionParams {
+        SessionParams { mode: Mode::Digest { alg } }
+    }
+
+    /// A MAC session with the full output length; see [`SessionParams::with_tag_len`].
+    pub fn mac(alg: MacAlg, key: impl Into<Key>) -> SessionParams {
+        SessionParams { mode: Mode::Mac { alg, key: key.into(), tag_len: alg.output_len() } }
+    }
+
+    /// An HMAC session over `digest` with the full output length.
+    pub fn hmac(digest: DigestAlg, key: impl Into<Key>) -> SessionParams {
+        SessionParams::mac(MacAlg::Hmac(digest), key)
+    }
+
+    /// An AEAD session with the algorithm's full tag.
+    pub fn aead(alg: CipherAlg, key: impl Into<Key>) -> SessionParams {
+        SessionParams { mode: Mode::Aead { alg, key: key.into(), tag_len: 16 } }
+    }
+
+    /// An encrypt-then-MAC session with the MAC's full output length.
+    pub fn cipher_then_mac(
+        cipher: CipherAlg,
+        cipher_key: impl Into<Key>,
+        mac: MacAlg,
+        mac_key: impl Into<Key>,
+    ) -> SessionParams {
+        SessionParams {
+            mode: Mode::CipherThenMac {
+                cipher,
+                cipher_key: cipher_key.into(),
+                mac,
+                mac_key: mac_key.into(),
+                tag_len: mac.output_len(),
+            },
+        }
+    }
+
+    /// Sets the tag/MAC length (truncation, e.g. 12 for HMAC-SHA1-96). No effect on modes
+    /// without a tag.
+    pub fn with_tag_len(mut self, len: usize) -> SessionParams {
+        match &mut self.mode {
+            Mode::Mac { tag_len, .. } | Mode::Aead { tag_len, .. } | Mode::CipherThenMac { tag_len, .. } => {
+                *tag_len = len
+            }
+            Mode::Cipher { .. } | Mode::Digest { .. } => {}
+        }
+        self
+    }
+
+    /// The length of the tag, MAC or digest a request produces or checks (0 for ciphers).
+    pub fn tag_len(&self) -> usize {
+        match &self.mode {
+            Mode::Cipher { .. } => 0,
+            Mode::Digest { alg } => alg.output_len(),
+            Mode::Mac { tag_len, .. } | Mode::Aead { tag_len, .. } | Mode::CipherThenMac { tag_len, .. } => {
+                *tag_len
+            }
+        }
+    }
+
+    /// The cipher, if the mode has one.
+    pub fn cipher_alg(&self) -> Option<CipherAlg> {
+        match &self.mode {
+            Mode::Cipher { alg, .. } | Mode::Aead { alg, .. } => Some(*alg),
+            Mode::CipherThenMac { cipher, .. } => Some(*cipher),
+            Mode::Digest { .. } | Mode::Mac { .. } => None,
+        }
+    }
+
+    /// The one place where session parameters are checked. Every later stage — driver
+    /// probing, driver session setup, request validation — may assume they are legal.
+    pub fn validate(&self) -> Result<(), Error> {
+        fn cipher_key(alg: CipherAlg, key: &Key) -> Result<(), Error> {
+            match alg.key_lens() {
+                Some(allowed) if !allowed.contains(&key.len()) => {
+                    Err(Error::BadKeyLength { what: cipher_name(alg), got: key.len(), allowed })
+                }
+                _ => Ok(()),
+            }
+        }
+        fn mac_key_and_len(alg: MacAlg, key: &Key, tag_len: usize) -> Result<(), Error> {
+            if key.is_empty() {
+                return Err(Error::BadMacKeyLength { got: 0 });
+            }
+            if tag_len < alg.min_output_len() || tag_len > alg.output_len() {
+                return Err(Error::BadTagLength { got: tag_len, allowed: mac_len_rule(alg) });
+            }
+            Ok(())
+        }
+        match &self.mode {
+            Mode::Cipher { alg, key } => {
+                if alg.is_aead() {
+                    return Err(Error::InvalidParams("an AEAD cannot be used as a plain cipher"));
+                }
+                cipher_key(*alg, key)
+            }
+            Mode::Digest { .. } => Ok(()),
+            Mode::Mac { alg, key, tag_len } => mac_key_and_len(*alg, key, *tag_len),
+            Mode::Aead { alg, key, tag_len } => {
+                if !alg.is_aead() {
+                    return Err(Error::InvalidParams(
+                        "not an AEAD: use cipher+mac mode for encrypt-then-MAC",
+                    ));
+                }
+                cipher_key(*alg, key)?;
+                if !alg.tag_lens().contains(tag_len) {
+                    return Err(Error::BadTagLength { got: *tag_len, allowed: "16" });
+                }
+                Ok(())
+            }
+            Mode::CipherThenMac { cipher, cipher_key: ck, mac, mac_key, tag_len } => {
+                if cipher.is_aead() {
+                    return Err(Error::InvalidParams("an AEAD needs no separate MAC"));
+                }
+                cipher_key(*cipher, ck)?;
+                mac_key_and_len(*mac, mac_key, *tag_len)
+            }
+        }
+    }
+}
+
+fn cipher_name(alg: CipherAlg) -> &'static str {
+    match alg {
+        CipherAlg::AesCbc => "AES-CBC",
+        CipherAlg::AesCtr => "AES-CTR",
+        CipherAlg::TdesCbc => "3DES-CBC",
+        CipherAlg::Null => "NULL",
+        CipherAlg::AesGcm => "AES-GCM",
+        CipherAlg::ChaCha20Poly1305 => "ChaCha20-Poly1305",
+    }
+}
+
+fn mac_len_rule(alg: MacAlg) -> &'static str {
+    match alg {
+        MacAlg::Hmac(DigestAlg::Md5) => "10..=16",
+        MacAlg::Hmac(DigestAlg::Sha1) => "10..=20",
+        MacAlg::Hmac(DigestAlg::Sha256) => "16..=32",
+        MacAlg::Hmac(DigestAlg::Sha384) => "24..=48",
+        MacAlg::Hmac(DigestAlg::Sha512) => "32..=64",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_zeroizes_and_hides_itself() {
+        let mut k = Key::new(&[0xAA; 16]);
+        assert_eq!(format!("{k:?}"), "Key(16 bytes)");
+        k.zeroize();
+        assert!(k.as_bytes().iter().all(|b| *b == 0));
+        fn is_zeroize_on_drop<T: ZeroizeOnDrop>() {}
+        is_zeroize_on_drop::<Key>();
+    }
+
+    #[test]
+    fn validate_accepts_the_defined_lengths() {
+        for len in [16, 24, 32] {
+            SessionParams::cipher(CipherAlg::AesCbc, &vec![0u8; len][..]).validate().unwrap();
+            SessionParams::aead(CipherAlg::AesGcm, &vec![0u8; len][..]).validate().unwrap();
+        }
+        SessionParams::hmac(DigestAlg::Sha1, &[1u8; 20]).with_tag_len(12).validate().unwrap();
+        SessionParams::cipher(CipherAlg::Null, Key::empty()).validate().unwrap();
+    }
+
+    #[test]
+    fn validate_names_each_problem() {
+        assert!(matches!(
+            SessionParams::cipher(CipherAlg::AesCbc, &[0u8; 15]).validate(),
+            Err(Error::BadKeyLength { got: 15, .. })
+        ));
+        assert!(matches!(
+            SessionParams::aead(CipherAlg::ChaCha20Poly1305, &[0u8; 16]).validate(),
+            Err(Error::BadKeyLength { got: 16, .. })
+        ));
+        assert!(matches!(
+            SessionParams::hmac(DigestAlg::Sha256, Key::empty()).validate(),
+            Err(Error::BadMacKeyLength { got: 0 })
+        ));
+        assert!(matches!(
+            SessionParams::hmac(DigestAlg::Sha256, &[1u8; 32]).with_tag_len(8).validate(),
+            Err(Error::BadTagLength { got: 8, .. })
+        ));
+        assert!(matches!(
+            SessionParams::aead(CipherAlg::AesGcm, &[0u8; 16]).with_tag_len(12).validate(),
+            Err(Error::BadTagLength { got: 12, .. })
+        ));
+        assert!(matches!(
+            SessionParams::cipher(CipherAlg::AesGcm, &[0u8; 16]).validate(),
+            Err(Error::InvalidParams(_))
+        ));
+        assert!(matches!(
+            SessionParams::aead(CipherAlg::AesCbc, &[0u8; 16]).validate(),
+            Err(Error::InvalidParams(_))
+        ));
+    }
+}

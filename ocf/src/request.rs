@@ -1,0 +1,576 @@
+//! Requests: what to do to which bytes, and how the result comes back.
+//!
+//! A [`Request`] owns its buffers (like an mbuf owned by a `struct cryptop`) and travels by
+//! value: caller → framework → driver → framework → caller. It is boxed once when created,
+//! so moving it is moving a pointer; a caller that reuses its requests allocates nothing
+//! per operation.
+//!
+//! Layout of a request (FreeBSD's crp_payload/crp_aad/crp_digest regions, simplified):
+//! - `buf`: the input. In place, the payload region is overwritten with the result.
+//! - `payload`: the bytes to encrypt, decrypt or digest (default: all of `buf`).
+//! - `out`: optional out-of-place output; the result of the payload goes to
+//!   `out[out_offset..]`, `buf` is left untouched.
+//! - `aad`: authenticated-only data for AEAD and cipher+MAC sessions: separate bytes, or a
+//!   region of `buf` (e.g. the ESP header in front of the payload).
+//! - `iv`: the IV or AEAD nonce, carried inline.
+//! - the tag (AEAD tag, MAC or digest): either carried inline in the request
+//!   ([`TagPlace::Separate`]) or at an offset in a buffer ([`TagPlace::InBuffer`]): computed
+//!   tags are written to the result buffer (`out` if out of place, else `buf`); tags to
+//!   verify are read from `buf`.
+
+use std::fmt;
+use std::ops::{Deref, DerefMut, Range};
+
+use crate::buffer::Buffer;
+use crate::completion::Notify;
+use crate::error::Error;
+use crate::params::{Mode, SessionParams};
+
+/// The longest tag, MAC or digest (SHA-512).
+pub const MAX_TAG_LEN: usize = 64;
+/// The longest IV or nonce (AES block).
+pub const MAX_IV_LEN: usize = 16;
+
+/// What a request asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Cipher: encrypt. AEAD and cipher+MAC: encrypt and compute the tag.
+    Encrypt,
+    /// Cipher: decrypt. AEAD and cipher+MAC: verify the tag, then decrypt.
+    Decrypt,
+    /// Digest or MAC: compute it.
+    ComputeDigest,
+    /// Digest or MAC: compare with the given one (in constant time).
+    VerifyDigest,
+}
+
+impl Op {
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Encrypt => "encrypt",
+            Op::Decrypt => "decrypt",
+            Op::ComputeDigest => "compute-digest",
+            Op::VerifyDigest => "verify-digest",
+        }
+    }
+
+    /// Whether the tag is an input (checked) rather than an output (written).
+    pub fn checks_tag(self) -> bool {
+        matches!(self, Op::Decrypt | Op::VerifyDigest)
+    }
+}
+
+/// Where the tag/MAC/digest lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TagPlace {
+    /// Inline in the request: read it with [`RequestFields::tag`], give one to verify with
+    /// [`RequestFields::set_tag`].
+    Separate,
+    /// At this offset of the result buffer (computing) or of `buf` (verifying).
+    InBuffer(usize),
+}
+
+/// Associated data authenticated but not encrypted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Aad {
+    #[default]
+    None,
+    /// Separate bytes.
+    Bytes(Vec<u8>),
+    /// A region of `buf`, which must not overlap the payload.
+    Region(Range<usize>),
+}
+
+/// Per-request flags. (The dispatch issue gives `BATCH` and `CALLBACK_IMMEDIATE` their full
+/// meaning; today every request is dispatched directly and completed immediately.)
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Flags(u32);
+
+impl Flags {
+    /// The request may be queued and handed to the driver with others (the paper's
+    /// "batchable" requests).
+    pub const BATCH: Flags = Flags(1);
+    /// Run the callback in the driver's completion context (FreeBSD's CRYPTO_F_CBIMM).
+    pub const CALLBACK_IMMEDIATE: Flags = Flags(2);
+
+    pub fn contains(self, other: Flags) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl std::ops::BitOr for Flags {
+    type Output = Flags;
+    fn bitor(self, o: Flags) -> Flags {
+        Flags(self.0 | o.0)
+    }
+}
+
+/// The fields of a request, reached through `Request`'s `Deref`.
+pub struct RequestFields {
+    pub op: Op,
+    pub buf: Buffer,
+    /// The bytes processed; `None` means all of `buf`.
+    pub payload: Option<Range<usize>>,
+    /// Out-of-place output; `None` means in place.
+    pub out: Option<Buffer>,
+    /// Where in `out` the payload result starts.
+    pub out_offset: usize,
+    pub aad: Aad,
+    pub tag_place: TagPlace,
+    pub flags: Flags,
+    /// The caller's cookie, untouched by ocf (FreeBSD's crp_opaque).
+    pub user: u64,
+    iv: [u8; MAX_IV_LEN],
+    iv_len: usize,
+    tag: [u8; MAX_TAG_LEN],
+    tag_len: usize,
+    pub(crate) notify: Notify,
+}
+
+impl RequestFields {
+    /// Sets the IV or nonce. A wrong length is reported when the request is submitted.
+    pub fn set_iv(&mut self, iv: &[u8]) {
+        let n = iv.len().min(MAX_IV_LEN);
+        self.iv[..n].copy_from_slice(&iv[..n]);
+        self.iv_len = iv.len();
+    }
+
+    pub fn iv(&self) -> &[u8] {
+        &self.iv[..self.iv_len.min(MAX_IV_LEN)]
+    }
+
+    /// Gives the tag to verify (with [`TagPlace::Separate`]).
+    pub fn set_tag(&mut self, tag: &[u8]) {
+        let n = tag.len().min(MAX_TAG_LEN);
+        self.tag[..n].copy_from_slice(&tag[..n]);
+        self.tag_len = tag.len();
+    }
+
+    /// The separate tag: after a compute, the result; before a verify, what was given.
+    pub fn tag(&self) -> &[u8] {
+        &self.tag[..self.tag_len.min(MAX_TAG_LEN)]
+    }
+
+    /// The payload range, resolved against `buf`.
+    pub fn payload_range(&self) -> Range<usize> {
+        self.payload.clone().unwrap_or(0..self.buf.len())
+    }
+
+    /// The result of the payload: `out` when out of place, else `buf`.
+    pub fn result_buf(&self) -> &Buffer {
+        self.out.as_ref().unwrap_or(&self.buf)
+    }
+
+    /// The payload's result bytes, as one vector (a convenience for tests and tools).
+    pub fn result_payload(&self) -> Vec<u8> {
+        let r = self.payload_range();
+        let (buf, start) = match &self.out {
+            Some(o) => (o, self.out_offset),
+            None => (&self.buf, r.start),
+        };
+        let mut v = vec![0; r.len()];
+        buf.copy_out(start..start + r.len(), &mut v);
+        v
+    }
+}
+
+/// A crypto request. Create it once, reuse it: [`Request::reset`] keeps its allocations.
+#[must_use = "a request carries the caller's buffers and result"]
+pub struct Request(Box<RequestFields>);
+
+impl Request {
+    pub fn new(op: Op, buf: impl Into<Buffer>) -> Request {
+        Request(Box::new(RequestFields {
+            op,
+            buf: buf.into(),
+            payload: None,
+            out: None,
+            out_offset: 0,
+            aad: Aad::None,
+            tag_place: TagPlace::Separate,
+            flags: Flags::default(),
+            user: 0,
+            iv: [0; MAX_IV_LEN],
+            iv_len: 0,
+            tag: [0; MAX_TAG_LEN],
+            tag_len: 0,
+            notify: Notify::Return,
+        }))
+    }
+
+    /// Builder: the IV or nonce.
+    pub fn with_iv(mut self, iv: &[u8]) -> Request {
+        self.set_iv(iv);
+        self
+    }
+
+    /// Builder: separate AAD bytes.
+    pub fn with_aad(mut self, aad: &[u8]) -> Request {
+        self.aad = Aad::Bytes(aad.to_vec());
+        self
+    }
+
+    /// Builder: the separate tag to verify.
+    pub fn with_tag(mut self, tag: &[u8]) -> Request {
+        self.set_tag(tag);
+        self
+    }
+
+    /// Builder: the payload region of `buf`.
+    pub fn with_payload(mut self, range: Range<usize>) -> Request {
+        self.payload = Some(range);
+        self
+    }
+
+    /// Builder: out-of-place output into `out`, payload result at offset 0.
+    pub fn with_output(mut self, out: impl Into<Buffer>) -> Request {
+        self.out = Some(out.into());
+        self
+    }
+
+    /// Builder: where the tag lives.
+    pub fn with_tag_place(mut self, place: TagPlace) -> Request {
+        self.tag_place = place;
+        self
+    }
+
+    /// Builder: flags.
+    pub fn with_flags(mut self, flags: Flags) -> Request {
+        self.flags = flags;
+        self
+    }
+
+    /// Prepares the request for reuse with a new operation and buffer, keeping the box.
+    pub fn reset(&mut self, op: Op, buf: Buffer) {
+        let f = &mut *self.0;
+        f.op = op;
+        f.buf = buf;
+        f.payload = None;
+        f.out = None;
+        f.out_offset = 0;
+        f.aad = Aad::None;
+        f.tag_place = TagPlace::Separate;
+        f.flags = Flags::default();
+        f.iv_len = 0;
+        f.tag_len = 0;
+        f.notify = Notify::Return;
+    }
+
+    /// Driver helper: runs `f` on contiguous views of the payload, AAD, IV and tag, hiding
+    /// in-place vs out-of-place, contiguous vs scatter-gather, and where the tag lives.
+    ///
+    /// Before `f`: out of place (ciphers), the payload is copied to `out`; a tag to verify is copied
+    /// into the inline tag slot. After `f`: a gathered payload is scattered back and a
+    /// computed tag is copied to its place. The request was validated, so every region is in
+    /// bounds and the regions are disjoint. Scatter-gather payloads are gathered into a
+    /// temporary vector: segmented packets are the rare path, contiguous ones copy nothing.
+    pub fn with_views<R>(&mut self, f: impl FnOnce(Views<'_>) -> R) -> R {
+        let fields = &mut *self.0;
+        let payload = fields.payload.clone().unwrap_or(0..fields.buf.len());
+        let tag_len = fields.tag_len;
+
+        // A tag to verify that sits in the buffer is copied into the inline slot first.
+        if let (true, TagPlace::InBuffer(off)) = (fields.op.checks_tag(), fields.tag_place) {
+            fields.buf.copy_out(off..off + tag_len, &mut fields.tag[..tag_len]);
+        }
+
+        // Digests read the payload and write nothing but the tag: no copy to `out`.
+        let digest_op = matches!(fields.op, Op::ComputeDigest | Op::VerifyDigest);
+        let RequestFields { buf, out, out_offset, aad, iv, iv_len, tag, .. } = &mut *fields;
+        let iv = &iv[..*iv_len];
+        let tag = &mut tag[..tag_len];
+        let gathered_aad: Vec<u8>;
+        let result = match out.as_mut().filter(|_| !digest_op) {
+            // Out of place: the result buffer starts as a copy of the input payload, and
+            // the AAD is read from the untouched input.
+            Some(out) => {
+                let dst = *out_offset..*out_offset + payload.len();
+                copy_between(buf, payload.clone(), out, dst.start);
+                let aad: &[u8] = match &*aad {
+                    Aad::Bytes(b) => b,
+                    Aad::Region(ar) => match buf.as_contiguous() {
+                        Some(v) => &v[ar.clone()],
+                        None => {
+                            let mut g = vec![0; ar.len()];
+                            buf.copy_out(ar.clone(), &mut g);
+                            gathered_aad = g;
+                            &gathered_aad
+                        }
+                    },
+                    Aad::None => &[],
+                };
+                run_on_payload(out, dst, |payload| f(Views { payload, aad, iv, tag }))
+            }
+            // In place, contiguous, AAD in the same buffer: split it, copy nothing.
+            None if matches!(aad, Aad::Region(_)) && buf.as_contiguous().is_some() => {
+                let (Aad::Region(ar), Some(v)) = (&*aad, buf.as_contiguous_mut()) else {
+                    unreachable!("checked by the match guard")
+                };
+                let (aad, payload) = disjoint(v, ar.clone(), payload);
+                f(Views { payload, aad, iv, tag })
+            }
+            None => {
+                let aad: &[u8] = match &*aad {
+                    Aad::Bytes(b) => b,
+                    Aad::Region(ar) => {
+                        let mut g = vec![0; ar.len()];
+                        buf.copy_out(ar.clone(), &mut g);
+                        gathered_aad = g;
+                        &gathered_aad
+                    }
+                    Aad::None => &[],
+                };
+                run_on_payload(buf, payload, |payload| f(Views { payload, aad, iv, tag }))
+            }
+        };
+
+        // A computed tag that belongs in a buffer is copied there.
+        if let (false, TagPlace::InBuffer(off)) = (fields.op.checks_tag(), fields.tag_place) {
+            let tag = fields.tag;
+            match &mut fields.out {
+                Some(out) => out.copy_in(off, &tag[..tag_len]),
+                None => fields.buf.copy_in(off, &tag[..tag_len]),
+            }
+        }
+        result
+    }
+
+    pub(crate) fn notify_mut(&mut self) -> &mut Notify {
+        &mut self.0.notify
+    }
+
+    pub(crate) fn set_tag_len(&mut self, n: usize) {
+        self.0.tag_len = n;
+    }
+}
+
+/// Runs `f` on the payload as one mutable slice, gathering and scattering segments.
+fn run_on_payload<R>(buf: &mut Buffer, range: Range<usize>, f: impl FnOnce(&mut [u8]) -> R) -> R {
+    match buf.as_contiguous_mut() {
+        Some(v) => f(&mut v[range]),
+        None => {
+            let mut tmp = vec![0; range.len()];
+            buf.copy_out(range.clone(), &mut tmp);
+            let r = f(&mut tmp);
+            buf.copy_in(range.start, &tmp);
+            r
+        }
+    }
+}
+
+fn copy_between(src: &Buffer, range: Range<usize>, dst: &mut Buffer, dst_off: usize) {
+    match (src.as_contiguous(), dst.as_contiguous_mut()) {
+        (Some(s), Some(d)) => d[dst_off..dst_off + range.len()].copy_from_slice(&s[range]),
+        (Some(s), None) => dst.copy_in(dst_off, &s[range]),
+        _ => {
+            let mut tmp = vec![0; range.len()];
+            src.copy_out(range, &mut tmp);
+            dst.copy_in(dst_off, &tmp);
+        }
+    }
+}
+
+/// Splits one slice into a read-only region and a disjoint mutable region.
+fn disjoint(v: &mut [u8], ro: Range<usize>, rw: Range<usize>) -> (&[u8], &mut [u8]) {
+    if ro.end <= rw.start {
+        let (left, right) = v.split_at_mut(rw.start);
+        (&left[ro], &mut right[..rw.len()])
+    } else {
+        let (left, right) = v.split_at_mut(ro.start);
+        (&right[..ro.len()], &mut left[rw])
+    }
+}
+
+/// What a driver's processing function sees: contiguous, validated views.
+pub struct Views<'a> {
+    /// The bytes to transform in place (or to digest).
+    pub payload: &'a mut [u8],
+    pub aad: &'a [u8],
+    pub iv: &'a [u8],
+    /// The tag slot: write the computed tag here, or read the tag to verify from here.
+    pub tag: &'a mut [u8],
+}
+
+impl Deref for Request {
+    type Target = RequestFields;
+    fn deref(&self) -> &RequestFields {
+        &self.0
+    }
+}
+
+impl DerefMut for Request {
+    fn deref_mut(&mut self) -> &mut RequestFields {
+        &mut self.0
+    }
+}
+
+impl fmt::Debug for Request {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Request")
+            .field("op", &self.op)
+            .field("buf_len", &self.buf.len())
+            .field("payload", &self.payload)
+            .field("out_of_place", &self.out.is_some())
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The result of a request: the request back (with its buffers), or the error with the
+/// request back.
+pub type Outcome = Result<Request, Failed>;
+
+/// A failed request: why, and the request itself so no buffer is lost.
+pub struct Failed {
+    pub error: Error,
+    pub request: Request,
+}
+
+impl fmt::Debug for Failed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Failed({:?}, {:?})", self.error, self.request)
+    }
+}
+
+impl fmt::Display for Failed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for Failed {}
+
+/// What a session demands of its requests, computed once from the session parameters so
+/// that checking a request is a handful of comparisons.
+#[derive(Clone, Debug)]
+pub(crate) struct RequestRules {
+    mode: &'static str,
+    cipher_ops: bool,
+    digest_ops: bool,
+    iv_len: usize,
+    block_len: usize,
+    pub(crate) tag_len: usize,
+    aad_ok: bool,
+}
+
+impl RequestRules {
+    pub(crate) fn new(p: &SessionParams) -> RequestRules {
+        let (cipher_ops, digest_ops, aad_ok) = match &p.mode {
+            Mode::Cipher { .. } => (true, false, false),
+            Mode::Digest { .. } | Mode::Mac { .. } => (false, true, false),
+            Mode::Aead { .. } | Mode::CipherThenMac { .. } => (true, false, true),
+        };
+        let cipher = p.cipher_alg();
+        RequestRules {
+            mode: p.mode.name(),
+            cipher_ops,
+            digest_ops,
+            iv_len: cipher.map_or(0, |c| c.iv_len()),
+            block_len: cipher.map_or(1, |c| c.block_len()),
+            tag_len: p.tag_len(),
+            aad_ok,
+        }
+    }
+
+    /// The one place a request is checked before it reaches a driver.
+    pub(crate) fn check(&self, r: &RequestFields) -> Result<(), Error> {
+        let op_ok = match r.op {
+            Op::Encrypt | Op::Decrypt => self.cipher_ops,
+            Op::ComputeDigest | Op::VerifyDigest => self.digest_ops,
+        };
+        if !op_ok {
+            return Err(Error::BadOperation { op: r.op.name(), mode: self.mode });
+        }
+        if r.iv_len != self.iv_len {
+            return Err(Error::BadIvLength { expected: self.iv_len, got: r.iv_len });
+        }
+        let buf_len = r.buf.len();
+        let payload = r.payload_range();
+        in_bounds("payload", &payload, buf_len)?;
+        if payload.len() % self.block_len != 0 {
+            return Err(Error::NotBlockMultiple { len: payload.len(), block: self.block_len });
+        }
+        let digest_op = matches!(r.op, Op::ComputeDigest | Op::VerifyDigest);
+        if let (Some(out), false) = (&r.out, digest_op) {
+            let need = r.out_offset.saturating_add(payload.len());
+            if need > out.len() {
+                return Err(Error::OutputTooShort { need, got: out.len() });
+            }
+        }
+        match &r.aad {
+            Aad::None => {}
+            Aad::Bytes(b) if b.is_empty() => {}
+            _ if !self.aad_ok => return Err(Error::AadNotSupported { mode: self.mode }),
+            Aad::Bytes(_) => {}
+            Aad::Region(ar) => {
+                in_bounds("AAD", ar, buf_len)?;
+                if r.out.is_none() && overlaps(ar, &payload) {
+                    return Err(Error::BadRegion {
+                        what: "AAD (overlaps the payload)",
+                        start: ar.start,
+                        end: ar.end,
+                        buf_len,
+                    });
+                }
+            }
+        }
+        if self.tag_len > 0 {
+            match r.tag_place {
+                TagPlace::Separate => {
+                    if r.op.checks_tag() && r.tag_len != self.tag_len {
+                        return Err(Error::BadTagLength { got: r.tag_len, allowed: tag_len_str(self.tag_len) });
+                    }
+                }
+                TagPlace::InBuffer(off) => {
+                    let tr = off..off.saturating_add(self.tag_len);
+                    // Computed tags go to the result buffer; checked tags come from `buf`.
+                    let (holder, same_as_payload) = match (&r.out, r.op.checks_tag()) {
+                        (Some(out), false) => (out.len(), !digest_op),
+                        (Some(_), true) => (buf_len, false),
+                        (None, _) => (buf_len, true),
+                    };
+                    in_bounds("tag", &tr, holder)?;
+                    let work = match &r.out {
+                        Some(_) if same_as_payload => r.out_offset..r.out_offset + payload.len(),
+                        _ => payload.clone(),
+                    };
+                    if same_as_payload && overlaps(&tr, &work) {
+                        return Err(Error::BadRegion {
+                            what: "tag (overlaps the payload)",
+                            start: tr.start,
+                            end: tr.end,
+                            buf_len: holder,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn tag_len_str(n: usize) -> &'static str {
+    match n {
+        10 => "10",
+        12 => "12",
+        16 => "16",
+        20 => "20",
+        24 => "24",
+        32 => "32",
+        48 => "48",
+        64 => "64",
+        _ => "the session's tag length",
+    }
+}
+
+fn in_bounds(what: &'static str, r: &Range<usize>, buf_len: usize) -> Result<(), Error> {
+    if r.start > r.end || r.end > buf_len {
+        return Err(Error::BadRegion { what, start: r.start, end: r.end, buf_len });
+    }
+    Ok(())
+}
+
+fn overlaps(a: &Range<usize>, b: &Range<usize>) -> bool {
+    a.start < b.end && b.start < a.end
+}
+
