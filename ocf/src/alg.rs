@@ -93,13 +93,8 @@ pub enum DigestAlg {
 }
 
 impl DigestAlg {
-    pub const ALL: [DigestAlg; 5] = [
-        DigestAlg::Md5,
-        DigestAlg::Sha1,
-        DigestAlg::Sha256,
-        DigestAlg::Sha384,
-        DigestAlg::Sha512,
-    ];
+    pub const ALL: [DigestAlg; 5] =
+        [DigestAlg::Md5, DigestAlg::Sha1, DigestAlg::Sha256, DigestAlg::Sha384, DigestAlg::Sha512];
 
     /// Output length in bytes.
     pub fn output_len(self) -> usize {

@@ -102,8 +102,7 @@ impl Buffer {
             Buffer::Contiguous(v) => (Some(&v[range]), None),
             Buffer::Segments(segs) => (None, Some(segments_overlapping(segs, range))),
         };
-        one.into_iter()
-            .chain(many.into_iter().flatten().map(|(seg, r)| &seg[r]))
+        one.into_iter().chain(many.into_iter().flatten().map(|(seg, r)| &seg[r]))
     }
 
     /// Takes the bytes out, leaving an empty buffer (to hand them back to a caller).
@@ -121,7 +120,10 @@ impl Buffer {
 }
 
 /// Yields `(segment, range within segment)` for each segment overlapping logical `range`.
-fn segments_overlapping(segs: &[Vec<u8>], range: Range<usize>) -> impl Iterator<Item = (&Vec<u8>, Range<usize>)> {
+fn segments_overlapping(
+    segs: &[Vec<u8>],
+    range: Range<usize>,
+) -> impl Iterator<Item = (&Vec<u8>, Range<usize>)> {
     let mut base = 0;
     segs.iter().filter_map(move |seg| {
         let (start, end) = (base, base + seg.len());

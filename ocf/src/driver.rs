@@ -95,7 +95,11 @@ pub trait Driver: Send + Sync + 'static {
 
     /// Creates the driver's per-session state. `ctx` is how an asynchronous driver
     /// completes this session's requests.
-    fn new_session(&self, params: &SessionParams, ctx: SessionContext) -> Result<Box<dyn DriverSession>, Error>;
+    fn new_session(
+        &self,
+        params: &SessionParams,
+        ctx: SessionContext,
+    ) -> Result<Box<dyn DriverSession>, Error>;
 
     /// Destroys a session. The default drops it; the driver session's `Drop` must wipe keys.
     fn free_session(&self, session: Box<dyn DriverSession>) {

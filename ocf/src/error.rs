@@ -15,23 +15,51 @@ use crate::alg::{CipherAlg, DigestAlg, MacAlg};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Error {
     /// A key whose length the algorithm does not define.
-    BadKeyLength { what: &'static str, got: usize, allowed: &'static [usize] },
+    BadKeyLength {
+        what: &'static str,
+        got: usize,
+        allowed: &'static [usize],
+    },
     /// A MAC key that is empty (HMAC accepts any non-zero length).
-    BadMacKeyLength { got: usize },
+    BadMacKeyLength {
+        got: usize,
+    },
     /// A request IV or AEAD nonce of the wrong length.
-    BadIvLength { expected: usize, got: usize },
+    BadIvLength {
+        expected: usize,
+        got: usize,
+    },
     /// An AEAD tag or truncated MAC length the algorithm does not allow.
-    BadTagLength { got: usize, allowed: &'static str },
+    BadTagLength {
+        got: usize,
+        allowed: &'static str,
+    },
     /// A payload that a block mode cannot process without padding.
-    NotBlockMultiple { len: usize, block: usize },
+    NotBlockMultiple {
+        len: usize,
+        block: usize,
+    },
     /// A payload, AAD or tag region that lies outside its buffer.
-    BadRegion { what: &'static str, start: usize, end: usize, buf_len: usize },
+    BadRegion {
+        what: &'static str,
+        start: usize,
+        end: usize,
+        buf_len: usize,
+    },
     /// An out-of-place output buffer too short for the result.
-    OutputTooShort { need: usize, got: usize },
+    OutputTooShort {
+        need: usize,
+        got: usize,
+    },
     /// An operation the session's mode cannot do (e.g. encrypt on a digest session).
-    BadOperation { op: &'static str, mode: &'static str },
+    BadOperation {
+        op: &'static str,
+        mode: &'static str,
+    },
     /// AAD given to a session whose mode does not authenticate it.
-    AadNotSupported { mode: &'static str },
+    AadNotSupported {
+        mode: &'static str,
+    },
     /// A combination of algorithm and mode that does not exist (e.g. AES-GCM as a plain cipher).
     InvalidParams(&'static str),
     /// Tag or MAC verification failed: the data or the tag was altered.
@@ -98,10 +126,9 @@ impl fmt::Display for Error {
             Error::NotBlockMultiple { len, block } => {
                 write!(f, "payload length {len} is not a multiple of the {block}-byte block")
             }
-            Error::BadRegion { what, start, end, buf_len } => write!(
-                f,
-                "{what} region {start}..{end} lies outside the {buf_len}-byte buffer"
-            ),
+            Error::BadRegion { what, start, end, buf_len } => {
+                write!(f, "{what} region {start}..{end} lies outside the {buf_len}-byte buffer")
+            }
             Error::OutputTooShort { need, got } => {
                 write!(f, "output buffer holds {got} bytes, the result needs {need}")
             }

@@ -252,7 +252,8 @@ fn unsupported(params: &SessionParams) -> Error {
 fn driver_stats(d: &DriverEntry) -> DriverStats {
     let c = &d.counters;
     let live = c.live.lock().unwrap_or_else(PoisonError::into_inner);
-    let (mut ops, mut bytes) = (c.retired_ops.load(Ordering::Relaxed), c.retired_bytes.load(Ordering::Relaxed));
+    let (mut ops, mut bytes) =
+        (c.retired_ops.load(Ordering::Relaxed), c.retired_bytes.load(Ordering::Relaxed));
     for (_, s) in live.iter() {
         ops += s.ops.load(Ordering::Relaxed);
         bytes += s.bytes.load(Ordering::Relaxed);

@@ -58,5 +58,7 @@ pub use driver::{Capabilities, Driver, DriverSession, Hint, Priority, Processed,
 pub use error::{Error, ErrorCounts, ErrorKind};
 pub use framework::{DriverInfo, DriverStats, Framework, FrameworkStats};
 pub use params::{Key, Mode, SessionParams};
-pub use request::{Aad, Failed, Flags, Op, Outcome, Request, RequestFields, TagPlace, Views, MAX_IV_LEN, MAX_TAG_LEN};
+pub use request::{
+    Aad, Failed, Flags, Op, Outcome, Request, RequestFields, TagPlace, Views, MAX_IV_LEN, MAX_TAG_LEN,
+};
 pub use session::{Session, SessionStats};

@@ -518,7 +518,10 @@ impl RequestRules {
             match r.tag_place {
                 TagPlace::Separate => {
                     if r.op.checks_tag() && r.tag_len != self.tag_len {
-                        return Err(Error::BadTagLength { got: r.tag_len, allowed: tag_len_str(self.tag_len) });
+                        return Err(Error::BadTagLength {
+                            got: r.tag_len,
+                            allowed: tag_len_str(self.tag_len),
+                        });
                     }
                 }
                 TagPlace::InBuffer(off) => {
@@ -573,4 +576,3 @@ fn in_bounds(what: &'static str, r: &Range<usize>, buf_len: usize) -> Result<(),
 fn overlaps(a: &Range<usize>, b: &Range<usize>) -> bool {
     a.start < b.end && b.start < a.end
 }
-

@@ -47,13 +47,20 @@ impl Aead {
     }
 
     /// Encrypts `data` in place and writes the 16-byte tag.
-    pub(crate) fn seal(&self, nonce: &[u8], aad: &[u8], data: &mut [u8], tag: &mut [u8]) -> Result<(), Error> {
+    pub(crate) fn seal(
+        &self,
+        nonce: &[u8],
+        aad: &[u8],
+        data: &mut [u8],
+        tag: &mut [u8],
+    ) -> Result<(), Error> {
         if let Some(ctx) = self.chacha_ctx.as_ref().filter(|_| data.len() >= CHACHA_OPENSSL_MIN_LEN) {
             if let Ok(mut c) = ctx.enc.try_lock() {
                 return ossl_seal(&mut c, nonce, aad, data, tag);
             }
         }
-        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| Error::BadIvLength { expected: 12, got: nonce.len() })?;
+        let nonce = Nonce::try_assume_unique_for_key(nonce)
+            .map_err(|_| Error::BadIvLength { expected: 12, got: nonce.len() })?;
         let t = self
             .key
             .seal_in_place_separate_tag(nonce, aead::Aad::from(aad), data)
@@ -78,7 +85,8 @@ impl Aead {
                 return ossl_open(&mut c, nonce, aad, data, tag);
             }
         }
-        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| Error::BadIvLength { expected: 12, got: nonce.len() })?;
+        let nonce = Nonce::try_assume_unique_for_key(nonce)
+            .map_err(|_| Error::BadIvLength { expected: 12, got: nonce.len() })?;
         self.key
             .open_in_place_separate_tag(nonce, aead::Aad::from(aad), tag, data)
             .map(|_| ())
@@ -97,7 +105,13 @@ impl ChachaCtx {
     }
 }
 
-fn ossl_seal(c: &mut CipherCtx, nonce: &[u8], aad: &[u8], data: &mut [u8], tag: &mut [u8]) -> Result<(), Error> {
+fn ossl_seal(
+    c: &mut CipherCtx,
+    nonce: &[u8],
+    aad: &[u8],
+    data: &mut [u8],
+    tag: &mut [u8],
+) -> Result<(), Error> {
     let fail = |_| Error::DriverFailure("soft: libcrypto seal failed");
     c.encrypt_init(None, None, Some(nonce)).map_err(fail)?;
     if !aad.is_empty() {

@@ -83,7 +83,11 @@ fn cbc_decrypt<C: BlockCipherDecrypt + BlockCipherEncrypt>(cipher: &C, iv: &[u8]
     cbc::Decryptor::<&C>::inner_iv_init(cipher, &iv).decrypt_blocks(blocks);
 }
 
-fn ctr_apply<C: BlockCipherEncrypt<BlockSize = cbc::cipher::consts::U16>>(cipher: &C, iv: &[u8], data: &mut [u8]) {
+fn ctr_apply<C: BlockCipherEncrypt<BlockSize = cbc::cipher::consts::U16>>(
+    cipher: &C,
+    iv: &[u8],
+    data: &mut [u8],
+) {
     let Ok(iv) = Array::try_from(iv) else { return };
     let core = ctr::CtrCore::<&C, ctr::flavors::Ctr128BE>::inner_iv_init(cipher, &iv);
     ctr::Ctr128BE::<&C>::from_core(core).apply_keystream(data);

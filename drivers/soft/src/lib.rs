@@ -24,8 +24,8 @@ mod digest;
 use std::sync::Arc;
 
 use ocf::{
-    Capabilities, CipherAlg, DigestAlg, Driver, DriverSession, Error, Failed, Framework, Hint, MacAlg, Mode, Op,
-    Priority, Processed, Request, SessionContext, SessionParams, MAX_TAG_LEN,
+    Capabilities, CipherAlg, DigestAlg, Driver, DriverSession, Error, Failed, Framework, Hint, MacAlg, Mode,
+    Op, Priority, Processed, Request, SessionContext, SessionParams, MAX_TAG_LEN,
 };
 use subtle::ConstantTimeEq;
 
@@ -84,7 +84,11 @@ impl Driver for SoftDriver {
         Some(if accelerated { Priority::AcceleratedSoftware } else { Priority::Software })
     }
 
-    fn new_session(&self, params: &SessionParams, _ctx: SessionContext) -> Result<Box<dyn DriverSession>, Error> {
+    fn new_session(
+        &self,
+        params: &SessionParams,
+        _ctx: SessionContext,
+    ) -> Result<Box<dyn DriverSession>, Error> {
         Ok(Box::new(SoftSession::new(params)?))
     }
 }
