@@ -175,7 +175,6 @@ impl RequestFields {
 }
 
 /// A crypto request. Create it once, reuse it: [`Request::reset`] keeps its allocations.
-#[must_use = "a request carries the caller's buffers and result"]
 pub struct Request(Box<RequestFields>);
 
 impl Request {

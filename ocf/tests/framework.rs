@@ -1,0 +1,297 @@
+//! The framework's own behaviour, independent of any real algorithm: driver selection,
+//! registration, the three completion styles over synchronous and asynchronous drivers,
+//! Busy, driver removal, and the accounting of each error.
+//!
+//! The drivers here implement only the NULL cipher (output = input, RFC 2410) so that every
+//! result is checkable; they differ in how they complete (inline, from another thread) and
+//! in what they answer (Busy, a broken contract).
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread;
+use std::time::Duration;
+
+use ocf::{
+    Callback, Capabilities, CipherAlg, Driver, DriverSession, Error, ErrorKind, Framework, Hint, Key, Op,
+    Outcome, Priority, Processed, Request, SessionContext, SessionParams,
+};
+
+#[derive(Clone, Copy, PartialEq)]
+enum Behaviour {
+    /// Finishes inside `process`.
+    Inline,
+    /// Hands the request to a worker thread that completes it through `SessionContext::done`
+    /// after `delay`.
+    Threaded { delay: Duration },
+    /// Always answers Busy.
+    Busy,
+    /// Claims to be synchronous but answers Pending (a broken driver).
+    LiesAboutSync,
+}
+
+struct NullDriver {
+    name: &'static str,
+    priority: Priority,
+    behaviour: Behaviour,
+    freed: Arc<AtomicUsize>,
+}
+
+impl NullDriver {
+    fn new(name: &'static str, priority: Priority, behaviour: Behaviour) -> Arc<NullDriver> {
+        Arc::new(NullDriver { name, priority, behaviour, freed: Arc::default() })
+    }
+}
+
+struct NullSession {
+    behaviour: Behaviour,
+    ctx: SessionContext,
+    worker: Option<Mutex<mpsc::Sender<Request>>>,
+}
+
+impl Driver for NullDriver {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            ciphers: vec![CipherAlg::Null],
+            synchronous: matches!(self.behaviour, Behaviour::Inline | Behaviour::Busy | Behaviour::LiesAboutSync),
+            ..Default::default()
+        }
+    }
+    fn probe_session(&self, _: &SessionParams) -> Option<Priority> {
+        Some(self.priority)
+    }
+    fn new_session(&self, _: &SessionParams, ctx: SessionContext) -> Result<Box<dyn DriverSession>, Error> {
+        let worker = match self.behaviour {
+            Behaviour::Threaded { delay } => {
+                let (tx, rx) = mpsc::channel::<Request>();
+                let ctx = ctx.clone();
+                thread::spawn(move || {
+                    for req in rx {
+                        thread::sleep(delay);
+                        ctx.done(Ok(req));
+                    }
+                });
+                Some(Mutex::new(tx))
+            }
+            _ => None,
+        };
+        Ok(Box::new(NullSession { behaviour: self.behaviour, ctx, worker }))
+    }
+    fn free_session(&self, s: Box<dyn DriverSession>) {
+        self.freed.fetch_add(1, Ordering::SeqCst);
+        drop(s);
+    }
+}
+
+impl DriverSession for NullSession {
+    fn process(&self, req: Request, _: Hint) -> Processed {
+        match self.behaviour {
+            Behaviour::Inline => Processed::Done(Ok(req)),
+            Behaviour::Busy => Processed::Busy(req),
+            Behaviour::LiesAboutSync => {
+                self.ctx.done(Ok(req));
+                Processed::Pending
+            }
+            Behaviour::Threaded { .. } => {
+                let _ = self.worker.as_ref().map(|w| w.lock().unwrap().send(req));
+                Processed::Pending
+            }
+        }
+    }
+}
+
+fn null_params() -> SessionParams {
+    SessionParams::cipher(CipherAlg::Null, Key::empty())
+}
+
+fn request(data: &[u8]) -> Request {
+    Request::new(Op::Encrypt, data.to_vec())
+}
+
+/// A minimal executor: polls a future to completion, parking the thread in between.
+fn block_on<F: Future>(f: F) -> F::Output {
+    struct Unpark(thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark()
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = pin!(f);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        thread::park();
+    }
+}
+
+#[test]
+fn best_priority_wins_and_ties_go_to_the_least_loaded_driver() {
+    let fw = Framework::new();
+    fw.register(NullDriver::new("sw-a", Priority::Software, Behaviour::Inline)).unwrap();
+    fw.register(NullDriver::new("sw-b", Priority::Software, Behaviour::Inline)).unwrap();
+    let s1 = fw.new_session(&null_params()).unwrap();
+    let s2 = fw.new_session(&null_params()).unwrap();
+    assert_ne!(s1.driver_name(), s2.driver_name(), "ties must spread sessions over drivers");
+
+    fw.register(NullDriver::new("hw", Priority::Hardware, Behaviour::Inline)).unwrap();
+    assert_eq!(fw.new_session(&null_params()).unwrap().driver_name(), "hw");
+    assert_eq!(fw.choose_driver(&null_params()).unwrap(), ("hw".to_string(), Priority::Hardware));
+    // A caller may name a lower-priority driver.
+    assert_eq!(fw.new_session_on("sw-a", &null_params()).unwrap().driver_name(), "sw-a");
+}
+
+#[test]
+fn registry_errors_are_specific_and_counted() {
+    let fw = Framework::new();
+    assert_eq!(fw.new_session(&null_params()).unwrap_err(), Error::NoDriver);
+    fw.register(NullDriver::new("n", Priority::Software, Behaviour::Inline)).unwrap();
+    assert_eq!(
+        fw.register(NullDriver::new("n", Priority::Software, Behaviour::Inline)).unwrap_err(),
+        Error::DuplicateDriver("n".into())
+    );
+    assert_eq!(fw.unregister("nope").unwrap_err(), Error::UnknownDriver("nope".into()));
+    assert_eq!(fw.new_session_on("nope", &null_params()).unwrap_err(), Error::UnknownDriver("nope".into()));
+    let gcm = SessionParams::aead(CipherAlg::AesGcm, &[0u8; 16]);
+    assert_eq!(fw.new_session(&gcm).unwrap_err(), Error::UnsupportedCipher(CipherAlg::AesGcm));
+    // Unsupported on a named driver is charged to that driver.
+    assert_eq!(fw.new_session_on("n", &gcm).unwrap_err(), Error::UnsupportedCipher(CipherAlg::AesGcm));
+    let bad_key = SessionParams::cipher(CipherAlg::AesCbc, &[0u8; 5]);
+    assert!(matches!(fw.new_session(&bad_key), Err(Error::BadKeyLength { got: 5, .. })));
+
+    let stats = fw.stats();
+    let fw_errors = stats.errors;
+    assert_eq!(fw_errors.get(ErrorKind::NoDriver), 1);
+    assert_eq!(fw_errors.get(ErrorKind::DuplicateDriver), 1);
+    assert_eq!(fw_errors.get(ErrorKind::UnknownDriver), 2);
+    assert_eq!(fw_errors.get(ErrorKind::Unsupported), 1);
+    assert_eq!(fw_errors.get(ErrorKind::BadKeyLength), 1);
+    assert_eq!(fw.driver_stats("n").unwrap().errors.get(ErrorKind::Unsupported), 1);
+    assert_eq!(stats.total_errors().total(), 7);
+}
+
+#[test]
+fn three_completion_styles_on_a_synchronous_driver() {
+    let fw = Framework::new();
+    fw.register(NullDriver::new("n", Priority::Software, Behaviour::Inline)).unwrap();
+    let s = fw.new_session(&null_params()).unwrap();
+
+    let r = s.run(request(b"run")).unwrap();
+    assert_eq!(r.buf.to_vec(), b"run");
+
+    let got: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+    let sink = got.clone();
+    let cb: Callback = Arc::new(move |o: Outcome| sink.lock().unwrap().push(o.unwrap().buf.to_vec()));
+    s.submit(request(b"callback"), &cb);
+    assert_eq!(*got.lock().unwrap(), vec![b"callback".to_vec()], "a synchronous driver calls back at once");
+
+    let r = block_on(s.submit_async(request(b"future"))).unwrap();
+    assert_eq!(r.buf.to_vec(), b"future");
+    let st = s.stats();
+    assert_eq!((st.ops, st.bytes), (3, 3 + 8 + 6));
+}
+
+#[test]
+fn three_completion_styles_on_an_asynchronous_driver() {
+    let fw = Framework::new();
+    let delay = Duration::from_millis(5);
+    fw.register(NullDriver::new("t", Priority::Hardware, Behaviour::Threaded { delay })).unwrap();
+    let s = fw.new_session(&null_params()).unwrap();
+
+    assert_eq!(s.run(request(b"run")).unwrap().buf.to_vec(), b"run");
+
+    let (tx, rx) = mpsc::channel();
+    let tx = Mutex::new(tx);
+    let cb: Callback = Arc::new(move |o: Outcome| tx.lock().unwrap().send(o.unwrap().user).unwrap());
+    for i in 0..10u64 {
+        let mut r = request(b"cb");
+        r.user = i;
+        s.submit(r, &cb);
+    }
+    let mut users: Vec<u64> = (0..10).map(|_| rx.recv_timeout(Duration::from_secs(5)).unwrap()).collect();
+    users.sort();
+    assert_eq!(users, (0..10).collect::<Vec<_>>(), "every callback exactly once");
+
+    let r = block_on(s.submit_async(request(b"future"))).unwrap();
+    assert_eq!(r.buf.to_vec(), b"future");
+    assert_eq!(s.stats().ops, 12);
+}
+
+#[test]
+fn a_result_that_completes_before_the_caller_waits_is_not_missed() {
+    // The worker completes with no delay, racing the submitter into `wait`. Many rounds
+    // make both orders happen.
+    let fw = Framework::new();
+    fw.register(NullDriver::new("t", Priority::Software, Behaviour::Threaded { delay: Duration::ZERO }))
+        .unwrap();
+    let s = fw.new_session(&null_params()).unwrap();
+    for i in 0..2000u64 {
+        let mut r = request(&i.to_le_bytes());
+        r.user = i;
+        let r = s.run(r).unwrap();
+        assert_eq!(r.user, i);
+        assert_eq!(r.buf.to_vec(), i.to_le_bytes());
+    }
+}
+
+#[test]
+fn busy_returns_the_request_and_is_counted() {
+    let fw = Framework::new();
+    fw.register(NullDriver::new("b", Priority::Software, Behaviour::Busy)).unwrap();
+    let s = fw.new_session(&null_params()).unwrap();
+    let f = s.run(request(b"keep me")).unwrap_err();
+    assert_eq!(f.error, Error::Busy);
+    assert_eq!(f.request.buf.to_vec(), b"keep me", "no buffer is lost on Busy");
+    assert_eq!(s.stats().errors.get(ErrorKind::Busy), 1);
+    assert_eq!(fw.driver_stats("b").unwrap().errors.get(ErrorKind::Busy), 1);
+}
+
+#[test]
+fn unregistering_a_driver_fails_later_requests_with_driver_gone() {
+    let fw = Framework::new();
+    let d = NullDriver::new("n", Priority::Software, Behaviour::Inline);
+    let freed = d.freed.clone();
+    fw.register(d).unwrap();
+    let s = fw.new_session(&null_params()).unwrap();
+    s.run(request(b"x")).unwrap();
+    fw.unregister("n").unwrap();
+    let f = s.run(request(b"y")).unwrap_err();
+    assert_eq!(f.error, Error::DriverGone);
+    assert_eq!(f.request.buf.to_vec(), b"y");
+    assert_eq!(s.stats().errors.get(ErrorKind::DriverGone), 1);
+    assert!(fw.drivers().is_empty());
+    drop(s);
+    assert_eq!(freed.load(Ordering::SeqCst), 1, "the driver frees the session when the last handle goes");
+}
+
+#[test]
+fn driver_stats_include_freed_sessions() {
+    let fw = Framework::new();
+    fw.register(NullDriver::new("n", Priority::Software, Behaviour::Inline)).unwrap();
+    for _ in 0..3 {
+        let s = fw.new_session(&null_params()).unwrap();
+        s.run(request(&[0u8; 100])).unwrap();
+    }
+    let live = fw.new_session(&null_params()).unwrap();
+    live.run(request(&[0u8; 10])).unwrap();
+    let st = fw.driver_stats("n").unwrap();
+    assert_eq!((st.sessions, st.sessions_created, st.ops, st.bytes), (1, 4, 4, 310));
+}
+
+#[test]
+fn a_driver_breaking_the_synchronous_contract_gets_an_error_not_a_hang_or_panic() {
+    let fw = Framework::new();
+    fw.register(NullDriver::new("liar", Priority::Software, Behaviour::LiesAboutSync)).unwrap();
+    let s = fw.new_session(&null_params()).unwrap();
+    let f = s.run(request(b"x")).unwrap_err();
+    assert!(matches!(f.error, Error::DriverFailure(_)));
+    // Both the broken answer and the orphaned late completion are charged to the driver.
+    assert_eq!(fw.driver_stats("liar").unwrap().errors.get(ErrorKind::DriverFailure), 2);
+}
