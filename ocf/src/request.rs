@@ -124,6 +124,8 @@ pub struct RequestFields {
     iv_len: usize,
     tag: [u8; MAX_TAG_LEN],
     tag_len: usize,
+    /// Set when the request fails (see [`Failed`]).
+    error: Option<Error>,
     pub(crate) notify: Notify,
 }
 
@@ -193,6 +195,7 @@ impl Request {
             iv_len: 0,
             tag: [0; MAX_TAG_LEN],
             tag_len: 0,
+            error: None,
             notify: Notify::Return,
         }))
     }
@@ -252,6 +255,7 @@ impl Request {
         f.flags = Flags::default();
         f.iv_len = 0;
         f.tag_len = 0;
+        f.error = None;
         f.notify = Notify::Return;
     }
 
@@ -267,6 +271,18 @@ impl Request {
         let fields = &mut *self.0;
         let payload = fields.payload.clone().unwrap_or(0..fields.buf.len());
         let tag_len = fields.tag_len;
+
+        // The common case first: contiguous, in place, tag inline, AAD absent or separate.
+        if fields.out.is_none() && fields.tag_place == TagPlace::Separate {
+            if let (Buffer::Contiguous(v), Aad::None | Aad::Bytes(_)) = (&mut fields.buf, &fields.aad) {
+                let aad: &[u8] = match &fields.aad {
+                    Aad::Bytes(b) => b,
+                    _ => &[],
+                };
+                let iv = &fields.iv[..fields.iv_len];
+                return f(Views { payload: &mut v[payload], aad, iv, tag: &mut fields.tag[..tag_len] });
+            }
+        }
 
         // A tag to verify that sits in the buffer is copied into the inline slot first.
         if let (true, TagPlace::InBuffer(off)) = (fields.op.checks_tag(), fields.tag_place) {
@@ -419,21 +435,43 @@ impl fmt::Debug for Request {
 /// request back.
 pub type Outcome = Result<Request, Failed>;
 
-/// A failed request: why, and the request itself so no buffer is lost.
+/// A failed request: the request itself (so no buffer is lost), carrying why it failed.
+///
+/// The error lives in the request's box (like FreeBSD's `crp_etype`), which keeps
+/// [`Outcome`] two words wide: moving outcomes through the dispatch and completion layers
+/// is then as cheap as moving a pointer.
 pub struct Failed {
-    pub error: Error,
     pub request: Request,
+}
+
+impl Failed {
+    pub fn new(error: Error, mut request: Request) -> Failed {
+        request.0.error = Some(error);
+        Failed { request }
+    }
+
+    /// Why the request failed.
+    pub fn error(&self) -> &Error {
+        // Every constructor stores an error; the fallback only keeps this total.
+        self.request.0.error.as_ref().unwrap_or(&Error::DriverFailure("failure without a cause"))
+    }
+
+    /// The error and the request, separated.
+    pub fn into_parts(mut self) -> (Error, Request) {
+        let e = self.request.0.error.take().unwrap_or(Error::DriverFailure("failure without a cause"));
+        (e, self.request)
+    }
 }
 
 impl fmt::Debug for Failed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Failed({:?}, {:?})", self.error, self.request)
+        write!(f, "Failed({:?}, {:?})", self.error(), self.request)
     }
 }
 
 impl fmt::Display for Failed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.error.fmt(f)
+        self.error().fmt(f)
     }
 }
 

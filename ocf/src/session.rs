@@ -56,7 +56,7 @@ impl SessionCore {
                 self.counters.ops.fetch_add(1, Ordering::Relaxed);
                 self.counters.bytes.fetch_add(req.payload_range().len() as u64, Ordering::Relaxed);
             }
-            Err(f) => self.count_error(f.error.kind()),
+            Err(f) => self.count_error(f.error().kind()),
         }
     }
 
@@ -67,7 +67,7 @@ impl SessionCore {
 
     fn fail(&self, error: Error, request: Request) -> Outcome {
         self.count_error(error.kind());
-        Err(Failed { error, request })
+        Err(Failed::new(error, request))
     }
 
     /// The asynchronous completion path (FreeBSD's `crypto_done`).

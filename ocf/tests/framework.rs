@@ -58,7 +58,10 @@ impl Driver for NullDriver {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             ciphers: vec![CipherAlg::Null],
-            synchronous: matches!(self.behaviour, Behaviour::Inline | Behaviour::Busy | Behaviour::LiesAboutSync),
+            synchronous: matches!(
+                self.behaviour,
+                Behaviour::Inline | Behaviour::Busy | Behaviour::LiesAboutSync
+            ),
             ..Default::default()
         }
     }
@@ -247,7 +250,7 @@ fn busy_returns_the_request_and_is_counted() {
     fw.register(NullDriver::new("b", Priority::Software, Behaviour::Busy)).unwrap();
     let s = fw.new_session(&null_params()).unwrap();
     let f = s.run(request(b"keep me")).unwrap_err();
-    assert_eq!(f.error, Error::Busy);
+    assert_eq!(*f.error(), Error::Busy);
     assert_eq!(f.request.buf.to_vec(), b"keep me", "no buffer is lost on Busy");
     assert_eq!(s.stats().errors.get(ErrorKind::Busy), 1);
     assert_eq!(fw.driver_stats("b").unwrap().errors.get(ErrorKind::Busy), 1);
@@ -263,7 +266,7 @@ fn unregistering_a_driver_fails_later_requests_with_driver_gone() {
     s.run(request(b"x")).unwrap();
     fw.unregister("n").unwrap();
     let f = s.run(request(b"y")).unwrap_err();
-    assert_eq!(f.error, Error::DriverGone);
+    assert_eq!(*f.error(), Error::DriverGone);
     assert_eq!(f.request.buf.to_vec(), b"y");
     assert_eq!(s.stats().errors.get(ErrorKind::DriverGone), 1);
     assert!(fw.drivers().is_empty());
@@ -291,7 +294,7 @@ fn a_driver_breaking_the_synchronous_contract_gets_an_error_not_a_hang_or_panic(
     fw.register(NullDriver::new("liar", Priority::Software, Behaviour::LiesAboutSync)).unwrap();
     let s = fw.new_session(&null_params()).unwrap();
     let f = s.run(request(b"x")).unwrap_err();
-    assert!(matches!(f.error, Error::DriverFailure(_)));
+    assert!(matches!(f.error(), Error::DriverFailure(_)));
     // Both the broken answer and the orphaned late completion are charged to the driver.
     assert_eq!(fw.driver_stats("liar").unwrap().errors.get(ErrorKind::DriverFailure), 2);
 }

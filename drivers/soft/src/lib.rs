@@ -116,6 +116,10 @@ fn cpu_has_sha() -> bool {
 }
 
 /// A soft session: the processing function and its keyed state, chosen once.
+// Variants differ in size (an HMAC-SHA512 state is large), but there is one value per
+// session, already boxed by `new_session`; boxing variants would add a pointer chase to
+// every request.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum SoftSession {
     Cipher(Cipher),
     Digest(digest::Hash),
@@ -206,7 +210,7 @@ impl DriverSession for SoftSession {
     fn process(&self, mut req: Request, _hint: Hint) -> Processed {
         Processed::Done(match self.run(&mut req) {
             Ok(()) => Ok(req),
-            Err(error) => Err(Failed { error, request: req }),
+            Err(error) => Err(Failed::new(error, req)),
         })
     }
 }

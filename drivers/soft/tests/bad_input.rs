@@ -14,19 +14,29 @@ fn framework() -> Framework {
 }
 
 /// Submits `req` on `s`, expects `want`, and checks the counters moved by exactly one.
-fn expect_request_error(fw: &Framework, s: &Session, req: Request, want: fn(&Error) -> bool, kind: ErrorKind) {
+fn expect_request_error(
+    fw: &Framework,
+    s: &Session,
+    req: Request,
+    want: fn(&Error) -> bool,
+    kind: ErrorKind,
+) {
     let before_session = s.stats().errors.get(kind);
     let before_driver = fw.driver_stats("soft").unwrap().errors.get(kind);
     let buf_before = req.buf.to_vec();
     let failed = s.run(req).expect_err("bad request must fail");
-    assert!(want(&failed.error), "got {:?}, expected {kind:?}", failed.error);
-    assert_eq!(failed.error.kind(), kind);
-    assert!(!failed.error.to_string().is_empty());
+    assert!(want(failed.error()), "got {:?}, expected {kind:?}", failed.error());
+    assert_eq!(failed.error().kind(), kind);
+    assert!(!failed.error().to_string().is_empty());
     if kind != ErrorKind::AuthFailed {
         assert_eq!(failed.request.buf.to_vec(), buf_before, "a rejected request's buffer is untouched");
     }
     assert_eq!(s.stats().errors.get(kind), before_session + 1, "session counter for {kind:?}");
-    assert_eq!(fw.driver_stats("soft").unwrap().errors.get(kind), before_driver + 1, "driver counter for {kind:?}");
+    assert_eq!(
+        fw.driver_stats("soft").unwrap().errors.get(kind),
+        before_driver + 1,
+        "driver counter for {kind:?}"
+    );
 }
 
 fn expect_session_error(fw: &Framework, p: SessionParams, want: fn(&Error) -> bool, kind: ErrorKind) {
@@ -39,7 +49,8 @@ fn expect_session_error(fw: &Framework, p: SessionParams, want: fn(&Error) -> bo
 #[test]
 fn bad_session_parameters() {
     let fw = framework();
-    let cases: Vec<(SessionParams, fn(&Error) -> bool, ErrorKind)> = vec![
+    type Case = (SessionParams, fn(&Error) -> bool, ErrorKind);
+    let cases: Vec<Case> = vec![
         (
             SessionParams::cipher(CipherAlg::AesCbc, &[0u8; 15]),
             |e| matches!(e, Error::BadKeyLength { got: 15, .. }),
@@ -61,7 +72,12 @@ fn bad_session_parameters() {
             ErrorKind::BadKeyLength,
         ),
         (
-            SessionParams::cipher_then_mac(CipherAlg::AesCbc, &[0u8; 33], MacAlg::Hmac(DigestAlg::Sha1), &[1u8; 20]),
+            SessionParams::cipher_then_mac(
+                CipherAlg::AesCbc,
+                &[0u8; 33],
+                MacAlg::Hmac(DigestAlg::Sha1),
+                &[1u8; 20],
+            ),
             |e| matches!(e, Error::BadKeyLength { got: 33, .. }),
             ErrorKind::BadKeyLength,
         ),
@@ -96,7 +112,12 @@ fn bad_session_parameters() {
             ErrorKind::InvalidParams,
         ),
         (
-            SessionParams::cipher_then_mac(CipherAlg::AesGcm, &[0u8; 16], MacAlg::Hmac(DigestAlg::Sha1), &[1u8; 20]),
+            SessionParams::cipher_then_mac(
+                CipherAlg::AesGcm,
+                &[0u8; 16],
+                MacAlg::Hmac(DigestAlg::Sha1),
+                &[1u8; 20],
+            ),
             |e| matches!(e, Error::InvalidParams(_)),
             ErrorKind::InvalidParams,
         ),
@@ -120,14 +141,32 @@ fn bad_iv_lengths() {
     let s = cbc(&fw);
     for iv in [&[0u8; 0][..], &[0u8; 8], &[0u8; 17], &[0u8; 32]] {
         let r = Request::new(Op::Encrypt, vec![0u8; 32]).with_iv(iv);
-        expect_request_error(&fw, &s, r, |e| matches!(e, Error::BadIvLength { expected: 16, .. }), ErrorKind::BadIvLength);
+        expect_request_error(
+            &fw,
+            &s,
+            r,
+            |e| matches!(e, Error::BadIvLength { expected: 16, .. }),
+            ErrorKind::BadIvLength,
+        );
     }
     let g = gcm(&fw);
     let r = Request::new(Op::Encrypt, vec![0u8; 32]).with_iv(&[0u8; 16]);
-    expect_request_error(&fw, &g, r, |e| matches!(e, Error::BadIvLength { expected: 12, got: 16 }), ErrorKind::BadIvLength);
+    expect_request_error(
+        &fw,
+        &g,
+        r,
+        |e| matches!(e, Error::BadIvLength { expected: 12, got: 16 }),
+        ErrorKind::BadIvLength,
+    );
     let d = fw.new_session(&SessionParams::digest(DigestAlg::Sha256)).unwrap();
     let r = Request::new(Op::ComputeDigest, vec![0u8; 3]).with_iv(&[1]);
-    expect_request_error(&fw, &d, r, |e| matches!(e, Error::BadIvLength { expected: 0, got: 1 }), ErrorKind::BadIvLength);
+    expect_request_error(
+        &fw,
+        &d,
+        r,
+        |e| matches!(e, Error::BadIvLength { expected: 0, got: 1 }),
+        ErrorKind::BadIvLength,
+    );
 }
 
 #[test]
@@ -135,10 +174,22 @@ fn payloads_that_are_not_a_block_multiple() {
     let fw = framework();
     let s = cbc(&fw);
     let r = Request::new(Op::Decrypt, vec![0u8; 15]).with_iv(&[0u8; 16]);
-    expect_request_error(&fw, &s, r, |e| matches!(e, Error::NotBlockMultiple { len: 15, block: 16 }), ErrorKind::NotBlockMultiple);
+    expect_request_error(
+        &fw,
+        &s,
+        r,
+        |e| matches!(e, Error::NotBlockMultiple { len: 15, block: 16 }),
+        ErrorKind::NotBlockMultiple,
+    );
     let t = fw.new_session(&SessionParams::cipher(CipherAlg::TdesCbc, &[3u8; 24])).unwrap();
     let r = Request::new(Op::Encrypt, vec![0u8; 12]).with_iv(&[0u8; 8]);
-    expect_request_error(&fw, &t, r, |e| matches!(e, Error::NotBlockMultiple { len: 12, block: 8 }), ErrorKind::NotBlockMultiple);
+    expect_request_error(
+        &fw,
+        &t,
+        r,
+        |e| matches!(e, Error::NotBlockMultiple { len: 12, block: 8 }),
+        ErrorKind::NotBlockMultiple,
+    );
 }
 
 #[test]
@@ -146,28 +197,64 @@ fn regions_outside_or_overlapping() {
     let fw = framework();
     let s = cbc(&fw);
     let r = Request::new(Op::Encrypt, vec![0u8; 32]).with_iv(&[0u8; 16]).with_payload(16..48);
-    expect_request_error(&fw, &s, r, |e| matches!(e, Error::BadRegion { what: "payload", .. }), ErrorKind::BadRegion);
+    expect_request_error(
+        &fw,
+        &s,
+        r,
+        |e| matches!(e, Error::BadRegion { what: "payload", .. }),
+        ErrorKind::BadRegion,
+    );
     #[allow(clippy::reversed_empty_ranges)]
     let r = Request::new(Op::Encrypt, vec![0u8; 32]).with_iv(&[0u8; 16]).with_payload(16..0);
-    expect_request_error(&fw, &s, r, |e| matches!(e, Error::BadRegion { what: "payload", .. }), ErrorKind::BadRegion);
+    expect_request_error(
+        &fw,
+        &s,
+        r,
+        |e| matches!(e, Error::BadRegion { what: "payload", .. }),
+        ErrorKind::BadRegion,
+    );
 
     let g = gcm(&fw);
     let mut r = Request::new(Op::Encrypt, vec![0u8; 64]).with_iv(&[0u8; 12]).with_payload(8..48);
     r.aad = Aad::Region(0..80);
-    expect_request_error(&fw, &g, r, |e| matches!(e, Error::BadRegion { what: "AAD", .. }), ErrorKind::BadRegion);
+    expect_request_error(
+        &fw,
+        &g,
+        r,
+        |e| matches!(e, Error::BadRegion { what: "AAD", .. }),
+        ErrorKind::BadRegion,
+    );
     let mut r = Request::new(Op::Encrypt, vec![0u8; 64]).with_iv(&[0u8; 12]).with_payload(8..48);
     r.aad = Aad::Region(0..9);
-    expect_request_error(&fw, &g, r, |e| matches!(e, Error::BadRegion { what, .. } if what.starts_with("AAD")), ErrorKind::BadRegion);
+    expect_request_error(
+        &fw,
+        &g,
+        r,
+        |e| matches!(e, Error::BadRegion { what, .. } if what.starts_with("AAD")),
+        ErrorKind::BadRegion,
+    );
     let r = Request::new(Op::Encrypt, vec![0u8; 64])
         .with_iv(&[0u8; 12])
         .with_payload(0..48)
         .with_tag_place(TagPlace::InBuffer(50));
-    expect_request_error(&fw, &g, r, |e| matches!(e, Error::BadRegion { what: "tag", .. }), ErrorKind::BadRegion);
+    expect_request_error(
+        &fw,
+        &g,
+        r,
+        |e| matches!(e, Error::BadRegion { what: "tag", .. }),
+        ErrorKind::BadRegion,
+    );
     let r = Request::new(Op::Encrypt, vec![0u8; 64])
         .with_iv(&[0u8; 12])
         .with_payload(0..48)
         .with_tag_place(TagPlace::InBuffer(40));
-    expect_request_error(&fw, &g, r, |e| matches!(e, Error::BadRegion { what, .. } if what.starts_with("tag")), ErrorKind::BadRegion);
+    expect_request_error(
+        &fw,
+        &g,
+        r,
+        |e| matches!(e, Error::BadRegion { what, .. } if what.starts_with("tag")),
+        ErrorKind::BadRegion,
+    );
 }
 
 #[test]
@@ -175,7 +262,13 @@ fn output_buffer_too_short() {
     let fw = framework();
     let s = cbc(&fw);
     let r = Request::new(Op::Encrypt, vec![0u8; 32]).with_iv(&[0u8; 16]).with_output(vec![0u8; 31]);
-    expect_request_error(&fw, &s, r, |e| matches!(e, Error::OutputTooShort { need: 32, got: 31 }), ErrorKind::OutputTooShort);
+    expect_request_error(
+        &fw,
+        &s,
+        r,
+        |e| matches!(e, Error::OutputTooShort { need: 32, got: 31 }),
+        ErrorKind::OutputTooShort,
+    );
 }
 
 #[test]
@@ -183,10 +276,22 @@ fn operations_the_mode_cannot_do() {
     let fw = framework();
     let s = cbc(&fw);
     let r = Request::new(Op::ComputeDigest, vec![0u8; 16]).with_iv(&[0u8; 16]);
-    expect_request_error(&fw, &s, r, |e| matches!(e, Error::BadOperation { mode: "cipher", .. }), ErrorKind::BadOperation);
+    expect_request_error(
+        &fw,
+        &s,
+        r,
+        |e| matches!(e, Error::BadOperation { mode: "cipher", .. }),
+        ErrorKind::BadOperation,
+    );
     let d = fw.new_session(&SessionParams::digest(DigestAlg::Md5)).unwrap();
     let r = Request::new(Op::Encrypt, vec![0u8; 16]);
-    expect_request_error(&fw, &d, r, |e| matches!(e, Error::BadOperation { mode: "digest", .. }), ErrorKind::BadOperation);
+    expect_request_error(
+        &fw,
+        &d,
+        r,
+        |e| matches!(e, Error::BadOperation { mode: "digest", .. }),
+        ErrorKind::BadOperation,
+    );
 }
 
 #[test]
@@ -194,10 +299,22 @@ fn aad_where_nothing_authenticates_it() {
     let fw = framework();
     let s = cbc(&fw);
     let r = Request::new(Op::Encrypt, vec![0u8; 16]).with_iv(&[0u8; 16]).with_aad(b"header");
-    expect_request_error(&fw, &s, r, |e| matches!(e, Error::AadNotSupported { mode: "cipher" }), ErrorKind::AadNotSupported);
+    expect_request_error(
+        &fw,
+        &s,
+        r,
+        |e| matches!(e, Error::AadNotSupported { mode: "cipher" }),
+        ErrorKind::AadNotSupported,
+    );
     let h = fw.new_session(&SessionParams::hmac(DigestAlg::Sha256, &[1u8; 32])).unwrap();
     let r = Request::new(Op::ComputeDigest, vec![0u8; 16]).with_aad(b"header");
-    expect_request_error(&fw, &h, r, |e| matches!(e, Error::AadNotSupported { mode: "mac" }), ErrorKind::AadNotSupported);
+    expect_request_error(
+        &fw,
+        &h,
+        r,
+        |e| matches!(e, Error::AadNotSupported { mode: "mac" }),
+        ErrorKind::AadNotSupported,
+    );
 }
 
 #[test]
@@ -205,10 +322,22 @@ fn a_tag_to_verify_of_the_wrong_length() {
     let fw = framework();
     let h = fw.new_session(&SessionParams::hmac(DigestAlg::Sha1, &[1u8; 20]).with_tag_len(12)).unwrap();
     let r = Request::new(Op::VerifyDigest, vec![0u8; 16]).with_tag(&[0u8; 20]);
-    expect_request_error(&fw, &h, r, |e| matches!(e, Error::BadTagLength { got: 20, .. }), ErrorKind::BadTagLength);
+    expect_request_error(
+        &fw,
+        &h,
+        r,
+        |e| matches!(e, Error::BadTagLength { got: 20, .. }),
+        ErrorKind::BadTagLength,
+    );
     let g = gcm(&fw);
     let r = Request::new(Op::Decrypt, vec![0u8; 16]).with_iv(&[0u8; 12]).with_tag(&[0u8; 8]);
-    expect_request_error(&fw, &g, r, |e| matches!(e, Error::BadTagLength { got: 8, .. }), ErrorKind::BadTagLength);
+    expect_request_error(
+        &fw,
+        &g,
+        r,
+        |e| matches!(e, Error::BadTagLength { got: 8, .. }),
+        ErrorKind::BadTagLength,
+    );
 }
 
 /// Tampering with any authenticated byte fails verification, for every authenticating
@@ -221,28 +350,40 @@ fn tampered_data_fails_authentication() {
         (SessionParams::aead(CipherAlg::AesGcm, &[7u8; 16]), 12),
         (SessionParams::aead(CipherAlg::AesGcm, &[7u8; 32]), 12),
         (SessionParams::aead(CipherAlg::ChaCha20Poly1305, &[7u8; 32]), 12),
-        (SessionParams::cipher_then_mac(CipherAlg::AesCbc, &[7u8; 16], sha1, &[9u8; 20]).with_tag_len(12), 16),
-        (SessionParams::cipher_then_mac(CipherAlg::TdesCbc, &[7u8; 24], sha1, &[9u8; 20]).with_tag_len(12), 8),
+        (
+            SessionParams::cipher_then_mac(CipherAlg::AesCbc, &[7u8; 16], sha1, &[9u8; 20]).with_tag_len(12),
+            16,
+        ),
+        (
+            SessionParams::cipher_then_mac(CipherAlg::TdesCbc, &[7u8; 24], sha1, &[9u8; 20]).with_tag_len(12),
+            8,
+        ),
     ];
     for (params, iv_len) in sessions {
         let s = fw.new_session(&params).unwrap();
         for size in [16usize, 2048] {
             let plain: Vec<u8> = (0..size).map(|i| i as u8).collect();
             let iv = vec![5u8; iv_len];
-            let sealed = s.run(Request::new(Op::Encrypt, plain.clone()).with_iv(&iv).with_aad(b"spi+seq")).unwrap();
+            let sealed =
+                s.run(Request::new(Op::Encrypt, plain.clone()).with_iv(&iv).with_aad(b"spi+seq")).unwrap();
             let (ct, tag) = (sealed.buf.to_vec(), sealed.tag().to_vec());
             // Intact: decrypts.
-            let ok = s.run(Request::new(Op::Decrypt, ct.clone()).with_iv(&iv).with_aad(b"spi+seq").with_tag(&tag));
+            let ok =
+                s.run(Request::new(Op::Decrypt, ct.clone()).with_iv(&iv).with_aad(b"spi+seq").with_tag(&tag));
             assert_eq!(ok.unwrap().buf.to_vec(), plain);
             let mut bad_ct = ct.clone();
             bad_ct[size / 2] ^= 1;
             let mut bad_tag = tag.clone();
             bad_tag[0] ^= 0x80;
-            for (c, a, t) in [(&bad_ct, &b"spi+seq"[..], &tag), (&ct, &b"spi+seQ"[..], &tag), (&ct, &b"spi+seq"[..], &bad_tag)] {
+            for (c, a, t) in [
+                (&bad_ct, &b"spi+seq"[..], &tag),
+                (&ct, &b"spi+seQ"[..], &tag),
+                (&ct, &b"spi+seq"[..], &bad_tag),
+            ] {
                 let r = Request::new(Op::Decrypt, c.clone()).with_iv(&iv).with_aad(a).with_tag(t);
                 let before = s.stats().errors.get(ErrorKind::AuthFailed);
                 let f = s.run(r).unwrap_err();
-                assert_eq!(f.error, Error::AuthFailed, "{:?}", params.mode.name());
+                assert_eq!(*f.error(), Error::AuthFailed, "{:?}", params.mode.name());
                 assert_eq!(s.stats().errors.get(ErrorKind::AuthFailed), before + 1);
                 let released = f.request.buf.to_vec();
                 assert_ne!(released, plain, "no plaintext is released on failure");
@@ -254,9 +395,9 @@ fn tampered_data_fails_authentication() {
     let mut bad = tag.clone();
     bad[63] ^= 1;
     let f = h.run(Request::new(Op::VerifyDigest, b"message".to_vec()).with_tag(&bad)).unwrap_err();
-    assert_eq!(f.error, Error::AuthFailed);
+    assert_eq!(*f.error(), Error::AuthFailed);
     let d = fw.new_session(&SessionParams::digest(DigestAlg::Sha256)).unwrap();
     let f = d.run(Request::new(Op::VerifyDigest, b"abc".to_vec()).with_tag(&[0u8; 32])).unwrap_err();
-    assert_eq!(f.error, Error::AuthFailed);
+    assert_eq!(*f.error(), Error::AuthFailed);
     assert!(fw.driver_stats("soft").unwrap().errors.get(ErrorKind::AuthFailed) >= 32);
 }

@@ -21,8 +21,15 @@ fn all_params() -> Vec<(SessionParams, usize)> {
         (SessionParams::aead(CipherAlg::AesGcm, &[5u8; 16]), 12),
         (SessionParams::aead(CipherAlg::AesGcm, &[6u8; 32]), 12),
         (SessionParams::aead(CipherAlg::ChaCha20Poly1305, &[7u8; 32]), 12),
-        (SessionParams::cipher_then_mac(CipherAlg::AesCbc, &[8u8; 16], sha1, &[9u8; 20]).with_tag_len(12), 16),
-        (SessionParams::cipher_then_mac(CipherAlg::AesCbc, &[8u8; 32], sha256, &[9u8; 32]).with_tag_len(16), 16),
+        (
+            SessionParams::cipher_then_mac(CipherAlg::AesCbc, &[8u8; 16], sha1, &[9u8; 20]).with_tag_len(12),
+            16,
+        ),
+        (
+            SessionParams::cipher_then_mac(CipherAlg::AesCbc, &[8u8; 32], sha256, &[9u8; 32])
+                .with_tag_len(16),
+            16,
+        ),
         (SessionParams::digest(DigestAlg::Sha256), 0),
         (SessionParams::digest(DigestAlg::Md5), 0),
         (SessionParams::hmac(DigestAlg::Sha1, &[10u8; 20]), 0),
@@ -80,7 +87,8 @@ fn many_threads_many_sessions_every_result_correct() {
         }
     }
 
-    let shared: Arc<Vec<Session>> = Arc::new(params.iter().map(|(p, _)| fw.new_session(p).unwrap()).collect());
+    let shared: Arc<Vec<Session>> =
+        Arc::new(params.iter().map(|(p, _)| fw.new_session(p).unwrap()).collect());
     let jobs = Arc::new(jobs);
     let threads: Vec<_> = (0..8)
         .map(|t| {
@@ -91,7 +99,11 @@ fn many_threads_many_sessions_every_result_correct() {
                     for j in 0..jobs.len() {
                         // A different order in every thread and round.
                         let job = &jobs[(j * 7 + t * 3 + round) % jobs.len()];
-                        let s = if (round + t) % 2 == 0 { &shared[job.param_index] } else { &own[job.param_index] };
+                        let s = if (round + t) % 2 == 0 {
+                            &shared[job.param_index]
+                        } else {
+                            &own[job.param_index]
+                        };
                         run_job(s, job);
                     }
                 }
