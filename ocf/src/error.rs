@@ -20,6 +20,11 @@ pub enum Error {
         got: usize,
         allowed: &'static [usize],
     },
+    /// A key the algorithm's standard forbids although its length is right (3DES with
+    /// equal subkeys, which degenerates to single DES, or a weak DES subkey).
+    WeakKey {
+        why: &'static str,
+    },
     /// A MAC key that is empty (HMAC accepts any non-zero length).
     BadMacKeyLength {
         got: usize,
@@ -87,6 +92,7 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::BadKeyLength { .. } => ErrorKind::BadKeyLength,
+            Error::WeakKey { .. } => ErrorKind::WeakKey,
             Error::BadMacKeyLength { .. } => ErrorKind::BadMacKeyLength,
             Error::BadIvLength { .. } => ErrorKind::BadIvLength,
             Error::BadTagLength { .. } => ErrorKind::BadTagLength,
@@ -116,6 +122,7 @@ impl fmt::Display for Error {
             Error::BadKeyLength { what, got, allowed } => {
                 write!(f, "bad {what} key length {got} bytes (allowed: {allowed:?})")
             }
+            Error::WeakKey { why } => write!(f, "weak key: {why}"),
             Error::BadMacKeyLength { got } => write!(f, "bad MAC key length {got} bytes (must be > 0)"),
             Error::BadIvLength { expected, got } => {
                 write!(f, "bad IV/nonce length {got} bytes (expected {expected})")
@@ -157,6 +164,7 @@ impl std::error::Error for Error {}
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
     BadKeyLength,
+    WeakKey,
     BadMacKeyLength,
     BadIvLength,
     BadTagLength,
@@ -183,6 +191,7 @@ impl ErrorKind {
     /// Every kind, in counter order.
     pub const ALL: [ErrorKind; ErrorKind::COUNT] = [
         ErrorKind::BadKeyLength,
+        ErrorKind::WeakKey,
         ErrorKind::BadMacKeyLength,
         ErrorKind::BadIvLength,
         ErrorKind::BadTagLength,
@@ -206,6 +215,7 @@ impl ErrorKind {
     pub fn name(self) -> &'static str {
         match self {
             ErrorKind::BadKeyLength => "bad_key_length",
+            ErrorKind::WeakKey => "weak_key",
             ErrorKind::BadMacKeyLength => "bad_mac_key_length",
             ErrorKind::BadIvLength => "bad_iv_length",
             ErrorKind::BadTagLength => "bad_tag_length",

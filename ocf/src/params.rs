@@ -178,6 +178,7 @@ impl SessionParams {
                 Some(allowed) if !allowed.contains(&key.len()) => {
                     Err(Error::BadKeyLength { what: cipher_name(alg), got: key.len(), allowed })
                 }
+                _ if alg == CipherAlg::TdesCbc => check_tdes_key(key.as_bytes()),
                 _ => Ok(()),
             }
         }
@@ -220,6 +221,42 @@ impl SessionParams {
             }
         }
     }
+}
+
+/// The weak and semi-weak DES keys (FIPS 74 §3.6), parity bits cleared.
+const WEAK_DES_KEYS: [[u8; 8]; 16] = [
+    [0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00],
+    [0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe],
+    [0x1e, 0x1e, 0x1e, 0x1e, 0x0e, 0x0e, 0x0e, 0x0e],
+    [0xe0, 0xe0, 0xe0, 0xe0, 0xf0, 0xf0, 0xf0, 0xf0],
+    [0x00, 0xfe, 0x00, 0xfe, 0x00, 0xfe, 0x00, 0xfe],
+    [0xfe, 0x00, 0xfe, 0x00, 0xfe, 0x00, 0xfe, 0x00],
+    [0x1e, 0xe0, 0x1e, 0xe0, 0x0e, 0xf0, 0x0e, 0xf0],
+    [0xe0, 0x1e, 0xe0, 0x1e, 0xf0, 0x0e, 0xf0, 0x0e],
+    [0x00, 0xe0, 0x00, 0xe0, 0x00, 0xf0, 0x00, 0xf0],
+    [0xe0, 0x00, 0xe0, 0x00, 0xf0, 0x00, 0xf0, 0x00],
+    [0x1e, 0xfe, 0x1e, 0xfe, 0x0e, 0xfe, 0x0e, 0xfe],
+    [0xfe, 0x1e, 0xfe, 0x1e, 0xfe, 0x0e, 0xfe, 0x0e],
+    [0x00, 0x1e, 0x00, 0x1e, 0x00, 0x0e, 0x00, 0x0e],
+    [0x1e, 0x00, 0x1e, 0x00, 0x0e, 0x00, 0x0e, 0x00],
+    [0xe0, 0xfe, 0xe0, 0xfe, 0xf0, 0xfe, 0xf0, 0xfe],
+    [0xfe, 0xe0, 0xfe, 0xe0, 0xfe, 0xf0, 0xfe, 0xf0],
+];
+
+/// Three-key 3DES (SP 800-67 keying option 1) needs three distinct subkeys, none of them
+/// weak: with K1 = K2 or K2 = K3 it is single DES, with K1 = K3 two-key 3DES. RFC 2451
+/// asks ESP implementations to reject such keys. Parity bits (the low bit of each byte)
+/// are ignored, as DES ignores them.
+fn check_tdes_key(key: &[u8]) -> Result<(), Error> {
+    let sub = |i: usize| -> [u8; 8] { std::array::from_fn(|j| key[i * 8 + j] & 0xfe) };
+    let (k1, k2, k3) = (sub(0), sub(1), sub(2));
+    if k1 == k2 || k2 == k3 || k1 == k3 {
+        return Err(Error::WeakKey { why: "3DES subkeys must be pairwise distinct" });
+    }
+    if [k1, k2, k3].iter().any(|k| WEAK_DES_KEYS.contains(k)) {
+        return Err(Error::WeakKey { why: "a 3DES subkey is a weak or semi-weak DES key" });
+    }
+    Ok(())
 }
 
 fn cipher_name(alg: CipherAlg) -> &'static str {
@@ -288,6 +325,17 @@ mod tests {
         assert!(matches!(
             SessionParams::aead(CipherAlg::AesGcm, &[0u8; 16]).with_tag_len(12).validate(),
             Err(Error::BadTagLength { got: 12, .. })
+        ));
+        assert!(matches!(
+            SessionParams::cipher(CipherAlg::TdesCbc, &[3u8; 24]).validate(),
+            Err(Error::WeakKey { .. })
+        ));
+        let mut k = *b"\x01\x23\x45\x67\x89\xab\xcd\xef\x23\x45\x67\x89\xab\xcd\xef\x01\x45\x67\x89\xab\xcd\xef\x01\x23";
+        SessionParams::cipher(CipherAlg::TdesCbc, &k).validate().unwrap();
+        k[8..16].copy_from_slice(&[0x1f, 0x1f, 0x1f, 0x1f, 0x0e, 0x0e, 0x0e, 0x0e]);
+        assert!(matches!(
+            SessionParams::cipher(CipherAlg::TdesCbc, &k).validate(),
+            Err(Error::WeakKey { .. })
         ));
         assert!(matches!(
             SessionParams::cipher(CipherAlg::AesGcm, &[0u8; 16]).validate(),

@@ -146,14 +146,8 @@ impl SoftSession {
     fn run(&self, req: &mut Request) -> Result<(), Error> {
         let op = req.op;
         req.with_views(|v| match (self, op) {
-            (SoftSession::Cipher(c), Op::Encrypt) => {
-                c.encrypt(v.iv, v.payload);
-                Ok(())
-            }
-            (SoftSession::Cipher(c), _) => {
-                c.decrypt(v.iv, v.payload);
-                Ok(())
-            }
+            (SoftSession::Cipher(c), Op::Encrypt) => c.encrypt(v.iv, v.payload),
+            (SoftSession::Cipher(c), _) => c.decrypt(v.iv, v.payload),
             (SoftSession::Digest(alg), Op::ComputeDigest) => {
                 digest::digest(*alg, std::iter::once(&*v.payload), v.tag);
                 Ok(())
@@ -179,7 +173,7 @@ impl SoftSession {
             (SoftSession::Aead(a), Op::Encrypt) => a.seal(v.iv, v.aad, v.payload, v.tag),
             (SoftSession::Aead(a), _) => a.open(v.iv, v.aad, v.payload, v.tag),
             (SoftSession::CipherThenMac(c, k), Op::Encrypt) => {
-                c.encrypt(v.iv, v.payload);
+                c.encrypt(v.iv, v.payload)?;
                 k.compute([v.aad, &*v.payload], v.tag);
                 Ok(())
             }
@@ -189,8 +183,7 @@ impl SoftSession {
                 let mine = &mut mine[..v.tag.len()];
                 k.compute([v.aad, &*v.payload], mine);
                 verify(mine, v.tag)?;
-                c.decrypt(v.iv, v.payload);
-                Ok(())
+                c.decrypt(v.iv, v.payload)
             }
         })
     }

@@ -7,6 +7,12 @@ use ocf::{
     TagPlace,
 };
 
+/// A valid three-key 3DES key (NIST's TDES-CBC example).
+const TDES_KEY: [u8; 24] = [
+    0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0x01, 0x45,
+    0x67, 0x89, 0xab, 0xcd, 0xef, 0x01, 0x23,
+];
+
 fn framework() -> Framework {
     let fw = Framework::new();
     ocf_soft::register(&fw).unwrap();
@@ -80,6 +86,16 @@ fn bad_session_parameters() {
             ),
             |e| matches!(e, Error::BadKeyLength { got: 33, .. }),
             ErrorKind::BadKeyLength,
+        ),
+        (
+            SessionParams::cipher(CipherAlg::TdesCbc, &[3u8; 24]),
+            |e| matches!(e, Error::WeakKey { .. }),
+            ErrorKind::WeakKey,
+        ),
+        (
+            SessionParams::cipher(CipherAlg::TdesCbc, &[&TDES_KEY[..16], &[0xfe; 8][..]].concat()[..]),
+            |e| matches!(e, Error::WeakKey { .. }),
+            ErrorKind::WeakKey,
         ),
         (
             SessionParams::hmac(DigestAlg::Sha1, Key::empty()),
@@ -181,7 +197,7 @@ fn payloads_that_are_not_a_block_multiple() {
         |e| matches!(e, Error::NotBlockMultiple { len: 15, block: 16 }),
         ErrorKind::NotBlockMultiple,
     );
-    let t = fw.new_session(&SessionParams::cipher(CipherAlg::TdesCbc, &[3u8; 24])).unwrap();
+    let t = fw.new_session(&SessionParams::cipher(CipherAlg::TdesCbc, &TDES_KEY)).unwrap();
     let r = Request::new(Op::Encrypt, vec![0u8; 12]).with_iv(&[0u8; 8]);
     expect_request_error(
         &fw,
@@ -354,10 +370,7 @@ fn tampered_data_fails_authentication() {
             SessionParams::cipher_then_mac(CipherAlg::AesCbc, &[7u8; 16], sha1, &[9u8; 20]).with_tag_len(12),
             16,
         ),
-        (
-            SessionParams::cipher_then_mac(CipherAlg::TdesCbc, &[7u8; 24], sha1, &[9u8; 20]).with_tag_len(12),
-            8,
-        ),
+        (SessionParams::cipher_then_mac(CipherAlg::TdesCbc, &TDES_KEY, sha1, &[9u8; 20]).with_tag_len(12), 8),
     ];
     for (params, iv_len) in sessions {
         let s = fw.new_session(&params).unwrap();

@@ -17,7 +17,7 @@ fn all_params() -> Vec<(SessionParams, usize)> {
         (SessionParams::cipher(CipherAlg::AesCbc, &[1u8; 16]), 16),
         (SessionParams::cipher(CipherAlg::AesCbc, &[2u8; 32]), 16),
         (SessionParams::cipher(CipherAlg::AesCtr, &[3u8; 24]), 16),
-        (SessionParams::cipher(CipherAlg::TdesCbc, &[4u8; 24]), 8),
+        (SessionParams::cipher(CipherAlg::TdesCbc, &b"\x01\x23\x45\x67\x89\xab\xcd\xef\x23\x45\x67\x89\xab\xcd\xef\x01\x45\x67\x89\xab\xcd\xef\x01\x23"[..]), 8),
         (SessionParams::aead(CipherAlg::AesGcm, &[5u8; 16]), 12),
         (SessionParams::aead(CipherAlg::AesGcm, &[6u8; 32]), 12),
         (SessionParams::aead(CipherAlg::ChaCha20Poly1305, &[7u8; 32]), 12),
