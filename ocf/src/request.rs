@@ -510,6 +510,7 @@ impl RequestRules {
     }
 
     /// The one place a request is checked before it reaches a driver.
+    #[inline]
     pub(crate) fn check(&self, r: &RequestFields) -> Result<(), Error> {
         let op_ok = match r.op {
             Op::Encrypt | Op::Decrypt => self.cipher_ops,

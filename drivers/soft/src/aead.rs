@@ -28,7 +28,7 @@ use openssl_sys as ffi;
 const EVP_CTRL_AEAD_GET_TAG: std::os::raw::c_int = ffi::EVP_CTRL_GCM_GET_TAG;
 const EVP_CTRL_AEAD_SET_TAG: std::os::raw::c_int = ffi::EVP_CTRL_GCM_SET_TAG;
 
-pub(crate) struct Aead {
+pub struct Aead {
     key: LessSafeKey,
     /// ChaCha20-Poly1305 only: libcrypto contexts, keyed once.
     libcrypto: Option<ChachaContexts>,
@@ -40,7 +40,7 @@ struct ChachaContexts {
 }
 
 impl Aead {
-    pub(crate) fn new(alg: CipherAlg, key: &[u8]) -> Result<Aead, Error> {
+    pub fn new(alg: CipherAlg, key: &[u8]) -> Result<Aead, Error> {
         let lib_alg = match (alg, key.len()) {
             (CipherAlg::AesGcm, 16) => &aead::AES_128_GCM,
             (CipherAlg::AesGcm, 24) => &aead::AES_192_GCM,
@@ -61,13 +61,7 @@ impl Aead {
     }
 
     /// Encrypts `data` in place and writes the 16-byte tag.
-    pub(crate) fn seal(
-        &self,
-        nonce: &[u8],
-        aad: &[u8],
-        data: &mut [u8],
-        tag: &mut [u8],
-    ) -> Result<(), Error> {
+    pub fn seal(&self, nonce: &[u8], aad: &[u8], data: &mut [u8], tag: &mut [u8]) -> Result<(), Error> {
         if let Some(Ok(mut ctx)) = self.libcrypto.as_ref().map(|c| c.seal.try_lock()) {
             return ctx.seal(nonce, aad, data, tag);
         }
@@ -83,7 +77,7 @@ impl Aead {
 
     /// Verifies `tag` and decrypts `data` in place. On failure `data` is zeroed so that no
     /// unauthenticated plaintext is released (both libraries decrypt before they compare).
-    pub(crate) fn open(&self, nonce: &[u8], aad: &[u8], data: &mut [u8], tag: &[u8]) -> Result<(), Error> {
+    pub fn open(&self, nonce: &[u8], aad: &[u8], data: &mut [u8], tag: &[u8]) -> Result<(), Error> {
         let result = self.open_unchecked(nonce, aad, data, tag);
         if result.is_err() {
             data.fill(0);

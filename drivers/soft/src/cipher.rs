@@ -18,7 +18,10 @@ use aws_lc_rs::iv::FixedLength;
 use ocf::{CipherAlg, Error};
 
 /// A cipher with its expanded keys, chosen once per session.
-pub(crate) enum Cipher {
+// `Null` is much smaller than `Keyed`, but there is one value per session, already boxed
+// with the session; boxing `Keyed` would add a pointer chase to every request.
+#[allow(clippy::large_enum_variant)]
+pub enum Cipher {
     /// CBC (AES or 3DES) or CTR; the IV length tells the context type apart.
     Keyed { enc: EncryptingKey, dec: DecryptingKey, iv_len: usize },
     /// RFC 2410: output = input.
@@ -27,7 +30,7 @@ pub(crate) enum Cipher {
 
 impl Cipher {
     /// `key` has a length `SessionParams::validate` accepted for `alg`.
-    pub(crate) fn new(alg: CipherAlg, key: &[u8]) -> Result<Cipher, Error> {
+    pub fn new(alg: CipherAlg, key: &[u8]) -> Result<Cipher, Error> {
         let lib_alg = match (alg, key.len()) {
             (CipherAlg::Null, _) => return Ok(Cipher::Null),
             (CipherAlg::AesCbc | CipherAlg::AesCtr, 16) => &AES_128,
@@ -48,7 +51,7 @@ impl Cipher {
     }
 
     /// Encrypts `data` in place. `iv` and the length of `data` were validated.
-    pub(crate) fn encrypt(&self, iv: &[u8], data: &mut [u8]) -> Result<(), Error> {
+    pub fn encrypt(&self, iv: &[u8], data: &mut [u8]) -> Result<(), Error> {
         let Cipher::Keyed { enc, iv_len, .. } = self else { return Ok(()) };
         let ctx = match *iv_len {
             16 => EncryptionContext::Iv128(FixedLength::from(iv_array::<16>(iv)?)),
@@ -60,7 +63,7 @@ impl Cipher {
     }
 
     /// Decrypts `data` in place.
-    pub(crate) fn decrypt(&self, iv: &[u8], data: &mut [u8]) -> Result<(), Error> {
+    pub fn decrypt(&self, iv: &[u8], data: &mut [u8]) -> Result<(), Error> {
         let Cipher::Keyed { dec, iv_len, .. } = self else { return Ok(()) };
         let ctx = match *iv_len {
             16 => DecryptionContext::Iv128(FixedLength::from(iv_array::<16>(iv)?)),

