@@ -85,10 +85,10 @@ fn raw_call(p: &SessionParams, op: Op) -> RawCall {
             })
         }
         Mode::Digest { alg } => {
-            let h = raw::Hash::new(*alg).unwrap();
+            let d = raw::Digester::new(*alg).unwrap();
             Box::new(move |b| {
                 let mut out = [0u8; 64];
-                raw::digest(h, std::iter::once(&*b), &mut out);
+                d.digest(b, &mut out).unwrap();
                 black_box(out);
             })
         }
@@ -96,7 +96,7 @@ fn raw_call(p: &SessionParams, op: Op) -> RawCall {
             let k = raw::HmacKey::new(*alg, key.as_bytes()).unwrap();
             Box::new(move |b| {
                 let mut out = [0u8; 64];
-                k.compute([&*b], &mut out[..tag_len]);
+                k.compute(&[b], &mut out[..tag_len]).unwrap();
                 black_box(out);
             })
         }
@@ -106,7 +106,7 @@ fn raw_call(p: &SessionParams, op: Op) -> RawCall {
             Box::new(move |b| {
                 c.encrypt(&iv, b).unwrap();
                 let mut out = [0u8; 64];
-                k.compute([&*b], &mut out[..tag_len]);
+                k.compute(&[b], &mut out[..tag_len]).unwrap();
                 black_box(out);
             })
         }

@@ -20,6 +20,7 @@
 mod aead;
 mod cipher;
 mod digest;
+mod evp;
 
 /// The library calls the driver makes, without the framework around them: what the
 /// overhead benchmark compares ocf against. Not a stable API.
@@ -27,7 +28,7 @@ mod digest;
 pub mod raw {
     pub use crate::aead::Aead;
     pub use crate::cipher::Cipher;
-    pub use crate::digest::{digest, Hash, HmacKey};
+    pub use crate::digest::{Digester, HmacKey};
 }
 
 use std::sync::Arc;
@@ -131,7 +132,7 @@ fn cpu_has_sha() -> bool {
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum SoftSession {
     Cipher(Cipher),
-    Digest(digest::Hash),
+    Digest(digest::Digester),
     Mac(HmacKey),
     Aead(Aead),
     CipherThenMac(Cipher, HmacKey),
@@ -141,7 +142,7 @@ impl SoftSession {
     fn new(params: &SessionParams) -> Result<SoftSession, Error> {
         Ok(match &params.mode {
             Mode::Cipher { alg, key } => SoftSession::Cipher(Cipher::new(*alg, key.as_bytes())?),
-            Mode::Digest { alg } => SoftSession::Digest(digest::Hash::new(*alg)?),
+            Mode::Digest { alg } => SoftSession::Digest(digest::Digester::new(*alg)?),
             Mode::Mac { alg, key, .. } => SoftSession::Mac(HmacKey::new(*alg, key.as_bytes())?),
             Mode::Aead { alg, key, .. } => SoftSession::Aead(Aead::new(*alg, key.as_bytes())?),
             Mode::CipherThenMac { cipher, cipher_key, mac, mac_key, .. } => SoftSession::CipherThenMac(
@@ -158,40 +159,30 @@ impl SoftSession {
         req.with_views(|v| match (self, op) {
             (SoftSession::Cipher(c), Op::Encrypt) => c.encrypt(v.iv, v.payload),
             (SoftSession::Cipher(c), _) => c.decrypt(v.iv, v.payload),
-            (SoftSession::Digest(alg), Op::ComputeDigest) => {
-                digest::digest(*alg, std::iter::once(&*v.payload), v.tag);
-                Ok(())
-            }
-            (SoftSession::Digest(alg), _) => {
+            (SoftSession::Digest(d), Op::ComputeDigest) => d.digest(v.payload, v.tag),
+            (SoftSession::Digest(d), _) => {
                 let mut mine = [0u8; MAX_TAG_LEN];
-                let mine = &mut mine[..v.tag.len()];
-                let mut full = [0u8; MAX_TAG_LEN];
-                digest::digest(*alg, std::iter::once(&*v.payload), &mut full);
-                mine.copy_from_slice(&full[..mine.len()]);
-                verify(mine, v.tag)
+                d.digest(v.payload, &mut mine)?;
+                verify(&mine[..v.tag.len()], v.tag)
             }
-            (SoftSession::Mac(k), Op::ComputeDigest) => {
-                k.compute([&*v.payload], v.tag);
-                Ok(())
-            }
+            (SoftSession::Mac(k), Op::ComputeDigest) => k.compute(&[v.payload], v.tag),
             (SoftSession::Mac(k), _) => {
                 let mut mine = [0u8; MAX_TAG_LEN];
                 let mine = &mut mine[..v.tag.len()];
-                k.compute([&*v.payload], mine);
+                k.compute(&[v.payload], mine)?;
                 verify(mine, v.tag)
             }
             (SoftSession::Aead(a), Op::Encrypt) => a.seal(v.iv, v.aad, v.payload, v.tag),
             (SoftSession::Aead(a), _) => a.open(v.iv, v.aad, v.payload, v.tag),
             (SoftSession::CipherThenMac(c, k), Op::Encrypt) => {
                 c.encrypt(v.iv, v.payload)?;
-                k.compute([v.aad, &*v.payload], v.tag);
-                Ok(())
+                k.compute(&[v.aad, v.payload], v.tag)
             }
             (SoftSession::CipherThenMac(c, k), _) => {
                 // Verify before decrypting: a forged packet is never decrypted.
                 let mut mine = [0u8; MAX_TAG_LEN];
                 let mine = &mut mine[..v.tag.len()];
-                k.compute([v.aad, &*v.payload], mine);
+                k.compute(&[v.aad, v.payload], mine)?;
                 verify(mine, v.tag)?;
                 c.decrypt(v.iv, v.payload)
             }
