@@ -1,32 +1,30 @@
 //! AEADs: AES-GCM and ChaCha20-Poly1305.
 //!
-//! AES-GCM goes through aws-lc-rs: its VAES/AVX-512 GCM measured 2.5-2.7x `openssl speed
-//! -aead` at 8 KiB here and 2x any other library at every size.
+//! AES-GCM goes through aws-lc-rs: measured here it is 1.9-2.5x every other library at
+//! 16 B, 1 KiB and 8 KiB (10 GB/s at 8 KiB).
 //!
-//! ChaCha20-Poly1305 goes through OpenSSL's libcrypto, with one cipher context per session
-//! and direction, keyed once and re-armed with only the nonce per message. Measured here
-//! (`openssl speed -aead -evp chacha20-poly1305`): libcrypto reaches ~3.1 GB/s at 1 KiB and
-//! 210 MB/s at 16 B, aws-lc-rs 1.7 GB/s and 96 MB/s. Two details decide that speed:
-//! - the context must be reused (a context per message halves it), and
-//! - the calls must be the raw EVP ones: the `openssl` crate's safe wrapper queries IV and
-//!   block lengths through OpenSSL 3's parameter machinery on every call, which cost half
-//!   the throughput at 1 KiB and 5x at 16 B. Hence the small `unsafe` FFI below.
+//! ChaCha20-Poly1305 goes through aws-lc-rs for messages below 2 KiB and through OpenSSL's
+//! libcrypto from 2 KiB up, with one libcrypto context per session and direction, keyed
+//! once and re-armed with only the nonce per message. The measured sweep (MB/s):
+//! aws-lc-rs 90 / 1,700 / 2,380 at 16 B / 1 KiB / 8 KiB, libcrypto with a reused context
+//! 37 / 1,570 / 3,140 (a context per message: 16 / 865 / 2,620). libcrypto pays ~350 ns of
+//! per-message setup (the same through raw EVP calls as through the `openssl` crate, so the
+//! safe crate is used), and wins once its faster AVX-512 ChaCha20 amortizes that: the two
+//! cross between 1 and 2 KiB.
 //!
-//! A context serves one message at a time. It is taken with `try_lock`, so a session used
-//! by several threads at once never waits: the thread that loses the race uses aws-lc-rs
-//! for that message (same result, a little slower).
+//! A libcrypto context serves one message at a time. It is taken with `try_lock`, so a
+//! session used by several threads at once never waits: the thread that loses the race
+//! uses aws-lc-rs for that message (same result, a little slower).
 
-use std::ptr;
 use std::sync::Mutex;
 
 use aws_lc_rs::aead::{self, LessSafeKey, Nonce, UnboundKey};
 use ocf::{CipherAlg, Error};
-use openssl_sys as ffi;
+use openssl::cipher::Cipher as OsslCipher;
+use openssl::cipher_ctx::CipherCtx;
 
-// OpenSSL's <evp.h> defines EVP_CTRL_AEAD_{GET,SET}_TAG as the GCM values; openssl-sys
-// exports only the GCM names.
-const EVP_CTRL_AEAD_GET_TAG: std::os::raw::c_int = ffi::EVP_CTRL_GCM_GET_TAG;
-const EVP_CTRL_AEAD_SET_TAG: std::os::raw::c_int = ffi::EVP_CTRL_GCM_SET_TAG;
+/// From this payload length up, ChaCha20-Poly1305 uses libcrypto (see the module docs).
+pub const CHACHA_LIBCRYPTO_MIN_LEN: usize = 2048;
 
 pub struct Aead {
     key: LessSafeKey,
@@ -35,8 +33,8 @@ pub struct Aead {
 }
 
 struct ChachaContexts {
-    seal: Mutex<EvpAead>,
-    open: Mutex<EvpAead>,
+    seal: Mutex<CipherCtx>,
+    open: Mutex<CipherCtx>,
 }
 
 impl Aead {
@@ -51,19 +49,27 @@ impl Aead {
         let unbound = UnboundKey::new(lib_alg, key)
             .map_err(|_| Error::DriverFailure("soft: aws-lc-rs rejected the AEAD key"))?;
         let libcrypto = match alg {
-            CipherAlg::ChaCha20Poly1305 => Some(ChachaContexts {
-                seal: Mutex::new(EvpAead::chacha20_poly1305(key, Direction::Seal)?),
-                open: Mutex::new(EvpAead::chacha20_poly1305(key, Direction::Open)?),
-            }),
+            CipherAlg::ChaCha20Poly1305 => Some(ChachaContexts::new(key)?),
             _ => None,
         };
         Ok(Aead { key: LessSafeKey::new(unbound), libcrypto })
     }
 
+    /// The libcrypto context for a message of `len` bytes, if that is the faster path and
+    /// the context is free.
+    fn libcrypto_ctx(
+        &self,
+        len: usize,
+        pick: fn(&ChachaContexts) -> &Mutex<CipherCtx>,
+    ) -> Option<std::sync::MutexGuard<'_, CipherCtx>> {
+        let ctxs = self.libcrypto.as_ref().filter(|_| len >= CHACHA_LIBCRYPTO_MIN_LEN)?;
+        pick(ctxs).try_lock().ok()
+    }
+
     /// Encrypts `data` in place and writes the 16-byte tag.
     pub fn seal(&self, nonce: &[u8], aad: &[u8], data: &mut [u8], tag: &mut [u8]) -> Result<(), Error> {
-        if let Some(Ok(mut ctx)) = self.libcrypto.as_ref().map(|c| c.seal.try_lock()) {
-            return ctx.seal(nonce, aad, data, tag);
+        if let Some(mut ctx) = self.libcrypto_ctx(data.len(), |c| &c.seal) {
+            return libcrypto_seal(&mut ctx, nonce, aad, data, tag);
         }
         let nonce = Nonce::try_assume_unique_for_key(nonce)
             .map_err(|_| Error::BadIvLength { expected: 12, got: nonce.len() })?;
@@ -86,8 +92,8 @@ impl Aead {
     }
 
     fn open_unchecked(&self, nonce: &[u8], aad: &[u8], data: &mut [u8], tag: &[u8]) -> Result<(), Error> {
-        if let Some(Ok(mut ctx)) = self.libcrypto.as_ref().map(|c| c.open.try_lock()) {
-            return ctx.open(nonce, aad, data, tag);
+        if let Some(mut ctx) = self.libcrypto_ctx(data.len(), |c| &c.open) {
+            return libcrypto_open(&mut ctx, nonce, aad, data, tag);
         }
         let nonce = Nonce::try_assume_unique_for_key(nonce)
             .map_err(|_| Error::BadIvLength { expected: 12, got: nonce.len() })?;
@@ -98,164 +104,64 @@ impl Aead {
     }
 }
 
-#[derive(Clone, Copy, PartialEq)]
-enum Direction {
-    Seal,
-    Open,
-}
-
-/// An owned libcrypto `EVP_CIPHER_CTX`, keyed for one AEAD and one direction.
-struct EvpAead {
-    ctx: *mut ffi::EVP_CIPHER_CTX,
-    direction: Direction,
-}
-
-// SAFETY: an EVP_CIPHER_CTX is plain heap state with no thread affinity; it may be used
-// from any thread as long as one thread at a time does (`&mut self` methods, and the
-// contexts live behind a Mutex).
-unsafe impl Send for EvpAead {}
-
-impl EvpAead {
-    fn chacha20_poly1305(key: &[u8], direction: Direction) -> Result<EvpAead, Error> {
-        let fail = Error::DriverFailure("soft: libcrypto ChaCha20-Poly1305 setup failed");
-        if key.len() != 32 {
-            return Err(fail);
-        }
-        openssl_sys::init();
-        // SAFETY: EVP_CIPHER_CTX_new returns an owned context or null (checked). The cipher
-        // pointer comes from libcrypto's static table. The key is 32 bytes as
-        // ChaCha20-Poly1305 requires (checked above); the IV is set per message. libcrypto
-        // copies the key into the context.
-        unsafe {
-            let ctx = ffi::EVP_CIPHER_CTX_new();
-            if ctx.is_null() {
-                return Err(fail);
-            }
-            let this = EvpAead { ctx, direction };
-            let cipher = ffi::EVP_chacha20_poly1305();
-            let ok = match direction {
-                Direction::Seal => {
-                    ffi::EVP_EncryptInit_ex(ctx, cipher, ptr::null_mut(), key.as_ptr(), ptr::null())
-                }
-                Direction::Open => {
-                    ffi::EVP_DecryptInit_ex(ctx, cipher, ptr::null_mut(), key.as_ptr(), ptr::null())
-                }
-            };
-            if ok != 1 {
-                return Err(fail); // `this` frees the context
-            }
-            Ok(this)
-        }
-    }
-
-    fn seal(&mut self, nonce: &[u8], aad: &[u8], data: &mut [u8], tag: &mut [u8]) -> Result<(), Error> {
-        debug_assert!(self.direction == Direction::Seal);
-        let fail = Error::DriverFailure("soft: libcrypto seal failed");
-        let (data_len, aad_len) = lengths(data.len(), aad.len()).ok_or(fail.clone())?;
-        if nonce.len() != 12 || tag.len() != 16 {
-            return Err(fail);
-        }
-        let mut outl: std::os::raw::c_int = 0;
-        // SAFETY: `self.ctx` is a live context keyed for sealing. The nonce is 12 bytes
-        // (ChaCha20-Poly1305's IV length, checked above). AAD is passed with a null output
-        // pointer, which is how EVP takes AAD. Encrypting in place (out == in) is allowed for
-        // this stream cipher and writes exactly `data_len` bytes. The final call writes no
-        // bytes for a stream cipher. The tag buffer is 16 bytes (checked above).
-        unsafe {
-            let ok =
-                ffi::EVP_EncryptInit_ex(self.ctx, ptr::null(), ptr::null_mut(), ptr::null(), nonce.as_ptr())
-                    == 1
-                    && (aad.is_empty()
-                        || ffi::EVP_EncryptUpdate(
-                            self.ctx,
-                            ptr::null_mut(),
-                            &mut outl,
-                            aad.as_ptr(),
-                            aad_len,
-                        ) == 1)
-                    && (data.is_empty()
-                        || ffi::EVP_EncryptUpdate(
-                            self.ctx,
-                            data.as_mut_ptr(),
-                            &mut outl,
-                            data.as_ptr(),
-                            data_len,
-                        ) == 1)
-                    && ffi::EVP_EncryptFinal_ex(self.ctx, data.as_mut_ptr(), &mut outl) == 1
-                    && ffi::EVP_CIPHER_CTX_ctrl(self.ctx, EVP_CTRL_AEAD_GET_TAG, 16, tag.as_mut_ptr().cast())
-                        == 1;
-            if ok {
-                Ok(())
-            } else {
-                Err(fail)
-            }
-        }
-    }
-
-    fn open(&mut self, nonce: &[u8], aad: &[u8], data: &mut [u8], tag: &[u8]) -> Result<(), Error> {
-        debug_assert!(self.direction == Direction::Open);
-        let fail = Error::DriverFailure("soft: libcrypto open failed");
-        let (data_len, aad_len) = lengths(data.len(), aad.len()).ok_or(fail.clone())?;
-        if nonce.len() != 12 || tag.len() != 16 {
-            return Err(fail);
-        }
-        let mut outl: std::os::raw::c_int = 0;
-        // SAFETY: as in `seal`, for a context keyed for opening. EVP_CTRL_AEAD_SET_TAG
-        // copies the 16 tag bytes (libcrypto takes a non-const pointer but does not write
-        // through it); the final call compares tags in constant time and returns 1 only if
-        // they match.
-        unsafe {
-            let ready =
-                ffi::EVP_DecryptInit_ex(self.ctx, ptr::null(), ptr::null_mut(), ptr::null(), nonce.as_ptr())
-                    == 1
-                    && (aad.is_empty()
-                        || ffi::EVP_DecryptUpdate(
-                            self.ctx,
-                            ptr::null_mut(),
-                            &mut outl,
-                            aad.as_ptr(),
-                            aad_len,
-                        ) == 1)
-                    && (data.is_empty()
-                        || ffi::EVP_DecryptUpdate(
-                            self.ctx,
-                            data.as_mut_ptr(),
-                            &mut outl,
-                            data.as_ptr(),
-                            data_len,
-                        ) == 1)
-                    && ffi::EVP_CIPHER_CTX_ctrl(self.ctx, EVP_CTRL_AEAD_SET_TAG, 16, tag.as_ptr() as *mut _)
-                        == 1;
-            if !ready {
-                return Err(fail);
-            }
-            if ffi::EVP_DecryptFinal_ex(self.ctx, data.as_mut_ptr(), &mut outl) == 1 {
-                Ok(())
-            } else {
-                Err(Error::AuthFailed)
-            }
-        }
+impl ChachaContexts {
+    fn new(key: &[u8]) -> Result<ChachaContexts, Error> {
+        let fail = |_| Error::DriverFailure("soft: libcrypto ChaCha20-Poly1305 setup failed");
+        // A fetched cipher, so that no message pays for an implicit fetch.
+        let cipher = OsslCipher::fetch(None, "ChaCha20-Poly1305", None).map_err(fail)?;
+        let mut seal = CipherCtx::new().map_err(fail)?;
+        seal.encrypt_init(Some(&cipher), Some(key), None).map_err(fail)?;
+        let mut open = CipherCtx::new().map_err(fail)?;
+        open.decrypt_init(Some(&cipher), Some(key), None).map_err(fail)?;
+        Ok(ChachaContexts { seal: Mutex::new(seal), open: Mutex::new(open) })
     }
 }
 
-/// Lengths as C ints; `None` for buffers libcrypto cannot take in one call (≥ 2 GiB).
-fn lengths(data: usize, aad: usize) -> Option<(std::os::raw::c_int, std::os::raw::c_int)> {
-    Some((data.try_into().ok()?, aad.try_into().ok()?))
+// The `openssl` crate asserts on lengths it cannot accept; the nonce (12 bytes) and tag
+// (16 bytes) were validated by ocf, and the key length by `Aead::new`.
+fn libcrypto_seal(
+    c: &mut CipherCtx,
+    nonce: &[u8],
+    aad: &[u8],
+    data: &mut [u8],
+    tag: &mut [u8],
+) -> Result<(), Error> {
+    let fail = |_| Error::DriverFailure("soft: libcrypto seal failed");
+    c.encrypt_init(None, None, Some(nonce)).map_err(fail)?;
+    if !aad.is_empty() {
+        c.cipher_update(aad, None).map_err(fail)?;
+    }
+    let n = data.len();
+    c.cipher_update_inplace(data, n).map_err(fail)?;
+    c.cipher_final(&mut []).map_err(fail)?;
+    c.tag(tag).map_err(fail)
 }
 
-impl Drop for EvpAead {
-    fn drop(&mut self) {
-        // SAFETY: the context is owned and freed once. EVP_CIPHER_CTX_free wipes the key
-        // material (the provider frees its state with OPENSSL_clear_free).
-        unsafe { ffi::EVP_CIPHER_CTX_free(self.ctx) }
+fn libcrypto_open(
+    c: &mut CipherCtx,
+    nonce: &[u8],
+    aad: &[u8],
+    data: &mut [u8],
+    tag: &[u8],
+) -> Result<(), Error> {
+    let fail = |_| Error::DriverFailure("soft: libcrypto open failed");
+    c.decrypt_init(None, None, Some(nonce)).map_err(fail)?;
+    if !aad.is_empty() {
+        c.cipher_update(aad, None).map_err(fail)?;
     }
+    let n = data.len();
+    c.cipher_update_inplace(data, n).map_err(fail)?;
+    c.set_tag(tag).map_err(fail)?;
+    // The final call compares the tags (in constant time) and fails on a mismatch.
+    c.cipher_final(&mut []).map(|_| ()).map_err(|_| Error::AuthFailed)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// RFC 8439 §2.8.2, through both libraries, and a forged tag through both.
+    /// RFC 8439 §2.8.2's key and nonce through both libraries (the full vector is in the
+    /// conformance suite), and a forged tag through both.
     #[test]
     fn libcrypto_and_aws_lc_paths_agree_with_rfc8439() {
         let hex = |s: &str| -> Vec<u8> {
@@ -264,14 +170,17 @@ mod tests {
         let key = hex("808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f");
         let nonce = hex("070000004041424344454647");
         let aad = hex("50515253c0c1c2c3c4c5c6c7");
-        let pt = b"Ladies and Gentlemen of the class of '99: If I could offer you only one tip for the future, sunscreen would be it.";
-        let want_tag = hex("1ae10b594f09e26a7e902ecbd0600691");
+        // RFC 8439's plaintext, repeated past the libcrypto threshold; the first 114 bytes
+        // of ciphertext must equal the RFC's (a stream cipher), and both libraries must agree.
+        let sunscreen: &[u8] = b"Ladies and Gentlemen of the class of '99: If I could offer you only one tip for the future, sunscreen would be it.";
+        let pt: Vec<u8> = sunscreen.iter().cycle().take(CHACHA_LIBCRYPTO_MIN_LEN + 100).copied().collect();
+        let want_ct_prefix = hex("d31a8d34648e60db7b86afbc53ef7ec2a4aded51296e08fea9e2b5a736ee62d6");
         let a = Aead::new(CipherAlg::ChaCha20Poly1305, &key).unwrap();
         // libcrypto (the context is free)
         let mut buf = pt.to_vec();
         let mut tag = [0u8; 16];
         a.seal(&nonce, &aad, &mut buf, &mut tag).unwrap();
-        assert_eq!(tag.to_vec(), want_tag);
+        assert_eq!(buf[..32], want_ct_prefix[..]);
         let ct = buf.clone();
         // aws-lc-rs (the context is held, as when another thread has it)
         let held = a.libcrypto.as_ref().unwrap().seal.lock().unwrap();

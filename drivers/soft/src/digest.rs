@@ -117,14 +117,14 @@ impl Digester {
     pub fn new(alg: DigestAlg) -> Result<Digester, Error> {
         let hash = Hash::new(alg)?;
         let evp = EvpDigest::new(hash).transpose()?.map(Mutex::new);
-        Ok(Digester { hash, evp, evp_min_len: evp::min_len(hash) })
+        Ok(Digester { hash, evp, evp_min_len: evp::min_len(hash, false) })
     }
 
     /// Digest of `data` into `out` (at least the digest length).
     pub fn digest(&self, data: &[u8], out: &mut [u8]) -> Result<(), Error> {
         if data.len() >= self.evp_min_len {
             if let Some(Ok(mut ctx)) = self.evp.as_ref().map(Mutex::try_lock) {
-                return ctx.digest([data], out);
+                return ctx.digest(data, out);
             }
         }
         digest(self.hash, std::iter::once(data), out);
@@ -147,7 +147,7 @@ impl HmacKey {
         };
         let hash = Hash::new(d)?;
         let evp = EvpHmac::new(hash, key).transpose()?.map(Mutex::new);
-        Ok(HmacKey { rust: RustHmac::new(alg, key)?, evp, evp_min_len: evp::min_len(hash) })
+        Ok(HmacKey { rust: RustHmac::new(alg, key)?, evp, evp_min_len: evp::min_len(hash, true) })
     }
 
     /// MAC of the concatenation of `pieces`, truncated to `out.len()`.
