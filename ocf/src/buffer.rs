@@ -35,6 +35,7 @@ impl From<&[u8]> for Buffer {
 
 impl Buffer {
     /// Logical length in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         match self {
             Buffer::Contiguous(v) => v.len(),
@@ -47,6 +48,7 @@ impl Buffer {
     }
 
     /// The contiguous bytes, if the buffer is one vector.
+    #[inline]
     pub fn as_contiguous(&self) -> Option<&[u8]> {
         match self {
             Buffer::Contiguous(v) => Some(v),
@@ -54,6 +56,7 @@ impl Buffer {
         }
     }
 
+    #[inline]
     pub fn as_contiguous_mut(&mut self) -> Option<&mut [u8]> {
         match self {
             Buffer::Contiguous(v) => Some(v),

@@ -55,6 +55,7 @@ impl Op {
     }
 
     /// Whether the tag is an input (checked) rather than an output (written).
+    #[inline]
     pub fn checks_tag(self) -> bool {
         matches!(self, Op::Decrypt | Op::VerifyDigest)
     }
@@ -137,6 +138,7 @@ impl RequestFields {
         self.iv_len = iv.len();
     }
 
+    #[inline]
     pub fn iv(&self) -> &[u8] {
         &self.iv[..self.iv_len.min(MAX_IV_LEN)]
     }
@@ -149,11 +151,13 @@ impl RequestFields {
     }
 
     /// The separate tag: after a compute, the result; before a verify, what was given.
+    #[inline]
     pub fn tag(&self) -> &[u8] {
         &self.tag[..self.tag_len.min(MAX_TAG_LEN)]
     }
 
     /// The payload range, resolved against `buf`.
+    #[inline]
     pub fn payload_range(&self) -> Range<usize> {
         self.payload.clone().unwrap_or(0..self.buf.len())
     }

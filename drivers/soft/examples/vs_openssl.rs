@@ -6,7 +6,7 @@
 //! two under the same machine conditions on a noisy 2-core box.
 //!
 //! Run: `cargo run --release -p ocf-soft --example vs_openssl -- [--seconds S] [--rounds R]
-//! [--sizes 1024,8192]`. (cryptotest's `--openssl` will do this for every driver.)
+//! [--sizes 1024,8192] [--alg aes-128-gcm,sha256]`. (cryptotest's `--openssl` will do this for every driver.)
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -110,12 +110,13 @@ fn main() {
     let rounds: usize = opt("--rounds", "3").parse().expect("--rounds N");
     let sizes: Vec<usize> =
         opt("--sizes", "16,1024,8192").split(',').map(|s| s.parse().expect("--sizes a,b,c")).collect();
+    let only = opt("--alg", "");
 
     let fw = Framework::new();
     ocf_soft::register(&fw).expect("register soft");
     println!("soft driver through ocf vs `openssl speed -elapsed`, median of {rounds} alternating rounds of {seconds} s");
     println!("{:<22} {:>6} {:>12} {:>12} {:>7}", "algorithm", "bytes", "ocf MB/s", "openssl MB/s", "ratio");
-    for alg in algs() {
+    for alg in algs().into_iter().filter(|a| only.is_empty() || only.split(',').any(|o| a.name.starts_with(o))) {
         let s = fw.new_session(&alg.params).expect("session");
         for &size in &sizes {
             let (mut ours, mut theirs) = (Vec::new(), Vec::new());
