@@ -274,7 +274,10 @@ impl Request {
     pub fn with_views<R>(&mut self, f: impl FnOnce(Views<'_>) -> R) -> R {
         let fields = &mut *self.0;
         let payload = fields.payload.clone().unwrap_or(0..fields.buf.len());
-        let tag_len = fields.tag_len;
+        // Lengths were validated against the session; clamping keeps this function total
+        // even if a driver calls it on a request the framework has not checked.
+        let tag_len = fields.tag_len.min(MAX_TAG_LEN);
+        let iv_len = fields.iv_len.min(MAX_IV_LEN);
 
         // The common case first: contiguous, in place, tag inline, AAD absent or separate.
         if fields.out.is_none() && fields.tag_place == TagPlace::Separate {
@@ -283,7 +286,7 @@ impl Request {
                     Aad::Bytes(b) => b,
                     _ => &[],
                 };
-                let iv = &fields.iv[..fields.iv_len];
+                let iv = &fields.iv[..iv_len];
                 return f(Views { payload: &mut v[payload], aad, iv, tag: &mut fields.tag[..tag_len] });
             }
         }
@@ -295,8 +298,8 @@ impl Request {
 
         // Digests read the payload and write nothing but the tag: no copy to `out`.
         let digest_op = matches!(fields.op, Op::ComputeDigest | Op::VerifyDigest);
-        let RequestFields { buf, out, out_offset, aad, iv, iv_len, tag, .. } = &mut *fields;
-        let iv = &iv[..*iv_len];
+        let RequestFields { buf, out, out_offset, aad, iv, tag, .. } = &mut *fields;
+        let iv = &iv[..iv_len];
         let tag = &mut tag[..tag_len];
         let gathered_aad: Vec<u8>;
         let result = match out.as_mut().filter(|_| !digest_op) {
