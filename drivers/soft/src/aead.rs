@@ -23,6 +23,8 @@ use ocf::{CipherAlg, Error};
 use openssl::cipher::Cipher as OsslCipher;
 use openssl::cipher_ctx::CipherCtx;
 
+use crate::cpu::clear_upper_vector_state;
+
 /// From this payload length up, ChaCha20-Poly1305 uses libcrypto (see the module docs).
 pub const CHACHA_LIBCRYPTO_MIN_LEN: usize = 2048;
 
@@ -69,7 +71,9 @@ impl Aead {
     /// Encrypts `data` in place and writes the 16-byte tag.
     pub fn seal(&self, nonce: &[u8], aad: &[u8], data: &mut [u8], tag: &mut [u8]) -> Result<(), Error> {
         if let Some(mut ctx) = self.libcrypto_ctx(data.len(), |c| &c.seal) {
-            return libcrypto_seal(&mut ctx, nonce, aad, data, tag);
+            let result = libcrypto_seal(&mut ctx, nonce, aad, data, tag);
+            clear_upper_vector_state();
+            return result;
         }
         let nonce = Nonce::try_assume_unique_for_key(nonce)
             .map_err(|_| Error::BadIvLength { expected: 12, got: nonce.len() })?;
@@ -93,7 +97,9 @@ impl Aead {
 
     fn open_unchecked(&self, nonce: &[u8], aad: &[u8], data: &mut [u8], tag: &[u8]) -> Result<(), Error> {
         if let Some(mut ctx) = self.libcrypto_ctx(data.len(), |c| &c.open) {
-            return libcrypto_open(&mut ctx, nonce, aad, data, tag);
+            let result = libcrypto_open(&mut ctx, nonce, aad, data, tag);
+            clear_upper_vector_state();
+            return result;
         }
         let nonce = Nonce::try_assume_unique_for_key(nonce)
             .map_err(|_| Error::BadIvLength { expected: 12, got: nonce.len() })?;

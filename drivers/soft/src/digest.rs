@@ -124,7 +124,9 @@ impl Digester {
     pub fn digest(&self, data: &[u8], out: &mut [u8]) -> Result<(), Error> {
         if data.len() >= self.evp_min_len {
             if let Some(Ok(mut ctx)) = self.evp.as_ref().map(Mutex::try_lock) {
-                return ctx.digest(data, out);
+                let result = ctx.digest(data, out);
+                crate::cpu::clear_upper_vector_state();
+                return result;
             }
         }
         digest(self.hash, std::iter::once(data), out);
@@ -154,7 +156,9 @@ impl HmacKey {
     pub fn compute(&self, pieces: &[&[u8]], out: &mut [u8]) -> Result<(), Error> {
         if pieces.iter().map(|p| p.len()).sum::<usize>() >= self.evp_min_len {
             if let Some(Ok(mut ctx)) = self.evp.as_ref().map(Mutex::try_lock) {
-                return ctx.compute(pieces.iter().copied(), out);
+                let result = ctx.compute(pieces.iter().copied(), out);
+                crate::cpu::clear_upper_vector_state();
+                return result;
             }
         }
         self.rust.compute(pieces.iter().copied(), out);

@@ -19,6 +19,7 @@
 
 mod aead;
 mod cipher;
+mod cpu;
 mod digest;
 mod evp;
 
