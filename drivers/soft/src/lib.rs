@@ -3,15 +3,15 @@
 //! Every algorithm ocf names, on the CPU, through the library measured fastest for it on
 //! our reference machine (AMD Zen 5: AES-NI, VAES, AVX-512, SHA-NI):
 //!
-//! | algorithm                     | library                                    |
-//! |-------------------------------|--------------------------------------------|
-//! | AES-GCM                       | aws-lc-rs                                  |
-//! | ChaCha20-Poly1305             | aws-lc-rs < 1 KiB ≤ libcrypto (reused ctx) |
-//! | AES-CBC, AES-CTR              | RustCrypto `aes` (VAES) + `cbc` / `ctr`    |
-//! | 3DES-CBC                      | RustCrypto `des` + `cbc`                   |
-//! | SHA-1, SHA-2, MD5, HMAC       | RustCrypto (SHA-NI)                        |
+//! | algorithm                              | library                                      |
+//! |----------------------------------------|----------------------------------------------|
+//! | AES-GCM                                | aws-lc-rs                                    |
+//! | ChaCha20-Poly1305                      | aws-lc-rs < 2 KiB ≤ libcrypto (reused ctx)   |
+//! | AES-CBC, AES-CTR, 3DES-CBC             | aws-lc-rs (`cipher`, unpadded)               |
+//! | SHA-1, SHA-256, HMAC over them         | RustCrypto (SHA-NI)                          |
+//! | SHA-384, SHA-512, MD5, HMAC over them  | libcrypto (reused ctx) from 128/256 B, else RustCrypto |
 //!
-//! The measurements behind the table are in `benches/libraries.rs` and the README.
+//! The measurements behind the table are in the README and `tools/libbench/REPORT.md`.
 //!
 //! The driver is synchronous (every request is finished inside `process`), and its
 //! processing function is chosen once per session: `SoftSession` is an enum built by
