@@ -1,7 +1,7 @@
 //! How a finished request reaches its submitter: three ways, one path.
 //!
 //! Every completion — synchronous or from a driver's completion context — goes through
-//! [`crate::session`]'s accounting and then to the request's [`Notify`] target:
+//! `crate::session`'s accounting and then to the request's `Notify` target:
 //! - a **callback** ([`Callback`]), run with the outcome;
 //! - a **blocking wait** ([`crate::Session::run`]);
 //! - a **future** ([`RequestFuture`]) for async code.
@@ -9,7 +9,7 @@
 //! For drivers that complete inside `process` (the soft driver: FreeBSD's CRYPTOCAP_F_SYNC)
 //! the outcome comes straight back up the call stack and none of the machinery here is
 //! touched: no allocation, no lock, no atomic. Only requests that a driver completes later
-//! use a [`Waiter`], whose mutex also makes sure a result that arrives before the caller
+//! use a `Waiter`, whose mutex also makes sure a result that arrives before the caller
 //! starts waiting is never missed (the paper's "done" flag).
 
 use std::future::Future;
