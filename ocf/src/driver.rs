@@ -46,6 +46,10 @@ pub struct Capabilities {
     /// [`Processed::Busy`], never [`Processed::Pending`]). Lets the framework skip all
     /// asynchronous completion machinery (FreeBSD's CRYPTOCAP_F_SYNC).
     pub synchronous: bool,
+    /// The registry never picks this driver by itself: it serves only sessions that name it
+    /// ([`crate::Framework::new_session_on`]). For drivers whose results are not real
+    /// cryptography — the null driver that measures the framework alone, fault injectors.
+    pub named_only: bool,
 }
 
 impl Capabilities {

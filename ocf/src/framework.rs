@@ -230,7 +230,7 @@ fn best_driver<'a>(
     }
     drivers
         .iter()
-        .filter(|d| d.caps.covers(params))
+        .filter(|d| !d.caps.named_only && d.caps.covers(params))
         .filter_map(|d| d.driver.probe_session(params).map(|p| (d, p)))
         // Highest priority; among equals, the fewest live sessions; among those, the
         // earliest registered (max_by_key keeps the last maximum, hence the reversed index).

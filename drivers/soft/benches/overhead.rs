@@ -137,5 +137,22 @@ fn overhead(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, overhead);
+/// The framework alone: a request through the null driver, which does nothing (compare
+/// with `null/ocf`, the soft driver's NULL cipher, which also sets up its buffer views).
+fn null_driver(c: &mut Criterion) {
+    let fw = Framework::new();
+    ocf_null::register(&fw).unwrap();
+    let s = fw.new_session_on("null", &SessionParams::aead(CipherAlg::AesGcm, &[7u8; 16])).unwrap();
+    let mut g = group(c, "null-driver", 16);
+    let mut slot = Some(Request::new(Op::Encrypt, vec![0x5a; 16]).with_iv(&[1u8; 12]));
+    g.bench_function(BenchmarkId::new("ocf", 16), |b| {
+        b.iter(|| {
+            let req = slot.take().expect("request");
+            slot = Some(s.run(req).expect("ok"));
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, overhead, null_driver);
 criterion_main!(benches);

@@ -77,6 +77,7 @@ impl Driver for SoftDriver {
             macs: MacAlg::ALL.to_vec(),
             cipher_then_mac: true,
             synchronous: true,
+            named_only: false,
         }
     }
 
