@@ -53,6 +53,19 @@ pub struct Capabilities {
 }
 
 impl Capabilities {
+    /// Every algorithm and mode ocf defines (set the flags with struct update syntax).
+    pub fn every_algorithm() -> Capabilities {
+        Capabilities {
+            ciphers: CipherAlg::ALL.into_iter().filter(|c| !c.is_aead()).collect(),
+            aeads: CipherAlg::ALL.into_iter().filter(|c| c.is_aead()).collect(),
+            digests: DigestAlg::ALL.to_vec(),
+            macs: MacAlg::ALL.to_vec(),
+            cipher_then_mac: true,
+            synchronous: false,
+            named_only: false,
+        }
+    }
+
     /// Whether the parameters name only algorithms this driver lists.
     pub fn covers(&self, p: &SessionParams) -> bool {
         match &p.mode {

@@ -11,8 +11,8 @@
 use std::sync::Arc;
 
 use ocf::{
-    Capabilities, CipherAlg, DigestAlg, Driver, DriverSession, Error, Framework, Hint, MacAlg, Priority,
-    Processed, Request, SessionContext, SessionParams,
+    Capabilities, Driver, DriverSession, Error, Framework, Hint, Priority, Processed, Request,
+    SessionContext, SessionParams,
 };
 
 /// The name the null driver registers under.
@@ -35,15 +35,7 @@ impl Driver for NullDriver {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            ciphers: vec![CipherAlg::AesCbc, CipherAlg::AesCtr, CipherAlg::TdesCbc, CipherAlg::Null],
-            aeads: vec![CipherAlg::AesGcm, CipherAlg::ChaCha20Poly1305],
-            digests: DigestAlg::ALL.to_vec(),
-            macs: MacAlg::ALL.to_vec(),
-            cipher_then_mac: true,
-            synchronous: true,
-            named_only: true,
-        }
+        Capabilities { synchronous: true, named_only: true, ..Capabilities::every_algorithm() }
     }
 
     fn probe_session(&self, _params: &SessionParams) -> Option<Priority> {

@@ -70,15 +70,8 @@ impl Driver for SoftDriver {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            ciphers: vec![CipherAlg::AesCbc, CipherAlg::AesCtr, CipherAlg::TdesCbc, CipherAlg::Null],
-            aeads: vec![CipherAlg::AesGcm, CipherAlg::ChaCha20Poly1305],
-            digests: DigestAlg::ALL.to_vec(),
-            macs: MacAlg::ALL.to_vec(),
-            cipher_then_mac: true,
-            synchronous: true,
-            named_only: false,
-        }
+        // Every algorithm ocf names.
+        Capabilities { synchronous: true, ..Capabilities::every_algorithm() }
     }
 
     fn probe_session(&self, params: &SessionParams) -> Option<Priority> {
