@@ -143,4 +143,12 @@ impl SessionContext {
     pub fn done(&self, outcome: Outcome) {
         self.core.deliver(outcome)
     }
+
+    /// Tells the framework that this session's driver, which answered
+    /// [`Processed::Busy`], can accept requests again (FreeBSD's `crypto_unblock`). The
+    /// framework then resumes handing it the requests it queued meanwhile. A driver that
+    /// returns Busy must call this once it has room; extra calls are harmless.
+    pub fn unblock(&self) {
+        self.core.unblock()
+    }
 }

@@ -70,6 +70,11 @@ impl SessionCore {
         Err(Failed::new(error, request))
     }
 
+    /// The driver has room again after a Busy (FreeBSD's `crypto_unblock`).
+    pub(crate) fn unblock(&self) {
+        // Until the dispatch layer queues Busy requests, there is nothing to resume.
+    }
+
     /// The asynchronous completion path (FreeBSD's `crypto_done`).
     pub(crate) fn deliver(&self, mut outcome: Outcome) {
         self.account(&outcome);
