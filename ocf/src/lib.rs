@@ -48,6 +48,7 @@ pub mod driver;
 pub mod error;
 pub mod framework;
 pub mod params;
+pub mod profile;
 pub mod request;
 pub mod session;
 
