@@ -25,8 +25,10 @@ use crate::request::Outcome;
 pub type Callback = Arc<dyn Fn(Outcome) + Send + Sync>;
 
 /// Where a request's outcome goes when a driver completes it asynchronously.
+#[derive(Default)]
 pub(crate) enum Notify {
     /// The submitter receives the outcome as `process`'s return value (synchronous drivers).
+    #[default]
     Return,
     /// Someone blocks on, or polls, a waiter.
     Waiter(Arc<Waiter>),
@@ -92,6 +94,8 @@ pub struct RequestFuture {
 enum FutureState {
     Ready(Option<Outcome>),
     Waiting(Arc<Waiter>),
+    /// The driver's queues were full: waiting for a flow-control credit, then submitting.
+    Admitting(crate::Session, Option<crate::Request>),
 }
 
 impl RequestFuture {
@@ -101,6 +105,10 @@ impl RequestFuture {
 
     pub(crate) fn waiting(w: Arc<Waiter>) -> RequestFuture {
         RequestFuture { state: FutureState::Waiting(w) }
+    }
+
+    pub(crate) fn admitting(session: crate::Session, req: crate::Request) -> RequestFuture {
+        RequestFuture { state: FutureState::Admitting(session, Some(req)) }
     }
 }
 
@@ -116,6 +124,23 @@ impl Future for RequestFuture {
                 None => Poll::Pending,
             },
             FutureState::Waiting(w) => w.poll(cx),
+            FutureState::Admitting(session, req) => {
+                let credits = session.credits();
+                match credits.poll_take(cx) {
+                    Poll::Pending => Poll::Pending,
+                    Poll::Ready(credit) => match req.take() {
+                        Some(req) => {
+                            let next = session.start_with_credit(req, credit);
+                            self.state = next.state;
+                            self.poll(cx)
+                        }
+                        None => {
+                            credit.give_back();
+                            Poll::Pending
+                        }
+                    },
+                }
+            }
         }
     }
 }

@@ -141,7 +141,7 @@ impl SessionContext {
     /// Completes a request that `process` answered with [`Processed::Pending`]: accounts it
     /// and delivers it to its callback, waiter or future.
     pub fn done(&self, outcome: Outcome) {
-        self.core.deliver(outcome)
+        SessionCore::deliver(&self.core, outcome)
     }
 
     /// Tells the framework that this session's driver, which answered

@@ -81,8 +81,14 @@ pub enum Error {
     DuplicateDriver(String),
     /// The session's driver was unregistered while the request was pending.
     DriverGone,
-    /// The driver is momentarily full (the paper's ERESTART); retry or queue.
-    Busy,
+    /// The framework's queues for this driver are full and the caller asked not to wait
+    /// ([`crate::Session::try_submit`]). Retry later; nothing was lost.
+    WouldBlock,
+    /// An unregistered driver still held requests when the time to drain them ran out.
+    /// It is gone for new requests; the ones it holds complete whenever it finishes them.
+    DetachTimeout {
+        in_flight: usize,
+    },
     /// The driver reported a failure of its own (hardware fault, library error).
     DriverFailure(&'static str),
 }
@@ -110,7 +116,8 @@ impl Error {
             Error::UnknownDriver(_) => ErrorKind::UnknownDriver,
             Error::DuplicateDriver(_) => ErrorKind::DuplicateDriver,
             Error::DriverGone => ErrorKind::DriverGone,
-            Error::Busy => ErrorKind::Busy,
+            Error::WouldBlock => ErrorKind::WouldBlock,
+            Error::DetachTimeout { .. } => ErrorKind::DetachTimeout,
             Error::DriverFailure(_) => ErrorKind::DriverFailure,
         }
     }
@@ -150,7 +157,12 @@ impl fmt::Display for Error {
             Error::UnknownDriver(n) => write!(f, "no driver named {n:?} is registered"),
             Error::DuplicateDriver(n) => write!(f, "a driver named {n:?} is already registered"),
             Error::DriverGone => f.write_str("the session's driver was unregistered"),
-            Error::Busy => f.write_str("driver busy: resource temporarily exhausted"),
+            Error::WouldBlock => {
+                f.write_str("queues full: the driver has as many requests in flight as allowed")
+            }
+            Error::DetachTimeout { in_flight } => {
+                write!(f, "unregistered driver still holds {in_flight} requests after the drain timeout")
+            }
             Error::DriverFailure(why) => write!(f, "driver failure: {why}"),
         }
     }
@@ -180,7 +192,8 @@ pub enum ErrorKind {
     UnknownDriver,
     DuplicateDriver,
     DriverGone,
-    Busy,
+    WouldBlock,
+    DetachTimeout,
     DriverFailure,
 }
 
@@ -207,7 +220,8 @@ impl ErrorKind {
         ErrorKind::UnknownDriver,
         ErrorKind::DuplicateDriver,
         ErrorKind::DriverGone,
-        ErrorKind::Busy,
+        ErrorKind::WouldBlock,
+        ErrorKind::DetachTimeout,
         ErrorKind::DriverFailure,
     ];
 
@@ -231,7 +245,8 @@ impl ErrorKind {
             ErrorKind::UnknownDriver => "unknown_driver",
             ErrorKind::DuplicateDriver => "duplicate_driver",
             ErrorKind::DriverGone => "driver_gone",
-            ErrorKind::Busy => "busy",
+            ErrorKind::WouldBlock => "would_block",
+            ErrorKind::DetachTimeout => "detach_timeout",
             ErrorKind::DriverFailure => "driver_failure",
         }
     }
@@ -302,10 +317,10 @@ mod tests {
         let c = ErrorCounters::default();
         c.record(ErrorKind::AuthFailed);
         c.record(ErrorKind::AuthFailed);
-        c.record(ErrorKind::Busy);
+        c.record(ErrorKind::WouldBlock);
         let s = c.snapshot();
         assert_eq!(s.get(ErrorKind::AuthFailed), 2);
-        assert_eq!(s.get(ErrorKind::Busy), 1);
+        assert_eq!(s.get(ErrorKind::WouldBlock), 1);
         assert_eq!(s.get(ErrorKind::BadIvLength), 0);
         assert_eq!(s.total(), 3);
     }

@@ -1,24 +1,60 @@
-//! The framework instance: the driver registry, session creation, and statistics.
+//! The framework instance: configuration, the driver registry, session creation and
+//! migration, and statistics.
 //!
 //! Drivers register and unregister at run time. A new session goes to the driver that
 //! probes it with the best [`Priority`]; ties go to the driver with the fewest live sessions
 //! (simple load spreading, as FreeBSD's crypto_select_driver does); a caller may also name
-//! the driver.
+//! the driver. Unregistering a driver moves its sessions to the next best driver and
+//! waits, up to [`Config::drain_timeout`], for the requests it still holds.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{Duration, Instant};
 
+use crate::dispatch::{Credits, Flow, Work, Workers};
 use crate::driver::{Capabilities, Driver, Priority, SessionContext};
 use crate::error::{Error, ErrorCounters, ErrorCounts};
 use crate::params::{Mode, SessionParams};
-use crate::session::{DriverCounters, Session, SessionCore, SessionCounters};
+use crate::profile::{ProfileStats, StageProfile};
+use crate::session::{
+    Binding, DriverCounters, LiveSession, Reorder, Session, SessionCore, SessionCounters, SessionShared,
+};
 
-/// A registered driver and its accounting.
+/// How a framework runs. `Config::default()` suits most programs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Threads that run callbacks not marked immediate. Default: one per core.
+    pub return_workers: usize,
+    /// Requests a driver may have in flight — queued in the framework, held by the driver
+    /// or waiting for their callback — before submitters wait (flow control). Default 4096.
+    pub max_in_flight: usize,
+    /// Profile one request in this many (0: never; 1: every request, as `cryptotest -p`).
+    /// Default 64 (its measured cost is in the README).
+    pub profile_every: u32,
+    /// How long `unregister` waits for a driver's requests to drain. Default 10 s.
+    pub drain_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            return_workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            max_in_flight: 4096,
+            profile_every: 64,
+            drain_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A registered driver, its accounting, flow control and profile.
 pub(crate) struct DriverEntry {
     pub(crate) name: String,
     pub(crate) driver: Arc<dyn Driver>,
     pub(crate) caps: Capabilities,
     pub(crate) counters: Arc<DriverCounters>,
+    pub(crate) flow: Flow,
+    pub(crate) credits: Arc<Credits>,
+    pub(crate) profile: StageProfile,
     gone: AtomicBool,
 }
 
@@ -30,17 +66,24 @@ impl DriverEntry {
 }
 
 /// An ocf instance. Cheap to clone (shared). Most programs make one.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Framework {
     inner: Arc<Registry>,
 }
 
-#[derive(Default)]
-struct Registry {
+impl Default for Framework {
+    fn default() -> Framework {
+        Framework::with_config(Config::default())
+    }
+}
+
+pub(crate) struct Registry {
     drivers: RwLock<Vec<Arc<DriverEntry>>>,
     /// Errors that happen before a driver is involved (bad parameters, no driver).
     errors: ErrorCounters,
     next_session_id: AtomicU64,
+    config: Config,
+    workers: Arc<Workers>,
 }
 
 /// A driver as listed by [`Framework::drivers`].
@@ -57,13 +100,36 @@ pub struct DriverStats {
     pub name: String,
     /// Sessions alive now.
     pub sessions: usize,
-    /// Sessions ever created.
+    /// Sessions ever created (including sessions moved here from a detached driver).
     pub sessions_created: u64,
     /// Requests completed successfully (live and freed sessions).
     pub ops: u64,
     pub bytes: u64,
     /// Every error charged to this driver or its sessions, by cause.
     pub errors: ErrorCounts,
+    /// Flow control.
+    pub flow: FlowStats,
+}
+
+/// A driver's flow-control counters (the paper's restarts and blocked periods).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowStats {
+    /// Requests the driver refused as Busy and the framework queued to offer again.
+    pub restarts: u64,
+    /// Times the driver went from accepting to blocked.
+    pub blocked_periods: u64,
+    /// Requests waiting for the driver to unblock now, and at most.
+    pub held: usize,
+    pub held_high_water: usize,
+    /// Requests in flight now (queued, in the driver, or awaiting their callback), at
+    /// most, and the limit.
+    pub in_flight: usize,
+    pub in_flight_high_water: usize,
+    pub max_in_flight: usize,
+    /// Times a submitter waited for room (the limit was reached).
+    pub submit_waits: u64,
+    /// Times a framework thread went past the limit rather than wait (see `dispatch`).
+    pub overcommits: u64,
 }
 
 /// Statistics of the whole framework.
@@ -72,6 +138,10 @@ pub struct FrameworkStats {
     /// Errors that happened before any driver was involved.
     pub errors: ErrorCounts,
     pub drivers: Vec<DriverStats>,
+    /// The most requests ever waiting for the dispatch worker.
+    pub dispatch_queue_high_water: usize,
+    /// The most completions ever waiting for one return worker.
+    pub return_queue_high_water: usize,
 }
 
 impl FrameworkStats {
@@ -90,6 +160,23 @@ impl Framework {
         Framework::default()
     }
 
+    pub fn with_config(config: Config) -> Framework {
+        Framework {
+            inner: Arc::new(Registry {
+                drivers: RwLock::default(),
+                errors: ErrorCounters::default(),
+                next_session_id: AtomicU64::new(0),
+                workers: Arc::new(Workers::new(config.return_workers)),
+                config,
+            }),
+        }
+    }
+
+    /// The configuration this framework runs with.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
     /// Adds a driver. Its name must be unique.
     pub fn register(&self, driver: Arc<dyn Driver>) -> Result<(), Error> {
         let name = driver.name().to_owned();
@@ -103,25 +190,71 @@ impl Framework {
             name,
             driver,
             counters: Arc::default(),
+            flow: Flow::default(),
+            credits: Arc::new(Credits::new(self.inner.config.max_in_flight)),
+            profile: StageProfile::default(),
             gone: AtomicBool::new(false),
         }));
         Ok(())
     }
 
-    /// Removes a driver. Its existing sessions stay valid objects but their requests fail
-    /// with [`Error::DriverGone`]. (Moving sessions to the next best driver, and draining
-    /// in-flight requests, is the dispatch layer's job.)
+    /// Removes a driver (detach). Its sessions move to the next best driver, from their
+    /// own copies of their parameters and keys, and their requests go on there: requests
+    /// the driver had refused as Busy are offered to the new driver; requests the driver
+    /// holds complete as it finishes them; this waits up to [`Config::drain_timeout`] for
+    /// that. Sessions no other driver can serve (and sessions of a `named_only` driver)
+    /// stay, and their requests fail with [`Error::DriverGone`]. No request is lost or
+    /// completed twice.
     pub fn unregister(&self, name: &str) -> Result<(), Error> {
-        let mut drivers = self.inner.drivers.write().unwrap_or_else(PoisonError::into_inner);
-        match drivers.iter().position(|d| d.name == name) {
-            Some(i) => {
-                let entry = drivers.remove(i);
-                entry.gone.store(true, Ordering::Relaxed);
-                Ok(())
+        let entry = {
+            let mut drivers = self.inner.drivers.write().unwrap_or_else(PoisonError::into_inner);
+            match drivers.iter().position(|d| d.name == name) {
+                Some(i) => {
+                    let entry = drivers.remove(i);
+                    entry.gone.store(true, Ordering::SeqCst);
+                    entry
+                }
+                None => {
+                    self.inner.errors.record(crate::ErrorKind::UnknownDriver);
+                    return Err(Error::UnknownDriver(name.to_owned()));
+                }
             }
-            None => {
-                self.inner.errors.record(crate::ErrorKind::UnknownDriver);
-                Err(Error::UnknownDriver(name.to_owned()))
+        };
+        let deadline = Instant::now() + self.inner.config.drain_timeout;
+        // 1. Move every session.
+        let sessions: Vec<Arc<SessionShared>> = {
+            let live = entry.counters.live.lock().unwrap_or_else(PoisonError::into_inner);
+            live.iter().filter(|l| l.bound).filter_map(|l| l.session.upgrade()).collect()
+        };
+        let mut old_bindings = Vec::new();
+        for s in &sessions {
+            if let Some(old) = s.rebind_for_detach(&entry, &self.inner) {
+                old_bindings.push(old);
+            }
+        }
+        drop(sessions);
+        // 2. Requests waiting for the driver to unblock go to their sessions' new drivers
+        //    (or fail with DriverGone), through the dispatch worker.
+        let held = entry.flow.take_all_held();
+        if !held.is_empty() {
+            let work = held.into_iter().map(|h| Work::Request(h.session, h.req));
+            self.inner.workers.dispatch().push_all(work);
+        }
+        // 3. Wait for threads still inside the driver, and for requests it holds.
+        let drained = entry.credits.wait_idle(deadline);
+        while old_bindings.iter().any(|b| Arc::strong_count(b) > 1) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        // Old bindings end here (or with the last thread using one): their driver
+        // sessions are freed and their counters retired into the driver's.
+        drop(old_bindings);
+        match drained {
+            Ok(()) => Ok(()),
+            Err(in_flight) => {
+                // The driver is out of the registry, so this is counted framework-wide.
+                let e = Error::DetachTimeout { in_flight };
+                self.inner.errors.record(e.kind());
+                Err(e)
             }
         }
     }
@@ -190,17 +323,32 @@ impl Framework {
                 None => best_driver(&drivers, params).map_err(|e| (e, None))?.0.clone(),
             }
         };
-        let counters = Arc::new(SessionCounters::default());
-        let core = Arc::new(SessionCore { counters: counters.clone(), driver: entry.counters.clone() });
-        let ctx = SessionContext { core: core.clone() };
-        let driver_session = match entry.driver.new_session(params, ctx) {
-            Ok(s) => s,
+        let id = self.inner.next_session_id.fetch_add(1, Ordering::Relaxed);
+        let order = params.ordered.then(|| Arc::new(Reorder::new()));
+        let binding = match self.inner.bind(&entry, params, id, order.clone()) {
+            Ok(b) => b,
             Err(e) => return Err((e, Some(entry))),
         };
-        let id = self.inner.next_session_id.fetch_add(1, Ordering::Relaxed);
-        entry.counters.sessions_created.fetch_add(1, Ordering::Relaxed);
-        entry.counters.live.lock().unwrap_or_else(PoisonError::into_inner).push((id, counters));
-        Ok(Session::new(id, params.clone(), entry, driver_session, core))
+        Ok(Session::new(
+            id,
+            params.clone(),
+            binding,
+            order,
+            Arc::downgrade(&self.inner),
+            self.inner.config.profile_every,
+        ))
+    }
+
+    /// Per-stage profile of one driver (the paper's Table 1).
+    pub fn profile(&self, driver: &str) -> Option<ProfileStats> {
+        self.read_drivers().iter().find(|d| d.name == driver).map(|d| d.profile.snapshot())
+    }
+
+    /// Clears every driver's profile (e.g. between benchmark cases).
+    pub fn reset_profiles(&self) {
+        for d in self.read_drivers().iter() {
+            d.profile.reset();
+        }
     }
 
     /// Statistics of every registered driver plus framework-level errors.
@@ -208,6 +356,8 @@ impl Framework {
         FrameworkStats {
             errors: self.inner.errors.snapshot(),
             drivers: self.read_drivers().iter().map(|d| driver_stats(d)).collect(),
+            dispatch_queue_high_water: self.inner.workers.dispatch_high_water(),
+            return_queue_high_water: self.inner.workers.return_high_water(),
         }
     }
 
@@ -218,6 +368,75 @@ impl Framework {
 
     fn read_drivers(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<DriverEntry>>> {
         self.inner.drivers.read().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Registry {
+    /// Binds a session to a driver: the driver's per-session state, and where the
+    /// session's requests on it are counted.
+    fn bind(
+        self: &Arc<Self>,
+        entry: &Arc<DriverEntry>,
+        params: &SessionParams,
+        id: u64,
+        order: Option<Arc<Reorder>>,
+    ) -> Result<Binding, Error> {
+        let counters = Arc::new(SessionCounters::default());
+        let core = Arc::new(SessionCore {
+            counters,
+            entry: entry.clone(),
+            workers: self.workers.clone(),
+            order,
+            return_queue: (id as usize) % self.workers.return_workers(),
+        });
+        let ctx = SessionContext { core: core.clone() };
+        let driver_session = entry.driver.new_session(params, ctx)?;
+        entry.counters.sessions_created.fetch_add(1, Ordering::Relaxed);
+        Ok(Binding {
+            entry: entry.clone(),
+            core,
+            driver_session: Some(driver_session),
+            synchronous: entry.caps.synchronous,
+        })
+    }
+
+    /// A new binding for a session whose driver is gone, on the best registered driver;
+    /// `None` if there is none (or the old driver was `named_only`: its sessions asked
+    /// for it by name, and no other driver does what it does).
+    pub(crate) fn rebind(
+        self: &Arc<Self>,
+        session: &Arc<SessionShared>,
+        params: &SessionParams,
+        old: &Binding,
+    ) -> Option<Binding> {
+        if old.entry.caps.named_only {
+            return None;
+        }
+        loop {
+            let entry = {
+                let drivers = self.drivers.read().unwrap_or_else(PoisonError::into_inner);
+                best_driver(&drivers, params).ok()?.0.clone()
+            };
+            match self.bind(&entry, params, session.id(), session.order()) {
+                Ok(b) => {
+                    entry.counters.live.lock().unwrap_or_else(PoisonError::into_inner).push(LiveSession {
+                        counters: b.core.counters.clone(),
+                        session: Arc::downgrade(session),
+                        bound: true,
+                    });
+                    session.add_history(b.core.counters.clone());
+                    return Some(b);
+                }
+                // That driver would not take it after all; count it there and try without it
+                // only if it was unregistered meanwhile, else give up.
+                Err(e) => {
+                    entry.counters.errors.record(e.kind());
+                    if !entry.is_gone() {
+                        return None;
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -254,16 +473,28 @@ fn driver_stats(d: &DriverEntry) -> DriverStats {
     let live = c.live.lock().unwrap_or_else(PoisonError::into_inner);
     let (mut ops, mut bytes) =
         (c.retired_ops.load(Ordering::Relaxed), c.retired_bytes.load(Ordering::Relaxed));
-    for (_, s) in live.iter() {
-        ops += s.ops.load(Ordering::Relaxed);
-        bytes += s.bytes.load(Ordering::Relaxed);
+    for l in live.iter() {
+        ops += l.counters.ops.load(Ordering::Relaxed);
+        bytes += l.counters.bytes.load(Ordering::Relaxed);
     }
+    let f = &d.flow;
     DriverStats {
         name: d.name.clone(),
-        sessions: live.len(),
+        sessions: live.iter().filter(|l| l.bound).count(),
         sessions_created: c.sessions_created.load(Ordering::Relaxed),
         ops,
         bytes,
         errors: c.errors.snapshot(),
+        flow: FlowStats {
+            restarts: f.restarts.load(Ordering::Relaxed),
+            blocked_periods: f.blocked_periods.load(Ordering::Relaxed),
+            held: f.held_now(),
+            held_high_water: f.held_high_water.load(Ordering::Relaxed),
+            in_flight: d.credits.in_flight(),
+            in_flight_high_water: d.credits.high_water(),
+            max_in_flight: d.credits.limit(),
+            submit_waits: d.credits.waits.load(Ordering::Relaxed),
+            overcommits: d.credits.overcommits.load(Ordering::Relaxed),
+        },
     }
 }

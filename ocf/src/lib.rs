@@ -44,6 +44,7 @@
 pub mod alg;
 pub mod buffer;
 pub mod completion;
+mod dispatch;
 pub mod driver;
 pub mod error;
 pub mod framework;
@@ -57,8 +58,9 @@ pub use buffer::Buffer;
 pub use completion::{Callback, RequestFuture};
 pub use driver::{Capabilities, Driver, DriverSession, Hint, Priority, Processed, SessionContext};
 pub use error::{Error, ErrorCounts, ErrorKind};
-pub use framework::{DriverInfo, DriverStats, Framework, FrameworkStats};
+pub use framework::{Config, DriverInfo, DriverStats, FlowStats, Framework, FrameworkStats};
 pub use params::{Key, Mode, SessionParams};
+pub use profile::{ProfileStats, Stage, StageStats};
 pub use request::{
     Aad, Failed, Flags, Op, Outcome, Request, RequestFields, TagPlace, Views, MAX_IV_LEN, MAX_TAG_LEN,
 };

@@ -92,22 +92,26 @@ impl Mode {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionParams {
     pub mode: Mode,
+    /// Deliver this session's results in submit order (FreeBSD's
+    /// CRYPTO_F_ASYNC_KEEPORDER, made a session property). Costs a lock and a reorder
+    /// buffer per completion; off by default.
+    pub ordered: bool,
 }
 
 impl SessionParams {
     /// A plain cipher session.
     pub fn cipher(alg: CipherAlg, key: impl Into<Key>) -> SessionParams {
-        SessionParams { mode: Mode::Cipher { alg, key: key.into() } }
+        SessionParams { mode: Mode::Cipher { alg, key: key.into() }, ordered: false }
     }
 
     /// An unkeyed digest session.
     pub fn digest(alg: DigestAlg) -> SessionParams {
-        SessionParams { mode: Mode::Digest { alg } }
+        SessionParams { mode: Mode::Digest { alg }, ordered: false }
     }
 
     /// A MAC session with the full output length; see [`SessionParams::with_tag_len`].
     pub fn mac(alg: MacAlg, key: impl Into<Key>) -> SessionParams {
-        SessionParams { mode: Mode::Mac { alg, key: key.into(), tag_len: alg.output_len() } }
+        SessionParams { mode: Mode::Mac { alg, key: key.into(), tag_len: alg.output_len() }, ordered: false }
     }
 
     /// An HMAC session over `digest` with the full output length.
@@ -117,7 +121,7 @@ impl SessionParams {
 
     /// An AEAD session with the algorithm's full tag.
     pub fn aead(alg: CipherAlg, key: impl Into<Key>) -> SessionParams {
-        SessionParams { mode: Mode::Aead { alg, key: key.into(), tag_len: 16 } }
+        SessionParams { mode: Mode::Aead { alg, key: key.into(), tag_len: 16 }, ordered: false }
     }
 
     /// An encrypt-then-MAC session with the MAC's full output length.
@@ -135,6 +139,7 @@ impl SessionParams {
                 mac_key: mac_key.into(),
                 tag_len: mac.output_len(),
             },
+            ordered: false,
         }
     }
 
@@ -147,6 +152,12 @@ impl SessionParams {
             }
             Mode::Cipher { .. } | Mode::Digest { .. } => {}
         }
+        self
+    }
+
+    /// Builder: results are delivered in submit order.
+    pub fn ordered(mut self) -> SessionParams {
+        self.ordered = true;
         self
     }
 

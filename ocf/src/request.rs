@@ -22,7 +22,7 @@ use std::fmt;
 use std::ops::{Deref, DerefMut, Range};
 
 use crate::buffer::Buffer;
-use crate::completion::Notify;
+use crate::dispatch::Trip;
 use crate::error::Error;
 use crate::params::{Mode, SessionParams};
 
@@ -82,16 +82,21 @@ pub enum Aad {
     Region(Range<usize>),
 }
 
-/// Per-request flags. (The dispatch issue gives `BATCH` and `CALLBACK_IMMEDIATE` their full
-/// meaning; today every request is dispatched directly and completed immediately.)
+/// Per-request flags: how the request travels (see `crate::dispatch`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Flags(u32);
 
 impl Flags {
-    /// The request may be queued and handed to the driver with others (the paper's
-    /// "batchable" requests).
+    /// No flag: direct dispatch, callback on a return worker.
+    pub const NONE: Flags = Flags(0);
+    /// The request may be queued and handed to the driver with others by the dispatch
+    /// worker, with a hint that more follow (the paper's "batchable" requests). Without
+    /// it, a request goes from the caller straight into the driver.
     pub const BATCH: Flags = Flags(1);
-    /// Run the callback in the driver's completion context (FreeBSD's CRYPTO_F_CBIMM).
+    /// Run the callback in the driver's completion context — the submitting thread for a
+    /// synchronous driver, the device's completion thread for an asynchronous one —
+    /// instead of on a return worker (FreeBSD's CRYPTO_F_CBIMM). For short callbacks that
+    /// do not block: it saves a thread hop per request.
     pub const CALLBACK_IMMEDIATE: Flags = Flags(2);
 
     pub fn contains(self, other: Flags) -> bool {
@@ -127,7 +132,9 @@ pub struct RequestFields {
     tag_len: usize,
     /// Set when the request fails (see [`Failed`]).
     error: Option<Error>,
-    pub(crate) notify: Notify,
+    /// The framework's bookkeeping while the request travels (completion target, flow
+    /// control credit, order, profiling stamps).
+    pub(crate) trip: Trip,
 }
 
 impl RequestFields {
@@ -200,7 +207,7 @@ impl Request {
             tag: [0; MAX_TAG_LEN],
             tag_len: 0,
             error: None,
-            notify: Notify::Return,
+            trip: Trip::default(),
         }))
     }
 
@@ -260,7 +267,7 @@ impl Request {
         f.iv_len = 0;
         f.tag_len = 0;
         f.error = None;
-        f.notify = Notify::Return;
+        f.trip = Trip::default();
     }
 
     /// Driver helper: runs `f` on contiguous views of the payload, AAD, IV and tag, hiding
@@ -357,8 +364,14 @@ impl Request {
         result
     }
 
-    pub(crate) fn notify_mut(&mut self) -> &mut Notify {
-        &mut self.0.notify
+    #[inline]
+    pub(crate) fn trip_mut(&mut self) -> &mut Trip {
+        &mut self.0.trip
+    }
+
+    #[inline]
+    pub(crate) fn trip(&self) -> &Trip {
+        &self.0.trip
     }
 
     pub(crate) fn set_tag_len(&mut self, n: usize) {

@@ -1,6 +1,8 @@
 //! The framework's own behaviour, independent of any real algorithm: driver selection,
 //! registration, the three completion styles over synchronous and asynchronous drivers,
-//! Busy, driver removal, and the accounting of each error.
+//! flow control (Busy, unblock), driver removal, and the accounting of each error.
+//! (Dispatch under load — batching, ordering, detach under load, bounded memory — is in
+//! `dispatch.rs`, against the simulated accelerator.)
 //!
 //! The drivers here implement only the NULL cipher (output = input, RFC 2410) so that every
 //! result is checkable; they differ in how they complete (inline, from another thread) and
@@ -8,15 +10,15 @@
 
 use std::future::Future;
 use std::pin::pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread;
 use std::time::Duration;
 
 use ocf::{
-    Callback, Capabilities, CipherAlg, Driver, DriverSession, Error, ErrorKind, Framework, Hint, Key, Op,
-    Outcome, Priority, Processed, Request, SessionContext, SessionParams,
+    Callback, Capabilities, CipherAlg, Driver, DriverSession, Error, ErrorKind, Flags, Framework, Hint, Key,
+    Op, Outcome, Priority, Processed, Request, SessionContext, SessionParams,
 };
 
 #[derive(Clone, Copy, PartialEq)]
@@ -26,8 +28,9 @@ enum Behaviour {
     /// Hands the request to a worker thread that completes it through `SessionContext::done`
     /// after `delay`.
     Threaded { delay: Duration },
-    /// Always answers Busy.
-    Busy,
+    /// Synchronous, but answers Busy while `gate` is closed; whoever opens it calls
+    /// `unblock` (a device that was momentarily full).
+    BusyWhileClosed,
     /// Claims to be synchronous but answers Pending (a broken driver).
     LiesAboutSync,
 }
@@ -37,11 +40,29 @@ struct NullDriver {
     priority: Priority,
     behaviour: Behaviour,
     freed: Arc<AtomicUsize>,
+    /// For `BusyWhileClosed`: closed while true; the contexts of its sessions.
+    gate: Arc<AtomicBool>,
+    contexts: Mutex<Vec<SessionContext>>,
 }
 
 impl NullDriver {
     fn new(name: &'static str, priority: Priority, behaviour: Behaviour) -> Arc<NullDriver> {
-        Arc::new(NullDriver { name, priority, behaviour, freed: Arc::default() })
+        Arc::new(NullDriver {
+            name,
+            priority,
+            behaviour,
+            freed: Arc::default(),
+            gate: Arc::default(),
+            contexts: Mutex::default(),
+        })
+    }
+
+    /// Opens the gate and tells the framework (FreeBSD's crypto_unblock).
+    fn open(&self) {
+        self.gate.store(false, Ordering::SeqCst);
+        for c in self.contexts.lock().unwrap().iter() {
+            c.unblock();
+        }
     }
 }
 
@@ -49,6 +70,7 @@ struct NullSession {
     behaviour: Behaviour,
     ctx: SessionContext,
     worker: Option<Mutex<mpsc::Sender<Request>>>,
+    gate: Arc<AtomicBool>,
 }
 
 impl Driver for NullDriver {
@@ -60,7 +82,7 @@ impl Driver for NullDriver {
             ciphers: vec![CipherAlg::Null],
             synchronous: matches!(
                 self.behaviour,
-                Behaviour::Inline | Behaviour::Busy | Behaviour::LiesAboutSync
+                Behaviour::Inline | Behaviour::BusyWhileClosed | Behaviour::LiesAboutSync
             ),
             ..Default::default()
         }
@@ -83,7 +105,8 @@ impl Driver for NullDriver {
             }
             _ => None,
         };
-        Ok(Box::new(NullSession { behaviour: self.behaviour, ctx, worker }))
+        self.contexts.lock().unwrap().push(ctx.clone());
+        Ok(Box::new(NullSession { behaviour: self.behaviour, ctx, worker, gate: self.gate.clone() }))
     }
     fn free_session(&self, s: Box<dyn DriverSession>) {
         self.freed.fetch_add(1, Ordering::SeqCst);
@@ -95,7 +118,8 @@ impl DriverSession for NullSession {
     fn process(&self, req: Request, _: Hint) -> Processed {
         match self.behaviour {
             Behaviour::Inline => Processed::Done(Ok(req)),
-            Behaviour::Busy => Processed::Busy(req),
+            Behaviour::BusyWhileClosed if self.gate.load(Ordering::SeqCst) => Processed::Busy(req),
+            Behaviour::BusyWhileClosed => Processed::Done(Ok(req)),
             Behaviour::LiesAboutSync => {
                 self.ctx.done(Ok(req));
                 Processed::Pending
@@ -189,16 +213,34 @@ fn three_completion_styles_on_a_synchronous_driver() {
     let r = s.run(request(b"run")).unwrap();
     assert_eq!(r.buf.to_vec(), b"run");
 
-    let got: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+    // (result, name of the thread the callback ran on)
+    type Seen = Vec<(Vec<u8>, String)>;
+    let got: Arc<Mutex<Seen>> = Arc::default();
     let sink = got.clone();
-    let cb: Callback = Arc::new(move |o: Outcome| sink.lock().unwrap().push(o.unwrap().buf.to_vec()));
-    s.submit(request(b"callback"), &cb);
-    assert_eq!(*got.lock().unwrap(), vec![b"callback".to_vec()], "a synchronous driver calls back at once");
+    let cb: Callback = Arc::new(move |o: Outcome| {
+        let thread = thread::current().name().unwrap_or("").to_owned();
+        sink.lock().unwrap().push((o.unwrap().buf.to_vec(), thread));
+    });
+    s.submit(request(b"immediate").with_flags(Flags::CALLBACK_IMMEDIATE), &cb);
+    let me = thread::current().name().unwrap_or("").to_owned();
+    assert_eq!(
+        *got.lock().unwrap(),
+        vec![(b"immediate".to_vec(), me)],
+        "an immediate callback from a synchronous driver runs at once, on the submitter"
+    );
+    s.submit(request(b"worker"), &cb);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while got.lock().unwrap().len() < 2 && std::time::Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(1));
+    }
+    let (buf, thread) = got.lock().unwrap()[1].clone();
+    assert_eq!(buf, b"worker");
+    assert!(thread.starts_with("ocf-return-"), "other callbacks run on a return worker, not {thread:?}");
 
     let r = block_on(s.submit_async(request(b"future"))).unwrap();
     assert_eq!(r.buf.to_vec(), b"future");
     let st = s.stats();
-    assert_eq!((st.ops, st.bytes), (3, 3 + 8 + 6));
+    assert_eq!((st.ops, st.bytes), (4, 3 + 9 + 6 + 6));
 }
 
 #[test]
@@ -245,19 +287,88 @@ fn a_result_that_completes_before_the_caller_waits_is_not_missed() {
 }
 
 #[test]
-fn busy_returns_the_request_and_is_counted() {
+fn a_busy_driver_gets_the_request_again_after_it_unblocks() {
+    // A synchronous driver that is momentarily full: the framework holds the request
+    // (and the ones after it) instead of failing them, and offers them again on unblock.
     let fw = Framework::new();
-    fw.register(NullDriver::new("b", Priority::Software, Behaviour::Busy)).unwrap();
+    let d = NullDriver::new("b", Priority::Software, Behaviour::BusyWhileClosed);
+    fw.register(d.clone()).unwrap();
     let s = fw.new_session(&null_params()).unwrap();
-    let f = s.run(request(b"keep me")).unwrap_err();
-    assert_eq!(*f.error(), Error::Busy);
-    assert_eq!(f.request.buf.to_vec(), b"keep me", "no buffer is lost on Busy");
-    assert_eq!(s.stats().errors.get(ErrorKind::Busy), 1);
-    assert_eq!(fw.driver_stats("b").unwrap().errors.get(ErrorKind::Busy), 1);
+    d.gate.store(true, Ordering::SeqCst);
+
+    let waiter = {
+        let s = s.clone();
+        thread::spawn(move || s.run(request(b"keep me")))
+    };
+    let (tx, rx) = mpsc::channel();
+    let tx = Mutex::new(tx);
+    let cb: Callback = Arc::new(move |o: Outcome| tx.lock().unwrap().send(o.unwrap().buf.to_vec()).unwrap());
+    // Wait until the driver is blocked, then queue more behind it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while fw.driver_stats("b").unwrap().flow.blocked_periods == 0 && std::time::Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(1));
+    }
+    for i in 0..5u8 {
+        s.submit(request(&[i]).with_flags(Flags::CALLBACK_IMMEDIATE), &cb);
+    }
+    let st = fw.driver_stats("b").unwrap();
+    assert_eq!(st.flow.blocked_periods, 1);
+    assert_eq!(st.flow.held, 6, "the refused request and the five behind it wait");
+    assert!(rx.try_recv().is_err(), "nothing completes while the driver is blocked");
+
+    d.open();
+    assert_eq!(waiter.join().unwrap().unwrap().buf.to_vec(), b"keep me");
+    let mut got: Vec<Vec<u8>> = (0..5).map(|_| rx.recv_timeout(Duration::from_secs(5)).unwrap()).collect();
+    got.sort();
+    assert_eq!(got, (0..5u8).map(|i| vec![i]).collect::<Vec<_>>(), "none lost");
+    let st = fw.driver_stats("b").unwrap();
+    assert!(st.flow.restarts >= 1);
+    assert_eq!((st.flow.held, st.flow.in_flight, st.ops), (0, 0, 6));
+    assert_eq!(st.errors.total(), 0, "flow control is not an error");
 }
 
 #[test]
-fn unregistering_a_driver_fails_later_requests_with_driver_gone() {
+fn try_submit_answers_would_block_when_the_driver_is_full() {
+    let fw = Framework::with_config(ocf::Config { max_in_flight: 3, ..Default::default() });
+    let d = NullDriver::new("b", Priority::Software, Behaviour::BusyWhileClosed);
+    fw.register(d.clone()).unwrap();
+    let s = fw.new_session(&null_params()).unwrap();
+    d.gate.store(true, Ordering::SeqCst);
+    let done = Arc::new(AtomicUsize::new(0));
+    let n = done.clone();
+    let cb: Callback = Arc::new(move |o: Outcome| {
+        o.unwrap();
+        n.fetch_add(1, Ordering::SeqCst);
+    });
+    for i in 0..3u8 {
+        s.try_submit(request(&[i]), &cb).unwrap();
+    }
+    let f = s.try_submit(request(b"fourth"), &cb).unwrap_err();
+    assert_eq!(*f.error(), Error::WouldBlock);
+    assert_eq!(f.request.buf.to_vec(), b"fourth", "the request comes back untouched");
+    assert_eq!(s.stats().errors.get(ErrorKind::WouldBlock), 1);
+    let st = fw.driver_stats("b").unwrap();
+    assert_eq!((st.flow.in_flight, st.flow.max_in_flight), (3, 3));
+
+    // A blocking submit waits for room instead.
+    let blocked = {
+        let (s, cb) = (s.clone(), cb.clone());
+        thread::spawn(move || s.submit(request(b"waits"), &cb))
+    };
+    thread::sleep(Duration::from_millis(20));
+    assert!(!blocked.is_finished(), "submit waits while the driver has no room");
+    d.open();
+    blocked.join().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while done.load(Ordering::SeqCst) < 4 && std::time::Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(done.load(Ordering::SeqCst), 4);
+    assert!(fw.driver_stats("b").unwrap().flow.submit_waits >= 1);
+}
+
+#[test]
+fn unregistering_the_only_driver_fails_later_requests_with_driver_gone() {
     let fw = Framework::new();
     let d = NullDriver::new("n", Priority::Software, Behaviour::Inline);
     let freed = d.freed.clone();
@@ -272,6 +383,27 @@ fn unregistering_a_driver_fails_later_requests_with_driver_gone() {
     assert!(fw.drivers().is_empty());
     drop(s);
     assert_eq!(freed.load(Ordering::SeqCst), 1, "the driver frees the session when the last handle goes");
+}
+
+#[test]
+fn unregistering_a_driver_moves_its_sessions_to_the_next_best() {
+    let fw = Framework::new();
+    let hw = NullDriver::new("hw", Priority::Hardware, Behaviour::Inline);
+    let sw = NullDriver::new("sw", Priority::Software, Behaviour::Inline);
+    let hw_freed = hw.freed.clone();
+    fw.register(hw).unwrap();
+    fw.register(sw).unwrap();
+    let s = fw.new_session(&null_params()).unwrap();
+    assert_eq!(s.driver_name(), "hw");
+    s.run(request(b"one")).unwrap();
+    fw.unregister("hw").unwrap();
+    assert_eq!(hw_freed.load(Ordering::SeqCst), 1, "the old driver's session is freed at detach");
+    assert_eq!(s.driver_name(), "sw");
+    assert_eq!(s.run(request(b"two")).unwrap().buf.to_vec(), b"two");
+    let st = s.stats();
+    assert_eq!((st.ops, st.bytes, st.errors.total()), (2, 6, 0), "the session's totals span both drivers");
+    let sw_stats = fw.driver_stats("sw").unwrap();
+    assert_eq!((sw_stats.sessions, sw_stats.ops), (1, 1));
 }
 
 #[test]
@@ -297,4 +429,30 @@ fn a_driver_breaking_the_synchronous_contract_gets_an_error_not_a_hang_or_panic(
     assert!(matches!(f.error(), Error::DriverFailure(_)));
     // Both the broken answer and the orphaned late completion are charged to the driver.
     assert_eq!(fw.driver_stats("liar").unwrap().errors.get(ErrorKind::DriverFailure), 2);
+}
+
+#[test]
+fn a_driver_that_does_not_drain_in_time_is_reported_and_its_requests_still_complete() {
+    let fw = Framework::with_config(ocf::Config {
+        drain_timeout: Duration::from_millis(50),
+        ..Default::default()
+    });
+    let delay = Duration::from_millis(400);
+    fw.register(NullDriver::new("slow", Priority::Hardware, Behaviour::Threaded { delay })).unwrap();
+    let s = fw.new_session(&null_params()).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let tx = Mutex::new(tx);
+    let cb: Callback =
+        Arc::new(move |o: Outcome| tx.lock().unwrap().send(o.map(|r| r.buf.to_vec())).unwrap());
+    s.submit(request(b"in the device"), &cb);
+    let e = fw.unregister("slow").unwrap_err();
+    assert_eq!(e, Error::DetachTimeout { in_flight: 1 });
+    assert_eq!(
+        fw.stats().errors.get(ErrorKind::DetachTimeout),
+        1,
+        "counted framework-wide: the driver is gone"
+    );
+    // The driver finishes it later: delivered once, not lost, not failed.
+    assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(), b"in the device");
+    assert!(rx.recv_timeout(Duration::from_millis(100)).is_err(), "delivered exactly once");
 }
