@@ -100,18 +100,42 @@ pub(crate) fn to_return_worker(workers: &Workers, queue: usize, c: Completion) {
     }
 }
 
-/// Hands the collected completions to their return workers.
-fn flush_deferred(workers: &Workers, batch: &mut Vec<(usize, Completion)>) {
-    while let Some(&(q, _)) = batch.first() {
-        if batch.iter().all(|(i, _)| *i == q) {
-            // The usual case: one session's batch, one return queue. No allocation.
-            workers.returns(q).push_all(batch.drain(..).map(|(_, c)| c));
+/// Hands the collected completions to their return workers: each run of completions for
+/// the same return queue in one push (usually the whole batch is one run).
+fn flush_deferred(batch: &mut Vec<(usize, Completion)>) {
+    let mut items = batch.drain(..).peekable();
+    while let Some((q, first)) = items.next() {
+        let workers = first.core.workers.clone();
+        let mut run = vec![first];
+        while let Some((nq, next)) =
+            items.next_if(|(nq, c)| *nq == q && Arc::ptr_eq(&c.core.workers, &workers))
+        {
+            let _ = nq;
+            run.push(next);
+        }
+        workers.returns(q).push_all(run);
+    }
+}
+
+/// Runs `f` with completions for return workers collected, then hands them over together.
+/// Nested calls join the outer collection.
+pub(crate) fn collecting<R>(f: impl FnOnce() -> R) -> R {
+    let outer = DEFERRED.with(|d| {
+        let mut d = d.borrow_mut();
+        if d.is_some() {
+            true
         } else {
-            let (mine, rest): (Vec<_>, Vec<_>) = batch.drain(..).partition(|(i, _)| *i == q);
-            workers.returns(q).push_all(mine.into_iter().map(|(_, c)| c));
-            *batch = rest;
+            *d = Some(Vec::new());
+            false
+        }
+    });
+    let r = f();
+    if !outer {
+        if let Some(mut v) = DEFERRED.with(|d| d.borrow_mut().take()) {
+            flush_deferred(&mut v);
         }
     }
+    r
 }
 
 pub(crate) fn in_framework_context() -> bool {
@@ -471,8 +495,7 @@ impl Workers {
     pub(crate) fn dispatch(self: &Arc<Self>) -> &WorkQueue<Work> {
         self.dispatch_thread.get_or_init(|| {
             let q = self.dispatch.clone();
-            let workers = Arc::downgrade(self);
-            spawn("ocf-dispatch".into(), move || dispatch_worker(&q, workers))
+            spawn("ocf-dispatch".into(), move || dispatch_worker(&q))
         });
         &self.dispatch
     }
@@ -532,38 +555,27 @@ impl Drop for Workers {
     }
 }
 
-fn dispatch_worker(queue: &WorkQueue<Work>, workers: std::sync::Weak<Workers>) {
+fn dispatch_worker(queue: &WorkQueue<Work>) {
     let _ctx = FrameworkContext::enter();
     let mut batch = VecDeque::new();
-    let mut spare = Vec::new();
     while queue.take_all(&mut batch) {
-        DEFERRED.with(|d| *d.borrow_mut() = Some(std::mem::take(&mut spare)));
-        while let Some(work) = batch.pop_front() {
-            match work {
-                Work::Request(session, req) => {
-                    // "More follow" is per driver: only if the next request goes to the
-                    // same one, so a device never waits for a follow-up that is not coming.
-                    let more = match batch.front() {
-                        Some(Work::Request(next, _)) => SessionShared::same_driver(&session, next),
-                        _ => false,
-                    };
-                    SessionShared::dispatch_queued(&session, req, more, false);
-                }
-                Work::Resume(entry) => resume(&entry),
-            }
-        }
-        spare = DEFERRED.with(|d| d.borrow_mut().take()).unwrap_or_default();
-        if !spare.is_empty() {
-            match workers.upgrade() {
-                Some(w) => flush_deferred(&w, &mut spare),
-                // The framework is gone: run what is left here rather than lose it.
-                None => {
-                    for (_, c) in spare.drain(..) {
-                        SessionCore::run_queued_callback(&c.core, c.outcome);
+        collecting(|| {
+            while let Some(work) = batch.pop_front() {
+                match work {
+                    Work::Request(session, req) => {
+                        // "More follow" is per driver: only if the next request goes to the
+                        // same one, so a device never waits for a follow-up that is not
+                        // coming.
+                        let more = match batch.front() {
+                            Some(Work::Request(next, _)) => SessionShared::same_driver(&session, next),
+                            _ => false,
+                        };
+                        SessionShared::dispatch_queued(&session, req, more, false);
                     }
+                    Work::Resume(entry) => resume(&entry),
                 }
             }
-        }
+        });
     }
 }
 

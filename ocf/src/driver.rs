@@ -144,6 +144,18 @@ impl SessionContext {
         SessionCore::deliver(&self.core, outcome)
     }
 
+    /// Completes many requests at once — an interrupt that reports several finished
+    /// descriptors. Same as calling [`SessionContext::done`] for each, except that the
+    /// callbacks bound for return workers are handed over together (one queue lock and at
+    /// most one wake-up per return worker, instead of one per request).
+    pub fn done_batch(items: impl IntoIterator<Item = (SessionContext, Outcome)>) {
+        crate::dispatch::collecting(|| {
+            for (ctx, outcome) in items {
+                SessionCore::deliver(&ctx.core, outcome)
+            }
+        })
+    }
+
     /// Tells the framework that this session's driver, which answered
     /// [`Processed::Busy`], can accept requests again (FreeBSD's `crypto_unblock`). The
     /// framework then resumes handing it the requests it queued meanwhile. A driver that

@@ -446,3 +446,58 @@ fn a_wait_never_misses_a_completion_that_beats_it() {
     c.wait_for(3000);
     assert_eq!(c.bad.load(Ordering::SeqCst), 0);
 }
+
+/// A device that keeps requests until told to raise one interrupt for all of them.
+#[derive(Default)]
+struct Coalescing {
+    pending: Arc<Mutex<Vec<(SessionContext, Request)>>>,
+}
+
+struct CoalescingSession {
+    pending: Arc<Mutex<Vec<(SessionContext, Request)>>>,
+    ctx: SessionContext,
+}
+
+impl Driver for Coalescing {
+    fn name(&self) -> &str {
+        "coalescing"
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { ciphers: vec![CipherAlg::Null], ..Default::default() }
+    }
+    fn probe_session(&self, _: &SessionParams) -> Option<Priority> {
+        Some(Priority::Hardware)
+    }
+    fn new_session(&self, _: &SessionParams, ctx: SessionContext) -> Result<Box<dyn DriverSession>, Error> {
+        Ok(Box::new(CoalescingSession { pending: self.pending.clone(), ctx }))
+    }
+}
+
+impl DriverSession for CoalescingSession {
+    fn process(&self, req: Request, _: Hint) -> Processed {
+        self.pending.lock().unwrap().push((self.ctx.clone(), req));
+        Processed::Pending
+    }
+}
+
+#[test]
+fn one_interrupt_completes_many_requests() {
+    let fw = Framework::new();
+    let dev = Arc::new(Coalescing::default());
+    fw.register(dev.clone()).unwrap();
+    let s = fw.new_session(&params()).unwrap();
+    let c = Arc::new(Collector::default());
+    let cb = c.callback();
+    for i in 0..50 {
+        s.submit(
+            request(i).with_flags(if i % 2 == 0 { Flags::CALLBACK_IMMEDIATE } else { Flags::NONE }),
+            &cb,
+        );
+    }
+    assert_eq!(c.done.load(Ordering::SeqCst), 0);
+    let batch: Vec<_> = dev.pending.lock().unwrap().drain(..).map(|(ctx, r)| (ctx, Ok(r))).collect();
+    SessionContext::done_batch(batch);
+    c.wait_for(50);
+    assert_eq!(c.bad.load(Ordering::SeqCst), 0);
+    assert_eq!(s.stats().ops, 50);
+}
