@@ -472,7 +472,10 @@ impl Engine {
             let Some(Finished { outcome, ctx, .. }) = self.finished.pop_front() else { break };
             if let Some(outcome) = outcome {
                 // A panicking callback must not take the device (and every request in its
-                // ring) down with it.
+                // ring) down with it. (One `SessionContext::done_batch` per interrupt would
+                // hand the callbacks to ocf's return workers in one go, but a panic inside
+                // it leaves the batch's thread-local collection behind and every later
+                // completion from this thread is lost; `done` per request until then.)
                 if catch_unwind(AssertUnwindSafe(|| ctx.done(outcome))).is_err() {
                     panics += 1;
                 }

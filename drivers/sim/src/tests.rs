@@ -241,23 +241,31 @@ fn the_last_session_dropped_from_a_completion_callback() {
 }
 
 #[test]
-fn a_panicking_callback_does_not_stop_the_device() {
+fn a_panicking_callback_loses_no_later_completion() {
     let fw = Framework::new();
     let sim =
         Arc::new(SimDriver::new("sim:p", SimProfile::parse("ring=4,setup=1us,rate=1GB/s").unwrap()).unwrap());
     fw.register(sim.clone()).unwrap();
     let session = fw.new_session_on("sim:p", &SessionParams::cipher(CipherAlg::AesCtr, &KEY)).unwrap();
+    // CALLBACK_IMMEDIATE: the callback runs in the completion context, on the device thread.
     let boom: ocf::Callback = Arc::new(|_| panic!("callback panics on purpose"));
-    session.submit(request(1), &boom);
-    let s = wait_for(&sim, |s| s.completed == 1);
-    assert_eq!(s.completed, 1);
-    // ocf runs a callback on a return worker, or on the device thread (which catches the
-    // panic) for a request flagged CALLBACK_IMMEDIATE.
-    assert!(s.callback_panics <= 1);
-    // The card still works.
-    let req = session.run(request(2)).unwrap();
-    assert_ne!(req.buf.to_vec(), vec![2; 64]);
-    assert_eq!(sim.stats().completed, 2);
+    session.submit(request(1).with_flags(ocf::Flags::CALLBACK_IMMEDIATE), &boom);
+    let s = wait_for(&sim, |s| s.callback_panics == 1);
+    assert_eq!((s.completed, s.callback_panics), (1, 1));
+    // Callbacks bound for return workers, and waiters, still get their completions.
+    let tally = Tally::new(5);
+    let seen = tally.clone();
+    let callback: ocf::Callback = Arc::new(move |outcome: ocf::Outcome| seen.record(outcome.unwrap().user));
+    for user in 0..5 {
+        let mut req = request(2);
+        req.user = user;
+        session.submit(req, &callback);
+    }
+    tally.wait_for(5);
+    assert!(tally.each_exactly_once());
+    let req = session.run(request(3)).unwrap();
+    assert_ne!(req.buf.to_vec(), vec![3; 64]);
+    assert_eq!(sim.stats().completed, 7);
 }
 
 #[test]
