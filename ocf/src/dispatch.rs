@@ -117,9 +117,20 @@ fn flush_deferred(batch: &mut Vec<(usize, Completion)>) {
     }
 }
 
-/// Runs `f` with completions for return workers collected, then hands them over together.
-/// Nested calls join the outer collection.
+/// Runs `f` with completions for return workers collected, then hands them over together
+/// (also if `f` panics: a panicking callback must not strand the others). Nested calls join
+/// the outer collection.
 pub(crate) fn collecting<R>(f: impl FnOnce() -> R) -> R {
+    struct Flush(bool);
+    impl Drop for Flush {
+        fn drop(&mut self) {
+            if self.0 {
+                if let Some(mut v) = DEFERRED.with(|d| d.borrow_mut().take()) {
+                    flush_deferred(&mut v);
+                }
+            }
+        }
+    }
     let outer = DEFERRED.with(|d| {
         let mut d = d.borrow_mut();
         if d.is_some() {
@@ -129,13 +140,23 @@ pub(crate) fn collecting<R>(f: impl FnOnce() -> R) -> R {
             false
         }
     });
-    let r = f();
-    if !outer {
-        if let Some(mut v) = DEFERRED.with(|d| d.borrow_mut().take()) {
-            flush_deferred(&mut v);
-        }
+    let _flush = Flush(!outer);
+    f()
+}
+
+/// Returns a request's credit when dropped, even if a callback panics.
+pub(crate) struct CreditGuard(pub(crate) Option<Arc<Credits>>);
+
+impl Drop for CreditGuard {
+    fn drop(&mut self) {
+        give_back(self.0.take())
     }
-    r
+}
+
+/// Runs one unit of a framework thread's work; returns false if it panicked (a client's
+/// callback). The thread goes on, so one bad callback does not stop every later one.
+fn survived(f: impl FnOnce()) -> bool {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_ok()
 }
 
 pub(crate) fn in_framework_context() -> bool {
@@ -570,9 +591,15 @@ fn dispatch_worker(queue: &WorkQueue<Work>) {
                             Some(Work::Request(next, _)) => SessionShared::same_driver(&session, next),
                             _ => false,
                         };
-                        SessionShared::dispatch_queued(&session, req, more, false);
+                        if !survived(|| SessionShared::dispatch_queued(&session, req, more, false)) {
+                            session.core().count_error(crate::ErrorKind::CallbackPanicked);
+                        }
                     }
-                    Work::Resume(entry) => resume(&entry),
+                    Work::Resume(entry) => {
+                        if !survived(|| resume(&entry)) {
+                            entry.counters.errors.record(crate::ErrorKind::CallbackPanicked);
+                        }
+                    }
                 }
             }
         });
@@ -592,7 +619,10 @@ fn return_worker(queue: &WorkQueue<Completion>) {
     let mut batch = VecDeque::new();
     while queue.take_all(&mut batch) {
         while let Some(c) = batch.pop_front() {
-            SessionCore::run_queued_callback(&c.core, c.outcome);
+            let Completion { core, outcome } = c;
+            if !survived(|| SessionCore::run_queued_callback(&core, outcome)) {
+                core.count_error(crate::ErrorKind::CallbackPanicked);
+            }
         }
     }
 }

@@ -148,12 +148,24 @@ impl SessionContext {
     /// descriptors. Same as calling [`SessionContext::done`] for each, except that the
     /// callbacks bound for return workers are handed over together (one queue lock and at
     /// most one wake-up per return worker, instead of one per request).
+    ///
+    /// If an immediate callback panics, the rest of the batch is still delivered, and then
+    /// the (first) panic continues on this thread, as it would from `done`.
     pub fn done_batch(items: impl IntoIterator<Item = (SessionContext, Outcome)>) {
+        let mut panicked = None;
         crate::dispatch::collecting(|| {
             for (ctx, outcome) in items {
-                SessionCore::deliver(&ctx.core, outcome)
+                let delivered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    SessionCore::deliver(&ctx.core, outcome)
+                }));
+                if let Err(p) = delivered {
+                    panicked.get_or_insert(p);
+                }
             }
-        })
+        });
+        if let Some(p) = panicked {
+            std::panic::resume_unwind(p);
+        }
     }
 
     /// Tells the framework that this session's driver, which answered

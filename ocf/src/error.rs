@@ -91,6 +91,9 @@ pub enum Error {
     },
     /// The driver reported a failure of its own (hardware fault, library error).
     DriverFailure(&'static str),
+    /// A completion callback panicked on a framework thread. Only counted (nobody is there
+    /// to receive it); the thread goes on with the next request.
+    CallbackPanicked,
 }
 
 impl Error {
@@ -119,6 +122,7 @@ impl Error {
             Error::WouldBlock => ErrorKind::WouldBlock,
             Error::DetachTimeout { .. } => ErrorKind::DetachTimeout,
             Error::DriverFailure(_) => ErrorKind::DriverFailure,
+            Error::CallbackPanicked => ErrorKind::CallbackPanicked,
         }
     }
 }
@@ -164,6 +168,7 @@ impl fmt::Display for Error {
                 write!(f, "unregistered driver still holds {in_flight} requests after the drain timeout")
             }
             Error::DriverFailure(why) => write!(f, "driver failure: {why}"),
+            Error::CallbackPanicked => f.write_str("a completion callback panicked"),
         }
     }
 }
@@ -195,11 +200,12 @@ pub enum ErrorKind {
     WouldBlock,
     DetachTimeout,
     DriverFailure,
+    CallbackPanicked,
 }
 
 impl ErrorKind {
     /// Number of kinds (length of a counter array).
-    pub const COUNT: usize = ErrorKind::DriverFailure as usize + 1;
+    pub const COUNT: usize = ErrorKind::CallbackPanicked as usize + 1;
 
     /// Every kind, in counter order.
     pub const ALL: [ErrorKind; ErrorKind::COUNT] = [
@@ -223,6 +229,7 @@ impl ErrorKind {
         ErrorKind::WouldBlock,
         ErrorKind::DetachTimeout,
         ErrorKind::DriverFailure,
+        ErrorKind::CallbackPanicked,
     ];
 
     /// A stable snake_case name, for statistics output.
@@ -248,6 +255,7 @@ impl ErrorKind {
             ErrorKind::WouldBlock => "would_block",
             ErrorKind::DetachTimeout => "detach_timeout",
             ErrorKind::DriverFailure => "driver_failure",
+            ErrorKind::CallbackPanicked => "callback_panicked",
         }
     }
 }

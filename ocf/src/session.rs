@@ -109,7 +109,7 @@ impl SessionCore {
         }
     }
 
-    fn count_error(&self, kind: ErrorKind) {
+    pub(crate) fn count_error(&self, kind: ErrorKind) {
         self.counters.errors.record(kind);
         self.entry.counters.errors.record(kind);
     }
@@ -171,7 +171,7 @@ impl SessionCore {
     #[inline]
     fn run_callback(this: &SessionCore, cb: &Callback, mut outcome: Outcome) {
         let trip = request_mut(&mut outcome).trip_mut();
-        let credit = trip.credit.take();
+        let _credit = crate::dispatch::CreditGuard(trip.credit.take());
         let stamps = if trip.profiled {
             trip.stamps.callback = profile::now();
             Some(trip.stamps)
@@ -182,7 +182,6 @@ impl SessionCore {
         if let Some(stamps) = stamps {
             this.entry.profile.record_request(&stamps, profile::now());
         }
-        give_back(credit);
     }
 
     /// A return worker runs a queued callback.
@@ -544,10 +543,12 @@ impl SessionShared {
                 req.trip_mut().seq = order.take_seq();
             }
         }
-        if self.profile_every != 0 && profile::sample(self.profile_every) {
-            let trip = req.trip_mut();
-            trip.profiled = true;
-            trip.stamps.submit = profile::now();
+        // Decided afresh for every submission: a reused request must not stay sampled.
+        let sampled = self.profile_every != 0 && profile::sample(self.profile_every);
+        let trip = req.trip_mut();
+        trip.profiled = sampled;
+        if sampled {
+            trip.stamps = profile::Stamps { submit: profile::now(), ..Default::default() };
         }
         if let Err(e) = self.rules.check(&req) {
             return Err(finish_failed(&b.core, e, req, waiter));
@@ -648,6 +649,11 @@ impl SessionShared {
             }
             Offered::Later(_) | Offered::WouldBlock(_) => {}
         }
+    }
+
+    /// The core of the session's current binding.
+    pub(crate) fn core(&self) -> Arc<SessionCore> {
+        self.binding.load().core.clone()
     }
 
     /// Whether two sessions' requests go to the same driver now.

@@ -501,3 +501,40 @@ fn one_interrupt_completes_many_requests() {
     assert_eq!(c.bad.load(Ordering::SeqCst), 0);
     assert_eq!(s.stats().ops, 50);
 }
+
+#[test]
+fn a_panicking_callback_is_counted_and_loses_no_other_work() {
+    let fw = Framework::with_config(Config { return_workers: 1, ..Default::default() });
+    let dev = Arc::new(Coalescing::default());
+    fw.register(dev.clone()).unwrap();
+    let s = fw.new_session(&params()).unwrap();
+    let c = Arc::new(Collector::default());
+    let inner = c.callback();
+    // Request 3 makes the callback panic, on a return worker or inside an interrupt.
+    let cb: Callback = Arc::new(move |o: Outcome| {
+        if o.as_ref().map(|r| r.user == 3).unwrap_or(false) {
+            panic!("client bug");
+        }
+        inner(o)
+    });
+    for flags in [Flags::NONE, Flags::CALLBACK_IMMEDIATE] {
+        for i in 0..8 {
+            s.submit(request(i).with_flags(flags), &cb);
+        }
+    }
+    let batch: Vec<_> = dev.pending.lock().unwrap().drain(..).map(|(ctx, r)| (ctx, Ok(r))).collect();
+    // The immediate one panics here, in the "interrupt"; the queued ones must still go out.
+    let interrupt =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| SessionContext::done_batch(batch)));
+    assert!(interrupt.is_err(), "an immediate callback's panic reaches the completing thread");
+    // The rest of the interrupt's batch was delivered anyway, and the return worker
+    // survives its panic and runs the rest.
+    c.wait_for(7 + 7);
+    let st = s.stats();
+    assert_eq!(st.errors.get(ocf::ErrorKind::CallbackPanicked), 1, "the return worker's panic is counted");
+    // The framework still works afterwards, with its one return worker.
+    s.submit(request(100), &cb);
+    let batch: Vec<_> = dev.pending.lock().unwrap().drain(..).map(|(ctx, r)| (ctx, Ok(r))).collect();
+    SessionContext::done_batch(batch);
+    c.wait_for(15);
+}

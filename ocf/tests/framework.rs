@@ -456,3 +456,46 @@ fn a_driver_that_does_not_drain_in_time_is_reported_and_its_requests_still_compl
     assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(), b"in the device");
     assert!(rx.recv_timeout(Duration::from_millis(100)).is_err(), "delivered exactly once");
 }
+
+#[test]
+fn profiling_times_each_stage_and_samples_one_request_in_n() {
+    use ocf::Stage;
+    let fw = Framework::with_config(ocf::Config { profile_every: 1, ..Default::default() });
+    let delay = Duration::from_millis(2);
+    fw.register(NullDriver::new("t", Priority::Hardware, Behaviour::Threaded { delay })).unwrap();
+    let s = fw.new_session(&null_params()).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let tx = Mutex::new(tx);
+    let cb: Callback = Arc::new(move |o: Outcome| {
+        thread::sleep(Duration::from_micros(300));
+        tx.lock().unwrap().send(o.is_ok()).unwrap();
+    });
+    for _ in 0..10 {
+        s.submit(request(b"p"), &cb);
+    }
+    for _ in 0..10 {
+        assert!(rx.recv_timeout(Duration::from_secs(5)).unwrap());
+    }
+    thread::sleep(Duration::from_millis(20));
+    let p = fw.profile("t").unwrap();
+    for stage in Stage::ALL {
+        assert_eq!(p.get(stage).count, 10, "{stage:?}\n{p}");
+    }
+    assert!(p.get(Stage::Invoke).min_ns >= delay.as_nanos() as u64, "the device's 2 ms show as Invoke\n{p}");
+    assert!(p.get(Stage::Callback).min_ns >= 300_000, "the callback's 300 µs show as Callback\n{p}");
+    assert!(p.get(Stage::Dispatch).avg_ns < p.get(Stage::Invoke).avg_ns);
+    let table = p.to_string();
+    assert!(table.contains("Dispatch") && table.contains("Callback"), "{table}");
+
+    // Sampling: one request in 64 (per submitting thread), and a reused request does not
+    // stay sampled.
+    let fw = Framework::with_config(ocf::Config { profile_every: 64, ..Default::default() });
+    fw.register(NullDriver::new("n", Priority::Software, Behaviour::Inline)).unwrap();
+    let s = fw.new_session(&null_params()).unwrap();
+    let mut r = request(b"again");
+    for _ in 0..6400 {
+        r = s.run(r).unwrap();
+    }
+    let n = fw.profile("n").unwrap().get(Stage::Dispatch).count;
+    assert!((99..=101).contains(&n), "sampled {n} of 6400");
+}
