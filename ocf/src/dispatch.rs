@@ -403,16 +403,7 @@ impl<T> WorkQueue<T> {
     }
 
     pub(crate) fn push(&self, item: T) {
-        let wake = {
-            let mut s = lock(&self.state);
-            s.items.push_back(item);
-            s.high_water = s.high_water.max(s.items.len());
-            self.pending.store(true, Ordering::Release);
-            s.sleeping
-        };
-        if wake {
-            self.ready.notify_one();
-        }
+        self.push_all(std::iter::once(item))
     }
 
     pub(crate) fn push_all(&self, items: impl IntoIterator<Item = T>) {

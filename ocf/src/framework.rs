@@ -17,7 +17,7 @@ use crate::error::{Error, ErrorCounters, ErrorCounts};
 use crate::params::{Mode, SessionParams};
 use crate::profile::{ProfileStats, StageProfile};
 use crate::session::{
-    Binding, DriverCounters, LiveSession, Reorder, Session, SessionCore, SessionCounters, SessionShared,
+    Binding, DriverCounters, Reorder, Session, SessionCore, SessionCounters, SessionShared,
 };
 
 /// How a framework runs. `Config::default()` suits most programs.
@@ -419,11 +419,7 @@ impl Registry {
             };
             match self.bind(&entry, params, session.id(), session.order()) {
                 Ok(b) => {
-                    entry.counters.live.lock().unwrap_or_else(PoisonError::into_inner).push(LiveSession {
-                        counters: b.core.counters.clone(),
-                        session: Arc::downgrade(session),
-                        bound: true,
-                    });
+                    entry.counters.add_live(b.core.counters.clone(), session);
                     session.add_history(b.core.counters.clone());
                     return Some(b);
                 }

@@ -66,6 +66,12 @@ pub(crate) struct DriverCounters {
 }
 
 impl DriverCounters {
+    /// Records a new binding of `session` to this driver.
+    pub(crate) fn add_live(&self, counters: Arc<SessionCounters>, session: &Arc<SessionShared>) {
+        let live = LiveSession { counters, session: Arc::downgrade(session), bound: true };
+        self.live.lock().unwrap_or_else(PoisonError::into_inner).push(live);
+    }
+
     pub(crate) fn live_sessions(&self) -> usize {
         self.live.lock().unwrap_or_else(PoisonError::into_inner).iter().filter(|l| l.bound).count()
     }
@@ -360,11 +366,7 @@ impl Session {
             rebinding: Mutex::new(()),
             profile_every,
         });
-        entry.counters.live.lock().unwrap_or_else(PoisonError::into_inner).push(LiveSession {
-            counters,
-            session: Arc::downgrade(&shared),
-            bound: true,
-        });
+        entry.counters.add_live(counters, &shared);
         Session { shared }
     }
 
@@ -671,18 +673,13 @@ impl SessionShared {
     /// Returns the binding to use, or `None` if there is none (the request fails with
     /// `DriverGone`).
     fn rebind(self: &Arc<Self>, stale: &Binding) -> Option<Guard<Arc<Binding>>> {
-        let _one_at_a_time = self.rebinding.lock().unwrap_or_else(PoisonError::into_inner);
-        let current = self.binding.load();
-        if !Arc::ptr_eq(&current.entry, &stale.entry) {
-            return Some(current);
-        }
         let registry = self.registry.upgrade()?;
-        let binding = registry.rebind(self, &self.params, &current)?;
-        drop(current);
         // The old binding ends (and its driver session is freed) when the last thread
         // still using it lets go.
-        drop(self.binding.swap(Arc::new(binding)));
-        Some(self.binding.load())
+        match self.move_off(&stale.entry, &registry) {
+            Moved::Now(_) | Moved::Already => Some(self.binding.load()),
+            Moved::Nowhere => None,
+        }
     }
 
     /// Rebinding for `Framework::unregister`: returns the old binding so the caller can
@@ -692,14 +689,23 @@ impl SessionShared {
         gone: &Arc<DriverEntry>,
         registry: &Arc<Registry>,
     ) -> Option<Arc<Binding>> {
+        match self.move_off(gone, registry) {
+            Moved::Now(old) => Some(old),
+            Moved::Already | Moved::Nowhere => None,
+        }
+    }
+
+    /// The one place a session changes driver: if it is still bound to `gone`, binds it
+    /// to the best registered driver and returns the old binding.
+    fn move_off(self: &Arc<Self>, gone: &Arc<DriverEntry>, registry: &Arc<Registry>) -> Moved {
         let _one_at_a_time = self.rebinding.lock().unwrap_or_else(PoisonError::into_inner);
         let current = self.binding.load();
         if !Arc::ptr_eq(&current.entry, gone) {
-            return None;
+            return Moved::Already;
         }
-        let binding = registry.rebind(self, &self.params, &current)?;
+        let Some(binding) = registry.rebind(self, &self.params, &current) else { return Moved::Nowhere };
         drop(current);
-        Some(self.binding.swap(Arc::new(binding)))
+        Moved::Now(self.binding.swap(Arc::new(binding)))
     }
 
     pub(crate) fn id(&self) -> u64 {
@@ -714,6 +720,16 @@ impl SessionShared {
     pub(crate) fn order(&self) -> Option<Arc<Reorder>> {
         self.order.clone()
     }
+}
+
+/// What came of moving a session off a driver.
+enum Moved {
+    /// Moved now; the old binding.
+    Now(Arc<Binding>),
+    /// Someone else moved it already.
+    Already,
+    /// No other driver can serve it.
+    Nowhere,
 }
 
 /// What came of offering a request to a driver.
