@@ -230,7 +230,8 @@ impl Device {
     /// The device thread.
     pub(crate) fn run(&self) {
         precise_timers();
-        let mut engine = Engine::new(self.profile.ring(), self.profile.coalesce());
+        let mut engine =
+            Engine::new(self.profile.ring(), self.profile.coalesce(), self.profile.corrupt_every());
         let mut latency = WakeLatency { average_ns: 0 };
         let mut ring = lock(&self.ring);
         loop {
@@ -337,6 +338,31 @@ struct Finished {
     due_ns: u64,
 }
 
+/// A faulty card's wrong answer: flips the first byte of the separate tag or digest if
+/// there is one, else the first byte of the payload's result.
+fn corrupt(req: &mut Request) {
+    if let Some(&first) = req.tag().first() {
+        let mut tag = [0u8; ocf::MAX_TAG_LEN];
+        let n = req.tag().len();
+        tag[..n].copy_from_slice(req.tag());
+        tag[0] = first ^ 0x01;
+        req.set_tag(&tag[..n]);
+        return;
+    }
+    let start = if req.out.is_some() { req.out_offset } else { req.payload_range().start };
+    if req.payload_range().is_empty() {
+        return;
+    }
+    let fields = &mut **req;
+    let buf = match fields.out.as_mut() {
+        Some(out) => out,
+        None => &mut fields.buf,
+    };
+    let mut byte = [0u8; 1];
+    buf.copy_out(start..start + 1, &mut byte);
+    buf.copy_in(start, &[byte[0] ^ 0x01]);
+}
+
 /// An interrupt to raise now: how many completions it delivers, and when the model says it
 /// fires (`None` at shutdown, when the device flushes without waiting).
 #[derive(Clone, Copy)]
@@ -353,15 +379,20 @@ struct Engine {
     /// When the engine finishes the last request it accepted.
     free_at_ns: u64,
     coalesce: Option<Coalesce>,
+    /// A faulty card's fault rate (`corrupt=N`) and the results computed so far.
+    corrupt: Option<u64>,
+    computed: u64,
 }
 
 impl Engine {
-    fn new(slots: usize, coalesce: Option<Coalesce>) -> Engine {
+    fn new(slots: usize, coalesce: Option<Coalesce>, corrupt: Option<u64>) -> Engine {
         Engine {
             finished: VecDeque::with_capacity(slots),
             fetched: VecDeque::with_capacity(slots),
             free_at_ns: 0,
             coalesce,
+            corrupt,
+            computed: 0,
         }
     }
 
@@ -433,7 +464,13 @@ impl Engine {
         let Some(Fetched { req, ctx, session, due_ns }) = self.fetched.pop_front() else {
             return;
         };
+        self.computed += 1;
+        let faulty = self.corrupt.is_some_and(|n| self.computed % n == 0);
         let outcome = match session.soft.process(req, Hint::default()) {
+            Processed::Done(Ok(mut req)) if faulty => {
+                corrupt(&mut req);
+                Some(Ok(req))
+            }
             Processed::Done(outcome) => Some(outcome),
             // The software driver is synchronous and never busy; should that change, its
             // Busy is this device's failure, and its Pending means it completes the request

@@ -8,8 +8,13 @@
 //! hifn7951                        a named profile
 //! hifn7951,ring=4                 a named profile with overrides
 //! ring=16,setup=20us,rate=400MB/s a custom profile (ring, setup and rate are required)
-//!   optional keys: hash_rate=…  coalesce=N|off  coalesce_time=…
+//!   optional keys: hash_rate=…  coalesce=N|off  coalesce_time=…  corrupt=N
 //! ```
+//!
+//! `corrupt=N` makes a faulty card: every Nth result it delivers has one byte flipped (the
+//! first byte of the tag or digest if the request has a separate one, else the first byte
+//! of the payload's result). It exists to prove that verification (`cryptotest --verify`,
+//! the conformance suite) catches a card that returns wrong answers without an error.
 //!
 //! Durations take `ns`, `us` (or `µs`), `ms` or `s`; rates take `B/s`, `KB/s`, `MB/s`,
 //! `GB/s` (decimal bytes) or `Kb/s`, `Mb/s`, `Gb/s` (bits). Numbers are plain decimals
@@ -75,6 +80,8 @@ pub struct SimProfile {
     rate: u64,
     hash_rate: u64,
     coalesce: Option<Coalesce>,
+    /// Flip a byte of every Nth result (a faulty card, for testing verification).
+    corrupt: Option<u64>,
 }
 
 impl SimProfile {
@@ -93,8 +100,14 @@ impl SimProfile {
     /// (`UBS_MAX_NQUEUE`). `qat-like` is a modern offload card of the QuickAssist kind: a
     /// few µs per request, PCIe-class bandwidth, a deep ring and interrupt moderation.
     pub fn named(name: &str) -> Option<SimProfile> {
-        let old =
-            |ring, setup_ns, rate, hash_rate| SimProfile { ring, setup_ns, rate, hash_rate, coalesce: None };
+        let old = |ring, setup_ns, rate, hash_rate| SimProfile {
+            ring,
+            setup_ns,
+            rate,
+            hash_rate,
+            coalesce: None,
+            corrupt: None,
+        };
         Some(match name {
             // Fitted values: drivers/sim/fit/table5_fit.txt.
             "hifn7951" => old(24, 34_750, 10_772_000, 9_913_000),
@@ -106,6 +119,7 @@ impl SimProfile {
                 rate: 12_000_000_000,
                 hash_rate: 12_000_000_000,
                 coalesce: Some(Coalesce { count: 16, time_ns: 10_000 }),
+                corrupt: None,
             },
             _ => return None,
         })
@@ -150,6 +164,9 @@ impl SimProfile {
                     };
                     o.coalesce.replace(count).is_some()
                 }
+                "corrupt" => {
+                    o.corrupt.replace(parse_count(part, value, "corrupt", usize::MAX)? as u64).is_some()
+                }
                 "coalesce_time" => o
                     .coalesce_time_ns
                     .replace(parse_duration(part, value, false, MAX_COALESCE_TIME_NS)?)
@@ -188,6 +205,11 @@ impl SimProfile {
         self.coalesce
     }
 
+    /// Every how many results one is corrupted (`corrupt=N`), if the card is faulty.
+    pub fn corrupt_every(&self) -> Option<u64> {
+        self.corrupt
+    }
+
     /// How long the engine works on one request of `bytes` payload bytes, in nanoseconds:
     /// `setup + bytes / rate` (rounded up).
     pub fn modelled_ns(&self, kind: WorkKind, bytes: usize) -> u64 {
@@ -221,6 +243,9 @@ impl fmt::Display for SimProfile {
         )?;
         if let Some(c) = self.coalesce {
             write!(f, ",coalesce={},coalesce_time={}", c.count, Duration(c.time_ns))?;
+        }
+        if let Some(n) = self.corrupt {
+            write!(f, ",corrupt={n}")?;
         }
         Ok(())
     }
@@ -262,6 +287,7 @@ struct Overrides {
     /// `Some(None)`: `coalesce=off`.
     coalesce: Option<Option<usize>>,
     coalesce_time_ns: Option<u64>,
+    corrupt: Option<u64>,
 }
 
 impl Overrides {
@@ -293,7 +319,8 @@ impl Overrides {
             (None, Some(time_ns)) => Some(Coalesce { count: coalesce.map_or(ring, |c| c.count), time_ns }),
             (None, None) => coalesce,
         };
-        Ok(SimProfile { ring, setup_ns, rate, hash_rate, coalesce })
+        let corrupt = self.corrupt.or(base.as_ref().and_then(|b| b.corrupt));
+        Ok(SimProfile { ring, setup_ns, rate, hash_rate, coalesce, corrupt })
     }
 }
 

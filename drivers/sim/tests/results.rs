@@ -120,3 +120,36 @@ fn the_card_wins_automatic_selection() {
     let (chosen, priority) = fw.choose_driver(&SessionParams::digest(DigestAlg::Sha1)).unwrap();
     assert_eq!((chosen, priority), (name, ocf::Priority::Hardware));
 }
+
+#[test]
+fn a_faulty_card_corrupts_every_nth_result_without_an_error() {
+    // corrupt=3: results 3, 6, 9, … have one byte flipped; the card reports success.
+    let fw = Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    let sim = ocf_sim::register(&fw, "ring=8,setup=0ns,rate=10GB/s,corrupt=3").unwrap();
+    for params in [
+        SessionParams::cipher(CipherAlg::AesCbc, &[1; 16]),
+        SessionParams::digest(DigestAlg::Sha256),
+        SessionParams::aead(CipherAlg::AesGcm, &[2; 16]),
+    ] {
+        let on_sim = fw.new_session_on(&sim, &params).unwrap();
+        let on_soft = fw.new_session_on(ocf_soft::NAME, &params).unwrap();
+        let op = if params.cipher_alg().is_some() { Op::Encrypt } else { Op::ComputeDigest };
+        let iv = vec![7; params.cipher_alg().map_or(0, |c| c.iv_len())];
+        let mut wrong = Vec::new();
+        for i in 0..9u8 {
+            let req = || Request::new(op, vec![i; 64]).with_iv(&iv);
+            let a = on_sim.run(req()).expect("a faulty card still reports success");
+            let b = on_soft.run(req()).unwrap();
+            if (a.buf.to_vec(), a.tag().to_vec()) != (b.buf.to_vec(), b.tag().to_vec()) {
+                wrong.push(i);
+            }
+        }
+        // The card counts results across its sessions: 3 per session of 9.
+        assert_eq!(wrong.len(), 3, "{params:?}: wrong results {wrong:?}");
+    }
+    assert!("ring=8,setup=0ns,rate=1GB/s,corrupt=0".parse::<ocf_sim::SimProfile>().is_err());
+    let p: ocf_sim::SimProfile = "bcm5822,corrupt=1000".parse().unwrap();
+    assert_eq!(p.corrupt_every(), Some(1000));
+    assert_eq!(p.to_string().parse::<ocf_sim::SimProfile>().unwrap(), p, "round trip through Display");
+}
