@@ -1,0 +1,581 @@
+//! Measuring one case: an algorithm, a driver, an operand size, some threads.
+//!
+//! Every thread has its own session and its own requests, made before the clock starts and
+//! reused for every operation, so what is timed is the framework and the driver, not
+//! allocation. With `--batch 1` a thread runs one request at a time (`Session::run`: direct
+//! dispatch, as the seed paper's cryptotest did through /dev/crypto). With `--batch N` it
+//! hands N batchable requests to the dispatch worker in one `submit_batch` (the driver gets
+//! them with the hint that more follow), with immediate callbacks that only hand each
+//! result back; it keeps two such batches in flight and submits a batch again as soon as
+//! its results are back, as a gateway reading packets in batches would.
+//!
+//! Request layouts. Encryption and digests run in place, the way IPsec uses them. An
+//! authenticated decrypt runs out of place, because its ciphertext and tag must stay valid
+//! for the next operation. With `--verify` everything runs out of place: each thread
+//! cycles through at least [`VARIANTS`] distinct inputs whose expected outputs the
+//! reference driver (`soft`) computed beforehand, and every result is compared with its
+//! expected bytes. Verification thus costs a copy and a compare per request, not a second
+//! cryptographic operation, and no driver but the measured one runs while the clock does.
+
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use ocf::{Callback, Flags, Framework, Op, Outcome, Request, Session};
+
+use crate::algs::{Alg, Kind};
+use crate::rusage::Usage;
+
+/// How long a batch submitter spins for its results before it sleeps.
+const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(100);
+
+/// Distinct inputs per thread with `--verify`.
+pub const VARIANTS: usize = 8;
+
+/// The driver every result is compared with under `--verify`, and that makes the
+/// ciphertexts a decrypt case starts from.
+pub const REFERENCE: &str = ocf_soft::NAME;
+
+/// How long a case runs.
+#[derive(Clone, Copy, Debug)]
+pub enum Limit {
+    /// For this long (`-T`).
+    Time(Duration),
+    /// This many operations, shared out among the threads (`-n`).
+    Count(u64),
+}
+
+/// One case to measure.
+pub struct CaseSpec<'a> {
+    pub fw: &'a Framework,
+    pub alg: &'a Alg,
+    pub driver: &'a str,
+    pub decrypt: bool,
+    pub size: usize,
+    pub threads: usize,
+    pub batch: usize,
+    pub limit: Limit,
+    pub verify: bool,
+}
+
+impl CaseSpec<'_> {
+    /// `encrypt`, `decrypt` or `digest`.
+    pub fn op_name(&self) -> &'static str {
+        match (self.alg.kind.ciphers(), self.decrypt) {
+            (false, _) => "digest",
+            (true, false) => "encrypt",
+            (true, true) => "decrypt",
+        }
+    }
+
+    fn op(&self) -> Op {
+        match (self.alg.kind.ciphers(), self.decrypt) {
+            (false, _) => Op::ComputeDigest,
+            (true, false) => Op::Encrypt,
+            (true, true) => Op::Decrypt,
+        }
+    }
+}
+
+/// What a case measured.
+#[derive(Clone, Debug, Default)]
+pub struct CaseResult {
+    /// Requests that completed successfully, and their payload bytes.
+    pub ops: u64,
+    pub bytes: u64,
+    /// Wall-clock time from the start signal until the last thread finished.
+    pub seconds: f64,
+    /// CPU time and context switches of the whole process over the case.
+    pub usage: Usage,
+    /// Requests the driver refused as Busy and the framework offered again.
+    pub restarts: u64,
+    /// Requests that failed, and the first failure.
+    pub errors: u64,
+    pub first_error: Option<String>,
+    /// With `--verify`: results compared, results that differed, and the first difference.
+    pub checked: u64,
+    pub mismatches: u64,
+    pub first_mismatch: Option<String>,
+}
+
+impl CaseResult {
+    /// `Some(true)` if verification ran and every result matched (and none failed).
+    pub fn verified(&self, verify: bool) -> Option<bool> {
+        verify.then_some(self.mismatches == 0 && self.errors == 0 && self.checked > 0)
+    }
+
+    /// Payload megabits per second of wall-clock time.
+    pub fn mbit_s(&self) -> f64 {
+        rate(self.bytes as f64 * 8.0 / 1e6, self.seconds)
+    }
+
+    /// Payload thousands of bytes per second of wall-clock time (openssl speed's unit).
+    pub fn kbytes_s(&self) -> f64 {
+        rate(self.bytes as f64 / 1e3, self.seconds)
+    }
+
+    /// Payload megabits per CPU second (user + system, all threads of the process).
+    pub fn cpu_mbit_s(&self) -> f64 {
+        rate(self.bytes as f64 * 8.0 / 1e6, self.usage.user_s + self.usage.sys_s)
+    }
+}
+
+fn rate(amount: f64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        amount / seconds
+    } else {
+        0.0
+    }
+}
+
+/// Why a case was not run (the driver cannot do the algorithm, the size does not fit it).
+#[derive(Debug)]
+pub struct Skipped(pub String);
+
+/// Measures one case.
+pub fn run_case(spec: &CaseSpec) -> Result<CaseResult, Skipped> {
+    let (alg, size) = (spec.alg, spec.size);
+    if size % alg.block_len() != 0 {
+        return Err(Skipped(format!(
+            "{}: {size}-byte operands skipped: not a multiple of its {}-byte block",
+            alg.name,
+            alg.block_len()
+        )));
+    }
+    let params = alg.params();
+    let session = |driver: &str| {
+        spec.fw
+            .new_session_on(driver, &params)
+            .map_err(|e| Skipped(format!("{}: skipped on {driver}: {e}", alg.name)))
+    };
+    let reference = session(REFERENCE)?;
+    // Batches: two in flight (see `Worker::run_batches`).
+    let batches = if spec.batch > 1 { 2 * spec.batch } else { 1 };
+    let per_thread = batches.max(if spec.verify { VARIANTS } else { 1 });
+    let mut workers = Vec::with_capacity(spec.threads);
+    for t in 0..spec.threads {
+        let s = session(spec.driver)?;
+        let slots = build_slots(spec, &reference, per_thread, t)?;
+        let count = match spec.limit {
+            Limit::Count(n) => {
+                let threads = spec.threads as u64;
+                Some(n / threads + u64::from((t as u64) < n % threads))
+            }
+            Limit::Time(_) => None,
+        };
+        workers.push(Worker { session: s, slots, count, batch: spec.batch, tally: Tally::default() });
+    }
+    drop(reference);
+
+    let restarts_before = restarts(spec.fw, spec.driver);
+    let stop = AtomicBool::new(false);
+    let start_line = Barrier::new(spec.threads + 1);
+    let (workers, seconds, usage) = std::thread::scope(|scope| {
+        let handles: Vec<_> = workers
+            .into_iter()
+            .map(|mut w| {
+                let (stop, start_line) = (&stop, &start_line);
+                scope.spawn(move || {
+                    start_line.wait();
+                    w.run(stop);
+                    w
+                })
+            })
+            .collect();
+        let before = Usage::now();
+        start_line.wait();
+        let start = Instant::now();
+        if let Limit::Time(d) = spec.limit {
+            std::thread::sleep(d);
+            stop.store(true, Ordering::Relaxed);
+        }
+        // A worker thread that panicked is a bug in cryptotest; pass the panic on.
+        let workers: Vec<Worker> =
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect();
+        (workers, start.elapsed().as_secs_f64(), Usage::now().since(before))
+    });
+
+    let mut r = CaseResult { seconds, usage, ..CaseResult::default() };
+    r.restarts = restarts(spec.fw, spec.driver).saturating_sub(restarts_before);
+    for w in workers {
+        let t = w.tally;
+        r.ops += t.ops;
+        r.errors += t.errors;
+        r.checked += t.checked;
+        r.mismatches += t.mismatches;
+        r.first_error = r.first_error.or(t.first_error);
+        r.first_mismatch = r.first_mismatch.or(t.first_mismatch);
+    }
+    r.bytes = r.ops * size as u64;
+    Ok(r)
+}
+
+fn restarts(fw: &Framework, driver: &str) -> u64 {
+    fw.driver_stats(driver).map_or(0, |s| s.flow.restarts)
+}
+
+/// A request and, under `--verify`, what its result must be.
+struct Slot {
+    req: Option<Request>,
+    expect: Option<Expected>,
+}
+
+/// Expected result bytes; an empty field is not compared.
+struct Expected {
+    payload: Vec<u8>,
+    tag: Vec<u8>,
+}
+
+/// The input of variant `i`: distinct per variant and thread, not all one byte.
+fn input(i: usize, thread: usize, size: usize) -> Vec<u8> {
+    (0..size).map(|j| (j.wrapping_mul(31) ^ i.wrapping_mul(167) ^ thread.wrapping_mul(71)) as u8).collect()
+}
+
+/// Makes a thread's requests (and, with `--verify`, their expected results).
+fn build_slots(spec: &CaseSpec, reference: &Session, n: usize, thread: usize) -> Result<Vec<Slot>, Skipped> {
+    let (alg, size) = (spec.alg, spec.size);
+    let failed =
+        |e: &ocf::Failed| Skipped(format!("{}: the reference driver failed: {}", alg.name, e.error()));
+    let mut slots = Vec::with_capacity(n);
+    for i in 0..n {
+        let data = input(i, thread, size);
+        let iv = vec![(i + 1) as u8; alg.iv_len()];
+        let (req, expect) = match (spec.op(), alg.kind) {
+            (Op::ComputeDigest, _) => {
+                let expect = if spec.verify {
+                    let r = reference
+                        .run(Request::new(Op::ComputeDigest, data.clone()))
+                        .map_err(|e| failed(&e))?;
+                    Some(Expected { payload: Vec::new(), tag: r.tag().to_vec() })
+                } else {
+                    None
+                };
+                (Request::new(Op::ComputeDigest, data), expect)
+            }
+            (Op::Encrypt, _) if !spec.verify => (Request::new(Op::Encrypt, data).with_iv(&iv), None),
+            (Op::Encrypt, _) => {
+                let r = reference
+                    .run(Request::new(Op::Encrypt, data.clone()).with_iv(&iv))
+                    .map_err(|e| failed(&e))?;
+                let expect = Expected { payload: r.buf.to_vec(), tag: r.tag().to_vec() };
+                (Request::new(Op::Encrypt, data).with_iv(&iv).with_output(vec![0; size]), Some(expect))
+            }
+            (_, kind) => {
+                let sealed = reference
+                    .run(Request::new(Op::Encrypt, data.clone()).with_iv(&iv))
+                    .map_err(|e| failed(&e))?;
+                let ct = sealed.buf.to_vec();
+                if kind == Kind::Cipher && !spec.verify {
+                    // Nothing to authenticate: decrypting in place again and again is fine.
+                    (Request::new(Op::Decrypt, ct).with_iv(&iv), None)
+                } else {
+                    let req = Request::new(Op::Decrypt, ct)
+                        .with_iv(&iv)
+                        .with_tag(sealed.tag())
+                        .with_output(vec![0; size]);
+                    (req, spec.verify.then(|| Expected { payload: data, tag: Vec::new() }))
+                }
+            }
+        };
+        let mut req = req;
+        req.user = i as u64;
+        if spec.batch > 1 {
+            req = req.with_flags(Flags::BATCH | Flags::CALLBACK_IMMEDIATE);
+        }
+        slots.push(Slot { req: Some(req), expect });
+    }
+    Ok(slots)
+}
+
+/// One measuring thread.
+struct Worker {
+    session: Session,
+    slots: Vec<Slot>,
+    /// Operations to do (`-n`), or `None` to run until told to stop (`-T`).
+    count: Option<u64>,
+    batch: usize,
+    tally: Tally,
+}
+
+#[derive(Default)]
+struct Tally {
+    ops: u64,
+    errors: u64,
+    first_error: Option<String>,
+    checked: u64,
+    mismatches: u64,
+    first_mismatch: Option<String>,
+}
+
+impl Worker {
+    fn run(&mut self, stop: &AtomicBool) {
+        if self.batch > 1 {
+            self.run_batches(stop);
+        } else {
+            self.run_one_at_a_time(stop);
+        }
+    }
+
+    fn remaining(&self, done: u64, stop: &AtomicBool) -> u64 {
+        match self.count {
+            Some(n) => n.saturating_sub(done),
+            None if stop.load(Ordering::Relaxed) => 0,
+            None => u64::MAX,
+        }
+    }
+
+    fn run_one_at_a_time(&mut self, stop: &AtomicBool) {
+        let (n, mut i, mut done) = (self.slots.len(), 0, 0u64);
+        while self.remaining(done, stop) > 0 {
+            let Some(req) = self.slots[i].req.take() else { break };
+            let outcome = self.session.run(req);
+            self.finish(outcome);
+            done += 1;
+            i = if i + 1 == n { 0 } else { i + 1 };
+        }
+    }
+
+    /// Keeps two batches in flight: while the driver works on one, the results of the
+    /// other come back and are submitted again, so neither side waits for the other's
+    /// wake-up.
+    fn run_batches(&mut self, stop: &AtomicBool) {
+        let returns = Arc::new(BatchReturn::default());
+        let back: Callback = {
+            let returns = returns.clone();
+            Arc::new(move |outcome| returns.put(outcome))
+        };
+        let mut free: Vec<usize> = (0..self.slots.len()).rev().collect();
+        let mut outcomes = Vec::with_capacity(self.slots.len());
+        let (mut submitted, mut in_flight) = (0u64, 0usize);
+        loop {
+            let want = self.remaining(submitted, stop).min(self.batch as u64) as usize;
+            if want > 0 && free.len() >= want {
+                let slots = &mut self.slots;
+                let reqs = free.drain(free.len() - want..).filter_map(|i| slots[i].req.take());
+                self.session.submit_batch(reqs, &back);
+                submitted += want as u64;
+                in_flight += want;
+                continue;
+            }
+            if in_flight == 0 {
+                break;
+            }
+            returns.wait_for(self.batch.min(in_flight), &mut outcomes);
+            for outcome in outcomes.drain(..) {
+                in_flight -= 1;
+                if let Some(i) = self.finish(outcome) {
+                    free.push(i);
+                }
+            }
+        }
+    }
+
+    /// Counts an outcome, checks it under `--verify`, and puts the request back in its
+    /// slot, whose index it returns.
+    fn finish(&mut self, outcome: Outcome) -> Option<usize> {
+        let req = match outcome {
+            Ok(req) => {
+                self.tally.ops += 1;
+                req
+            }
+            Err(failed) => {
+                self.tally.errors += 1;
+                if self.tally.first_error.is_none() {
+                    self.tally.first_error = Some(failed.error().to_string());
+                }
+                failed.into_parts().1
+            }
+        };
+        let i = req.user as usize;
+        let slot = self.slots.get_mut(i)?;
+        if let Some(expect) = &slot.expect {
+            self.tally.checked += 1;
+            if let Some(diff) = difference(&req, expect) {
+                self.tally.mismatches += 1;
+                if self.tally.first_mismatch.is_none() {
+                    self.tally.first_mismatch = Some(diff);
+                }
+            }
+        }
+        slot.req = Some(req);
+        Some(i)
+    }
+}
+
+/// Where a worker's outcomes come back. The callbacks run immediately in the driver's
+/// completion context and only store the outcome; the one that completes what the
+/// submitter waits for (a batch) wakes it, so a batch costs one wake-up, not one per
+/// request (a futex wake is a system call, and on a VM often an inter-processor
+/// interrupt: microseconds).
+#[derive(Default)]
+struct BatchReturn {
+    state: Mutex<BatchState>,
+    all_back: Condvar,
+    /// `state.outcomes.len()`, readable without the lock, for the submitter's spin.
+    back: AtomicUsize,
+}
+
+#[derive(Default)]
+struct BatchState {
+    /// How many outcomes the submitter waits for (0: it is not waiting).
+    wanted: usize,
+    outcomes: Vec<Outcome>,
+}
+
+impl BatchReturn {
+    fn lock(&self) -> MutexGuard<'_, BatchState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn put(&self, outcome: Outcome) {
+        let mut st = self.lock();
+        st.outcomes.push(outcome);
+        self.back.store(st.outcomes.len(), Ordering::Release);
+        if st.wanted > 0 && st.outcomes.len() == st.wanted {
+            self.all_back.notify_one();
+        }
+    }
+
+    /// Waits until at least `n` outcomes are back and moves them into `into`. Spins for a
+    /// while first: a batch takes the driver microseconds, and a sleeping thread takes
+    /// tens of microseconds to wake on this kind of machine, which would be measured as
+    /// the framework's cost.
+    fn wait_for(&self, n: usize, into: &mut Vec<Outcome>) {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        while self.back.load(Ordering::Acquire) < n {
+            std::hint::spin_loop();
+            spins += 1;
+            if spins % 256 == 0 && start.elapsed() > SPIN_BEFORE_SLEEP {
+                break;
+            }
+        }
+        let mut st = self.lock();
+        st.wanted = n;
+        while st.outcomes.len() < n {
+            st = self.all_back.wait(st).unwrap_or_else(PoisonError::into_inner);
+        }
+        st.wanted = 0;
+        into.append(&mut st.outcomes);
+        self.back.store(0, Ordering::Release);
+    }
+}
+
+/// The result bytes of a request: its output buffer's payload when out of place.
+fn result_bytes(req: &Request) -> Cow<'_, [u8]> {
+    let range = req.payload_range();
+    let (buf, start) = match &req.out {
+        Some(out) => (out, req.out_offset),
+        None => (&req.buf, range.start),
+    };
+    match buf.as_contiguous().and_then(|b| b.get(start..start + range.len())) {
+        Some(bytes) => Cow::Borrowed(bytes),
+        None => Cow::Owned(req.result_payload()),
+    }
+}
+
+/// Where a result differs from what the reference driver computed, if it does.
+fn difference(req: &Request, expect: &Expected) -> Option<String> {
+    let first_diff = |got: &[u8], want: &[u8]| {
+        if got.len() != want.len() {
+            return Some(format!("{} bytes instead of {}", got.len(), want.len()));
+        }
+        got.iter()
+            .zip(want)
+            .position(|(a, b)| a != b)
+            .map(|at| format!("byte {at} is {:#04x}, {REFERENCE} computed {:#04x}", got[at], want[at]))
+    };
+    if !expect.payload.is_empty() {
+        if let Some(d) = first_diff(&result_bytes(req), &expect.payload) {
+            return Some(format!("output differs: {d}"));
+        }
+    }
+    if !expect.tag.is_empty() {
+        if let Some(d) = first_diff(req.tag(), &expect.tag) {
+            return Some(format!("tag differs: {d}"));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algs;
+
+    fn case<'a>(fw: &'a Framework, alg: &'a Alg, driver: &'a str) -> CaseSpec<'a> {
+        CaseSpec {
+            fw,
+            alg,
+            driver,
+            decrypt: false,
+            size: 64,
+            threads: 1,
+            batch: 1,
+            limit: Limit::Count(100),
+            verify: true,
+        }
+    }
+
+    fn framework() -> Framework {
+        let fw = Framework::new();
+        ocf_soft::register(&fw).unwrap();
+        ocf_null::register(&fw).unwrap();
+        fw
+    }
+
+    #[test]
+    fn every_algorithm_verifies_on_soft_both_ways_one_at_a_time_and_batched() {
+        let fw = framework();
+        for alg in algs::all() {
+            for decrypt in [false, true] {
+                for (threads, batch) in [(1, 1), (2, 4)] {
+                    let spec = CaseSpec { decrypt, threads, batch, ..case(&fw, &alg, "soft") };
+                    let r = run_case(&spec).unwrap();
+                    let what = format!("{} {} t{threads} b{batch}", alg.name, spec.op_name());
+                    assert_eq!((r.ops, r.errors, r.mismatches), (100, 0, 0), "{what}: {r:?}");
+                    assert_eq!(r.checked, 100, "{what}");
+                    assert_eq!(r.bytes, 6400, "{what}");
+                    assert_eq!(r.verified(true), Some(true), "{what}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_null_driver_fails_verification() {
+        // It does no cryptography, so every ciphertext, plaintext and digest is wrong.
+        let fw = framework();
+        for name in ["aes-128-gcm", "aes-128-cbc", "sha256"] {
+            let alg = algs::resolve(&[name.into()]).unwrap().remove(0);
+            let r = run_case(&case(&fw, &alg, "null")).unwrap();
+            assert_eq!((r.ops, r.mismatches), (100, 100), "{name}");
+            assert_eq!(r.verified(true), Some(false));
+            assert!(r.first_mismatch.unwrap().contains("differs"));
+        }
+    }
+
+    #[test]
+    fn a_block_cipher_skips_sizes_that_are_not_whole_blocks() {
+        let fw = framework();
+        let alg = algs::resolve(&["aes-128-cbc".into()]).unwrap().remove(0);
+        let e = run_case(&CaseSpec { size: 8, ..case(&fw, &alg, "soft") }).unwrap_err();
+        assert!(e.0.contains("not a multiple of its 16-byte block"), "{}", e.0);
+    }
+
+    #[test]
+    fn time_limited_cases_stop_and_count() {
+        let fw = framework();
+        let alg = algs::resolve(&["sha1".into()]).unwrap().remove(0);
+        let spec = CaseSpec {
+            limit: Limit::Time(Duration::from_millis(50)),
+            verify: false,
+            ..case(&fw, &alg, "soft")
+        };
+        let r = run_case(&spec).unwrap();
+        assert!(r.ops > 0 && r.seconds >= 0.05 && r.seconds < 1.0, "{r:?}");
+        assert_eq!(r.verified(false), None);
+        assert!(r.mbit_s() > 0.0 && r.kbytes_s() > 0.0);
+    }
+}

@@ -1,0 +1,488 @@
+//! # cryptotest — ocf's benchmark and verification tool
+//!
+//! Measures throughput by operand size for every driver and algorithm asked for, the way
+//! the seed paper's `cryptotest` did (Tables 5–8), with what the seeds used to explain
+//! their figures: user and system CPU time and voluntary/involuntary context switches per
+//! case (getrusage), the per-stage profile of Table 1 (`-p`), and `openssl speed
+//! -elapsed` run side by side (`--openssl`). `--verify` checks every result against the
+//! reference driver.
+//!
+//! The modules: [`algs`] (names → sessions), [`drivers`] (names → registered drivers),
+//! [`bench`] (measuring one case), [`openssl`], [`report`] (tables and JSON), [`plot`],
+//! [`rusage`], [`progress`].
+//!
+//! Exit status: 0 when every case ran cleanly; 1 when a result failed verification or a
+//! request failed (or the plot could not be written); 2 for bad arguments.
+
+mod algs;
+mod bench;
+mod drivers;
+mod openssl;
+mod plot;
+mod progress;
+mod report;
+mod rusage;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use ocf::{Config, Framework};
+
+use crate::bench::{CaseSpec, Limit};
+use crate::report::{Clock, Row};
+
+/// Operand sizes when `-s` is not given: Table 5's.
+const DEFAULT_SIZES: [usize; 11] = [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192];
+const DEFAULT_SECONDS: f64 = 1.0;
+
+/// The sweep `cryptotest` runs with no options at all: a few seconds over the CPU and a
+/// simulated modern accelerator, for the main algorithms (the README's main job).
+const QUICK_DRIVERS: [&str; 2] = ["soft", "sim:qat-like"];
+const QUICK_ALGS: [&str; 4] = ["aes-128-gcm", "chacha20-poly1305", "aes-128-cbc-hmac-sha1", "des-ede3-cbc"];
+const QUICK_SIZES: [usize; 4] = [16, 256, 1024, 8192];
+const QUICK_SECONDS: f64 = 0.1;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "cryptotest",
+    version,
+    about = "Measure and verify ocf drivers: throughput by operand size, CPU time, context switches, \
+             per-stage profiles, openssl speed side by side.",
+    after_help = "With no options: a few-second sweep over soft and a simulated accelerator.\n\n\
+                  Examples:\n  \
+                  cryptotest -d soft -a aes-128-gcm -s 16,1024,8192 --openssl\n  \
+                  cryptotest -d soft -d sim:bcm5822 -a des-ede3-cbc -a sha1 -T 0.5\n  \
+                  cryptotest -d sim:hifn7951 -a des-ede3-cbc -s 1024 -t 28 -p\n  \
+                  cryptotest -a all --verify -n 1000 --json > results.jsonl"
+)]
+struct Cli {
+    /// Driver to measure: soft, null, sim:PROFILE, or all (repeatable). Default: soft.
+    #[arg(short = 'd', long = "driver", value_name = "NAME")]
+    drivers: Vec<String>,
+    /// Algorithm, openssl-style (aes-128-gcm, sha256, hmac-sha1, aes-128-cbc-hmac-sha1, …),
+    /// or all (repeatable, or comma-separated). Default: the main ones.
+    #[arg(short = 'a', long = "alg", value_name = "NAME", value_delimiter = ',')]
+    algs: Vec<String>,
+    /// Measure decryption instead of encryption (digests are unaffected).
+    #[arg(long)]
+    decrypt: bool,
+    /// Operand sizes in bytes, comma-separated (1k = 1024). Default: 8,16,32,…,8192.
+    #[arg(short = 's', long, value_name = "LIST", value_delimiter = ',', value_parser = parse_size)]
+    sizes: Vec<usize>,
+    /// Threads submitting at once, each with its own session.
+    #[arg(short = 't', long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    threads: u16,
+    /// Seconds per case (default 1).
+    #[arg(short = 'T', long, value_name = "S", conflicts_with = "count", value_parser = parse_seconds)]
+    seconds: Option<f64>,
+    /// Operations per case, shared among the threads, instead of a time.
+    #[arg(short = 'n', long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    count: Option<u64>,
+    /// Submit N batchable requests at once (through the dispatch worker, with the hint that
+    /// more follow) and wait for them; 1: one request at a time, directly.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    batch: u16,
+    /// Profile every request and print the per-stage table (the seed paper's Table 1).
+    #[arg(short = 'p', long)]
+    profile: bool,
+    /// Check every result against the reference driver (soft); a mismatch makes the exit
+    /// status 1.
+    #[arg(long)]
+    verify: bool,
+    /// Report wall-clock throughput only (as openssl speed -elapsed); by default both wall
+    /// clock and per CPU second.
+    #[arg(long)]
+    elapsed: bool,
+    /// Also run `openssl speed -elapsed` for the same algorithms and sizes, and print the
+    /// ratio (ours ÷ openssl) per size. Uses $OPENSSL if set.
+    #[arg(long)]
+    openssl: bool,
+    /// Print JSON Lines, one object per case, instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Draw throughput against operand size into FILE.svg or FILE.png.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+    /// List drivers and algorithms, and exit.
+    #[arg(long)]
+    list: bool,
+    /// Table layout: the paper's (Mb/s) or openssl speed's (1000s of bytes per second).
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Table,
+    Openssl,
+}
+
+fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let (digits, mult) = match s.strip_suffix(['k', 'K']) {
+        Some(d) => (d, 1024),
+        None => (s, 1),
+    };
+    let n: usize = digits.parse().map_err(|_| format!("`{s}` is not a size in bytes (like 64 or 8k)"))?;
+    match n.checked_mul(mult) {
+        Some(0) => Err("a size must be at least 1 byte".into()),
+        Some(n) if n <= 64 << 20 => Ok(n),
+        _ => Err(format!("`{s}` is larger than the 64 MiB cryptotest allows")),
+    }
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && (0.001..=3600.0).contains(&x) => Ok(x),
+        _ => Err(format!("`{s}` is not a number of seconds between 0.001 and 3600")),
+    }
+}
+
+/// Why cryptotest stops early: bad arguments (exit 2) or a failure (exit 1).
+enum Stop {
+    Usage(String),
+    Failure(String),
+}
+
+fn main() -> ExitCode {
+    let bare = std::env::args_os().len() == 1;
+    let cli = Cli::parse();
+    match run(cli, bare) {
+        Ok(code) => code,
+        Err(Stop::Usage(msg)) => {
+            eprintln!("cryptotest: {msg}");
+            ExitCode::from(2)
+        }
+        Err(Stop::Failure(msg)) => {
+            eprintln!("cryptotest: {msg}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
+    if cli.list {
+        print!("{}", listing());
+        return Ok(ExitCode::SUCCESS);
+    }
+    if bare {
+        cli.drivers = QUICK_DRIVERS.map(String::from).to_vec();
+        cli.algs = QUICK_ALGS.map(String::from).to_vec();
+        cli.sizes = QUICK_SIZES.to_vec();
+        cli.seconds = Some(QUICK_SECONDS);
+    }
+    let driver_names = if cli.drivers.is_empty() { vec!["soft".to_owned()] } else { cli.drivers.clone() };
+    let drivers = drivers::resolve(&driver_names).map_err(Stop::Usage)?;
+    let alg_names =
+        if cli.algs.is_empty() { algs::MAIN.map(String::from).to_vec() } else { cli.algs.clone() };
+    let algs = algs::resolve(&alg_names).map_err(Stop::Usage)?;
+    let sizes = if cli.sizes.is_empty() { DEFAULT_SIZES.to_vec() } else { dedup(&cli.sizes) };
+    if let Some(path) = &cli.plot {
+        plot::check_path(path).map_err(Stop::Usage)?;
+    }
+    let openssl_version = if cli.openssl { Some(openssl::check().map_err(Stop::Usage)?) } else { None };
+    let limit = match (cli.count, cli.seconds) {
+        (Some(n), _) => Limit::Count(n),
+        (None, s) => Limit::Time(Duration::from_secs_f64(s.unwrap_or(DEFAULT_SECONDS))),
+    };
+    let (threads, batch) = (usize::from(cli.threads), usize::from(cli.batch));
+
+    // Profiling costs a few ns per request: on only when asked for, then for every request.
+    let fw = Framework::with_config(Config { profile_every: u32::from(cli.profile), ..Config::default() });
+    drivers::register(&fw, &drivers).map_err(Stop::Failure)?;
+    let driver_names: Vec<String> = drivers.iter().map(|d| d.name()).collect();
+    let alg_list: Vec<String> = algs.iter().map(|a| a.name.to_owned()).collect();
+
+    // openssl speed takes whole seconds.
+    let openssl_seconds = match limit {
+        Limit::Time(d) => d.as_secs_f64().ceil().max(1.0) as u64,
+        Limit::Count(_) => 1,
+    };
+    let steps_per_size = driver_names.len() + usize::from(cli.openssl);
+    let total = algs.len() * sizes.len() * steps_per_size;
+    let estimate = match limit {
+        Limit::Time(d) => d.as_secs_f64() * (algs.len() * sizes.len() * driver_names.len()) as f64,
+        Limit::Count(_) => 0.0,
+    } + (openssl_seconds * (algs.len() * sizes.len()) as u64 * u64::from(cli.openssl)) as f64;
+    let mut progress = progress::Progress::new(total, !cli.json && estimate > 1.0);
+
+    if !cli.json {
+        println!("{}", header(&cli, bare, &driver_names, limit, openssl_version.as_deref(), openssl_seconds));
+    }
+    let mut rows: Vec<Row> = Vec::new();
+    let mut notes: BTreeSet<String> = BTreeSet::new();
+    let mut note = |progress: &progress::Progress, text: String| {
+        if notes.insert(text.clone()) {
+            progress.note(&text);
+        }
+    };
+    for alg in &algs {
+        if cli.decrypt && !alg.kind.ciphers() {
+            note(&progress, format!("{}: a digest has no decrypt; measuring the digest", alg.name));
+        }
+        for &size in &sizes {
+            let first = rows.len();
+            for d in &driver_names {
+                progress.show(&format!("{} {size} B on {d}", alg.name));
+                let spec = CaseSpec {
+                    fw: &fw,
+                    alg,
+                    driver: d,
+                    decrypt: cli.decrypt,
+                    size,
+                    threads,
+                    batch,
+                    limit,
+                    verify: cli.verify,
+                };
+                fw.reset_profiles();
+                let result = bench::run_case(&spec);
+                if let Err(skip) = &result {
+                    note(&progress, skip.0.clone());
+                }
+                let profile = if cli.profile && result.is_ok() { fw.profile(d) } else { None };
+                rows.push(Row {
+                    alg: alg.name.to_owned(),
+                    driver: d.clone(),
+                    op: spec.op_name(),
+                    size,
+                    threads,
+                    batch,
+                    result,
+                    verify: cli.verify,
+                    openssl_kbytes_s: None,
+                    profile,
+                });
+                progress.step();
+            }
+            if cli.openssl {
+                progress.show(&format!("{} {size} B with openssl speed", alg.name));
+                let measured_any = rows[first..].iter().any(|r| r.measured().is_some());
+                let kbytes = match alg.openssl {
+                    None => {
+                        note(&progress, format!("{}: openssl speed has no such algorithm", alg.name));
+                        None
+                    }
+                    Some(_) if !measured_any => None,
+                    Some(args) => {
+                        let decrypt = cli.decrypt && alg.kind.ciphers();
+                        match openssl::speed(args, decrypt, size, openssl_seconds, threads) {
+                            Ok(bytes_s) => Some(bytes_s / 1e3),
+                            Err(e) => {
+                                note(&progress, e);
+                                None
+                            }
+                        }
+                    }
+                };
+                for r in &mut rows[first..] {
+                    r.openssl_kbytes_s = kbytes;
+                }
+                progress.step();
+            }
+            if cli.json {
+                for r in &rows[first..] {
+                    if let Some(v) = r.json(cli.openssl) {
+                        println!("{v}");
+                    }
+                }
+            }
+        }
+    }
+    progress.clear();
+
+    if !cli.json {
+        print_tables(&cli, &rows, &alg_list, &driver_names, &sizes);
+    }
+
+    let mut failed = false;
+    for r in &rows {
+        let Some(m) = r.measured() else { continue };
+        let case = format!("{} {} {} B on {}", r.alg, r.op, r.size, r.driver);
+        if m.mismatches > 0 {
+            failed = true;
+            eprintln!(
+                "cryptotest: {case}: {} of {} results differ from {} ({})",
+                m.mismatches,
+                m.checked,
+                bench::REFERENCE,
+                m.first_mismatch.as_deref().unwrap_or("")
+            );
+        }
+        if m.errors > 0 {
+            failed = true;
+            eprintln!(
+                "cryptotest: {case}: {} requests failed ({})",
+                m.errors,
+                m.first_error.as_deref().unwrap_or("")
+            );
+        }
+    }
+    if let Some(path) = &cli.plot {
+        let series = plot_series(&rows, &alg_list, &driver_names);
+        let title = format!("cryptotest: {} ({}, batch {batch})", ops_of(&rows), threads_text(threads));
+        match plot::write_plot(path, &title, &series) {
+            Ok(()) => eprintln!("cryptotest: plot written to {}", path.display()),
+            Err(e) => {
+                eprintln!("cryptotest: {e}");
+                failed = true;
+            }
+        }
+    }
+    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+fn dedup(sizes: &[usize]) -> Vec<usize> {
+    let mut v = Vec::new();
+    for &s in sizes {
+        if !v.contains(&s) {
+            v.push(s);
+        }
+    }
+    v
+}
+
+/// The operations measured, for the plot's title: "encrypt", "encrypt / digest".
+fn ops_of(rows: &[Row]) -> String {
+    let mut ops: Vec<&str> = Vec::new();
+    for r in rows {
+        if !ops.contains(&r.op) {
+            ops.push(r.op);
+        }
+    }
+    ops.join(" / ")
+}
+
+fn threads_text(n: usize) -> String {
+    if n == 1 {
+        "1 thread".into()
+    } else {
+        format!("{n} threads")
+    }
+}
+
+/// The lines above the tables: what was measured, and how.
+fn header(
+    cli: &Cli,
+    bare: bool,
+    drivers: &[String],
+    limit: Limit,
+    openssl: Option<&str>,
+    openssl_seconds: u64,
+) -> String {
+    let mut h = String::new();
+    if bare {
+        h.push_str(&format!(
+            "cryptotest: quick sweep, the same as: cryptotest {} {} -s {} -T {QUICK_SECONDS}\n\
+             (`cryptotest --help` for the options, `cryptotest --list` for drivers and algorithms)\n",
+            QUICK_DRIVERS.map(|d| format!("-d {d}")).join(" "),
+            QUICK_ALGS.map(|a| format!("-a {a}")).join(" "),
+            QUICK_SIZES.map(|s| s.to_string()).join(","),
+        ));
+    }
+    let per_case = match limit {
+        Limit::Time(d) => format!("{} s per case", d.as_secs_f64()),
+        Limit::Count(n) => format!("{n} operations per case"),
+    };
+    let dir = if cli.decrypt { "decrypt" } else { "encrypt" };
+    h.push_str(&format!(
+        "drivers: {} · {dir} · {} · batch {} · {per_case}{}",
+        drivers.join(", "),
+        threads_text(usize::from(cli.threads)),
+        cli.batch,
+        if cli.verify { " · every result verified against soft" } else { "" }
+    ));
+    if let Some(v) = openssl {
+        h.push_str(&format!("\nopenssl: {v} · `openssl speed -elapsed`, {openssl_seconds} s per size"));
+    }
+    h
+}
+
+fn print_tables(cli: &Cli, rows: &[Row], algs: &[String], drivers: &[String], sizes: &[usize]) {
+    if cli.format == Format::Openssl {
+        let clock = if cli.elapsed { Clock::Wall } else { Clock::Cpu };
+        let what = if cli.elapsed { "wall clock" } else { "per CPU second (user + system)" };
+        println!("\nThroughput {what}");
+        print!("{}", report::openssl_layout(rows, algs, drivers, sizes, clock));
+    } else {
+        println!("\nThroughput, Mb/s of payload per second of wall-clock time");
+        print!("{}", report::throughput_table(rows, algs, drivers, sizes, Clock::Wall));
+        if !cli.elapsed {
+            println!(
+                "\nThroughput, Mb/s of payload per CPU second (user + system, every thread of the process)"
+            );
+            print!("{}", report::throughput_table(rows, algs, drivers, sizes, Clock::Cpu));
+        }
+    }
+    println!("\nCost of each case (getrusage: CPU seconds and context switches of the whole process)");
+    print!("{}", report::cost_table(rows));
+    if cli.profile {
+        for r in rows {
+            if let Some(p) = &r.profile {
+                println!(
+                    "\nProfile: {} {} of {} bytes on {} (every request, ns)",
+                    r.alg, r.op, r.size, r.driver
+                );
+                print!("{p}");
+            }
+        }
+    }
+}
+
+fn plot_series(rows: &[Row], algs: &[String], drivers: &[String]) -> Vec<plot::Series> {
+    let mut series = Vec::new();
+    for alg in algs {
+        for d in drivers {
+            let points: Vec<(usize, f64)> = rows
+                .iter()
+                .filter(|r| &r.alg == alg && &r.driver == d)
+                .filter_map(|r| Some((r.size, r.measured()?.mbit_s())))
+                .collect();
+            if !points.is_empty() {
+                series.push(plot::Series { label: format!("{alg} · {d}"), points });
+            }
+        }
+        let openssl: Vec<(usize, f64)> = rows
+            .iter()
+            .filter(|r| &r.alg == alg && drivers.first() == Some(&r.driver))
+            .filter_map(|r| Some((r.size, r.openssl_kbytes_s? * 8.0 / 1e3)))
+            .collect();
+        if !openssl.is_empty() {
+            series.push(plot::Series { label: format!("{alg} · openssl speed"), points: openssl });
+        }
+    }
+    series
+}
+
+/// `--list`: the drivers and algorithms, with what openssl speed measures for each.
+fn listing() -> String {
+    let mut s = String::from("Drivers (-d NAME):\n");
+    s.push_str(
+        "  soft          the CPU: the fastest of aws-lc-rs, OpenSSL libcrypto and RustCrypto per algorithm\n",
+    );
+    s.push_str(
+        "  null          does nothing: what the framework alone costs (its results are not cryptography)\n",
+    );
+    s.push_str(
+        "  sim:PROFILE   a simulated accelerator (descriptor ring, doorbell, timed engine, interrupts);\n",
+    );
+    for p in ocf_sim::PROFILE_NAMES {
+        if let Some(prof) = ocf_sim::SimProfile::named(p) {
+            s.push_str(&format!("                  sim:{p:<10} {prof}\n"));
+        }
+    }
+    s.push_str(
+        "                  or custom: sim:ring=N,setup=TIME,rate=RATE[,hash_rate=…,coalesce=…,corrupt=N]\n",
+    );
+    s.push_str("  all           soft, null and every named sim profile\n\nAlgorithms (-a NAME, or all):\n");
+    for a in algs::all() {
+        let openssl =
+            a.openssl.map_or("(none)".to_owned(), |args| format!("openssl speed {}", args.join(" ")));
+        s.push_str(&format!("  {:<24} {:<38} {openssl}\n", a.name, a.describe()));
+    }
+    s
+}

@@ -1,0 +1,400 @@
+//! What cryptotest prints: the throughput table in the seed paper's layout (rows: operand
+//! size; columns: algorithm × driver), openssl speed's layout, the cost of each case, and
+//! JSON Lines.
+
+use std::fmt::Write as _;
+
+use ocf::{ProfileStats, Stage};
+use serde_json::{json, Value};
+
+use crate::bench::{CaseResult, Skipped};
+
+/// One measured (or skipped) case and what goes with it.
+pub struct Row {
+    pub alg: String,
+    pub driver: String,
+    pub op: &'static str,
+    pub size: usize,
+    pub threads: usize,
+    pub batch: usize,
+    pub result: Result<CaseResult, Skipped>,
+    pub verify: bool,
+    /// `openssl speed` for the same algorithm, direction and size, in 1000s of bytes per
+    /// second (`None`: not asked for, or openssl has no such algorithm).
+    pub openssl_kbytes_s: Option<f64>,
+    pub profile: Option<ProfileStats>,
+}
+
+impl Row {
+    pub fn measured(&self) -> Option<&CaseResult> {
+        self.result.as_ref().ok()
+    }
+
+    /// Ours ÷ openssl, both in wall-clock bytes per second.
+    pub fn ratio(&self) -> Option<f64> {
+        let (ours, theirs) = (self.measured()?.kbytes_s(), self.openssl_kbytes_s?);
+        (theirs > 0.0).then(|| ours / theirs)
+    }
+
+    /// The JSON Lines object of a measured case (`None` for a skipped one).
+    pub fn json(&self, with_openssl: bool) -> Option<Value> {
+        let r = self.measured()?;
+        let mut v = json!({
+            "driver": self.driver,
+            "alg": self.alg,
+            "op": self.op,
+            "size": self.size,
+            "threads": self.threads,
+            "batch": self.batch,
+            "ops": r.ops,
+            "bytes": r.bytes,
+            "seconds": r.seconds,
+            "mbit_s": r.mbit_s(),
+            "kbytes_s": r.kbytes_s(),
+            "cpu_mbit_s": r.cpu_mbit_s(),
+            "user_s": r.usage.user_s,
+            "sys_s": r.usage.sys_s,
+            "vcsw": r.usage.vcsw,
+            "ivcsw": r.usage.ivcsw,
+            "restarts": r.restarts,
+            "errors": r.errors,
+            "verified": r.verified(self.verify),
+        });
+        let obj = v.as_object_mut()?;
+        if let Some(e) = &r.first_error {
+            obj.insert("first_error".into(), json!(e));
+        }
+        if let Some(m) = &r.first_mismatch {
+            obj.insert("first_mismatch".into(), json!(m));
+        }
+        if with_openssl {
+            obj.insert("openssl_kbytes_s".into(), json!(self.openssl_kbytes_s));
+            obj.insert("ratio".into(), json!(self.ratio()));
+        }
+        if let Some(p) = &self.profile {
+            let stages: serde_json::Map<String, Value> = Stage::ALL
+                .iter()
+                .map(|&s| {
+                    let st = p.get(s);
+                    let v = json!({
+                        "count": st.count, "avg_ns": st.avg_ns, "min_ns": st.min_ns, "max_ns": st.max_ns,
+                        "p50_ns": st.p50_ns, "p90_ns": st.p90_ns, "p99_ns": st.p99_ns, "p999_ns": st.p999_ns,
+                    });
+                    (s.name().to_ascii_lowercase(), v)
+                })
+                .collect();
+            obj.insert("profile".into(), Value::Object(stages));
+        }
+        Some(v)
+    }
+}
+
+/// A number in a table cell: three significant figures or so, never scientific.
+pub fn fmt_rate(v: f64) -> String {
+    if v >= 1000.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// A column of the throughput table.
+struct Column {
+    group: String,
+    label: String,
+    cells: Vec<String>,
+}
+
+/// Which figure the throughput table shows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Clock {
+    Wall,
+    Cpu,
+}
+
+/// The throughput table: one row per operand size, per algorithm one column per driver
+/// (then `openssl` and a ratio per driver with `--openssl`). Tables wider than 120
+/// characters are split between algorithms.
+pub fn throughput_table(
+    rows: &[Row],
+    algs: &[String],
+    drivers: &[String],
+    sizes: &[usize],
+    clock: Clock,
+) -> String {
+    let find = |alg: &str, driver: &str, size: usize| {
+        rows.iter().find(|r| r.alg == alg && r.driver == driver && r.size == size)
+    };
+    let with_openssl = rows.iter().any(|r| r.openssl_kbytes_s.is_some());
+    let mut groups: Vec<Vec<Column>> = Vec::new();
+    for alg in algs {
+        let mut cols = Vec::new();
+        for d in drivers {
+            let cells = sizes
+                .iter()
+                .map(|&s| match find(alg, d, s).and_then(Row::measured) {
+                    Some(r) => fmt_rate(if clock == Clock::Wall { r.mbit_s() } else { r.cpu_mbit_s() }),
+                    None => "-".into(),
+                })
+                .collect();
+            cols.push(Column { group: alg.clone(), label: d.clone(), cells });
+        }
+        if with_openssl && clock == Clock::Wall {
+            let openssl =
+                |s: usize| drivers.iter().find_map(|d| find(alg, d, s).and_then(|r| r.openssl_kbytes_s));
+            let cells =
+                sizes.iter().map(|&s| openssl(s).map_or("n/a".into(), |k| fmt_rate(k * 8.0 / 1e3))).collect();
+            cols.push(Column { group: alg.clone(), label: "openssl".into(), cells });
+            for d in drivers {
+                let cells = sizes
+                    .iter()
+                    .map(|&s| find(alg, d, s).and_then(Row::ratio).map_or("-".into(), |x| format!("{x:.2}x")))
+                    .collect();
+                let label = if drivers.len() == 1 { "ratio".into() } else { format!("{d}/openssl") };
+                cols.push(Column { group: alg.clone(), label, cells });
+            }
+        }
+        groups.push(cols);
+    }
+
+    let width = |c: &Column| c.label.len().max(c.cells.iter().map(String::len).max().unwrap_or(0)).max(7);
+    let group_width = |g: &[Column]| {
+        let w: usize = g.iter().map(|c| width(c) + 2).sum();
+        w.max(g.first().map_or(0, |c| c.group.len() + 2))
+    };
+    let mut out = String::new();
+    let mut start = 0;
+    while start < groups.len() {
+        // As many algorithms as fit in 120 columns (at least one).
+        let (mut end, mut used) = (start, 6);
+        while end < groups.len() && (end == start || used + group_width(&groups[end]) <= 120) {
+            used += group_width(&groups[end]);
+            end += 1;
+        }
+        let part = &groups[start..end];
+        let _ = write!(out, "{:>6}", "");
+        for g in part {
+            let w = group_width(g);
+            let name = g.first().map_or("", |c| c.group.as_str());
+            let _ = write!(out, "  {name:<w$}", w = w - 2);
+        }
+        out.push('\n');
+        let _ = write!(out, "{:>6}", "bytes");
+        for g in part {
+            let extra = group_width(g) - g.iter().map(|c| width(c) + 2).sum::<usize>();
+            for (i, c) in g.iter().enumerate() {
+                let w = width(c) + if i + 1 == g.len() { extra } else { 0 };
+                let _ = write!(out, "  {:>w$}", c.label, w = w.max(1));
+            }
+        }
+        out.push('\n');
+        for (i, s) in sizes.iter().enumerate() {
+            let _ = write!(out, "{s:>6}");
+            for g in part {
+                let extra = group_width(g) - g.iter().map(|c| width(c) + 2).sum::<usize>();
+                for (j, c) in g.iter().enumerate() {
+                    let w = width(c) + if j + 1 == g.len() { extra } else { 0 };
+                    let _ = write!(out, "  {:>w$}", c.cells[i]);
+                }
+            }
+            out.push('\n');
+        }
+        start = end;
+        if start < groups.len() {
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// What each case cost: operations, wall and CPU time, context switches, flow control,
+/// errors and verification.
+pub fn cost_table(rows: &[Row]) -> String {
+    let measured: Vec<(&Row, &CaseResult)> = rows.iter().filter_map(|r| Some((r, r.measured()?))).collect();
+    let alg_w = measured.iter().map(|(r, _)| r.alg.len()).max().unwrap_or(0).max(9);
+    let drv_w = measured.iter().map(|(r, _)| r.driver.len()).max().unwrap_or(0).max(6);
+    let mut out = format!(
+        "{:<alg_w$}  {:<drv_w$}  {:>6}  {:>10}  {:>6}  {:>6}  {:>6}  {:>5}  {:>8}  {:>8}  {:>8}  {:>6}  {}\n",
+        "algorithm",
+        "driver",
+        "bytes",
+        "ops",
+        "wall s",
+        "user s",
+        "sys s",
+        "CPU%",
+        "vcsw",
+        "ivcsw",
+        "restarts",
+        "errors",
+        "verified"
+    );
+    for (row, r) in measured {
+        let cpu = r.usage.user_s + r.usage.sys_s;
+        let pct = if r.seconds > 0.0 { 100.0 * cpu / r.seconds } else { 0.0 };
+        let verified = match r.verified(row.verify) {
+            None => "-",
+            Some(true) => "yes",
+            Some(false) => "NO",
+        };
+        let _ = writeln!(
+            out,
+            "{:<alg_w$}  {:<drv_w$}  {:>6}  {:>10}  {:>6.2}  {:>6.2}  {:>6.2}  {:>5.0}  {:>8}  {:>8}  {:>8}  {:>6}  {}",
+            row.alg,
+            row.driver,
+            row.size,
+            r.ops,
+            r.seconds,
+            r.usage.user_s,
+            r.usage.sys_s,
+            pct,
+            r.usage.vcsw,
+            r.usage.ivcsw,
+            r.restarts,
+            r.errors,
+            verified
+        );
+    }
+    out
+}
+
+/// openssl speed's layout: one line per algorithm (and driver), one column per size, in
+/// 1000s of bytes per second.
+pub fn openssl_layout(
+    rows: &[Row],
+    algs: &[String],
+    drivers: &[String],
+    sizes: &[usize],
+    clock: Clock,
+) -> String {
+    let mut lines: Vec<(String, Vec<String>)> = Vec::new();
+    for alg in algs {
+        for d in drivers {
+            let name = if drivers.len() == 1 { alg.clone() } else { format!("{alg} ({d})") };
+            let cells = sizes
+                .iter()
+                .map(|&s| {
+                    let r = rows.iter().find(|r| &r.alg == alg && &r.driver == d && r.size == s);
+                    match r.and_then(Row::measured) {
+                        Some(m) => {
+                            let k = match clock {
+                                Clock::Wall => m.kbytes_s(),
+                                Clock::Cpu => m.cpu_mbit_s() * 1e3 / 8.0,
+                            };
+                            format!("{k:.2}k")
+                        }
+                        None => "-".into(),
+                    }
+                })
+                .collect();
+            lines.push((name, cells));
+        }
+        let openssl: Vec<Option<f64>> = sizes
+            .iter()
+            .map(|&s| rows.iter().find(|r| &r.alg == alg && r.size == s).and_then(|r| r.openssl_kbytes_s))
+            .collect();
+        if openssl.iter().any(Option::is_some) {
+            let cells = openssl.iter().map(|k| k.map_or("-".into(), |k| format!("{k:.2}k"))).collect();
+            lines.push((format!("{alg} (openssl)"), cells));
+        }
+    }
+    let name_w = lines.iter().map(|(n, _)| n.len()).max().unwrap_or(0).max(13);
+    let mut out = String::from("The 'numbers' are in 1000s of bytes per second processed.\n");
+    let _ = write!(out, "{:<name_w$}", "type");
+    for s in sizes {
+        let _ = write!(out, " {:>13}", format!("{s} bytes"));
+    }
+    out.push('\n');
+    for (name, cells) in lines {
+        let _ = write!(out, "{name:<name_w$}");
+        for c in cells {
+            let _ = write!(out, " {c:>13}");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rusage::Usage;
+
+    fn row(alg: &str, driver: &str, size: usize, bytes: u64) -> Row {
+        Row {
+            alg: alg.into(),
+            driver: driver.into(),
+            op: "encrypt",
+            size,
+            threads: 1,
+            batch: 1,
+            result: Ok(CaseResult {
+                ops: bytes / size as u64,
+                bytes,
+                seconds: 1.0,
+                usage: Usage { user_s: 0.5, sys_s: 0.0, vcsw: 3, ivcsw: 1 },
+                ..CaseResult::default()
+            }),
+            verify: false,
+            openssl_kbytes_s: Some(bytes as f64 / 2e3),
+            profile: None,
+        }
+    }
+
+    #[test]
+    fn the_table_has_a_row_per_size_and_a_column_per_driver_with_ratios() {
+        let rows =
+            vec![row("aes-128-gcm", "soft", 16, 1_000_000), row("aes-128-gcm", "soft", 1024, 125_000_000)];
+        let t = throughput_table(&rows, &["aes-128-gcm".into()], &["soft".into()], &[16, 1024], Clock::Wall);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 4, "{t}");
+        assert!(lines[0].contains("aes-128-gcm"));
+        assert!(lines[1].contains("soft") && lines[1].contains("openssl") && lines[1].contains("ratio"));
+        // 1,000,000 bytes in 1 s = 8 Mb/s; openssl did half: 4 Mb/s, ratio 2.
+        assert!(lines[2].trim_start().starts_with("16") && lines[2].contains("8.00"), "{t}");
+        assert!(lines[2].contains("4.00") && lines[2].contains("2.00x"), "{t}");
+        assert!(lines[3].contains("1000"), "{t}");
+        let cpu = throughput_table(&rows, &["aes-128-gcm".into()], &["soft".into()], &[16, 1024], Clock::Cpu);
+        assert!(cpu.contains("16.0") && !cpu.contains("openssl"), "{cpu}");
+    }
+
+    #[test]
+    fn openssl_layout_is_kbytes_per_second_per_size() {
+        let rows = vec![row("sha1", "soft", 16, 1_000_000)];
+        let t = openssl_layout(&rows, &["sha1".into()], &["soft".into()], &[16], Clock::Wall);
+        assert!(t.contains("16 bytes") && t.contains("1000.00k") && t.contains("sha1 (openssl)"), "{t}");
+    }
+
+    #[test]
+    fn json_has_the_documented_keys() {
+        let v = row("sha1", "soft", 16, 1_000_000).json(true).unwrap();
+        for key in [
+            "driver",
+            "alg",
+            "op",
+            "size",
+            "threads",
+            "batch",
+            "ops",
+            "bytes",
+            "seconds",
+            "mbit_s",
+            "kbytes_s",
+            "user_s",
+            "sys_s",
+            "vcsw",
+            "ivcsw",
+            "restarts",
+            "errors",
+            "verified",
+            "openssl_kbytes_s",
+            "ratio",
+        ] {
+            assert!(v.get(key).is_some(), "{key} missing from {v}");
+        }
+        assert_eq!(v["verified"], Value::Null);
+        assert_eq!(v["ratio"], json!(2.0));
+    }
+}

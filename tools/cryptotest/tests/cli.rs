@@ -1,0 +1,289 @@
+//! cryptotest from the outside: its options, its output, its exit status.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn cryptotest(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cryptotest")).args(args).output().expect("cryptotest runs")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// Runs with `--json` and parses every stdout line.
+fn json_cases(args: &[&str]) -> (Output, Vec<Value>) {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let out = cryptotest(&all);
+    let cases = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    (out, cases)
+}
+
+#[test]
+fn json_lines_have_every_documented_key_and_count_what_ran() {
+    let (out, cases) =
+        json_cases(&["-d", "soft", "-a", "sha256,aes-128-gcm", "-s", "64,1k", "-n", "300", "-t", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+    assert_eq!(cases.len(), 4);
+    for c in &cases {
+        for key in [
+            "driver", "alg", "op", "size", "threads", "batch", "ops", "bytes", "seconds", "mbit_s",
+            "kbytes_s", "user_s", "sys_s", "vcsw", "ivcsw", "restarts", "errors", "verified",
+        ] {
+            assert!(c.get(key).is_some(), "{key} missing in {c}");
+        }
+        assert_eq!(c["driver"], "soft");
+        assert_eq!(c["threads"], 2);
+        assert_eq!(c["batch"], 1);
+        assert_eq!(c["ops"], 300, "-n counts operations per case over all threads");
+        assert_eq!(c["bytes"].as_u64(), Some(300 * c["size"].as_u64().unwrap()));
+        assert_eq!(c["errors"], 0);
+        assert_eq!(c["verified"], Value::Null, "not asked to verify");
+        assert!(c["mbit_s"].as_f64().unwrap() > 0.0);
+        let mbit = c["bytes"].as_f64().unwrap() * 8.0 / 1e6 / c["seconds"].as_f64().unwrap();
+        assert!((c["mbit_s"].as_f64().unwrap() / mbit - 1.0).abs() < 1e-9);
+    }
+    let ops: Vec<(&str, &str, u64)> = cases
+        .iter()
+        .map(|c| (c["alg"].as_str().unwrap(), c["op"].as_str().unwrap(), c["size"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            ("sha256", "digest", 64),
+            ("sha256", "digest", 1024),
+            ("aes-128-gcm", "encrypt", 64),
+            ("aes-128-gcm", "encrypt", 1024)
+        ]
+    );
+}
+
+#[test]
+fn verify_passes_on_real_drivers_batched_and_decrypting() {
+    let (out, cases) = json_cases(&[
+        "-d",
+        "soft",
+        "-d",
+        "sim:ring=16,setup=0ns,rate=100GB/s",
+        "-a",
+        "aes-128-gcm,aes-128-cbc-hmac-sha1,des-ede3-cbc",
+        "-s",
+        "16,1504",
+        "-n",
+        "200",
+        "--batch",
+        "8",
+        "--decrypt",
+        "--verify",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+    assert_eq!(cases.len(), 12);
+    for c in &cases {
+        assert_eq!(c["verified"], true, "{c}");
+        assert_eq!(c["op"], "decrypt");
+        assert_eq!(c["batch"], 8);
+        assert_eq!(c["ops"], 200);
+    }
+}
+
+#[test]
+fn verify_fails_with_exit_1_on_a_faulty_driver() {
+    // A simulated card that corrupts one result in 7 without reporting an error.
+    let faulty = "sim:ring=8,setup=0ns,rate=100GB/s,corrupt=7";
+    let (out, cases) =
+        json_cases(&["-d", faulty, "-a", "aes-128-gcm,sha1", "-s", "64", "-n", "70", "--verify"]);
+    assert_eq!(out.status.code(), Some(1), "{:?}", text(&out));
+    assert_eq!(cases.len(), 2);
+    for c in &cases {
+        assert_eq!(c["verified"], false, "{c}");
+        assert_eq!(c["errors"], 0, "the card reports success");
+        assert!(c["first_mismatch"].as_str().unwrap().contains("differs"), "{c}");
+    }
+    let (_, stderr) = text(&out);
+    assert!(stderr.contains("10 of 70 results differ from soft"), "{stderr}");
+
+    // The same card without --verify: nothing checks, nothing fails.
+    let out = cryptotest(&["-d", faulty, "-a", "sha1", "-s", "64", "-n", "70"]);
+    assert_eq!(out.status.code(), Some(0));
+
+    // The null driver does no cryptography at all.
+    let out = cryptotest(&["-d", "null", "-a", "aes-128-cbc", "-s", "64", "-n", "10", "--verify"]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn the_table_has_a_row_per_size_a_column_per_driver_and_the_cost_of_each_case() {
+    let out = cryptotest(&["-d", "soft", "-d", "null", "-a", "sha1", "-s", "16,256", "-n", "100"]);
+    assert_eq!(out.status.code(), Some(0));
+    let (stdout, stderr) = text(&out);
+    assert!(!stderr.contains('\r'), "no progress bar when stderr is not a terminal: {stderr:?}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    let head = lines.iter().position(|l| l.trim_start().starts_with("bytes")).expect("table header");
+    assert!(lines[head - 1].contains("sha1"));
+    assert!(lines[head].contains("soft") && lines[head].contains("null"));
+    assert!(lines[head + 1].trim_start().starts_with("16 "));
+    assert!(lines[head + 2].trim_start().starts_with("256 "));
+    assert!(stdout.contains("per CPU second"), "both wall and CPU by default");
+    for col in ["user s", "sys s", "vcsw", "ivcsw", "restarts", "errors", "verified"] {
+        assert!(stdout.contains(col), "{col} missing:\n{stdout}");
+    }
+
+    let out = cryptotest(&["-d", "soft", "-a", "sha1", "-s", "16", "-n", "100", "--elapsed"]);
+    assert!(!text(&out).0.contains("per CPU second"), "--elapsed: wall clock only");
+
+    let out = cryptotest(&["-d", "soft", "-a", "sha1", "-s", "16,64", "-n", "100", "--format", "openssl"]);
+    let (stdout, _) = text(&out);
+    assert!(stdout.contains("1000s of bytes per second"), "{stdout}");
+    let row = stdout.lines().find(|l| l.starts_with("sha1 ")).expect("a sha1 row");
+    assert_eq!(row.matches('k').count(), 2, "one figure per size: {row}");
+}
+
+#[test]
+fn profile_prints_table_1_and_adds_it_to_json() {
+    let out =
+        cryptotest(&["-d", "sim:ring=8,setup=1us,rate=10GB/s", "-a", "sha1", "-s", "64", "-n", "200", "-p"]);
+    assert_eq!(out.status.code(), Some(0));
+    let (stdout, _) = text(&out);
+    for stage in ["Dispatch", "Invoke", "Done", "Callback"] {
+        assert!(stdout.contains(stage), "{stage} missing:\n{stdout}");
+    }
+    let (_, cases) = json_cases(&["-d", "soft", "-a", "sha1", "-s", "64", "-n", "100", "-p"]);
+    assert_eq!(cases[0]["profile"]["invoke"]["count"], 100, "every request is profiled: {}", cases[0]);
+}
+
+#[test]
+fn openssl_runs_side_by_side_and_gives_a_ratio() {
+    let (out, cases) = json_cases(&[
+        "-d",
+        "soft",
+        "-a",
+        "sha256,des-ede3-cbc-hmac-sha1",
+        "-s",
+        "1024",
+        "-T",
+        "0.05",
+        "--openssl",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+    let sha = &cases[0];
+    let (ours, theirs) = (sha["kbytes_s"].as_f64().unwrap(), sha["openssl_kbytes_s"].as_f64().unwrap());
+    assert!(theirs > 1000.0, "openssl measured something: {sha}");
+    assert!((sha["ratio"].as_f64().unwrap() - ours / theirs).abs() < 1e-9);
+    // openssl speed has no 3DES-then-HMAC: no figure, said so.
+    assert_eq!(cases[1]["openssl_kbytes_s"], Value::Null);
+    assert_eq!(cases[1]["ratio"], Value::Null);
+    assert!(text(&out).1.contains("openssl speed has no such algorithm"));
+}
+
+#[test]
+fn a_missing_openssl_is_a_clear_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_cryptotest"))
+        .args(["-a", "sha1", "-s", "64", "-n", "10", "--openssl"])
+        .env("OPENSSL", "/nonexistent/openssl")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let (stdout, stderr) = text(&out);
+    assert!(stdout.is_empty(), "nothing measured: {stdout}");
+    assert!(stderr.contains("--openssl needs the `/nonexistent/openssl` command"), "{stderr}");
+}
+
+#[test]
+fn bad_arguments_exit_2_and_say_what_is_valid() {
+    let cases: [(&[&str], &str); 9] = [
+        (&["-a", "rot13"], "valid algorithms: aes-128-gcm"),
+        (&["-d", "gpu0"], "valid drivers: soft, null, sim:PROFILE"),
+        (&["-d", "sim:hifn9999"], "hifn7951"),
+        (&["-s", "16,abc"], "is not a size"),
+        (&["-s", "0"], "at least 1 byte"),
+        (&["-T", "1", "-n", "5"], "cannot be used with"),
+        (&["-t", "0"], "0"),
+        (&["--plot", "out.gif"], ".svg"),
+        (&["--frobnicate"], "unexpected argument"),
+    ];
+    for (args, says) in cases {
+        let out = cryptotest(args);
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?} should say {says:?}: {stderr}");
+        assert!(stdout.is_empty(), "{args:?}: nothing measured");
+    }
+}
+
+#[test]
+fn unsupported_sizes_are_skipped_with_a_note() {
+    let (out, cases) = json_cases(&["-d", "soft", "-a", "aes-128-cbc", "-s", "8,16", "-n", "10"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(cases.len(), 1, "8 bytes is not an AES block");
+    assert_eq!(cases[0]["size"], 16);
+    assert!(text(&out).1.contains("not a multiple of its 16-byte block"));
+}
+
+#[test]
+fn list_names_every_driver_and_algorithm() {
+    let out = cryptotest(&["--list"]);
+    assert_eq!(out.status.code(), Some(0));
+    let (stdout, _) = text(&out);
+    for name in [
+        "soft",
+        "null",
+        "sim:hifn7951",
+        "sim:qat-like",
+        "aes-128-gcm",
+        "des-ede3-cbc-hmac-sha1",
+        "hmac-sha256",
+    ] {
+        assert!(stdout.contains(name), "{name} missing:\n{stdout}");
+    }
+}
+
+#[test]
+fn plots_are_written_as_svg_and_png() {
+    let dir = std::env::temp_dir().join(format!("cryptotest-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, magic) in [("t.svg", &b"<"[..]), ("t.png", &b"\x89PNG\r\n\x1a\n"[..])] {
+        let path = dir.join(name);
+        let out = cryptotest(&[
+            "-d",
+            "soft",
+            "-d",
+            "null",
+            "-a",
+            "sha1,aes-128-gcm",
+            "-s",
+            "16,256,4096",
+            "-n",
+            "50",
+            "--plot",
+            path.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(bytes.starts_with(magic), "{name} is not what its extension says");
+        if name.ends_with(".svg") {
+            let svg = String::from_utf8(bytes).unwrap();
+            assert!(
+                svg.contains("</svg>") && svg.contains("sha1 · soft") && svg.contains("aes-128-gcm · null")
+            );
+        } else {
+            assert!(bytes.len() > 1000);
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn no_options_runs_the_quick_sweep() {
+    let out = cryptotest(&[]);
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+    let (stdout, _) = text(&out);
+    assert!(
+        stdout.contains("quick sweep") && stdout.contains("sim:qat-like") && stdout.contains("aes-128-gcm")
+    );
+    assert!(stdout.contains("Throughput, Mb/s"));
+}
