@@ -84,7 +84,7 @@ pub struct CaseResult {
     /// Requests that completed successfully, and their payload bytes.
     pub ops: u64,
     pub bytes: u64,
-    /// Wall-clock time from the start signal until the last thread finished.
+    /// Wall-clock time from the first thread's start until the last thread finished.
     pub seconds: f64,
     /// CPU time and context switches of the whole process over the case.
     pub usage: Usage,
@@ -178,22 +178,32 @@ pub fn run_case(spec: &CaseSpec) -> Result<CaseResult, Skipped> {
                 let (stop, start_line) = (&stop, &start_line);
                 scope.spawn(move || {
                     start_line.wait();
+                    // Each thread times itself: the main thread may be scheduled well
+                    // after the workers have started (or, for a short -n, finished).
+                    let started = Instant::now();
                     w.run(stop);
-                    w
+                    (w, started, Instant::now())
                 })
             })
             .collect();
         let before = Usage::now();
         start_line.wait();
-        let start = Instant::now();
         if let Limit::Time(d) = spec.limit {
             std::thread::sleep(d);
             stop.store(true, Ordering::Relaxed);
         }
         // A worker thread that panicked is a bug in cryptotest; pass the panic on.
-        let workers: Vec<Worker> =
+        let joined: Vec<(Worker, Instant, Instant)> =
             handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect();
-        (workers, start.elapsed().as_secs_f64(), Usage::now().since(before))
+        let usage = Usage::now().since(before);
+        // From the first thread's start to the last one's end.
+        let first = joined.iter().map(|j| j.1).min();
+        let last = joined.iter().map(|j| j.2).max();
+        let seconds = match (first, last) {
+            (Some(a), Some(b)) => b.saturating_duration_since(a).as_secs_f64(),
+            _ => 0.0,
+        };
+        (joined.into_iter().map(|j| j.0).collect::<Vec<_>>(), seconds, usage)
     });
 
     let mut r = CaseResult { seconds, usage, ..CaseResult::default() };

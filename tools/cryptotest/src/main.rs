@@ -269,6 +269,9 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
                     }
                     Some(_) if !measured_any => None,
                     Some(args) => {
+                        if let Some(caveat) = algs::openssl_caveat(alg) {
+                            note(&progress, format!("{} vs openssl: {caveat}", alg.name));
+                        }
                         let decrypt = cli.decrypt && alg.kind.ciphers();
                         match openssl::speed(args, decrypt, size, openssl_seconds, threads) {
                             Ok(bytes_s) => Some(bytes_s / 1e3),
