@@ -1,0 +1,14 @@
+//! # ipsec-core — Fast IPsec's protocol core, over ocf
+//!
+//! The seed's Fast IPsec (`../shared/seeds/003_…`) rebuilt without I/O: bytes in, bytes and
+//! actions out, so that it can be tested byte for byte against independent implementations
+//! and driven by the gateway (`ipsecd`).
+//!
+//! - [`control`]: the typed control protocol (add/get/delete/flush/dump SAs and policies),
+//!   separate from the databases, shared by the setkey parser and the gateway's socket.
+//! - [`setkey`]: the KAME/FreeBSD setkey(8) language → control requests.
+//! - [`replay`]: the anti-replay window (RFC 4303 §3.4.3 with ESN, RFC 6479 bitmap).
+
+pub mod control;
+pub mod replay;
+pub mod setkey;

@@ -1,0 +1,1 @@
+//! The anti-replay window (being written).

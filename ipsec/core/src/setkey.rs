@@ -1,0 +1,1 @@
+//! The setkey(8) language (being written).

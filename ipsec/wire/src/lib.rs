@@ -1,0 +1,3 @@
+//! # ipsec-wire — the packet formats Fast IPsec reads and writes
+//!
+//! (Being written; see the modules.)
