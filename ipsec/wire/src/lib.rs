@@ -1,3 +1,15 @@
 //! # ipsec-wire — the packet formats Fast IPsec reads and writes
 //!
 //! (Being written; see the modules.)
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod bytes;
+pub mod checksum;
+mod error;
+mod ip;
+pub mod ipv4;
+
+pub use error::{Error, Result};
+pub use ip::{ChecksumPolicy, IpProtocol, PseudoHeader};

@@ -1,0 +1,16 @@
+//! Big-endian field access at fixed offsets.
+//!
+//! These index the buffer directly: callers are views whose `check_len` has established
+//! that the offsets exist (or `new_unchecked` views whose caller promised as much).
+
+pub(crate) fn be16(buf: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([buf[at], buf[at + 1]])
+}
+
+pub(crate) fn set_be16(buf: &mut [u8], at: usize, value: u16) {
+    buf[at..at + 2].copy_from_slice(&value.to_be_bytes());
+}
+
+pub(crate) fn array4(buf: &[u8], at: usize) -> [u8; 4] {
+    [buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]
+}
