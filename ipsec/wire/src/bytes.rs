@@ -7,8 +7,16 @@ pub(crate) fn be16(buf: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([buf[at], buf[at + 1]])
 }
 
+pub(crate) fn be32(buf: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]])
+}
+
 pub(crate) fn set_be16(buf: &mut [u8], at: usize, value: u16) {
     buf[at..at + 2].copy_from_slice(&value.to_be_bytes());
+}
+
+pub(crate) fn set_be32(buf: &mut [u8], at: usize, value: u32) {
+    buf[at..at + 4].copy_from_slice(&value.to_be_bytes());
 }
 
 pub(crate) fn array4(buf: &[u8], at: usize) -> [u8; 4] {

@@ -8,6 +8,7 @@
 mod bytes;
 pub mod checksum;
 mod error;
+pub mod esp;
 mod ip;
 pub mod ipv4;
 
