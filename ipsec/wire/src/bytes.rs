@@ -22,3 +22,9 @@ pub(crate) fn set_be32(buf: &mut [u8], at: usize, value: u32) {
 pub(crate) fn array4(buf: &[u8], at: usize) -> [u8; 4] {
     [buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]
 }
+
+pub(crate) fn array16(buf: &[u8], at: usize) -> [u8; 16] {
+    let mut out = [0; 16];
+    out.copy_from_slice(&buf[at..at + 16]);
+    out
+}

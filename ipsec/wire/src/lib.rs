@@ -11,6 +11,8 @@ mod error;
 pub mod esp;
 mod ip;
 pub mod ipv4;
+pub mod ipv6;
+pub mod ipv6_ext;
 
 pub use error::{Error, Result};
 pub use ip::{ChecksumPolicy, IpProtocol, PseudoHeader};

@@ -1,0 +1,275 @@
+//! Views of the IPv6 extension headers that the walk in [`ipv6`](crate::ipv6) steps over:
+//! the generic layout shared by Hop-by-Hop Options, Routing and Destination Options
+//! ([`ExtHeader`]), the Fragment header ([`FragmentHeader`]), and the Authentication Header
+//! ([`AuthHeader`]), whose length counts 4-byte units rather than 8.
+//!
+//! Each view checks only its own length; where a header may appear is the walk's business.
+
+use crate::bytes::{be16, be32};
+use crate::error::{need, Error, Result};
+use crate::ip::IpProtocol;
+
+/// A Hop-by-Hop Options, Routing or Destination Options header: Next Header, Hdr Ext Len
+/// in 8-byte units not counting the first 8 bytes, then type-specific data (RFC 8200 §4.3,
+/// §4.4, §4.6; RFC 6564 keeps new extension headers to this layout).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtHeader<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> ExtHeader<T> {
+    /// Wraps a buffer that starts with the header, without checking it.
+    pub const fn new_unchecked(buffer: T) -> ExtHeader<T> {
+        ExtHeader { buffer }
+    }
+
+    /// Wraps a buffer after [`check_len`](ExtHeader::check_len).
+    pub fn new_checked(buffer: T) -> Result<ExtHeader<T>> {
+        let header = ExtHeader::new_unchecked(buffer);
+        header.check_len()?;
+        Ok(header)
+    }
+
+    /// Checks that the buffer holds the whole header its length field announces.
+    pub fn check_len(&self) -> Result<()> {
+        need(self.buffer.as_ref(), 2)?;
+        need(self.buffer.as_ref(), self.header_len())
+    }
+
+    /// Gives back the buffer.
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    /// The protocol of the header after this one.
+    pub fn next_header(&self) -> IpProtocol {
+        IpProtocol(self.buffer.as_ref()[0])
+    }
+
+    /// The length of this header in bytes: (Hdr Ext Len + 1) × 8.
+    pub fn header_len(&self) -> usize {
+        (usize::from(self.buffer.as_ref()[1]) + 1) * 8
+    }
+}
+
+impl<'a, T: AsRef<[u8]> + ?Sized> ExtHeader<&'a T> {
+    /// The bytes after Next Header and Hdr Ext Len: options, or routing type, segments left
+    /// and routing data.
+    pub fn data(&self) -> &'a [u8] {
+        &self.buffer.as_ref()[2..self.header_len()]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> ExtHeader<T> {
+    /// Sets the protocol of the header after this one.
+    pub fn set_next_header(&mut self, next: IpProtocol) {
+        self.buffer.as_mut()[0] = next.0;
+    }
+}
+
+/// An IPv6 Fragment header (RFC 8200 §4.5): always 8 bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FragmentHeader<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl FragmentHeader<&[u8]> {
+    /// The length of a Fragment header.
+    pub const LEN: usize = 8;
+}
+
+impl<T: AsRef<[u8]>> FragmentHeader<T> {
+    /// Wraps a buffer that starts with the header, without checking it.
+    pub const fn new_unchecked(buffer: T) -> FragmentHeader<T> {
+        FragmentHeader { buffer }
+    }
+
+    /// Wraps a buffer after [`check_len`](FragmentHeader::check_len).
+    pub fn new_checked(buffer: T) -> Result<FragmentHeader<T>> {
+        let header = FragmentHeader::new_unchecked(buffer);
+        header.check_len()?;
+        Ok(header)
+    }
+
+    /// Checks that the buffer holds the 8 bytes of the header.
+    pub fn check_len(&self) -> Result<()> {
+        need(self.buffer.as_ref(), FragmentHeader::LEN)
+    }
+
+    /// Gives back the buffer.
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    /// The protocol of the first header of the fragmentable part.
+    pub fn next_header(&self) -> IpProtocol {
+        IpProtocol(self.buffer.as_ref()[0])
+    }
+
+    /// The fragment offset in bytes (the field counts 8-byte units in its upper 13 bits).
+    pub fn frag_offset(&self) -> u16 {
+        be16(self.buffer.as_ref(), 2) & 0xfff8
+    }
+
+    /// The M (more fragments) flag.
+    pub fn more_frags(&self) -> bool {
+        be16(self.buffer.as_ref(), 2) & 1 != 0
+    }
+
+    /// The Identification field.
+    pub fn ident(&self) -> u32 {
+        be32(self.buffer.as_ref(), 4)
+    }
+
+    /// Whether this header makes its packet a fragment proper: M set or a non-zero offset.
+    /// Offset 0 without M is an "atomic fragment" (RFC 6946), a whole packet.
+    pub fn is_fragment(&self) -> bool {
+        self.more_frags() || self.frag_offset() != 0
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> FragmentHeader<T> {
+    /// Sets the protocol of the first header of the fragmentable part.
+    pub fn set_next_header(&mut self, next: IpProtocol) {
+        self.buffer.as_mut()[0] = next.0;
+    }
+}
+
+/// An IP Authentication Header (RFC 4302 §2): Next Header, Payload Len in 4-byte units
+/// minus 2, reserved, SPI, sequence number, ICV.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthHeader<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl AuthHeader<&[u8]> {
+    /// The bytes before the ICV: Next Header, Payload Len, Reserved, SPI, Sequence Number.
+    pub const FIXED_LEN: usize = 12;
+}
+
+impl<T: AsRef<[u8]>> AuthHeader<T> {
+    /// Wraps a buffer that starts with the header, without checking it.
+    pub const fn new_unchecked(buffer: T) -> AuthHeader<T> {
+        AuthHeader { buffer }
+    }
+
+    /// Wraps a buffer after [`check_len`](AuthHeader::check_len).
+    pub fn new_checked(buffer: T) -> Result<AuthHeader<T>> {
+        let header = AuthHeader::new_unchecked(buffer);
+        header.check_len()?;
+        Ok(header)
+    }
+
+    /// Checks that the length field covers at least the 12 fixed bytes (Payload Len ≥ 1)
+    /// and that the buffer holds the whole header.
+    pub fn check_len(&self) -> Result<()> {
+        let buf = self.buffer.as_ref();
+        need(buf, 2)?;
+        if buf[1] < 1 {
+            return Err(Error::BadAhLen(buf[1]));
+        }
+        need(buf, self.header_len())
+    }
+
+    /// Gives back the buffer.
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    /// The protocol of the header after this one.
+    pub fn next_header(&self) -> IpProtocol {
+        IpProtocol(self.buffer.as_ref()[0])
+    }
+
+    /// The raw Payload Len field.
+    pub fn payload_len_field(&self) -> u8 {
+        self.buffer.as_ref()[1]
+    }
+
+    /// The length of this header in bytes: (Payload Len + 2) × 4 (RFC 4302 §2.2).
+    pub fn header_len(&self) -> usize {
+        (usize::from(self.buffer.as_ref()[1]) + 2) * 4
+    }
+
+    /// The Security Parameters Index.
+    pub fn spi(&self) -> u32 {
+        be32(self.buffer.as_ref(), 4)
+    }
+
+    /// The sequence number (low 32 bits).
+    pub fn sequence_number(&self) -> u32 {
+        be32(self.buffer.as_ref(), 8)
+    }
+}
+
+impl<'a, T: AsRef<[u8]> + ?Sized> AuthHeader<&'a T> {
+    /// The Integrity Check Value (with any padding), after the 12 fixed bytes.
+    pub fn icv(&self) -> &'a [u8] {
+        &self.buffer.as_ref()[AuthHeader::FIXED_LEN..self.header_len()]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ext_header() {
+        // Destination Options, 16 bytes (Hdr Ext Len 1): a PadN option filling the rest.
+        let bytes = [17, 1, 1, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xee];
+        let h = ExtHeader::new_checked(&bytes[..]).expect("valid");
+        assert_eq!(h.next_header(), IpProtocol(17));
+        assert_eq!(h.header_len(), 16);
+        assert_eq!(h.data().len(), 14);
+        assert_eq!(h.data()[..2], [1, 12]);
+        assert_eq!(ExtHeader::new_checked(&bytes[..1]), Err(Error::Truncated { needed: 2, got: 1 }));
+        assert_eq!(ExtHeader::new_checked(&bytes[..15]), Err(Error::Truncated { needed: 16, got: 15 }));
+        let mut copy = bytes;
+        let mut h = ExtHeader::new_unchecked(&mut copy[..]);
+        h.set_next_header(IpProtocol::ESP);
+        assert_eq!(h.into_inner()[0], 50);
+    }
+
+    #[test]
+    fn fragment_header() {
+        // Next header UDP, offset 185 × 8 = 1480, M set, ident 0x01020304.
+        let bytes = [17, 0, 0x05, 0xc9, 1, 2, 3, 4];
+        let h = FragmentHeader::new_checked(&bytes[..]).expect("valid");
+        assert_eq!(h.next_header(), IpProtocol::UDP);
+        assert_eq!(h.frag_offset(), 1480);
+        assert!(h.more_frags());
+        assert_eq!(h.ident(), 0x0102_0304);
+        assert!(h.is_fragment());
+        let atomic = [17, 0, 0, 0, 0, 0, 0, 9];
+        assert!(!FragmentHeader::new_unchecked(&atomic[..]).is_fragment());
+        assert_eq!(FragmentHeader::new_checked(&bytes[..7]), Err(Error::Truncated { needed: 8, got: 7 }));
+        let mut copy = bytes;
+        let mut h = FragmentHeader::new_unchecked(&mut copy[..]);
+        h.set_next_header(IpProtocol::TCP);
+        assert_eq!(h.into_inner()[0], 6);
+    }
+
+    #[test]
+    fn auth_header() {
+        // AH with a 12-byte ICV (HMAC-SHA1-96): Payload Len = 24 / 4 - 2 = 4.
+        let mut bytes = vec![6, 4, 0, 0, 0, 0, 0x10, 0x01, 0, 0, 0, 7];
+        bytes.extend([0xab; 12]);
+        let h = AuthHeader::new_checked(&bytes[..]).expect("valid");
+        assert_eq!(h.next_header(), IpProtocol::TCP);
+        assert_eq!(h.payload_len_field(), 4);
+        assert_eq!(h.header_len(), 24);
+        assert_eq!(h.spi(), 0x1001);
+        assert_eq!(h.sequence_number(), 7);
+        assert_eq!(h.icv(), &[0xab; 12]);
+        assert_eq!(AuthHeader::new_checked(&bytes[..1]), Err(Error::Truncated { needed: 2, got: 1 }));
+        assert_eq!(AuthHeader::new_checked(&bytes[..23]), Err(Error::Truncated { needed: 24, got: 23 }));
+        bytes[1] = 0;
+        assert_eq!(AuthHeader::new_checked(&bytes[..]), Err(Error::BadAhLen(0)));
+        // Payload Len 1: the fixed part only, no ICV (NULL integrity is not allowed for AH,
+        // but the layout is well formed).
+        bytes[1] = 1;
+        let h = AuthHeader::new_checked(&bytes[..]).expect("valid");
+        assert!(h.icv().is_empty());
+        assert_eq!(h.into_inner().len(), 24);
+    }
+}
