@@ -13,6 +13,8 @@ mod ip;
 pub mod ipv4;
 pub mod ipv6;
 pub mod ipv6_ext;
+pub mod udp;
+pub mod udp_encap;
 
 pub use error::{Error, Result};
 pub use ip::{ChecksumPolicy, IpProtocol, PseudoHeader};
