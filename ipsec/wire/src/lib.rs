@@ -1,6 +1,46 @@
 //! # ipsec-wire — the packet formats Fast IPsec reads and writes
 //!
-//! (Being written; see the modules.)
+//! Zero-copy views of packets in byte buffers with checked lengths, and the meaning of their
+//! headers, parsed and emitted. The shape follows smoltcp's `wire` module: per format a
+//! `Packet<T: AsRef<[u8]>>` view (`new_unchecked`, `new_checked` = `new_unchecked` +
+//! `check_len`, getters, setters when `T: AsMut<[u8]>`) and a `Repr` with `parse`, `emit`,
+//! `header_len` and `buffer_len`.
+//!
+//! - [`ipv4`]: RFC 791 header, options skipped by IHL, header checksum, fragments.
+//! - [`ipv6`]: RFC 8200 fixed header and the walk along the extension headers (Hop-by-Hop,
+//!   Routing, Fragment, Destination Options, AH) to ESP or the upper layer, bounded by
+//!   [`ipv6::MAX_EXTENSION_HEADERS`], with the transport-mode ESP insertion point.
+//! - [`ipv6_ext`]: views of those extension headers.
+//! - [`esp`]: RFC 4303 header (SPI, sequence number) and the trailer (padding 1, 2, 3, …,
+//!   Pad Length, Next Header): parsed after decryption, computed and written before
+//!   encryption.
+//! - [`udp`]: RFC 768 header and checksum over the IPv4 or IPv6 pseudo-header.
+//! - [`udp_encap`]: RFC 3948 — keepalive, IKE behind the Non-ESP Marker, or ESP on port 4500.
+//! - [`checksum`]: the RFC 1071 Internet checksum.
+//! - [`parse_any`]: from raw bytes to a [`Summary`] — version, addresses, the header after
+//!   the IP headers and where it starts, fragment or not, ESP/UDP header — for the core's
+//!   dispatch and for fuzzing.
+//!
+//! Malformed input is an [`Error`] value, never a panic: `parse`, `check_len`,
+//! `new_checked`, `walk_extension_headers`, `Trailer::parse`, `classify` and `parse_any` are
+//! total, and every getter of a view that passed `check_len` is in bounds. Getters of a view
+//! made with `new_unchecked` trust the caller, as in smoltcp.
+//!
+//! ```
+//! use ipsec_wire::{esp, parse_any, IpProtocol, Upper};
+//!
+//! // IPv4 192.0.2.1 -> 198.51.100.2, ESP with SPI 0x1000 and sequence number 1, 4 bytes of
+//! // ciphertext.
+//! let packet = [
+//!     0x45, 0x00, 0x00, 0x20, 0x00, 0x00, 0x40, 0x00, 0x40, 0x32, 0x4e, 0x75, 192, 0, 2, 1, 198, 51, 100, 2,
+//!     0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x01, 0xde, 0xad, 0xbe, 0xef,
+//! ];
+//! let summary = parse_any(&packet)?;
+//! assert_eq!(summary.protocol, IpProtocol::ESP);
+//! assert_eq!(summary.offset, 20);
+//! assert_eq!(summary.upper, Upper::Esp(esp::Repr { spi: 0x1000, sequence_number: 1 }));
+//! # Ok::<(), ipsec_wire::Error>(())
+//! ```
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -13,8 +53,10 @@ mod ip;
 pub mod ipv4;
 pub mod ipv6;
 pub mod ipv6_ext;
+mod summary;
 pub mod udp;
 pub mod udp_encap;
 
 pub use error::{Error, Result};
 pub use ip::{ChecksumPolicy, IpProtocol, PseudoHeader};
+pub use summary::{parse_any, parse_any_with, Encap, Summary, Upper};
