@@ -65,6 +65,11 @@ pub enum Error {
     AadNotSupported {
         mode: &'static str,
     },
+    /// ESP extended-sequence-number bits given to a session that does not MAC the payload
+    /// (only MAC and cipher+MAC sessions authenticate them; AEAD takes them in the AAD).
+    EsnNotSupported {
+        mode: &'static str,
+    },
     /// A combination of algorithm and mode that does not exist (e.g. AES-GCM as a plain cipher).
     InvalidParams(&'static str),
     /// Tag or MAC verification failed: the data or the tag was altered.
@@ -110,6 +115,7 @@ impl Error {
             Error::OutputTooShort { .. } => ErrorKind::OutputTooShort,
             Error::BadOperation { .. } => ErrorKind::BadOperation,
             Error::AadNotSupported { .. } => ErrorKind::AadNotSupported,
+            Error::EsnNotSupported { .. } => ErrorKind::EsnNotSupported,
             Error::InvalidParams(_) => ErrorKind::InvalidParams,
             Error::AuthFailed => ErrorKind::AuthFailed,
             Error::UnsupportedCipher(_) | Error::UnsupportedDigest(_) | Error::UnsupportedMac(_) => {
@@ -152,6 +158,12 @@ impl fmt::Display for Error {
             }
             Error::BadOperation { op, mode } => write!(f, "operation {op} is not valid for a {mode} session"),
             Error::AadNotSupported { mode } => write!(f, "AAD is not authenticated by a {mode} session"),
+            Error::EsnNotSupported { mode } => {
+                write!(
+                    f,
+                    "ESN high-order bits are only authenticated by mac and cipher+mac sessions, not {mode}"
+                )
+            }
             Error::InvalidParams(why) => write!(f, "invalid session parameters: {why}"),
             Error::AuthFailed => f.write_str("authentication failed: tag or MAC mismatch"),
             Error::UnsupportedCipher(a) => write!(f, "no driver supports cipher {a}"),
@@ -190,6 +202,7 @@ pub enum ErrorKind {
     OutputTooShort,
     BadOperation,
     AadNotSupported,
+    EsnNotSupported,
     InvalidParams,
     AuthFailed,
     Unsupported,
@@ -219,6 +232,7 @@ impl ErrorKind {
         ErrorKind::OutputTooShort,
         ErrorKind::BadOperation,
         ErrorKind::AadNotSupported,
+        ErrorKind::EsnNotSupported,
         ErrorKind::InvalidParams,
         ErrorKind::AuthFailed,
         ErrorKind::Unsupported,
@@ -245,6 +259,7 @@ impl ErrorKind {
             ErrorKind::OutputTooShort => "output_too_short",
             ErrorKind::BadOperation => "bad_operation",
             ErrorKind::AadNotSupported => "aad_not_supported",
+            ErrorKind::EsnNotSupported => "esn_not_supported",
             ErrorKind::InvalidParams => "invalid_params",
             ErrorKind::AuthFailed => "auth_failed",
             ErrorKind::Unsupported => "unsupported",

@@ -130,6 +130,9 @@ pub struct RequestFields {
     iv_len: usize,
     tag: [u8; MAX_TAG_LEN],
     tag_len: usize,
+    /// ESP extended sequence number, high-order 32 bits, big-endian (valid when `esn_set`).
+    esn: [u8; 4],
+    esn_set: bool,
     /// Set when the request fails (see [`Failed`]).
     error: Option<Error>,
     /// The framework's bookkeeping while the request travels (completion target, flow
@@ -155,6 +158,19 @@ impl RequestFields {
         let n = tag.len().min(MAX_TAG_LEN);
         self.tag[..n].copy_from_slice(&tag[..n]);
         self.tag_len = tag.len();
+    }
+
+    /// Sets the high-order 32 bits of an ESP extended sequence number (RFC 4303 §2.2.1):
+    /// MAC and cipher+MAC sessions authenticate them after the payload without their being
+    /// part of the buffer (FreeBSD's `crp_esn`). AEAD sessions take them in the AAD instead.
+    pub fn set_esn_high(&mut self, high: u32) {
+        self.esn = high.to_be_bytes();
+        self.esn_set = true;
+    }
+
+    /// The ESN high-order bits, if set.
+    pub fn esn_high(&self) -> Option<u32> {
+        self.esn_set.then(|| u32::from_be_bytes(self.esn))
     }
 
     /// The separate tag: after a compute, the result; before a verify, what was given.
@@ -206,6 +222,8 @@ impl Request {
             iv_len: 0,
             tag: [0; MAX_TAG_LEN],
             tag_len: 0,
+            esn: [0; 4],
+            esn_set: false,
             error: None,
             trip: Trip::default(),
         }))
@@ -226,6 +244,12 @@ impl Request {
     /// Builder: the separate tag to verify.
     pub fn with_tag(mut self, tag: &[u8]) -> Request {
         self.set_tag(tag);
+        self
+    }
+
+    /// Builder: ESN high-order bits (see [`RequestFields::set_esn_high`]).
+    pub fn with_esn_high(mut self, high: u32) -> Request {
+        self.set_esn_high(high);
         self
     }
 
@@ -266,6 +290,7 @@ impl Request {
         f.flags = Flags::default();
         f.iv_len = 0;
         f.tag_len = 0;
+        f.esn_set = false;
         f.error = None;
         f.trip = Trip::default();
     }
@@ -285,6 +310,7 @@ impl Request {
         // even if a driver calls it on a request the framework has not checked.
         let tag_len = fields.tag_len.min(MAX_TAG_LEN);
         let iv_len = fields.iv_len.min(MAX_IV_LEN);
+        let esn_len = if fields.esn_set { 4 } else { 0 };
 
         // The common case first: contiguous, in place, tag inline, AAD absent or separate.
         if fields.out.is_none() && fields.tag_place == TagPlace::Separate {
@@ -294,7 +320,8 @@ impl Request {
                     _ => &[],
                 };
                 let iv = &fields.iv[..iv_len];
-                return f(Views { payload: &mut v[payload], aad, iv, tag: &mut fields.tag[..tag_len] });
+                let esn = &fields.esn[..esn_len];
+                return f(Views { payload: &mut v[payload], aad, iv, tag: &mut fields.tag[..tag_len], esn });
             }
         }
 
@@ -305,8 +332,9 @@ impl Request {
 
         // Digests read the payload and write nothing but the tag: no copy to `out`.
         let digest_op = matches!(fields.op, Op::ComputeDigest | Op::VerifyDigest);
-        let RequestFields { buf, out, out_offset, aad, iv, tag, .. } = &mut *fields;
+        let RequestFields { buf, out, out_offset, aad, iv, tag, esn, .. } = &mut *fields;
         let iv = &iv[..iv_len];
+        let esn = &esn[..esn_len];
         let tag = &mut tag[..tag_len];
         let gathered_aad: Vec<u8>;
         let result = match out.as_mut().filter(|_| !digest_op) {
@@ -328,7 +356,7 @@ impl Request {
                     },
                     Aad::None => &[],
                 };
-                run_on_payload(out, dst, |payload| f(Views { payload, aad, iv, tag }))
+                run_on_payload(out, dst, |payload| f(Views { payload, aad, iv, tag, esn }))
             }
             // In place, contiguous, AAD in the same buffer: split it, copy nothing.
             None if matches!(aad, Aad::Region(_)) && buf.as_contiguous().is_some() => {
@@ -336,7 +364,7 @@ impl Request {
                     unreachable!("checked by the match guard")
                 };
                 let (aad, payload) = disjoint(v, ar.clone(), payload);
-                f(Views { payload, aad, iv, tag })
+                f(Views { payload, aad, iv, tag, esn })
             }
             None => {
                 let aad: &[u8] = match &*aad {
@@ -349,7 +377,7 @@ impl Request {
                     }
                     Aad::None => &[],
                 };
-                run_on_payload(buf, payload, |payload| f(Views { payload, aad, iv, tag }))
+                run_on_payload(buf, payload, |payload| f(Views { payload, aad, iv, tag, esn }))
             }
         };
 
@@ -424,6 +452,8 @@ pub struct Views<'a> {
     pub iv: &'a [u8],
     /// The tag slot: write the computed tag here, or read the tag to verify from here.
     pub tag: &'a mut [u8],
+    /// Bytes a MAC covers after the payload: the ESN high-order bits (4 bytes) or nothing.
+    pub esn: &'a [u8],
 }
 
 impl Deref for Request {
@@ -508,6 +538,7 @@ pub(crate) struct RequestRules {
     block_len: usize,
     pub(crate) tag_len: usize,
     aad_ok: bool,
+    esn_ok: bool,
 }
 
 impl RequestRules {
@@ -518,6 +549,7 @@ impl RequestRules {
             Mode::Aead { .. } | Mode::CipherThenMac { .. } => (true, false, true),
         };
         let cipher = p.cipher_alg();
+        let esn_ok = matches!(p.mode, Mode::Mac { .. } | Mode::CipherThenMac { .. });
         RequestRules {
             mode: p.mode.name(),
             cipher_ops,
@@ -526,6 +558,7 @@ impl RequestRules {
             block_len: cipher.map_or(1, |c| c.block_len()),
             tag_len: p.tag_len(),
             aad_ok,
+            esn_ok,
         }
     }
 
@@ -541,6 +574,9 @@ impl RequestRules {
         }
         if r.iv_len != self.iv_len {
             return Err(Error::BadIvLength { expected: self.iv_len, got: r.iv_len });
+        }
+        if r.esn_set && !self.esn_ok {
+            return Err(Error::EsnNotSupported { mode: self.mode });
         }
         let buf_len = r.buf.len();
         let payload = r.payload_range();

@@ -160,24 +160,24 @@ impl SoftSession {
                 d.digest(v.payload, &mut mine)?;
                 verify(&mine[..v.tag.len()], v.tag)
             }
-            (SoftSession::Mac(k), Op::ComputeDigest) => k.compute(&[v.payload], v.tag),
+            (SoftSession::Mac(k), Op::ComputeDigest) => k.compute(&[v.payload, v.esn], v.tag),
             (SoftSession::Mac(k), _) => {
                 let mut mine = [0u8; MAX_TAG_LEN];
                 let mine = &mut mine[..v.tag.len()];
-                k.compute(&[v.payload], mine)?;
+                k.compute(&[v.payload, v.esn], mine)?;
                 verify(mine, v.tag)
             }
             (SoftSession::Aead(a), Op::Encrypt) => a.seal(v.iv, v.aad, v.payload, v.tag),
             (SoftSession::Aead(a), _) => a.open(v.iv, v.aad, v.payload, v.tag),
             (SoftSession::CipherThenMac(c, k), Op::Encrypt) => {
                 c.encrypt(v.iv, v.payload)?;
-                k.compute(&[v.aad, v.payload], v.tag)
+                k.compute(&[v.aad, v.payload, v.esn], v.tag)
             }
             (SoftSession::CipherThenMac(c, k), _) => {
                 // Verify before decrypting: a forged packet is never decrypted.
                 let mut mine = [0u8; MAX_TAG_LEN];
                 let mine = &mut mine[..v.tag.len()];
-                k.compute(&[v.aad, v.payload], mine)?;
+                k.compute(&[v.aad, v.payload, v.esn], mine)?;
                 verify(mine, v.tag)?;
                 c.decrypt(v.iv, v.payload)
             }

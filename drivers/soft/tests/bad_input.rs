@@ -414,3 +414,26 @@ fn tampered_data_fails_authentication() {
     assert_eq!(*f.error(), Error::AuthFailed);
     assert!(fw.driver_stats("soft").unwrap().errors.get(ErrorKind::AuthFailed) >= 32);
 }
+
+#[test]
+fn esn_bits_on_a_session_that_does_not_mac_them() {
+    let fw = framework();
+    let c = fw.new_session(&SessionParams::cipher(CipherAlg::AesCbc, &[1u8; 16])).unwrap();
+    let r = Request::new(Op::Encrypt, vec![0u8; 16]).with_iv(&[0u8; 16]).with_esn_high(1);
+    expect_request_error(
+        &fw,
+        &c,
+        r,
+        |e| matches!(e, Error::EsnNotSupported { mode: "cipher" }),
+        ErrorKind::EsnNotSupported,
+    );
+    let g = fw.new_session(&SessionParams::aead(CipherAlg::AesGcm, &[1u8; 16])).unwrap();
+    let r = Request::new(Op::Encrypt, vec![0u8; 16]).with_iv(&[0u8; 12]).with_esn_high(1);
+    expect_request_error(
+        &fw,
+        &g,
+        r,
+        |e| matches!(e, Error::EsnNotSupported { mode: "aead" }),
+        ErrorKind::EsnNotSupported,
+    );
+}
