@@ -140,7 +140,8 @@ impl AuthAlg {
         }
     }
 
-    pub const ALL: [AuthAlg; 4] = [AuthAlg::HmacSha1, AuthAlg::HmacSha256, AuthAlg::HmacSha384, AuthAlg::HmacSha512];
+    pub const ALL: [AuthAlg; 4] =
+        [AuthAlg::HmacSha1, AuthAlg::HmacSha256, AuthAlg::HmacSha384, AuthAlg::HmacSha512];
 
     pub fn from_name(name: &str) -> Option<AuthAlg> {
         AuthAlg::ALL.into_iter().find(|a| a.name() == name)

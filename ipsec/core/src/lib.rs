@@ -8,7 +8,12 @@
 //!   separate from the databases, shared by the setkey parser and the gateway's socket.
 //! - [`setkey`]: the KAME/FreeBSD setkey(8) language → control requests.
 //! - [`replay`]: the anti-replay window (RFC 4303 §3.4.3 with ESN, RFC 6479 bitmap).
+//! - [`esp`]: the ESP transform: an SA's algorithms as one ocf session, and the packet
+//!   layout one ocf request encrypts and authenticates in place.
+//! - [`stats`]: a counter for every reason a packet is dropped.
 
 pub mod control;
+pub mod esp;
 pub mod replay;
 pub mod setkey;
+pub mod stats;

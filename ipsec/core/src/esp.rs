@@ -1,0 +1,342 @@
+//! The ESP transform (RFC 4303): how an SA's algorithms become one ocf session, and where
+//! the header, IV, payload, padding, trailer and ICV of a packet lie, so that one ocf
+//! request encrypts and authenticates (or verifies and decrypts) it in place.
+//!
+//! ```text
+//!  esp ─┬─ SPI (4) ─ seq (4) ─┬─ IV (iv_len) ─┬─ payload … padding 1,2,3… ─ pad len ─ next hdr ─┬─ ICV ─┐
+//!       └──── AAD (AEAD) ─────┘               └──────────────── encrypted (ocf payload) ─────────┘       │
+//!       └──── authenticated by HMAC (cipher+MAC: AAD = header and IV) ───────────────────────────┘       │
+//!                                                                      ICV written/read in place ────────┘
+//! ```
+//!
+//! - AES-GCM (RFC 4106) and ChaCha20-Poly1305 (RFC 7634): the key material ends with a
+//!   4-byte salt; the nonce is salt ‖ IV, and the 8-byte IV is the 64-bit sequence number,
+//!   which never repeats for an SA (the SA stops before it would). AAD is SPI ‖ seq, or
+//!   SPI ‖ seq_hi ‖ seq_lo with ESN (RFC 4106 §5, RFC 7634 §2.1).
+//! - AES-CBC (RFC 3602), 3DES-CBC (RFC 2451) and NULL (RFC 2410) with HMAC (RFC 2404,
+//!   RFC 4868): encrypt, then HMAC over header ‖ IV ‖ ciphertext (‖ seq_hi with ESN, which ocf
+//!   appends without its being in the packet: `with_esn_high`), truncated. CBC IVs are
+//!   random (RFC 3602 §3: unpredictable).
+
+use std::ops::Range;
+
+use ocf::{Aad, CipherAlg, DigestAlg, Key, MacAlg, Op, Request, SessionParams, TagPlace};
+use rand::RngCore;
+
+use crate::control::{AuthAlg, EncAlg, SaSpec};
+
+/// ESP header: SPI and sequence number.
+pub const ESP_HEADER_LEN: usize = 8;
+
+/// How an SA's packets are laid out and authenticated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transform {
+    pub enc: EncAlg,
+    /// Explicit IV bytes carried in each packet.
+    pub iv_len: usize,
+    /// The payload ‖ padding ‖ trailer must be a multiple of this (at least 4).
+    pub align: usize,
+    pub icv_len: usize,
+    /// AEAD nonce salt (RFC 4106 / RFC 7634), zero otherwise.
+    salt: [u8; 4],
+    aead: bool,
+    /// The cipher's block (CBC needs whole blocks).
+    block: usize,
+}
+
+/// Why an SA's algorithms and keys cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TransformError {
+    /// The key material length is not one the algorithm defines.
+    KeyLength { alg: &'static str, got: usize, allowed: &'static [usize] },
+    /// An AEAD with an authentication algorithm, or another cipher without one.
+    AuthMismatch(&'static str),
+}
+
+impl std::fmt::Display for TransformError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TransformError::KeyLength { alg, got, allowed } => {
+                write!(f, "{alg}: key of {got} bytes (allowed: {allowed:?})")
+            }
+            TransformError::AuthMismatch(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for TransformError {}
+
+impl Transform {
+    /// The transform and the ocf session parameters for an SA.
+    pub fn new(spec: &SaSpec) -> Result<(Transform, SessionParams), TransformError> {
+        let key = spec.enc_key.as_bytes();
+        if !spec.enc.key_lens().contains(&key.len()) {
+            return Err(TransformError::KeyLength { alg: spec.enc.name(), got: key.len(), allowed: spec.enc.key_lens() });
+        }
+        let mut t = Transform {
+            enc: spec.enc,
+            iv_len: 0,
+            align: 4,
+            icv_len: 0,
+            salt: [0; 4],
+            aead: spec.enc.is_aead(),
+            block: 1,
+        };
+        let params = match (spec.enc, &spec.auth) {
+            (EncAlg::AesGcm16 | EncAlg::ChaCha20Poly1305, None) => {
+                let (k, salt) = key.split_at(key.len() - 4);
+                t.salt.copy_from_slice(salt);
+                t.iv_len = 8;
+                t.icv_len = 16;
+                let alg = if spec.enc == EncAlg::AesGcm16 { CipherAlg::AesGcm } else { CipherAlg::ChaCha20Poly1305 };
+                SessionParams::aead(alg, k)
+            }
+            (EncAlg::AesGcm16 | EncAlg::ChaCha20Poly1305, Some(_)) => {
+                return Err(TransformError::AuthMismatch("an AEAD algorithm authenticates by itself: no -A"))
+            }
+            (enc, Some((auth, mkey))) => {
+                if mkey.as_bytes().len() != auth.key_len() {
+                    return Err(TransformError::KeyLength {
+                        alg: auth.name(),
+                        got: mkey.as_bytes().len(),
+                        allowed: auth_key_lens(*auth),
+                    });
+                }
+                let (cipher, ckey) = match enc {
+                    EncAlg::AesCbc => (CipherAlg::AesCbc, Key::new(key)),
+                    EncAlg::TdesCbc => (CipherAlg::TdesCbc, Key::new(key)),
+                    _ => (CipherAlg::Null, Key::empty()),
+                };
+                t.iv_len = cipher.iv_len();
+                t.block = cipher.block_len();
+                t.align = t.block.max(4);
+                t.icv_len = auth.icv_len();
+                SessionParams::cipher_then_mac(cipher, ckey, MacAlg::Hmac(digest(*auth)), mkey.as_bytes())
+                    .with_tag_len(t.icv_len)
+            }
+            (_, None) => {
+                return Err(TransformError::AuthMismatch(
+                    "ESP without authentication is not supported: give -A (RFC 4303 §3.2 recommends it)",
+                ))
+            }
+        };
+        Ok((t, params))
+    }
+
+    /// Bytes ESP adds around a payload of `len` bytes (header, IV, padding, trailer, ICV).
+    pub fn overhead(&self, len: usize) -> usize {
+        ESP_HEADER_LEN + self.iv_len + self.padded_len(len) - len + self.icv_len
+    }
+
+    /// The payload ‖ padding ‖ pad length ‖ next header length for `len` payload bytes.
+    pub fn padded_len(&self, len: usize) -> usize {
+        (len + 2).div_ceil(self.align) * self.align
+    }
+
+    /// Lays out an ESP packet at `esp` in `buf`, whose payload (`len` bytes) already sits at
+    /// `esp + 8 + iv_len`: writes the header, IV, padding and trailer, grows `buf` for the
+    /// ICV, and returns the ocf request that encrypts and authenticates it in place.
+    ///
+    /// `iv` overrides the IV (known-answer tests); otherwise AEAD uses the sequence number
+    /// and CBC a random one.
+    pub fn seal(
+        &self,
+        mut buf: Vec<u8>,
+        esp: usize,
+        len: usize,
+        next_header: u8,
+        spi: u32,
+        seq: u64,
+        esn: bool,
+        iv: Option<&[u8]>,
+    ) -> Request {
+        let body = esp + ESP_HEADER_LEN + self.iv_len;
+        let padded = self.padded_len(len);
+        let pad = padded - len - 2;
+        let icv = body + padded;
+        buf.resize(icv + self.icv_len, 0);
+        buf[esp..esp + 4].copy_from_slice(&spi.to_be_bytes());
+        buf[esp + 4..esp + 8].copy_from_slice(&(seq as u32).to_be_bytes());
+        let ivr = esp + ESP_HEADER_LEN..body;
+        match iv {
+            Some(iv) => buf[ivr.clone()].copy_from_slice(iv),
+            None if self.aead => buf[ivr.clone()].copy_from_slice(&seq.to_be_bytes()),
+            None => rand::rng().fill_bytes(&mut buf[ivr.clone()]),
+        }
+        // RFC 4303 §2.4: the default padding is 1, 2, 3, …
+        for (i, b) in buf[body + len..body + len + pad].iter_mut().enumerate() {
+            *b = (i + 1) as u8;
+        }
+        buf[icv - 2] = pad as u8;
+        buf[icv - 1] = next_header;
+        self.request(Op::Encrypt, buf, esp, body..icv, icv, seq, esn)
+    }
+
+    /// The ocf request that verifies and decrypts the ESP packet at `esp` in `buf` (whose
+    /// length ends at the ICV), given the full sequence number the replay window inferred.
+    /// `Err` if the packet is too short or not whole blocks.
+    pub fn open(&self, buf: Vec<u8>, esp: usize, seq: u64, esn: bool) -> Result<Request, (OpenError, Vec<u8>)> {
+        let body = esp + ESP_HEADER_LEN + self.iv_len;
+        let Some(icv) = buf.len().checked_sub(self.icv_len).filter(|&icv| icv >= body + 2) else {
+            return Err((OpenError::Truncated, buf));
+        };
+        if (icv - body) % self.block != 0 {
+            return Err((OpenError::NotBlocks, buf));
+        }
+        Ok(self.request(Op::Decrypt, buf, esp, body..icv, icv, seq, esn))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn request(
+        &self,
+        op: Op,
+        buf: Vec<u8>,
+        esp: usize,
+        payload: Range<usize>,
+        icv: usize,
+        seq: u64,
+        esn: bool,
+    ) -> Request {
+        let body = payload.start;
+        let mut iv = [0u8; 16];
+        let iv = if self.aead {
+            iv[..4].copy_from_slice(&self.salt);
+            iv[4..12].copy_from_slice(&buf[esp + ESP_HEADER_LEN..body]);
+            &iv[..12]
+        } else {
+            iv[..self.iv_len].copy_from_slice(&buf[esp + ESP_HEADER_LEN..body]);
+            &iv[..self.iv_len]
+        };
+        let mut req = Request::new(op, buf).with_payload(payload).with_iv(iv).with_tag_place(TagPlace::InBuffer(icv));
+        match (self.aead, esn) {
+            (true, false) => req.aad = Aad::Region(esp..esp + ESP_HEADER_LEN),
+            (true, true) => {
+                // RFC 4106 §5 / RFC 7634 §2.1: SPI ‖ seq_hi ‖ seq_lo, not contiguous in the packet.
+                let mut aad = Vec::with_capacity(12);
+                aad.extend_from_slice(&req.buf.as_contiguous().map_or([0; 4], |b| word(b, esp)));
+                aad.extend_from_slice(&((seq >> 32) as u32).to_be_bytes());
+                aad.extend_from_slice(&(seq as u32).to_be_bytes());
+                req.aad = Aad::Bytes(aad);
+            }
+            (false, esn) => {
+                req.aad = Aad::Region(esp..body);
+                if esn {
+                    req.set_esn_high((seq >> 32) as u32);
+                }
+            }
+        }
+        req
+    }
+
+    /// The AEAD IV (and so the nonce's variable part) of sequence number `seq`.
+    pub fn is_aead(&self) -> bool {
+        self.aead
+    }
+}
+
+fn word(b: &[u8], at: usize) -> [u8; 4] {
+    let mut w = [0; 4];
+    if let Some(s) = b.get(at..at + 4) {
+        w.copy_from_slice(s);
+    }
+    w
+}
+
+/// Why an ESP packet cannot even be handed to the cipher.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenError {
+    /// Shorter than header, IV, two trailer bytes and ICV.
+    Truncated,
+    /// The ciphertext is not a whole number of blocks.
+    NotBlocks,
+}
+
+fn digest(a: AuthAlg) -> DigestAlg {
+    match a {
+        AuthAlg::HmacSha1 => DigestAlg::Sha1,
+        AuthAlg::HmacSha256 => DigestAlg::Sha256,
+        AuthAlg::HmacSha384 => DigestAlg::Sha384,
+        AuthAlg::HmacSha512 => DigestAlg::Sha512,
+    }
+}
+
+fn auth_key_lens(a: AuthAlg) -> &'static [usize] {
+    match a {
+        AuthAlg::HmacSha1 => &[20],
+        AuthAlg::HmacSha256 => &[32],
+        AuthAlg::HmacSha384 => &[48],
+        AuthAlg::HmacSha512 => &[64],
+    }
+}
+
+/// After a successful open: the payload's length, checking the padding.
+/// `plain` is payload ‖ padding ‖ pad length ‖ next header.
+pub fn trailer(plain: &[u8]) -> Result<(usize, u8), Trailer> {
+    let n = plain.len();
+    if n < 2 {
+        return Err(Trailer::Short);
+    }
+    let (pad, next) = (plain[n - 2] as usize, plain[n - 1]);
+    let Some(len) = n.checked_sub(2 + pad) else { return Err(Trailer::PadTooLong) };
+    if plain[len..n - 2].iter().enumerate().any(|(i, &b)| b != (i + 1) as u8) {
+        return Err(Trailer::BadPadding);
+    }
+    Ok((len, next))
+}
+
+/// What is wrong with a decrypted ESP trailer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trailer {
+    Short,
+    PadTooLong,
+    BadPadding,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::{KeyBytes, Lifetime, Mode, Proto};
+    use std::net::{IpAddr, Ipv4Addr};
+
+    fn spec(enc: EncAlg, key: &[u8], auth: Option<(AuthAlg, &[u8])>) -> SaSpec {
+        SaSpec {
+            src: IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)),
+            dst: IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2)),
+            proto: Proto::Esp,
+            spi: 0x1234,
+            mode: Mode::Tunnel,
+            reqid: 0,
+            enc,
+            enc_key: KeyBytes::new(key),
+            auth: auth.map(|(a, k)| (a, KeyBytes::new(k))),
+            replay_window: 64,
+            esn: false,
+            natt: None,
+            hard: Lifetime::default(),
+            soft: Lifetime::default(),
+        }
+    }
+
+    #[test]
+    fn padding_is_checked() {
+        assert_eq!(trailer(&[9, 9, 1, 2, 3, 3, 4]), Ok((2, 4)));
+        assert_eq!(trailer(&[9, 9, 0, 4]), Ok((2, 4)), "no padding");
+        assert_eq!(trailer(&[9, 9, 1, 3, 2, 4]), Err(Trailer::BadPadding));
+        assert_eq!(trailer(&[1, 2, 9, 4]), Err(Trailer::PadTooLong));
+        assert_eq!(trailer(&[4]), Err(Trailer::Short));
+    }
+
+    #[test]
+    fn bad_key_material_and_missing_authentication_are_refused() {
+        assert!(matches!(
+            Transform::new(&spec(EncAlg::AesGcm16, &[0; 16], None)),
+            Err(TransformError::KeyLength { got: 16, .. })
+        ));
+        assert!(matches!(Transform::new(&spec(EncAlg::AesCbc, &[0; 16], None)), Err(TransformError::AuthMismatch(_))));
+        assert!(matches!(
+            Transform::new(&spec(EncAlg::AesCbc, &[0; 16], Some((AuthAlg::HmacSha1, &[0; 16])))),
+            Err(TransformError::KeyLength { got: 16, .. })
+        ));
+        assert!(Transform::new(&spec(EncAlg::Null, &[], Some((AuthAlg::HmacSha256, &[0; 32])))).is_ok());
+    }
+}

@@ -1,0 +1,183 @@
+//! Statistics: every reason a packet is dropped has its own counter, per SA and in total
+//! (the seed's per-error statistics, `ipsecstat`/`espstat` in Fast IPsec).
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Why a packet was dropped. One counter each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(usize)]
+pub enum Drop {
+    /// The IP header (or an extension header) is malformed or truncated.
+    Malformed,
+    /// The packet is an IP fragment; ESP needs whole packets (reassemble first).
+    Fragment,
+    /// ESP (or UDP-encapsulated ESP) too short for its header, IV and ICV.
+    EspTruncated,
+    /// No SA for the SPI, destination and protocol.
+    UnknownSpi,
+    /// The sequence number was seen before.
+    Replay,
+    /// The sequence number is older than the anti-replay window.
+    TooOld,
+    /// A sequence number of 0 without ESN (never sent by a correct peer).
+    BadSequence,
+    /// The ICV did not verify (tampered, wrong key, or wrong ESN guess).
+    AuthFailed,
+    /// The ciphertext is not a whole number of cipher blocks.
+    BadLength,
+    /// Padding bytes are not 1, 2, 3, … or the pad length runs past the payload.
+    BadPadding,
+    /// The decapsulated packet is not what the SA's mode says (tunnel: not an IP packet of
+    /// the right version; transport: unknown next header).
+    BadInner,
+    /// Inbound: the packet is not allowed by policy (clear text where ESP is required, or
+    /// through an SA other than the policy's). Outbound: a policy says discard.
+    Policy,
+    /// Outbound: policy requires ESP but no usable SA exists.
+    NoSa,
+    /// The SA's hard lifetime ran out; the SA is gone.
+    Expired,
+    /// The SA's sequence number space is used up; it must be re-keyed (no nonce reuse).
+    SeqExhausted,
+    /// The packet would exceed the largest IP packet after encapsulation.
+    TooBig,
+    /// The crypto driver failed the request for a reason other than authentication.
+    CryptoError,
+}
+
+impl Drop {
+    pub const COUNT: usize = Drop::CryptoError as usize + 1;
+
+    pub const ALL: [Drop; Drop::COUNT] = [
+        Drop::Malformed,
+        Drop::Fragment,
+        Drop::EspTruncated,
+        Drop::UnknownSpi,
+        Drop::Replay,
+        Drop::TooOld,
+        Drop::BadSequence,
+        Drop::AuthFailed,
+        Drop::BadLength,
+        Drop::BadPadding,
+        Drop::BadInner,
+        Drop::Policy,
+        Drop::NoSa,
+        Drop::Expired,
+        Drop::SeqExhausted,
+        Drop::TooBig,
+        Drop::CryptoError,
+    ];
+
+    /// A stable snake_case name for statistics output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Drop::Malformed => "malformed",
+            Drop::Fragment => "fragment",
+            Drop::EspTruncated => "esp_truncated",
+            Drop::UnknownSpi => "unknown_spi",
+            Drop::Replay => "replay",
+            Drop::TooOld => "too_old",
+            Drop::BadSequence => "bad_sequence",
+            Drop::AuthFailed => "auth_failed",
+            Drop::BadLength => "bad_length",
+            Drop::BadPadding => "bad_padding",
+            Drop::BadInner => "bad_inner",
+            Drop::Policy => "policy",
+            Drop::NoSa => "no_sa",
+            Drop::Expired => "expired",
+            Drop::SeqExhausted => "seq_exhausted",
+            Drop::TooBig => "too_big",
+            Drop::CryptoError => "crypto_error",
+        }
+    }
+}
+
+impl fmt::Display for Drop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Live counters (relaxed atomics: each is exact, a snapshot is not one instant).
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) packets_out: AtomicU64,
+    pub(crate) bytes_out: AtomicU64,
+    pub(crate) packets_in: AtomicU64,
+    pub(crate) bytes_in: AtomicU64,
+    drops: [AtomicU64; Drop::COUNT],
+}
+
+impl Counters {
+    #[inline]
+    pub(crate) fn drop(&self, why: Drop) {
+        self.drops[why as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn sent(&self, bytes: usize) {
+        self.packets_out.fetch_add(1, Ordering::Relaxed);
+        self.bytes_out.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn received(&self, bytes: usize) {
+        self.packets_in.fetch_add(1, Ordering::Relaxed);
+        self.bytes_in.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> Stats {
+        let mut drops = [0; Drop::COUNT];
+        for (d, c) in drops.iter_mut().zip(&self.drops) {
+            *d = c.load(Ordering::Relaxed);
+        }
+        Stats {
+            packets_out: self.packets_out.load(Ordering::Relaxed),
+            bytes_out: self.bytes_out.load(Ordering::Relaxed),
+            packets_in: self.packets_in.load(Ordering::Relaxed),
+            bytes_in: self.bytes_in.load(Ordering::Relaxed),
+            drops,
+        }
+    }
+}
+
+/// A snapshot of counters: packets and payload bytes protected (out) and accepted (in),
+/// and drops by reason.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub packets_out: u64,
+    pub bytes_out: u64,
+    pub packets_in: u64,
+    pub bytes_in: u64,
+    drops: [u64; Drop::COUNT],
+}
+
+impl Stats {
+    pub fn drops(&self, why: Drop) -> u64 {
+        self.drops[why as usize]
+    }
+
+    pub fn total_drops(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+
+    /// The reasons with a non-zero count.
+    pub fn nonzero_drops(&self) -> impl Iterator<Item = (Drop, u64)> + '_ {
+        Drop::ALL.into_iter().map(|d| (d, self.drops(d))).filter(|&(_, n)| n > 0)
+    }
+}
+
+impl fmt::Display for Stats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "out {} packets {} bytes, in {} packets {} bytes",
+            self.packets_out, self.bytes_out, self.packets_in, self.bytes_in
+        )?;
+        for (d, n) in self.nonzero_drops() {
+            write!(f, ", {d} {n}")?;
+        }
+        Ok(())
+    }
+}
