@@ -10,10 +10,12 @@
 //! - [`replay`]: the anti-replay window (RFC 4303 §3.4.3 with ESN, RFC 6479 bitmap).
 //! - [`esp`]: the ESP transform: an SA's algorithms as one ocf session, and the packet
 //!   layout one ocf request encrypts and authenticates in place.
+//! - [`spd`]: the security policy database, read lock-free on the packet path.
 //! - [`stats`]: a counter for every reason a packet is dropped.
 
 pub mod control;
 pub mod esp;
 pub mod replay;
 pub mod setkey;
+pub mod spd;
 pub mod stats;
