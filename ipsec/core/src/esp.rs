@@ -71,7 +71,11 @@ impl Transform {
     pub fn new(spec: &SaSpec) -> Result<(Transform, SessionParams), TransformError> {
         let key = spec.enc_key.as_bytes();
         if !spec.enc.key_lens().contains(&key.len()) {
-            return Err(TransformError::KeyLength { alg: spec.enc.name(), got: key.len(), allowed: spec.enc.key_lens() });
+            return Err(TransformError::KeyLength {
+                alg: spec.enc.name(),
+                got: key.len(),
+                allowed: spec.enc.key_lens(),
+            });
         }
         let mut t = Transform {
             enc: spec.enc,
@@ -88,7 +92,11 @@ impl Transform {
                 t.salt.copy_from_slice(salt);
                 t.iv_len = 8;
                 t.icv_len = 16;
-                let alg = if spec.enc == EncAlg::AesGcm16 { CipherAlg::AesGcm } else { CipherAlg::ChaCha20Poly1305 };
+                let alg = if spec.enc == EncAlg::AesGcm16 {
+                    CipherAlg::AesGcm
+                } else {
+                    CipherAlg::ChaCha20Poly1305
+                };
                 SessionParams::aead(alg, k)
             }
             (EncAlg::AesGcm16 | EncAlg::ChaCha20Poly1305, Some(_)) => {
@@ -139,6 +147,7 @@ impl Transform {
     ///
     /// `iv` overrides the IV (known-answer tests); otherwise AEAD uses the sequence number
     /// and CBC a random one.
+    #[allow(clippy::too_many_arguments)]
     pub fn seal(
         &self,
         mut buf: Vec<u8>,
@@ -172,10 +181,29 @@ impl Transform {
         self.request(Op::Encrypt, buf, esp, body..icv, icv, seq, esn)
     }
 
+    /// Whether an ESP packet of `len` bytes (header to ICV) can be opened at all: long
+    /// enough for header, IV, two trailer bytes and ICV, and whole cipher blocks.
+    pub fn check_len(&self, len: usize) -> Result<(), OpenError> {
+        let Some(body) = len.checked_sub(ESP_HEADER_LEN + self.iv_len + self.icv_len).filter(|&b| b >= 2)
+        else {
+            return Err(OpenError::Truncated);
+        };
+        if body % self.block != 0 {
+            return Err(OpenError::NotBlocks);
+        }
+        Ok(())
+    }
+
     /// The ocf request that verifies and decrypts the ESP packet at `esp` in `buf` (whose
     /// length ends at the ICV), given the full sequence number the replay window inferred.
     /// `Err` if the packet is too short or not whole blocks.
-    pub fn open(&self, buf: Vec<u8>, esp: usize, seq: u64, esn: bool) -> Result<Request, (OpenError, Vec<u8>)> {
+    pub fn open(
+        &self,
+        buf: Vec<u8>,
+        esp: usize,
+        seq: u64,
+        esn: bool,
+    ) -> Result<Request, (OpenError, Vec<u8>)> {
         let body = esp + ESP_HEADER_LEN + self.iv_len;
         let Some(icv) = buf.len().checked_sub(self.icv_len).filter(|&icv| icv >= body + 2) else {
             return Err((OpenError::Truncated, buf));
@@ -207,15 +235,20 @@ impl Transform {
             iv[..self.iv_len].copy_from_slice(&buf[esp + ESP_HEADER_LEN..body]);
             &iv[..self.iv_len]
         };
-        let mut req = Request::new(op, buf).with_payload(payload).with_iv(iv).with_tag_place(TagPlace::InBuffer(icv));
+        let mut req =
+            Request::new(op, buf).with_payload(payload).with_iv(iv).with_tag_place(TagPlace::InBuffer(icv));
         match (self.aead, esn) {
             (true, false) => req.aad = Aad::Region(esp..esp + ESP_HEADER_LEN),
             (true, true) => {
-                // RFC 4106 §5 / RFC 7634 §2.1: SPI ‖ seq_hi ‖ seq_lo, not contiguous in the packet.
+                // RFC 4106 §5 / RFC 7634 §2.1: SPI ‖ seq_hi ‖ seq_lo, not contiguous in the
+                // packet. SPI and seq_lo are taken from the packet itself, so that what is
+                // authenticated is what was sent.
+                let packet = req.buf.as_contiguous().unwrap_or(&[]);
+                let (spi, lo) = (word(packet, esp), word(packet, esp + 4));
                 let mut aad = Vec::with_capacity(12);
-                aad.extend_from_slice(&req.buf.as_contiguous().map_or([0; 4], |b| word(b, esp)));
+                aad.extend_from_slice(&spi);
                 aad.extend_from_slice(&((seq >> 32) as u32).to_be_bytes());
-                aad.extend_from_slice(&(seq as u32).to_be_bytes());
+                aad.extend_from_slice(&lo);
                 req.aad = Aad::Bytes(aad);
             }
             (false, esn) => {
@@ -332,7 +365,10 @@ mod tests {
             Transform::new(&spec(EncAlg::AesGcm16, &[0; 16], None)),
             Err(TransformError::KeyLength { got: 16, .. })
         ));
-        assert!(matches!(Transform::new(&spec(EncAlg::AesCbc, &[0; 16], None)), Err(TransformError::AuthMismatch(_))));
+        assert!(matches!(
+            Transform::new(&spec(EncAlg::AesCbc, &[0; 16], None)),
+            Err(TransformError::AuthMismatch(_))
+        ));
         assert!(matches!(
             Transform::new(&spec(EncAlg::AesCbc, &[0; 16], Some((AuthAlg::HmacSha1, &[0; 16])))),
             Err(TransformError::KeyLength { got: 16, .. })

@@ -4,6 +4,10 @@
 //! actions out, so that it can be tested byte for byte against independent implementations
 //! and driven by the gateway (`ipsecd`).
 //!
+//! - [`datapath`]: [`Ipsec`], the packet path: outbound policy and ESP encapsulation,
+//!   inbound decapsulation and policy check, as continuations over ocf.
+//! - [`db`]: the databases behind the control protocol.
+//! - [`sad`]: the security association database.
 //! - [`control`]: the typed control protocol (add/get/delete/flush/dump SAs and policies),
 //!   separate from the databases, shared by the setkey parser and the gateway's socket.
 //! - [`setkey`]: the KAME/FreeBSD setkey(8) language → control requests.
@@ -14,8 +18,13 @@
 //! - [`stats`]: a counter for every reason a packet is dropped.
 
 pub mod control;
+pub mod datapath;
+pub mod db;
 pub mod esp;
 pub mod replay;
+pub mod sad;
 pub mod setkey;
 pub mod spd;
 pub mod stats;
+
+pub use datapath::{Ipsec, Packet, Sink, HEADROOM, TAILROOM};

@@ -298,6 +298,12 @@ impl SeqCounter {
             .map_err(|_| SeqExhausted { esn: self.esn })
     }
 
+    /// Moves the counter forward so that the next number is after `last` (restoring a
+    /// saved counter after a restart). Never moves it back: no number is handed out twice.
+    pub fn skip_to(&self, last: u64) {
+        self.last.fetch_max(last.min(self.limit()), Ordering::Relaxed);
+    }
+
     /// The last number handed out (0: none yet).
     pub fn last(&self) -> u64 {
         self.last.load(Ordering::Relaxed)

@@ -148,7 +148,8 @@ impl Spd {
         let _w = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         let slot = &self.tables[index(dir)];
         let old = slot.load();
-        let policies: Vec<_> = old.policies.iter().filter(|p| &p.spec.selector != selector).cloned().collect();
+        let policies: Vec<_> =
+            old.policies.iter().filter(|p| &p.spec.selector != selector).cloned().collect();
         if policies.len() == old.policies.len() {
             return Err(SpdError::NotFound);
         }
@@ -168,7 +169,9 @@ impl Spd {
     pub fn dump(&self) -> Vec<PolicySpec> {
         [Dir::In, Dir::Out, Dir::Fwd]
             .iter()
-            .flat_map(|&d| self.tables[index(d)].load().policies.iter().map(|p| p.spec.clone()).collect::<Vec<_>>())
+            .flat_map(|&d| {
+                self.tables[index(d)].load().policies.iter().map(|p| p.spec.clone()).collect::<Vec<_>>()
+            })
             .collect()
     }
 
@@ -209,7 +212,8 @@ mod tests {
         let v6 = Prefix { addr: "2001:db8::".parse().unwrap(), len: 32 };
         assert!(v6.contains("2001:db8:1::5".parse().unwrap()));
         assert!(!v6.contains("2001:db9::5".parse().unwrap()));
-        assert!(Prefix { addr: "2001:db8::5".parse().unwrap(), len: 128 }.contains("2001:db8::5".parse().unwrap()));
+        assert!(Prefix { addr: "2001:db8::5".parse().unwrap(), len: 128 }
+            .contains("2001:db8::5".parse().unwrap()));
     }
 
     #[test]

@@ -1,0 +1,704 @@
+//! The packet path: outbound policy lookup and ESP encapsulation, inbound ESP
+//! decapsulation and policy check, as continuations over ocf.
+//!
+//! ```text
+//! output(packet) ─ parse ─ SPD out ─┬─ bypass ─────────────────────────────► sink.transmit
+//!                                   ├─ discard ─► drop (policy)
+//!                                   └─ protect ─ SA ─ seq ─ lay out ESP ─ ocf submit
+//!                                                                  └─ completion: sink.transmit
+//! input(packet) ─ parse ─┬─ ESP (or ESP in UDP 4500) ─ SAD (SPI, dst) ─ replay check ─ ocf submit
+//!                        │        └─ completion: replay update ─ trailer ─ strip ─ SPD in ─► sink.deliver
+//!                        └─ clear ─ SPD in (ESP required? drop) ──────────────────────► sink.deliver
+//! ```
+//!
+//! Nothing here does I/O or waits: a packet goes in, and comes out through the [`Sink`] —
+//! at once when the crypto driver is synchronous (ocf's `soft`), later from the driver's
+//! completion context when it is not. Every drop is counted under its reason, per SA and
+//! in total ([`crate::stats::Drop`]).
+//!
+//! Packets carry headroom ([`Packet::head`]): encapsulation writes the outer headers in
+//! front of the payload without moving it when there is room (the gateway reads packets
+//! [`HEADROOM`] bytes into its buffers), and decapsulation hands back the inner packet
+//! where it lies.
+
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+
+use ipsec_wire::{Encap, PseudoHeader, Summary, Upper as Wire};
+use ocf::Buffer;
+use ocf::{Callback, Error as OcfError, Flags, Framework, Outcome};
+
+use crate::control::{Action, Dir, Level, Mode, Proto, Request};
+use crate::db::{ControlError, Databases, Response};
+use crate::esp::{self, OpenError, Trailer, ESP_HEADER_LEN};
+use crate::sad::{Event, Sa, SaState};
+use crate::spd::Flow;
+use crate::stats::{Counters, Drop, Stats};
+
+/// Room to leave in front of a packet for the outer IPv6 header, UDP, ESP header and IV.
+pub const HEADROOM: usize = 40 + 8 + ESP_HEADER_LEN + 16;
+/// Room to leave after a packet for padding, trailer and the longest ICV.
+pub const TAILROOM: usize = 16 + 2 + 32;
+
+const PROTO_IPV4: u8 = 4;
+const PROTO_UDP: u8 = 17;
+const PROTO_ESP: u8 = 50;
+const PROTO_IPV6: u8 = 41;
+const PROTO_NONE: u8 = 59;
+
+/// A packet in a buffer: the IP packet is `data[head..]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Packet {
+    pub data: Vec<u8>,
+    pub head: usize,
+}
+
+impl Packet {
+    /// A packet with no headroom.
+    pub fn new(bytes: Vec<u8>) -> Packet {
+        Packet { data: bytes, head: 0 }
+    }
+
+    /// A copy of `bytes` with [`HEADROOM`] in front and [`TAILROOM`] reserved behind.
+    pub fn with_headroom(bytes: &[u8]) -> Packet {
+        let mut data = Vec::with_capacity(HEADROOM + bytes.len() + TAILROOM);
+        data.resize(HEADROOM, 0);
+        data.extend_from_slice(bytes);
+        Packet { data, head: HEADROOM }
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.data[self.head.min(self.data.len())..]
+    }
+}
+
+/// Where packets go.
+pub trait Sink: Send + Sync {
+    /// To the network: ESP packets, and packets policy lets through in the clear.
+    fn transmit(&self, packet: Packet);
+    /// To the protected side: decapsulated packets, and clear ones policy allows.
+    fn deliver(&self, packet: Packet);
+}
+
+/// The Fast IPsec core: databases, statistics, and the packet path.
+pub struct Ipsec {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    db: Databases,
+    counters: Counters,
+    sink: Arc<dyn Sink>,
+    events: Mutex<Vec<Event>>,
+}
+
+/// Per SA, the two completions (made when the SA is installed, so the packet path
+/// allocates none).
+pub(crate) struct SaCallbacks {
+    output: Callback,
+    input: Callback,
+}
+
+impl Ipsec {
+    /// A core whose SAs use `fw`'s drivers, sending what it produces to `sink`.
+    pub fn new(fw: Framework, sink: Arc<dyn Sink>) -> Ipsec {
+        Ipsec {
+            shared: Arc::new(Shared {
+                db: Databases::new(fw),
+                counters: Counters::default(),
+                sink,
+                events: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// Carries out a control request (the setkey language and the gateway's socket both
+    /// come here).
+    pub fn control(&self, req: &Request) -> Result<Response, ControlError> {
+        let r = self.shared.db.apply(req)?;
+        if let Request::AddSa(spec) = req {
+            let id = crate::control::SaId { src: spec.src, dst: spec.dst, proto: spec.proto, spi: spec.spi };
+            if let Some(sa) = self.shared.db.sad.get(&id) {
+                self.shared.attach(&sa);
+            }
+        }
+        Ok(r)
+    }
+
+    /// The databases (read-only use: lookups, dumps).
+    pub fn databases(&self) -> &Databases {
+        &self.shared.db
+    }
+
+    /// Totals over every SA, and drops that happened before an SA was found.
+    pub fn stats(&self) -> Stats {
+        self.shared.counters.snapshot()
+    }
+
+    /// Applies time lifetimes; call it about once a second.
+    pub fn tick(&self) {
+        let ev = self.shared.db.sad.tick();
+        self.shared.push_events(ev);
+    }
+
+    /// Lifetime and sequence events since the last call.
+    pub fn take_events(&self) -> Vec<Event> {
+        std::mem::take(&mut *self.shared.events.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Processes a packet leaving the protected side. `Err` if it was dropped (and
+    /// counted); otherwise it reaches the sink, now or from the crypto completion.
+    pub fn output(&self, packet: Packet) -> Result<(), Drop> {
+        self.shared.output(packet)
+    }
+
+    /// Processes a packet arriving from the network. `Err` if it was dropped (and
+    /// counted) before the crypto; a packet that fails later is counted then.
+    pub fn input(&self, packet: Packet) -> Result<(), Drop> {
+        self.shared.input(packet)
+    }
+}
+
+/// What the completion needs to finish an inbound packet, packed into the request's cookie:
+/// where the packet and its ESP header start, and whether UDP encapsulation sits between
+/// the IP header and ESP. (The sequence number's high half rides in the request itself:
+/// in its AAD or its ESN bits.)
+#[derive(Clone, Copy)]
+struct InCookie {
+    head: u16,
+    esp: u16,
+    udp: bool,
+}
+
+impl InCookie {
+    fn pack(self) -> u64 {
+        u64::from(self.head) | u64::from(self.esp) << 16 | u64::from(self.udp) << 32
+    }
+
+    fn unpack(v: u64) -> InCookie {
+        InCookie { head: v as u16, esp: (v >> 16) as u16, udp: v >> 32 & 1 == 1 }
+    }
+}
+
+/// The high half of the sequence number a request was opened with.
+fn seq_hi_of(req: &ocf::Request) -> u32 {
+    if let Some(h) = req.esn_high() {
+        return h;
+    }
+    match &req.aad {
+        ocf::Aad::Bytes(b) if b.len() == 12 => u32::from_be_bytes([b[4], b[5], b[6], b[7]]),
+        _ => 0,
+    }
+}
+
+fn parse(bytes: &[u8]) -> Result<Summary, Drop> {
+    ipsec_wire::parse_any(bytes).map_err(|_| Drop::Malformed)
+}
+
+/// The flow a packet offers to the SPD (ports from TCP, UDP and SCTP headers).
+fn flow(s: &Summary, bytes: &[u8]) -> Flow {
+    let proto = s.protocol.0;
+    let (sport, dport) = match (proto, s.is_fragment) {
+        (6 | 17 | 132, false) => match bytes.get(s.offset..s.offset + 4) {
+            Some(p) => (u16::from_be_bytes([p[0], p[1]]), u16::from_be_bytes([p[2], p[3]])),
+            None => (0, 0),
+        },
+        _ => (0, 0),
+    };
+    Flow { src: s.src, dst: s.dst, proto, sport, dport }
+}
+
+impl Shared {
+    fn drop(&self, sa: Option<&Sa>, why: Drop) -> Drop {
+        self.counters.drop(why);
+        if let Some(sa) = sa {
+            sa.counters.drop(why);
+        }
+        why
+    }
+
+    fn push_events(&self, ev: impl IntoIterator<Item = Event>) {
+        let mut e = self.events.lock().unwrap_or_else(PoisonError::into_inner);
+        e.extend(ev);
+    }
+
+    /// Charges a packet of `len` bytes to an SA with packet or byte lifetimes; true if the
+    /// SA's hard lifetime is now over (it is removed and reported).
+    #[inline]
+    fn expire_by_volume(&self, sa: &Sa, len: usize) -> bool {
+        if !sa.has_volume_limits() {
+            return false;
+        }
+        let st = sa.counters.snapshot();
+        match sa.charge(st.packets_out + st.packets_in + 1, st.bytes_out + st.bytes_in + len as u64) {
+            Some(SaState::Dead) => {
+                self.db.sad.reap(&sa.id);
+                self.push_events([Event::HardExpired(sa.id)]);
+                true
+            }
+            Some(SaState::Dying) => {
+                self.push_events([Event::SoftExpired(sa.id)]);
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// Gives a new SA its completions.
+    fn attach(self: &Arc<Shared>, sa: &Arc<Sa>) {
+        let (s1, a1) = (Arc::downgrade(self), Arc::downgrade(sa));
+        let (s2, a2) = (s1.clone(), a1.clone());
+        let output: Callback = Arc::new(move |o| {
+            if let (Some(s), Some(sa)) = (Weak::upgrade(&s1), Weak::upgrade(&a1)) {
+                s.output_done(&sa, o);
+            }
+        });
+        let input: Callback = Arc::new(move |o| {
+            if let (Some(s), Some(sa)) = (Weak::upgrade(&s2), Weak::upgrade(&a2)) {
+                s.input_done(&sa, o);
+            }
+        });
+        let _ = sa.callbacks.set(SaCallbacks { output, input });
+    }
+
+    // ----- outbound ----------------------------------------------------------------------
+
+    fn output(&self, packet: Packet) -> Result<(), Drop> {
+        let s = parse(packet.bytes()).map_err(|d| self.drop(None, d))?;
+        let f = flow(&s, packet.bytes());
+        let Some(policy) = self.db.spd.lookup(Dir::Out, &f) else {
+            self.sink.transmit(packet);
+            return Ok(());
+        };
+        let rule = match &policy.spec.action {
+            Action::Bypass => {
+                self.sink.transmit(packet);
+                return Ok(());
+            }
+            Action::Discard => return Err(self.drop(None, Drop::Policy)),
+            Action::Protect(rules) => match rules.first() {
+                Some(r) => *r,
+                None => return Err(self.drop(None, Drop::Policy)),
+            },
+        };
+        let (src, dst) = rule.tunnel.unwrap_or((s.src, s.dst));
+        let reqid = if let Level::Unique(n) = rule.level { n } else { 0 };
+        let Some(sa) = self.db.sad.outbound(src, dst, rule.mode, reqid) else {
+            if rule.level == Level::Use {
+                self.sink.transmit(packet);
+                return Ok(());
+            }
+            return Err(self.drop(None, Drop::NoSa));
+        };
+        let tunnel = rule.mode == Mode::Tunnel || (rule.mode == Mode::Any && sa.spec.mode == Mode::Tunnel);
+        if !tunnel && s.is_fragment {
+            return Err(self.drop(Some(&sa), Drop::Fragment));
+        }
+        self.seal(&sa, packet, &s, tunnel)
+    }
+
+    fn seal(&self, sa: &Arc<Sa>, packet: Packet, s: &Summary, tunnel: bool) -> Result<(), Drop> {
+        let seq = match sa.seq.next() {
+            Ok(n) => n,
+            Err(_) => {
+                if sa.exhausted_first() {
+                    self.push_events([Event::SeqExhausted(sa.id)]);
+                }
+                return Err(self.drop(Some(sa), Drop::SeqExhausted));
+            }
+        };
+        if self.expire_by_volume(sa, s.ip_len) {
+            return Err(self.drop(Some(sa), Drop::Expired));
+        }
+        let t = &sa.transform;
+        let natt = sa.spec.natt;
+        let v6_out = sa.id.dst.is_ipv6();
+        let Packet { mut data, head } = packet;
+        data.truncate(head + s.ip_len);
+        let tos = traffic_class(&data[head..]);
+        let udp = if natt.is_some() { 8 } else { 0 };
+        let esp_len = ESP_HEADER_LEN + t.iv_len;
+        // What stays in front of ESP (a tunnel's new outer header, or transport's own IP
+        // header), what ESP protects, and the next header its trailer names.
+        let (outer_len, split) = if tunnel {
+            (if v6_out { 40 } else { 20 }, None)
+        } else {
+            let sp = transport_split(&data[head..], s).ok_or_else(|| self.drop(Some(sa), Drop::Malformed))?;
+            (sp.keep, Some(sp))
+        };
+        let (len, next_header) = match split {
+            None => (s.ip_len, if s.src.is_ipv6() { PROTO_IPV6 } else { PROTO_IPV4 }),
+            Some(sp) => (s.ip_len - sp.keep, sp.next),
+        };
+        let total = outer_len + udp + esp_len + t.padded_len(len) + t.icv_len;
+        if total - if v6_out { 40 } else { 0 } > 0xffff {
+            return Err(self.drop(Some(sa), Drop::TooBig));
+        }
+        // The payload must end up right after the ESP header and IV: in place when the
+        // buffer has the room in front, else copied once into a new buffer.
+        let (mut buf, base) = match split {
+            None if head >= outer_len + udp + esp_len => (data, head - (outer_len + udp + esp_len)),
+            Some(sp) if head >= udp + esp_len => {
+                let base = head - (udp + esp_len);
+                data.copy_within(head..head + sp.keep, base);
+                (data, base)
+            }
+            _ => {
+                let front = outer_len + udp + esp_len;
+                let mut v = Vec::with_capacity(front + len + TAILROOM);
+                v.resize(front, 0);
+                if split.is_some() {
+                    v[..outer_len].copy_from_slice(&data[head..head + outer_len]);
+                }
+                v.extend_from_slice(&data[head + s.ip_len - len..]);
+                (v, 0)
+            }
+        };
+        let esp_at = base + outer_len + udp;
+        let mut req =
+            t.seal(std::mem::take(&mut buf), esp_at, len, next_header, sa.id.spi, seq, sa.spec.esn, None);
+        // Outer headers now that every length is known (the ICV is written in place later).
+        if let Some(bytes) = req.buf.as_contiguous_mut() {
+            let total = bytes.len() - base;
+            let proto = if natt.is_some() { PROTO_UDP } else { PROTO_ESP };
+            match split {
+                None => write_outer(&mut bytes[base..], sa.id.src, sa.id.dst, total, proto, tos),
+                Some(sp) => fix_transport_header(&mut bytes[base..], &sp, total, proto),
+            }
+            if let Some(n) = natt {
+                write_udp(&mut bytes[base + outer_len..], n.sport, n.dport, total - outer_len);
+            }
+        }
+        // The completion needs where the packet starts and, for UDP over IPv6, where the UDP
+        // header is: its checksum covers the ESP packet, so it is computed after the ICV.
+        let udp_at = if natt.is_some() && v6_out { outer_len } else { 0 };
+        req.user = base as u64 | (udp_at as u64) << 32;
+        req.flags = Flags::CALLBACK_IMMEDIATE;
+        sa.counters.sent(len);
+        self.counters.sent(len);
+        match sa.callbacks.get() {
+            Some(cb) => sa.session.submit(req, &cb.output),
+            None => self.output_done(sa, sa.session.run(req)),
+        }
+        Ok(())
+    }
+
+    fn output_done(&self, sa: &Sa, outcome: Outcome) {
+        match outcome {
+            Ok(mut req) => {
+                let (head, udp_at) = (req.user as u32 as usize, (req.user >> 32) as usize);
+                let mut data = into_vec(req.buf.take());
+                if udp_at != 0 {
+                    udp6_checksum(&mut data[head..], udp_at);
+                }
+                self.sink.transmit(Packet { data, head });
+            }
+            Err(_) => {
+                self.drop(Some(sa), Drop::CryptoError);
+            }
+        }
+    }
+
+    // ----- inbound -----------------------------------------------------------------------
+
+    fn input(&self, packet: Packet) -> Result<(), Drop> {
+        let s = parse(packet.bytes()).map_err(|d| self.drop(None, d))?;
+        let esp_off = match s.upper {
+            Wire::Esp(_) => s.offset,
+            Wire::UdpEncap(_, Encap::Esp(_)) => s.offset + 8,
+            // NAT keepalives only keep a NAT mapping open.
+            Wire::UdpEncap(_, Encap::Keepalive) => return Ok(()),
+            _ if s.protocol.0 == PROTO_ESP => return Err(self.drop(None, Drop::EspTruncated)),
+            _ => return self.clear_input(packet, &s),
+        };
+        if s.is_fragment {
+            return Err(self.drop(None, Drop::Fragment));
+        }
+        let bytes = packet.bytes();
+        let (spi, seq_lo) = match bytes.get(esp_off..esp_off + 8) {
+            Some(h) => {
+                (u32::from_be_bytes([h[0], h[1], h[2], h[3]]), u32::from_be_bytes([h[4], h[5], h[6], h[7]]))
+            }
+            None => return Err(self.drop(None, Drop::EspTruncated)),
+        };
+        let Some(sa) = self.db.sad.inbound(spi, s.dst) else {
+            return Err(self.drop(None, Drop::UnknownSpi));
+        };
+        if sa.state() == SaState::Dead {
+            return Err(self.drop(Some(&sa), Drop::Expired));
+        }
+        // Malformed before replay: a truncated packet says nothing about the window.
+        match sa.transform.check_len(s.ip_len - esp_off) {
+            Ok(()) => {}
+            Err(OpenError::Truncated) => return Err(self.drop(Some(&sa), Drop::EspTruncated)),
+            Err(OpenError::NotBlocks) => return Err(self.drop(Some(&sa), Drop::BadLength)),
+        }
+        let seq = sa.replay.lock().unwrap_or_else(PoisonError::into_inner).check(seq_lo);
+        let seq = seq.map_err(|e| self.drop(Some(&sa), e.drop_reason()))?;
+        let Packet { mut data, head } = packet;
+        data.truncate(head + s.ip_len);
+        let esp_at = head + esp_off;
+        let mut req = match sa.transform.open(data, esp_at, seq, sa.spec.esn) {
+            Ok(r) => r,
+            Err((OpenError::Truncated, _)) => return Err(self.drop(Some(&sa), Drop::EspTruncated)),
+            Err((OpenError::NotBlocks, _)) => return Err(self.drop(Some(&sa), Drop::BadLength)),
+        };
+        let udp = !matches!(s.upper, Wire::Esp(_));
+        req.user = InCookie { head: head as u16, esp: esp_at as u16, udp }.pack();
+        req.flags = Flags::CALLBACK_IMMEDIATE;
+        match sa.callbacks.get() {
+            Some(cb) => sa.session.submit(req, &cb.input),
+            None => self.input_done(&sa, sa.session.run(req)),
+        }
+        Ok(())
+    }
+
+    fn input_done(&self, sa: &Sa, outcome: Outcome) {
+        let mut req = match outcome {
+            Ok(r) => r,
+            Err(f) => {
+                let why =
+                    if f.error() == &OcfError::AuthFailed { Drop::AuthFailed } else { Drop::CryptoError };
+                self.drop(Some(sa), why);
+                return;
+            }
+        };
+        let c = InCookie::unpack(req.user);
+        let payload = req.payload_range();
+        let mut data = into_vec(req.buf.take());
+        let (head, esp_at) = (c.head as usize, c.esp as usize);
+        let seq_lo =
+            u32::from_be_bytes([data[esp_at + 4], data[esp_at + 5], data[esp_at + 6], data[esp_at + 7]]);
+        let seq = u64::from(seq_hi_of(&req)) << 32 | u64::from(seq_lo);
+        // Only now, with the ICV verified, does the window move (RFC 4303 §3.4.3).
+        if let Err(e) = sa.replay.lock().unwrap_or_else(PoisonError::into_inner).update(seq) {
+            self.drop(Some(sa), e.drop_reason());
+            return;
+        }
+        let (len, next) = match esp::trailer(&data[payload.clone()]) {
+            Ok(t) => t,
+            Err(Trailer::BadPadding | Trailer::Short) => {
+                self.drop(Some(sa), Drop::BadPadding);
+                return;
+            }
+            Err(Trailer::PadTooLong) => {
+                self.drop(Some(sa), Drop::BadPadding);
+                return;
+            }
+        };
+        let body = payload.start;
+        data.truncate(body + len);
+        let stats_len = len;
+        let packet = match next {
+            // A dummy packet (RFC 4303 §2.6, traffic flow confidentiality): discard quietly.
+            PROTO_NONE => return,
+            PROTO_IPV4 | PROTO_IPV6 => Packet { data, head: body },
+            _ => {
+                // Transport: the IP header (without any UDP encapsulation) moves up to meet
+                // the payload.
+                let hdr = esp_at - head - if c.udp { 8 } else { 0 };
+                let new_head = body - hdr;
+                data.copy_within(head..head + hdr, new_head);
+                let total = data.len() - new_head;
+                if restore_transport_header(&mut data[new_head..], hdr, total, next).is_err() {
+                    self.drop(Some(sa), Drop::BadInner);
+                    return;
+                }
+                Packet { data, head: new_head }
+            }
+        };
+        let Ok(inner) = parse(packet.bytes()) else {
+            self.drop(Some(sa), Drop::BadInner);
+            return;
+        };
+        // The policy check after decapsulation: the packet must be one this SA may carry.
+        if let Some(p) = self.db.spd.lookup(Dir::In, &flow(&inner, packet.bytes())) {
+            let ok = match &p.spec.action {
+                Action::Protect(rules) => rules.iter().any(|r| rule_allows(r, sa)),
+                Action::Bypass | Action::Discard => false,
+            };
+            if !ok {
+                self.drop(Some(sa), Drop::Policy);
+                return;
+            }
+        }
+        if self.expire_by_volume(sa, stats_len) {
+            self.drop(Some(sa), Drop::Expired);
+            return;
+        }
+        sa.counters.received(stats_len);
+        self.counters.received(stats_len);
+        self.sink.deliver(packet);
+    }
+
+    /// A packet that arrived without ESP: allowed unless policy requires protection.
+    fn clear_input(&self, packet: Packet, s: &Summary) -> Result<(), Drop> {
+        match self.db.spd.lookup(Dir::In, &flow(s, packet.bytes())).map(|p| p.spec.action.clone()) {
+            Some(Action::Protect(rules)) if rules.iter().all(|r| r.level == Level::Use) => {}
+            Some(Action::Protect(_) | Action::Discard) => return Err(self.drop(None, Drop::Policy)),
+            _ => {}
+        }
+        self.sink.deliver(packet);
+        Ok(())
+    }
+}
+
+/// A request's buffer as the vector it was made from (ESP requests are always contiguous).
+fn into_vec(b: Buffer) -> Vec<u8> {
+    match b {
+        Buffer::Contiguous(v) => v,
+        other => other.to_vec(),
+    }
+}
+
+/// Whether a policy rule is satisfied by a packet that came through `sa`.
+fn rule_allows(r: &crate::control::Rule, sa: &Sa) -> bool {
+    matches!(r.proto, Proto::Esp | Proto::EspUdp)
+        && match r.tunnel {
+            Some((src, dst)) => src == sa.id.src && dst == sa.id.dst,
+            None => true,
+        }
+        && match r.level {
+            Level::Unique(n) if n != 0 => sa.spec.reqid == n,
+            _ => true,
+        }
+}
+
+static IPV4_ID: OnceLock<std::sync::atomic::AtomicU16> = OnceLock::new();
+
+/// Writes a tunnel's outer IPv4 or IPv6 header. The inner packet's DSCP and ECN are
+/// copied out (RFC 4301 §5.1.2.1; RFC 6040 normal mode copies ECN).
+fn write_outer(b: &mut [u8], src: IpAddr, dst: IpAddr, total: usize, proto: u8, tos: u8) {
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let id = IPV4_ID.get_or_init(Default::default).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            b[0] = 0x45;
+            b[1] = tos;
+            b[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+            b[4..6].copy_from_slice(&id.to_be_bytes());
+            b[6..8].copy_from_slice(&[0x40, 0]); // DF: ESP packets are not fragmented by us
+            b[8] = 64;
+            b[9] = proto;
+            b[10..12].copy_from_slice(&[0, 0]);
+            b[12..16].copy_from_slice(&s.octets());
+            b[16..20].copy_from_slice(&d.octets());
+            let sum = ipsec_wire::checksum::checksum(&b[..20]);
+            b[10..12].copy_from_slice(&sum.to_be_bytes());
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            b[0] = 0x60 | tos >> 4;
+            b[1] = tos << 4;
+            b[2..4].copy_from_slice(&[0, 0]);
+            b[4..6].copy_from_slice(&((total - 40) as u16).to_be_bytes());
+            b[6] = proto;
+            b[7] = 64;
+            b[8..24].copy_from_slice(&s.octets());
+            b[24..40].copy_from_slice(&d.octets());
+        }
+        // An SA's endpoints are one family (the parser and SAD check it).
+        _ => {}
+    }
+}
+
+/// Fills in the UDP checksum of an IPv6 packet whose UDP header is at `udp_at` (RFC 8200
+/// §8.1: mandatory over IPv6).
+fn udp6_checksum(packet: &mut [u8], udp_at: usize) {
+    let (Some(src), Some(dst)) = (packet.get(8..24), packet.get(24..40)) else { return };
+    let (mut s, mut d) = ([0u8; 16], [0u8; 16]);
+    s.copy_from_slice(src);
+    d.copy_from_slice(dst);
+    let pseudo = PseudoHeader::V6 { src: s.into(), dst: d.into() };
+    if let Some(udp) = packet.get_mut(udp_at..) {
+        let mut p = ipsec_wire::udp::Packet::new_unchecked(udp);
+        p.set_checksum(0);
+        p.fill_checksum(&pseudo);
+    }
+}
+
+fn write_udp(b: &mut [u8], sport: u16, dport: u16, len: usize) {
+    b[0..2].copy_from_slice(&sport.to_be_bytes());
+    b[2..4].copy_from_slice(&dport.to_be_bytes());
+    b[4..6].copy_from_slice(&(len as u16).to_be_bytes());
+    // RFC 3948 §2.1: zero over IPv4. Over IPv6 it is required; the completion fills it in.
+    b[6..8].copy_from_slice(&[0, 0]);
+}
+
+/// Transport mode: what of a packet stays in front of ESP.
+#[derive(Clone, Copy)]
+struct Split {
+    /// Bytes of IP header (IPv4 with options; IPv6 with the headers before ESP's place).
+    keep: usize,
+    /// The protocol ESP's trailer will name.
+    next: u8,
+    /// The byte that named it, which will name ESP.
+    field: usize,
+}
+
+fn transport_split(b: &[u8], s: &Summary) -> Option<Split> {
+    if s.src.is_ipv4() {
+        Some(Split { keep: s.offset, next: s.protocol.0, field: 9 })
+    } else {
+        let chain = ipsec_wire::ipv6::Packet::new_checked(b).ok()?.walk_extension_headers().ok()?;
+        let p = chain.esp_insert;
+        Some(Split { keep: p.offset, next: p.next_header.0, field: p.next_header_field })
+    }
+}
+
+/// The DSCP and ECN byte of an IPv4 or IPv6 header.
+fn traffic_class(b: &[u8]) -> u8 {
+    match (b.first(), b.get(1)) {
+        (Some(v), Some(&tos)) if v >> 4 == 4 => tos,
+        (Some(v), Some(w)) => (v & 0x0f) << 4 | w >> 4,
+        _ => 0,
+    }
+}
+
+/// Transport mode: the original IP header, now in front of ESP, gets the new protocol and
+/// length (IPv6: in the header just before ESP's place).
+fn fix_transport_header(b: &mut [u8], sp: &Split, total: usize, proto: u8) {
+    b[sp.field] = proto;
+    if b[0] >> 4 == 4 {
+        b[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+        b[10..12].copy_from_slice(&[0, 0]);
+        let sum = ipsec_wire::checksum::checksum(&b[..sp.keep]);
+        b[10..12].copy_from_slice(&sum.to_be_bytes());
+    } else {
+        b[4..6].copy_from_slice(&((total - 40) as u16).to_be_bytes());
+    }
+}
+
+/// Transport mode inbound: the header in front of the payload gets the protocol that ESP
+/// carried and the new length.
+fn restore_transport_header(b: &mut [u8], hdr: usize, total: usize, next: u8) -> Result<(), ()> {
+    match b.first().map(|v| v >> 4) {
+        Some(4) if hdr >= 20 => {
+            b[9] = next;
+            b[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+            b[10..12].copy_from_slice(&[0, 0]);
+            let sum = ipsec_wire::checksum::checksum(&b[..hdr]);
+            b[10..12].copy_from_slice(&sum.to_be_bytes());
+            Ok(())
+        }
+        Some(6) if hdr >= 40 => {
+            b[4..6].copy_from_slice(&((total - 40) as u16).to_be_bytes());
+            // The header that named ESP: the fixed header when there are no extension
+            // headers before ESP, else the last of them.
+            let at = last_next_header_field(&b[..hdr]).ok_or(())?;
+            b[at] = next;
+            Ok(())
+        }
+        _ => Err(()),
+    }
+}
+
+/// In an IPv6 header chain of exactly `chain.len()` bytes, the offset of the next-header
+/// byte of its last header.
+fn last_next_header_field(chain: &[u8]) -> Option<usize> {
+    let (mut at, mut field) = (40, 6);
+    while at < chain.len() {
+        let len = (usize::from(*chain.get(at + 1)?) + 1) * 8;
+        field = at;
+        at += len;
+    }
+    (at == chain.len()).then_some(field)
+}

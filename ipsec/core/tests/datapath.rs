@@ -1,0 +1,421 @@
+//! The packet path end to end: two gateways, each an `Ipsec` core over ocf's soft driver;
+//! what one encapsulates the other decapsulates, for every algorithm, tunnel and
+//! transport, IPv4 and IPv6, with and without ESN and UDP encapsulation. Tampering,
+//! replays, policy violations and lifetimes are dropped and counted under their reasons.
+
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+
+use ipsec_core::control::{
+    Action, AuthAlg, Dir, EncAlg, KeyBytes, Level, Lifetime, Mode, NatT, PolicySpec, Prefix, Proto, Request,
+    Rule, SaSpec, Selector, Upper,
+};
+use ipsec_core::sad::Event;
+use ipsec_core::stats::Drop;
+use ipsec_core::{Ipsec, Packet, Sink};
+
+#[derive(Default)]
+struct Collect {
+    sent: Mutex<Vec<Vec<u8>>>,
+    delivered: Mutex<Vec<Vec<u8>>>,
+}
+
+impl Sink for Collect {
+    fn transmit(&self, p: Packet) {
+        self.sent.lock().unwrap().push(p.bytes().to_vec());
+    }
+    fn deliver(&self, p: Packet) {
+        self.delivered.lock().unwrap().push(p.bytes().to_vec());
+    }
+}
+
+impl Collect {
+    fn take_sent(&self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.sent.lock().unwrap())
+    }
+    fn take_delivered(&self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.delivered.lock().unwrap())
+    }
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+fn checksum(b: &[u8]) -> u16 {
+    ipsec_wire::checksum::checksum(b)
+}
+
+/// An IPv4 or IPv6 UDP packet from `src` to `dst` with `n` payload bytes.
+fn udp_packet(src: IpAddr, dst: IpAddr, n: usize) -> Vec<u8> {
+    let payload: Vec<u8> = (0..n).map(|i| (i * 7 + 1) as u8).collect();
+    let mut udp = vec![0x30, 0x39, 0x00, 0x35];
+    udp.extend_from_slice(&((8 + n) as u16).to_be_bytes());
+    udp.extend_from_slice(&[0, 0]);
+    udp.extend_from_slice(&payload);
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let mut h = vec![0x45, 0, 0, 0, 0x12, 0x34, 0, 0, 64, 17, 0, 0];
+            h[2..4].copy_from_slice(&((20 + udp.len()) as u16).to_be_bytes());
+            h.extend_from_slice(&s.octets());
+            h.extend_from_slice(&d.octets());
+            let c = checksum(&h);
+            h[10..12].copy_from_slice(&c.to_be_bytes());
+            h.extend_from_slice(&udp);
+            h
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            let mut h = vec![0x60, 0, 0, 0];
+            h.extend_from_slice(&(udp.len() as u16).to_be_bytes());
+            h.extend_from_slice(&[17, 64]);
+            h.extend_from_slice(&s.octets());
+            h.extend_from_slice(&d.octets());
+            // A UDP checksum is required over IPv6 (RFC 8200 §8.1).
+            let mut pseudo = s.octets().to_vec();
+            pseudo.extend_from_slice(&d.octets());
+            pseudo.extend_from_slice(&(udp.len() as u32).to_be_bytes());
+            pseudo.extend_from_slice(&[0, 0, 0, 17]);
+            pseudo.extend_from_slice(&udp);
+            let c = match checksum(&pseudo) {
+                0 => 0xffff,
+                c => c,
+            };
+            udp[6..8].copy_from_slice(&c.to_be_bytes());
+            h.extend_from_slice(&udp);
+            h
+        }
+        _ => unreachable!("one family"),
+    }
+}
+
+struct Algs {
+    enc: EncAlg,
+    key: Vec<u8>,
+    auth: Option<(AuthAlg, Vec<u8>)>,
+}
+
+fn all_algs() -> Vec<Algs> {
+    let k = |n: usize, b: u8| (0..n).map(|i| b.wrapping_add((i as u8).wrapping_mul(13))).collect::<Vec<u8>>();
+    let mut v = vec![
+        Algs { enc: EncAlg::AesGcm16, key: k(20, 1), auth: None },
+        Algs { enc: EncAlg::AesGcm16, key: k(36, 2), auth: None },
+        Algs { enc: EncAlg::ChaCha20Poly1305, key: k(36, 3), auth: None },
+        Algs { enc: EncAlg::TdesCbc, key: k(24, 4), auth: Some((AuthAlg::HmacSha1, k(20, 5))) },
+        Algs { enc: EncAlg::Null, key: vec![], auth: Some((AuthAlg::HmacSha256, k(32, 6))) },
+    ];
+    for a in AuthAlg::ALL {
+        v.push(Algs { enc: EncAlg::AesCbc, key: k(16, 7), auth: Some((a, k(a.key_len(), 8))) });
+    }
+    v.push(Algs { enc: EncAlg::AesCbc, key: k(32, 9), auth: Some((AuthAlg::HmacSha256, k(32, 10))) });
+    v
+}
+
+struct Setup {
+    tunnel: bool,
+    outer: (IpAddr, IpAddr),
+    inner: (IpAddr, IpAddr),
+    esn: bool,
+    natt: bool,
+}
+
+fn sa(s: &Setup, a: &Algs, spi: u32, from: IpAddr, to: IpAddr) -> SaSpec {
+    SaSpec {
+        src: from,
+        dst: to,
+        proto: if s.natt { Proto::EspUdp } else { Proto::Esp },
+        spi,
+        mode: if s.tunnel { Mode::Tunnel } else { Mode::Transport },
+        reqid: 0,
+        enc: a.enc,
+        enc_key: KeyBytes::new(&a.key),
+        auth: a.auth.as_ref().map(|(x, k)| (*x, KeyBytes::new(k))),
+        replay_window: 64,
+        esn: s.esn,
+        natt: s.natt.then_some(NatT { sport: 4500, dport: 4500 }),
+        hard: Lifetime::default(),
+        soft: Lifetime::default(),
+    }
+}
+
+fn host(a: IpAddr) -> Prefix {
+    Prefix { addr: a, len: if a.is_ipv4() { 32 } else { 128 } }
+}
+
+fn policy(s: &Setup, dir: Dir, src: IpAddr, dst: IpAddr, t: (IpAddr, IpAddr)) -> PolicySpec {
+    PolicySpec {
+        selector: Selector { src: host(src), dst: host(dst), sport: None, dport: None, upper: Upper::Any },
+        dir,
+        action: Action::Protect(vec![Rule {
+            proto: Proto::Esp,
+            mode: if s.tunnel { Mode::Tunnel } else { Mode::Transport },
+            tunnel: s.tunnel.then_some(t),
+            level: Level::Require,
+        }]),
+    }
+}
+
+/// Two gateways configured for `s` and `a`: packets from inner.0 to inner.1 go from
+/// `left` to `right`.
+fn pair(s: &Setup, a: &Algs) -> (Ipsec, Arc<Collect>, Ipsec, Arc<Collect>) {
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    let (ls, rs) = (Arc::new(Collect::default()), Arc::new(Collect::default()));
+    let left = Ipsec::new(fw.clone(), ls.clone());
+    let right = Ipsec::new(fw, rs.clone());
+    let (o, i) = (s.outer, if s.tunnel { s.inner } else { s.outer });
+    for g in [&left, &right] {
+        g.control(&Request::AddSa(sa(s, a, 0x1000, o.0, o.1))).unwrap();
+        g.control(&Request::AddSa(sa(s, a, 0x2000, o.1, o.0))).unwrap();
+    }
+    left.control(&Request::AddPolicy(policy(s, Dir::Out, i.0, i.1, o))).unwrap();
+    right.control(&Request::AddPolicy(policy(s, Dir::In, i.0, i.1, o))).unwrap();
+    (left, ls, right, rs)
+}
+
+fn setups() -> Vec<Setup> {
+    let v4 = (ip("192.0.2.1"), ip("192.0.2.2"));
+    let v6 = (ip("2001:db8::1"), ip("2001:db8::2"));
+    let in4 = (ip("10.1.0.1"), ip("10.2.0.1"));
+    let in6 = (ip("fd00:1::1"), ip("fd00:2::1"));
+    let mut v = Vec::new();
+    for esn in [false, true] {
+        for natt in [false, true] {
+            v.push(Setup { tunnel: true, outer: v4, inner: in4, esn, natt });
+            v.push(Setup { tunnel: true, outer: v6, inner: in6, esn, natt });
+            v.push(Setup { tunnel: true, outer: v4, inner: in6, esn, natt });
+            v.push(Setup { tunnel: true, outer: v6, inner: in4, esn, natt });
+            v.push(Setup { tunnel: false, outer: v4, inner: v4, esn, natt });
+            v.push(Setup { tunnel: false, outer: v6, inner: v6, esn, natt });
+        }
+    }
+    v
+}
+
+#[test]
+fn every_algorithm_mode_and_family_round_trips() {
+    let mut cases = 0;
+    for s in setups() {
+        for a in all_algs() {
+            let (left, ls, right, rs) = pair(&s, &a);
+            let (src, dst) = if s.tunnel { s.inner } else { s.outer };
+            for n in [0, 1, 17, 100, 1400] {
+                let plain = udp_packet(src, dst, n);
+                left.output(Packet::with_headroom(&plain)).unwrap();
+                let sent = ls.take_sent();
+                assert_eq!(sent.len(), 1);
+                let esp = &sent[0];
+                assert_ne!(esp, &plain);
+                right.input(Packet::new(esp.clone())).unwrap_or_else(|d| {
+                    panic!(
+                        "{} {:?} tunnel={} esn={} natt={} n={n}: dropped {d}",
+                        a.enc.name(),
+                        s.outer,
+                        s.tunnel,
+                        s.esn,
+                        s.natt
+                    )
+                });
+                let got = rs.take_delivered();
+                assert_eq!(
+                    got,
+                    vec![plain.clone()],
+                    "{} {:?} tunnel={} esn={} natt={} n={n}",
+                    a.enc.name(),
+                    a.auth.as_ref().map(|x| x.0),
+                    s.tunnel,
+                    s.esn,
+                    s.natt
+                );
+                // Without headroom the packet is copied once; the result is the same.
+                left.output(Packet::new(plain.clone())).unwrap();
+                right.input(Packet::new(ls.take_sent().remove(0))).unwrap();
+                assert_eq!(rs.take_delivered(), vec![plain]);
+                cases += 1;
+            }
+            assert_eq!(right.stats().total_drops(), 0, "{}", right.stats());
+            assert_eq!(right.stats().packets_in, 10);
+        }
+    }
+    assert!(cases > 500);
+}
+
+fn gcm_tunnel() -> (Setup, Algs) {
+    let s = Setup {
+        tunnel: true,
+        outer: (ip("192.0.2.1"), ip("192.0.2.2")),
+        inner: (ip("10.1.0.1"), ip("10.2.0.1")),
+        esn: false,
+        natt: false,
+    };
+    (s, Algs { enc: EncAlg::AesGcm16, key: vec![7; 20], auth: None })
+}
+
+#[test]
+fn tampered_replayed_and_unknown_packets_are_dropped_and_counted() {
+    let (s, a) = gcm_tunnel();
+    let (left, ls, right, rs) = pair(&s, &a);
+    let plain = udp_packet(s.inner.0, s.inner.1, 64);
+    left.output(Packet::new(plain.clone())).unwrap();
+    let esp = ls.take_sent().remove(0);
+
+    // Every part of ESP is authenticated: sequence number, IV, ciphertext, ICV (a changed
+    // SPI finds no SA: below).
+    for at in [20 + 4, 20 + 9, 40, esp.len() - 1] {
+        let mut bad = esp.clone();
+        bad[at] ^= 0x80;
+        let _ = right.input(Packet::new(bad));
+    }
+    assert_eq!(right.stats().drops(Drop::AuthFailed), 4, "{}", right.stats());
+    let mut bad = esp.clone();
+    bad[20] ^= 1;
+    assert_eq!(right.input(Packet::new(bad)), Err(Drop::UnknownSpi));
+    assert!(rs.take_delivered().is_empty());
+
+    // The genuine packet still gets through (failed ones did not move the window)…
+    right.input(Packet::new(esp.clone())).unwrap();
+    assert_eq!(rs.take_delivered(), vec![plain]);
+    // … once.
+    assert_eq!(right.input(Packet::new(esp.clone())), Err(Drop::Replay));
+    assert_eq!(right.stats().drops(Drop::Replay), 1);
+    let sa = right.databases().sad.inbound(0x1000, s.outer.1).unwrap();
+    assert_eq!(sa.stats().drops(Drop::Replay), 1, "counted per SA too");
+    assert_eq!(sa.stats().drops(Drop::AuthFailed), 4);
+
+    // ESP too short for its IV and ICV (a well-formed IPv4 packet around it).
+    let mut short = esp[..20 + 20].to_vec();
+    short[2..4].copy_from_slice(&40u16.to_be_bytes());
+    short[10..12].copy_from_slice(&[0, 0]);
+    let c = checksum(&short[..20]);
+    short[10..12].copy_from_slice(&c.to_be_bytes());
+    assert_eq!(right.input(Packet::new(short)), Err(Drop::EspTruncated));
+    // Garbage.
+    assert_eq!(right.input(Packet::new(vec![0x45, 0, 1])), Err(Drop::Malformed));
+}
+
+#[test]
+fn clear_packets_where_policy_requires_esp_are_dropped() {
+    let (s, a) = gcm_tunnel();
+    let (_left, _ls, right, rs) = pair(&s, &a);
+    let plain = udp_packet(s.inner.0, s.inner.1, 64);
+    assert_eq!(right.input(Packet::new(plain)), Err(Drop::Policy));
+    assert_eq!(right.stats().drops(Drop::Policy), 1);
+    // Traffic no policy covers passes.
+    let other = udp_packet(ip("10.9.0.1"), ip("10.9.0.2"), 10);
+    right.input(Packet::new(other.clone())).unwrap();
+    assert_eq!(rs.take_delivered(), vec![other]);
+}
+
+#[test]
+fn a_packet_through_the_wrong_sa_is_a_policy_violation() {
+    let (s, a) = gcm_tunnel();
+    let (left, ls, right, rs) = pair(&s, &a);
+    // Right's inbound policy for 10.1/16 → 10.2/16 demands the tunnel 192.0.2.1 → .2; a
+    // packet from another inner source arrives through the same SA but no policy covers
+    // it with that SA: add one that demands a different tunnel.
+    let other_src = ip("10.7.0.1");
+    let stranger = PolicySpec {
+        selector: Selector {
+            src: host(other_src),
+            dst: host(s.inner.1),
+            sport: None,
+            dport: None,
+            upper: Upper::Any,
+        },
+        dir: Dir::In,
+        action: Action::Protect(vec![Rule {
+            proto: Proto::Esp,
+            mode: Mode::Tunnel,
+            tunnel: Some((ip("198.51.100.1"), s.outer.1)),
+            level: Level::Require,
+        }]),
+    };
+    right.control(&Request::AddPolicy(stranger)).unwrap();
+    left.control(&Request::AddPolicy(policy(&s, Dir::Out, other_src, s.inner.1, s.outer))).unwrap();
+    left.output(Packet::new(udp_packet(other_src, s.inner.1, 20))).unwrap();
+    right.input(Packet::new(ls.take_sent().remove(0))).unwrap();
+    assert!(rs.take_delivered().is_empty());
+    assert_eq!(right.stats().drops(Drop::Policy), 1);
+}
+
+#[test]
+fn no_sa_discard_and_bypass() {
+    let (s, a) = gcm_tunnel();
+    let (left, ls, _right, _rs) = pair(&s, &a);
+    left.control(&Request::DeleteSa(ipsec_core::control::SaId {
+        src: s.outer.0,
+        dst: s.outer.1,
+        proto: Proto::Esp,
+        spi: 0x1000,
+    }))
+    .unwrap();
+    assert_eq!(left.output(Packet::new(udp_packet(s.inner.0, s.inner.1, 8))), Err(Drop::NoSa));
+    let sel = Selector {
+        src: host(ip("10.5.0.1")),
+        dst: host(ip("10.5.0.2")),
+        sport: None,
+        dport: None,
+        upper: Upper::Any,
+    };
+    left.control(&Request::AddPolicy(PolicySpec { selector: sel, dir: Dir::Out, action: Action::Discard }))
+        .unwrap();
+    assert_eq!(left.output(Packet::new(udp_packet(ip("10.5.0.1"), ip("10.5.0.2"), 8))), Err(Drop::Policy));
+    let clear = udp_packet(ip("10.6.0.1"), ip("10.6.0.2"), 8);
+    left.output(Packet::new(clear.clone())).unwrap();
+    assert_eq!(ls.take_sent(), vec![clear], "no policy: in the clear");
+}
+
+#[test]
+fn hard_packet_lifetime_removes_the_sa_and_soft_reports() {
+    let (s, a) = gcm_tunnel();
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    let sink = Arc::new(Collect::default());
+    let g = Ipsec::new(fw, sink.clone());
+    let mut spec = sa(&s, &a, 0x1000, s.outer.0, s.outer.1);
+    spec.soft = Lifetime { packets: Some(2), ..Lifetime::default() };
+    spec.hard = Lifetime { packets: Some(3), ..Lifetime::default() };
+    g.control(&Request::AddSa(spec)).unwrap();
+    g.control(&Request::AddPolicy(policy(&s, Dir::Out, s.inner.0, s.inner.1, s.outer))).unwrap();
+    for _ in 0..3 {
+        g.output(Packet::new(udp_packet(s.inner.0, s.inner.1, 8))).unwrap();
+    }
+    assert_eq!(sink.take_sent().len(), 3);
+    let ev = g.take_events();
+    assert!(matches!(ev.as_slice(), [Event::SoftExpired(_)]), "{ev:?}");
+    assert_eq!(g.output(Packet::new(udp_packet(s.inner.0, s.inner.1, 8))), Err(Drop::Expired));
+    assert!(matches!(g.take_events().as_slice(), [Event::HardExpired(_)]));
+    assert_eq!(g.output(Packet::new(udp_packet(s.inner.0, s.inner.1, 8))), Err(Drop::NoSa), "the SA is gone");
+}
+
+#[test]
+fn an_sa_stops_sending_before_its_sequence_number_wraps() {
+    for esn in [false, true] {
+        let (mut s, a) = gcm_tunnel();
+        s.esn = esn;
+        let (left, ls, right, rs) = pair(&s, &a);
+        let id = ipsec_core::control::SaId { src: s.outer.0, dst: s.outer.1, proto: Proto::Esp, spi: 0x1000 };
+        let sa = left.databases().sad.get(&id).unwrap();
+        let last = if esn { u64::MAX - 1 } else { u64::from(u32::MAX) - 1 };
+        sa.resume_sequence(last);
+        sa.resume_sequence(5); // never moves back
+                               // The last number is used…
+        left.output(Packet::new(udp_packet(s.inner.0, s.inner.1, 8))).unwrap();
+        let esp = ls.take_sent().remove(0);
+        assert_eq!(&esp[24..28], &((last + 1) as u32).to_be_bytes());
+        if !esn {
+            // (with ESN the receiver's window would need to be near 2^64 to accept it)
+            right.input(Packet::new(esp)).unwrap();
+            assert_eq!(rs.take_delivered().len(), 1);
+        }
+        // …then nothing more is sent, and it is said once.
+        for _ in 0..3 {
+            assert_eq!(
+                left.output(Packet::new(udp_packet(s.inner.0, s.inner.1, 8))),
+                Err(Drop::SeqExhausted)
+            );
+        }
+        assert!(ls.take_sent().is_empty());
+        assert_eq!(left.take_events(), vec![Event::SeqExhausted(id)]);
+        assert_eq!(left.stats().drops(Drop::SeqExhausted), 3);
+    }
+}
