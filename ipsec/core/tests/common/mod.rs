@@ -1,0 +1,6 @@
+//! Helpers shared by ipsec-core's integration tests (`mod common;` in each test file).
+
+// Each test binary compiles this module for itself and uses only part of it.
+#![allow(dead_code)]
+
+pub mod scapy;
