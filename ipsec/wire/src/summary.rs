@@ -137,7 +137,18 @@ fn parse_upper(
         IpProtocol::ESP => esp::Repr::parse(&esp::Packet::new_unchecked(bytes)).map(Upper::Esp),
         IpProtocol::UDP => {
             let datagram = udp::Packet::new_unchecked(bytes);
-            let repr = udp::Repr::parse_with(&datagram, pseudo, policy)?;
+            let repr = match udp::Repr::parse_with(&datagram, pseudo, policy) {
+                // ESP in UDP over IPv6 may carry a zero checksum (RFC 6935/6936 allow it for
+                // tunnel protocols, whose payload is protected by its own integrity check:
+                // here ESP's ICV); scapy and Linux's encapsulation sockets send it.
+                Err(Error::MissingUdpChecksum)
+                    if datagram.src_port() == udp_encap::NAT_T_PORT
+                        || datagram.dst_port() == udp_encap::NAT_T_PORT =>
+                {
+                    udp::Repr::parse_with(&datagram, pseudo, ChecksumPolicy::Ignore)?
+                }
+                other => other?,
+            };
             if repr.src_port != udp_encap::NAT_T_PORT && repr.dst_port != udp_encap::NAT_T_PORT {
                 return Ok(Upper::Udp(repr));
             }
@@ -149,5 +160,29 @@ fn parse_upper(
             Ok(Upper::UdpEncap(repr, encap))
         }
         _ => Ok(Upper::Other),
+    }
+}
+
+#[cfg(test)]
+mod zero_checksum_tests {
+    use super::*;
+
+    /// IPv6 UDP datagram with checksum 0 on `port`, carrying an ESP header.
+    fn v6_udp_zero(port: u16) -> Vec<u8> {
+        let mut p = vec![0x60, 0, 0, 0, 0, 16, 17, 64];
+        p.extend_from_slice(&[0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        p.extend_from_slice(&[0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        p.extend_from_slice(&port.to_be_bytes());
+        p.extend_from_slice(&port.to_be_bytes());
+        p.extend_from_slice(&[0, 16, 0, 0]);
+        p.extend_from_slice(&[0, 0, 0x10, 0, 0, 0, 0, 1]);
+        p
+    }
+
+    #[test]
+    fn a_zero_udp_checksum_over_ipv6_is_accepted_only_for_esp_in_udp() {
+        let s = parse_any(&v6_udp_zero(4500)).unwrap();
+        assert!(matches!(s.upper, Upper::UdpEncap(_, Encap::Esp(_))), "{s:?}");
+        assert_eq!(parse_any(&v6_udp_zero(53)), Err(Error::MissingUdpChecksum));
     }
 }
