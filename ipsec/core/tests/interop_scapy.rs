@@ -254,7 +254,7 @@ fn esp_interoperates_with_scapy_in_both_directions() {
         }
     }
     println!("ESP interop with scapy 2.8.0 (each cell: ours→scapy / scapy→ours)");
-    println!("{:<26} {:<12} {}", "algorithm", "mode", "plain      natt       esn        esn+natt");
+    println!("{:<26} {:<12} plain  natt   esn    esn+natt", "algorithm", "mode");
     for r in &rows {
         println!("{r}");
     }
