@@ -165,18 +165,19 @@ impl Ipsec {
 /// in its AAD or its ESN bits.)
 #[derive(Clone, Copy)]
 struct InCookie {
-    head: u16,
+    head: u32,
+    /// ESP's offset from `head` (within one IP packet, so below 2^16).
     esp: u16,
     udp: bool,
 }
 
 impl InCookie {
     fn pack(self) -> u64 {
-        u64::from(self.head) | u64::from(self.esp) << 16 | u64::from(self.udp) << 32
+        u64::from(self.head) | u64::from(self.esp) << 32 | u64::from(self.udp) << 48
     }
 
     fn unpack(v: u64) -> InCookie {
-        InCookie { head: v as u16, esp: (v >> 16) as u16, udp: v >> 32 & 1 == 1 }
+        InCookie { head: v as u32, esp: (v >> 32) as u16, udp: v >> 48 & 1 == 1 }
     }
 }
 
@@ -453,7 +454,7 @@ impl Shared {
             Err((OpenError::NotBlocks, _)) => return Err(self.drop(Some(&sa), Drop::BadLength)),
         };
         let udp = !matches!(s.upper, Wire::Esp(_));
-        req.user = InCookie { head: head as u16, esp: esp_at as u16, udp }.pack();
+        req.user = InCookie { head: head as u32, esp: esp_off as u16, udp }.pack();
         req.flags = Flags::CALLBACK_IMMEDIATE;
         match sa.callbacks.get() {
             Some(cb) => sa.session.submit(req, &cb.input),
@@ -475,7 +476,7 @@ impl Shared {
         let c = InCookie::unpack(req.user);
         let payload = req.payload_range();
         let mut data = into_vec(req.buf.take());
-        let (head, esp_at) = (c.head as usize, c.esp as usize);
+        let (head, esp_at) = (c.head as usize, c.head as usize + c.esp as usize);
         let seq_lo =
             u32::from_be_bytes([data[esp_at + 4], data[esp_at + 5], data[esp_at + 6], data[esp_at + 7]]);
         let seq = u64::from(seq_hi_of(&req)) << 32 | u64::from(seq_lo);
