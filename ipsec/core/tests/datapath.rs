@@ -419,3 +419,29 @@ fn an_sa_stops_sending_before_its_sequence_number_wraps() {
         assert_eq!(left.stats().drops(Drop::SeqExhausted), 3);
     }
 }
+
+#[test]
+fn time_lifetimes_expire_through_tick() {
+    let (s, a) = gcm_tunnel();
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    let sink = Arc::new(Collect::default());
+    let g = Ipsec::new(fw, sink.clone());
+    let mut spec = sa(&s, &a, 0x1000, s.outer.0, s.outer.1);
+    spec.soft = Lifetime { seconds: Some(1), ..Lifetime::default() };
+    spec.hard = Lifetime { seconds: Some(2), ..Lifetime::default() };
+    g.control(&Request::AddSa(spec)).unwrap();
+    g.control(&Request::AddPolicy(policy(&s, Dir::Out, s.inner.0, s.inner.1, s.outer))).unwrap();
+    g.tick();
+    assert!(g.take_events().is_empty(), "nothing expires at once");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    g.tick();
+    g.tick();
+    assert!(matches!(g.take_events().as_slice(), [Event::SoftExpired(_)]), "soft expiry is reported once");
+    g.output(Packet::new(udp_packet(s.inner.0, s.inner.1, 8))).unwrap();
+    assert_eq!(sink.take_sent().len(), 1, "a dying SA still sends");
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    g.tick();
+    assert!(matches!(g.take_events().as_slice(), [Event::HardExpired(_)]));
+    assert_eq!(g.output(Packet::new(udp_packet(s.inner.0, s.inner.1, 8))), Err(Drop::NoSa), "the SA is gone");
+}
