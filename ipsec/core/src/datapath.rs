@@ -21,8 +21,7 @@
 //! [`HEADROOM`] bytes into its buffers), and decapsulation hands back the inner packet
 //! where it lies.
 
-use std::net::IpAddr;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use ipsec_wire::{Encap, PseudoHeader, Summary, Upper as Wire};
 use ocf::Buffer;
@@ -31,6 +30,7 @@ use ocf::{Callback, Error as OcfError, Flags, Framework, Outcome};
 use crate::control::{Action, Dir, Level, Mode, Proto, Request};
 use crate::db::{ControlError, Databases, Response};
 use crate::esp::{self, OpenError, Trailer, ESP_HEADER_LEN};
+use crate::ipip;
 use crate::sad::{Event, Sa, SaState};
 use crate::spd::Flow;
 use crate::stats::{Counters, Drop, Stats};
@@ -323,46 +323,39 @@ impl Shared {
         let t = &sa.transform;
         let natt = sa.spec.natt;
         let v6_out = sa.id.dst.is_ipv6();
-        let Packet { mut data, head } = packet;
-        data.truncate(head + s.ip_len);
-        let tos = traffic_class(&data[head..]);
         let udp = if natt.is_some() { 8 } else { 0 };
         let esp_len = ESP_HEADER_LEN + t.iv_len;
-        // What stays in front of ESP (a tunnel's new outer header, or transport's own IP
-        // header), what ESP protects, and the next header its trailer names.
-        let (outer_len, split) = if tunnel {
-            (if v6_out { 40 } else { 20 }, None)
+        let Packet { mut data, mut head } = packet;
+        data.truncate(head + s.ip_len);
+        // What stays in front of ESP, and the next header ESP's trailer names.
+        let split = if tunnel {
+            // Tunnel mode is two steps, as in Fast IPsec: IP-in-IP gives the inner packet an
+            // outer header; ESP then protects that packet as in transport mode.
+            let (p, split) = ipip::encapsulate(Packet { data, head }, sa.id.src, sa.id.dst, udp + esp_len);
+            (data, head) = (p.data, p.head);
+            split
         } else {
-            let sp = transport_split(&data[head..], s).ok_or_else(|| self.drop(Some(sa), Drop::Malformed))?;
-            (sp.keep, Some(sp))
+            transport_split(&data[head..], s).ok_or_else(|| self.drop(Some(sa), Drop::Malformed))?
         };
-        let (len, next_header) = match split {
-            None => (s.ip_len, if s.src.is_ipv6() { PROTO_IPV6 } else { PROTO_IPV4 }),
-            Some(sp) => (s.ip_len - sp.keep, sp.next),
-        };
+        let (outer_len, next_header) = (split.keep, split.next);
+        let len = data.len() - head - outer_len;
         let total = outer_len + udp + esp_len + t.padded_len(len) + t.icv_len;
         if total - if v6_out { 40 } else { 0 } > 0xffff {
             return Err(self.drop(Some(sa), Drop::TooBig));
         }
-        // The payload must end up right after the ESP header and IV: in place when the
-        // buffer has the room in front, else copied once into a new buffer.
-        let (mut buf, base) = match split {
-            None if head >= outer_len + udp + esp_len => (data, head - (outer_len + udp + esp_len)),
-            Some(sp) if head >= udp + esp_len => {
-                let base = head - (udp + esp_len);
-                data.copy_within(head..head + sp.keep, base);
-                (data, base)
-            }
-            _ => {
-                let front = outer_len + udp + esp_len;
-                let mut v = Vec::with_capacity(front + len + TAILROOM);
-                v.resize(front, 0);
-                if split.is_some() {
-                    v[..outer_len].copy_from_slice(&data[head..head + outer_len]);
-                }
-                v.extend_from_slice(&data[head + s.ip_len - len..]);
-                (v, 0)
-            }
+        // The payload must end up right after the ESP header and IV: the IP header moves
+        // forward into the headroom, or, without room, everything is copied once.
+        let (mut buf, base) = if head >= udp + esp_len {
+            let base = head - (udp + esp_len);
+            data.copy_within(head..head + outer_len, base);
+            (data, base)
+        } else {
+            let front = outer_len + udp + esp_len;
+            let mut v = Vec::with_capacity(front + len + TAILROOM);
+            v.resize(front, 0);
+            v[..outer_len].copy_from_slice(&data[head..head + outer_len]);
+            v.extend_from_slice(&data[head + outer_len..]);
+            (v, 0)
         };
         let esp_at = base + outer_len + udp;
         let mut req =
@@ -371,10 +364,7 @@ impl Shared {
         if let Some(bytes) = req.buf.as_contiguous_mut() {
             let total = bytes.len() - base;
             let proto = if natt.is_some() { PROTO_UDP } else { PROTO_ESP };
-            match split {
-                None => write_outer(&mut bytes[base..], sa.id.src, sa.id.dst, total, proto, tos),
-                Some(sp) => fix_transport_header(&mut bytes[base..], &sp, total, proto),
-            }
+            fix_transport_header(&mut bytes[base..], &split, total, proto);
             if let Some(n) = natt {
                 write_udp(&mut bytes[base + outer_len..], n.sport, n.dport, total - outer_len);
             }
@@ -502,7 +492,15 @@ impl Shared {
         let packet = match next {
             // A dummy packet (RFC 4303 §2.6, traffic flow confidentiality): discard quietly.
             PROTO_NONE => return,
-            PROTO_IPV4 | PROTO_IPV6 => Packet { data, head: body },
+            // Tunnel mode: ESP carried an IP packet; IP-in-IP's decapsulation is to start
+            // there (the outer header is left behind in the buffer).
+            PROTO_IPV4 | PROTO_IPV6 => match ipip::decapsulate(Packet { data, head: body }, next) {
+                Some(p) => p,
+                None => {
+                    self.drop(Some(sa), Drop::BadInner);
+                    return;
+                }
+            },
             _ => {
                 // Transport: the IP header (without any UDP encapsulation) moves up to meet
                 // the payload.
@@ -574,42 +572,6 @@ fn rule_allows(r: &crate::control::Rule, sa: &Sa) -> bool {
         }
 }
 
-static IPV4_ID: OnceLock<std::sync::atomic::AtomicU16> = OnceLock::new();
-
-/// Writes a tunnel's outer IPv4 or IPv6 header. The inner packet's DSCP and ECN are
-/// copied out (RFC 4301 §5.1.2.1; RFC 6040 normal mode copies ECN).
-fn write_outer(b: &mut [u8], src: IpAddr, dst: IpAddr, total: usize, proto: u8, tos: u8) {
-    match (src, dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            let id = IPV4_ID.get_or_init(Default::default).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            b[0] = 0x45;
-            b[1] = tos;
-            b[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-            b[4..6].copy_from_slice(&id.to_be_bytes());
-            b[6..8].copy_from_slice(&[0x40, 0]); // DF: ESP packets are not fragmented by us
-            b[8] = 64;
-            b[9] = proto;
-            b[10..12].copy_from_slice(&[0, 0]);
-            b[12..16].copy_from_slice(&s.octets());
-            b[16..20].copy_from_slice(&d.octets());
-            let sum = ipsec_wire::checksum::checksum(&b[..20]);
-            b[10..12].copy_from_slice(&sum.to_be_bytes());
-        }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            b[0] = 0x60 | tos >> 4;
-            b[1] = tos << 4;
-            b[2..4].copy_from_slice(&[0, 0]);
-            b[4..6].copy_from_slice(&((total - 40) as u16).to_be_bytes());
-            b[6] = proto;
-            b[7] = 64;
-            b[8..24].copy_from_slice(&s.octets());
-            b[24..40].copy_from_slice(&d.octets());
-        }
-        // An SA's endpoints are one family (the parser and SAD check it).
-        _ => {}
-    }
-}
-
 /// Fills in the UDP checksum of an IPv6 packet whose UDP header is at `udp_at` (RFC 8200
 /// §8.1: mandatory over IPv6).
 fn udp6_checksum(packet: &mut [u8], udp_at: usize) {
@@ -635,13 +597,13 @@ fn write_udp(b: &mut [u8], sport: u16, dport: u16, len: usize) {
 
 /// Transport mode: what of a packet stays in front of ESP.
 #[derive(Clone, Copy)]
-struct Split {
+pub(crate) struct Split {
     /// Bytes of IP header (IPv4 with options; IPv6 with the headers before ESP's place).
-    keep: usize,
+    pub(crate) keep: usize,
     /// The protocol ESP's trailer will name.
-    next: u8,
+    pub(crate) next: u8,
     /// The byte that named it, which will name ESP.
-    field: usize,
+    pub(crate) field: usize,
 }
 
 fn transport_split(b: &[u8], s: &Summary) -> Option<Split> {
@@ -651,15 +613,6 @@ fn transport_split(b: &[u8], s: &Summary) -> Option<Split> {
         let chain = ipsec_wire::ipv6::Packet::new_checked(b).ok()?.walk_extension_headers().ok()?;
         let p = chain.esp_insert;
         Some(Split { keep: p.offset, next: p.next_header.0, field: p.next_header_field })
-    }
-}
-
-/// The DSCP and ECN byte of an IPv4 or IPv6 header.
-fn traffic_class(b: &[u8]) -> u8 {
-    match (b.first(), b.get(1)) {
-        (Some(v), Some(&tos)) if v >> 4 == 4 => tos,
-        (Some(v), Some(w)) => (v & 0x0f) << 4 | w >> 4,
-        _ => 0,
     }
 }
 

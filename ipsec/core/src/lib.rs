@@ -8,6 +8,7 @@
 //!   inbound decapsulation and policy check, as continuations over ocf.
 //! - [`db`]: the databases behind the control protocol.
 //! - [`sad`]: the security association database.
+//! - `ipip`: IP-in-IP, tunnel mode's own first step (then ESP as in transport mode).
 //! - [`control`]: the typed control protocol (add/get/delete/flush/dump SAs and policies),
 //!   separate from the databases, shared by the setkey parser and the gateway's socket.
 //! - [`setkey`]: the KAME/FreeBSD setkey(8) language → control requests.
@@ -21,6 +22,7 @@ pub mod control;
 pub mod datapath;
 pub mod db;
 pub mod esp;
+mod ipip;
 pub mod replay;
 pub mod sad;
 pub mod setkey;

@@ -1,0 +1,90 @@
+//! IP-in-IP (RFC 2003, RFC 2473): tunnel mode's first step. Fast IPsec kept it as its own
+//! protocol: the inner packet gets an outer header, and ESP then protects the resulting
+//! packet as it would in transport mode; on the way in, ESP's result is decapsulated here.
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU16, Ordering};
+
+use crate::datapath::{Packet, Split, HEADROOM};
+
+const PROTO_IPV4: u8 = 4;
+const PROTO_IPV6: u8 = 41;
+
+/// IPv4 identification for outer headers (DF is set, so it only has to vary, RFC 6864).
+static IPV4_ID: AtomicU16 = AtomicU16::new(0);
+
+/// Puts an outer header from `src` to `dst` in front of `inner`, leaving at least `room`
+/// bytes of headroom before it for the next step. The inner packet's DSCP and ECN are
+/// copied out (RFC 4301 §5.1.2.1; RFC 6040's normal mode copies ECN). Moves the packet to
+/// a new buffer only if it lacks the headroom. Also returns what of the result stays in
+/// front of ESP (the outer header) and the protocol ESP's trailer names (the inner IP
+/// version's).
+pub(crate) fn encapsulate(inner: Packet, src: IpAddr, dst: IpAddr, room: usize) -> (Packet, Split) {
+    let outer = if dst.is_ipv6() { 40 } else { 20 };
+    let Packet { mut data, mut head } = inner;
+    if head < outer + room {
+        let front = HEADROOM.max(outer + room);
+        let mut v = Vec::with_capacity(front + data.len() - head + crate::datapath::TAILROOM);
+        v.resize(front, 0);
+        v.extend_from_slice(&data[head..]);
+        (data, head) = (v, front);
+    }
+    let tos = traffic_class(&data[head..]);
+    let proto = if data[head] >> 4 == 6 { PROTO_IPV6 } else { PROTO_IPV4 };
+    let total = data.len() - head + outer;
+    head -= outer;
+    write_outer(&mut data[head..head + outer], src, dst, total, proto, tos);
+    let field = if dst.is_ipv6() { 6 } else { 9 };
+    (Packet { data, head }, Split { keep: outer, next: proto, field })
+}
+
+/// The inner packet, where ESP left it: `None` unless it is an IP packet of the version
+/// the next-header value `proto` names.
+pub(crate) fn decapsulate(inner: Packet, proto: u8) -> Option<Packet> {
+    let version = inner.bytes().first()? >> 4;
+    match (proto, version) {
+        (PROTO_IPV4, 4) | (PROTO_IPV6, 6) => Some(inner),
+        _ => None,
+    }
+}
+
+/// The DSCP and ECN byte of an IPv4 or IPv6 header.
+fn traffic_class(b: &[u8]) -> u8 {
+    match (b.first(), b.get(1)) {
+        (Some(v), Some(&tos)) if v >> 4 == 4 => tos,
+        (Some(v), Some(w)) => (v & 0x0f) << 4 | w >> 4,
+        _ => 0,
+    }
+}
+
+/// Writes an outer IPv4 (DF set, TTL 64) or IPv6 (hop limit 64) header of `total` bytes.
+fn write_outer(b: &mut [u8], src: IpAddr, dst: IpAddr, total: usize, proto: u8, tos: u8) {
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let id = IPV4_ID.fetch_add(1, Ordering::Relaxed);
+            b[0] = 0x45;
+            b[1] = tos;
+            b[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+            b[4..6].copy_from_slice(&id.to_be_bytes());
+            b[6..8].copy_from_slice(&[0x40, 0]);
+            b[8] = 64;
+            b[9] = proto;
+            b[10..12].copy_from_slice(&[0, 0]);
+            b[12..16].copy_from_slice(&s.octets());
+            b[16..20].copy_from_slice(&d.octets());
+            // The checksum is filled in once the next step has set protocol and length.
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            b[0] = 0x60 | tos >> 4;
+            b[1] = tos << 4;
+            b[2..4].copy_from_slice(&[0, 0]);
+            b[4..6].copy_from_slice(&((total - 40) as u16).to_be_bytes());
+            b[6] = proto;
+            b[7] = 64;
+            b[8..24].copy_from_slice(&s.octets());
+            b[24..40].copy_from_slice(&d.octets());
+        }
+        // An SA's endpoints are of one family (setkey and the SAD give them so).
+        _ => {}
+    }
+}
