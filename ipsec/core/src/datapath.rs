@@ -477,11 +477,7 @@ impl Shared {
         }
         let (len, next) = match esp::trailer(&data[payload.clone()]) {
             Ok(t) => t,
-            Err(Trailer::BadPadding | Trailer::Short) => {
-                self.drop(Some(sa), Drop::BadPadding);
-                return;
-            }
-            Err(Trailer::PadTooLong) => {
+            Err(Trailer::BadPadding | Trailer::Short | Trailer::PadTooLong) => {
                 self.drop(Some(sa), Drop::BadPadding);
                 return;
             }

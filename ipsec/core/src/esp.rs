@@ -20,6 +20,8 @@
 
 use std::ops::Range;
 
+use ipsec_wire::esp::Trailer as WireTrailer;
+use ipsec_wire::{Error as WireError, IpProtocol};
 use ocf::{Aad, CipherAlg, DigestAlg, Key, MacAlg, Op, Request, SessionParams, TagPlace};
 use rand::RngCore;
 
@@ -172,12 +174,11 @@ impl Transform {
             None if self.aead => buf[ivr.clone()].copy_from_slice(&seq.to_be_bytes()),
             None => rand::rng().fill_bytes(&mut buf[ivr.clone()]),
         }
-        // RFC 4303 §2.4: the default padding is 1, 2, 3, …
-        for (i, b) in buf[body + len..body + len + pad].iter_mut().enumerate() {
-            *b = (i + 1) as u8;
-        }
-        buf[icv - 2] = pad as u8;
-        buf[icv - 1] = next_header;
+        // RFC 4303 §2.4: the default padding 1, 2, 3, …, then pad length and next header.
+        let trailer =
+            WireTrailer { payload_len: len, pad_len: pad as u8, next_header: IpProtocol(next_header) };
+        // `buf` was sized for exactly this trailer above.
+        let _ = trailer.emit(&mut buf[body + len..icv]);
         self.request(Op::Encrypt, buf, esp, body..icv, icv, seq, esn)
     }
 
@@ -302,19 +303,15 @@ fn auth_key_lens(a: AuthAlg) -> &'static [usize] {
     }
 }
 
-/// After a successful open: the payload's length, checking the padding.
-/// `plain` is payload ‖ padding ‖ pad length ‖ next header.
+/// After a successful open: the payload's length and next header, checking the padding
+/// (`ipsec_wire`'s trailer parser). `plain` is payload ‖ padding ‖ pad length ‖ next header.
 pub fn trailer(plain: &[u8]) -> Result<(usize, u8), Trailer> {
-    let n = plain.len();
-    if n < 2 {
-        return Err(Trailer::Short);
+    match WireTrailer::parse(plain) {
+        Ok(t) => Ok((t.payload_len, t.next_header.0)),
+        Err(WireError::PadTooLong) => Err(Trailer::PadTooLong),
+        Err(WireError::BadPadding) => Err(Trailer::BadPadding),
+        Err(_) => Err(Trailer::Short),
     }
-    let (pad, next) = (plain[n - 2] as usize, plain[n - 1]);
-    let Some(len) = n.checked_sub(2 + pad) else { return Err(Trailer::PadTooLong) };
-    if plain[len..n - 2].iter().enumerate().any(|(i, &b)| b != (i + 1) as u8) {
-        return Err(Trailer::BadPadding);
-    }
-    Ok((len, next))
 }
 
 /// What is wrong with a decrypted ESP trailer.
