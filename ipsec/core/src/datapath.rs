@@ -376,9 +376,14 @@ impl Shared {
         req.flags = Flags::CALLBACK_IMMEDIATE;
         sa.counters.sent(len);
         self.counters.sent(len);
-        match sa.callbacks.get() {
-            Some(cb) => sa.session.submit(req, &cb.output),
-            None => self.output_done(sa, sa.session.run(req)),
+        // A synchronous driver hands the outcome straight back: finish here, with the SA
+        // in hand; an asynchronous one calls the SA's completion later.
+        let done = match sa.callbacks.get() {
+            Some(cb) => sa.session.submit_or_finish(req, &cb.output),
+            None => Some(sa.session.run(req)),
+        };
+        if let Some(outcome) = done {
+            self.output_done(sa, outcome);
         }
         Ok(())
     }
@@ -446,9 +451,12 @@ impl Shared {
         let udp = !matches!(s.upper, Wire::Esp(_));
         req.user = InCookie { head: head as u32, esp: esp_off as u16, udp }.pack();
         req.flags = Flags::CALLBACK_IMMEDIATE;
-        match sa.callbacks.get() {
-            Some(cb) => sa.session.submit(req, &cb.input),
-            None => self.input_done(&sa, sa.session.run(req)),
+        let done = match sa.callbacks.get() {
+            Some(cb) => sa.session.submit_or_finish(req, &cb.input),
+            None => Some(sa.session.run(req)),
+        };
+        if let Some(outcome) = done {
+            self.input_done(&sa, outcome);
         }
         Ok(())
     }
