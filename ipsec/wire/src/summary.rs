@@ -71,6 +71,7 @@ pub fn parse_any(bytes: &[u8]) -> Result<Summary> {
 ///
 /// Every error of the formats involved can come back; [`Error::BadVersion`] when the
 /// version is neither 4 nor 6.
+#[inline]
 pub fn parse_any_with(bytes: &[u8], policy: ChecksumPolicy) -> Result<Summary> {
     let Some(first) = bytes.first() else {
         return Err(Error::Truncated { needed: 1, got: 0 });
@@ -82,6 +83,7 @@ pub fn parse_any_with(bytes: &[u8], policy: ChecksumPolicy) -> Result<Summary> {
     }
 }
 
+#[inline]
 fn parse_ipv4(bytes: &[u8], policy: ChecksumPolicy) -> Result<Summary> {
     let packet = ipv4::Packet::new_unchecked(bytes);
     let repr = ipv4::Repr::parse_with(&packet, policy)?;
@@ -103,6 +105,7 @@ fn parse_ipv4(bytes: &[u8], policy: ChecksumPolicy) -> Result<Summary> {
     })
 }
 
+#[inline]
 fn parse_ipv6(bytes: &[u8], policy: ChecksumPolicy) -> Result<Summary> {
     let packet = ipv6::Packet::new_unchecked(bytes);
     let repr = ipv6::Repr::parse(&packet)?;
@@ -127,6 +130,7 @@ fn parse_ipv6(bytes: &[u8], policy: ChecksumPolicy) -> Result<Summary> {
     })
 }
 
+#[inline]
 fn parse_upper(
     protocol: IpProtocol,
     bytes: &[u8],
