@@ -21,9 +21,9 @@
 //! iteration; both decrypt sides copy a fresh ciphertext in first (decryption is in place),
 //! so both pay the same copy.
 
+use std::cell::RefCell;
 use std::hint::black_box;
 use std::net::IpAddr;
-use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -113,7 +113,6 @@ fn gateway(fw: &Framework, dir: Dir, window: u32) -> Ipsec {
     .unwrap();
     g
 }
-
 
 /// One case: a name and a closure doing one packet's work.
 struct Case<'a> {
@@ -262,8 +261,13 @@ fn main() {
         return;
     }
     interleave(&mut cases, rounds, iters);
-    println!("ESP tunnel mode, AES-GCM-128, {SIZE}-byte packets: {rounds} rounds of {iters} packets per case");
-    println!("{:<12} {:>10} {:>10} {:>8}   {}", "case", "ns/packet", "Gbit/s", "share", "quartiles (share: of the gcm row above)");
+    println!(
+        "ESP tunnel mode, AES-GCM-128, {SIZE}-byte packets: {rounds} rounds of {iters} packets per case"
+    );
+    println!(
+        "{:<12} {:>10} {:>10} {:>8}   quartiles (share: of the gcm row above, per round)",
+        "case", "ns/packet", "Gbit/s", "share"
+    );
     for (i, c) in cases.iter().enumerate() {
         let mut ns = c.ns.clone();
         let m = median(&mut ns);

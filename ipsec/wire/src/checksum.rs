@@ -6,6 +6,7 @@
 
 /// The ones' complement sum of `data` as 16-bit big-endian words, folded to 16 bits and not
 /// complemented. An odd last byte is the high byte of a word whose low byte is zero.
+#[inline]
 pub fn sum(data: &[u8]) -> u16 {
     // 64 bits cannot overflow: that would take more than 2^48 words.
     let mut acc: u64 = 0;
@@ -20,21 +21,25 @@ pub fn sum(data: &[u8]) -> u16 {
 }
 
 /// The ones' complement sum of partial sums.
+#[inline]
 pub fn combine(sums: &[u16]) -> u16 {
     fold(sums.iter().map(|&s| u64::from(s)).sum())
 }
 
 /// The checksum of `data`: the complement of its sum. Computed over a header whose checksum
 /// field is zero, it is the value to put in that field.
+#[inline]
 pub fn checksum(data: &[u8]) -> u16 {
     !sum(data)
 }
 
 /// Whether `data`, checksum field included, sums to 0xffff (the checksum verifies).
+#[inline]
 pub fn verifies(data: &[u8]) -> bool {
     sum(data) == 0xffff
 }
 
+#[inline]
 fn fold(mut acc: u64) -> u16 {
     while acc > 0xffff {
         acc = (acc & 0xffff) + (acc >> 16);

@@ -29,11 +29,13 @@ pub struct Packet<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Wraps a buffer without checking it.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Packet<T> {
         Packet { buffer }
     }
 
     /// Wraps a buffer after [`check_len`](Packet::check_len).
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Packet<T>> {
         let packet = Packet::new_unchecked(buffer);
         packet.check_len()?;
@@ -41,21 +43,25 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// Checks that the buffer holds the 8-byte header.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         need(self.buffer.as_ref(), HEADER_LEN)
     }
 
     /// Gives back the buffer.
+    #[inline]
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
     /// The Security Parameters Index.
+    #[inline]
     pub fn spi(&self) -> u32 {
         be32(self.buffer.as_ref(), field::SPI)
     }
 
     /// The sequence number (its low 32 bits when the SA uses extended sequence numbers).
+    #[inline]
     pub fn sequence_number(&self) -> u32 {
         be32(self.buffer.as_ref(), field::SEQUENCE_NUMBER)
     }
@@ -63,6 +69,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
 impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
     /// Everything after the header: IV (if any), ciphertext, ICV (if any).
+    #[inline]
     pub fn payload(&self) -> &'a [u8] {
         &self.buffer.as_ref()[HEADER_LEN..]
     }
@@ -70,16 +77,19 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Sets the SPI.
+    #[inline]
     pub fn set_spi(&mut self, spi: u32) {
         set_be32(self.buffer.as_mut(), field::SPI, spi);
     }
 
     /// Sets the sequence number.
+    #[inline]
     pub fn set_sequence_number(&mut self, seq: u32) {
         set_be32(self.buffer.as_mut(), field::SEQUENCE_NUMBER, seq);
     }
 
     /// Everything after the header, mutable.
+    #[inline]
     pub fn payload_mut(&mut self) -> &mut [u8] {
         &mut self.buffer.as_mut()[HEADER_LEN..]
     }
@@ -97,6 +107,7 @@ pub struct Repr {
 impl Repr {
     /// Parses an ESP header; SPI 0 is reserved and never sent (RFC 4303 §2.1), so it is
     /// [`Error::ReservedSpi`].
+    #[inline]
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Repr> {
         packet.check_len()?;
         let spi = packet.spi();
@@ -107,17 +118,20 @@ impl Repr {
     }
 
     /// The length of the header.
+    #[inline]
     pub const fn header_len(&self) -> usize {
         HEADER_LEN
     }
 
     /// The length [`emit`](Repr::emit) writes: the header only (the rest depends on the
     /// algorithms and the trailer).
+    #[inline]
     pub const fn buffer_len(&self) -> usize {
         HEADER_LEN
     }
 
     /// Writes the header.
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) -> Result<()> {
         packet.check_len()?;
         packet.set_spi(self.spi);
@@ -153,6 +167,7 @@ impl Trailer {
     ///
     /// Errors: [`Error::Truncated`] under 2 bytes, [`Error::PadTooLong`] when the pad length
     /// reaches before the start of `decrypted`, [`Error::BadPadding`].
+    #[inline]
     pub fn parse(decrypted: &[u8]) -> Result<Trailer> {
         let [rest @ .., pad_len, next_header] = decrypted else {
             return Err(Error::Truncated { needed: Trailer::FIXED_LEN, got: decrypted.len() });
@@ -173,6 +188,7 @@ impl Trailer {
     ///
     /// Errors: [`Error::BadBlockSize`] above [`Trailer::MAX_BLOCK_SIZE`];
     /// [`Error::TooLong`] if the padded length does not fit a `usize`.
+    #[inline]
     pub fn for_payload(payload_len: usize, block_size: usize, next_header: IpProtocol) -> Result<Trailer> {
         if block_size > Trailer::MAX_BLOCK_SIZE {
             return Err(Error::BadBlockSize(block_size));
@@ -194,6 +210,7 @@ impl Trailer {
     }
 
     /// Padding, Pad Length and Next Header: the bytes [`emit`](Trailer::emit) writes.
+    #[inline]
     pub fn trailer_len(&self) -> usize {
         usize::from(self.pad_len) + Trailer::FIXED_LEN
     }
@@ -201,11 +218,13 @@ impl Trailer {
     /// Payload and trailer: the length of the encrypted part (before any ICV). Saturates on
     /// a hand-made trailer whose sum would not fit (which `for_payload` and `parse` never
     /// give).
+    #[inline]
     pub fn total_len(&self) -> usize {
         self.payload_len.saturating_add(self.trailer_len())
     }
 
     /// Whether this is a dummy packet to be dropped (Next Header 59, RFC 4303 §2.6).
+    #[inline]
     pub fn is_dummy(&self) -> bool {
         self.next_header == IpProtocol::NO_NEXT_HEADER
     }
@@ -213,6 +232,7 @@ impl Trailer {
     /// Writes padding 1, 2, 3, …, Pad Length and Next Header into the first
     /// [`trailer_len`](Trailer::trailer_len) bytes of `out` (the bytes right after the
     /// payload).
+    #[inline]
     pub fn emit(&self, out: &mut [u8]) -> Result<()> {
         let len = self.trailer_len();
         let Some(out) = out.get_mut(..len) else {

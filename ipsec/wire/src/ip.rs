@@ -43,6 +43,7 @@ impl IpProtocol {
     pub const DEST_OPTS: IpProtocol = IpProtocol(60);
 
     /// The short name of a protocol this crate knows, or `None`.
+    #[inline]
     pub const fn name(self) -> Option<&'static str> {
         Some(match self {
             IpProtocol::HOP_BY_HOP => "hop-by-hop",
@@ -64,18 +65,21 @@ impl IpProtocol {
 }
 
 impl From<u8> for IpProtocol {
+    #[inline]
     fn from(value: u8) -> Self {
         IpProtocol(value)
     }
 }
 
 impl From<IpProtocol> for u8 {
+    #[inline]
     fn from(value: IpProtocol) -> Self {
         value.0
     }
 }
 
 impl fmt::Display for IpProtocol {
+    #[inline]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.name() {
             Some(name) => f.write_str(name),
@@ -85,6 +89,7 @@ impl fmt::Display for IpProtocol {
 }
 
 impl fmt::Debug for IpProtocol {
+    #[inline]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.name() {
             Some(name) => write!(f, "IpProtocol({}: {name})", self.0),
@@ -131,6 +136,7 @@ pub enum PseudoHeader {
 impl PseudoHeader {
     /// The ones' complement sum (not complemented) of the pseudo-header for an upper-layer
     /// packet of `protocol` and `upper_len` bytes.
+    #[inline]
     pub fn sum(&self, protocol: IpProtocol, upper_len: u32) -> u16 {
         match self {
             PseudoHeader::V4 { src, dst } => {
@@ -153,6 +159,7 @@ impl PseudoHeader {
     }
 
     /// Whether this is an IPv6 pseudo-header (where a UDP checksum is mandatory).
+    #[inline]
     pub const fn is_v6(&self) -> bool {
         matches!(self, PseudoHeader::V6 { .. })
     }

@@ -46,11 +46,13 @@ pub struct Packet<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Wraps a buffer without checking it.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Packet<T> {
         Packet { buffer }
     }
 
     /// Wraps a buffer after [`check_len`](Packet::check_len).
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Packet<T>> {
         let packet = Packet::new_unchecked(buffer);
         packet.check_len()?;
@@ -60,6 +62,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// Checks that the buffer holds the fixed header, that the IHL is at least 5 and the
     /// buffer holds the whole header, and that the total length covers the header and fits
     /// in the buffer (which may be longer: link-layer padding).
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         let buf = self.buffer.as_ref();
         need(buf, MIN_HEADER_LEN)?;
@@ -77,87 +80,104 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// Gives back the buffer.
+    #[inline]
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
     /// The version nibble (4 for IPv4).
+    #[inline]
     pub fn version(&self) -> u8 {
         self.buffer.as_ref()[field::VER_IHL] >> 4
     }
 
     /// The header length in bytes (IHL × 4), options included.
+    #[inline]
     pub fn header_len(&self) -> usize {
         usize::from(self.buffer.as_ref()[field::VER_IHL] & 0x0f) * 4
     }
 
     /// The Differentiated Services Code Point (the upper 6 bits of the old TOS byte).
+    #[inline]
     pub fn dscp(&self) -> u8 {
         self.buffer.as_ref()[field::TOS] >> 2
     }
 
     /// The Explicit Congestion Notification bits (the lower 2 bits of the old TOS byte).
+    #[inline]
     pub fn ecn(&self) -> u8 {
         self.buffer.as_ref()[field::TOS] & 0x03
     }
 
     /// The total length: header, options and payload.
+    #[inline]
     pub fn total_len(&self) -> u16 {
         be16(self.buffer.as_ref(), field::TOTAL_LEN)
     }
 
     /// The Identification field.
+    #[inline]
     pub fn ident(&self) -> u16 {
         be16(self.buffer.as_ref(), field::IDENT)
     }
 
     /// The Don't Fragment flag.
+    #[inline]
     pub fn dont_frag(&self) -> bool {
         be16(self.buffer.as_ref(), field::FLAGS_FRAG) & FLAG_DF != 0
     }
 
     /// The More Fragments flag.
+    #[inline]
     pub fn more_frags(&self) -> bool {
         be16(self.buffer.as_ref(), field::FLAGS_FRAG) & FLAG_MF != 0
     }
 
     /// The fragment offset in bytes (the field counts 8-byte units).
+    #[inline]
     pub fn frag_offset(&self) -> u16 {
         (be16(self.buffer.as_ref(), field::FLAGS_FRAG) & FRAG_OFFSET_MASK) << 3
     }
 
     /// Whether this is a fragment (More Fragments set or a non-zero offset): its payload is
     /// not a whole upper-layer packet.
+    #[inline]
     pub fn is_fragment(&self) -> bool {
         self.more_frags() || self.frag_offset() != 0
     }
 
     /// The Time To Live.
+    #[inline]
     pub fn ttl(&self) -> u8 {
         self.buffer.as_ref()[field::TTL]
     }
 
     /// The protocol of the payload.
+    #[inline]
     pub fn protocol(&self) -> IpProtocol {
         IpProtocol(self.buffer.as_ref()[field::PROTOCOL])
     }
 
     /// The header checksum field.
+    #[inline]
     pub fn checksum(&self) -> u16 {
         be16(self.buffer.as_ref(), field::CHECKSUM)
     }
 
     /// The source address.
+    #[inline]
     pub fn src_addr(&self) -> Ipv4Addr {
         Ipv4Addr::from(array4(self.buffer.as_ref(), field::SRC))
     }
 
     /// The destination address.
+    #[inline]
     pub fn dst_addr(&self) -> Ipv4Addr {
         Ipv4Addr::from(array4(self.buffer.as_ref(), field::DST))
     }
 
     /// Whether the header checksum (over the header and its options) verifies.
+    #[inline]
     pub fn verify_checksum(&self) -> bool {
         checksum::verifies(&self.buffer.as_ref()[..self.header_len()])
     }
@@ -165,12 +185,14 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
 impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
     /// The options: the bytes between the fixed header and the payload.
+    #[inline]
     pub fn options(&self) -> &'a [u8] {
         &self.buffer.as_ref()[MIN_HEADER_LEN..self.header_len()]
     }
 
     /// The payload: from the end of the header to the total length (link-layer padding
     /// after it excluded).
+    #[inline]
     pub fn payload(&self) -> &'a [u8] {
         &self.buffer.as_ref()[self.header_len()..usize::from(self.total_len())]
     }
@@ -178,6 +200,7 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Sets the version nibble.
+    #[inline]
     pub fn set_version(&mut self, version: u8) {
         let b = &mut self.buffer.as_mut()[field::VER_IHL];
         *b = (*b & 0x0f) | (version << 4);
@@ -185,33 +208,39 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 
     /// Sets the header length in bytes; it is stored as IHL = `len / 4` (the caller passes a
     /// multiple of 4 between 20 and 60).
+    #[inline]
     pub fn set_header_len(&mut self, len: usize) {
         let b = &mut self.buffer.as_mut()[field::VER_IHL];
         *b = (*b & 0xf0) | ((len / 4) as u8 & 0x0f);
     }
 
     /// Sets the DSCP (6 bits; higher bits are dropped).
+    #[inline]
     pub fn set_dscp(&mut self, dscp: u8) {
         let b = &mut self.buffer.as_mut()[field::TOS];
         *b = (*b & 0x03) | (dscp << 2);
     }
 
     /// Sets the ECN bits (2 bits; higher bits are dropped).
+    #[inline]
     pub fn set_ecn(&mut self, ecn: u8) {
         let b = &mut self.buffer.as_mut()[field::TOS];
         *b = (*b & 0xfc) | (ecn & 0x03);
     }
 
     /// Sets the total length.
+    #[inline]
     pub fn set_total_len(&mut self, len: u16) {
         set_be16(self.buffer.as_mut(), field::TOTAL_LEN, len);
     }
 
     /// Sets the Identification field.
+    #[inline]
     pub fn set_ident(&mut self, ident: u16) {
         set_be16(self.buffer.as_mut(), field::IDENT, ident);
     }
 
+    #[inline]
     fn set_flags_frag(&mut self, mask: u16, value: u16) {
         let buf = self.buffer.as_mut();
         let old = be16(buf, field::FLAGS_FRAG);
@@ -219,47 +248,56 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     }
 
     /// Sets the Don't Fragment flag.
+    #[inline]
     pub fn set_dont_frag(&mut self, value: bool) {
         self.set_flags_frag(FLAG_DF, if value { FLAG_DF } else { 0 });
     }
 
     /// Sets the More Fragments flag.
+    #[inline]
     pub fn set_more_frags(&mut self, value: bool) {
         self.set_flags_frag(FLAG_MF, if value { FLAG_MF } else { 0 });
     }
 
     /// Sets the fragment offset in bytes; it is stored in 8-byte units (the lower 3 bits are
     /// dropped).
+    #[inline]
     pub fn set_frag_offset(&mut self, offset: u16) {
         self.set_flags_frag(FRAG_OFFSET_MASK, offset >> 3);
     }
 
     /// Sets the Time To Live.
+    #[inline]
     pub fn set_ttl(&mut self, ttl: u8) {
         self.buffer.as_mut()[field::TTL] = ttl;
     }
 
     /// Sets the protocol of the payload.
+    #[inline]
     pub fn set_protocol(&mut self, protocol: IpProtocol) {
         self.buffer.as_mut()[field::PROTOCOL] = protocol.0;
     }
 
     /// Sets the checksum field.
+    #[inline]
     pub fn set_checksum(&mut self, value: u16) {
         set_be16(self.buffer.as_mut(), field::CHECKSUM, value);
     }
 
     /// Sets the source address.
+    #[inline]
     pub fn set_src_addr(&mut self, addr: Ipv4Addr) {
         self.buffer.as_mut()[field::SRC..field::SRC + 4].copy_from_slice(&addr.octets());
     }
 
     /// Sets the destination address.
+    #[inline]
     pub fn set_dst_addr(&mut self, addr: Ipv4Addr) {
         self.buffer.as_mut()[field::DST..field::DST + 4].copy_from_slice(&addr.octets());
     }
 
     /// Computes the header checksum (options included) and stores it.
+    #[inline]
     pub fn fill_checksum(&mut self) {
         self.set_checksum(0);
         let header_len = self.header_len();
@@ -268,6 +306,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     }
 
     /// The payload, mutable (bounds as for [`Packet::payload`]).
+    #[inline]
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let range = self.header_len()..usize::from(self.total_len());
         &mut self.buffer.as_mut()[range]
@@ -304,11 +343,13 @@ pub struct Repr {
 impl Repr {
     /// Parses a packet from the network: version 4, lengths as in [`Packet::check_len`],
     /// header checksum verified.
+    #[inline]
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Repr> {
         Repr::parse_with(packet, ChecksumPolicy::Verify)
     }
 
     /// Parses a packet, verifying the header checksum or not as `policy` says.
+    #[inline]
     pub fn parse_with<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>, policy: ChecksumPolicy) -> Result<Repr> {
         // The version first: an IPv6 packet should be called that, not a bad IHL.
         need(packet.buffer.as_ref(), 1)?;
@@ -336,16 +377,19 @@ impl Repr {
     }
 
     /// Whether this is a fragment (More Fragments set or a non-zero offset).
+    #[inline]
     pub fn is_fragment(&self) -> bool {
         self.more_frags || self.frag_offset != 0
     }
 
     /// The length of the header [`emit`](Repr::emit) writes (no options).
+    #[inline]
     pub const fn header_len(&self) -> usize {
         MIN_HEADER_LEN
     }
 
     /// The length of the whole packet: header and payload.
+    #[inline]
     pub fn buffer_len(&self) -> usize {
         MIN_HEADER_LEN.saturating_add(self.payload_len)
     }
@@ -353,6 +397,7 @@ impl Repr {
     /// Writes a 20-byte header with its checksum. The buffer must hold header and payload
     /// ([`buffer_len`](Repr::buffer_len)); the payload is left as it is. DSCP and ECN keep
     /// their low 6 and 2 bits.
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) -> Result<()> {
         let total_len = self.buffer_len();
         if total_len > MAX_TOTAL_LEN {

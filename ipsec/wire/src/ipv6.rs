@@ -51,11 +51,13 @@ pub struct Packet<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Wraps a buffer without checking it.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Packet<T> {
         Packet { buffer }
     }
 
     /// Wraps a buffer after [`check_len`](Packet::check_len).
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Packet<T>> {
         let packet = Packet::new_unchecked(buffer);
         packet.check_len()?;
@@ -64,6 +66,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// Checks that the buffer holds the fixed header and the payload length after it (the
     /// buffer may be longer: link-layer padding).
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         let buf = self.buffer.as_ref();
         need(buf, HEADER_LEN)?;
@@ -71,65 +74,78 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// Gives back the buffer.
+    #[inline]
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
+    #[inline]
     fn first_word(&self) -> u32 {
         be32(self.buffer.as_ref(), field::VER_TC_FLOW)
     }
 
     /// The version nibble (6 for IPv6).
+    #[inline]
     pub fn version(&self) -> u8 {
         self.buffer.as_ref()[field::VER_TC_FLOW] >> 4
     }
 
     /// The Traffic Class byte (DSCP and ECN).
+    #[inline]
     pub fn traffic_class(&self) -> u8 {
         (self.first_word() >> 20) as u8
     }
 
     /// The DSCP: the upper 6 bits of the Traffic Class.
+    #[inline]
     pub fn dscp(&self) -> u8 {
         self.traffic_class() >> 2
     }
 
     /// The ECN bits: the lower 2 bits of the Traffic Class.
+    #[inline]
     pub fn ecn(&self) -> u8 {
         self.traffic_class() & 0x03
     }
 
     /// The 20-bit Flow Label.
+    #[inline]
     pub fn flow_label(&self) -> u32 {
         self.first_word() & 0x000f_ffff
     }
 
     /// The payload length: everything after the fixed header, extension headers included.
+    #[inline]
     pub fn payload_len(&self) -> u16 {
         be16(self.buffer.as_ref(), field::PAYLOAD_LEN)
     }
 
     /// The length of the packet: fixed header and payload.
+    #[inline]
     pub fn total_len(&self) -> usize {
         HEADER_LEN + usize::from(self.payload_len())
     }
 
     /// The protocol of the first header after the fixed header.
+    #[inline]
     pub fn next_header(&self) -> IpProtocol {
         IpProtocol(self.buffer.as_ref()[field::NEXT_HEADER])
     }
 
     /// The Hop Limit.
+    #[inline]
     pub fn hop_limit(&self) -> u8 {
         self.buffer.as_ref()[field::HOP_LIMIT]
     }
 
     /// The source address.
+    #[inline]
     pub fn src_addr(&self) -> Ipv6Addr {
         Ipv6Addr::from(array16(self.buffer.as_ref(), field::SRC))
     }
 
     /// The destination address.
+    #[inline]
     pub fn dst_addr(&self) -> Ipv6Addr {
         Ipv6Addr::from(array16(self.buffer.as_ref(), field::DST))
     }
@@ -141,6 +157,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// Errors: [`Error::Truncated`] (with offsets from the start of the packet) when a header
     /// runs past the payload length, [`Error::MisplacedHopByHop`],
     /// [`Error::BadAhLen`], [`Error::TooManyExtensionHeaders`].
+    #[inline]
     pub fn walk_extension_headers(&self) -> Result<HeaderChain> {
         self.check_len()?;
         // Only the payload length counts: bytes after it are link-layer padding.
@@ -225,6 +242,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 /// Turns a truncation inside a header at `at` into one counted from the packet start.
+#[inline]
 fn from_packet_start(error: Error, at: usize) -> Error {
     match error {
         Error::Truncated { needed, got } => Error::Truncated { needed: at + needed, got: at + got },
@@ -234,12 +252,14 @@ fn from_packet_start(error: Error, at: usize) -> Error {
 
 impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
     /// The payload (extension headers included), up to the payload length.
+    #[inline]
     pub fn payload(&self) -> &'a [u8] {
         &self.buffer.as_ref()[HEADER_LEN..self.total_len()]
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    #[inline]
     fn set_first_word(&mut self, mask: u32, value: u32) {
         let buf = self.buffer.as_mut();
         let old = be32(buf, field::VER_TC_FLOW);
@@ -247,46 +267,55 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     }
 
     /// Sets the version nibble.
+    #[inline]
     pub fn set_version(&mut self, version: u8) {
         self.set_first_word(0xf000_0000, u32::from(version) << 28);
     }
 
     /// Sets the Traffic Class byte.
+    #[inline]
     pub fn set_traffic_class(&mut self, tc: u8) {
         self.set_first_word(0x0ff0_0000, u32::from(tc) << 20);
     }
 
     /// Sets the Flow Label (20 bits; higher bits are dropped).
+    #[inline]
     pub fn set_flow_label(&mut self, label: u32) {
         self.set_first_word(0x000f_ffff, label);
     }
 
     /// Sets the payload length.
+    #[inline]
     pub fn set_payload_len(&mut self, len: u16) {
         set_be16(self.buffer.as_mut(), field::PAYLOAD_LEN, len);
     }
 
     /// Sets the protocol of the first header after the fixed header.
+    #[inline]
     pub fn set_next_header(&mut self, next: IpProtocol) {
         self.buffer.as_mut()[field::NEXT_HEADER] = next.0;
     }
 
     /// Sets the Hop Limit.
+    #[inline]
     pub fn set_hop_limit(&mut self, hop_limit: u8) {
         self.buffer.as_mut()[field::HOP_LIMIT] = hop_limit;
     }
 
     /// Sets the source address.
+    #[inline]
     pub fn set_src_addr(&mut self, addr: Ipv6Addr) {
         self.buffer.as_mut()[field::SRC..field::SRC + 16].copy_from_slice(&addr.octets());
     }
 
     /// Sets the destination address.
+    #[inline]
     pub fn set_dst_addr(&mut self, addr: Ipv6Addr) {
         self.buffer.as_mut()[field::DST..field::DST + 16].copy_from_slice(&addr.octets());
     }
 
     /// The payload, mutable (bounds as for [`Packet::payload`]).
+    #[inline]
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let end = self.total_len();
         &mut self.buffer.as_mut()[HEADER_LEN..end]
@@ -312,12 +341,14 @@ pub struct HeaderChain {
 
 impl HeaderChain {
     /// Whether a Fragment header was seen (atomic fragments included).
+    #[inline]
     pub fn saw_fragment(&self) -> bool {
         self.fragment.is_some()
     }
 
     /// Whether the packet is a fragment proper (M set or a non-zero offset); an atomic
     /// fragment (RFC 6946) is a whole packet and is not.
+    #[inline]
     pub fn is_fragment(&self) -> bool {
         self.fragment.is_some_and(|f| f.is_fragment())
     }
@@ -338,6 +369,7 @@ pub struct Fragment {
 
 impl Fragment {
     /// Whether this makes a fragment proper (M set or a non-zero offset).
+    #[inline]
     pub fn is_fragment(&self) -> bool {
         self.more_frags || self.frag_offset != 0
     }
@@ -382,6 +414,7 @@ pub struct Repr {
 
 impl Repr {
     /// Parses a fixed header: version 6, buffer long enough for the payload length.
+    #[inline]
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Repr> {
         need(packet.buffer.as_ref(), 1)?;
         if packet.version() != 6 {
@@ -401,11 +434,13 @@ impl Repr {
     }
 
     /// The length of the fixed header.
+    #[inline]
     pub const fn header_len(&self) -> usize {
         HEADER_LEN
     }
 
     /// The length of the whole packet: fixed header and payload.
+    #[inline]
     pub fn buffer_len(&self) -> usize {
         HEADER_LEN.saturating_add(self.payload_len)
     }
@@ -413,6 +448,7 @@ impl Repr {
     /// Writes the fixed header. The buffer must hold header and payload
     /// ([`buffer_len`](Repr::buffer_len)); the payload is left as it is. DSCP, ECN and the
     /// flow label keep their low 6, 2 and 20 bits.
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) -> Result<()> {
         if self.payload_len > MAX_PAYLOAD_LEN {
             return Err(Error::TooLong { max: MAX_PAYLOAD_LEN, got: self.payload_len });

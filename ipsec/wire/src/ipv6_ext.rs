@@ -19,11 +19,13 @@ pub struct ExtHeader<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> ExtHeader<T> {
     /// Wraps a buffer that starts with the header, without checking it.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> ExtHeader<T> {
         ExtHeader { buffer }
     }
 
     /// Wraps a buffer after [`check_len`](ExtHeader::check_len).
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<ExtHeader<T>> {
         let header = ExtHeader::new_unchecked(buffer);
         header.check_len()?;
@@ -31,22 +33,26 @@ impl<T: AsRef<[u8]>> ExtHeader<T> {
     }
 
     /// Checks that the buffer holds the whole header its length field announces.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         need(self.buffer.as_ref(), 2)?;
         need(self.buffer.as_ref(), self.header_len())
     }
 
     /// Gives back the buffer.
+    #[inline]
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
     /// The protocol of the header after this one.
+    #[inline]
     pub fn next_header(&self) -> IpProtocol {
         IpProtocol(self.buffer.as_ref()[0])
     }
 
     /// The length of this header in bytes: (Hdr Ext Len + 1) × 8.
+    #[inline]
     pub fn header_len(&self) -> usize {
         (usize::from(self.buffer.as_ref()[1]) + 1) * 8
     }
@@ -55,6 +61,7 @@ impl<T: AsRef<[u8]>> ExtHeader<T> {
 impl<'a, T: AsRef<[u8]> + ?Sized> ExtHeader<&'a T> {
     /// The bytes after Next Header and Hdr Ext Len: options, or routing type, segments left
     /// and routing data.
+    #[inline]
     pub fn data(&self) -> &'a [u8] {
         &self.buffer.as_ref()[2..self.header_len()]
     }
@@ -62,6 +69,7 @@ impl<'a, T: AsRef<[u8]> + ?Sized> ExtHeader<&'a T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> ExtHeader<T> {
     /// Sets the protocol of the header after this one.
+    #[inline]
     pub fn set_next_header(&mut self, next: IpProtocol) {
         self.buffer.as_mut()[0] = next.0;
     }
@@ -80,11 +88,13 @@ impl FragmentHeader<&[u8]> {
 
 impl<T: AsRef<[u8]>> FragmentHeader<T> {
     /// Wraps a buffer that starts with the header, without checking it.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> FragmentHeader<T> {
         FragmentHeader { buffer }
     }
 
     /// Wraps a buffer after [`check_len`](FragmentHeader::check_len).
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<FragmentHeader<T>> {
         let header = FragmentHeader::new_unchecked(buffer);
         header.check_len()?;
@@ -92,37 +102,44 @@ impl<T: AsRef<[u8]>> FragmentHeader<T> {
     }
 
     /// Checks that the buffer holds the 8 bytes of the header.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         need(self.buffer.as_ref(), FragmentHeader::LEN)
     }
 
     /// Gives back the buffer.
+    #[inline]
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
     /// The protocol of the first header of the fragmentable part.
+    #[inline]
     pub fn next_header(&self) -> IpProtocol {
         IpProtocol(self.buffer.as_ref()[0])
     }
 
     /// The fragment offset in bytes (the field counts 8-byte units in its upper 13 bits).
+    #[inline]
     pub fn frag_offset(&self) -> u16 {
         be16(self.buffer.as_ref(), 2) & 0xfff8
     }
 
     /// The M (more fragments) flag.
+    #[inline]
     pub fn more_frags(&self) -> bool {
         be16(self.buffer.as_ref(), 2) & 1 != 0
     }
 
     /// The Identification field.
+    #[inline]
     pub fn ident(&self) -> u32 {
         be32(self.buffer.as_ref(), 4)
     }
 
     /// Whether this header makes its packet a fragment proper: M set or a non-zero offset.
     /// Offset 0 without M is an "atomic fragment" (RFC 6946), a whole packet.
+    #[inline]
     pub fn is_fragment(&self) -> bool {
         self.more_frags() || self.frag_offset() != 0
     }
@@ -130,6 +147,7 @@ impl<T: AsRef<[u8]>> FragmentHeader<T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> FragmentHeader<T> {
     /// Sets the protocol of the first header of the fragmentable part.
+    #[inline]
     pub fn set_next_header(&mut self, next: IpProtocol) {
         self.buffer.as_mut()[0] = next.0;
     }
@@ -149,11 +167,13 @@ impl AuthHeader<&[u8]> {
 
 impl<T: AsRef<[u8]>> AuthHeader<T> {
     /// Wraps a buffer that starts with the header, without checking it.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> AuthHeader<T> {
         AuthHeader { buffer }
     }
 
     /// Wraps a buffer after [`check_len`](AuthHeader::check_len).
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<AuthHeader<T>> {
         let header = AuthHeader::new_unchecked(buffer);
         header.check_len()?;
@@ -162,6 +182,7 @@ impl<T: AsRef<[u8]>> AuthHeader<T> {
 
     /// Checks that the length field covers at least the 12 fixed bytes (Payload Len ≥ 1)
     /// and that the buffer holds the whole header.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         let buf = self.buffer.as_ref();
         need(buf, 2)?;
@@ -172,31 +193,37 @@ impl<T: AsRef<[u8]>> AuthHeader<T> {
     }
 
     /// Gives back the buffer.
+    #[inline]
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
     /// The protocol of the header after this one.
+    #[inline]
     pub fn next_header(&self) -> IpProtocol {
         IpProtocol(self.buffer.as_ref()[0])
     }
 
     /// The raw Payload Len field.
+    #[inline]
     pub fn payload_len_field(&self) -> u8 {
         self.buffer.as_ref()[1]
     }
 
     /// The length of this header in bytes: (Payload Len + 2) × 4 (RFC 4302 §2.2).
+    #[inline]
     pub fn header_len(&self) -> usize {
         (usize::from(self.buffer.as_ref()[1]) + 2) * 4
     }
 
     /// The Security Parameters Index.
+    #[inline]
     pub fn spi(&self) -> u32 {
         be32(self.buffer.as_ref(), 4)
     }
 
     /// The sequence number (low 32 bits).
+    #[inline]
     pub fn sequence_number(&self) -> u32 {
         be32(self.buffer.as_ref(), 8)
     }
@@ -204,6 +231,7 @@ impl<T: AsRef<[u8]>> AuthHeader<T> {
 
 impl<'a, T: AsRef<[u8]> + ?Sized> AuthHeader<&'a T> {
     /// The Integrity Check Value (with any padding), after the 12 fixed bytes.
+    #[inline]
     pub fn icv(&self) -> &'a [u8] {
         &self.buffer.as_ref()[AuthHeader::FIXED_LEN..self.header_len()]
     }

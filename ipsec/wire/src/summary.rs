@@ -60,6 +60,7 @@ pub enum Encap {
 
 /// Parses a packet from the network, checksums verified: [`parse_any_with`] with
 /// [`ChecksumPolicy::Verify`].
+#[inline]
 pub fn parse_any(bytes: &[u8]) -> Result<Summary> {
     parse_any_with(bytes, ChecksumPolicy::Verify)
 }
@@ -83,7 +84,7 @@ pub fn parse_any_with(bytes: &[u8], policy: ChecksumPolicy) -> Result<Summary> {
     }
 }
 
-#[inline]
+#[inline(always)]
 fn parse_ipv4(bytes: &[u8], policy: ChecksumPolicy) -> Result<Summary> {
     let packet = ipv4::Packet::new_unchecked(bytes);
     let repr = ipv4::Repr::parse_with(&packet, policy)?;
@@ -105,7 +106,7 @@ fn parse_ipv4(bytes: &[u8], policy: ChecksumPolicy) -> Result<Summary> {
     })
 }
 
-#[inline]
+#[inline(always)]
 fn parse_ipv6(bytes: &[u8], policy: ChecksumPolicy) -> Result<Summary> {
     let packet = ipv6::Packet::new_unchecked(bytes);
     let repr = ipv6::Repr::parse(&packet)?;
@@ -130,7 +131,7 @@ fn parse_ipv6(bytes: &[u8], policy: ChecksumPolicy) -> Result<Summary> {
     })
 }
 
-#[inline]
+#[inline(always)]
 fn parse_upper(
     protocol: IpProtocol,
     bytes: &[u8],

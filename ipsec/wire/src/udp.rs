@@ -35,11 +35,13 @@ pub struct Packet<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Wraps a buffer without checking it.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Packet<T> {
         Packet { buffer }
     }
 
     /// Wraps a buffer after [`check_len`](Packet::check_len).
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Packet<T>> {
         let packet = Packet::new_unchecked(buffer);
         packet.check_len()?;
@@ -48,6 +50,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// Checks that the buffer holds the header, that the length field covers the header,
     /// and that the buffer holds that length (it may be longer).
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         let buf = self.buffer.as_ref();
         need(buf, HEADER_LEN)?;
@@ -59,38 +62,45 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// Gives back the buffer.
+    #[inline]
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
     /// The source port.
+    #[inline]
     pub fn src_port(&self) -> u16 {
         be16(self.buffer.as_ref(), field::SRC_PORT)
     }
 
     /// The destination port.
+    #[inline]
     pub fn dst_port(&self) -> u16 {
         be16(self.buffer.as_ref(), field::DST_PORT)
     }
 
     /// The length field: header and payload.
     #[allow(clippy::len_without_is_empty)] // A datagram is never empty: the header counts.
+    #[inline]
     pub fn len(&self) -> u16 {
         be16(self.buffer.as_ref(), field::LENGTH)
     }
 
     /// The checksum field (0: none computed, IPv4 only).
+    #[inline]
     pub fn checksum(&self) -> u16 {
         be16(self.buffer.as_ref(), field::CHECKSUM)
     }
 
     /// The datagram: header and payload, as long as the length field says.
+    #[inline]
     fn datagram(&self) -> &[u8] {
         &self.buffer.as_ref()[..usize::from(self.len())]
     }
 
     /// The checksum this datagram should carry under `pseudo`: computed with the checksum
     /// field taken as 0, and 0xffff for a computed 0 (0 means "none", RFC 768).
+    #[inline]
     pub fn compute_checksum(&self, pseudo: &PseudoHeader) -> u16 {
         let datagram = self.datagram();
         // The header without its checksum field (6 bytes: an even piece), then the payload.
@@ -107,6 +117,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// Verifies the checksum under `pseudo`: 0 is accepted over IPv4 (none computed) and
     /// refused over IPv6. Checks the length first, so it is total on any buffer.
+    #[inline]
     pub fn verify_checksum(&self, pseudo: &PseudoHeader) -> Result<()> {
         self.check_len()?;
         if self.checksum() == 0 {
@@ -126,6 +137,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
 impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
     /// The payload: after the header, up to the length field.
+    #[inline]
     pub fn payload(&self) -> &'a [u8] {
         &self.buffer.as_ref()[HEADER_LEN..usize::from(self.len())]
     }
@@ -133,33 +145,39 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Sets the source port.
+    #[inline]
     pub fn set_src_port(&mut self, port: u16) {
         set_be16(self.buffer.as_mut(), field::SRC_PORT, port);
     }
 
     /// Sets the destination port.
+    #[inline]
     pub fn set_dst_port(&mut self, port: u16) {
         set_be16(self.buffer.as_mut(), field::DST_PORT, port);
     }
 
     /// Sets the length field.
+    #[inline]
     pub fn set_len(&mut self, len: u16) {
         set_be16(self.buffer.as_mut(), field::LENGTH, len);
     }
 
     /// Sets the checksum field.
+    #[inline]
     pub fn set_checksum(&mut self, value: u16) {
         set_be16(self.buffer.as_mut(), field::CHECKSUM, value);
     }
 
     /// Computes the checksum under `pseudo` and stores it (the length field and payload must
     /// be in place).
+    #[inline]
     pub fn fill_checksum(&mut self, pseudo: &PseudoHeader) {
         let value = self.compute_checksum(pseudo);
         self.set_checksum(value);
     }
 
     /// The payload, mutable (bounds as for [`Packet::payload`]).
+    #[inline]
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let end = usize::from(self.len());
         &mut self.buffer.as_mut()[HEADER_LEN..end]
@@ -180,11 +198,13 @@ pub struct Repr {
 impl Repr {
     /// Parses a datagram from the network: lengths as in [`Packet::check_len`], checksum
     /// verified under `pseudo` (see [`Packet::verify_checksum`]).
+    #[inline]
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>, pseudo: &PseudoHeader) -> Result<Repr> {
         Repr::parse_with(packet, pseudo, ChecksumPolicy::Verify)
     }
 
     /// Parses a datagram, verifying the checksum or not as `policy` says.
+    #[inline]
     pub fn parse_with<T: AsRef<[u8]> + ?Sized>(
         packet: &Packet<&T>,
         pseudo: &PseudoHeader,
@@ -203,11 +223,13 @@ impl Repr {
     }
 
     /// The length of the header.
+    #[inline]
     pub const fn header_len(&self) -> usize {
         HEADER_LEN
     }
 
     /// The length of the datagram: header and payload.
+    #[inline]
     pub fn buffer_len(&self) -> usize {
         HEADER_LEN.saturating_add(self.payload_len)
     }
@@ -215,6 +237,7 @@ impl Repr {
     /// Writes the header over a payload already in place: with the checksum computed under
     /// `checksum`'s pseudo-header, or 0 ("none") when it is `None` — which is allowed over
     /// IPv4 only.
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
         &self,
         packet: &mut Packet<T>,

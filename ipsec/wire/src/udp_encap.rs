@@ -35,6 +35,7 @@ pub enum Encapsulated<'a> {
 /// Errors: [`Error::Truncated`] for an empty payload, for 2 or 3 bytes, for a marker without
 /// a whole IKE header after it, and for ESP shorter than its 8-byte header;
 /// [`Error::BadKeepalive`] for a single byte other than 0xFF.
+#[inline]
 pub fn classify(payload: &[u8]) -> Result<Encapsulated<'_>> {
     match payload {
         [] => Err(Error::Truncated { needed: 1, got: 0 }),
