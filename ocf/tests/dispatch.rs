@@ -538,3 +538,30 @@ fn a_panicking_callback_is_counted_and_loses_no_other_work() {
     SessionContext::done_batch(batch);
     c.wait_for(15);
 }
+
+#[test]
+fn submit_or_finish_hands_back_synchronous_outcomes_and_calls_back_the_rest() {
+    let fw = Framework::new();
+    fw.register(Arc::new(Inline("inline", Priority::Software))).unwrap();
+    let s = fw.new_session(&params()).unwrap();
+    let c = Arc::new(Collector::default());
+    let cb = c.callback();
+    // A synchronous driver: the outcome comes back from the call, and the callback is
+    // never run.
+    let done = s.submit_or_finish(request(7).with_flags(Flags::CALLBACK_IMMEDIATE), &cb);
+    assert_eq!(done.expect("finished synchronously").unwrap().user, 7);
+    assert!(c.order.lock().unwrap().is_empty(), "the callback ran too");
+
+    // An asynchronous device: nothing comes back, and the callback gets every outcome.
+    let fw = Framework::new();
+    fw.register(Ring::new("ring", Priority::Hardware, 64, Duration::from_micros(20), false)).unwrap();
+    let s = fw.new_session(&params()).unwrap();
+    let c = Arc::new(Collector::default());
+    let cb = c.callback();
+    for i in 0..20 {
+        assert!(s.submit_or_finish(request(i).with_flags(Flags::CALLBACK_IMMEDIATE), &cb).is_none());
+    }
+    c.wait_for(20);
+    assert_eq!(c.bad.load(Ordering::SeqCst), 0);
+    assert_eq!(c.order.lock().unwrap().len(), 20);
+}

@@ -445,3 +445,52 @@ fn time_lifetimes_expire_through_tick() {
     assert!(matches!(g.take_events().as_slice(), [Event::HardExpired(_)]));
     assert_eq!(g.output(Packet::new(udp_packet(s.inner.0, s.inner.1, 8))), Err(Drop::NoSa), "the SA is gone");
 }
+
+#[test]
+fn over_an_asynchronous_accelerator_packets_finish_in_completion_callbacks() {
+    // ocf-sim's QuickAssist-like card completes every request later, from its own thread:
+    // encapsulation and decapsulation finish in the SAs' callbacks, not in the call.
+    let (s, a) = gcm_tunnel();
+    let fw = ocf::Framework::new();
+    ocf_sim::register(&fw, "qat-like").unwrap();
+    let (ls, rs) = (Arc::new(Collect::default()), Arc::new(Collect::default()));
+    let left = Ipsec::new(fw.clone(), ls.clone());
+    let right = Ipsec::new(fw, rs.clone());
+    let o = s.outer;
+    for g in [&left, &right] {
+        g.control(&Request::AddSa(sa(&s, &a, 0x1000, o.0, o.1))).unwrap();
+        assert_eq!(g.databases().sad.dump(None)[0].driver(), "sim:qat-like");
+    }
+    left.control(&Request::AddPolicy(policy(&s, Dir::Out, s.inner.0, s.inner.1, o))).unwrap();
+    right.control(&Request::AddPolicy(policy(&s, Dir::In, s.inner.0, s.inner.1, o))).unwrap();
+
+    let wait = |c: &Collect, n: usize, sent: bool| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let have = if sent { c.sent.lock().unwrap().len() } else { c.delivered.lock().unwrap().len() };
+            if have >= n {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "{have} of {n} packets finished");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    };
+    let n = 40;
+    let mut plain: Vec<Vec<u8>> = (0..n).map(|i| udp_packet(s.inner.0, s.inner.1, 100 + i)).collect();
+    for p in &plain {
+        left.output(Packet::with_headroom(p)).unwrap();
+    }
+    wait(&ls, n, true);
+    for esp in ls.take_sent() {
+        right.input(Packet::new(esp)).unwrap();
+    }
+    wait(&rs, n, false);
+    // The card may finish requests out of order; every packet arrives once, intact.
+    let mut got = rs.take_delivered();
+    got.sort();
+    plain.sort();
+    assert_eq!(got, plain);
+    assert_eq!(right.stats().total_drops(), 0, "{}", right.stats());
+    assert_eq!(right.stats().packets_in, n as u64);
+    assert_eq!(left.stats().packets_out, n as u64);
+}
