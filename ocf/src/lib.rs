@@ -62,6 +62,7 @@ pub use framework::{Config, DriverInfo, DriverStats, FlowStats, Framework, Frame
 pub use params::{Key, Mode, SessionParams};
 pub use profile::{ProfileStats, Stage, StageStats};
 pub use request::{
-    Aad, Failed, Flags, Op, Outcome, Request, RequestFields, TagPlace, Views, MAX_IV_LEN, MAX_TAG_LEN,
+    Aad, Failed, Flags, InlineAad, Op, Outcome, Request, RequestFields, TagPlace, Views, MAX_IV_LEN,
+    MAX_TAG_LEN,
 };
 pub use session::{Session, SessionStats};

@@ -78,8 +78,49 @@ pub enum Aad {
     None,
     /// Separate bytes.
     Bytes(Vec<u8>),
+    /// A few separate bytes held in the request itself: no allocation per request for
+    /// short AAD such as ESP's SPI ‖ ESN high ‖ sequence number (12 bytes) or TLS 1.2's
+    /// record header (13). [`Request::with_aad`] picks it when the AAD fits.
+    Inline(InlineAad),
     /// A region of `buf`, which must not overlap the payload.
     Region(Range<usize>),
+}
+
+impl Aad {
+    /// The AAD bytes when they are separate from the buffer (`Bytes` or `Inline`).
+    #[inline]
+    pub fn separate(&self) -> Option<&[u8]> {
+        match self {
+            Aad::Bytes(b) => Some(b),
+            Aad::Inline(a) => Some(a.as_bytes()),
+            Aad::None | Aad::Region(_) => None,
+        }
+    }
+}
+
+/// Up to [`InlineAad::MAX`] AAD bytes, stored without a heap allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InlineAad {
+    bytes: [u8; InlineAad::MAX],
+    len: u8,
+}
+
+impl InlineAad {
+    /// The most bytes it holds.
+    pub const MAX: usize = 16;
+
+    /// `aad` held inline; `None` if it is longer than [`InlineAad::MAX`].
+    #[inline]
+    pub fn new(aad: &[u8]) -> Option<InlineAad> {
+        let mut bytes = [0; InlineAad::MAX];
+        bytes.get_mut(..aad.len())?.copy_from_slice(aad);
+        Some(InlineAad { bytes, len: aad.len() as u8 })
+    }
+
+    #[inline]
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
 }
 
 /// Per-request flags: how the request travels (see `crate::dispatch`).
@@ -235,9 +276,12 @@ impl Request {
         self
     }
 
-    /// Builder: separate AAD bytes.
+    /// Builder: separate AAD bytes (held inline when they fit, see [`Aad::Inline`]).
     pub fn with_aad(mut self, aad: &[u8]) -> Request {
-        self.aad = Aad::Bytes(aad.to_vec());
+        self.aad = match InlineAad::new(aad) {
+            Some(a) => Aad::Inline(a),
+            None => Aad::Bytes(aad.to_vec()),
+        };
         self
     }
 
@@ -314,11 +358,10 @@ impl Request {
 
         // The common case first: contiguous, in place, tag inline, AAD absent or separate.
         if fields.out.is_none() && fields.tag_place == TagPlace::Separate {
-            if let (Buffer::Contiguous(v), Aad::None | Aad::Bytes(_)) = (&mut fields.buf, &fields.aad) {
-                let aad: &[u8] = match &fields.aad {
-                    Aad::Bytes(b) => b,
-                    _ => &[],
-                };
+            if let (Buffer::Contiguous(v), Aad::None | Aad::Bytes(_) | Aad::Inline(_)) =
+                (&mut fields.buf, &fields.aad)
+            {
+                let aad: &[u8] = fields.aad.separate().unwrap_or(&[]);
                 let iv = &fields.iv[..iv_len];
                 let esn = &fields.esn[..esn_len];
                 return f(Views { payload: &mut v[payload], aad, iv, tag: &mut fields.tag[..tag_len], esn });
@@ -345,6 +388,7 @@ impl Request {
                 copy_between(buf, payload.clone(), out, dst.start);
                 let aad: &[u8] = match &*aad {
                     Aad::Bytes(b) => b,
+                    Aad::Inline(a) => a.as_bytes(),
                     Aad::Region(ar) => match buf.as_contiguous() {
                         Some(v) => &v[ar.clone()],
                         None => {
@@ -369,6 +413,7 @@ impl Request {
             None => {
                 let aad: &[u8] = match &*aad {
                     Aad::Bytes(b) => b,
+                    Aad::Inline(a) => a.as_bytes(),
                     Aad::Region(ar) => {
                         let mut g = vec![0; ar.len()];
                         buf.copy_out(ar.clone(), &mut g);
@@ -594,8 +639,9 @@ impl RequestRules {
         match &r.aad {
             Aad::None => {}
             Aad::Bytes(b) if b.is_empty() => {}
+            Aad::Inline(a) if a.as_bytes().is_empty() => {}
             _ if !self.aad_ok => return Err(Error::AadNotSupported { mode: self.mode }),
-            Aad::Bytes(_) => {}
+            Aad::Bytes(_) | Aad::Inline(_) => {}
             Aad::Region(ar) => {
                 in_bounds("AAD", ar, buf_len)?;
                 if r.out.is_none() && overlaps(ar, &payload) {

@@ -186,8 +186,8 @@ fn seq_hi_of(req: &ocf::Request) -> u32 {
     if let Some(h) = req.esn_high() {
         return h;
     }
-    match &req.aad {
-        ocf::Aad::Bytes(b) if b.len() == 12 => u32::from_be_bytes([b[4], b[5], b[6], b[7]]),
+    match req.aad.separate() {
+        Some(b) if b.len() == 12 => u32::from_be_bytes([b[4], b[5], b[6], b[7]]),
         _ => 0,
     }
 }

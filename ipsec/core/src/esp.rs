@@ -23,7 +23,7 @@ use std::ops::Range;
 
 use ipsec_wire::esp::Trailer as WireTrailer;
 use ipsec_wire::{Error as WireError, IpProtocol};
-use ocf::{Aad, CipherAlg, DigestAlg, Key, MacAlg, Op, Request, SessionParams, TagPlace};
+use ocf::{Aad, CipherAlg, DigestAlg, InlineAad, Key, MacAlg, Op, Request, SessionParams, TagPlace};
 use rand::RngCore;
 
 use crate::control::{AuthAlg, EncAlg, SaSpec};
@@ -249,11 +249,11 @@ impl Transform {
                 // authenticated is what was sent.
                 let packet = req.buf.as_contiguous().unwrap_or(&[]);
                 let (spi, lo) = (word(packet, esp), word(packet, esp + 4));
-                let mut aad = Vec::with_capacity(12);
-                aad.extend_from_slice(&spi);
-                aad.extend_from_slice(&((seq >> 32) as u32).to_be_bytes());
-                aad.extend_from_slice(&lo);
-                req.aad = Aad::Bytes(aad);
+                let mut aad = [0u8; 12];
+                aad[..4].copy_from_slice(&spi);
+                aad[4..8].copy_from_slice(&((seq >> 32) as u32).to_be_bytes());
+                aad[8..].copy_from_slice(&lo);
+                req.aad = Aad::Inline(InlineAad::new(&aad).expect("12 bytes fit"));
             }
             (false, esn) => {
                 req.aad = Aad::Region(esp..body);
