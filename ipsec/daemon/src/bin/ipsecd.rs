@@ -1,0 +1,59 @@
+//! `ipsecd`: the gateway daemon. See the crate documentation and the README's "Run a
+//! gateway".
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use ipsecd::ctl::DEFAULT_SOCKET;
+use ipsecd::daemon::{run, Options};
+
+/// A user-space IPsec gateway over TUN: raw ESP and ESP in UDP, configured in setkey syntax.
+#[derive(Parser, Debug)]
+#[command(name = "ipsecd", version)]
+struct Args {
+    /// setkey(8)-syntax configuration file (SAs and policies); re-read on SIGHUP.
+    #[arg(short = 'f', long = "file")]
+    config: Option<PathBuf>,
+    /// TUN device to create (or attach to).
+    #[arg(long, default_value = "ipsec0")]
+    tun: String,
+    /// MTU of the TUN device (room for ESP's overhead below the network's MTU).
+    #[arg(long, default_value_t = 1400)]
+    mtu: u16,
+    /// Control socket (mode 0600).
+    #[arg(short = 's', long, default_value = DEFAULT_SOCKET)]
+    socket: PathBuf,
+    /// Local UDP port of ESP in UDP (RFC 3948).
+    #[arg(long, default_value_t = 4500)]
+    udp_port: u16,
+    /// Do not route the outbound policies' destinations into the TUN (route them yourself).
+    #[arg(long)]
+    no_routes: bool,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let a = Args::parse();
+    let opts = Options {
+        config: a.config,
+        tun: a.tun,
+        mtu: a.mtu,
+        socket: a.socket,
+        udp_port: a.udp_port,
+        routes: !a.no_routes,
+    };
+    match run(opts) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ipsecd: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

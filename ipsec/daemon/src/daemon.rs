@@ -1,0 +1,229 @@
+//! `ipsecd` itself: start-up (config, TUN, sockets, control socket), the threads, routes,
+//! signals (SIGTERM stops cleanly, SIGHUP re-reads the config), and the once-a-second tick
+//! that applies SA lifetimes.
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ipsec_core::control::Prefix;
+use ipsec_core::Ipsec;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use tun_rs::{DeviceBuilder, SyncDevice};
+
+use crate::ctl::{self, Request};
+use crate::net::{self, IoCounters, NetSink};
+use crate::service;
+
+/// How ipsecd is started.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The setkey-syntax configuration file (`-f`).
+    pub config: Option<PathBuf>,
+    /// The TUN device's name.
+    pub tun: String,
+    pub mtu: u16,
+    /// The control socket's path.
+    pub socket: PathBuf,
+    /// The local UDP port of ESP in UDP.
+    pub udp_port: u16,
+    /// Install routes into the TUN for the outbound policies' destinations.
+    pub routes: bool,
+}
+
+/// Runs the daemon until SIGTERM or SIGINT. `Err` for a start-up failure (a bad config
+/// names its line and column; a second daemon on the same socket is refused).
+pub fn run(opts: Options) -> Result<(), String> {
+    // The config first: a bad one stops start-up before anything is created.
+    let text = match &opts.config {
+        Some(p) => Some(std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?),
+        None => None,
+    };
+    if let (Some(p), Some(t)) = (&opts.config, &text) {
+        service::parse(&p.display().to_string(), t)?;
+    }
+    let listener = bind_control(&opts.socket)?;
+
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).map_err(|e| format!("ocf: {e}"))?;
+    let tun = Arc::new(
+        DeviceBuilder::new()
+            .name(&opts.tun)
+            .mtu(opts.mtu)
+            .build_sync()
+            .map_err(|e| format!("creating TUN {}: {e}", opts.tun))?,
+    );
+    let io = Arc::new(IoCounters::default());
+    let raw_out = net::raw_out_v4().map_err(|e| format!("raw IPv4 socket: {e}"))?;
+    let esp_in = net::esp_in_v4().map_err(|e| format!("raw ESP socket: {e}"))?;
+    let udp = net::udp_v4(opts.udp_port).map_err(|e| format!("UDP port {}: {e}", opts.udp_port))?;
+    let core = Arc::new(Ipsec::new(fw, Arc::new(NetSink { tun: tun.clone(), raw_out, io: io.clone() })));
+
+    if let (Some(p), Some(t)) = (&opts.config, &text) {
+        service::apply_setkey(&core, &p.display().to_string(), t)?;
+    }
+    let routes = Arc::new(Mutex::new(Vec::new()));
+    if opts.routes {
+        sync_routes(&opts.tun, &core, &mut routes.lock().unwrap());
+    }
+    tracing::info!(
+        "ipsecd: TUN {} (mtu {}), ESP and UDP {} on IPv4, control socket {}, {} SAs, {} policies",
+        opts.tun,
+        opts.mtu,
+        opts.udp_port,
+        opts.socket.display(),
+        core.databases().sad.dump(None).len(),
+        core.databases().spd.dump().len()
+    );
+
+    spawn("ipsecd-tun", {
+        let (core, tun, io) = (core.clone(), tun.clone(), io.clone());
+        move || net::tun_loop(&core, &tun, &io)
+    })?;
+    spawn("ipsecd-esp", {
+        let (core, io) = (core.clone(), io.clone());
+        move || net::esp_loop(&core, &esp_in, &io)
+    })?;
+    spawn("ipsecd-udp", {
+        let (core, io, port) = (core.clone(), io.clone(), opts.udp_port);
+        move || net::udp_loop(&core, &udp, port, &io)
+    })?;
+    spawn("ipsecd-ctl", {
+        let (core, routes, opts) = (core.clone(), routes.clone(), opts.clone());
+        move || control_loop(&listener, &core, &opts, &routes)
+    })?;
+
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
+        .map_err(|e| format!("signals: {e}"))?;
+    loop {
+        for sig in signals.pending() {
+            match sig {
+                SIGHUP => reload(&opts, &core, &routes),
+                _ => {
+                    shutdown(&opts, &core, &tun, &io, &routes);
+                    return Ok(());
+                }
+            }
+        }
+        core.tick();
+        for ev in core.take_events() {
+            tracing::info!("{ev:?}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), String> {
+    std::thread::Builder::new().name(name.into()).spawn(f).map(|_| ()).map_err(|e| format!("{name}: {e}"))
+}
+
+/// Binds the control socket, mode 0600. If a daemon already answers on it, refuses; a
+/// socket file nobody answers on is left over from a crash and is replaced.
+fn bind_control(path: &Path) -> Result<UnixListener, String> {
+    if UnixStream::connect(path).is_ok() {
+        return Err(format!("another ipsecd is already serving {}", path.display()));
+    }
+    let _ = std::fs::remove_file(path);
+    let l = UnixListener::bind(path).map_err(|e| format!("control socket {}: {e}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("control socket {}: {e}", path.display()))?;
+    Ok(l)
+}
+
+fn control_loop(listener: &UnixListener, core: &Ipsec, opts: &Options, routes: &Mutex<Vec<Prefix>>) {
+    for conn in listener.incoming() {
+        let Ok(mut conn) = conn else { continue };
+        let _ = conn.set_write_timeout(Some(ctl::TIMEOUT));
+        let reply = match ctl::read_request(&mut conn) {
+            Ok(Request::Stats) => Ok(service::stats(core)),
+            Ok(Request::Setkey(body)) => {
+                let r = service::apply_setkey(core, "control", &body);
+                if opts.routes {
+                    sync_routes(&opts.tun, core, &mut routes.lock().unwrap_or_else(|e| e.into_inner()));
+                }
+                r
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = &reply {
+            tracing::warn!("control request refused: {e}");
+        }
+        let _ = conn.write_all(&ctl::encode_reply(&reply));
+    }
+}
+
+/// SIGHUP: the config file again; SAs whose spec did not change keep their state.
+fn reload(opts: &Options, core: &Ipsec, routes: &Mutex<Vec<Prefix>>) {
+    let Some(path) = &opts.config else {
+        tracing::info!("SIGHUP: no config file to re-read");
+        return;
+    };
+    let origin = path.display().to_string();
+    let result = std::fs::read_to_string(path)
+        .map_err(|e| format!("{origin}: {e}"))
+        .and_then(|t| service::parse(&origin, &t))
+        .and_then(|reqs| service::reload(core, &service::Desired::of(&reqs)));
+    match result {
+        Ok(r) => tracing::info!(
+            "SIGHUP: {origin} re-read: {} SAs kept, {} added, {} removed; {} policies",
+            r.kept,
+            r.added,
+            r.removed,
+            r.policies
+        ),
+        Err(e) => tracing::error!("SIGHUP: {e} (configuration unchanged where it failed)"),
+    }
+    if opts.routes {
+        sync_routes(&opts.tun, core, &mut routes.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+}
+
+fn shutdown(opts: &Options, core: &Ipsec, tun: &SyncDevice, io: &IoCounters, routes: &Mutex<Vec<Prefix>>) {
+    let _ = std::fs::remove_file(&opts.socket);
+    let mut r = routes.lock().unwrap_or_else(|e| e.into_inner());
+    for p in r.drain(..) {
+        route("del", p, &opts.tun);
+    }
+    let _ = tun.enabled(false);
+    tracing::info!(
+        "ipsecd: stopping; {}; I/O errors: send {}, TUN write {}, receive {}",
+        core.stats(),
+        io.send_errors.load(Ordering::Relaxed),
+        io.tun_write_errors.load(Ordering::Relaxed),
+        io.recv_errors.load(Ordering::Relaxed)
+    );
+}
+
+/// Routes the outbound policies' destinations into the TUN (and removes routes no policy
+/// needs any more), with iproute2.
+fn sync_routes(tun: &str, core: &Ipsec, installed: &mut Vec<Prefix>) {
+    let want = service::protected_destinations(core);
+    installed.retain(|p| {
+        let keep = want.contains(p);
+        if !keep {
+            route("del", *p, tun);
+        }
+        keep
+    });
+    for p in want {
+        if !installed.contains(&p) {
+            route("replace", p, tun);
+            installed.push(p);
+        }
+    }
+}
+
+fn route(verb: &str, p: Prefix, tun: &str) {
+    let dst = format!("{}/{}", p.addr, p.len);
+    match std::process::Command::new("ip").args(["route", verb, &dst, "dev", tun]).output() {
+        Ok(o) if o.status.success() => tracing::info!("route {verb} {dst} dev {tun}"),
+        Ok(o) => {
+            tracing::warn!("ip route {verb} {dst} dev {tun}: {}", String::from_utf8_lossy(&o.stderr).trim())
+        }
+        Err(e) => tracing::warn!("ip route {verb} {dst}: {e}"),
+    }
+}

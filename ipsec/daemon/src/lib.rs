@@ -1,0 +1,16 @@
+//! # ipsecd — a user-space IPsec gateway over TUN
+//!
+//! The Fast IPsec core (`ipsec-core`) with I/O around it: packets from a TUN device are
+//! encapsulated and sent as raw ESP or ESP in UDP; ESP from the network is decapsulated and
+//! written to the TUN. Configured in setkey(8) syntax from a file and at run time through
+//! a Unix control socket spoken by `ipsecctl`.
+//!
+//! - [`daemon`]: start-up, threads, routes, signals, the lifetime tick.
+//! - [`net`]: the TUN and sockets, and the loops that feed the core.
+//! - [`service`]: control requests, stats, and the SIGHUP reload that keeps SA state.
+//! - [`ctl`]: the control socket's protocol.
+
+pub mod ctl;
+pub mod daemon;
+pub mod net;
+pub mod service;

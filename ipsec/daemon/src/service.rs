@@ -1,0 +1,205 @@
+//! What the daemon does with configuration: control requests from the socket, the config
+//! file at start-up, and its re-reading on SIGHUP — all through the Fast IPsec core's one
+//! typed control protocol (`ipsec_core::control`), reached from setkey text.
+
+use std::fmt::Write as _;
+
+use ipsec_core::control::{Action, Dir, Located, PolicySpec, Request, SaId, SaSpec};
+use ipsec_core::db::{Response, SaInfo};
+use ipsec_core::setkey;
+use ipsec_core::stats::Drop;
+use ipsec_core::Ipsec;
+
+use crate::ctl::Reply;
+
+/// Parses setkey text; the error names the line and column (`FILE:LINE:COLUMN: …` when
+/// `origin` is a file name).
+pub fn parse(origin: &str, text: &str) -> Result<Vec<Located<Request>>, String> {
+    setkey::parse(text).map_err(|e| format!("{origin}:{}:{}: {}", e.line, e.column, e.message))
+}
+
+/// Carries out setkey text: parsed whole first (a malformed request changes nothing), then
+/// applied in order until the databases refuse one. The reply holds what `get`, `dump`
+/// and `spddump` print.
+pub fn apply_setkey(core: &Ipsec, origin: &str, text: &str) -> Reply {
+    let reqs = parse(origin, text)?;
+    let mut out = String::new();
+    for r in &reqs {
+        match core.control(&r.item) {
+            Ok(resp) => print_response(&mut out, &resp),
+            Err(e) => {
+                return Err(format!(
+                    "{origin}:{}:{}: {}: {e}{}",
+                    r.line,
+                    r.column,
+                    setkey::format_request(&r.item).trim_end(),
+                    if out.is_empty() { String::new() } else { format!("\n(output so far)\n{out}") }
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What a response prints: SAs and policies as setkey statements that would install them
+/// again, each SA followed by a comment with its state and counters.
+fn print_response(out: &mut String, r: &Response) {
+    match r {
+        Response::Done(_) => {}
+        Response::Sa(info) => print_sa(out, info),
+        Response::Sas(infos) => infos.iter().for_each(|i| print_sa(out, i)),
+        Response::Policies(ps) => {
+            for p in ps {
+                statement(out, &Request::AddPolicy(p.clone()));
+            }
+        }
+    }
+}
+
+/// A request as a setkey statement on its own line.
+fn statement(out: &mut String, r: &Request) {
+    out.push_str(setkey::format_request(r).trim_end());
+    out.push('\n');
+}
+
+fn print_sa(out: &mut String, info: &SaInfo) {
+    statement(out, &Request::AddSa(info.spec.clone()));
+    let _ = writeln!(
+        out,
+        "#\tstate {:?}, age {} s, driver {}: {}",
+        info.state,
+        info.age.as_secs(),
+        info.driver,
+        info.stats
+    );
+}
+
+/// `ipsecctl stats`: every counter — totals, each drop reason (zero ones too, so the list
+/// is the same every time), and each SA.
+pub fn stats(core: &Ipsec) -> String {
+    let t = core.stats();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "total: {} packets {} bytes out, {} packets {} bytes in",
+        t.packets_out, t.bytes_out, t.packets_in, t.bytes_in
+    );
+    let _ = writeln!(out, "drops: {}", t.total_drops());
+    for d in Drop::ALL {
+        let _ = writeln!(out, "  {:<16} {}", d.name(), t.drops(d));
+    }
+    for sa in core.databases().sad.dump(None) {
+        let s = sa.stats();
+        let _ = writeln!(
+            out,
+            "sa {} {} {} spi 0x{:x}: {} packets {} bytes out, {} packets {} bytes in, last seq {}",
+            sa.id.src,
+            sa.id.dst,
+            sa.id.proto.name(),
+            sa.id.spi,
+            s.packets_out,
+            s.bytes_out,
+            s.packets_in,
+            s.bytes_in,
+            sa.last_sequence()
+        );
+        for (d, n) in s.nonzero_drops() {
+            let _ = writeln!(out, "  {:<16} {n}", d.name());
+        }
+    }
+    out
+}
+
+/// The state a config file describes: its statements played, in order, on empty lists
+/// (so `flush;` at the top and later `delete`s mean what they mean to setkey).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Desired {
+    pub sas: Vec<SaSpec>,
+    pub policies: Vec<PolicySpec>,
+}
+
+impl Desired {
+    pub fn of(reqs: &[Located<Request>]) -> Desired {
+        let mut d = Desired::default();
+        for r in reqs {
+            match &r.item {
+                Request::AddSa(s) => {
+                    d.sas.retain(|x| id(x) != id(s));
+                    d.sas.push(s.clone());
+                }
+                Request::DeleteSa(i) => d.sas.retain(|x| id(x) != *i),
+                Request::DeleteAllSa { src, dst, proto } => {
+                    d.sas.retain(|x| !(x.src == *src && x.dst == *dst && x.proto == *proto))
+                }
+                Request::FlushSa(p) => d.sas.retain(|x| p.is_some_and(|p| p != x.proto)),
+                Request::AddPolicy(p) => {
+                    d.policies.retain(|x| !(x.selector == p.selector && x.dir == p.dir));
+                    d.policies.push(p.clone());
+                }
+                Request::DeletePolicy { selector, dir } => {
+                    d.policies.retain(|x| !(x.selector == *selector && x.dir == *dir))
+                }
+                Request::FlushPolicies => d.policies.clear(),
+                Request::GetSa(_) | Request::DumpSa(_) | Request::DumpPolicies => {}
+            }
+        }
+        d
+    }
+}
+
+fn id(s: &SaSpec) -> SaId {
+    SaId { src: s.src, dst: s.dst, proto: s.proto, spi: s.spi }
+}
+
+/// What a reload did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Reloaded {
+    pub kept: usize,
+    pub added: usize,
+    pub removed: usize,
+    pub policies: usize,
+}
+
+/// Makes the databases hold what `desired` says, keeping every SA whose spec is unchanged
+/// as it is — its sequence number, replay window and counters — and replacing the rest.
+/// Policies hold no state: they are replaced as a whole.
+pub fn reload(core: &Ipsec, desired: &Desired) -> Result<Reloaded, String> {
+    let mut r = Reloaded::default();
+    let current = core.databases().sad.dump(None);
+    for sa in &current {
+        if !desired.sas.iter().any(|s| *s == sa.spec) {
+            core.control(&Request::DeleteSa(sa.id)).map_err(|e| format!("removing {:?}: {e}", sa.id))?;
+            r.removed += 1;
+        }
+    }
+    for s in &desired.sas {
+        if current.iter().any(|sa| sa.spec == *s) {
+            r.kept += 1;
+        } else {
+            core.control(&Request::AddSa(s.clone())).map_err(|e| {
+                format!("{}: {e}", setkey::format_request(&Request::AddSa(s.clone())).trim_end())
+            })?;
+            r.added += 1;
+        }
+    }
+    core.control(&Request::FlushPolicies).map_err(|e| e.to_string())?;
+    for p in &desired.policies {
+        core.control(&Request::AddPolicy(p.clone())).map_err(|e| {
+            format!("{}: {e}", setkey::format_request(&Request::AddPolicy(p.clone())).trim_end())
+        })?;
+        r.policies += 1;
+    }
+    Ok(r)
+}
+
+/// The destination prefixes of outbound policies that protect traffic: the networks whose
+/// traffic must be routed into the TUN.
+pub fn protected_destinations(core: &Ipsec) -> Vec<ipsec_core::control::Prefix> {
+    let mut v = Vec::new();
+    for p in core.databases().spd.dump() {
+        if p.dir == Dir::Out && matches!(p.action, Action::Protect(_)) && !v.contains(&p.selector.dst) {
+            v.push(p.selector.dst);
+        }
+    }
+    v
+}
