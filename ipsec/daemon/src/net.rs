@@ -82,9 +82,23 @@ const fn libc_ipproto_raw() -> i32 {
     255
 }
 
+/// Receive buffers of the network sockets. The kernel's default (about 200 KiB, 150
+/// full-size packets) overflowed under a TCP transfer while the receiving thread was busy
+/// decrypting (TCP then retransmitted a fifth of the packets).
+const RECV_BUFFER: usize = 8 << 20;
+
+fn big_receive_buffer(s: &Socket) {
+    // As root, past net.core.rmem_max; otherwise as large as that allows.
+    if setsockopt(s, sockopt::RcvBufForce, &RECV_BUFFER).is_err() {
+        let _ = s.set_recv_buffer_size(RECV_BUFFER);
+    }
+}
+
 /// The raw socket ESP arrives on (IPv4: with its IP header).
 pub fn esp_in_v4() -> std::io::Result<Socket> {
-    Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::from(50)))
+    let s = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::from(50)))?;
+    big_receive_buffer(&s);
+    Ok(s)
 }
 
 /// The UDP socket of ESP in UDP (RFC 3948), with IP_PKTINFO so the local address of each
@@ -94,6 +108,7 @@ pub fn udp_v4(port: u16) -> std::io::Result<Socket> {
     s.set_reuse_address(true)?;
     s.bind(&SockAddr::from(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)))?;
     setsockopt(&s, sockopt::Ipv4PacketInfo, &true).map_err(std::io::Error::from)?;
+    big_receive_buffer(&s);
     Ok(s)
 }
 
