@@ -16,7 +16,7 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use tun_rs::{DeviceBuilder, SyncDevice};
 
 use crate::ctl::{self, Request};
-use crate::net::{self, IoCounters, NetSink};
+use crate::net::{self, Family, IoCounters, NetSink};
 use crate::service;
 
 /// How ipsecd is started.
@@ -58,10 +58,16 @@ pub fn run(opts: Options) -> Result<(), String> {
             .map_err(|e| format!("creating TUN {}: {e}", opts.tun))?,
     );
     let io = Arc::new(IoCounters::default());
-    let raw_out = net::raw_out_v4().map_err(|e| format!("raw IPv4 socket: {e}"))?;
-    let esp_in = net::esp_in_v4().map_err(|e| format!("raw ESP socket: {e}"))?;
-    let udp = net::udp_v4(opts.udp_port).map_err(|e| format!("UDP port {}: {e}", opts.udp_port))?;
-    let core = Arc::new(Ipsec::new(fw, Arc::new(NetSink { tun: tun.clone(), raw_out, io: io.clone() })));
+    let raw4 = net::raw_out(Family::V4).map_err(|e| format!("raw IPv4 socket: {e}"))?;
+    let raw6 = net::raw_out(Family::V6).map_err(|e| format!("raw IPv6 socket: {e}"))?;
+    let mut inputs = Vec::new();
+    for f in [Family::V4, Family::V6] {
+        let esp = net::esp_in(f).map_err(|e| format!("raw ESP socket ({f:?}): {e}"))?;
+        let udp =
+            net::udp(f, opts.udp_port).map_err(|e| format!("UDP port {} ({f:?}): {e}", opts.udp_port))?;
+        inputs.push((f, esp, udp));
+    }
+    let core = Arc::new(Ipsec::new(fw, Arc::new(NetSink { tun: tun.clone(), raw4, raw6, io: io.clone() })));
 
     if let (Some(p), Some(t)) = (&opts.config, &text) {
         service::apply_setkey(&core, &p.display().to_string(), t)?;
@@ -71,7 +77,7 @@ pub fn run(opts: Options) -> Result<(), String> {
         sync_routes(&opts.tun, &core, &mut routes.lock().unwrap());
     }
     tracing::info!(
-        "ipsecd: TUN {} (mtu {}), ESP and UDP {} on IPv4, control socket {}, {} SAs, {} policies",
+        "ipsecd: TUN {} (mtu {}), ESP and UDP {} on IPv4 and IPv6, control socket {}, {} SAs, {} policies",
         opts.tun,
         opts.mtu,
         opts.udp_port,
@@ -84,14 +90,20 @@ pub fn run(opts: Options) -> Result<(), String> {
         let (core, tun, io) = (core.clone(), tun.clone(), io.clone());
         move || net::tun_loop(&core, &tun, &io)
     })?;
-    spawn("ipsecd-esp", {
-        let (core, io) = (core.clone(), io.clone());
-        move || net::esp_loop(&core, &esp_in, &io)
-    })?;
-    spawn("ipsecd-udp", {
-        let (core, io, port) = (core.clone(), io.clone(), opts.udp_port);
-        move || net::udp_loop(&core, &udp, port, &io)
-    })?;
+    for (f, esp, udp) in inputs {
+        let name = match f {
+            Family::V4 => "4",
+            Family::V6 => "6",
+        };
+        spawn(&format!("ipsecd-esp{name}"), {
+            let (core, io) = (core.clone(), io.clone());
+            move || net::esp_loop(&core, &esp, f, &io)
+        })?;
+        spawn(&format!("ipsecd-udp{name}"), {
+            let (core, io, port) = (core.clone(), io.clone(), opts.udp_port);
+            move || net::udp_loop(&core, &udp, f, port, &io)
+        })?;
+    }
     spawn("ipsecd-ctl", {
         let (core, routes, opts) = (core.clone(), routes.clone(), opts.clone());
         move || control_loop(&listener, &core, &opts, &routes)
