@@ -28,6 +28,10 @@ pub const TIMEOUT: Duration = Duration::from_secs(10);
 /// The default socket path.
 pub const DEFAULT_SOCKET: &str = "/run/ipsecd.sock";
 
+/// What [`Request::decode`] says of a connection that sent nothing (such as the probe a
+/// starting daemon makes to see whether another one is serving the socket).
+pub const EMPTY: &str = "empty request";
+
 /// A request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
@@ -48,6 +52,9 @@ impl Request {
 
     /// Reads a request (what a client sent before shutting down its half).
     pub fn decode(bytes: &[u8]) -> Result<Request, String> {
+        if bytes.is_empty() {
+            return Err(EMPTY.to_owned());
+        }
         let text = std::str::from_utf8(bytes).map_err(|e| format!("the request is not UTF-8 ({e})"))?;
         let (verb, body) = text.split_once('\n').unwrap_or((text, ""));
         match verb.trim() {

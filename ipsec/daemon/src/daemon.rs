@@ -33,6 +33,8 @@ pub struct Options {
     pub udp_port: u16,
     /// Install routes into the TUN for the outbound policies' destinations.
     pub routes: bool,
+    /// Serve the counters in Prometheus' text format on this TCP address.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// Runs the daemon until SIGTERM or SIGINT. `Err` for a start-up failure (a bad config
@@ -104,6 +106,14 @@ pub fn run(opts: Options) -> Result<(), String> {
             move || net::udp_loop(&core, &udp, f, port, &io)
         })?;
     }
+    if let Some(addr) = opts.metrics {
+        let l = std::net::TcpListener::bind(addr).map_err(|e| format!("metrics address {addr}: {e}"))?;
+        tracing::info!("metrics on http://{addr}/metrics");
+        spawn("ipsecd-metrics", {
+            let (core, io) = (core.clone(), io.clone());
+            move || metrics_loop(&l, &core, &io)
+        })?;
+    }
     spawn("ipsecd-ctl", {
         let (core, routes, opts) = (core.clone(), routes.clone(), opts.clone());
         move || control_loop(&listener, &core, &opts, &routes)
@@ -161,10 +171,31 @@ fn control_loop(listener: &UnixListener, core: &Ipsec, opts: &Options, routes: &
             }
             Err(e) => Err(e),
         };
-        if let Err(e) = &reply {
-            tracing::warn!("control request refused: {e}");
+        match &reply {
+            Err(e) if e == ctl::EMPTY => continue,
+            Err(e) => tracing::warn!("control request refused: {e}"),
+            Ok(_) => {}
         }
         let _ = conn.write_all(&ctl::encode_reply(&reply));
+    }
+}
+
+/// Answers every connection with the counters (any request: a scraper's GET /metrics).
+fn metrics_loop(listener: &std::net::TcpListener, core: &Ipsec, io: &IoCounters) {
+    use std::io::Read;
+    for conn in listener.incoming() {
+        let Ok(mut conn) = conn else { continue };
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+        let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
+        // The request line and headers are read and ignored (up to a small limit).
+        let mut req = [0u8; 2048];
+        let _ = conn.read(&mut req);
+        let body = service::prometheus(core, io);
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        let _ = conn.write_all(head.as_bytes()).and_then(|_| conn.write_all(body.as_bytes()));
     }
 }
 

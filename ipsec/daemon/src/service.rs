@@ -203,3 +203,46 @@ pub fn protected_destinations(core: &Ipsec) -> Vec<ipsec_core::control::Prefix> 
     }
     v
 }
+
+/// The counters in Prometheus' text format (`--metrics ADDR`): totals by direction, every
+/// drop reason (zeros too), the same per SA, and the gateway's I/O errors.
+pub fn prometheus(core: &Ipsec, io: &crate::net::IoCounters) -> String {
+    use std::sync::atomic::Ordering::Relaxed;
+    let t = core.stats();
+    let mut o = String::new();
+    for (name, kind, help) in [
+        ("packets_total", "counter", "Packets through the ESP core, by direction."),
+        ("bytes_total", "counter", "Payload bytes through the ESP core, by direction."),
+        ("drops_total", "counter", "Packets dropped, by reason."),
+        ("sa_packets_total", "counter", "Packets per SA, by direction."),
+        ("sa_drops_total", "counter", "Packets dropped per SA, by reason."),
+        ("io_errors_total", "counter", "Errors of the gateway's own I/O, by kind."),
+        ("sas", "gauge", "Installed SAs."),
+    ] {
+        let _ = writeln!(o, "# HELP ipsecd_{name} {help}\n# TYPE ipsecd_{name} {kind}");
+    }
+    let _ = writeln!(o, "ipsecd_packets_total{{dir=\"out\"}} {}", t.packets_out);
+    let _ = writeln!(o, "ipsecd_packets_total{{dir=\"in\"}} {}", t.packets_in);
+    let _ = writeln!(o, "ipsecd_bytes_total{{dir=\"out\"}} {}", t.bytes_out);
+    let _ = writeln!(o, "ipsecd_bytes_total{{dir=\"in\"}} {}", t.bytes_in);
+    for d in Drop::ALL {
+        let _ = writeln!(o, "ipsecd_drops_total{{reason=\"{}\"}} {}", d.name(), t.drops(d));
+    }
+    let sas = core.databases().sad.dump(None);
+    for sa in &sas {
+        let s = sa.stats();
+        let l = format!("spi=\"0x{:x}\",src=\"{}\",dst=\"{}\"", sa.id.spi, sa.id.src, sa.id.dst);
+        let _ = writeln!(o, "ipsecd_sa_packets_total{{{l},dir=\"out\"}} {}", s.packets_out);
+        let _ = writeln!(o, "ipsecd_sa_packets_total{{{l},dir=\"in\"}} {}", s.packets_in);
+        for d in Drop::ALL {
+            let _ = writeln!(o, "ipsecd_sa_drops_total{{{l},reason=\"{}\"}} {}", d.name(), s.drops(d));
+        }
+    }
+    for (kind, c) in
+        [("send", &io.send_errors), ("tun_write", &io.tun_write_errors), ("receive", &io.recv_errors)]
+    {
+        let _ = writeln!(o, "ipsecd_io_errors_total{{kind=\"{kind}\"}} {}", c.load(Relaxed));
+    }
+    let _ = writeln!(o, "ipsecd_sas {}", sas.len());
+    o
+}

@@ -100,3 +100,32 @@ fn the_desired_state_plays_flush_and_delete_in_order() {
     assert!(d.sas.is_empty());
     assert_eq!(d.policies.len(), 1);
 }
+
+#[test]
+fn metrics_give_every_counter_in_prometheus_text() {
+    let c = core();
+    apply_setkey(&c, "f", CONF).unwrap();
+    for _ in 0..3 {
+        c.output(packet()).unwrap();
+    }
+    let io = ipsecd::net::IoCounters::default();
+    let m = ipsecd::service::prometheus(&c, &io);
+    assert!(m.contains("ipsecd_packets_total{dir=\"out\"} 3\n"), "{m}");
+    assert!(
+        m.contains(
+            "ipsecd_sa_packets_total{spi=\"0x1001\",src=\"10.99.0.1\",dst=\"10.99.0.2\",dir=\"out\"} 3\n"
+        ),
+        "{m}"
+    );
+    for d in ipsec_core::stats::Drop::ALL {
+        assert!(m.contains(&format!("ipsecd_drops_total{{reason=\"{}\"}} 0\n", d.name())), "{d}");
+    }
+    assert!(m.contains("ipsecd_sas 2\n"));
+    // Every sample line is NAME{LABELS} VALUE or NAME VALUE, and every family is declared.
+    for line in m.lines().filter(|l| !l.starts_with('#')) {
+        let (name, value) = line.rsplit_once(' ').unwrap();
+        assert!(value.parse::<u64>().is_ok(), "{line}");
+        let family = name.split('{').next().unwrap();
+        assert!(m.contains(&format!("# TYPE {family} ")), "{family} undeclared");
+    }
+}

@@ -30,6 +30,9 @@ struct Args {
     /// Do not route the outbound policies' destinations into the TUN (route them yourself).
     #[arg(long)]
     no_routes: bool,
+    /// Serve every counter in Prometheus' text format on this address (e.g. 127.0.0.1:9530).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
 }
 
 fn main() -> ExitCode {
@@ -48,6 +51,7 @@ fn main() -> ExitCode {
         socket: a.socket,
         udp_port: a.udp_port,
         routes: !a.no_routes,
+        metrics: a.metrics,
     };
     match run(opts) {
         Ok(()) => ExitCode::SUCCESS,
