@@ -88,9 +88,10 @@ pub fn run(opts: Options) -> Result<(), String> {
         core.databases().spd.dump().len()
     );
 
+    let max = net::max_packet(opts.mtu);
     spawn("ipsecd-tun", {
         let (core, tun, io) = (core.clone(), tun.clone(), io.clone());
-        move || net::tun_loop(&core, &tun, &io)
+        move || net::tun_loop(&core, &tun, max, &io)
     })?;
     for (f, esp, udp) in inputs {
         let name = match f {
@@ -99,11 +100,11 @@ pub fn run(opts: Options) -> Result<(), String> {
         };
         spawn(&format!("ipsecd-esp{name}"), {
             let (core, io) = (core.clone(), io.clone());
-            move || net::esp_loop(&core, &esp, f, &io)
+            move || net::esp_loop(&core, &esp, f, max, &io)
         })?;
         spawn(&format!("ipsecd-udp{name}"), {
             let (core, io, port) = (core.clone(), io.clone(), opts.udp_port);
-            move || net::udp_loop(&core, &udp, f, port, &io)
+            move || net::udp_loop(&core, &udp, f, port, max, &io)
         })?;
     }
     if let Some(addr) = opts.metrics {
