@@ -159,6 +159,11 @@ fn policy(s: &Setup, dir: Dir, src: IpAddr, dst: IpAddr, t: (IpAddr, IpAddr)) ->
 fn pair(s: &Setup, a: &Algs) -> (Ipsec, Arc<Collect>, Ipsec, Arc<Collect>) {
     let fw = ocf::Framework::new();
     ocf_soft::register(&fw).unwrap();
+    pair_on(fw, s, a)
+}
+
+/// [`pair`] over the drivers registered with `fw`.
+fn pair_on(fw: ocf::Framework, s: &Setup, a: &Algs) -> (Ipsec, Arc<Collect>, Ipsec, Arc<Collect>) {
     let (ls, rs) = (Arc::new(Collect::default()), Arc::new(Collect::default()));
     let left = Ipsec::new(fw.clone(), ls.clone());
     let right = Ipsec::new(fw, rs.clone());
@@ -364,18 +369,27 @@ fn no_sa_discard_and_bypass() {
     assert_eq!(ls.take_sent(), vec![clear], "no policy: in the clear");
 }
 
-#[test]
-fn hard_packet_lifetime_removes_the_sa_and_soft_reports() {
+/// One gateway with one outbound AES-GCM tunnel SA of the given lifetimes and its policy.
+fn sending_gateway(soft: Lifetime, hard: Lifetime) -> (Setup, Ipsec, Arc<Collect>) {
     let (s, a) = gcm_tunnel();
     let fw = ocf::Framework::new();
     ocf_soft::register(&fw).unwrap();
     let sink = Arc::new(Collect::default());
     let g = Ipsec::new(fw, sink.clone());
     let mut spec = sa(&s, &a, 0x1000, s.outer.0, s.outer.1);
-    spec.soft = Lifetime { packets: Some(2), ..Lifetime::default() };
-    spec.hard = Lifetime { packets: Some(3), ..Lifetime::default() };
+    spec.soft = soft;
+    spec.hard = hard;
     g.control(&Request::AddSa(spec)).unwrap();
     g.control(&Request::AddPolicy(policy(&s, Dir::Out, s.inner.0, s.inner.1, s.outer))).unwrap();
+    (s, g, sink)
+}
+
+#[test]
+fn hard_packet_lifetime_removes_the_sa_and_soft_reports() {
+    let (s, g, sink) = sending_gateway(
+        Lifetime { packets: Some(2), ..Lifetime::default() },
+        Lifetime { packets: Some(3), ..Lifetime::default() },
+    );
     for _ in 0..3 {
         g.output(Packet::new(udp_packet(s.inner.0, s.inner.1, 8))).unwrap();
     }
@@ -422,16 +436,10 @@ fn an_sa_stops_sending_before_its_sequence_number_wraps() {
 
 #[test]
 fn time_lifetimes_expire_through_tick() {
-    let (s, a) = gcm_tunnel();
-    let fw = ocf::Framework::new();
-    ocf_soft::register(&fw).unwrap();
-    let sink = Arc::new(Collect::default());
-    let g = Ipsec::new(fw, sink.clone());
-    let mut spec = sa(&s, &a, 0x1000, s.outer.0, s.outer.1);
-    spec.soft = Lifetime { seconds: Some(1), ..Lifetime::default() };
-    spec.hard = Lifetime { seconds: Some(2), ..Lifetime::default() };
-    g.control(&Request::AddSa(spec)).unwrap();
-    g.control(&Request::AddPolicy(policy(&s, Dir::Out, s.inner.0, s.inner.1, s.outer))).unwrap();
+    let (s, g, sink) = sending_gateway(
+        Lifetime { seconds: Some(1), ..Lifetime::default() },
+        Lifetime { seconds: Some(2), ..Lifetime::default() },
+    );
     g.tick();
     assert!(g.take_events().is_empty(), "nothing expires at once");
     std::thread::sleep(std::time::Duration::from_millis(1100));
@@ -453,16 +461,10 @@ fn over_an_asynchronous_accelerator_packets_finish_in_completion_callbacks() {
     let (s, a) = gcm_tunnel();
     let fw = ocf::Framework::new();
     ocf_sim::register(&fw, "qat-like").unwrap();
-    let (ls, rs) = (Arc::new(Collect::default()), Arc::new(Collect::default()));
-    let left = Ipsec::new(fw.clone(), ls.clone());
-    let right = Ipsec::new(fw, rs.clone());
-    let o = s.outer;
+    let (left, ls, right, rs) = pair_on(fw, &s, &a);
     for g in [&left, &right] {
-        g.control(&Request::AddSa(sa(&s, &a, 0x1000, o.0, o.1))).unwrap();
-        assert_eq!(g.databases().sad.dump(None)[0].driver(), "sim:qat-like");
+        assert!(g.databases().sad.dump(None).iter().all(|sa| sa.driver() == "sim:qat-like"));
     }
-    left.control(&Request::AddPolicy(policy(&s, Dir::Out, s.inner.0, s.inner.1, o))).unwrap();
-    right.control(&Request::AddPolicy(policy(&s, Dir::In, s.inner.0, s.inner.1, o))).unwrap();
 
     let wait = |c: &Collect, n: usize, sent: bool| {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

@@ -35,6 +35,16 @@ fn packet() -> Packet {
     Packet::with_headroom(&p)
 }
 
+/// A core configured with [`CONF`] that has sent `n` packets on SA 0x1001.
+fn configured_after(n: usize) -> Ipsec {
+    let c = core();
+    apply_setkey(&c, "f", CONF).unwrap();
+    for _ in 0..n {
+        c.output(packet()).unwrap();
+    }
+    c
+}
+
 fn last_seq(core: &Ipsec, spi: u32) -> u64 {
     core.databases().sad.dump(None).iter().find(|sa| sa.id.spi == spi).map(|sa| sa.last_sequence()).unwrap()
 }
@@ -65,11 +75,7 @@ fn a_malformed_request_names_line_and_column_and_changes_nothing() {
 
 #[test]
 fn reload_keeps_unchanged_sas_with_their_sequence_numbers_and_replaces_changed_ones() {
-    let c = core();
-    apply_setkey(&c, "f", CONF).unwrap();
-    for _ in 0..5 {
-        c.output(packet()).unwrap();
-    }
+    let c = configured_after(5);
     assert_eq!(last_seq(&c, 0x1001), 5);
 
     let same = Desired::of(&parse("f", CONF).unwrap());
@@ -103,11 +109,7 @@ fn the_desired_state_plays_flush_and_delete_in_order() {
 
 #[test]
 fn metrics_give_every_counter_in_prometheus_text() {
-    let c = core();
-    apply_setkey(&c, "f", CONF).unwrap();
-    for _ in 0..3 {
-        c.output(packet()).unwrap();
-    }
+    let c = configured_after(3);
     let io = ipsecd::net::IoCounters::default();
     let m = ipsecd::service::prometheus(&c, &io);
     assert!(m.contains("ipsecd_packets_total{dir=\"out\"} 3\n"), "{m}");
