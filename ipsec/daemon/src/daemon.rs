@@ -56,6 +56,10 @@ pub fn run(opts: Options) -> Result<(), String> {
         DeviceBuilder::new()
             .name(&opts.tun)
             .mtu(opts.mtu)
+            // IFF_VNET_HDR with TSO: TCP super-packets in, coalesced ones out (net::tun_loop).
+            .with(|b| {
+                b.offload(true);
+            })
             .build_sync()
             .map_err(|e| format!("creating TUN {}: {e}", opts.tun))?,
     );
@@ -69,7 +73,8 @@ pub fn run(opts: Options) -> Result<(), String> {
             net::udp(f, opts.udp_port).map_err(|e| format!("UDP port {} ({f:?}): {e}", opts.udp_port))?;
         inputs.push((f, esp, udp));
     }
-    let core = Arc::new(Ipsec::new(fw, Arc::new(NetSink { tun: tun.clone(), raw4, raw6, io: io.clone() })));
+    let sink = Arc::new(NetSink { tun: tun.clone(), raw4, raw6, io: io.clone() });
+    let core = Arc::new(Ipsec::new(fw, sink.clone()));
 
     if let (Some(p), Some(t)) = (&opts.config, &text) {
         service::apply_setkey(&core, &p.display().to_string(), t)?;
@@ -90,8 +95,8 @@ pub fn run(opts: Options) -> Result<(), String> {
 
     let max = net::max_packet(opts.mtu);
     spawn("ipsecd-tun", {
-        let (core, tun, io) = (core.clone(), tun.clone(), io.clone());
-        move || net::tun_loop(&core, &tun, max, &io)
+        let (core, sink) = (core.clone(), sink.clone());
+        move || net::tun_loop(&core, &sink, max)
     })?;
     for (f, esp, udp) in inputs {
         let name = match f {
@@ -99,12 +104,12 @@ pub fn run(opts: Options) -> Result<(), String> {
             Family::V6 => "6",
         };
         spawn(&format!("ipsecd-esp{name}"), {
-            let (core, io) = (core.clone(), io.clone());
-            move || net::esp_loop(&core, &esp, f, max, &io)
+            let (core, sink) = (core.clone(), sink.clone());
+            move || net::esp_loop(&core, &sink, &esp, f, max)
         })?;
         spawn(&format!("ipsecd-udp{name}"), {
-            let (core, io, port) = (core.clone(), io.clone(), opts.udp_port);
-            move || net::udp_loop(&core, &udp, f, port, max, &io)
+            let (core, sink, port) = (core.clone(), sink.clone(), opts.udp_port);
+            move || net::udp_loop(&core, &sink, &udp, f, port, max)
         })?;
     }
     if let Some(addr) = opts.metrics {

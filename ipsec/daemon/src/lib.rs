@@ -10,6 +10,7 @@
 //! - [`service`]: control requests, stats, and the SIGHUP reload that keeps SA state.
 //! - [`ctl`]: the control socket's protocol.
 
+pub mod batch;
 pub mod ctl;
 pub mod daemon;
 pub mod net;

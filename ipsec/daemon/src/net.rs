@@ -18,7 +18,7 @@
 //! side) run on different cores. One packet per system call for now: the batched path
 //! (recvmmsg/sendmmsg, TUN offloads) is the next step, measured against this one.
 
-use std::io::{IoSliceMut, Read};
+use std::io::{IoSlice, IoSliceMut};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,10 +26,13 @@ use std::sync::Arc;
 
 use ipsec_core::{Ipsec, Packet, Sink, HEADROOM, TAILROOM};
 use nix::sys::socket::{
-    recvmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, SockaddrIn, SockaddrIn6,
+    recvmmsg, sendmmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, MultiHeaders, SockaddrIn,
+    SockaddrIn6, SockaddrLike,
 };
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
-use tun_rs::SyncDevice;
+use tun_rs::{GROTable, SyncDevice, VIRTIO_NET_HDR_LEN};
+
+use crate::batch::{self, Pool, Stash, BATCH};
 
 /// The largest IP packet either side reads: the TUN's MTU plus room for ESP's overhead and
 /// outer headers on the network side. A larger packet from the network is cut short by the
@@ -50,7 +53,9 @@ pub struct IoCounters {
     pub recv_errors: AtomicU64,
 }
 
-/// Where the core's results go: ESP to the network, decapsulated packets to the TUN.
+/// Where the core's results go: ESP to the network, decapsulated packets to the TUN. On a
+/// loop's thread they are stashed and sent a batch at a time ([`batch`]); elsewhere (an
+/// asynchronous driver's completion) one at a time.
 pub struct NetSink {
     pub tun: Arc<SyncDevice>,
     /// Whole IPv4 packets out (IPPROTO_RAW).
@@ -62,15 +67,38 @@ pub struct NetSink {
 
 impl Sink for NetSink {
     fn transmit(&self, p: Packet) {
+        if let Some(p) = batch::transmit(p) {
+            self.transmit_one(&p);
+        }
+    }
+
+    fn deliver(&self, p: Packet) {
+        if let Some(p) = batch::deliver(p) {
+            self.deliver_one(p);
+        }
+    }
+}
+
+/// Where a whole outbound packet goes: its family and destination address.
+fn destination(b: &[u8]) -> Option<IpAddr> {
+    match b.first().map(|v| v >> 4) {
+        Some(4) if b.len() >= 20 => Some(IpAddr::V4(Ipv4Addr::new(b[16], b[17], b[18], b[19]))),
+        Some(6) if b.len() >= 40 => {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(&b[24..40]);
+            Some(IpAddr::V6(Ipv6Addr::from(a)))
+        }
+        _ => None,
+    }
+}
+
+impl NetSink {
+    fn transmit_one(&self, p: &Packet) {
         let b = p.bytes();
-        let (sock, dst) = match b.first().map(|v| v >> 4) {
-            Some(4) if b.len() >= 20 => (&self.raw4, IpAddr::V4(Ipv4Addr::new(b[16], b[17], b[18], b[19]))),
-            Some(6) if b.len() >= 40 => {
-                let mut a = [0u8; 16];
-                a.copy_from_slice(&b[24..40]);
-                (&self.raw6, IpAddr::V6(Ipv6Addr::from(a)))
-            }
-            _ => {
+        let (sock, dst) = match destination(b) {
+            Some(dst @ IpAddr::V4(_)) => (&self.raw4, dst),
+            Some(dst @ IpAddr::V6(_)) => (&self.raw6, dst),
+            None => {
                 self.io.send_errors.fetch_add(1, Ordering::Relaxed);
                 return;
             }
@@ -81,10 +109,72 @@ impl Sink for NetSink {
         }
     }
 
-    fn deliver(&self, p: Packet) {
-        if let Err(e) = self.tun.send(p.bytes()) {
+    /// Sends a batch of whole packets with one sendmmsg per run of one family (a batch is
+    /// almost always one run: the segments of one super-packet, to one peer).
+    fn transmit_batch(
+        &self,
+        out4: &mut MultiHeaders<SockaddrIn>,
+        out6: &mut MultiHeaders<SockaddrIn6>,
+        pkts: &[Packet],
+    ) {
+        let is_v4 = |p: &Packet| matches!(destination(p.bytes()), Some(IpAddr::V4(_)));
+        let mut i = 0;
+        while i < pkts.len() {
+            let v4 = is_v4(&pkts[i]);
+            let run = pkts[i..].iter().take_while(|p| is_v4(p) == v4).count();
+            let now = &pkts[i..i + run];
+            let sent = if v4 {
+                self.sendmmsg(&self.raw4, out4, now, |d| match d {
+                    IpAddr::V4(a) => Some(SockaddrIn::from(SocketAddrV4::new(a, 0))),
+                    IpAddr::V6(_) => None,
+                })
+            } else {
+                self.sendmmsg(&self.raw6, out6, now, |d| match d {
+                    IpAddr::V6(a) => Some(SockaddrIn6::from(SocketAddrV6::new(a, 0, 0, 0))),
+                    IpAddr::V4(_) => None,
+                })
+            };
+            // A failure stops sendmmsg at that packet: it is counted and skipped.
+            if sent == 0 {
+                self.io.send_errors.fetch_add(1, Ordering::Relaxed);
+                i += 1;
+            } else {
+                i += sent;
+            }
+        }
+    }
+
+    /// One sendmmsg of `pkts` (all of one family; a packet with no address of it is sent
+    /// nowhere and fails); how many the kernel took.
+    fn sendmmsg<S: SockaddrLike + Copy>(
+        &self,
+        sock: &Socket,
+        hdrs: &mut MultiHeaders<S>,
+        pkts: &[Packet],
+        addr: impl Fn(IpAddr) -> Option<S>,
+    ) -> usize {
+        let pkts = &pkts[..pkts.len().min(BATCH)];
+        // One small allocation each per batch: the vectors borrow this batch's packets.
+        let iovs: Vec<[IoSlice<'_>; 1]> = pkts.iter().map(|p| [IoSlice::new(p.bytes())]).collect();
+        let addrs: Vec<Option<S>> = pkts.iter().map(|p| destination(p.bytes()).and_then(&addr)).collect();
+        match sendmmsg(sock.as_raw_fd(), hdrs, &iovs, &addrs, [], MsgFlags::empty()) {
+            Ok(r) => r.count(),
+            Err(e) => {
+                tracing::debug!("sending {} packets: {e}", pkts.len());
+                0
+            }
+        }
+    }
+
+    /// Writes one packet to the TUN, behind the (empty) virtio header the TUN's offload
+    /// mode expects.
+    fn deliver_one(&self, p: Packet) {
+        let off = p.head.max(VIRTIO_NET_HDR_LEN);
+        let mut data = at_offset(p, off);
+        data[off - VIRTIO_NET_HDR_LEN..off].fill(0);
+        if let Err(e) = self.tun.send(&data[off - VIRTIO_NET_HDR_LEN..]) {
             self.io.tun_write_errors.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!("writing {} bytes to the TUN: {e}", p.bytes().len());
+            tracing::debug!("writing {} bytes to the TUN: {e}", data.len() - off);
         }
     }
 }
@@ -176,69 +266,181 @@ pub fn udp(family: Family, port: u16) -> std::io::Result<Socket> {
     Ok(s)
 }
 
-/// A fresh packet buffer for packets of up to `max` bytes, with room for the core's
-/// headers in front and trailer behind.
-fn buffer(max: usize) -> Vec<u8> {
-    vec![0u8; HEADROOM + max + TAILROOM]
+/// The size of every packet buffer: room for the core's headers in front, a packet of up
+/// to `max` bytes, and the trailer behind.
+fn buffer_size(max: usize) -> usize {
+    HEADROOM + max + TAILROOM
 }
 
-/// Protected side → core: every packet read from the TUN goes to `Ipsec::output`.
-pub fn tun_loop(core: &Ipsec, tun: &SyncDevice, max: usize, io: &IoCounters) {
+/// What a loop needs to send a batch's results: the stash it swaps with the thread's, the
+/// sendmmsg headers per family, and the TUN's coalescing table.
+struct Flush {
+    stash: Stash,
+    out4: MultiHeaders<SockaddrIn>,
+    out6: MultiHeaders<SockaddrIn6>,
+    gro: GROTable,
+    tun_bufs: Vec<Vec<u8>>,
+}
+
+impl Flush {
+    fn new() -> Flush {
+        batch::open();
+        Flush {
+            stash: Stash { transmit: Vec::with_capacity(BATCH), deliver: Vec::with_capacity(BATCH) },
+            out4: MultiHeaders::preallocate(BATCH, None),
+            out6: MultiHeaders::preallocate(BATCH, None),
+            gro: GROTable::new(),
+            tun_bufs: Vec::with_capacity(BATCH),
+        }
+    }
+
+    /// Sends what the core stashed during this batch and gives the buffers back to `pool`.
+    fn run(&mut self, sink: &NetSink, pool: &mut Pool) {
+        batch::take(&mut self.stash);
+        if !self.stash.transmit.is_empty() {
+            sink.transmit_batch(&mut self.out4, &mut self.out6, &self.stash.transmit);
+            for p in self.stash.transmit.drain(..) {
+                pool.put(p.data);
+            }
+        }
+        if !self.stash.deliver.is_empty() {
+            // The coalescing write wants every packet at one offset, with room for the
+            // virtio header in front: the first packet's offset, where decapsulation left
+            // it (the others of a batch are usually at the same place and do not move).
+            let off = self.stash.deliver[0].head.max(VIRTIO_NET_HDR_LEN);
+            self.tun_bufs.extend(self.stash.deliver.drain(..).map(|p| at_offset(p, off)));
+            if let Err(e) = sink.tun.send_multiple(&mut self.gro, &mut self.tun_bufs, off) {
+                sink.io.tun_write_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!("writing {} packets to the TUN: {e}", self.tun_bufs.len());
+            }
+            for b in self.tun_bufs.drain(..) {
+                pool.put(b);
+            }
+        }
+    }
+}
+
+/// The packet's bytes moved to start at `off` in its buffer (the buffer ends where the
+/// packet does).
+fn at_offset(p: Packet, off: usize) -> Vec<u8> {
+    let Packet { mut data, head } = p;
+    let len = data.len() - head;
+    if off > head {
+        data.resize(off + len, 0);
+        data.copy_within(head..head + len, off);
+    } else if off < head {
+        data.copy_within(head.., off);
+        data.truncate(off + len);
+    }
+    data
+}
+
+/// Protected side → core. The TUN has offloads on: the kernel hands over TCP super-packets
+/// of up to 64 KiB (GSO) with checksums left to us, which `recv_multiple` cuts into
+/// MTU-sized segments with their checksums, each in its own buffer behind the core's
+/// headroom. One read is thus up to [`BATCH`] packets, and their ESP leaves in one sendmmsg.
+pub fn tun_loop(core: &Ipsec, sink: &NetSink, max: usize) {
+    let mut pool = Pool::new(buffer_size(max));
+    let mut flush = Flush::new();
+    let mut bufs: Vec<Vec<u8>> = (0..BATCH).map(|_| pool.get()).collect();
+    let mut sizes = vec![0usize; BATCH];
+    let mut gso = vec![0u8; VIRTIO_NET_HDR_LEN + 65535];
     loop {
-        let mut data = buffer(max);
-        let n = match tun.recv(&mut data[HEADROOM..HEADROOM + max]) {
+        let n = match sink.tun.recv_multiple(&mut gso, &mut bufs, &mut sizes, HEADROOM) {
             Ok(n) => n,
             Err(e) => {
-                io.recv_errors.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!("reading the TUN: {e}");
+                sink.io.recv_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!("reading the TUN: {e}");
                 continue;
             }
         };
-        data.truncate(HEADROOM + n);
-        // A drop is counted by the core under its reason.
-        let _ = core.output(Packet { data, head: HEADROOM });
+        for i in 0..n {
+            let mut data = std::mem::replace(&mut bufs[i], pool.get());
+            data.truncate(HEADROOM + sizes[i]);
+            // A drop is counted by the core under its reason.
+            let _ = core.output(Packet { data, head: HEADROOM });
+        }
+        flush.run(sink, &mut pool);
     }
 }
 
 /// One datagram or raw packet as a socket gave it: its length, where it came from (address
-/// and port), and the local address it was sent to.
+/// and port), and the local address it was sent to (if the packet-info option said).
 struct Received {
     len: usize,
     src: SocketAddr,
-    dst: IpAddr,
+    dst: Option<IpAddr>,
 }
 
-/// Reads into `buf` with recvmsg, collecting the sender and the packet-info local address.
-fn receive(sock: &Socket, family: Family, buf: &mut [u8]) -> nix::Result<Option<Received>> {
-    let mut iov = [IoSliceMut::new(buf)];
-    let mut cmsg = nix::cmsg_space!(libc_in6_pktinfo);
-    let fd = sock.as_raw_fd();
-    let flags = MsgFlags::empty();
-    Ok(match family {
-        Family::V4 => {
-            let m = recvmsg::<SockaddrIn>(fd, &mut iov, Some(&mut cmsg), flags)?;
-            let dst = local_address(&m);
-            match (m.address, dst) {
-                (Some(a), Some(dst)) => {
-                    Some(Received { len: m.bytes, src: SocketAddrV4::new(a.ip(), a.port()).into(), dst })
-                }
-                _ => None,
-            }
-        }
-        Family::V6 => {
-            let m = recvmsg::<SockaddrIn6>(fd, &mut iov, Some(&mut cmsg), flags)?;
-            let dst = local_address(&m);
-            match (m.address, dst) {
-                (Some(a), Some(dst)) => Some(Received {
-                    len: m.bytes,
-                    src: SocketAddrV6::new(a.ip(), a.port(), 0, 0).into(),
-                    dst,
-                }),
-                _ => None,
-            }
-        }
-    })
+/// A network loop's receiving side: buffers for a batch and the recvmmsg headers of its
+/// family (each with room for a packet-info control message).
+struct Receiver {
+    family: Family,
+    pool: Pool,
+    bufs: Vec<Vec<u8>>,
+    in4: MultiHeaders<SockaddrIn>,
+    in6: MultiHeaders<SockaddrIn6>,
+    got: Vec<Received>,
 }
+
+impl Receiver {
+    fn new(family: Family, max: usize) -> Receiver {
+        let mut pool = Pool::new(buffer_size(max));
+        let bufs = (0..BATCH).map(|_| pool.get()).collect();
+        let cmsg = || Some(nix::cmsg_space!(libc_in6_pktinfo));
+        Receiver {
+            family,
+            pool,
+            bufs,
+            in4: MultiHeaders::preallocate(if family == Family::V4 { BATCH } else { 0 }, cmsg()),
+            in6: MultiHeaders::preallocate(if family == Family::V6 { BATCH } else { 0 }, cmsg()),
+            got: Vec::with_capacity(BATCH),
+        }
+    }
+
+    /// Reads up to a batch (waiting for the first packet only) into the buffers, each at
+    /// `at` and at most `end - at` bytes; what came is in `self.got`.
+    fn receive(&mut self, sock: &Socket, at: usize, end: usize) -> nix::Result<()> {
+        self.got.clear();
+        let fd = sock.as_raw_fd();
+        // One small allocation per batch: the I/O vectors borrow this batch's buffers.
+        let mut iovs: Vec<[IoSliceMut<'_>; 1]> =
+            self.bufs.iter_mut().map(|b| [IoSliceMut::new(&mut b[at..end])]).collect();
+        let flags = MsgFlags::MSG_WAITFORONE;
+        match self.family {
+            Family::V4 => {
+                for m in recvmmsg(fd, &mut self.in4, iovs.iter_mut(), flags, None)? {
+                    let src = m.address.map(|a| SocketAddr::from(SocketAddrV4::new(a.ip(), a.port())));
+                    let dst = local_address(&m);
+                    match src {
+                        Some(src) => self.got.push(Received { len: m.bytes, src, dst }),
+                        None => self.got.push(Received { len: 0, src: UNKNOWN, dst: None }),
+                    }
+                }
+            }
+            Family::V6 => {
+                for m in recvmmsg(fd, &mut self.in6, iovs.iter_mut(), flags, None)? {
+                    let src = m.address.map(|a| SocketAddr::from(SocketAddrV6::new(a.ip(), a.port(), 0, 0)));
+                    let dst = local_address(&m);
+                    match src {
+                        Some(src) => self.got.push(Received { len: m.bytes, src, dst }),
+                        None => self.got.push(Received { len: 0, src: UNKNOWN, dst: None }),
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The buffer of the `i`th packet received, replaced by a spare one.
+    fn take(&mut self, i: usize) -> Vec<u8> {
+        std::mem::replace(&mut self.bufs[i], self.pool.get())
+    }
+}
+
+/// The sender of a packet whose address the kernel did not give (it always does for
+/// these sockets; such a packet is counted as a receive error).
+const UNKNOWN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
 
 /// The local address a packet was sent to, from its packet-info control message.
 fn local_address<S>(m: &nix::sys::socket::RecvMsg<'_, '_, S>) -> Option<IpAddr> {
@@ -251,77 +453,86 @@ fn local_address<S>(m: &nix::sys::socket::RecvMsg<'_, '_, S>) -> Option<IpAddr> 
     })
 }
 
-/// Network → core: ESP from the raw socket. IPv4 raw sockets return the whole packet; IPv6
-/// ones only the payload, so its header is written back from the addresses.
-pub fn esp_loop(core: &Ipsec, sock: &Socket, family: Family, max: usize, io: &IoCounters) {
+/// Network → core: ESP from the raw socket, a batch per recvmmsg. IPv4 raw sockets return
+/// the whole packet; IPv6 ones only the payload, so its header is written back from the
+/// addresses.
+pub fn esp_loop(core: &Ipsec, sink: &NetSink, sock: &Socket, family: Family, max: usize) {
+    let mut rx = Receiver::new(family, max);
+    let mut flush = Flush::new();
+    let at = HEADROOM + if family == Family::V6 { 40 } else { 0 };
     loop {
-        let mut data = buffer(max);
-        let packet = match family {
-            Family::V4 => match (&*sock).read(&mut data[HEADROOM..HEADROOM + max]) {
-                Ok(n) => {
-                    data.truncate(HEADROOM + n);
-                    Packet { data, head: HEADROOM }
+        if let Err(e) = rx.receive(sock, at, HEADROOM + max) {
+            sink.io.recv_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!("reading the ESP socket: {e}");
+            continue;
+        }
+        for i in 0..rx.got.len() {
+            let Received { len, src, dst } = rx.got[i];
+            let mut data = rx.take(i);
+            match (family, dst) {
+                (Family::V4, _) if len > 0 => data.truncate(HEADROOM + len),
+                (Family::V6, Some(dst)) => {
+                    write_ip_header(&mut data[HEADROOM..at], src.ip(), dst, 40 + len, 50);
+                    data.truncate(at + len);
                 }
-                Err(e) => {
-                    io.recv_errors.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!("reading the ESP socket: {e}");
+                _ => {
+                    sink.io.recv_errors.fetch_add(1, Ordering::Relaxed);
+                    rx.pool.put(data);
                     continue;
                 }
-            },
-            Family::V6 => {
-                let at = HEADROOM + 40;
-                match receive(sock, family, &mut data[at..HEADROOM + max]) {
-                    Ok(Some(r)) => {
-                        write_ip_header(&mut data[HEADROOM..at], r.src.ip(), r.dst, 40 + r.len, 50);
-                        data.truncate(at + r.len);
-                        Packet { data, head: HEADROOM }
-                    }
-                    other => {
-                        io.recv_errors.fetch_add(1, Ordering::Relaxed);
-                        if let Err(e) = other {
-                            tracing::warn!("reading the ESP socket: {e}");
-                        }
-                        continue;
-                    }
-                }
             }
-        };
-        let _ = core.input(packet);
+            let _ = core.input(Packet { data, head: HEADROOM });
+        }
+        flush.run(sink, &mut rx.pool);
     }
 }
 
-/// Network → core: ESP in UDP. The datagram's payload is read behind room for the IP and
-/// UDP headers it came with, which are written back so the core sees the packet as sent.
-pub fn udp_loop(core: &Ipsec, sock: &Socket, family: Family, port: u16, max: usize, io: &IoCounters) {
+/// Network → core: ESP in UDP, a batch per recvmmsg. Each datagram's payload is read
+/// behind room for the IP and UDP headers it came with, which are written back so the
+/// core sees the packet as sent.
+pub fn udp_loop(core: &Ipsec, sink: &NetSink, sock: &Socket, family: Family, port: u16, max: usize) {
+    let mut rx = Receiver::new(family, max);
+    let mut flush = Flush::new();
     let ip = family.header_len();
     let hdrs = ip + 8;
     loop {
-        let mut data = buffer(max);
-        let r = match receive(sock, family, &mut data[HEADROOM + hdrs..HEADROOM + max]) {
-            Ok(Some(r)) => r,
-            other => {
-                io.recv_errors.fetch_add(1, Ordering::Relaxed);
-                if let Err(e) = other {
-                    tracing::warn!("reading the UDP socket: {e}");
-                }
-                continue;
-            }
-        };
-        let total = hdrs + r.len;
-        write_ip_header(&mut data[HEADROOM..HEADROOM + ip], r.src.ip(), r.dst, total, 17);
-        let udp = &mut data[HEADROOM + ip..HEADROOM + total];
-        udp[0..2].copy_from_slice(&r.src.port().to_be_bytes());
-        udp[2..4].copy_from_slice(&port.to_be_bytes());
-        udp[4..6].copy_from_slice(&((8 + r.len) as u16).to_be_bytes());
-        // Over IPv4, 0: none, as RFC 3948 §2.1 sends it (the kernel verified any). Over
-        // IPv6 a checksum is required, so it is computed again.
-        udp[6..8].copy_from_slice(&[0, 0]);
-        if let (IpAddr::V6(src), IpAddr::V6(dst)) = (r.src.ip(), r.dst) {
-            ipsec_wire::udp::Packet::new_unchecked(&mut *udp)
-                .fill_checksum(&ipsec_wire::PseudoHeader::V6 { src, dst });
+        if let Err(e) = rx.receive(sock, HEADROOM + hdrs, HEADROOM + max) {
+            sink.io.recv_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!("reading the UDP socket: {e}");
+            continue;
         }
-        data.truncate(HEADROOM + total);
-        let _ = core.input(Packet { data, head: HEADROOM });
+        for i in 0..rx.got.len() {
+            let Received { len, src, dst } = rx.got[i];
+            let mut data = rx.take(i);
+            let Some(dst) = dst else {
+                sink.io.recv_errors.fetch_add(1, Ordering::Relaxed);
+                rx.pool.put(data);
+                continue;
+            };
+            let total = hdrs + len;
+            write_udp_headers(&mut data[HEADROOM..HEADROOM + total], ip, src, dst, port);
+            data.truncate(HEADROOM + total);
+            let _ = core.input(Packet { data, head: HEADROOM });
+        }
+        flush.run(sink, &mut rx.pool);
+    }
+}
+
+/// Writes back the IP and UDP headers of a datagram from `src` to `dst`:`port` whose
+/// payload follows them in `packet` (`ip` is the IP header's length).
+fn write_udp_headers(packet: &mut [u8], ip: usize, src: SocketAddr, dst: IpAddr, port: u16) {
+    let total = packet.len();
+    write_ip_header(&mut packet[..ip], src.ip(), dst, total, 17);
+    let udp = &mut packet[ip..];
+    let udp_len = udp.len() as u16;
+    udp[0..2].copy_from_slice(&src.port().to_be_bytes());
+    udp[2..4].copy_from_slice(&port.to_be_bytes());
+    udp[4..6].copy_from_slice(&udp_len.to_be_bytes());
+    // Over IPv4, 0: none, as RFC 3948 §2.1 sends it (the kernel verified any). Over IPv6 a
+    // checksum is required, so it is computed again.
+    udp[6..8].copy_from_slice(&[0, 0]);
+    if let (IpAddr::V6(src), IpAddr::V6(dst)) = (src.ip(), dst) {
+        ipsec_wire::udp::Packet::new_unchecked(&mut *udp).fill_checksum(&ipsec_wire::PseudoHeader::V6 { src, dst });
     }
 }
 
