@@ -33,10 +33,8 @@ thread_local! {
 /// Makes the sink stash this thread's packets until [`take`].
 pub fn open() {
     STASH.with(|s| {
-        *s.borrow_mut() = Some(Stash {
-            transmit: Vec::with_capacity(BATCH),
-            deliver: Vec::with_capacity(BATCH),
-        })
+        *s.borrow_mut() =
+            Some(Stash { transmit: Vec::with_capacity(BATCH), deliver: Vec::with_capacity(BATCH) })
     });
 }
 

@@ -71,9 +71,17 @@ pub fn run(opts: Options) -> Result<(), String> {
         let esp = net::esp_in(f).map_err(|e| format!("raw ESP socket ({f:?}): {e}"))?;
         let udp =
             net::udp(f, opts.udp_port).map_err(|e| format!("UDP port {} ({f:?}): {e}", opts.udp_port))?;
-        inputs.push((f, esp, udp));
+        inputs.push((f, esp, Arc::new(udp)));
     }
-    let sink = Arc::new(NetSink { tun: tun.clone(), raw4, raw6, io: io.clone() });
+    let sink = Arc::new(NetSink {
+        tun: tun.clone(),
+        raw4,
+        raw6,
+        udp4: inputs[0].2.clone(),
+        udp6: inputs[1].2.clone(),
+        udp_port: opts.udp_port,
+        io: io.clone(),
+    });
     let core = Arc::new(Ipsec::new(fw, sink.clone()));
 
     if let (Some(p), Some(t)) = (&opts.config, &text) {

@@ -26,8 +26,8 @@ use std::sync::Arc;
 
 use ipsec_core::{Ipsec, Packet, Sink, HEADROOM, TAILROOM};
 use nix::sys::socket::{
-    recvmmsg, sendmmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, MultiHeaders, SockaddrIn,
-    SockaddrIn6, SockaddrLike,
+    recvmmsg, sendmmsg, sendmsg, setsockopt, sockopt, ControlMessage, ControlMessageOwned, MsgFlags,
+    MultiHeaders, SockaddrIn, SockaddrIn6, SockaddrLike,
 };
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use tun_rs::{GROTable, SyncDevice, VIRTIO_NET_HDR_LEN};
@@ -62,6 +62,12 @@ pub struct NetSink {
     pub raw4: Socket,
     /// Whole IPv6 packets out (IPPROTO_RAW with IPV6_HDRINCL).
     pub raw6: Socket,
+    /// The UDP sockets of ESP in UDP (shared with the loops that read them): runs of
+    /// datagrams to one peer leave through them as one UDP GSO send.
+    pub udp4: Arc<Socket>,
+    pub udp6: Arc<Socket>,
+    /// Their local port.
+    pub udp_port: u16,
     pub io: Arc<IoCounters>,
 }
 
@@ -109,8 +115,10 @@ impl NetSink {
         }
     }
 
-    /// Sends a batch of whole packets with one sendmmsg per run of one family (a batch is
-    /// almost always one run: the segments of one super-packet, to one peer).
+    /// Sends a batch of whole packets. ESP in UDP from our port goes through the UDP
+    /// socket, a run of equal-sized datagrams to one peer as one UDP GSO send (the kernel
+    /// cuts it up, possibly in the receiver's device); everything else through the raw
+    /// sockets, one sendmmsg per run of one family. Order is kept.
     fn transmit_batch(
         &self,
         out4: &mut MultiHeaders<SockaddrIn>,
@@ -120,8 +128,17 @@ impl NetSink {
         let is_v4 = |p: &Packet| matches!(destination(p.bytes()), Some(IpAddr::V4(_)));
         let mut i = 0;
         while i < pkts.len() {
+            if let Some(first) = Datagram::of(pkts[i].bytes(), self.udp_port) {
+                let run = gso_run(&pkts[i..], &first, self.udp_port);
+                self.send_gso(&pkts[i..i + run], &first);
+                i += run;
+                continue;
+            }
             let v4 = is_v4(&pkts[i]);
-            let run = pkts[i..].iter().take_while(|p| is_v4(p) == v4).count();
+            let run = pkts[i..]
+                .iter()
+                .take_while(|p| is_v4(p) == v4 && Datagram::of(p.bytes(), self.udp_port).is_none())
+                .count();
             let now = &pkts[i..i + run];
             let sent = if v4 {
                 self.sendmmsg(&self.raw4, out4, now, |d| match d {
@@ -141,6 +158,49 @@ impl NetSink {
             } else {
                 i += sent;
             }
+        }
+    }
+
+    /// Sends the UDP payloads (ESP) of a run of datagrams to one peer with one sendmsg: the
+    /// payloads as the I/O vector, the segment size in UDP_SEGMENT, and the source address
+    /// in the packet-info option (the socket is bound to the wildcard address).
+    fn send_gso(&self, run: &[Packet], first: &Datagram) {
+        let iovs: Vec<IoSlice<'_>> = run.iter().map(|p| IoSlice::new(&p.bytes()[first.headers..])).collect();
+        let segment = first.payload as u16;
+        let mut cmsgs = Vec::with_capacity(2);
+        if run.len() > 1 {
+            cmsgs.push(ControlMessage::UdpGsoSegments(&segment));
+        }
+        let r = match (first.src, first.dst) {
+            (IpAddr::V4(src), SocketAddr::V4(dst)) => {
+                let pi = nix::libc::in_pktinfo {
+                    ipi_ifindex: 0,
+                    ipi_spec_dst: nix::libc::in_addr { s_addr: u32::from(src).to_be() },
+                    ipi_addr: nix::libc::in_addr { s_addr: 0 },
+                };
+                cmsgs.push(ControlMessage::Ipv4PacketInfo(&pi));
+                sendmsg(self.udp4.as_raw_fd(), &iovs, &cmsgs, MsgFlags::empty(), Some(&SockaddrIn::from(dst)))
+            }
+            (IpAddr::V6(src), SocketAddr::V6(dst)) => {
+                let pi = nix::libc::in6_pktinfo {
+                    ipi6_addr: nix::libc::in6_addr { s6_addr: src.octets() },
+                    ipi6_ifindex: 0,
+                };
+                cmsgs.push(ControlMessage::Ipv6PacketInfo(&pi));
+                sendmsg(
+                    self.udp6.as_raw_fd(),
+                    &iovs,
+                    &cmsgs,
+                    MsgFlags::empty(),
+                    Some(&SockaddrIn6::from(dst)),
+                )
+            }
+            // Datagram::of takes both addresses from one header.
+            _ => return,
+        };
+        if let Err(e) = r {
+            self.io.send_errors.fetch_add(run.len() as u64, Ordering::Relaxed);
+            tracing::debug!("sending {} datagrams to {}: {e}", run.len(), first.dst);
         }
     }
 
@@ -177,6 +237,74 @@ impl NetSink {
             tracing::debug!("writing {} bytes to the TUN: {e}", data.len() - off);
         }
     }
+}
+
+/// An outbound ESP-in-UDP packet as the core built it, when the UDP socket can send it the
+/// same: from our port, with the header the kernel would write itself (IPv4 without
+/// options, DSCP/ECN 0; IPv6 with traffic class and flow label 0). Anything else (an ECN or
+/// DSCP mark the core copied from the inner packet, another source port) goes out raw.
+#[derive(Debug, PartialEq, Eq)]
+struct Datagram {
+    src: IpAddr,
+    dst: SocketAddr,
+    /// IP and UDP headers' length: the payload (ESP) starts here.
+    headers: usize,
+    payload: usize,
+}
+
+impl Datagram {
+    fn of(b: &[u8], port: u16) -> Option<Datagram> {
+        let (src, dst, ip): (IpAddr, IpAddr, usize) = match b.first()? >> 4 {
+            4 if b.len() >= 28 && b[0] == 0x45 && b[1] == 0 && b[9] == 17 => (
+                Ipv4Addr::new(b[12], b[13], b[14], b[15]).into(),
+                Ipv4Addr::new(b[16], b[17], b[18], b[19]).into(),
+                20,
+            ),
+            6 if b.len() >= 48 && b[0] == 0x60 && b[1] == 0 && b[2] == 0 && b[3] == 0 && b[6] == 17 => {
+                let mut s = [0u8; 16];
+                let mut d = [0u8; 16];
+                s.copy_from_slice(&b[8..24]);
+                d.copy_from_slice(&b[24..40]);
+                (Ipv6Addr::from(s).into(), Ipv6Addr::from(d).into(), 40)
+            }
+            _ => return None,
+        };
+        let udp = &b[ip..];
+        if u16::from_be_bytes([udp[0], udp[1]]) != port {
+            return None;
+        }
+        let dport = u16::from_be_bytes([udp[2], udp[3]]);
+        Some(Datagram { src, dst: SocketAddr::new(dst, dport), headers: ip + 8, payload: b.len() - ip - 8 })
+    }
+}
+
+/// The most datagrams one UDP GSO send carries (the kernel's UDP_MAX_SEGMENTS was 64 before
+/// Linux 6.9), and the most payload bytes (one IP packet's worth).
+const GSO_SEGMENTS: usize = 64;
+const GSO_BYTES: usize = 65_000;
+
+/// How many packets from the start of `pkts` (which starts with `first`) one UDP GSO send
+/// can carry: to the same peer from the same address, all of `first`'s size but the last,
+/// which may be shorter.
+fn gso_run(pkts: &[Packet], first: &Datagram, port: u16) -> usize {
+    let mut n = 1;
+    let mut bytes = first.payload;
+    while n < pkts.len().min(GSO_SEGMENTS) {
+        let Some(d) = Datagram::of(pkts[n].bytes(), port) else { break };
+        if d.src != first.src
+            || d.dst != first.dst
+            || d.payload > first.payload
+            || bytes + d.payload > GSO_BYTES
+        {
+            break;
+        }
+        n += 1;
+        bytes += d.payload;
+        if d.payload < first.payload {
+            break;
+        }
+    }
+    n
 }
 
 /// The raw socket every outbound packet of `family` leaves through (IPPROTO_RAW: the
@@ -263,6 +391,11 @@ pub fn udp(family: Family, port: u16) -> std::io::Result<Socket> {
     s.bind(&SockAddr::from(any))?;
     packet_info(&s, family)?;
     big_receive_buffer(&s);
+    // Coalesced datagrams (udp_loop cuts them up); a kernel without UDP GRO gives them
+    // one by one.
+    if let Err(e) = setsockopt(&s, sockopt::UdpGroSegment, &true) {
+        tracing::info!("UDP GRO not available ({family:?}): {e}");
+    }
     Ok(s)
 }
 
@@ -370,6 +503,9 @@ struct Received {
     len: usize,
     src: SocketAddr,
     dst: Option<IpAddr>,
+    /// With UDP GRO: the size of the datagrams the kernel coalesced into this one (the
+    /// last may be shorter); 0 for a single datagram.
+    segment: usize,
 }
 
 /// A network loop's receiving side: buffers for a batch and the recvmmsg headers of its
@@ -381,20 +517,39 @@ struct Receiver {
     in4: MultiHeaders<SockaddrIn>,
     in6: MultiHeaders<SockaddrIn6>,
     got: Vec<Received>,
+    /// UDP GRO is on (the control messages vary from one message to the next).
+    coalescing: bool,
 }
 
 impl Receiver {
+    /// Reads straight into packet buffers (for packets of up to `max` bytes), a batch at
+    /// a time.
     fn new(family: Family, max: usize) -> Receiver {
         let mut pool = Pool::new(buffer_size(max));
         let bufs = (0..BATCH).map(|_| pool.get()).collect();
-        let cmsg = || Some(nix::cmsg_space!(libc_in6_pktinfo));
+        Receiver::with(family, pool, bufs, false)
+    }
+
+    /// Reads into `n` buffers of 64 KiB, for datagrams the kernel coalesced (UDP GRO);
+    /// packets are copied out of them into buffers from the pool.
+    fn coalescing(family: Family, max: usize, n: usize) -> Receiver {
+        let pool = Pool::new(buffer_size(max));
+        let bufs = (0..n).map(|_| vec![0u8; 65_536]).collect();
+        Receiver::with(family, pool, bufs, true)
+    }
+
+    fn with(family: Family, pool: Pool, bufs: Vec<Vec<u8>>, coalescing: bool) -> Receiver {
+        let n = bufs.len();
+        // Room for the packet-info option and UDP GRO's segment size.
+        let cmsg = || Some(nix::cmsg_space!(libc_in6_pktinfo, i32));
         Receiver {
             family,
             pool,
             bufs,
-            in4: MultiHeaders::preallocate(if family == Family::V4 { BATCH } else { 0 }, cmsg()),
-            in6: MultiHeaders::preallocate(if family == Family::V6 { BATCH } else { 0 }, cmsg()),
-            got: Vec::with_capacity(BATCH),
+            in4: MultiHeaders::preallocate(if family == Family::V4 { n } else { 0 }, cmsg()),
+            in6: MultiHeaders::preallocate(if family == Family::V6 { n } else { 0 }, cmsg()),
+            got: Vec::with_capacity(n),
+            coalescing,
         }
     }
 
@@ -402,6 +557,18 @@ impl Receiver {
     /// `at` and at most `end - at` bytes; what came is in `self.got`.
     fn receive(&mut self, sock: &Socket, at: usize, end: usize) -> nix::Result<()> {
         self.got.clear();
+        if self.coalescing {
+            // The kernel shrinks each header's control length to what it wrote, and nix
+            // does not set it back: a message with the segment-size option after one
+            // without would be cut short. The options vary only here, so only here are
+            // the headers made afresh (a few allocations per batch of up to 512 KiB).
+            *self = Receiver::with(
+                self.family,
+                std::mem::replace(&mut self.pool, Pool::new(0)),
+                std::mem::take(&mut self.bufs),
+                true,
+            );
+        }
         let fd = sock.as_raw_fd();
         // One small allocation per batch: the I/O vectors borrow this batch's buffers.
         let mut iovs: Vec<[IoSliceMut<'_>; 1]> =
@@ -411,21 +578,13 @@ impl Receiver {
             Family::V4 => {
                 for m in recvmmsg(fd, &mut self.in4, iovs.iter_mut(), flags, None)? {
                     let src = m.address.map(|a| SocketAddr::from(SocketAddrV4::new(a.ip(), a.port())));
-                    let dst = local_address(&m);
-                    match src {
-                        Some(src) => self.got.push(Received { len: m.bytes, src, dst }),
-                        None => self.got.push(Received { len: 0, src: UNKNOWN, dst: None }),
-                    }
+                    self.got.push(received(&m, src));
                 }
             }
             Family::V6 => {
                 for m in recvmmsg(fd, &mut self.in6, iovs.iter_mut(), flags, None)? {
                     let src = m.address.map(|a| SocketAddr::from(SocketAddrV6::new(a.ip(), a.port(), 0, 0)));
-                    let dst = local_address(&m);
-                    match src {
-                        Some(src) => self.got.push(Received { len: m.bytes, src, dst }),
-                        None => self.got.push(Received { len: 0, src: UNKNOWN, dst: None }),
-                    }
+                    self.got.push(received(&m, src));
                 }
             }
         }
@@ -442,15 +601,28 @@ impl Receiver {
 /// these sockets; such a packet is counted as a receive error).
 const UNKNOWN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
 
-/// The local address a packet was sent to, from its packet-info control message.
-fn local_address<S>(m: &nix::sys::socket::RecvMsg<'_, '_, S>) -> Option<IpAddr> {
-    m.cmsgs().ok()?.find_map(|c| match c {
-        ControlMessageOwned::Ipv4PacketInfo(pi) => {
-            Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(pi.ipi_addr.s_addr))))
+/// What recvmmsg said of one message: its length and sender, the local address it was sent
+/// to (packet-info option) and, with UDP GRO, its segment size.
+fn received<S>(m: &nix::sys::socket::RecvMsg<'_, '_, S>, src: Option<SocketAddr>) -> Received {
+    let Some(src) = src else {
+        return Received { len: 0, src: UNKNOWN, dst: None, segment: 0 };
+    };
+    let mut r = Received { len: m.bytes, src, dst: None, segment: 0 };
+    if let Ok(cmsgs) = m.cmsgs() {
+        for c in cmsgs {
+            match c {
+                ControlMessageOwned::Ipv4PacketInfo(pi) => {
+                    r.dst = Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(pi.ipi_addr.s_addr))))
+                }
+                ControlMessageOwned::Ipv6PacketInfo(pi) => {
+                    r.dst = Some(IpAddr::V6(Ipv6Addr::from(pi.ipi6_addr.s6_addr)))
+                }
+                ControlMessageOwned::UdpGroSegments(s) => r.segment = s.max(0) as usize,
+                _ => {}
+            }
         }
-        ControlMessageOwned::Ipv6PacketInfo(pi) => Some(IpAddr::V6(Ipv6Addr::from(pi.ipi6_addr.s6_addr))),
-        _ => None,
-    })
+    }
+    r
 }
 
 /// Network → core: ESP from the raw socket, a batch per recvmmsg. IPv4 raw sockets return
@@ -467,7 +639,7 @@ pub fn esp_loop(core: &Ipsec, sink: &NetSink, sock: &Socket, family: Family, max
             continue;
         }
         for i in 0..rx.got.len() {
-            let Received { len, src, dst } = rx.got[i];
+            let Received { len, src, dst, .. } = rx.got[i];
             let mut data = rx.take(i);
             match (family, dst) {
                 (Family::V4, _) if len > 0 => data.truncate(HEADROOM + len),
@@ -487,36 +659,53 @@ pub fn esp_loop(core: &Ipsec, sink: &NetSink, sock: &Socket, family: Family, max
     }
 }
 
-/// Network → core: ESP in UDP, a batch per recvmmsg. Each datagram's payload is read
-/// behind room for the IP and UDP headers it came with, which are written back so the
-/// core sees the packet as sent.
+/// Network → core: ESP in UDP, a batch per recvmmsg. The socket has UDP GRO on: a run of
+/// datagrams from one peer (one UDP GSO send of the peer's, or ones the kernel coalesced)
+/// arrives as one message with its segment size, and is cut here into its datagrams. Each
+/// datagram is copied into a packet buffer behind room for the IP and UDP headers it came
+/// with, which are written back so the core sees the packet as sent.
 pub fn udp_loop(core: &Ipsec, sink: &NetSink, sock: &Socket, family: Family, port: u16, max: usize) {
-    let mut rx = Receiver::new(family, max);
+    let mut rx = Receiver::coalescing(family, max, UDP_BATCH);
     let mut flush = Flush::new();
     let ip = family.header_len();
     let hdrs = ip + 8;
     loop {
-        if let Err(e) = rx.receive(sock, HEADROOM + hdrs, HEADROOM + max) {
+        if let Err(e) = rx.receive(sock, 0, 65_536) {
             sink.io.recv_errors.fetch_add(1, Ordering::Relaxed);
             tracing::warn!("reading the UDP socket: {e}");
             continue;
         }
         for i in 0..rx.got.len() {
-            let Received { len, src, dst } = rx.got[i];
-            let mut data = rx.take(i);
+            let Received { len, src, dst, segment } = rx.got[i];
             let Some(dst) = dst else {
                 sink.io.recv_errors.fetch_add(1, Ordering::Relaxed);
-                rx.pool.put(data);
+                tracing::debug!("a datagram of {len} bytes from {src} without its local address");
                 continue;
             };
-            let total = hdrs + len;
-            write_udp_headers(&mut data[HEADROOM..HEADROOM + total], ip, src, dst, port);
-            data.truncate(HEADROOM + total);
-            let _ = core.input(Packet { data, head: HEADROOM });
+            let step = if segment == 0 { len.max(1) } else { segment };
+            // Every datagram goes to the core, an empty one too (it counts it).
+            let mut at = 0;
+            while at == 0 || at < len {
+                let payload = &rx.bufs[i][at..len.min(at + step)];
+                at += step;
+                let total = hdrs + payload.len();
+                let mut data = rx.pool.get();
+                if HEADROOM + total > data.len() {
+                    // Larger than any packet of ours: counted by the core as malformed.
+                    data.resize(HEADROOM + total, 0);
+                }
+                data[HEADROOM + hdrs..HEADROOM + total].copy_from_slice(payload);
+                write_udp_headers(&mut data[HEADROOM..HEADROOM + total], ip, src, dst, port);
+                data.truncate(HEADROOM + total);
+                let _ = core.input(Packet { data, head: HEADROOM });
+            }
         }
         flush.run(sink, &mut rx.pool);
     }
 }
+
+/// Messages per recvmmsg on a UDP socket: each may hold up to 64 KiB of coalesced datagrams.
+const UDP_BATCH: usize = 8;
 
 /// Writes back the IP and UDP headers of a datagram from `src` to `dst`:`port` whose
 /// payload follows them in `packet` (`ip` is the IP header's length).
@@ -532,7 +721,8 @@ fn write_udp_headers(packet: &mut [u8], ip: usize, src: SocketAddr, dst: IpAddr,
     // checksum is required, so it is computed again.
     udp[6..8].copy_from_slice(&[0, 0]);
     if let (IpAddr::V6(src), IpAddr::V6(dst)) = (src.ip(), dst) {
-        ipsec_wire::udp::Packet::new_unchecked(&mut *udp).fill_checksum(&ipsec_wire::PseudoHeader::V6 { src, dst });
+        ipsec_wire::udp::Packet::new_unchecked(&mut *udp)
+            .fill_checksum(&ipsec_wire::PseudoHeader::V6 { src, dst });
     }
 }
 
