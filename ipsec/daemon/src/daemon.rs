@@ -10,13 +10,13 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ipsec_core::control::Prefix;
 use ipsec_core::Ipsec;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use tun_rs::{DeviceBuilder, SyncDevice};
 
 use crate::ctl::{self, Request};
 use crate::net::{self, Family, IoCounters, NetSink};
+use crate::routing::Routing;
 use crate::service;
 
 /// How ipsecd is started.
@@ -31,8 +31,13 @@ pub struct Options {
     pub socket: PathBuf,
     /// The local UDP port of ESP in UDP.
     pub udp_port: u16,
-    /// Install routes into the TUN for the outbound policies' destinations.
+    /// Install routes into the TUN for the outbound policies' destinations, in `table`,
+    /// and the rules that keep ipsecd's own traffic out of it (see [`crate::routing`]).
     pub routes: bool,
+    /// The routing table of those routes.
+    pub table: u32,
+    /// The mark (SO_MARK) on the sockets ipsecd sends through; 0 for none.
+    pub fwmark: u32,
     /// Serve the counters in Prometheus' text format on this TCP address.
     pub metrics: Option<std::net::SocketAddr>,
 }
@@ -64,13 +69,13 @@ pub fn run(opts: Options) -> Result<(), String> {
             .map_err(|e| format!("creating TUN {}: {e}", opts.tun))?,
     );
     let io = Arc::new(IoCounters::default());
-    let raw4 = net::raw_out(Family::V4).map_err(|e| format!("raw IPv4 socket: {e}"))?;
-    let raw6 = net::raw_out(Family::V6).map_err(|e| format!("raw IPv6 socket: {e}"))?;
+    let raw4 = net::raw_out(Family::V4, opts.fwmark).map_err(|e| format!("raw IPv4 socket: {e}"))?;
+    let raw6 = net::raw_out(Family::V6, opts.fwmark).map_err(|e| format!("raw IPv6 socket: {e}"))?;
     let mut inputs = Vec::new();
     for f in [Family::V4, Family::V6] {
         let esp = net::esp_in(f).map_err(|e| format!("raw ESP socket ({f:?}): {e}"))?;
-        let udp =
-            net::udp(f, opts.udp_port).map_err(|e| format!("UDP port {} ({f:?}): {e}", opts.udp_port))?;
+        let udp = net::udp(f, opts.udp_port, opts.fwmark)
+            .map_err(|e| format!("UDP port {} ({f:?}): {e}", opts.udp_port))?;
         inputs.push((f, esp, Arc::new(udp)));
     }
     let sink = Arc::new(NetSink {
@@ -87,10 +92,9 @@ pub fn run(opts: Options) -> Result<(), String> {
     if let (Some(p), Some(t)) = (&opts.config, &text) {
         service::apply_setkey(&core, &p.display().to_string(), t)?;
     }
-    let routes = Arc::new(Mutex::new(Vec::new()));
-    if opts.routes {
-        sync_routes(&opts.tun, &core, &mut routes.lock().unwrap());
-    }
+    let mut routing = Routing::start(&opts.tun, opts.table, opts.fwmark, opts.routes);
+    routing.sync(&core);
+    let routes = Arc::new(Mutex::new(routing));
     tracing::info!(
         "ipsecd: TUN {} (mtu {}), ESP and UDP {} on IPv4 and IPv6, control socket {}, {} SAs, {} policies",
         opts.tun,
@@ -129,8 +133,8 @@ pub fn run(opts: Options) -> Result<(), String> {
         })?;
     }
     spawn("ipsecd-ctl", {
-        let (core, routes, opts) = (core.clone(), routes.clone(), opts.clone());
-        move || control_loop(&listener, &core, &opts, &routes)
+        let (core, routes) = (core.clone(), routes.clone());
+        move || control_loop(&listener, &core, &routes)
     })?;
 
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
@@ -170,7 +174,7 @@ fn bind_control(path: &Path) -> Result<UnixListener, String> {
     Ok(l)
 }
 
-fn control_loop(listener: &UnixListener, core: &Ipsec, opts: &Options, routes: &Mutex<Vec<Prefix>>) {
+fn control_loop(listener: &UnixListener, core: &Ipsec, routes: &Mutex<Routing>) {
     for conn in listener.incoming() {
         let Ok(mut conn) = conn else { continue };
         let _ = conn.set_write_timeout(Some(ctl::TIMEOUT));
@@ -178,9 +182,7 @@ fn control_loop(listener: &UnixListener, core: &Ipsec, opts: &Options, routes: &
             Ok(Request::Stats) => Ok(service::stats(core)),
             Ok(Request::Setkey(body)) => {
                 let r = service::apply_setkey(core, "control", &body);
-                if opts.routes {
-                    sync_routes(&opts.tun, core, &mut routes.lock().unwrap_or_else(|e| e.into_inner()));
-                }
+                routes.lock().unwrap_or_else(|e| e.into_inner()).sync(core);
                 r
             }
             Err(e) => Err(e),
@@ -214,7 +216,7 @@ fn metrics_loop(listener: &std::net::TcpListener, core: &Ipsec, io: &IoCounters)
 }
 
 /// SIGHUP: the config file again; SAs whose spec did not change keep their state.
-fn reload(opts: &Options, core: &Ipsec, routes: &Mutex<Vec<Prefix>>) {
+fn reload(opts: &Options, core: &Ipsec, routes: &Mutex<Routing>) {
     let Some(path) = &opts.config else {
         tracing::info!("SIGHUP: no config file to re-read");
         return;
@@ -234,17 +236,12 @@ fn reload(opts: &Options, core: &Ipsec, routes: &Mutex<Vec<Prefix>>) {
         ),
         Err(e) => tracing::error!("SIGHUP: {e} (configuration unchanged where it failed)"),
     }
-    if opts.routes {
-        sync_routes(&opts.tun, core, &mut routes.lock().unwrap_or_else(|e| e.into_inner()));
-    }
+    routes.lock().unwrap_or_else(|e| e.into_inner()).sync(core);
 }
 
-fn shutdown(opts: &Options, core: &Ipsec, tun: &SyncDevice, io: &IoCounters, routes: &Mutex<Vec<Prefix>>) {
+fn shutdown(opts: &Options, core: &Ipsec, tun: &SyncDevice, io: &IoCounters, routes: &Mutex<Routing>) {
     let _ = std::fs::remove_file(&opts.socket);
-    let mut r = routes.lock().unwrap_or_else(|e| e.into_inner());
-    for p in r.drain(..) {
-        route("del", p, &opts.tun);
-    }
+    routes.lock().unwrap_or_else(|e| e.into_inner()).stop();
     let _ = tun.enabled(false);
     tracing::info!(
         "ipsecd: stopping; {}; I/O errors: send {}, TUN write {}, receive {}",
@@ -253,34 +250,4 @@ fn shutdown(opts: &Options, core: &Ipsec, tun: &SyncDevice, io: &IoCounters, rou
         io.tun_write_errors.load(Ordering::Relaxed),
         io.recv_errors.load(Ordering::Relaxed)
     );
-}
-
-/// Routes the outbound policies' destinations into the TUN (and removes routes no policy
-/// needs any more), with iproute2.
-fn sync_routes(tun: &str, core: &Ipsec, installed: &mut Vec<Prefix>) {
-    let want = service::protected_destinations(core);
-    installed.retain(|p| {
-        let keep = want.contains(p);
-        if !keep {
-            route("del", *p, tun);
-        }
-        keep
-    });
-    for p in want {
-        if !installed.contains(&p) {
-            route("replace", p, tun);
-            installed.push(p);
-        }
-    }
-}
-
-fn route(verb: &str, p: Prefix, tun: &str) {
-    let dst = format!("{}/{}", p.addr, p.len);
-    match std::process::Command::new("ip").args(["route", verb, &dst, "dev", tun]).output() {
-        Ok(o) if o.status.success() => tracing::info!("route {verb} {dst} dev {tun}"),
-        Ok(o) => {
-            tracing::warn!("ip route {verb} {dst} dev {tun}: {}", String::from_utf8_lossy(&o.stderr).trim())
-        }
-        Err(e) => tracing::warn!("ip route {verb} {dst}: {e}"),
-    }
 }

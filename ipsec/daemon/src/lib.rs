@@ -14,4 +14,5 @@ pub mod batch;
 pub mod ctl;
 pub mod daemon;
 pub mod net;
+pub mod routing;
 pub mod service;

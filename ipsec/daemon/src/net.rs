@@ -309,13 +309,23 @@ fn gso_run(pkts: &[Packet], first: &Datagram, port: u16) -> usize {
 
 /// The raw socket every outbound packet of `family` leaves through (IPPROTO_RAW: the
 /// header is ours; the kernel only routes the packet).
-pub fn raw_out(family: Family) -> std::io::Result<Socket> {
+pub fn raw_out(family: Family, mark: u32) -> std::io::Result<Socket> {
     let s = Socket::new(family.domain(), Type::RAW, Some(Protocol::from(libc_ipproto_raw())))?;
+    set_mark(&s, mark)?;
     match family {
         Family::V4 => s.set_header_included_v4(true)?,
         Family::V6 => s.set_header_included_v6(true)?,
     }
     Ok(s)
+}
+
+/// Marks what `s` sends with `mark` (0: leaves it unmarked), so that the rule ipsecd
+/// installs keeps it out of the TUN's routing table (see [`crate::routing`]).
+fn set_mark(s: &Socket, mark: u32) -> std::io::Result<()> {
+    if mark != 0 {
+        s.set_mark(mark)?;
+    }
+    Ok(())
 }
 
 /// The network side's address family.
@@ -378,8 +388,9 @@ fn packet_info(s: &Socket, family: Family) -> std::io::Result<()> {
 
 /// The UDP socket of ESP in UDP (RFC 3948) for `family`, with packet info so the local
 /// address of each datagram is known.
-pub fn udp(family: Family, port: u16) -> std::io::Result<Socket> {
+pub fn udp(family: Family, port: u16, mark: u32) -> std::io::Result<Socket> {
     let s = Socket::new(family.domain(), Type::DGRAM, Some(Protocol::UDP))?;
+    set_mark(&s, mark)?;
     s.set_reuse_address(true)?;
     let any = match family {
         Family::V4 => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port),

@@ -192,13 +192,27 @@ pub fn reload(core: &Ipsec, desired: &Desired) -> Result<Reloaded, String> {
     Ok(r)
 }
 
-/// The destination prefixes of outbound policies that protect traffic: the networks whose
-/// traffic must be routed into the TUN.
-pub fn protected_destinations(core: &Ipsec) -> Vec<ipsec_core::control::Prefix> {
-    let mut v = Vec::new();
+/// A route into the TUN: an outbound policy's destination, and the source address the
+/// kernel should pick for it when the policy names one host of ours as the source (the
+/// usual transport-mode policy, `A B any -P out ipsec esp/transport//require`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Route {
+    pub dst: ipsec_core::control::Prefix,
+    pub src: Option<std::net::IpAddr>,
+}
+
+/// The routes that bring the traffic of outbound policies that protect it to the TUN, one
+/// per destination prefix (the first policy's source wins).
+pub fn protected_routes(core: &Ipsec) -> Vec<Route> {
+    let mut v: Vec<Route> = Vec::new();
     for p in core.databases().spd.dump() {
-        if p.dir == Dir::Out && matches!(p.action, Action::Protect(_)) && !v.contains(&p.selector.dst) {
-            v.push(p.selector.dst);
+        if p.dir == Dir::Out
+            && matches!(p.action, Action::Protect(_))
+            && !v.iter().any(|r| r.dst == p.selector.dst)
+        {
+            let host = if p.selector.src.addr.is_ipv4() { 32 } else { 128 };
+            let src = (p.selector.src.len == host).then_some(p.selector.src.addr);
+            v.push(Route { dst: p.selector.dst, src });
         }
     }
     v

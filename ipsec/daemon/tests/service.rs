@@ -131,3 +131,31 @@ fn metrics_give_every_counter_in_prometheus_text() {
         assert!(m.contains(&format!("# TYPE {family} ")), "{family} undeclared");
     }
 }
+
+#[test]
+fn routes_follow_outbound_protecting_policies_with_a_host_source_as_src() {
+    use ipsecd::service::{protected_routes, Route};
+    let c = core();
+    apply_setkey(&c, "f", CONF).unwrap();
+    apply_setkey(
+        &c,
+        "f",
+        "spdadd 10.99.0.1 10.99.0.2 any -P out ipsec esp/transport//require;\n\
+         spdadd fd00:99::1 fd00:99::2 any -P out ipsec esp/transport//require;\n\
+         spdadd 10.99.0.2 10.99.0.1 any -P in ipsec esp/transport//require;\n\
+         spdadd 10.98.1.0/24 10.97.0.0/16 any -P out none;\n",
+    )
+    .unwrap();
+    let p = |s: &str, len| ipsec_core::control::Prefix { addr: s.parse().unwrap(), len };
+    let mut got = protected_routes(&c);
+    got.sort_by_key(|r| (r.dst.addr, r.dst.len));
+    assert_eq!(
+        got,
+        vec![
+            // A subnet as the source names no address for the kernel to pick.
+            Route { dst: p("10.98.2.0", 24), src: None },
+            Route { dst: p("10.99.0.2", 32), src: Some("10.99.0.1".parse().unwrap()) },
+            Route { dst: p("fd00:99::2", 128), src: Some("fd00:99::1".parse().unwrap()) },
+        ]
+    );
+}

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use ipsecd::ctl::DEFAULT_SOCKET;
 use ipsecd::daemon::{run, Options};
+use ipsecd::routing::{DEFAULT_MARK, DEFAULT_TABLE};
 
 /// A user-space IPsec gateway over TUN: raw ESP and ESP in UDP, configured in setkey syntax.
 #[derive(Parser, Debug)]
@@ -27,9 +28,18 @@ struct Args {
     /// Local UDP port of ESP in UDP (RFC 3948).
     #[arg(long, default_value_t = 4500)]
     udp_port: u16,
-    /// Do not route the outbound policies' destinations into the TUN (route them yourself).
+    /// Do not route the outbound policies' destinations into the TUN (route them yourself;
+    /// ipsecd's own sockets still carry --fwmark).
     #[arg(long)]
     no_routes: bool,
+    /// Routing table of the routes into the TUN; a rule `not fwmark MARK lookup TABLE` puts
+    /// it before the main table for everything but ipsecd's own traffic.
+    #[arg(long, default_value_t = DEFAULT_TABLE)]
+    table: u32,
+    /// Mark (SO_MARK) on the sockets ipsecd sends ESP through, which keeps them out of
+    /// TABLE; 0 for none.
+    #[arg(long, default_value_t = DEFAULT_MARK)]
+    fwmark: u32,
     /// Serve every counter in Prometheus' text format on this address (e.g. 127.0.0.1:9530).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<std::net::SocketAddr>,
@@ -51,6 +61,8 @@ fn main() -> ExitCode {
         socket: a.socket,
         udp_port: a.udp_port,
         routes: !a.no_routes,
+        table: a.table,
+        fwmark: a.fwmark,
         metrics: a.metrics,
     };
     match run(opts) {
