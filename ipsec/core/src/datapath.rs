@@ -22,6 +22,7 @@
 //! where it lies.
 
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use ipsec_wire::{Encap, PseudoHeader, Summary, Upper as Wire};
@@ -88,6 +89,9 @@ pub struct Ipsec {
 
 struct Shared {
     db: Databases,
+    /// What becomes of an outbound packet no policy covers: sent as it is (false), or
+    /// dropped as [`Drop::NoPolicy`] (true).
+    discard_unmatched: AtomicBool,
     counters: Counters,
     sink: Arc<dyn Sink>,
     events: Mutex<Vec<Event>>,
@@ -106,6 +110,7 @@ impl Ipsec {
         Ipsec {
             shared: Arc::new(Shared {
                 db: Databases::new(fw),
+                discard_unmatched: AtomicBool::new(false),
                 counters: Counters::default(),
                 sink,
                 events: Mutex::new(Vec::new()),
@@ -124,6 +129,14 @@ impl Ipsec {
             }
         }
         Ok(r)
+    }
+
+    /// What becomes of an outbound packet that no policy covers (FreeBSD's
+    /// `net.inet.ipsec.def_policy`): [`DefaultPolicy::Bypass`] (the default, as in a host's
+    /// IP stack, where most traffic has no policy) or [`DefaultPolicy::Discard`] (a gateway
+    /// whose protected side carries nothing but traffic for its tunnels).
+    pub fn set_default_policy(&self, p: DefaultPolicy) {
+        self.shared.discard_unmatched.store(p == DefaultPolicy::Discard, Ordering::Relaxed);
     }
 
     /// The databases (read-only use: lookups, dumps).
@@ -158,6 +171,15 @@ impl Ipsec {
     pub fn input(&self, packet: Packet) -> Result<(), Drop> {
         self.shared.input(packet)
     }
+}
+
+/// The outbound default policy: what becomes of a packet no policy covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DefaultPolicy {
+    /// Sent as it is.
+    Bypass,
+    /// Dropped and counted as [`Drop::NoPolicy`].
+    Discard,
 }
 
 /// What the completion needs to finish an inbound packet, packed into the request's cookie:
@@ -302,6 +324,9 @@ impl Shared {
         };
         let f = flow(s, packet.bytes());
         let Some(policy) = self.db.spd.lookup(Dir::Out, &f) else {
+            if self.discard_unmatched.load(Ordering::Relaxed) {
+                return Err(self.drop(None, Drop::NoPolicy));
+            }
             self.sink.transmit(packet);
             return Ok(());
         };

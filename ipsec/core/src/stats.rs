@@ -34,6 +34,10 @@ pub enum Drop {
     /// Inbound: the packet is not allowed by policy (clear text where ESP is required, or
     /// through an SA other than the policy's). Outbound: a policy says discard.
     Policy,
+    /// Outbound: no policy covers the packet and the default policy is discard
+    /// ([`crate::Ipsec::set_default_policy`]; ipsecd: only protected traffic belongs in
+    /// its TUN).
+    NoPolicy,
     /// Outbound: policy requires ESP but no usable SA exists.
     NoSa,
     /// The SA's hard lifetime ran out; the SA is gone.
@@ -62,6 +66,7 @@ impl Drop {
         Drop::BadPadding,
         Drop::BadInner,
         Drop::Policy,
+        Drop::NoPolicy,
         Drop::NoSa,
         Drop::Expired,
         Drop::SeqExhausted,
@@ -84,6 +89,7 @@ impl Drop {
             Drop::BadPadding => "bad_padding",
             Drop::BadInner => "bad_inner",
             Drop::Policy => "policy",
+            Drop::NoPolicy => "no_policy",
             Drop::NoSa => "no_sa",
             Drop::Expired => "expired",
             Drop::SeqExhausted => "seq_exhausted",

@@ -12,7 +12,7 @@ use ipsec_core::control::{
 };
 use ipsec_core::sad::Event;
 use ipsec_core::stats::Drop;
-use ipsec_core::{Ipsec, Packet, Sink};
+use ipsec_core::{DefaultPolicy, Ipsec, Packet, Sink};
 
 #[derive(Default)]
 struct Collect {
@@ -366,7 +366,24 @@ fn no_sa_discard_and_bypass() {
     assert_eq!(left.output(Packet::new(udp_packet(ip("10.5.0.1"), ip("10.5.0.2"), 8))), Err(Drop::Policy));
     let clear = udp_packet(ip("10.6.0.1"), ip("10.6.0.2"), 8);
     left.output(Packet::new(clear.clone())).unwrap();
-    assert_eq!(ls.take_sent(), vec![clear], "no policy: in the clear");
+    assert_eq!(ls.take_sent(), vec![clear.clone()], "no policy: in the clear");
+
+    // With the default policy discard, what no policy covers is dropped and counted; a
+    // bypass policy still lets its traffic through.
+    left.set_default_policy(DefaultPolicy::Discard);
+    assert_eq!(left.output(Packet::new(clear.clone())), Err(Drop::NoPolicy));
+    assert_eq!(left.stats().drops(Drop::NoPolicy), 1);
+    let sel = Selector {
+        src: host(ip("10.6.0.1")),
+        dst: host(ip("10.6.0.2")),
+        sport: None,
+        dport: None,
+        upper: Upper::Any,
+    };
+    left.control(&Request::AddPolicy(PolicySpec { selector: sel, dir: Dir::Out, action: Action::Bypass }))
+        .unwrap();
+    left.output(Packet::new(clear.clone())).unwrap();
+    assert_eq!(ls.take_sent(), vec![clear], "a bypass policy: in the clear");
 }
 
 /// One gateway with one outbound AES-GCM tunnel SA of the given lifetimes and its policy.

@@ -6,11 +6,10 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ipsec_core::Ipsec;
+use ipsec_core::{DefaultPolicy, Ipsec};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use tun_rs::{DeviceBuilder, SyncDevice};
 
@@ -68,6 +67,17 @@ pub fn run(opts: Options) -> Result<(), String> {
             .build_sync()
             .map_err(|e| format!("creating TUN {}: {e}", opts.tun))?,
     );
+    // No IPv6 link-local address on the TUN: there is no link layer to discover, and the
+    // kernel's router solicitations and group reports would only be dropped (see
+    // net::IoCounters::tun_link_scope).
+    for args in [
+        vec!["link", "set", "dev", &opts.tun, "addrgenmode", "none"],
+        vec!["-6", "addr", "flush", "dev", &opts.tun, "scope", "link"],
+    ] {
+        if let Err(e) = crate::routing::ip(&args) {
+            tracing::info!("{e}");
+        }
+    }
     let io = Arc::new(IoCounters::default());
     let raw4 = net::raw_out(Family::V4, opts.fwmark).map_err(|e| format!("raw IPv4 socket: {e}"))?;
     let raw6 = net::raw_out(Family::V6, opts.fwmark).map_err(|e| format!("raw IPv6 socket: {e}"))?;
@@ -88,6 +98,9 @@ pub fn run(opts: Options) -> Result<(), String> {
         io: io.clone(),
     });
     let core = Arc::new(Ipsec::new(fw, sink.clone()));
+    // Only traffic for the tunnels belongs in the TUN: what no policy covers is dropped and
+    // counted (`no_policy`), never sent on in clear.
+    core.set_default_policy(DefaultPolicy::Discard);
 
     if let (Some(p), Some(t)) = (&opts.config, &text) {
         service::apply_setkey(&core, &p.display().to_string(), t)?;
@@ -133,8 +146,8 @@ pub fn run(opts: Options) -> Result<(), String> {
         })?;
     }
     spawn("ipsecd-ctl", {
-        let (core, routes) = (core.clone(), routes.clone());
-        move || control_loop(&listener, &core, &routes)
+        let (core, io, routes) = (core.clone(), io.clone(), routes.clone());
+        move || control_loop(&listener, &core, &io, &routes)
     })?;
 
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
@@ -174,12 +187,12 @@ fn bind_control(path: &Path) -> Result<UnixListener, String> {
     Ok(l)
 }
 
-fn control_loop(listener: &UnixListener, core: &Ipsec, routes: &Mutex<Routing>) {
+fn control_loop(listener: &UnixListener, core: &Ipsec, io: &IoCounters, routes: &Mutex<Routing>) {
     for conn in listener.incoming() {
         let Ok(mut conn) = conn else { continue };
         let _ = conn.set_write_timeout(Some(ctl::TIMEOUT));
         let reply = match ctl::read_request(&mut conn) {
-            Ok(Request::Stats) => Ok(service::stats(core)),
+            Ok(Request::Stats) => Ok(service::stats(core, io)),
             Ok(Request::Setkey(body)) => {
                 let r = service::apply_setkey(core, "control", &body);
                 routes.lock().unwrap_or_else(|e| e.into_inner()).sync(core);
@@ -243,11 +256,6 @@ fn shutdown(opts: &Options, core: &Ipsec, tun: &SyncDevice, io: &IoCounters, rou
     let _ = std::fs::remove_file(&opts.socket);
     routes.lock().unwrap_or_else(|e| e.into_inner()).stop();
     let _ = tun.enabled(false);
-    tracing::info!(
-        "ipsecd: stopping; {}; I/O errors: send {}, TUN write {}, receive {}",
-        core.stats(),
-        io.send_errors.load(Ordering::Relaxed),
-        io.tun_write_errors.load(Ordering::Relaxed),
-        io.recv_errors.load(Ordering::Relaxed)
-    );
+    let io: Vec<String> = io.all().iter().map(|(k, v)| format!("{k} {v}")).collect();
+    tracing::info!("ipsecd: stopping; {}; I/O: {}", core.stats(), io.join(", "));
 }

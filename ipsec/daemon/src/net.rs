@@ -45,12 +45,41 @@ pub fn max_packet(mtu: u16) -> usize {
     usize::from(mtu) + 512
 }
 
-/// Errors of the I/O itself (the core counts its own drops).
+/// The gateway's own I/O counters (the core counts its drops): errors of the I/O itself,
+/// and the kernel's link-scope packets the TUN loop drops before the core.
 #[derive(Default)]
 pub struct IoCounters {
     pub send_errors: AtomicU64,
     pub tun_write_errors: AtomicU64,
     pub recv_errors: AtomicU64,
+    /// Packets into the TUN to a link-local or multicast address: the kernel's own
+    /// neighbour discovery and group reports on an interface that has no link layer. No
+    /// policy carries them; sent as they are, they would come straight back into the TUN
+    /// (or leak out of another interface).
+    pub tun_link_scope: AtomicU64,
+}
+
+impl IoCounters {
+    /// Every counter, by the name `ipsecctl stats` and the metrics give it.
+    pub fn all(&self) -> [(&'static str, u64); 4] {
+        let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        [
+            ("send_errors", r(&self.send_errors)),
+            ("tun_write_errors", r(&self.tun_write_errors)),
+            ("receive_errors", r(&self.recv_errors)),
+            ("tun_link_scope", r(&self.tun_link_scope)),
+        ]
+    }
+}
+
+/// Whether a packet the kernel routed into the TUN is for a link-local or multicast
+/// address (which no policy of a point-to-point tunnel carries).
+fn link_scope(b: &[u8]) -> bool {
+    match destination(b) {
+        Some(IpAddr::V4(a)) => a.is_multicast() || a.is_broadcast() || a.is_link_local(),
+        Some(IpAddr::V6(a)) => a.is_multicast() || a.is_unicast_link_local(),
+        None => false,
+    }
 }
 
 /// Where the core's results go: ESP to the network, decapsulated packets to the TUN. On a
@@ -499,6 +528,10 @@ pub fn tun_loop(core: &Ipsec, sink: &NetSink, max: usize) {
             }
         };
         for i in 0..n {
+            if link_scope(&bufs[i][HEADROOM..HEADROOM + sizes[i]]) {
+                sink.io.tun_link_scope.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
             let mut data = std::mem::replace(&mut bufs[i], pool.get());
             data.truncate(HEADROOM + sizes[i]);
             // A drop is counted by the core under its reason.

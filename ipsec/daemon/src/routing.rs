@@ -121,10 +121,11 @@ impl Routing {
 }
 
 /// Runs `ip ARGS`; its complaint as the error.
-fn ip(args: &[String]) -> Result<(), String> {
+pub(crate) fn ip<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Result<(), String> {
+    let shown = || args.iter().map(|a| a.as_ref().to_string_lossy()).collect::<Vec<_>>().join(" ");
     match std::process::Command::new("ip").args(args).output() {
         Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&o.stderr).trim())),
-        Err(e) => Err(format!("ip {}: {e}", args.join(" "))),
+        Ok(o) => Err(format!("ip {}: {}", shown(), String::from_utf8_lossy(&o.stderr).trim())),
+        Err(e) => Err(format!("ip {}: {e}", shown())),
     }
 }

@@ -76,9 +76,11 @@ fn print_sa(out: &mut String, info: &SaInfo) {
 
 /// `ipsecctl stats`: every counter — totals, each drop reason (zero ones too, so the list
 /// is the same every time), and each SA.
-pub fn stats(core: &Ipsec) -> String {
+pub fn stats(core: &Ipsec, io: &crate::net::IoCounters) -> String {
     let t = core.stats();
     let mut out = String::new();
+    let io_line: Vec<String> = io.all().iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let _ = writeln!(out, "io: {}", io_line.join(", "));
     let _ = writeln!(
         out,
         "total: {} packets {} bytes out, {} packets {} bytes in",
@@ -221,7 +223,6 @@ pub fn protected_routes(core: &Ipsec) -> Vec<Route> {
 /// The counters in Prometheus' text format (`--metrics ADDR`): totals by direction, every
 /// drop reason (zeros too), the same per SA, and the gateway's I/O errors.
 pub fn prometheus(core: &Ipsec, io: &crate::net::IoCounters) -> String {
-    use std::sync::atomic::Ordering::Relaxed;
     let t = core.stats();
     let mut o = String::new();
     for (name, kind, help) in [
@@ -231,6 +232,11 @@ pub fn prometheus(core: &Ipsec, io: &crate::net::IoCounters) -> String {
         ("sa_packets_total", "counter", "Packets per SA, by direction."),
         ("sa_drops_total", "counter", "Packets dropped per SA, by reason."),
         ("io_errors_total", "counter", "Errors of the gateway's own I/O, by kind."),
+        (
+            "tun_link_scope_total",
+            "counter",
+            "Packets into the TUN to a link-local or multicast address (the kernel's own chatter), dropped.",
+        ),
         ("sas", "gauge", "Installed SAs."),
     ] {
         let _ = writeln!(o, "# HELP ipsecd_{name} {help}\n# TYPE ipsecd_{name} {kind}");
@@ -252,10 +258,15 @@ pub fn prometheus(core: &Ipsec, io: &crate::net::IoCounters) -> String {
             let _ = writeln!(o, "ipsecd_sa_drops_total{{{l},reason=\"{}\"}} {}", d.name(), s.drops(d));
         }
     }
-    for (kind, c) in
-        [("send", &io.send_errors), ("tun_write", &io.tun_write_errors), ("receive", &io.recv_errors)]
-    {
-        let _ = writeln!(o, "ipsecd_io_errors_total{{kind=\"{kind}\"}} {}", c.load(Relaxed));
+    for (kind, n) in io.all() {
+        match kind.strip_suffix("_errors") {
+            Some(kind) => {
+                let _ = writeln!(o, "ipsecd_io_errors_total{{kind=\"{kind}\"}} {n}");
+            }
+            None => {
+                let _ = writeln!(o, "ipsecd_{kind}_total {n}");
+            }
+        }
     }
     let _ = writeln!(o, "ipsecd_sas {}", sas.len());
     o

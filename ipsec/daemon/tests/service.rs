@@ -92,7 +92,7 @@ fn reload_keeps_unchanged_sas_with_their_sequence_numbers_and_replaces_changed_o
     assert_eq!((r.kept, r.added, r.removed), (1, 1, 1));
     assert_eq!(last_seq(&c, 0x1001), 0);
     assert_eq!(c.databases().sad.dump(None).len(), 2);
-    assert!(stats(&c).contains("spi 0x1001"));
+    assert!(stats(&c, &ipsecd::net::IoCounters::default()).contains("spi 0x1001"));
 }
 
 #[test]
