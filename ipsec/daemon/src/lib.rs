@@ -11,6 +11,7 @@
 //! - [`ctl`]: the control socket's protocol.
 
 pub mod batch;
+pub mod coalesce;
 pub mod ctl;
 pub mod daemon;
 pub mod net;

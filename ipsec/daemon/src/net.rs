@@ -30,9 +30,10 @@ use nix::sys::socket::{
     MultiHeaders, SockaddrIn, SockaddrIn6, SockaddrLike,
 };
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
-use tun_rs::{GROTable, SyncDevice, VIRTIO_NET_HDR_LEN};
+use tun_rs::{SyncDevice, VIRTIO_NET_HDR_LEN};
 
 use crate::batch::{self, Pool, Stash, BATCH};
+use crate::coalesce::Coalescer;
 
 /// The largest IP packet either side reads: the TUN's MTU plus room for ESP's overhead and
 /// outer headers on the network side. A larger packet from the network is cut short by the
@@ -451,8 +452,7 @@ struct Flush {
     stash: Stash,
     out4: MultiHeaders<SockaddrIn>,
     out6: MultiHeaders<SockaddrIn6>,
-    gro: GROTable,
-    tun_bufs: Vec<Vec<u8>>,
+    coalescer: Coalescer,
 }
 
 impl Flush {
@@ -462,8 +462,7 @@ impl Flush {
             stash: Stash { transmit: Vec::with_capacity(BATCH), deliver: Vec::with_capacity(BATCH) },
             out4: MultiHeaders::preallocate(BATCH, None),
             out6: MultiHeaders::preallocate(BATCH, None),
-            gro: GROTable::new(),
-            tun_bufs: Vec::with_capacity(BATCH),
+            coalescer: Coalescer::default(),
         }
     }
 
@@ -477,18 +476,18 @@ impl Flush {
             }
         }
         if !self.stash.deliver.is_empty() {
-            // The coalescing write wants every packet at one offset, with room for the
-            // virtio header in front: the first packet's offset, where decapsulation left
-            // it (the others of a batch are usually at the same place and do not move).
-            let off = self.stash.deliver[0].head.max(VIRTIO_NET_HDR_LEN);
-            self.tun_bufs.extend(self.stash.deliver.drain(..).map(|p| at_offset(p, off)));
-            if let Err(e) = sink.tun.send_multiple(&mut self.gro, &mut self.tun_bufs, off) {
-                sink.io.tun_write_errors.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!("writing {} packets to the TUN: {e}", self.tun_bufs.len());
+            // Runs of one TCP flow's segments go up as one super-packet (coalesce.rs).
+            let mut write = |b: &[u8]| {
+                if let Err(e) = sink.tun.send(b) {
+                    sink.io.tun_write_errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!("writing {} bytes to the TUN: {e}", b.len());
+                }
+            };
+            for p in self.stash.deliver.drain(..) {
+                self.coalescer.push(p.bytes(), &mut write);
+                pool.put(p.data);
             }
-            for b in self.tun_bufs.drain(..) {
-                pool.put(b);
-            }
+            self.coalescer.finish(&mut write);
         }
     }
 }
