@@ -354,15 +354,13 @@ fn no_sa_discard_and_bypass() {
     }))
     .unwrap();
     assert_eq!(left.output(Packet::new(udp_packet(s.inner.0, s.inner.1, 8))), Err(Drop::NoSa));
-    let sel = Selector {
-        src: host(ip("10.5.0.1")),
-        dst: host(ip("10.5.0.2")),
-        sport: None,
-        dport: None,
-        upper: Upper::Any,
+    // An outbound policy between two hosts.
+    let out_policy = |src: &str, dst: &str, action| {
+        let selector =
+            Selector { src: host(ip(src)), dst: host(ip(dst)), sport: None, dport: None, upper: Upper::Any };
+        Request::AddPolicy(PolicySpec { selector, dir: Dir::Out, action })
     };
-    left.control(&Request::AddPolicy(PolicySpec { selector: sel, dir: Dir::Out, action: Action::Discard }))
-        .unwrap();
+    left.control(&out_policy("10.5.0.1", "10.5.0.2", Action::Discard)).unwrap();
     assert_eq!(left.output(Packet::new(udp_packet(ip("10.5.0.1"), ip("10.5.0.2"), 8))), Err(Drop::Policy));
     let clear = udp_packet(ip("10.6.0.1"), ip("10.6.0.2"), 8);
     left.output(Packet::new(clear.clone())).unwrap();
@@ -373,15 +371,7 @@ fn no_sa_discard_and_bypass() {
     left.set_default_policy(DefaultPolicy::Discard);
     assert_eq!(left.output(Packet::new(clear.clone())), Err(Drop::NoPolicy));
     assert_eq!(left.stats().drops(Drop::NoPolicy), 1);
-    let sel = Selector {
-        src: host(ip("10.6.0.1")),
-        dst: host(ip("10.6.0.2")),
-        sport: None,
-        dport: None,
-        upper: Upper::Any,
-    };
-    left.control(&Request::AddPolicy(PolicySpec { selector: sel, dir: Dir::Out, action: Action::Bypass }))
-        .unwrap();
+    left.control(&out_policy("10.6.0.1", "10.6.0.2", Action::Bypass)).unwrap();
     left.output(Packet::new(clear.clone())).unwrap();
     assert_eq!(ls.take_sent(), vec![clear], "a bypass policy: in the clear");
 }

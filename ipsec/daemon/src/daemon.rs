@@ -256,6 +256,5 @@ fn shutdown(opts: &Options, core: &Ipsec, tun: &SyncDevice, io: &IoCounters, rou
     let _ = std::fs::remove_file(&opts.socket);
     routes.lock().unwrap_or_else(|e| e.into_inner()).stop();
     let _ = tun.enabled(false);
-    let io: Vec<String> = io.all().iter().map(|(k, v)| format!("{k} {v}")).collect();
-    tracing::info!("ipsecd: stopping; {}; I/O: {}", core.stats(), io.join(", "));
+    tracing::info!("ipsecd: stopping; {}; I/O: {io}", core.stats());
 }

@@ -73,6 +73,16 @@ impl IoCounters {
     }
 }
 
+/// `send_errors 0, tun_write_errors 0, …`: every counter, for `ipsecctl stats` and the log.
+impl std::fmt::Display for IoCounters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (name, n)) in self.all().iter().enumerate() {
+            write!(f, "{}{name} {n}", if i == 0 { "" } else { ", " })?;
+        }
+        Ok(())
+    }
+}
+
 /// Whether a packet the kernel routed into the TUN is for a link-local or multicast
 /// address (which no policy of a point-to-point tunnel carries).
 fn link_scope(b: &[u8]) -> bool {

@@ -79,8 +79,7 @@ fn print_sa(out: &mut String, info: &SaInfo) {
 pub fn stats(core: &Ipsec, io: &crate::net::IoCounters) -> String {
     let t = core.stats();
     let mut out = String::new();
-    let io_line: Vec<String> = io.all().iter().map(|(k, v)| format!("{k} {v}")).collect();
-    let _ = writeln!(out, "io: {}", io_line.join(", "));
+    let _ = writeln!(out, "io: {io}");
     let _ = writeln!(
         out,
         "total: {} packets {} bytes out, {} packets {} bytes in",
