@@ -1,0 +1,264 @@
+//! `ocf` as an OpenSSL 3 provider: unmodified `openssl` and applications reach ocf's
+//! drivers through it, as the seeds' users reached cryptodev through OpenSSL's engine
+//! (`../shared/seeds/001_…`, `002_…`, `004_…`). Engines are gone from OpenSSL 4; providers
+//! are how OpenSSL reaches other implementations now.
+//!
+//! OpenSSL loads `ocf.so` (`openssl … -provider-path DIR -provider ocf`, or from an
+//! openssl.cnf) and calls [`OSSL_provider_init`], which builds an ocf [`Framework`] with
+//! its drivers and answers the core's queries from it. The ABI is written out in [`abi`]
+//! from OpenSSL's public headers, so building needs none.
+//!
+//! Which driver serves the provider's sessions: the `driver` parameter of the provider's
+//! openssl.cnf section, else the `OCF_DRIVER` environment variable (the `openssl` command
+//! line has no way to pass provider parameters), else ocf's own choice (its best driver
+//! for each session). `sim:<profile>` registers a simulated card first (`sim:bcm5822`).
+//! A driver that cannot be had stops the provider from loading, with the reason on stderr.
+//!
+//! State of this crate: the provider loads and reports itself (name, version, build info,
+//! status); the algorithms (ciphers, digests, HMAC through ocf sessions) are the next step
+//! of issue 7, and `query_operation` offers none yet.
+
+use std::ffi::{c_int, c_void, CStr};
+
+use ocf::Framework;
+
+pub mod abi;
+pub mod params;
+
+use abi::{CoreGetParams, CoreHandle, Dispatch, Param};
+
+/// The provider's context: what every operation reaches through `provctx`.
+pub struct Provider {
+    pub framework: Framework,
+    /// The driver every session goes to; `None`: ocf chooses per session.
+    pub driver: Option<String>,
+}
+
+impl Provider {
+    /// The framework with ocf's CPU driver and, if `driver` names one, a simulated card.
+    pub fn new(driver: Option<&str>) -> Result<Provider, String> {
+        let framework = Framework::new();
+        ocf_soft::register(&framework).map_err(|e| format!("the soft driver: {e}"))?;
+        let driver = match driver.map(str::trim).filter(|d| !d.is_empty()) {
+            None => None,
+            Some(d) => {
+                if let Some(spec) = d.strip_prefix("sim:") {
+                    ocf_sim::register(&framework, spec).map_err(|e| format!("driver '{d}': {e}"))?;
+                }
+                if !framework.drivers().iter().any(|i| i.name == d) {
+                    let known: Vec<String> = framework.drivers().into_iter().map(|i| i.name).collect();
+                    return Err(format!(
+                        "driver '{d}' is not registered (registered: {}; a simulated card is sim:<profile>)",
+                        known.join(", ")
+                    ));
+                }
+                Some(d.to_owned())
+            }
+        };
+        Ok(Provider { framework, driver })
+    }
+}
+
+/// The provider's entry point, called by OpenSSL when it loads `ocf.so`.
+///
+/// # Safety
+/// Called by OpenSSL with its core handle, the core's dispatch table (terminated), and
+/// two out-pointers.
+#[no_mangle]
+pub unsafe extern "C" fn OSSL_provider_init(
+    handle: *const CoreHandle,
+    core: *const Dispatch,
+    out: *mut *const Dispatch,
+    provctx: *mut *mut c_void,
+) -> c_int {
+    if out.is_null() || provctx.is_null() {
+        return params::FAIL;
+    }
+    // SAFETY: OpenSSL passes its terminated dispatch table and its handle.
+    let configured = unsafe { configured_driver(handle, core) };
+    let env = std::env::var("OCF_DRIVER").ok();
+    let provider = match Provider::new(configured.as_deref().or(env.as_deref())) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("ocf provider: {e}");
+            return params::FAIL;
+        }
+    };
+    // SAFETY: both out-pointers were checked non-NULL; OpenSSL owns what they point at.
+    unsafe {
+        *provctx = Box::into_raw(Box::new(provider)) as *mut c_void;
+        *out = PROVIDER_DISPATCH.as_ptr();
+    }
+    params::OK
+}
+
+/// The `driver` parameter of the provider's configuration section, if set.
+///
+/// # Safety
+/// `core` is NULL or OpenSSL's terminated dispatch table; `handle` is the core's handle.
+unsafe fn configured_driver(handle: *const CoreHandle, core: *const Dispatch) -> Option<String> {
+    let mut get_params: Option<CoreGetParams> = None;
+    let mut d = core;
+    // SAFETY: the table is terminated by a zero function id; an entry's function has the
+    // type its number stands for (core_dispatch.h: OSSL_FUNC_CORE_GET_PARAMS).
+    unsafe {
+        while !d.is_null() && (*d).function_id != 0 {
+            if (*d).function_id == abi::FUNC_CORE_GET_PARAMS {
+                get_params =
+                    (*d).function.map(|f| std::mem::transmute::<unsafe extern "C" fn(), CoreGetParams>(f));
+            }
+            d = d.add(1);
+        }
+    }
+    let get_params = get_params?;
+    let mut value: *const std::ffi::c_char = std::ptr::null();
+    let mut request = [
+        Param {
+            key: c"driver".as_ptr(),
+            data_type: abi::PARAM_UTF8_PTR,
+            data: &mut value as *mut _ as *mut c_void,
+            data_size: std::mem::size_of::<*const std::ffi::c_char>(),
+            return_size: abi::PARAM_UNMODIFIED,
+        },
+        params::END,
+    ];
+    // SAFETY: a terminated parameter array whose one slot is a `const char *`.
+    if unsafe { get_params(handle, request.as_mut_ptr()) } == 0
+        || request[0].return_size == abi::PARAM_UNMODIFIED
+    {
+        return None;
+    }
+    params::get_utf8(&request[0])
+}
+
+static PROVIDER_DISPATCH: [Dispatch; 5] = [
+    entry!(abi::FUNC_PROVIDER_TEARDOWN, teardown, unsafe extern "C" fn(*mut c_void)),
+    entry!(
+        abi::FUNC_PROVIDER_GETTABLE_PARAMS,
+        gettable_params,
+        unsafe extern "C" fn(*mut c_void) -> *const Param
+    ),
+    entry!(abi::FUNC_PROVIDER_GET_PARAMS, get_params, unsafe extern "C" fn(*mut c_void, *mut Param) -> c_int),
+    entry!(
+        abi::FUNC_PROVIDER_QUERY_OPERATION,
+        query_operation,
+        unsafe extern "C" fn(*mut c_void, c_int, *mut c_int) -> *const abi::Algorithm
+    ),
+    abi::END,
+];
+
+/// Frees the provider's context (its framework, drivers and sessions).
+unsafe extern "C" fn teardown(provctx: *mut c_void) {
+    if !provctx.is_null() {
+        // SAFETY: `provctx` is the box OSSL_provider_init made; OpenSSL calls teardown once.
+        drop(unsafe { Box::from_raw(provctx as *mut Provider) });
+    }
+}
+
+static GETTABLE: [Param; 5] = [
+    params::describe(c"name", abi::PARAM_UTF8_PTR),
+    params::describe(c"version", abi::PARAM_UTF8_PTR),
+    params::describe(c"buildinfo", abi::PARAM_UTF8_PTR),
+    params::describe(c"status", abi::PARAM_INTEGER),
+    params::END,
+];
+
+unsafe extern "C" fn gettable_params(_provctx: *mut c_void) -> *const Param {
+    GETTABLE.as_ptr()
+}
+
+const NAME: &CStr = c"ocf";
+const VERSION: &CStr = match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+    Ok(s) => s,
+    Err(_) => panic!("the package version has no NUL"),
+};
+const BUILDINFO: &CStr = c"ocf provider: ocf sessions over the soft and sim drivers";
+
+unsafe extern "C" fn get_params(_provctx: *mut c_void, ps: *mut Param) -> c_int {
+    // SAFETY: OpenSSL passes a terminated parameter array.
+    unsafe {
+        for (key, value) in [(c"name", NAME), (c"version", VERSION), (c"buildinfo", BUILDINFO)] {
+            if let Some(p) = params::find(ps, key) {
+                if !params::set_utf8(p, value) {
+                    return params::FAIL;
+                }
+            }
+        }
+        if let Some(p) = params::find(ps, c"status") {
+            if !params::set_int(p, 1) {
+                return params::FAIL;
+            }
+        }
+    }
+    params::OK
+}
+
+/// The algorithms of an operation. None yet: ciphers, digests and HMAC are the next step.
+unsafe extern "C" fn query_operation(
+    _provctx: *mut c_void,
+    _operation: c_int,
+    no_cache: *mut c_int,
+) -> *const abi::Algorithm {
+    if !no_cache.is_null() {
+        // SAFETY: OpenSSL passes a valid out-pointer.
+        unsafe { *no_cache = 0 };
+    }
+    std::ptr::null()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_driver_that_is_not_there_is_refused_with_the_registered_ones() {
+        let e = Provider::new(Some("nosuch")).err().expect("an unknown driver is refused");
+        assert!(e.contains("'nosuch' is not registered") && e.contains("soft"), "{e}");
+        let e = Provider::new(Some("sim:nosuchcard")).err().expect("an unknown card is refused");
+        assert!(e.contains("sim:nosuchcard"), "{e}");
+    }
+
+    #[test]
+    fn a_simulated_card_is_registered_and_chosen() {
+        let p = Provider::new(Some("sim:bcm5822")).expect("bcm5822 is a known profile");
+        assert_eq!(p.driver.as_deref(), Some("sim:bcm5822"));
+        assert!(p.framework.drivers().iter().any(|d| d.name == "sim:bcm5822"));
+        assert_eq!(Provider::new(None).expect("defaults").driver, None);
+    }
+
+    #[test]
+    fn parameters_are_written_only_into_slots_that_fit() {
+        let mut ptr: *const std::ffi::c_char = std::ptr::null();
+        let mut p = Param {
+            key: c"name".as_ptr(),
+            data_type: abi::PARAM_UTF8_PTR,
+            data: &mut ptr as *mut _ as *mut c_void,
+            // As OpenSSL's own callers make pointer slots.
+            data_size: 0,
+            return_size: abi::PARAM_UNMODIFIED,
+        };
+        assert!(params::set_utf8(&mut p, NAME));
+        assert_eq!(p.return_size, 3);
+        // SAFETY: set_utf8 stored a pointer to NAME.
+        assert_eq!(unsafe { CStr::from_ptr(ptr) }, NAME);
+        let mut small = [0u8; 3];
+        let mut s = Param {
+            key: c"name".as_ptr(),
+            data_type: abi::PARAM_UTF8_STRING,
+            data: small.as_mut_ptr() as *mut c_void,
+            data_size: small.len(),
+            return_size: abi::PARAM_UNMODIFIED,
+        };
+        assert!(!params::set_utf8(&mut s, NAME), "no room for the NUL");
+        let mut v: i32 = 0;
+        let mut i = Param {
+            key: c"status".as_ptr(),
+            data_type: abi::PARAM_INTEGER,
+            data: &mut v as *mut i32 as *mut c_void,
+            data_size: 4,
+            return_size: abi::PARAM_UNMODIFIED,
+        };
+        assert!(params::set_int(&mut i, 1) && v == 1);
+        assert!(!params::set_int(&mut i, 1 << 40), "too big for 4 bytes");
+    }
+}

@@ -1,0 +1,130 @@
+//! Reading and writing OpenSSL parameter arrays (`OSSL_PARAM`), as `params.c` in OpenSSL
+//! does: a value is written only if the caller's slot has the right type and room, and
+//! `return_size` says how much was (or would have been) written.
+
+use std::ffi::{c_char, c_int, CStr};
+
+use crate::abi::{self, Param};
+
+/// The parameter named `key` in a NULL-key-terminated array, if any.
+///
+/// # Safety
+/// `params` is NULL or points at an array of valid `OSSL_PARAM`s ending with a NULL key.
+pub unsafe fn find<'a>(params: *mut Param, key: &CStr) -> Option<&'a mut Param> {
+    if params.is_null() {
+        return None;
+    }
+    let mut p = params;
+    // SAFETY: the caller promises a terminated array: every element up to the terminator
+    // is valid, and each key is a NUL-terminated string.
+    unsafe {
+        while !(*p).key.is_null() {
+            if CStr::from_ptr((*p).key) == key {
+                return Some(&mut *p);
+            }
+            p = p.add(1);
+        }
+    }
+    None
+}
+
+/// Writes a static string: as a pointer (UTF8_PTR) or copied with its NUL (UTF8_STRING).
+/// False if the slot has another type or too little room.
+pub fn set_utf8(p: &mut Param, s: &'static CStr) -> bool {
+    let len = s.to_bytes().len();
+    p.return_size = len;
+    match p.data_type {
+        abi::PARAM_UTF8_PTR => {
+            if p.data.is_null() {
+                return true; // a size query
+            }
+            // `data_size` is not checked: OpenSSL's own callers build pointer slots with a
+            // size of 0 (`OSSL_PARAM_construct_utf8_ptr(key, &p, 0)`, as `openssl list`
+            // does), and OpenSSL's setter ignores it too.
+            // SAFETY: the slot's type says it is a `const char *`.
+            unsafe { *(p.data as *mut *const c_char) = s.as_ptr() };
+            true
+        }
+        abi::PARAM_UTF8_STRING => {
+            if p.data.is_null() {
+                return true;
+            }
+            if p.data_size < len + 1 {
+                return false;
+            }
+            // SAFETY: the caller's buffer holds `data_size` bytes, at least `len + 1`.
+            unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), p.data as *mut c_char, len + 1) };
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Writes an integer into a signed or unsigned slot of 4 or 8 bytes. False if it does not
+/// fit the slot.
+pub fn set_int(p: &mut Param, v: i64) -> bool {
+    let size = p.data_size;
+    let ok = match (p.data_type, size) {
+        (abi::PARAM_INTEGER, 4) => i32::try_from(v).is_ok(),
+        (abi::PARAM_INTEGER, 8) => true,
+        (abi::PARAM_UNSIGNED_INTEGER, 4) => u32::try_from(v).is_ok(),
+        (abi::PARAM_UNSIGNED_INTEGER, 8) => v >= 0,
+        _ => false,
+    };
+    if !ok {
+        return false;
+    }
+    p.return_size = size;
+    if p.data.is_null() {
+        return true;
+    }
+    // SAFETY: the slot is an integer of `size` bytes (4 or 8, checked above); the caller's
+    // buffer may be unaligned, so the bytes are written as they are.
+    unsafe {
+        if size == 4 {
+            std::ptr::write_unaligned(p.data as *mut i32, v as i32);
+        } else {
+            std::ptr::write_unaligned(p.data as *mut i64, v);
+        }
+    }
+    true
+}
+
+/// Reads a string parameter (UTF8_PTR or UTF8_STRING) as Rust text.
+pub fn get_utf8(p: &Param) -> Option<String> {
+    if p.data.is_null() {
+        return None;
+    }
+    let bytes = match p.data_type {
+        // SAFETY: a UTF8_PTR slot holds a pointer to `return_size` (or NUL-terminated) bytes;
+        // the core filled it.
+        abi::PARAM_UTF8_PTR => unsafe {
+            let s = *(p.data as *const *const c_char);
+            if s.is_null() {
+                return None;
+            }
+            CStr::from_ptr(s).to_bytes().to_vec()
+        },
+        // SAFETY: a UTF8_STRING slot holds `data_size` bytes, the string NUL-terminated
+        // within them or filling them.
+        abi::PARAM_UTF8_STRING => unsafe {
+            let b = std::slice::from_raw_parts(p.data as *const u8, p.data_size);
+            b.split(|&c| c == 0).next().unwrap_or(&[]).to_vec()
+        },
+        _ => return None,
+    };
+    String::from_utf8(bytes).ok()
+}
+
+/// A parameter description for a gettable/settable list.
+pub const fn describe(key: &'static CStr, data_type: std::ffi::c_uint) -> Param {
+    Param { key: key.as_ptr(), data_type, data: std::ptr::null_mut(), data_size: 0, return_size: 0 }
+}
+
+/// The entry that ends a parameter list.
+pub const END: Param =
+    Param { key: std::ptr::null(), data_type: 0, data: std::ptr::null_mut(), data_size: 0, return_size: 0 };
+
+/// OpenSSL's success and failure.
+pub const OK: c_int = 1;
+pub const FAIL: c_int = 0;
