@@ -113,13 +113,12 @@ unsafe fn configured_driver(handle: *const CoreHandle, core: *const Dispatch) ->
     let get_params = get_params?;
     let mut value: *const std::ffi::c_char = std::ptr::null();
     let mut request = [
-        Param {
-            key: c"driver".as_ptr(),
-            data_type: abi::PARAM_UTF8_PTR,
-            data: &mut value as *mut _ as *mut c_void,
-            data_size: std::mem::size_of::<*const std::ffi::c_char>(),
-            return_size: abi::PARAM_UNMODIFIED,
-        },
+        params::slot(
+            c"driver",
+            abi::PARAM_UTF8_PTR,
+            &mut value as *mut _ as *mut c_void,
+            std::mem::size_of::<*const std::ffi::c_char>(),
+        ),
         params::END,
     ];
     // SAFETY: a terminated parameter array whose one slot is a `const char *`.
@@ -229,35 +228,18 @@ mod tests {
     #[test]
     fn parameters_are_written_only_into_slots_that_fit() {
         let mut ptr: *const std::ffi::c_char = std::ptr::null();
-        let mut p = Param {
-            key: c"name".as_ptr(),
-            data_type: abi::PARAM_UTF8_PTR,
-            data: &mut ptr as *mut _ as *mut c_void,
-            // As OpenSSL's own callers make pointer slots.
-            data_size: 0,
-            return_size: abi::PARAM_UNMODIFIED,
-        };
+        // Size 0, as OpenSSL's own callers make pointer slots.
+        let mut p = params::slot(c"name", abi::PARAM_UTF8_PTR, &mut ptr as *mut _ as *mut c_void, 0);
         assert!(params::set_utf8(&mut p, NAME));
         assert_eq!(p.return_size, 3);
         // SAFETY: set_utf8 stored a pointer to NAME.
         assert_eq!(unsafe { CStr::from_ptr(ptr) }, NAME);
         let mut small = [0u8; 3];
-        let mut s = Param {
-            key: c"name".as_ptr(),
-            data_type: abi::PARAM_UTF8_STRING,
-            data: small.as_mut_ptr() as *mut c_void,
-            data_size: small.len(),
-            return_size: abi::PARAM_UNMODIFIED,
-        };
+        let mut s =
+            params::slot(c"name", abi::PARAM_UTF8_STRING, small.as_mut_ptr() as *mut c_void, small.len());
         assert!(!params::set_utf8(&mut s, NAME), "no room for the NUL");
         let mut v: i32 = 0;
-        let mut i = Param {
-            key: c"status".as_ptr(),
-            data_type: abi::PARAM_INTEGER,
-            data: &mut v as *mut i32 as *mut c_void,
-            data_size: 4,
-            return_size: abi::PARAM_UNMODIFIED,
-        };
+        let mut i = params::slot(c"status", abi::PARAM_INTEGER, &mut v as *mut i32 as *mut c_void, 4);
         assert!(params::set_int(&mut i, 1) && v == 1);
         assert!(!params::set_int(&mut i, 1 << 40), "too big for 4 bytes");
     }

@@ -116,6 +116,17 @@ pub fn get_utf8(p: &Param) -> Option<String> {
     String::from_utf8(bytes).ok()
 }
 
+/// A slot for a value to be read or written: `data_size` bytes at `data` (OpenSSL's
+/// `OSSL_PARAM_construct_*`), not yet set.
+pub fn slot(
+    key: &'static CStr,
+    data_type: std::ffi::c_uint,
+    data: *mut std::ffi::c_void,
+    data_size: usize,
+) -> Param {
+    Param { key: key.as_ptr(), data_type, data, data_size, return_size: abi::PARAM_UNMODIFIED }
+}
+
 /// A parameter description for a gettable/settable list.
 pub const fn describe(key: &'static CStr, data_type: std::ffi::c_uint) -> Param {
     Param { key: key.as_ptr(), data_type, data: std::ptr::null_mut(), data_size: 0, return_size: 0 }
