@@ -50,6 +50,9 @@ pub struct Capabilities {
     /// ([`crate::Framework::new_session_on`]). For drivers whose results are not real
     /// cryptography — the null driver that measures the framework alone, fault injectors.
     pub named_only: bool,
+    /// The driver processes multi-part messages ([`crate::Part`]), keeping its state for a
+    /// message in the request ([`crate::PartState`]) between parts.
+    pub multipart: bool,
 }
 
 impl Capabilities {
@@ -63,11 +66,15 @@ impl Capabilities {
             cipher_then_mac: true,
             synchronous: false,
             named_only: false,
+            multipart: false,
         }
     }
 
     /// Whether the parameters name only algorithms this driver lists.
     pub fn covers(&self, p: &SessionParams) -> bool {
+        if p.multipart && !self.multipart {
+            return false;
+        }
         match &p.mode {
             Mode::Cipher { alg, .. } => self.ciphers.contains(alg),
             Mode::Digest { alg } => self.digests.contains(alg),

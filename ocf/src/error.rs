@@ -99,6 +99,10 @@ pub enum Error {
     /// A completion callback panicked on a framework thread. Only counted (nobody is there
     /// to receive it); the thread goes on with the next request.
     CallbackPanicked,
+    /// A part of a multi-part message that does not fit the message so far (see
+    /// [`crate::Part`]): a middle part with no message in progress, an IV after the first
+    /// part, a session not opened for multi-part messages.
+    BadPart(&'static str),
 }
 
 impl Error {
@@ -129,6 +133,7 @@ impl Error {
             Error::DetachTimeout { .. } => ErrorKind::DetachTimeout,
             Error::DriverFailure(_) => ErrorKind::DriverFailure,
             Error::CallbackPanicked => ErrorKind::CallbackPanicked,
+            Error::BadPart(_) => ErrorKind::BadPart,
         }
     }
 }
@@ -181,6 +186,7 @@ impl fmt::Display for Error {
             }
             Error::DriverFailure(why) => write!(f, "driver failure: {why}"),
             Error::CallbackPanicked => f.write_str("a completion callback panicked"),
+            Error::BadPart(why) => write!(f, "bad part of a multi-part message: {why}"),
         }
     }
 }
@@ -214,11 +220,12 @@ pub enum ErrorKind {
     DetachTimeout,
     DriverFailure,
     CallbackPanicked,
+    BadPart,
 }
 
 impl ErrorKind {
     /// Number of kinds (length of a counter array).
-    pub const COUNT: usize = ErrorKind::CallbackPanicked as usize + 1;
+    pub const COUNT: usize = ErrorKind::BadPart as usize + 1;
 
     /// Every kind, in counter order.
     pub const ALL: [ErrorKind; ErrorKind::COUNT] = [
@@ -244,6 +251,7 @@ impl ErrorKind {
         ErrorKind::DetachTimeout,
         ErrorKind::DriverFailure,
         ErrorKind::CallbackPanicked,
+        ErrorKind::BadPart,
     ];
 
     /// A stable snake_case name, for statistics output.
@@ -271,6 +279,7 @@ impl ErrorKind {
             ErrorKind::DetachTimeout => "detach_timeout",
             ErrorKind::DriverFailure => "driver_failure",
             ErrorKind::CallbackPanicked => "callback_panicked",
+            ErrorKind::BadPart => "bad_part",
         }
     }
 }

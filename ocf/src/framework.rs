@@ -456,6 +456,9 @@ fn best_driver<'a>(
 }
 
 fn unsupported(params: &SessionParams) -> Error {
+    if params.multipart {
+        return Error::BadPart("no registered driver takes multi-part messages for this session's algorithm");
+    }
     match &params.mode {
         Mode::Cipher { alg, .. } | Mode::Aead { alg, .. } => Error::UnsupportedCipher(*alg),
         Mode::Digest { alg } => Error::UnsupportedDigest(*alg),

@@ -16,6 +16,9 @@
 //!   or answers [`Processed::Busy`].
 //! - Every error is an [`Error`] variant and is counted separately per session, per driver
 //!   and framework-wide ([`SessionStats`], [`DriverStats`], [`FrameworkStats`]).
+//! - A message may also travel in pieces ([`Part`]): a session opened with
+//!   [`SessionParams::multipart`] takes a first, middle and last part in one reused request,
+//!   the driver keeping its state for the message in the request between parts.
 //! - Keys live in [`Key`]s, wiped when a session is freed.
 //!
 //! ```
@@ -62,7 +65,7 @@ pub use framework::{Config, DriverInfo, DriverStats, FlowStats, Framework, Frame
 pub use params::{Key, Mode, SessionParams};
 pub use profile::{ProfileStats, Stage, StageStats};
 pub use request::{
-    Aad, Failed, Flags, InlineAad, Op, Outcome, Request, RequestFields, TagPlace, Views, MAX_IV_LEN,
-    MAX_TAG_LEN,
+    Aad, Failed, Flags, InlineAad, Op, Outcome, Part, PartState, Request, RequestFields, TagPlace, Views,
+    MAX_IV_LEN, MAX_TAG_LEN,
 };
 pub use session::{Session, SessionStats};

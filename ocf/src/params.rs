@@ -96,22 +96,30 @@ pub struct SessionParams {
     /// CRYPTO_F_ASYNC_KEEPORDER, made a session property). Costs a lock and a reorder
     /// buffer per completion; off by default.
     pub ordered: bool,
+    /// The session carries multi-part messages ([`crate::Part`]): a message fed in pieces,
+    /// as OpenSSL's update calls or a file read in chunks do. Only drivers whose
+    /// [`crate::Capabilities::multipart`] is set are considered. Off by default.
+    pub multipart: bool,
 }
 
 impl SessionParams {
     /// A plain cipher session.
     pub fn cipher(alg: CipherAlg, key: impl Into<Key>) -> SessionParams {
-        SessionParams { mode: Mode::Cipher { alg, key: key.into() }, ordered: false }
+        SessionParams { mode: Mode::Cipher { alg, key: key.into() }, ordered: false, multipart: false }
     }
 
     /// An unkeyed digest session.
     pub fn digest(alg: DigestAlg) -> SessionParams {
-        SessionParams { mode: Mode::Digest { alg }, ordered: false }
+        SessionParams { mode: Mode::Digest { alg }, ordered: false, multipart: false }
     }
 
     /// A MAC session with the full output length; see [`SessionParams::with_tag_len`].
     pub fn mac(alg: MacAlg, key: impl Into<Key>) -> SessionParams {
-        SessionParams { mode: Mode::Mac { alg, key: key.into(), tag_len: alg.output_len() }, ordered: false }
+        SessionParams {
+            mode: Mode::Mac { alg, key: key.into(), tag_len: alg.output_len() },
+            ordered: false,
+            multipart: false,
+        }
     }
 
     /// An HMAC session over `digest` with the full output length.
@@ -121,7 +129,11 @@ impl SessionParams {
 
     /// An AEAD session with the algorithm's full tag.
     pub fn aead(alg: CipherAlg, key: impl Into<Key>) -> SessionParams {
-        SessionParams { mode: Mode::Aead { alg, key: key.into(), tag_len: 16 }, ordered: false }
+        SessionParams {
+            mode: Mode::Aead { alg, key: key.into(), tag_len: 16 },
+            ordered: false,
+            multipart: false,
+        }
     }
 
     /// An encrypt-then-MAC session with the MAC's full output length.
@@ -140,6 +152,7 @@ impl SessionParams {
                 tag_len: mac.output_len(),
             },
             ordered: false,
+            multipart: false,
         }
     }
 
@@ -158,6 +171,12 @@ impl SessionParams {
     /// Builder: results are delivered in submit order.
     pub fn ordered(mut self) -> SessionParams {
         self.ordered = true;
+        self
+    }
+
+    /// Builder: the session carries multi-part messages (see [`SessionParams::multipart`]).
+    pub fn multipart(mut self) -> SessionParams {
+        self.multipart = true;
         self
     }
 
@@ -224,6 +243,12 @@ impl SessionParams {
                 Ok(())
             }
             Mode::CipherThenMac { cipher, cipher_key: ck, mac, mac_key, tag_len } => {
+                if self.multipart {
+                    // Its users (ESP, TLS 1.0 records) hold whole packets; no client needs it.
+                    return Err(Error::InvalidParams(
+                        "multi-part messages are offered for cipher, digest, MAC and AEAD sessions, not cipher+mac",
+                    ));
+                }
                 if cipher.is_aead() {
                     return Err(Error::InvalidParams("an AEAD needs no separate MAC"));
                 }

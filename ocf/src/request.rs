@@ -18,6 +18,7 @@
 //!   tags are written to the result buffer (`out` if out of place, else `buf`); tags to
 //!   verify are read from `buf`.
 
+use std::any::Any;
 use std::fmt;
 use std::ops::{Deref, DerefMut, Range};
 
@@ -123,6 +124,68 @@ impl InlineAad {
     }
 }
 
+/// Which piece of a message a request carries.
+///
+/// Most messages travel whole: an ESP packet, a TLS record. Some arrive in pieces of any
+/// size — OpenSSL's `EVP_EncryptUpdate` calls, a file hashed as it is read — and a digest
+/// or AEAD tag covers them all. A *multi-part message* is a `First` part, any number of
+/// `Middle` parts and a `Last` part, sent one after the other **in the same [`Request`]**:
+/// the driver keeps its state for the message (a running hash, a CBC chaining value, a
+/// GCM counter and GHASH) in the request ([`PartState`]), so a session serves any number
+/// of messages at once, and the next part cannot overtake the previous one.
+///
+/// Rules, checked by the framework before the driver sees a part (errors are
+/// [`Error::BadPart`]):
+/// - the session was opened with [`SessionParams::multipart`], so its driver takes parts;
+/// - the IV or nonce is read from the `First` part (later parts' IV fields are ignored, so
+///   a reused request need not clear it);
+/// - the tag (to compute or to verify) belongs to the `Last` part only;
+/// - a `Middle` or `Last` part needs a message in progress in its request;
+/// - block-mode parts are whole blocks (the caller buffers the rest, as OpenSSL's own
+///   ciphers do); stream modes, AEADs and digests take parts of any length;
+/// - AEAD associated data comes before the first byte of payload.
+///
+/// A failed part ends its message: the state is dropped, and the next part must be a
+/// `First`. A decrypting AEAD releases plaintext part by part, before the `Last` part
+/// checks the tag — as every streaming AEAD interface does; a caller that must not see
+/// unauthenticated plaintext sends the message whole.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Part {
+    /// A whole message (the default).
+    #[default]
+    Whole,
+    /// The first piece: starts a message (a new IV, a fresh hash), abandoning any message
+    /// still in progress in the request.
+    First,
+    /// A piece in between.
+    Middle,
+    /// The last piece: finishes the message and computes or checks the tag.
+    Last,
+}
+
+impl Part {
+    /// Whether this part starts a message (carries the IV).
+    #[inline]
+    pub fn starts(self) -> bool {
+        matches!(self, Part::Whole | Part::First)
+    }
+
+    /// Whether this part ends a message (carries the tag).
+    #[inline]
+    pub fn ends(self) -> bool {
+        matches!(self, Part::Whole | Part::Last)
+    }
+}
+
+/// A driver's state for a multi-part message in progress, carried by the request between
+/// parts (see [`Part`]). The framework never looks inside; the driver that made it
+/// downcasts it back (`Box<dyn PartState>` upcasts to `Box<dyn Any>`).
+pub trait PartState: Any + Send {
+    /// An independent copy of the message so far, if the driver can make one: OpenSSL
+    /// duplicates digest contexts to hash a common prefix once (`EVP_MD_CTX_copy`).
+    fn try_clone(&self) -> Option<Box<dyn PartState>>;
+}
+
 /// Per-request flags: how the request travels (see `crate::dispatch`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Flags(u32);
@@ -167,6 +230,10 @@ pub struct RequestFields {
     pub flags: Flags,
     /// The caller's cookie, untouched by ocf (FreeBSD's crp_opaque).
     pub user: u64,
+    /// Which piece of a message this is (default: the whole message).
+    pub part: Part,
+    /// The driver's state of the multi-part message in progress (see [`Part`]).
+    part_state: Option<Box<dyn PartState>>,
     iv: [u8; MAX_IV_LEN],
     iv_len: usize,
     tag: [u8; MAX_TAG_LEN],
@@ -207,6 +274,37 @@ impl RequestFields {
     pub fn set_esn_high(&mut self, high: u32) {
         self.esn = high.to_be_bytes();
         self.esn_set = true;
+    }
+
+    /// Driver helper: takes the state of the message in progress out of the request.
+    #[inline]
+    pub fn take_part_state(&mut self) -> Option<Box<dyn PartState>> {
+        self.part_state.take()
+    }
+
+    /// Driver helper: keeps the state of the message in progress for its next part.
+    #[inline]
+    pub fn set_part_state(&mut self, state: Box<dyn PartState>) {
+        self.part_state = Some(state);
+    }
+
+    /// Whether a multi-part message is in progress in this request.
+    #[inline]
+    pub fn in_message(&self) -> bool {
+        self.part_state.is_some()
+    }
+
+    /// A copy of the message in progress, for a second request that continues it
+    /// independently (both then go on from the same point). `None` if no message is in
+    /// progress or its driver cannot copy its state.
+    pub fn try_clone_part_state(&self) -> Option<Box<dyn PartState>> {
+        self.part_state.as_ref()?.try_clone()
+    }
+
+    /// Abandons the message in progress, if any (its state is dropped and wiped by the
+    /// driver's `Drop`).
+    pub fn end_message(&mut self) {
+        self.part_state = None;
     }
 
     /// The ESN high-order bits, if set.
@@ -259,6 +357,8 @@ impl Request {
             tag_place: TagPlace::Separate,
             flags: Flags::default(),
             user: 0,
+            part: Part::Whole,
+            part_state: None,
             iv: [0; MAX_IV_LEN],
             iv_len: 0,
             tag: [0; MAX_TAG_LEN],
@@ -315,6 +415,12 @@ impl Request {
         self
     }
 
+    /// Builder: which piece of a message this is (see [`Part`]).
+    pub fn with_part(mut self, part: Part) -> Request {
+        self.part = part;
+        self
+    }
+
     /// Builder: flags.
     pub fn with_flags(mut self, flags: Flags) -> Request {
         self.flags = flags;
@@ -332,6 +438,8 @@ impl Request {
         f.aad = Aad::None;
         f.tag_place = TagPlace::Separate;
         f.flags = Flags::default();
+        f.part = Part::Whole;
+        f.part_state = None;
         f.iv_len = 0;
         f.tag_len = 0;
         f.esn_set = false;
@@ -522,6 +630,7 @@ impl fmt::Debug for Request {
             .field("payload", &self.payload)
             .field("out_of_place", &self.out.is_some())
             .field("user", &self.user)
+            .field("part", &self.part)
             .finish_non_exhaustive()
     }
 }
@@ -584,6 +693,7 @@ pub(crate) struct RequestRules {
     pub(crate) tag_len: usize,
     aad_ok: bool,
     esn_ok: bool,
+    multipart: bool,
 }
 
 impl RequestRules {
@@ -604,6 +714,7 @@ impl RequestRules {
             tag_len: p.tag_len(),
             aad_ok,
             esn_ok,
+            multipart: p.multipart,
         }
     }
 
@@ -617,7 +728,10 @@ impl RequestRules {
         if !op_ok {
             return Err(Error::BadOperation { op: r.op.name(), mode: self.mode });
         }
-        if r.iv_len != self.iv_len {
+        if r.part != Part::Whole {
+            self.check_part(r)?;
+        }
+        if r.iv_len != self.iv_len && r.part.starts() {
             return Err(Error::BadIvLength { expected: self.iv_len, got: r.iv_len });
         }
         if r.esn_set && !self.esn_ok {
@@ -654,7 +768,7 @@ impl RequestRules {
                 }
             }
         }
-        if self.tag_len > 0 {
+        if self.tag_len > 0 && r.part.ends() {
             match r.tag_place {
                 TagPlace::Separate => {
                     if r.op.checks_tag() && r.tag_len != self.tag_len {
@@ -689,6 +803,24 @@ impl RequestRules {
             }
         }
         Ok(())
+    }
+}
+
+impl RequestRules {
+    /// The rules a part of a multi-part message adds (see [`Part`]).
+    fn check_part(&self, r: &RequestFields) -> Result<(), Error> {
+        if !self.multipart {
+            return Err(Error::BadPart("the session was not opened for multi-part messages"));
+        }
+        match r.part {
+            Part::Middle | Part::Last if r.part_state.is_none() => {
+                Err(Error::BadPart("no message in progress in this request: send a First part"))
+            }
+            Part::First | Part::Middle if matches!(r.tag_place, TagPlace::InBuffer(_)) => {
+                Err(Error::BadPart("the tag goes with a message's Last part only"))
+            }
+            _ => Ok(()),
+        }
     }
 }
 

@@ -211,7 +211,15 @@ impl Driver for SimDriver {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities { synchronous: false, named_only: false, ..Capabilities::every_algorithm() }
+        // Multi-part messages: the software session computes every part and its state
+        // travels in the request; the card model charges each part as a request of its own,
+        // as a real card would (a setup per descriptor).
+        Capabilities {
+            synchronous: false,
+            named_only: false,
+            multipart: true,
+            ..Capabilities::every_algorithm()
+        }
     }
 
     fn probe_session(&self, _params: &SessionParams) -> Option<Priority> {

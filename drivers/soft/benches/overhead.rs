@@ -77,7 +77,7 @@ fn raw_call(p: &SessionParams, op: Op) -> RawCall {
             })
         }
         Mode::Aead { alg, key, .. } => {
-            let a = raw::Aead::new(*alg, key.as_bytes()).unwrap();
+            let a = raw::Aead::new(*alg, key.as_bytes(), false).unwrap();
             Box::new(move |b| {
                 let mut tag = [0u8; 16];
                 a.seal(&iv, &[], b, &mut tag).unwrap();

@@ -29,7 +29,11 @@ use crate::cpu::clear_upper_vector_state;
 pub const CHACHA_LIBCRYPTO_MIN_LEN: usize = 2048;
 
 pub struct Aead {
+    alg: CipherAlg,
     key: LessSafeKey,
+    /// Multi-part sessions only: the raw key, from which each message's streaming context
+    /// is keyed (wiped on drop).
+    pub(crate) stream_key: Option<ocf::Key>,
     /// ChaCha20-Poly1305 only: libcrypto contexts, keyed once.
     libcrypto: Option<ChachaContexts>,
 }
@@ -40,7 +44,8 @@ struct ChachaContexts {
 }
 
 impl Aead {
-    pub fn new(alg: CipherAlg, key: &[u8]) -> Result<Aead, Error> {
+    /// `multipart`: keep the key for streaming contexts (see `crate::stream`).
+    pub fn new(alg: CipherAlg, key: &[u8], multipart: bool) -> Result<Aead, Error> {
         let lib_alg = match (alg, key.len()) {
             (CipherAlg::AesGcm, 16) => &aead::AES_128_GCM,
             (CipherAlg::AesGcm, 24) => &aead::AES_192_GCM,
@@ -54,7 +59,12 @@ impl Aead {
             CipherAlg::ChaCha20Poly1305 => Some(ChachaContexts::new(key)?),
             _ => None,
         };
-        Ok(Aead { key: LessSafeKey::new(unbound), libcrypto })
+        let stream_key = multipart.then(|| ocf::Key::new(key));
+        Ok(Aead { alg, key: LessSafeKey::new(unbound), stream_key, libcrypto })
+    }
+
+    pub fn alg(&self) -> CipherAlg {
+        self.alg
     }
 
     /// The libcrypto context for a message of `len` bytes, if that is the faster path and
@@ -113,12 +123,13 @@ impl Aead {
 impl ChachaContexts {
     fn new(key: &[u8]) -> Result<ChachaContexts, Error> {
         let fail = |_| Error::DriverFailure("soft: libcrypto ChaCha20-Poly1305 setup failed");
-        // A fetched cipher, so that no message pays for an implicit fetch.
-        let cipher = OsslCipher::fetch(None, "ChaCha20-Poly1305", None).map_err(fail)?;
+        // Fetched once, from the driver's own library context (see `evp::lib_ctx`).
+        let cipher: &OsslCipher = crate::evp::chacha20_poly1305()
+            .ok_or(Error::DriverFailure("soft: libcrypto's ChaCha20-Poly1305 is unavailable"))?;
         let mut seal = CipherCtx::new().map_err(fail)?;
-        seal.encrypt_init(Some(&cipher), Some(key), None).map_err(fail)?;
+        seal.encrypt_init(Some(cipher), Some(key), None).map_err(fail)?;
         let mut open = CipherCtx::new().map_err(fail)?;
-        open.decrypt_init(Some(&cipher), Some(key), None).map_err(fail)?;
+        open.decrypt_init(Some(cipher), Some(key), None).map_err(fail)?;
         Ok(ChachaContexts { seal: Mutex::new(seal), open: Mutex::new(open) })
     }
 }
@@ -181,7 +192,7 @@ mod tests {
         let sunscreen: &[u8] = b"Ladies and Gentlemen of the class of '99: If I could offer you only one tip for the future, sunscreen would be it.";
         let pt: Vec<u8> = sunscreen.iter().cycle().take(CHACHA_LIBCRYPTO_MIN_LEN + 100).copied().collect();
         let want_ct_prefix = hex("d31a8d34648e60db7b86afbc53ef7ec2a4aded51296e08fea9e2b5a736ee62d6");
-        let a = Aead::new(CipherAlg::ChaCha20Poly1305, &key).unwrap();
+        let a = Aead::new(CipherAlg::ChaCha20Poly1305, &key, false).unwrap();
         // libcrypto (the context is free)
         let mut buf = pt.to_vec();
         let mut tag = [0u8; 16];

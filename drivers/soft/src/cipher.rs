@@ -23,7 +23,7 @@ use ocf::{CipherAlg, Error};
 #[allow(clippy::large_enum_variant)]
 pub enum Cipher {
     /// CBC (AES or 3DES) or CTR; the IV length tells the context type apart.
-    Keyed { enc: EncryptingKey, dec: DecryptingKey, iv_len: usize },
+    Keyed { enc: EncryptingKey, dec: DecryptingKey, iv_len: usize, alg: CipherAlg },
     /// RFC 2410: output = input.
     Null,
 }
@@ -47,7 +47,15 @@ impl Cipher {
         } else {
             (EncryptingKey::cbc(unbound()?).map_err(bad)?, DecryptingKey::cbc(unbound()?).map_err(bad)?)
         };
-        Ok(Cipher::Keyed { enc, dec, iv_len: alg.iv_len() })
+        Ok(Cipher::Keyed { enc, dec, iv_len: alg.iv_len(), alg })
+    }
+
+    /// The algorithm (`Null` included).
+    pub fn alg(&self) -> CipherAlg {
+        match self {
+            Cipher::Keyed { alg, .. } => *alg,
+            Cipher::Null => CipherAlg::Null,
+        }
     }
 
     /// Encrypts `data` in place. `iv` and the length of `data` were validated.

@@ -60,6 +60,56 @@ pub fn digest<'a>(alg: Hash, pieces: impl Iterator<Item = &'a [u8]>, out: &mut [
     }
 }
 
+/// A digest or MAC in the first bytes of a 64-byte array, with its length.
+fn tag_array(r: &[u8]) -> ([u8; 64], usize) {
+    let mut o = [0; 64];
+    o[..r.len()].copy_from_slice(r);
+    (o, r.len())
+}
+
+/// A running RustCrypto hash, for multi-part messages.
+#[derive(Clone)]
+pub enum HashState {
+    Md5(Md5),
+    Sha1(Sha1),
+    Sha256(Sha256),
+    Sha384(Sha384),
+    Sha512(Sha512),
+}
+
+impl HashState {
+    pub fn new(alg: Hash) -> HashState {
+        match alg {
+            Hash::Md5 => HashState::Md5(Md5::new()),
+            Hash::Sha1 => HashState::Sha1(Sha1::new()),
+            Hash::Sha256 => HashState::Sha256(Sha256::new()),
+            Hash::Sha384 => HashState::Sha384(Sha384::new()),
+            Hash::Sha512 => HashState::Sha512(Sha512::new()),
+        }
+    }
+
+    pub fn update(&mut self, data: &[u8]) {
+        match self {
+            HashState::Md5(h) => Digest::update(h, data),
+            HashState::Sha1(h) => Digest::update(h, data),
+            HashState::Sha256(h) => Digest::update(h, data),
+            HashState::Sha384(h) => Digest::update(h, data),
+            HashState::Sha512(h) => Digest::update(h, data),
+        }
+    }
+
+    /// The digest, in the first bytes of the array, and its length.
+    pub fn finalize_into_tag(self) -> ([u8; 64], usize) {
+        match self {
+            HashState::Md5(h) => tag_array(&h.finalize()),
+            HashState::Sha1(h) => tag_array(&h.finalize()),
+            HashState::Sha256(h) => tag_array(&h.finalize()),
+            HashState::Sha384(h) => tag_array(&h.finalize()),
+            HashState::Sha512(h) => tag_array(&h.finalize()),
+        }
+    }
+}
+
 /// A keyed RustCrypto HMAC state.
 #[derive(Clone)]
 pub enum RustHmac {
@@ -85,6 +135,28 @@ impl RustHmac {
         })
     }
 
+    /// Absorbs more of a multi-part message (on a copy of the keyed state).
+    pub fn update(&mut self, data: &[u8]) {
+        match self {
+            RustHmac::Md5(m) => m.update(data),
+            RustHmac::Sha1(m) => m.update(data),
+            RustHmac::Sha256(m) => m.update(data),
+            RustHmac::Sha384(m) => m.update(data),
+            RustHmac::Sha512(m) => m.update(data),
+        }
+    }
+
+    /// The full MAC, in the first bytes of the array, and its length.
+    pub fn finalize_into_tag(self) -> ([u8; 64], usize) {
+        match self {
+            RustHmac::Md5(m) => tag_array(&m.finalize().into_bytes()),
+            RustHmac::Sha1(m) => tag_array(&m.finalize().into_bytes()),
+            RustHmac::Sha256(m) => tag_array(&m.finalize().into_bytes()),
+            RustHmac::Sha384(m) => tag_array(&m.finalize().into_bytes()),
+            RustHmac::Sha512(m) => tag_array(&m.finalize().into_bytes()),
+        }
+    }
+
     /// MAC of the concatenation of `pieces`, truncated to `out.len()`.
     fn compute<'a>(&self, pieces: impl IntoIterator<Item = &'a [u8]>, out: &mut [u8]) {
         fn run<'a, M: Mac + Clone>(keyed: &M, pieces: impl IntoIterator<Item = &'a [u8]>, out: &mut [u8]) {
@@ -108,7 +180,7 @@ impl RustHmac {
 
 /// A digest session's state: the algorithm, and a libcrypto context where that is faster.
 pub struct Digester {
-    hash: Hash,
+    pub(crate) hash: Hash,
     evp: Option<Mutex<EvpDigest>>,
     evp_min_len: usize,
 }
@@ -150,6 +222,11 @@ impl HmacKey {
         let hash = Hash::new(d)?;
         let evp = EvpHmac::new(hash, key).transpose()?.map(Mutex::new);
         Ok(HmacKey { rust: RustHmac::new(alg, key)?, evp, evp_min_len: evp::min_len(hash, true) })
+    }
+
+    /// The keyed RustCrypto state, from which multi-part messages start.
+    pub fn rust(&self) -> &RustHmac {
+        &self.rust
     }
 
     /// MAC of the concatenation of `pieces`, truncated to `out.len()`.

@@ -14,13 +14,57 @@
 
 use std::os::raw::c_uint;
 use std::ptr;
+use std::sync::OnceLock;
 
+use foreign_types::ForeignTypeRef;
 use ocf::Error;
-use openssl::md::Md;
+use openssl::cipher::Cipher;
+use openssl::lib_ctx::{LibCtx, LibCtxRef};
+use openssl::md::{Md, MdRef};
 use openssl::md_ctx::MdCtx;
+use openssl::provider::Provider;
 use openssl_sys as ffi;
 
 use crate::digest::Hash;
+
+/// The driver's own libcrypto library context, with only OpenSSL's default provider
+/// loaded, from which every algorithm the driver uses is fetched.
+///
+/// Never the application's context: inside an OpenSSL process that loaded ocf's own
+/// provider (`openssl … -provider ocf`), fetching "SHA2-512" from the default context
+/// could return ocf's SHA-512, which would come back here — a loop. A private context also
+/// keeps the application's openssl.cnf (property queries, FIPS mode) from changing what
+/// this driver runs. `None` if libcrypto cannot make one; callers fall back to RustCrypto or
+/// aws-lc.
+pub fn lib_ctx() -> Option<&'static LibCtxRef> {
+    static CTX: OnceLock<Option<(LibCtx, Provider)>> = OnceLock::new();
+    let (ctx, _default) = CTX
+        .get_or_init(|| {
+            let ctx = LibCtx::new().ok()?;
+            let default = Provider::load(Some(&ctx), "default").ok()?;
+            Some((ctx, default))
+        })
+        .as_ref()?;
+    Some(ctx)
+}
+
+/// libcrypto's ChaCha20-Poly1305, fetched once from the driver's context.
+pub fn chacha20_poly1305() -> Option<&'static Cipher> {
+    static CIPHER: OnceLock<Option<Cipher>> = OnceLock::new();
+    CIPHER.get_or_init(|| Cipher::fetch(Some(lib_ctx()?), "ChaCha20-Poly1305", None).ok()).as_ref()
+}
+
+/// A libcrypto digest, fetched once from the driver's context.
+fn fetched_md(hash: Hash) -> Option<&'static MdRef> {
+    static MDS: [OnceLock<Option<Md>>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    let (slot, name) = match hash {
+        Hash::Sha384 => (0, "SHA2-384"),
+        Hash::Sha512 => (1, "SHA2-512"),
+        Hash::Md5 => (2, "MD5"),
+        Hash::Sha1 | Hash::Sha256 => return None,
+    };
+    MDS[slot].get_or_init(|| Md::fetch(Some(lib_ctx()?), name, None).ok()).as_deref()
+}
 
 /// The smallest message for which libcrypto is used (from the measured size sweeps:
 /// SHA-384/512 tie up to 64 B and win from 128 B; MD5 and HMAC lose or tie up to 128 B
@@ -35,28 +79,22 @@ pub fn min_len(hash: Hash, hmac: bool) -> usize {
 /// A digest context with its fetched algorithm.
 pub struct EvpDigest {
     ctx: MdCtx,
-    md: Md,
+    md: &'static MdRef,
 }
 
 impl EvpDigest {
-    /// `None` for digests this module does not accelerate.
+    /// `None` for digests this module does not accelerate, or when libcrypto cannot
+    /// provide them.
     pub fn new(hash: Hash) -> Option<Result<EvpDigest, Error>> {
-        let name = match hash {
-            Hash::Sha384 => "SHA2-384",
-            Hash::Sha512 => "SHA2-512",
-            Hash::Md5 => "MD5",
-            Hash::Sha1 | Hash::Sha256 => return None,
-        };
+        let md = fetched_md(hash)?;
         let fail = |_| Error::DriverFailure("soft: libcrypto digest setup failed");
-        Some((|| {
-            Ok(EvpDigest { ctx: MdCtx::new().map_err(fail)?, md: Md::fetch(None, name, None).map_err(fail)? })
-        })())
+        Some(MdCtx::new().map(|ctx| EvpDigest { ctx, md }).map_err(fail))
     }
 
     /// Digest of `data` into `out` (at least the digest length).
     pub fn digest(&mut self, data: &[u8], out: &mut [u8]) -> Result<(), Error> {
         let fail = |_| Error::DriverFailure("soft: libcrypto digest failed");
-        self.ctx.digest_init(&self.md).map_err(fail)?;
+        self.ctx.digest_init(self.md).map_err(fail)?;
         self.ctx.digest_update(data).map_err(fail)?;
         self.ctx.digest_final(out).map(|_| ()).map_err(fail)
     }
@@ -71,18 +109,12 @@ pub struct EvpHmac {
 unsafe impl Send for EvpHmac {}
 
 impl EvpHmac {
-    /// `None` for digests this module does not accelerate.
+    /// `None` for digests this module does not accelerate, or when libcrypto cannot
+    /// provide them.
     pub fn new(hash: Hash, key: &[u8]) -> Option<Result<EvpHmac, Error>> {
-        // SAFETY: these return pointers into libcrypto's static digest table.
-        let md = unsafe {
-            match hash {
-                Hash::Sha384 => ffi::EVP_sha384(),
-                Hash::Sha512 => ffi::EVP_sha512(),
-                Hash::Md5 => ffi::EVP_md5(),
-                Hash::Sha1 | Hash::Sha256 => return None,
-            }
-        };
-        ffi::init();
+        // A digest fetched from the driver's own context (see `lib_ctx`): HMAC_Init_ex
+        // then runs it without an implicit fetch from the application's context.
+        let md = fetched_md(hash)?.as_ptr();
         let fail = Error::DriverFailure("soft: libcrypto HMAC setup failed");
         let Ok(key_len) = key.len().try_into() else { return Some(Err(fail)) };
         // SAFETY: HMAC_CTX_new returns an owned context or null (checked; `Drop` frees it).

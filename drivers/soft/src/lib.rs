@@ -22,6 +22,7 @@ mod cipher;
 mod cpu;
 mod digest;
 mod evp;
+mod stream;
 
 /// The library calls the driver makes, without the framework around them: what the
 /// overhead benchmark compares ocf against. Not a stable API.
@@ -36,7 +37,7 @@ use std::sync::Arc;
 
 use ocf::{
     Capabilities, CipherAlg, DigestAlg, Driver, DriverSession, Error, Failed, Framework, Hint, MacAlg, Mode,
-    Op, Priority, Processed, Request, SessionContext, SessionParams, MAX_TAG_LEN,
+    Op, Part, Priority, Processed, Request, SessionContext, SessionParams, MAX_TAG_LEN,
 };
 use subtle::ConstantTimeEq;
 
@@ -70,8 +71,8 @@ impl Driver for SoftDriver {
     }
 
     fn capabilities(&self) -> Capabilities {
-        // Every algorithm ocf names.
-        Capabilities { synchronous: true, ..Capabilities::every_algorithm() }
+        // Every algorithm ocf names, whole or in parts.
+        Capabilities { synchronous: true, multipart: true, ..Capabilities::every_algorithm() }
     }
 
     fn probe_session(&self, params: &SessionParams) -> Option<Priority> {
@@ -139,7 +140,9 @@ impl SoftSession {
             Mode::Cipher { alg, key } => SoftSession::Cipher(Cipher::new(*alg, key.as_bytes())?),
             Mode::Digest { alg } => SoftSession::Digest(digest::Digester::new(*alg)?),
             Mode::Mac { alg, key, .. } => SoftSession::Mac(HmacKey::new(*alg, key.as_bytes())?),
-            Mode::Aead { alg, key, .. } => SoftSession::Aead(Aead::new(*alg, key.as_bytes())?),
+            Mode::Aead { alg, key, .. } => {
+                SoftSession::Aead(Aead::new(*alg, key.as_bytes(), params.multipart)?)
+            }
             Mode::CipherThenMac { cipher, cipher_key, mac, mac_key, .. } => SoftSession::CipherThenMac(
                 Cipher::new(*cipher, cipher_key.as_bytes())?,
                 HmacKey::new(*mac, mac_key.as_bytes())?,
@@ -150,6 +153,9 @@ impl SoftSession {
 
     #[inline(always)]
     fn run(&self, req: &mut Request) -> Result<(), Error> {
+        if req.part != Part::Whole {
+            return self.run_part(req);
+        }
         let op = req.op;
         req.with_views(|v| match (self, op) {
             (SoftSession::Cipher(c), Op::Encrypt) => c.encrypt(v.iv, v.payload),
@@ -182,6 +188,46 @@ impl SoftSession {
                 c.decrypt(v.iv, v.payload)
             }
         })
+    }
+}
+
+impl SoftSession {
+    /// One part of a multi-part message (see `crate::stream`). ocf checked the part's
+    /// place in its message; the state travels in the request.
+    fn run_part(&self, req: &mut Request) -> Result<(), Error> {
+        let (op, part) = (req.op, req.part);
+        let mut state = req.take_part_state();
+        if part == Part::First {
+            let starter = match self {
+                SoftSession::Cipher(c) => stream::Starter::Cipher(c.alg()),
+                SoftSession::Digest(d) => stream::Starter::Hash(d.hash),
+                SoftSession::Mac(k) => stream::Starter::Hmac(k.rust()),
+                SoftSession::Aead(a) => stream::Starter::Aead(
+                    a.alg(),
+                    a.stream_key.as_ref().map(|k| k.as_bytes()).ok_or(Error::DriverFailure(
+                        "soft: AEAD session opened without multipart keeps no streaming key",
+                    ))?,
+                ),
+                SoftSession::CipherThenMac(..) => {
+                    return Err(Error::BadPart("cipher+mac sessions take whole messages only"));
+                }
+            };
+            state = Some(Box::new(stream::Stream::start(starter, op, req.iv())?));
+        }
+        let cipher = match self {
+            SoftSession::Cipher(c) => Some(c),
+            _ => None,
+        };
+        let stream = stream::ours(&mut state)
+            .ok_or(Error::BadPart("the message in progress was started by another driver"))?;
+        // A failed part ends its message: the state is not put back.
+        req.with_views(|v| stream.part(cipher, op, v, part == Part::Last))?;
+        if part != Part::Last {
+            if let Some(s) = state {
+                req.set_part_state(s);
+            }
+        }
+        Ok(())
     }
 }
 
