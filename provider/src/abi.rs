@@ -54,6 +54,8 @@ pub const PARAM_UTF8_PTR: c_uint = 6;
 
 // Functions the core offers the provider (core_dispatch.h).
 pub const FUNC_CORE_GET_PARAMS: c_int = 2;
+pub const FUNC_CORE_NEW_ERROR: c_int = 5;
+pub const FUNC_CORE_VSET_ERROR: c_int = 7;
 
 // Functions the provider offers the core.
 pub const FUNC_PROVIDER_TEARDOWN: c_int = 1024;
@@ -77,14 +79,15 @@ pub type CoreGetParams = unsafe extern "C" fn(handle: *const CoreHandle, params:
 #[macro_export]
 macro_rules! entry {
     ($id:expr, $f:expr, $ty:ty) => {{
-        // Typed outside the unsafe block, so that only the cast below is unsafe.
-        const F: $ty = $f;
+        // Typed outside the unsafe block, so that only the cast below is unsafe. (A `let`,
+        // not a `const` item: tables built in generic const fns name generic functions.)
+        let f: $ty = $f;
         $crate::abi::Dispatch {
             function_id: $id,
             // SAFETY: a dispatch table stores every function as `void (*)(void)`; OpenSSL
             // casts it back to the type its number stands for, which `$ty` spells out
             // from core_dispatch.h. Both are plain function pointers of the same size.
-            function: Some(unsafe { std::mem::transmute::<$ty, unsafe extern "C" fn()>(F) }),
+            function: Some(unsafe { std::mem::transmute::<$ty, unsafe extern "C" fn()>(f) }),
         }
     }};
 }

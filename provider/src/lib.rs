@@ -14,25 +14,60 @@
 //! for each session). `sim:<profile>` registers a simulated card first (`sim:bcm5822`).
 //! A driver that cannot be had stops the provider from loading, with the reason on stderr.
 //!
-//! State of this crate: the provider loads and reports itself (name, version, build info,
-//! status); the algorithms (ciphers, digests, HMAC through ocf sessions) are the next step
-//! of issue 7, and `query_operation` offers none yet.
+//! What it offers ([`cipher`], [`digest`]): AES-128/192/256 in CBC, CTR and GCM,
+//! ChaCha20-Poly1305, 3DES-CBC; SHA-1, SHA-256, SHA-384, SHA-512, MD5; HMAC. Every
+//! operation is an ocf session and requests on it (OpenSSL's update calls become the parts
+//! of a multi-part message, [`part`]), so driver choice, statistics and profiling apply.
+//! The algorithms carry the property `provider=ocf`: with both providers loaded, pick ocf
+//! with `-propquery provider=ocf`.
 
-use std::ffi::{c_int, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::OnceLock;
 
-use ocf::Framework;
+use ocf::{DigestAlg, Framework, Session, SessionParams};
 
 pub mod abi;
+pub mod cipher;
+pub mod digest;
 pub mod params;
+pub mod part;
 
 use abi::{CoreGetParams, CoreHandle, Dispatch, Param};
+
+/// The property string of every algorithm here.
+pub const PROPERTIES: &CStr = c"provider=ocf";
+
+/// The entry that ends an algorithm table.
+pub const ALGORITHM_END: abi::Algorithm = abi::Algorithm {
+    names: std::ptr::null(),
+    properties: std::ptr::null(),
+    implementation: std::ptr::null(),
+    description: std::ptr::null(),
+};
 
 /// The provider's context: what every operation reaches through `provctx`.
 pub struct Provider {
     pub framework: Framework,
     /// The driver every session goes to; `None`: ocf chooses per session.
     pub driver: Option<String>,
+    /// One shared multi-part session per digest (see [`digest`]).
+    digest_sessions: [OnceLock<Session>; 5],
+    /// How to put an error on OpenSSL's error queue (absent in unit tests).
+    errors: Option<CoreErrors>,
 }
+
+/// The core's error functions and this provider's handle.
+struct CoreErrors {
+    handle: *const CoreHandle,
+    new_error: unsafe extern "C" fn(*const CoreHandle),
+    vset_error: unsafe extern "C" fn(*const CoreHandle, u32, *const c_char, *mut c_void),
+}
+
+// SAFETY: the core handle and functions are OpenSSL's, valid for the provider's lifetime
+// and callable from any thread (OpenSSL's error queue is per thread).
+unsafe impl Send for CoreErrors {}
+// SAFETY: as above; nothing here is mutated after init.
+unsafe impl Sync for CoreErrors {}
 
 impl Provider {
     /// The framework with ocf's CPU driver and, if `driver` names one, a simulated card.
@@ -55,7 +90,53 @@ impl Provider {
                 Some(d.to_owned())
             }
         };
-        Ok(Provider { framework, driver })
+        Ok(Provider { framework, driver, digest_sessions: Default::default(), errors: None })
+    }
+
+    /// A session on the configured driver, or on ocf's best for `params`.
+    pub fn new_session(&self, params: &SessionParams) -> Result<Session, ocf::Error> {
+        match &self.driver {
+            Some(d) => self.framework.new_session_on(d, params),
+            None => self.framework.new_session(params),
+        }
+    }
+
+    /// The shared multi-part session of a digest, opened on first use.
+    pub fn digest_session(&self, alg: DigestAlg) -> Result<Session, ocf::Error> {
+        let slot = &self.digest_sessions[DigestAlg::ALL.iter().position(|d| *d == alg).unwrap_or(0)];
+        if let Some(s) = slot.get() {
+            return Ok(s.clone());
+        }
+        let s = self.new_session(&SessionParams::digest(alg).multipart())?;
+        Ok(slot.get_or_init(|| s).clone())
+    }
+
+    /// Puts `why` on OpenSSL's error queue (what `openssl` prints when a call fails).
+    pub fn error(&self, why: &str) {
+        let Some(e) = &self.errors else {
+            return;
+        };
+        // The message is the format string: '%' doubled so that no conversion reads the
+        // (empty) argument list.
+        let Ok(fmt) = std::ffi::CString::new(why.replace('%', "%%")) else { return };
+        // A `va_list` that no conversion reads. On x86-64 it is a pointer to a register save
+        // descriptor; elsewhere the message is printed to stderr instead.
+        #[cfg(target_arch = "x86_64")]
+        {
+            let mut unused = [0u64; 3];
+            // SAFETY: the handle and functions came from the core at init; `fmt` is a valid
+            // C string with no conversions, so the argument list is never read.
+            unsafe {
+                (e.new_error)(e.handle);
+                (e.vset_error)(e.handle, 1, fmt.as_ptr(), unused.as_mut_ptr() as *mut c_void);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            // SAFETY: as above.
+            unsafe { (e.new_error)(e.handle) };
+            eprintln!("ocf provider: {}", fmt.to_string_lossy());
+        }
     }
 }
 
@@ -78,7 +159,11 @@ pub unsafe extern "C" fn OSSL_provider_init(
     let configured = unsafe { configured_driver(handle, core) };
     let env = std::env::var("OCF_DRIVER").ok();
     let provider = match Provider::new(configured.as_deref().or(env.as_deref())) {
-        Ok(p) => p,
+        Ok(mut p) => {
+            // SAFETY: as above.
+            p.errors = unsafe { core_errors(handle, core) };
+            p
+        }
         Err(e) => {
             eprintln!("ocf provider: {e}");
             return params::FAIL;
@@ -92,25 +177,59 @@ pub unsafe extern "C" fn OSSL_provider_init(
     params::OK
 }
 
+/// The core's error functions, if it offers them.
+///
+/// # Safety
+/// As for [`configured_driver`].
+unsafe fn core_errors(handle: *const CoreHandle, core: *const Dispatch) -> Option<CoreErrors> {
+    type NewError = unsafe extern "C" fn(*const CoreHandle);
+    type VsetError = unsafe extern "C" fn(*const CoreHandle, u32, *const c_char, *mut c_void);
+    // SAFETY: as the caller promises.
+    let new_error = unsafe { core_function(core, abi::FUNC_CORE_NEW_ERROR)? };
+    // SAFETY: as the caller promises.
+    let vset_error = unsafe { core_function(core, abi::FUNC_CORE_VSET_ERROR)? };
+    // SAFETY: the numbers stand for these types (core_dispatch.h: OSSL_FUNC_core_new_error,
+    // OSSL_FUNC_core_vset_error).
+    unsafe {
+        Some(CoreErrors {
+            handle,
+            new_error: std::mem::transmute::<unsafe extern "C" fn(), NewError>(new_error),
+            vset_error: std::mem::transmute::<unsafe extern "C" fn(), VsetError>(vset_error),
+        })
+    }
+}
+
+/// The core's function number `id`, if its table has it.
+///
+/// # Safety
+/// `core` is NULL or OpenSSL's terminated dispatch table.
+unsafe fn core_function(core: *const Dispatch, id: c_int) -> Option<unsafe extern "C" fn()> {
+    let mut d = core;
+    // SAFETY: the table is terminated by a zero function id.
+    unsafe {
+        while !d.is_null() && (*d).function_id != 0 {
+            if (*d).function_id == id {
+                return (*d).function;
+            }
+            d = d.add(1);
+        }
+    }
+    None
+}
+
 /// The `driver` parameter of the provider's configuration section, if set.
 ///
 /// # Safety
 /// `core` is NULL or OpenSSL's terminated dispatch table; `handle` is the core's handle.
 unsafe fn configured_driver(handle: *const CoreHandle, core: *const Dispatch) -> Option<String> {
-    let mut get_params: Option<CoreGetParams> = None;
-    let mut d = core;
-    // SAFETY: the table is terminated by a zero function id; an entry's function has the
-    // type its number stands for (core_dispatch.h: OSSL_FUNC_CORE_GET_PARAMS).
-    unsafe {
-        while !d.is_null() && (*d).function_id != 0 {
-            if (*d).function_id == abi::FUNC_CORE_GET_PARAMS {
-                get_params =
-                    (*d).function.map(|f| std::mem::transmute::<unsafe extern "C" fn(), CoreGetParams>(f));
-            }
-            d = d.add(1);
-        }
-    }
-    let get_params = get_params?;
+    // SAFETY: as the caller promises; the number stands for this type (core_dispatch.h:
+    // OSSL_FUNC_core_get_params).
+    let get_params = unsafe {
+        std::mem::transmute::<unsafe extern "C" fn(), CoreGetParams>(core_function(
+            core,
+            abi::FUNC_CORE_GET_PARAMS,
+        )?)
+    };
     let mut value: *const std::ffi::c_char = std::ptr::null();
     let mut request = [
         params::slot(
@@ -192,17 +311,22 @@ unsafe extern "C" fn get_params(_provctx: *mut c_void, ps: *mut Param) -> c_int 
     params::OK
 }
 
-/// The algorithms of an operation. None yet: ciphers, digests and HMAC are the next step.
+/// The algorithms of an operation: ciphers, digests, MACs.
 unsafe extern "C" fn query_operation(
     _provctx: *mut c_void,
-    _operation: c_int,
+    operation: c_int,
     no_cache: *mut c_int,
 ) -> *const abi::Algorithm {
     if !no_cache.is_null() {
         // SAFETY: OpenSSL passes a valid out-pointer.
         unsafe { *no_cache = 0 };
     }
-    std::ptr::null()
+    match operation {
+        abi::OP_CIPHER => cipher::ALGORITHMS.as_ptr(),
+        abi::OP_DIGEST => digest::ALGORITHMS.as_ptr(),
+        abi::OP_MAC => digest::MAC_ALGORITHMS.as_ptr(),
+        _ => std::ptr::null(),
+    }
 }
 
 #[cfg(test)]

@@ -14,12 +14,20 @@ pub unsafe fn find<'a>(params: *mut Param, key: &CStr) -> Option<&'a mut Param> 
     if params.is_null() {
         return None;
     }
+    let want = key.to_bytes_with_nul();
     let mut p = params;
     // SAFETY: the caller promises a terminated array: every element up to the terminator
-    // is valid, and each key is a NUL-terminated string.
+    // is valid, and each key is a NUL-terminated string. Keys are compared byte by byte up
+    // to the first difference (never past a key's NUL): OpenSSL asks for parameters on
+    // every operation, and a strlen per key showed in profiles.
     unsafe {
         while !(*p).key.is_null() {
-            if CStr::from_ptr((*p).key) == key {
+            let k = (*p).key as *const u8;
+            let mut i = 0;
+            while i < want.len() && *k.add(i) == want[i] {
+                i += 1;
+            }
+            if i == want.len() {
                 return Some(&mut *p);
             }
             p = p.add(1);
@@ -139,3 +147,52 @@ pub const END: Param =
 /// OpenSSL's success and failure.
 pub const OK: c_int = 1;
 pub const FAIL: c_int = 0;
+
+/// Writes bytes into an OCTET_STRING slot. False if the slot has another type or too little
+/// room (a NULL `data` is a size query: only `return_size` is set).
+pub fn set_octets(p: &mut Param, v: &[u8]) -> bool {
+    if p.data_type != abi::PARAM_OCTET_STRING {
+        return false;
+    }
+    p.return_size = v.len();
+    if p.data.is_null() {
+        return true;
+    }
+    if p.data_size < v.len() {
+        return false;
+    }
+    // SAFETY: the caller's buffer holds `data_size` bytes, at least `v.len()`.
+    unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), p.data as *mut u8, v.len()) };
+    true
+}
+
+/// Reads an integer slot (signed or unsigned, 4 or 8 bytes) as a non-negative number.
+pub fn get_uint(p: &Param) -> Option<u64> {
+    if p.data.is_null() {
+        return None;
+    }
+    // SAFETY: the slot's type and size say what `data` holds; it may be unaligned.
+    unsafe {
+        match (p.data_type, p.data_size) {
+            (abi::PARAM_UNSIGNED_INTEGER, 4) => {
+                Some(u64::from(std::ptr::read_unaligned(p.data as *const u32)))
+            }
+            (abi::PARAM_UNSIGNED_INTEGER, 8) => Some(std::ptr::read_unaligned(p.data as *const u64)),
+            (abi::PARAM_INTEGER, 4) => u64::try_from(std::ptr::read_unaligned(p.data as *const i32)).ok(),
+            (abi::PARAM_INTEGER, 8) => u64::try_from(std::ptr::read_unaligned(p.data as *const i64)).ok(),
+            _ => None,
+        }
+    }
+}
+
+/// The bytes of an OCTET_STRING slot (`None` for another type or a NULL buffer).
+///
+/// # Safety
+/// `p.data` points at `p.data_size` readable bytes that outlive the returned slice.
+pub unsafe fn get_octets<'a>(p: &Param) -> Option<&'a [u8]> {
+    if p.data_type != abi::PARAM_OCTET_STRING || p.data.is_null() {
+        return None;
+    }
+    // SAFETY: as the caller promises.
+    Some(unsafe { std::slice::from_raw_parts(p.data as *const u8, p.data_size) })
+}

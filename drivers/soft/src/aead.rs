@@ -16,7 +16,7 @@
 //! session used by several threads at once never waits: the thread that loses the race
 //! uses aws-lc-rs for that message (same result, a little slower).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use aws_lc_rs::aead::{self, LessSafeKey, Nonce, UnboundKey};
 use ocf::{CipherAlg, Error};
@@ -24,16 +24,23 @@ use openssl::cipher::Cipher as OsslCipher;
 use openssl::cipher_ctx::CipherCtx;
 
 use crate::cpu::clear_upper_vector_state;
+use crate::stream::GcmPool;
 
 /// From this payload length up, ChaCha20-Poly1305 uses libcrypto (see the module docs).
 pub const CHACHA_LIBCRYPTO_MIN_LEN: usize = 2048;
 
+/// Where a multi-part AEAD message's state comes from.
+pub(crate) enum StreamSource {
+    Gcm(Arc<GcmPool>),
+    Key(ocf::Key),
+}
+
 pub struct Aead {
     alg: CipherAlg,
     key: LessSafeKey,
-    /// Multi-part sessions only: the raw key, from which each message's streaming context
-    /// is keyed (wiped on drop).
-    pub(crate) stream_key: Option<ocf::Key>,
+    /// Multi-part sessions only: what each message's streaming state starts from (see
+    /// `crate::stream`): keyed AES-GCM contexts, or the ChaCha20-Poly1305 key (wiped on drop).
+    pub(crate) streams: Option<StreamSource>,
     /// ChaCha20-Poly1305 only: libcrypto contexts, keyed once.
     libcrypto: Option<ChachaContexts>,
 }
@@ -59,8 +66,11 @@ impl Aead {
             CipherAlg::ChaCha20Poly1305 => Some(ChachaContexts::new(key)?),
             _ => None,
         };
-        let stream_key = multipart.then(|| ocf::Key::new(key));
-        Ok(Aead { alg, key: LessSafeKey::new(unbound), stream_key, libcrypto })
+        let streams = multipart.then(|| match alg {
+            CipherAlg::AesGcm => StreamSource::Gcm(Arc::new(GcmPool::new(key))),
+            _ => StreamSource::Key(ocf::Key::new(key)),
+        });
+        Ok(Aead { alg, key: LessSafeKey::new(unbound), streams, libcrypto })
     }
 
     pub fn alg(&self) -> CipherAlg {

@@ -202,12 +202,11 @@ impl SoftSession {
                 SoftSession::Cipher(c) => stream::Starter::Cipher(c.alg()),
                 SoftSession::Digest(d) => stream::Starter::Hash(d.hash),
                 SoftSession::Mac(k) => stream::Starter::Hmac(k.rust()),
-                SoftSession::Aead(a) => stream::Starter::Aead(
-                    a.alg(),
-                    a.stream_key.as_ref().map(|k| k.as_bytes()).ok_or(Error::DriverFailure(
-                        "soft: AEAD session opened without multipart keeps no streaming key",
-                    ))?,
-                ),
+                SoftSession::Aead(a) => match &a.streams {
+                    Some(aead::StreamSource::Gcm(pool)) => stream::Starter::Gcm(pool),
+                    Some(aead::StreamSource::Key(k)) => stream::Starter::Chacha(k.as_bytes()),
+                    None => return Err(Error::DriverFailure("soft: AEAD session not opened for multi-part")),
+                },
                 SoftSession::CipherThenMac(..) => {
                     return Err(Error::BadPart("cipher+mac sessions take whole messages only"));
                 }

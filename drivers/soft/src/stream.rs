@@ -18,6 +18,7 @@
 
 use std::any::Any;
 use std::ptr;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use aws_lc_sys as awslc;
 use ocf::{CipherAlg, Error, Op, PartState, Views};
@@ -87,8 +88,10 @@ pub(crate) enum Starter<'a> {
     Cipher(CipherAlg),
     Hash(crate::digest::Hash),
     Hmac(&'a RustHmac),
-    /// The raw AEAD key (kept by multi-part AEAD sessions only).
-    Aead(CipherAlg, &'a [u8]),
+    /// AES-GCM: the session's pool of keyed contexts.
+    Gcm(&'a Arc<GcmPool>),
+    /// ChaCha20-Poly1305: the raw key (kept by multi-part sessions only).
+    Chacha(&'a [u8]),
 }
 
 impl Stream {
@@ -105,10 +108,8 @@ impl Stream {
             }
             Starter::Hash(h) => StreamMode::Hash(HashState::new(h)),
             Starter::Hmac(k) => StreamMode::Hmac(k.clone()),
-            Starter::Aead(CipherAlg::AesGcm, key) => {
-                StreamMode::Gcm(GcmStream::new(key, iv, op == Op::Encrypt)?)
-            }
-            Starter::Aead(_, key) => StreamMode::Chacha(chacha_start(key, iv, op == Op::Encrypt)?),
+            Starter::Gcm(pool) => StreamMode::Gcm(GcmStream::start(pool, iv, op == Op::Encrypt)?),
+            Starter::Chacha(key) => StreamMode::Chacha(chacha_start(key, iv, op == Op::Encrypt)?),
         };
         Ok(Stream { op, payload_seen: false, mode })
     }
@@ -240,22 +241,18 @@ fn add_to_counter(counter: &mut [u8; 16], n: u128) {
     *counter = u128::from_be_bytes(*counter).wrapping_add(n).to_be_bytes();
 }
 
-/// A streaming AES-GCM context of aws-lc (raw FFI: aws-lc-rs has no streaming AEAD; see
-/// the module docs for the measurement that asked for it).
-pub(crate) struct GcmStream {
+/// An aws-lc AES-GCM context, keyed (raw FFI: aws-lc-rs has no streaming AEAD; see the
+/// module docs for the measurement that asked for it).
+struct GcmCtx {
     ctx: *mut awslc::EVP_CIPHER_CTX,
 }
 
 // SAFETY: the context is owned by this value alone and used through `&mut self` only; an
 // aws-lc cipher context has no thread affinity.
-unsafe impl Send for GcmStream {}
+unsafe impl Send for GcmCtx {}
 
-impl GcmStream {
-    fn new(key: &[u8], nonce: &[u8], encrypt: bool) -> Result<GcmStream, Error> {
-        let fail = Error::DriverFailure("soft: aws-lc GCM setup failed");
-        if nonce.len() != 12 {
-            return Err(Error::BadIvLength { expected: 12, got: nonce.len() });
-        }
+impl GcmCtx {
+    fn keyed(key: &[u8]) -> Result<GcmCtx, Error> {
         // SAFETY: the EVP_aes_*_gcm functions return static method tables.
         let cipher = unsafe {
             match key.len() {
@@ -266,28 +263,115 @@ impl GcmStream {
             }
         };
         // SAFETY: EVP_CIPHER_CTX_new returns an owned context or null (checked; `Drop` frees
-        // it). EVP_CipherInit_ex reads the whole key (its length matches the method) and a
-        // 12-byte nonce, GCM's default IV length.
+        // it). EVP_CipherInit_ex reads the whole key, whose length matches the method.
         unsafe {
-            let this = GcmStream { ctx: awslc::EVP_CIPHER_CTX_new() };
+            let this = GcmCtx { ctx: awslc::EVP_CIPHER_CTX_new() };
             if this.ctx.is_null()
-                || awslc::EVP_CipherInit_ex(
-                    this.ctx,
-                    cipher,
-                    ptr::null_mut(),
-                    key.as_ptr(),
-                    nonce.as_ptr(),
-                    i32::from(encrypt),
-                ) != 1
+                || awslc::EVP_CipherInit_ex(this.ctx, cipher, ptr::null_mut(), key.as_ptr(), ptr::null(), 1)
+                    != 1
             {
-                return Err(fail);
+                return Err(Error::DriverFailure("soft: aws-lc GCM setup failed"));
             }
             Ok(this)
         }
     }
 
+    /// Starts a message: the nonce and the direction, on the key schedule and GHASH key
+    /// already computed.
+    fn arm(&mut self, nonce: &[u8], encrypt: bool) -> Result<(), Error> {
+        if nonce.len() != 12 {
+            return Err(Error::BadIvLength { expected: 12, got: nonce.len() });
+        }
+        // SAFETY: the context is live and keyed; a 12-byte nonce is GCM's default IV length,
+        // and setting it resets the message state (counter, GHASH, lengths).
+        let ok = unsafe {
+            awslc::EVP_CipherInit_ex(
+                self.ctx,
+                ptr::null(),
+                ptr::null_mut(),
+                ptr::null(),
+                nonce.as_ptr(),
+                i32::from(encrypt),
+            )
+        };
+        if ok == 1 {
+            Ok(())
+        } else {
+            Err(Error::DriverFailure("soft: aws-lc GCM nonce setup failed"))
+        }
+    }
+}
+
+impl Drop for GcmCtx {
+    fn drop(&mut self) {
+        // SAFETY: owned, freed once; EVP_CIPHER_CTX_free cleanses the key schedule.
+        unsafe { awslc::EVP_CIPHER_CTX_free(self.ctx) }
+    }
+}
+
+/// A multi-part AES-GCM session's keyed contexts, lent to one message at a time.
+///
+/// Keying a context (AES key schedule, GHASH key powers) costs more than a 16-byte
+/// message; OpenSSL's callers start a message per record (`openssl speed` re-initialises
+/// every iteration). A finished message gives its context back, and the next one only
+/// sets its nonce.
+pub(crate) struct GcmPool {
+    key: ocf::Key,
+    idle: Mutex<Vec<GcmCtx>>,
+}
+
+impl GcmPool {
+    /// Contexts kept idle at most (one per thread working on the session, in practice).
+    const KEEP: usize = 16;
+
+    pub(crate) fn new(key: &[u8]) -> GcmPool {
+        GcmPool { key: ocf::Key::new(key), idle: Mutex::new(Vec::new()) }
+    }
+
+    fn take(&self) -> Result<GcmCtx, Error> {
+        let idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
+        match idle {
+            Some(c) => Ok(c),
+            None => GcmCtx::keyed(self.key.as_bytes()),
+        }
+    }
+
+    fn give_back(&self, c: GcmCtx) {
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        if idle.len() < GcmPool::KEEP {
+            idle.push(c);
+        }
+    }
+}
+
+/// The AES-GCM state of one message: a context borrowed from its session's pool.
+pub(crate) struct GcmStream {
+    ctx: Option<GcmCtx>,
+    pool: Arc<GcmPool>,
+}
+
+impl Drop for GcmStream {
+    fn drop(&mut self) {
+        if let Some(c) = self.ctx.take() {
+            self.pool.give_back(c);
+        }
+    }
+}
+
+impl GcmStream {
+    fn start(pool: &Arc<GcmPool>, nonce: &[u8], encrypt: bool) -> Result<GcmStream, Error> {
+        let mut c = pool.take()?;
+        c.arm(nonce, encrypt)?;
+        Ok(GcmStream { ctx: Some(c), pool: pool.clone() })
+    }
+
+    fn raw(&self) -> Result<*mut awslc::EVP_CIPHER_CTX, Error> {
+        self.ctx.as_ref().map(|c| c.ctx).ok_or(Error::DriverFailure("soft: GCM stream without a context"))
+    }
+
     fn update(&mut self, aad: &[u8], data: &mut [u8]) -> Result<(), Error> {
         let fail = Error::DriverFailure("soft: aws-lc GCM update failed");
+        let ctx = self.raw()?;
         let mut outl = 0;
         for piece in [aad, &*data] {
             if i32::try_from(piece.len()).is_err() {
@@ -300,19 +384,14 @@ impl GcmStream {
         // buffers nothing). Lengths fit in an int (checked above).
         unsafe {
             if !aad.is_empty()
-                && awslc::EVP_CipherUpdate(
-                    self.ctx,
-                    ptr::null_mut(),
-                    &mut outl,
-                    aad.as_ptr(),
-                    aad.len() as i32,
-                ) != 1
+                && awslc::EVP_CipherUpdate(ctx, ptr::null_mut(), &mut outl, aad.as_ptr(), aad.len() as i32)
+                    != 1
             {
                 return Err(fail);
             }
             if !data.is_empty()
                 && awslc::EVP_CipherUpdate(
-                    self.ctx,
+                    ctx,
                     data.as_mut_ptr(),
                     &mut outl,
                     data.as_ptr(),
@@ -329,6 +408,7 @@ impl GcmStream {
     /// Encrypt: writes the 16-byte tag. Decrypt: checks it (aws-lc compares in constant time).
     fn finish(&mut self, op: Op, tag: &mut [u8]) -> Result<(), Error> {
         let fail = Error::DriverFailure("soft: aws-lc GCM final failed");
+        let ctx = self.raw()?;
         let mut outl = 0;
         let mut scratch = [0u8; 16];
         // SAFETY: the context is live; GET_TAG writes and SET_TAG reads `tag.len()` bytes
@@ -336,9 +416,9 @@ impl GcmStream {
         // is there in case).
         unsafe {
             if op == Op::Encrypt {
-                if awslc::EVP_CipherFinal_ex(self.ctx, scratch.as_mut_ptr(), &mut outl) != 1
+                if awslc::EVP_CipherFinal_ex(ctx, scratch.as_mut_ptr(), &mut outl) != 1
                     || awslc::EVP_CIPHER_CTX_ctrl(
-                        self.ctx,
+                        ctx,
                         awslc::EVP_CTRL_GCM_GET_TAG,
                         tag.len() as i32,
                         tag.as_mut_ptr().cast(),
@@ -349,7 +429,7 @@ impl GcmStream {
                 Ok(())
             } else {
                 if awslc::EVP_CIPHER_CTX_ctrl(
-                    self.ctx,
+                    ctx,
                     awslc::EVP_CTRL_GCM_SET_TAG,
                     tag.len() as i32,
                     tag.as_mut_ptr().cast(),
@@ -357,19 +437,12 @@ impl GcmStream {
                 {
                     return Err(fail);
                 }
-                if awslc::EVP_CipherFinal_ex(self.ctx, scratch.as_mut_ptr(), &mut outl) != 1 {
+                if awslc::EVP_CipherFinal_ex(ctx, scratch.as_mut_ptr(), &mut outl) != 1 {
                     return Err(Error::AuthFailed);
                 }
                 Ok(())
             }
         }
-    }
-}
-
-impl Drop for GcmStream {
-    fn drop(&mut self) {
-        // SAFETY: owned, freed once; EVP_CIPHER_CTX_free cleanses the key schedule.
-        unsafe { awslc::EVP_CIPHER_CTX_free(self.ctx) }
     }
 }
 

@@ -1,0 +1,821 @@
+//! Ciphers: AES-CBC/CTR/GCM, ChaCha20-Poly1305 and 3DES-CBC as OpenSSL cipher
+//! implementations over ocf sessions.
+//!
+//! An EVP cipher context is a [`CipherCtx`]: an ocf session opened for multi-part messages
+//! when the key arrives, and one reusable request that carries the message in progress.
+//! Everything OpenSSL's own ciphers do around the algorithm is done here, the same way:
+//! - CBC keeps a partial block between updates, pads on encrypt (PKCS#7) unless padding
+//!   was turned off, holds back the last block on decrypt until `final` checks the padding;
+//! - CTR and the AEADs pass bytes straight through (the driver keeps the keystream
+//!   position and the GHASH/Poly1305 state);
+//! - AEADs take AAD as an update with no output buffer, before the payload; `final`
+//!   computes the tag (read with the "tag" parameter) or checks the tag set before it, and
+//!   fails on a mismatch; a finished message needs a new IV before the next (no nonce
+//!   reuse by accident, as OpenSSL's GCM also refuses).
+
+use std::ffi::{c_int, c_void, CStr};
+
+use ocf::{CipherAlg, Op, Part, Session, SessionParams};
+use zeroize::Zeroize;
+
+use crate::abi::{self, Algorithm, Dispatch, Param};
+use crate::params::{self, FAIL, OK};
+use crate::part::{Extras, Feed};
+use crate::{entry, Provider};
+
+/// An algorithm as OpenSSL sees it.
+pub struct CipherInfo {
+    /// OpenSSL's names for it (as the default provider lists them), colon-separated.
+    pub names: &'static CStr,
+    pub alg: CipherAlg,
+    pub key_len: usize,
+    pub iv_len: usize,
+    /// OpenSSL's block size: 1 for stream modes and AEADs.
+    pub block: usize,
+    /// `EVP_CIPH_*_MODE`.
+    pub mode: u32,
+}
+
+impl CipherInfo {
+    fn aead(&self) -> bool {
+        self.alg.is_aead()
+    }
+
+    fn padded(&self) -> bool {
+        self.block > 1
+    }
+}
+
+const CBC: u32 = 0x2;
+const CTR: u32 = 0x5;
+const GCM: u32 = 0x6;
+const STREAM: u32 = 0x0;
+
+const fn info(
+    names: &'static CStr,
+    alg: CipherAlg,
+    key_len: usize,
+    iv_len: usize,
+    block: usize,
+    mode: u32,
+) -> CipherInfo {
+    CipherInfo { names, alg, key_len, iv_len, block, mode }
+}
+
+/// Every cipher the provider offers, in the order of [`ALGORITHMS`].
+pub static CIPHERS: [CipherInfo; 11] = [
+    info(c"AES-128-CBC:AES128:2.16.840.1.101.3.4.1.2", CipherAlg::AesCbc, 16, 16, 16, CBC),
+    info(c"AES-192-CBC:AES192:2.16.840.1.101.3.4.1.22", CipherAlg::AesCbc, 24, 16, 16, CBC),
+    info(c"AES-256-CBC:AES256:2.16.840.1.101.3.4.1.42", CipherAlg::AesCbc, 32, 16, 16, CBC),
+    info(c"AES-128-CTR", CipherAlg::AesCtr, 16, 16, 1, CTR),
+    info(c"AES-192-CTR", CipherAlg::AesCtr, 24, 16, 1, CTR),
+    info(c"AES-256-CTR", CipherAlg::AesCtr, 32, 16, 1, CTR),
+    info(c"AES-128-GCM:id-aes128-GCM:2.16.840.1.101.3.4.1.6", CipherAlg::AesGcm, 16, 12, 1, GCM),
+    info(c"AES-192-GCM:id-aes192-GCM:2.16.840.1.101.3.4.1.26", CipherAlg::AesGcm, 24, 12, 1, GCM),
+    info(c"AES-256-GCM:id-aes256-GCM:2.16.840.1.101.3.4.1.46", CipherAlg::AesGcm, 32, 12, 1, GCM),
+    info(c"ChaCha20-Poly1305", CipherAlg::ChaCha20Poly1305, 32, 12, 1, STREAM),
+    info(c"DES-EDE3-CBC:DES3:1.2.840.113549.3.7", CipherAlg::TdesCbc, 24, 8, 8, CBC),
+];
+
+/// The AEAD tag length (ocf computes and checks full 16-byte tags only).
+const TAG_LEN: usize = 16;
+
+/// An EVP cipher context.
+pub struct CipherCtx {
+    provider: *const Provider,
+    info: &'static CipherInfo,
+    encrypt: bool,
+    session: Option<Session>,
+    /// The session's key: an init with the same key keeps the session (OpenSSL callers
+    /// re-key per message, `openssl speed` among them, and a session costs microseconds).
+    key: Option<ocf::Key>,
+    /// CBC: a partial block joined with the next input, before it goes out.
+    scratch: Vec<u8>,
+    iv: [u8; 16],
+    /// An IV was given for the next message (AEADs: cleared when a message ends).
+    iv_set: bool,
+    padding: bool,
+    /// CBC: bytes of an incomplete block (decrypt: up to one whole block held back).
+    pending: [u8; 16],
+    pending_len: usize,
+    feed: Feed,
+    /// AEAD: associated data given before the payload, sent with the first part.
+    aad: Vec<u8>,
+    /// AEAD: the tag computed by an encrypting `final`, or given to check by a decrypting one.
+    tag: [u8; TAG_LEN],
+    tag_ready: bool,
+}
+
+impl Drop for CipherCtx {
+    fn drop(&mut self) {
+        self.pending.zeroize();
+        self.aad.zeroize();
+        self.scratch.zeroize();
+    }
+}
+
+impl CipherCtx {
+    fn provider(&self) -> &Provider {
+        // SAFETY: the provider context outlives every algorithm context OpenSSL made from it.
+        unsafe { &*self.provider }
+    }
+
+    fn op(&self) -> Op {
+        if self.encrypt {
+            Op::Encrypt
+        } else {
+            Op::Decrypt
+        }
+    }
+
+    /// A new message: nothing pending, no message in progress.
+    fn restart(&mut self) {
+        self.pending_len = 0;
+        self.feed.reset();
+        self.aad.clear();
+        self.tag_ready = false;
+    }
+
+    fn init(&mut self, encrypt: bool, key: Option<&[u8]>, iv: Option<&[u8]>, ps: *const Param) -> bool {
+        self.encrypt = encrypt;
+        self.restart();
+        // SAFETY: OpenSSL passes NULL or a terminated array.
+        if !unsafe { self.set_params(ps) } {
+            return false;
+        }
+        if let Some(iv) = iv {
+            if iv.len() != self.info.iv_len {
+                return self.fail(&format!(
+                    "IV of {} bytes; {} takes {}",
+                    iv.len(),
+                    name(self.info),
+                    self.info.iv_len
+                ));
+            }
+            self.iv[..iv.len()].copy_from_slice(iv);
+            self.iv_set = true;
+        }
+        if let Some(key) = key {
+            if key.len() != self.info.key_len {
+                return self.fail(&format!(
+                    "key of {} bytes; {} takes {}",
+                    key.len(),
+                    name(self.info),
+                    self.info.key_len
+                ));
+            }
+            if self.session.is_some() && self.key.as_ref().is_some_and(|k| same_key(k.as_bytes(), key)) {
+                return true;
+            }
+            let params = if self.info.aead() {
+                SessionParams::aead(self.info.alg, key)
+            } else {
+                SessionParams::cipher(self.info.alg, key)
+            }
+            .multipart();
+            match self.provider().new_session(&params) {
+                Ok(s) => {
+                    self.session = Some(s);
+                    self.key = Some(ocf::Key::new(key));
+                }
+                Err(e) => return self.fail(&format!("{}: {e}", name(self.info))),
+            }
+        }
+        true
+    }
+
+    fn fail(&self, why: &str) -> bool {
+        self.provider().error(why);
+        false
+    }
+
+    /// Sends `input` as the next part of the message, its result to `out`.
+    fn part(&mut self, input: &[u8], out: Option<&mut [u8]>, last: bool) -> bool {
+        let Some(session) = self.session.clone() else {
+            return self.fail(&format!("{}: no key set", name(self.info)));
+        };
+        let starting = !self.feed.in_message();
+        if starting && self.info.aead() && !self.iv_set {
+            return self.fail(&format!(
+                "{}: no IV set for this message (each message needs a new one)",
+                name(self.info)
+            ));
+        }
+        let part = match (starting, last) {
+            (true, true) => Part::Whole,
+            (true, false) => Part::First,
+            (false, false) => Part::Middle,
+            (false, true) => Part::Last,
+        };
+        let iv = &self.iv[..self.info.iv_len];
+        let mut tag = [0u8; TAG_LEN];
+        let extras = Extras {
+            iv: if starting { iv } else { &[] },
+            aad: if starting { &self.aad } else { &[] },
+            tag: if last && !self.encrypt { &self.tag } else { &[] },
+            tag_out: &mut tag,
+        };
+        let op = self.op();
+        let result = self.feed.run(&session, op, part, input, out, extras);
+        if starting {
+            self.aad.clear();
+        }
+        match result {
+            Ok(()) => {
+                if last && self.info.aead() && self.encrypt {
+                    self.tag = tag;
+                    self.tag_ready = true;
+                }
+                true
+            }
+            Err(ocf::Error::AuthFailed) => {
+                self.fail(&format!("{}: tag mismatch (the data or the tag was altered)", name(self.info)))
+            }
+            Err(e) => self.fail(&format!("{}: {e}", name(self.info))),
+        }
+    }
+
+    /// `EVP_CipherUpdate`. Returns the bytes written.
+    fn update(&mut self, out: *mut u8, outsize: usize, input: &[u8]) -> Option<usize> {
+        if self.info.aead() && out.is_null() {
+            // Associated data: before the payload, all of it sent with the first part.
+            if self.feed.in_message() {
+                self.fail(&format!("{}: AAD after the payload", name(self.info)));
+                return None;
+            }
+            self.aad.extend_from_slice(input);
+            return Some(0);
+        }
+        if !self.info.padded() {
+            if input.is_empty() {
+                return Some(0);
+            }
+            if outsize < input.len() || out.is_null() {
+                self.fail("output buffer too small");
+                return None;
+            }
+            // SAFETY: OpenSSL's output buffer holds `outsize` bytes, at least `input.len()`;
+            // input and output may be the same buffer (in-place), which the copy handles:
+            // the input was copied into the request before the output is written.
+            let out = unsafe { std::slice::from_raw_parts_mut(out, input.len()) };
+            return self.part(input, Some(out), false).then_some(input.len());
+        }
+        self.update_blocks(out, outsize, input)
+    }
+
+    /// CBC update: whole blocks through, a partial block (and on decrypt with padding, the
+    /// last whole block) kept for later.
+    fn update_blocks(&mut self, out: *mut u8, outsize: usize, input: &[u8]) -> Option<usize> {
+        let b = self.info.block;
+        let total = self.pending_len + input.len();
+        let mut keep = total % b;
+        if keep == 0 && !self.encrypt && self.padding && total > 0 {
+            keep = b;
+        }
+        let send = total - keep;
+        if send > 0 {
+            if outsize < send || out.is_null() {
+                self.fail("output buffer too small");
+                return None;
+            }
+            // SAFETY: as in `update`: `outsize` >= `send` bytes, input already copied.
+            let out = unsafe { std::slice::from_raw_parts_mut(out, send) };
+            let ok = if self.pending_len == 0 {
+                self.part(&input[..send], Some(out), false)
+            } else {
+                let mut data = std::mem::take(&mut self.scratch);
+                data.clear();
+                data.extend_from_slice(&self.pending[..self.pending_len]);
+                data.extend_from_slice(&input[..send - self.pending_len]);
+                let ok = self.part(&data, Some(out), false);
+                self.scratch = data;
+                ok
+            };
+            if !ok {
+                return None;
+            }
+            let rest = &input[send - self.pending_len..];
+            self.pending[..rest.len()].copy_from_slice(rest);
+            self.pending_len = rest.len();
+        } else {
+            self.pending[self.pending_len..total].copy_from_slice(input);
+            self.pending_len = total;
+        }
+        Some(send)
+    }
+
+    /// `EVP_CipherFinal`. Returns the bytes written.
+    fn finish(&mut self, out: *mut u8, outsize: usize) -> Option<usize> {
+        if self.info.aead() {
+            let ok = self.part(&[], None, true);
+            self.iv_set = false;
+            self.feed.reset();
+            return ok.then_some(0);
+        }
+        if !self.info.padded() {
+            self.feed.reset();
+            return Some(0);
+        }
+        let b = self.info.block;
+        let result = if self.encrypt {
+            if !self.padding {
+                if self.pending_len != 0 {
+                    self.fail("data not multiple of block length");
+                    None
+                } else {
+                    Some(0)
+                }
+            } else {
+                // PKCS#7: 1..=b bytes, each the count.
+                let pad = (b - self.pending_len) as u8;
+                let mut block = [0u8; 16];
+                block[..self.pending_len].copy_from_slice(&self.pending[..self.pending_len]);
+                block[self.pending_len..b].fill(pad);
+                self.write_block(&block[..b], out, outsize, b)
+            }
+        } else if !self.padding {
+            if self.pending_len != 0 {
+                self.fail("data not multiple of block length");
+                None
+            } else {
+                Some(0)
+            }
+        } else if self.pending_len != b {
+            self.fail("wrong final block length");
+            None
+        } else {
+            let mut block = [0u8; 16];
+            let held = self.pending;
+            let ok = self.part(&held[..b], Some(&mut block[..b]), false);
+            let pad = usize::from(block[b - 1]);
+            let n =
+                if ok && (1..=b).contains(&pad) && block[b - pad..b].iter().all(|&x| usize::from(x) == pad) {
+                    Some(b - pad)
+                } else {
+                    None
+                };
+            match n {
+                Some(n) if outsize >= n && (n == 0 || !out.is_null()) => {
+                    // SAFETY: `outsize` >= n bytes at `out`.
+                    unsafe { std::ptr::copy_nonoverlapping(block.as_ptr(), out, n) };
+                    block.zeroize();
+                    Some(n)
+                }
+                Some(_) => {
+                    self.fail("output buffer too small");
+                    None
+                }
+                None => {
+                    block.zeroize();
+                    if ok {
+                        self.fail("bad decrypt");
+                    }
+                    None
+                }
+            }
+        };
+        self.pending_len = 0;
+        self.feed.reset();
+        result
+    }
+
+    fn write_block(&mut self, block: &[u8], out: *mut u8, outsize: usize, b: usize) -> Option<usize> {
+        if outsize < b || out.is_null() {
+            self.fail("output buffer too small");
+            return None;
+        }
+        // SAFETY: `outsize` >= b bytes at `out`.
+        let out = unsafe { std::slice::from_raw_parts_mut(out, b) };
+        self.part(block, Some(out), false).then_some(b)
+    }
+
+    /// # Safety
+    /// `ps` is NULL or a terminated parameter array.
+    unsafe fn set_params(&mut self, ps: *const Param) -> bool {
+        let ps = ps as *mut Param;
+        // SAFETY: as the caller promises.
+        unsafe {
+            if let Some(p) = params::find(ps, c"padding") {
+                match params::get_uint(p) {
+                    Some(v) => self.padding = v != 0,
+                    None => return self.fail("padding: not an integer"),
+                }
+            }
+            if let Some(p) = params::find(ps, c"keylen") {
+                if params::get_uint(p) != Some(self.info.key_len as u64) {
+                    return self.fail(&format!(
+                        "{} has a fixed key length of {} bytes",
+                        name(self.info),
+                        self.info.key_len
+                    ));
+                }
+            }
+            if let Some(p) = params::find(ps, c"ivlen") {
+                if params::get_uint(p) != Some(self.info.iv_len as u64) {
+                    return self.fail(&format!(
+                        "{}: ocf takes {}-byte IVs only",
+                        name(self.info),
+                        self.info.iv_len
+                    ));
+                }
+            }
+            if let Some(p) = params::find(ps, c"tag") {
+                if !self.info.aead() {
+                    return self.fail("tag: not an AEAD");
+                }
+                match params::get_octets(p) {
+                    // A NULL buffer sets the tag length for encryption.
+                    None if p.data.is_null() && p.data_size == TAG_LEN => {}
+                    Some(t) if t.len() == TAG_LEN && !self.encrypt => {
+                        self.tag.copy_from_slice(t);
+                        self.tag_ready = true;
+                    }
+                    _ => {
+                        return self
+                            .fail(&format!("{}: ocf checks full {TAG_LEN}-byte tags only", name(self.info)))
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// # Safety
+    /// `ps` is NULL or a terminated parameter array.
+    unsafe fn get_params(&self, ps: *mut Param) -> bool {
+        // SAFETY: as the caller promises.
+        unsafe {
+            for (key, v) in [
+                (c"keylen", self.info.key_len as i64),
+                (c"ivlen", self.info.iv_len as i64),
+                (c"padding", i64::from(self.padding)),
+                (c"num", 0),
+                (c"taglen", if self.info.aead() { TAG_LEN as i64 } else { 0 }),
+            ] {
+                if let Some(p) = params::find(ps, key) {
+                    if !params::set_int(p, v) {
+                        return false;
+                    }
+                }
+            }
+            for key in [c"iv", c"updated-iv"] {
+                if let Some(p) = params::find(ps, key) {
+                    if !params::set_octets(p, &self.iv[..self.info.iv_len]) {
+                        return false;
+                    }
+                }
+            }
+            if let Some(p) = params::find(ps, c"tag") {
+                if !self.info.aead() || !self.encrypt || !self.tag_ready {
+                    return self.fail("tag: no tag computed (encrypt and finish a message first)");
+                }
+                let n = p.data_size;
+                if !(1..=TAG_LEN).contains(&n) || p.data.is_null() {
+                    return self.fail("tag: the buffer must take 1 to 16 bytes");
+                }
+                // SAFETY: the caller's buffer holds `n` bytes.
+                std::ptr::copy_nonoverlapping(self.tag.as_ptr(), p.data as *mut u8, n);
+                p.return_size = n;
+            }
+        }
+        true
+    }
+}
+
+/// Whether two keys are equal, in time that depends on their lengths only.
+fn same_key(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn name(info: &CipherInfo) -> &'static str {
+    let n = info.names.to_str().unwrap_or("cipher");
+    n.split(':').next().unwrap_or(n)
+}
+
+// ---- The dispatch functions. Each algorithm's table differs only in `newctx` and
+// `get_params`, which know the algorithm (their index into CIPHERS).
+
+unsafe extern "C" fn newctx<const I: usize>(provctx: *mut c_void) -> *mut c_void {
+    let ctx = CipherCtx {
+        provider: provctx as *const Provider,
+        info: &CIPHERS[I],
+        encrypt: true,
+        session: None,
+        key: None,
+        scratch: Vec::new(),
+        iv: [0; 16],
+        iv_set: false,
+        padding: true,
+        pending: [0; 16],
+        pending_len: 0,
+        feed: Feed::new(),
+        aad: Vec::new(),
+        tag: [0; TAG_LEN],
+        tag_ready: false,
+    };
+    Box::into_raw(Box::new(ctx)) as *mut c_void
+}
+
+/// # Safety
+/// `ctx` is a context `newctx` made, not yet freed.
+unsafe fn ctx_mut<'a>(ctx: *mut c_void) -> Option<&'a mut CipherCtx> {
+    // SAFETY: as the caller promises; OpenSSL never uses one context from two threads at once.
+    unsafe { (ctx as *mut CipherCtx).as_mut() }
+}
+
+/// # Safety
+/// `p` is NULL or points at `n` readable bytes.
+unsafe fn bytes<'a>(p: *const u8, n: usize) -> Option<&'a [u8]> {
+    // SAFETY: as the caller promises.
+    (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, n) })
+}
+
+unsafe extern "C" fn encrypt_init(
+    ctx: *mut c_void,
+    key: *const u8,
+    keylen: usize,
+    iv: *const u8,
+    ivlen: usize,
+    ps: *const Param,
+) -> c_int {
+    // SAFETY: OpenSSL passes its context, and key/IV buffers of the lengths given.
+    unsafe {
+        let Some(c) = ctx_mut(ctx) else { return FAIL };
+        c.init(true, bytes(key, keylen), bytes(iv, ivlen), ps) as c_int
+    }
+}
+
+unsafe extern "C" fn decrypt_init(
+    ctx: *mut c_void,
+    key: *const u8,
+    keylen: usize,
+    iv: *const u8,
+    ivlen: usize,
+    ps: *const Param,
+) -> c_int {
+    // SAFETY: as for encrypt_init.
+    unsafe {
+        let Some(c) = ctx_mut(ctx) else { return FAIL };
+        c.init(false, bytes(key, keylen), bytes(iv, ivlen), ps) as c_int
+    }
+}
+
+unsafe extern "C" fn update(
+    ctx: *mut c_void,
+    out: *mut u8,
+    outl: *mut usize,
+    outsize: usize,
+    input: *const u8,
+    inl: usize,
+) -> c_int {
+    // SAFETY: OpenSSL passes its context, an output buffer of `outsize` bytes (or NULL for
+    // AAD), `inl` input bytes, and an out-pointer for the length.
+    unsafe {
+        let Some(c) = ctx_mut(ctx) else { return FAIL };
+        let input = bytes(input, inl).unwrap_or(&[]);
+        match c.update(out, outsize, input) {
+            Some(n) => {
+                if !outl.is_null() {
+                    *outl = n;
+                }
+                OK
+            }
+            None => FAIL,
+        }
+    }
+}
+
+unsafe extern "C" fn finalize(ctx: *mut c_void, out: *mut u8, outl: *mut usize, outsize: usize) -> c_int {
+    // SAFETY: as for update.
+    unsafe {
+        let Some(c) = ctx_mut(ctx) else { return FAIL };
+        match c.finish(out, outsize) {
+            Some(n) => {
+                if !outl.is_null() {
+                    *outl = n;
+                }
+                OK
+            }
+            None => FAIL,
+        }
+    }
+}
+
+/// `EVP_Cipher`: for block modes, whole blocks with no padding logic; for the others, an
+/// update (or, with no input, a final) — as OpenSSL's own ciphers do.
+unsafe extern "C" fn cipher(
+    ctx: *mut c_void,
+    out: *mut u8,
+    outl: *mut usize,
+    outsize: usize,
+    input: *const u8,
+    inl: usize,
+) -> c_int {
+    // SAFETY: as for update.
+    unsafe {
+        let Some(c) = ctx_mut(ctx) else { return FAIL };
+        if input.is_null() {
+            return finalize(ctx, out, outl, outsize);
+        }
+        if c.info.padded() {
+            let input = bytes(input, inl).unwrap_or(&[]);
+            if inl % c.info.block != 0 || outsize < inl || out.is_null() {
+                return c.fail("EVP_Cipher: whole blocks into a large enough buffer") as c_int;
+            }
+            let out_slice = std::slice::from_raw_parts_mut(out, inl);
+            if !c.part(input, Some(out_slice), false) {
+                return FAIL;
+            }
+            if !outl.is_null() {
+                *outl = inl;
+            }
+            return OK;
+        }
+        update(ctx, out, outl, outsize, input, inl)
+    }
+}
+
+unsafe extern "C" fn freectx(ctx: *mut c_void) {
+    if !ctx.is_null() {
+        // SAFETY: made by newctx; OpenSSL frees it once.
+        drop(unsafe { Box::from_raw(ctx as *mut CipherCtx) });
+    }
+}
+
+/// Copies a context (`EVP_CIPHER_CTX_copy`). A message in progress is not copied: no
+/// driver copies AEAD state, and OpenSSL's own callers duplicate contexts between
+/// messages.
+unsafe extern "C" fn dupctx(ctx: *mut c_void) -> *mut c_void {
+    // SAFETY: as for update.
+    let Some(c) = (unsafe { ctx_mut(ctx) }) else { return std::ptr::null_mut() };
+    if c.feed.in_message() {
+        c.fail("copying a cipher context in the middle of a message is not supported");
+        return std::ptr::null_mut();
+    }
+    let copy = CipherCtx {
+        provider: c.provider,
+        info: c.info,
+        encrypt: c.encrypt,
+        session: c.session.clone(),
+        key: c.key.clone(),
+        scratch: Vec::new(),
+        iv: c.iv,
+        iv_set: c.iv_set,
+        padding: c.padding,
+        pending: c.pending,
+        pending_len: c.pending_len,
+        feed: Feed::new(),
+        aad: c.aad.clone(),
+        tag: c.tag,
+        tag_ready: c.tag_ready,
+    };
+    Box::into_raw(Box::new(copy)) as *mut c_void
+}
+
+unsafe extern "C" fn get_params<const I: usize>(ps: *mut Param) -> c_int {
+    let info = &CIPHERS[I];
+    // SAFETY: OpenSSL passes a terminated array.
+    unsafe {
+        for (key, v) in [
+            (c"mode", i64::from(info.mode)),
+            (c"keylen", info.key_len as i64),
+            (c"ivlen", info.iv_len as i64),
+            (c"blocksize", info.block as i64),
+            (c"aead", i64::from(info.aead())),
+            (c"custom-iv", i64::from(info.aead())),
+            (c"cts", 0),
+            (c"tls-multi", 0),
+            (c"has-randkey", 0),
+        ] {
+            if let Some(p) = params::find(ps, key) {
+                if !params::set_int(p, v) {
+                    return FAIL;
+                }
+            }
+        }
+    }
+    OK
+}
+
+unsafe extern "C" fn get_ctx_params(ctx: *mut c_void, ps: *mut Param) -> c_int {
+    // SAFETY: as for update; `ps` is terminated.
+    unsafe {
+        let Some(c) = ctx_mut(ctx) else { return FAIL };
+        c.get_params(ps) as c_int
+    }
+}
+
+unsafe extern "C" fn set_ctx_params(ctx: *mut c_void, ps: *const Param) -> c_int {
+    // SAFETY: as for update; `ps` is terminated.
+    unsafe {
+        let Some(c) = ctx_mut(ctx) else { return FAIL };
+        c.set_params(ps) as c_int
+    }
+}
+
+static GETTABLE: [Param; 10] = [
+    params::describe(c"mode", abi::PARAM_UNSIGNED_INTEGER),
+    params::describe(c"keylen", abi::PARAM_UNSIGNED_INTEGER),
+    params::describe(c"ivlen", abi::PARAM_UNSIGNED_INTEGER),
+    params::describe(c"blocksize", abi::PARAM_UNSIGNED_INTEGER),
+    params::describe(c"aead", abi::PARAM_INTEGER),
+    params::describe(c"custom-iv", abi::PARAM_INTEGER),
+    params::describe(c"cts", abi::PARAM_INTEGER),
+    params::describe(c"tls-multi", abi::PARAM_INTEGER),
+    params::describe(c"has-randkey", abi::PARAM_INTEGER),
+    params::END,
+];
+
+static GETTABLE_CTX: [Param; 8] = [
+    params::describe(c"keylen", abi::PARAM_UNSIGNED_INTEGER),
+    params::describe(c"ivlen", abi::PARAM_UNSIGNED_INTEGER),
+    params::describe(c"padding", abi::PARAM_UNSIGNED_INTEGER),
+    params::describe(c"num", abi::PARAM_UNSIGNED_INTEGER),
+    params::describe(c"iv", abi::PARAM_OCTET_STRING),
+    params::describe(c"updated-iv", abi::PARAM_OCTET_STRING),
+    params::describe(c"tag", abi::PARAM_OCTET_STRING),
+    params::END,
+];
+
+static SETTABLE_CTX: [Param; 5] = [
+    params::describe(c"padding", abi::PARAM_UNSIGNED_INTEGER),
+    params::describe(c"keylen", abi::PARAM_UNSIGNED_INTEGER),
+    params::describe(c"ivlen", abi::PARAM_UNSIGNED_INTEGER),
+    params::describe(c"tag", abi::PARAM_OCTET_STRING),
+    params::END,
+];
+
+unsafe extern "C" fn gettable_params(_provctx: *mut c_void) -> *const Param {
+    GETTABLE.as_ptr()
+}
+
+unsafe extern "C" fn gettable_ctx_params(_ctx: *mut c_void, _provctx: *mut c_void) -> *const Param {
+    GETTABLE_CTX.as_ptr()
+}
+
+unsafe extern "C" fn settable_ctx_params(_ctx: *mut c_void, _provctx: *mut c_void) -> *const Param {
+    SETTABLE_CTX.as_ptr()
+}
+
+type InitFn = unsafe extern "C" fn(*mut c_void, *const u8, usize, *const u8, usize, *const Param) -> c_int;
+type UpdateFn = unsafe extern "C" fn(*mut c_void, *mut u8, *mut usize, usize, *const u8, usize) -> c_int;
+type FinalFn = unsafe extern "C" fn(*mut c_void, *mut u8, *mut usize, usize) -> c_int;
+type CtxParamsFn = unsafe extern "C" fn(*mut c_void, *mut c_void) -> *const Param;
+
+/// The dispatch table of the cipher at `CIPHERS[I]`.
+const fn table<const I: usize>() -> [Dispatch; 15] {
+    [
+        entry!(1, newctx::<I>, unsafe extern "C" fn(*mut c_void) -> *mut c_void),
+        entry!(2, encrypt_init, InitFn),
+        entry!(3, decrypt_init, InitFn),
+        entry!(4, update, UpdateFn),
+        entry!(5, finalize, FinalFn),
+        entry!(6, cipher, UpdateFn),
+        entry!(7, freectx, unsafe extern "C" fn(*mut c_void)),
+        entry!(8, dupctx, unsafe extern "C" fn(*mut c_void) -> *mut c_void),
+        entry!(9, get_params::<I>, unsafe extern "C" fn(*mut Param) -> c_int),
+        entry!(10, get_ctx_params, unsafe extern "C" fn(*mut c_void, *mut Param) -> c_int),
+        entry!(11, set_ctx_params, unsafe extern "C" fn(*mut c_void, *const Param) -> c_int),
+        entry!(12, gettable_params, unsafe extern "C" fn(*mut c_void) -> *const Param),
+        entry!(13, gettable_ctx_params, CtxParamsFn),
+        entry!(14, settable_ctx_params, CtxParamsFn),
+        abi::END,
+    ]
+}
+
+static T0: [Dispatch; 15] = table::<0>();
+static T1: [Dispatch; 15] = table::<1>();
+static T2: [Dispatch; 15] = table::<2>();
+static T3: [Dispatch; 15] = table::<3>();
+static T4: [Dispatch; 15] = table::<4>();
+static T5: [Dispatch; 15] = table::<5>();
+static T6: [Dispatch; 15] = table::<6>();
+static T7: [Dispatch; 15] = table::<7>();
+static T8: [Dispatch; 15] = table::<8>();
+static T9: [Dispatch; 15] = table::<9>();
+static T10: [Dispatch; 15] = table::<10>();
+
+const fn alg(i: usize, table: &'static [Dispatch; 15]) -> Algorithm {
+    Algorithm {
+        names: CIPHERS[i].names.as_ptr(),
+        properties: crate::PROPERTIES.as_ptr(),
+        implementation: table.as_ptr(),
+        description: std::ptr::null(),
+    }
+}
+
+/// The cipher algorithms, as `query_operation` hands them to OpenSSL.
+pub static ALGORITHMS: [Algorithm; 12] = [
+    alg(0, &T0),
+    alg(1, &T1),
+    alg(2, &T2),
+    alg(3, &T3),
+    alg(4, &T4),
+    alg(5, &T5),
+    alg(6, &T6),
+    alg(7, &T7),
+    alg(8, &T8),
+    alg(9, &T9),
+    alg(10, &T10),
+    crate::ALGORITHM_END,
+];
