@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+"""AEAD ciphers of the `ocf` provider through libcrypto's EVP API, against the default provider.
+
+Usage: evp_aead.py PROVIDER_DIR        ocf.so is loaded from PROVIDER_DIR
+       evp_aead.py --self-test-default the default provider stands in for ocf (checks this script)
+
+The `openssl enc` command refuses AEAD ciphers, so this drives EVP directly (Python 3 stdlib
+only: ctypes against libcrypto.so.3; no C compiler needed). Each provider gets its own
+OSSL_LIB_CTX holding only that provider, so nothing can quietly fall back to the other.
+
+For AES-128-GCM, AES-256-GCM and ChaCha20-Poly1305, and each pair of payload length
+(0, 1, 16, 17, 1000) and AAD length (0, 13, 40): encrypt with the AAD fed in two updates and
+the payload in two uneven pieces; the ciphertext and tag must equal the default provider's.
+Decrypting with the right tag must succeed and give the plaintext back; with one bit of the
+tag flipped, EVP_DecryptFinal_ex must fail. One known answer: test case 4 of McGrew & Viega,
+"The Galois/Counter Mode of Operation (GCM)", through the provider under test.
+
+Prints "OK <n> cases" and exits 0, or prints each difference and exits 1.
+"""
+
+import ctypes
+import ctypes.util
+import random
+import sys
+
+EVP_CTRL_AEAD_GET_TAG = 0x10
+EVP_CTRL_AEAD_SET_TAG = 0x11
+TAG_LEN = 16
+IV_LEN = 12
+
+CIPHERS = [("AES-128-GCM", 16), ("AES-256-GCM", 32), ("ChaCha20-Poly1305", 32)]
+PAYLOAD_LENS = [0, 1, 16, 17, 1000]
+AAD_LENS = [0, 13, 40]
+
+# McGrew & Viega, "The Galois/Counter Mode of Operation (GCM)", Appendix B, test case 4.
+TC4 = {
+    "key": "feffe9928665731c6d6a8f9467308308",
+    "iv": "cafebabefacedbaddecaf888",
+    "pt": "d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a72"
+    "1c3c0c95956809532fcf0e2449a6b525b16aedf5aa0de657ba637b39",
+    "aad": "feedfacedeadbeeffeedfacedeadbeefabaddad2",
+    "ct": "42831ec2217774244b7221b784d0d49ce3aa212f2c02a4e035c17e2329aca12e"
+    "21d514b25466931c7d8f6a5aac84aa051ba30b396a0aac973d58e091",
+    "tag": "5bc94fbc3221a5db94fae95ae7121a47",
+}
+
+
+def load_libcrypto():
+    name = ctypes.util.find_library("crypto") or "libcrypto.so.3"
+    lib = ctypes.CDLL(name)
+    vp, ip, cp, i = ctypes.c_void_p, ctypes.POINTER(ctypes.c_int), ctypes.c_char_p, ctypes.c_int
+    # (name, restype, argtypes): pointer results must be c_void_p or ctypes truncates them.
+    for fname, res, args in [
+        ("OpenSSL_version", cp, [i]),
+        ("OSSL_LIB_CTX_new", vp, []),
+        ("OSSL_LIB_CTX_free", None, [vp]),
+        ("OSSL_PROVIDER_set_default_search_path", i, [vp, cp]),
+        ("OSSL_PROVIDER_load", vp, [vp, cp]),
+        ("OSSL_PROVIDER_unload", i, [vp]),
+        ("EVP_CIPHER_fetch", vp, [vp, cp, cp]),
+        ("EVP_CIPHER_free", None, [vp]),
+        ("EVP_CIPHER_CTX_new", vp, []),
+        ("EVP_CIPHER_CTX_free", None, [vp]),
+        ("EVP_CIPHER_CTX_ctrl", i, [vp, i, i, vp]),
+        ("EVP_EncryptInit_ex2", i, [vp, vp, cp, cp, vp]),
+        ("EVP_EncryptUpdate", i, [vp, vp, ip, cp, i]),
+        ("EVP_EncryptFinal_ex", i, [vp, vp, ip]),
+        ("EVP_DecryptInit_ex2", i, [vp, vp, cp, cp, vp]),
+        ("EVP_DecryptUpdate", i, [vp, vp, ip, cp, i]),
+        ("EVP_DecryptFinal_ex", i, [vp, vp, ip]),
+        ("ERR_get_error", ctypes.c_ulong, []),
+        ("ERR_error_string_n", None, [ctypes.c_ulong, cp, ctypes.c_size_t]),
+        ("ERR_clear_error", None, []),
+    ]:
+        f = getattr(lib, fname)
+        f.restype = res
+        f.argtypes = args
+    return lib
+
+
+L = load_libcrypto()
+
+
+def errors():
+    """OpenSSL's error queue as text (and emptied)."""
+    out = []
+    while True:
+        e = L.ERR_get_error()
+        if not e:
+            return "; ".join(out) or "(no error queued)"
+        buf = ctypes.create_string_buffer(256)
+        L.ERR_error_string_n(e, buf, len(buf))
+        out.append(buf.value.decode(errors="replace"))
+
+
+class Failure(Exception):
+    pass
+
+
+def split(data, at):
+    """Two pieces, the first `at` bytes long; empty pieces are left out."""
+    return [p for p in (data[:at], data[at:]) if p]
+
+
+class Provider:
+    """One provider alone in its own library context."""
+
+    def __init__(self, name, path=None):
+        self.libctx = L.OSSL_LIB_CTX_new()
+        if not self.libctx:
+            raise Failure("OSSL_LIB_CTX_new: " + errors())
+        if path is not None and L.OSSL_PROVIDER_set_default_search_path(self.libctx, path.encode()) != 1:
+            raise Failure(f"OSSL_PROVIDER_set_default_search_path({path}): " + errors())
+        self.prov = L.OSSL_PROVIDER_load(self.libctx, name.encode())
+        if not self.prov:
+            raise Failure(f"OSSL_PROVIDER_load({name}): " + errors())
+        self.name = name
+        self.ciphers = {}
+        self.last_error = ""  # OpenSSL's errors from the last final that failed
+
+    def cipher(self, name):
+        if name not in self.ciphers:
+            c = L.EVP_CIPHER_fetch(self.libctx, name.encode(), None)
+            if not c:
+                raise Failure(f"{self.name}: EVP_CIPHER_fetch({name}): " + errors())
+            self.ciphers[name] = c
+        return self.ciphers[name]
+
+    def close(self):
+        for c in self.ciphers.values():
+            L.EVP_CIPHER_free(c)
+        self.ciphers = {}
+        if self.prov:
+            L.OSSL_PROVIDER_unload(self.prov)
+            self.prov = None
+        if self.libctx:
+            L.OSSL_LIB_CTX_free(self.libctx)
+            self.libctx = None
+
+    def _run(self, alg, key, iv, aad, data, decrypt, tag=None):
+        """One message; returns (output, tag or None, final's return value)."""
+        init, update, final = (
+            (L.EVP_DecryptInit_ex2, L.EVP_DecryptUpdate, L.EVP_DecryptFinal_ex)
+            if decrypt
+            else (L.EVP_EncryptInit_ex2, L.EVP_EncryptUpdate, L.EVP_EncryptFinal_ex)
+        )
+        what = f"{self.name} {alg} {'decrypt' if decrypt else 'encrypt'} ({len(data)}, aad {len(aad)})"
+        ctx = L.EVP_CIPHER_CTX_new()
+        if not ctx:
+            raise Failure("EVP_CIPHER_CTX_new: " + errors())
+        try:
+            if init(ctx, self.cipher(alg), key, iv, None) != 1:
+                raise Failure(f"{what}: init: " + errors())
+            outl = ctypes.c_int(0)
+            # The AAD in two updates (out = NULL): providers must accumulate it.
+            for piece in split(aad, len(aad) // 3):
+                if update(ctx, None, ctypes.byref(outl), piece, len(piece)) != 1:
+                    raise Failure(f"{what}: AAD update: " + errors())
+            # The payload in two uneven pieces; the output buffer has room for a block more.
+            out = b""
+            for piece in split(data, len(data) // 3 + 1):
+                buf = ctypes.create_string_buffer(len(piece) + 32)
+                if update(ctx, buf, ctypes.byref(outl), piece, len(piece)) != 1:
+                    raise Failure(f"{what}: update: " + errors())
+                out += buf.raw[: outl.value]
+            if tag is not None:
+                tbuf = ctypes.create_string_buffer(tag, len(tag))
+                if L.EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, len(tag), tbuf) != 1:
+                    raise Failure(f"{what}: set tag: " + errors())
+            buf = ctypes.create_string_buffer(32)
+            ok = final(ctx, buf, ctypes.byref(outl))
+            if ok == 1:
+                out += buf.raw[: outl.value]
+            self.last_error = "" if ok == 1 else errors()
+            got_tag = None
+            if not decrypt:
+                if ok != 1:
+                    raise Failure(f"{what}: final: {self.last_error}")
+                tbuf = ctypes.create_string_buffer(TAG_LEN)
+                if L.EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, TAG_LEN, tbuf) != 1:
+                    raise Failure(f"{what}: get tag: " + errors())
+                got_tag = tbuf.raw
+            L.ERR_clear_error()
+            return out, got_tag, ok
+        finally:
+            L.EVP_CIPHER_CTX_free(ctx)
+
+    def seal(self, alg, key, iv, aad, pt):
+        out, tag, _ = self._run(alg, key, iv, aad, pt, decrypt=False)
+        return out, tag
+
+    def open(self, alg, key, iv, aad, ct, tag):
+        """(plaintext, final's return value)."""
+        out, _, ok = self._run(alg, key, iv, aad, ct, decrypt=True, tag=tag)
+        return out, ok
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
+    print(L.OpenSSL_version(0).decode())
+    try:
+        under_test = (
+            Provider("default") if argv[1] == "--self-test-default" else Provider("ocf", argv[1])
+        )
+        reference = Provider("default")
+    except Failure as e:
+        print("FAIL", e)
+        return 1
+    failures, cases = [], 0
+
+    def check(cond, msg):
+        if not cond:
+            failures.append(msg)
+
+    try:
+        for alg, key_len in CIPHERS:
+            for n in PAYLOAD_LENS:
+                for a in AAD_LENS:
+                    cases += 1
+                    # Deterministic per case, so a failure can be reproduced.
+                    rng = random.Random(f"{alg}/{n}/{a}")
+                    key, iv = rng.randbytes(key_len), rng.randbytes(IV_LEN)
+                    aad, pt = rng.randbytes(a), rng.randbytes(n)
+                    label = f"{alg} payload {n} aad {a}"
+                    ct, tag = under_test.seal(alg, key, iv, aad, pt)
+                    ref_ct, ref_tag = reference.seal(alg, key, iv, aad, pt)
+                    check(ct == ref_ct, f"{label}: ciphertext {ct.hex()} != default's {ref_ct.hex()}")
+                    check(tag == ref_tag, f"{label}: tag {tag.hex()} != default's {ref_tag.hex()}")
+                    got, ok = under_test.open(alg, key, iv, aad, ref_ct, ref_tag)
+                    check(
+                        ok == 1,
+                        f"{label}: decrypt with the right tag: final returned {ok}: {under_test.last_error}",
+                    )
+                    check(got == pt, f"{label}: decrypted {got.hex()} != plaintext {pt.hex()}")
+                    bad_tag = bytes([ref_tag[0] ^ 0x01]) + ref_tag[1:]
+                    _, ok = under_test.open(alg, key, iv, aad, ref_ct, bad_tag)
+                    check(ok <= 0, f"{label}: decrypt with a flipped tag bit: final returned {ok}")
+                    # The reference agrees that the tag is wrong (a check on this script).
+                    _, ok = reference.open(alg, key, iv, aad, ref_ct, bad_tag)
+                    check(ok <= 0, f"{label}: default accepted a flipped tag bit")
+
+        cases += 1
+        t = {k: bytes.fromhex(v) for k, v in TC4.items()}
+        ct, tag = under_test.seal("AES-128-GCM", t["key"], t["iv"], t["aad"], t["pt"])
+        check(ct == t["ct"], f"GCM test case 4: ciphertext {ct.hex()} != {TC4['ct']}")
+        check(tag == t["tag"], f"GCM test case 4: tag {tag.hex()} != {TC4['tag']}")
+        got, ok = under_test.open("AES-128-GCM", t["key"], t["iv"], t["aad"], t["ct"], t["tag"])
+        check(ok == 1 and got == t["pt"], f"GCM test case 4: decrypt: final {ok}, {got.hex()}")
+    except Failure as e:
+        failures.append(str(e))
+    finally:
+        under_test.close()
+        reference.close()
+
+    for f in failures:
+        print("FAIL", f)
+    if failures:
+        print(f"{len(failures)} failures in {cases} cases")
+        return 1
+    print(f"OK {cases} cases")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
