@@ -57,7 +57,7 @@ pub mod request;
 pub mod session;
 
 pub use alg::{CipherAlg, DigestAlg, MacAlg};
-pub use buffer::Buffer;
+pub use buffer::{Borrowed, Buffer};
 pub use completion::{Callback, RequestFuture};
 pub use driver::{Capabilities, Driver, DriverSession, Hint, Priority, Processed, SessionContext};
 pub use error::{Error, ErrorCounts, ErrorKind};

@@ -234,6 +234,9 @@ pub struct RequestFields {
     pub part: Part,
     /// The driver's state of the multi-part message in progress (see [`Part`]).
     part_state: Option<Box<dyn PartState>>,
+    /// A finished message's state, kept by its driver for the next message's `First` part
+    /// (see [`RequestFields::keep_spare_state`]).
+    spare_state: Option<Box<dyn PartState>>,
     iv: [u8; MAX_IV_LEN],
     iv_len: usize,
     tag: [u8; MAX_TAG_LEN],
@@ -286,6 +289,23 @@ impl RequestFields {
     #[inline]
     pub fn set_part_state(&mut self, state: Box<dyn PartState>) {
         self.part_state = Some(state);
+    }
+
+    /// Driver helper: keeps the state of a message that just ended, for the driver to
+    /// recycle at the next `First` part in this request instead of allocating and keying a
+    /// new one (OpenSSL callers start a message per record: `openssl speed` does per
+    /// 16-byte buffer). It holds the session's key material until it is recycled, replaced,
+    /// or dropped with the request or by [`Request::reset`]. Not a message in progress.
+    #[inline]
+    pub fn keep_spare_state(&mut self, state: Box<dyn PartState>) {
+        self.spare_state = Some(state);
+    }
+
+    /// Driver helper: the state kept by [`RequestFields::keep_spare_state`], if any. It may
+    /// come from another session or driver: the driver checks before reusing it.
+    #[inline]
+    pub fn take_spare_state(&mut self) -> Option<Box<dyn PartState>> {
+        self.spare_state.take()
     }
 
     /// Whether a multi-part message is in progress in this request.
@@ -359,6 +379,7 @@ impl Request {
             user: 0,
             part: Part::Whole,
             part_state: None,
+            spare_state: None,
             iv: [0; MAX_IV_LEN],
             iv_len: 0,
             tag: [0; MAX_TAG_LEN],
@@ -440,6 +461,7 @@ impl Request {
         f.flags = Flags::default();
         f.part = Part::Whole;
         f.part_state = None;
+        f.spare_state = None;
         f.iv_len = 0;
         f.tag_len = 0;
         f.esn_set = false;
@@ -466,8 +488,8 @@ impl Request {
 
         // The common case first: contiguous, in place, tag inline, AAD absent or separate.
         if fields.out.is_none() && fields.tag_place == TagPlace::Separate {
-            if let (Buffer::Contiguous(v), Aad::None | Aad::Bytes(_) | Aad::Inline(_)) =
-                (&mut fields.buf, &fields.aad)
+            if let (Some(v), Aad::None | Aad::Bytes(_) | Aad::Inline(_)) =
+                (fields.buf.as_contiguous_mut(), &fields.aad)
             {
                 let aad: &[u8] = fields.aad.separate().unwrap_or(&[]);
                 let iv = &fields.iv[..iv_len];

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use arc_swap::{ArcSwap, Guard};
 
+use crate::buffer::{Borrowed, Buffer};
 use crate::completion::{Callback, Notify, RequestFuture, Waiter};
 use crate::dispatch::{give_back, Admission, FrameworkContext, Refused, Work, Workers};
 use crate::driver::{DriverSession, Hint, Processed};
@@ -379,6 +380,26 @@ impl Session {
             // A wait target always gets a waiter, and Block never gives up.
             Started::Later(None) | Started::WouldBlock(_) => unreachable!("blocking wait without a waiter"),
         }
+    }
+
+    /// Processes `data` in place as the request's buffer, without copying it into the
+    /// request (see [`crate::buffer::Borrowed`]): for callers whose bytes live in memory
+    /// they do not own as a `Vec`, such as the OpenSSL provider working on the application's
+    /// buffer. Waits like [`Session::run`]; the request comes back with an empty buffer.
+    ///
+    /// # Safety
+    /// Every driver that can serve this session keeps the driver contract (`crate::driver`):
+    /// a request it takes comes back through `process`'s answer or exactly one
+    /// `SessionContext::done`, with its buffer, and the driver keeps no part of the buffer
+    /// afterwards (a synchronous driver never answers `Pending`). ocf's own drivers do. The
+    /// framework then hands the request back before this call returns, so the lent pointer
+    /// never outlives `data`'s borrow.
+    pub unsafe fn run_in(&self, mut req: Request, data: &mut [u8]) -> Outcome {
+        req.buf = Buffer::Borrowed(Borrowed::new(data));
+        let mut outcome = self.run(req);
+        // The loan ends here: nothing of `data` stays in the request.
+        request_mut(&mut outcome).buf = Buffer::default();
+        outcome
     }
 
     /// Processes a request; `callback` gets the outcome — on a return worker, or in the

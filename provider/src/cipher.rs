@@ -20,7 +20,7 @@ use zeroize::Zeroize;
 
 use crate::abi::{self, Algorithm, Dispatch, Param};
 use crate::params::{self, FAIL, OK};
-use crate::part::{Extras, Feed};
+use crate::part::{Data, Extras, Feed};
 use crate::{entry, Provider};
 
 /// An algorithm as OpenSSL sees it.
@@ -89,8 +89,6 @@ pub struct CipherCtx {
     /// The session's key: an init with the same key keeps the session (OpenSSL callers
     /// re-key per message, `openssl speed` among them, and a session costs microseconds).
     key: Option<ocf::Key>,
-    /// CBC: a partial block joined with the next input, before it goes out.
-    scratch: Vec<u8>,
     iv: [u8; 16],
     /// An IV was given for the next message (AEADs: cleared when a message ends).
     iv_set: bool,
@@ -110,7 +108,6 @@ impl Drop for CipherCtx {
     fn drop(&mut self) {
         self.pending.zeroize();
         self.aad.zeroize();
-        self.scratch.zeroize();
     }
 }
 
@@ -176,6 +173,8 @@ impl CipherCtx {
             match self.provider().new_session(&params) {
                 Ok(s) => {
                     self.session = Some(s);
+                    // A fresh request: the old session's spare state (and its key) goes now.
+                    self.feed = Feed::new();
                     self.key = Some(ocf::Key::new(key));
                 }
                 Err(e) => return self.fail(&format!("{}: {e}", name(self.info))),
@@ -189,9 +188,10 @@ impl CipherCtx {
         false
     }
 
-    /// Sends `input` as the next part of the message, its result to `out`.
-    fn part(&mut self, input: &[u8], out: Option<&mut [u8]>, last: bool) -> bool {
-        let Some(session) = self.session.clone() else {
+    /// Sends `data` as the next part of the message, transformed in place.
+    fn part(&mut self, data: &mut [u8], last: bool) -> bool {
+        let op = self.op();
+        let Some(session) = &self.session else {
             return self.fail(&format!("{}: no key set", name(self.info)));
         };
         let starting = !self.feed.in_message();
@@ -215,8 +215,7 @@ impl CipherCtx {
             tag: if last && !self.encrypt { &self.tag } else { &[] },
             tag_out: &mut tag,
         };
-        let op = self.op();
-        let result = self.feed.run(&session, op, part, input, out, extras);
+        let result = self.feed.run(session, op, part, Data::InPlace(data), extras);
         if starting {
             self.aad.clear();
         }
@@ -235,79 +234,102 @@ impl CipherCtx {
         }
     }
 
-    /// `EVP_CipherUpdate`. Returns the bytes written.
-    fn update(&mut self, out: *mut u8, outsize: usize, input: &[u8]) -> Option<usize> {
+    /// `EVP_CipherUpdate`: `inl` bytes at `input` into the `outsize` bytes at `out` (which
+    /// may be the same memory: OpenSSL encrypts in place). Returns the bytes written.
+    ///
+    /// # Safety
+    /// `input` points at `inl` readable bytes (or is NULL with `inl` 0); `out` is NULL or
+    /// points at `outsize` writable bytes.
+    unsafe fn update(&mut self, out: *mut u8, outsize: usize, input: *const u8, inl: usize) -> Option<usize> {
         if self.info.aead() && out.is_null() {
             // Associated data: before the payload, all of it sent with the first part.
             if self.feed.in_message() {
                 self.fail(&format!("{}: AAD after the payload", name(self.info)));
                 return None;
             }
-            self.aad.extend_from_slice(input);
+            // SAFETY: as the caller promises.
+            self.aad.extend_from_slice(unsafe { bytes(input, inl) }.unwrap_or(&[]));
             return Some(0);
         }
         if !self.info.padded() {
-            if input.is_empty() {
+            if inl == 0 {
                 return Some(0);
             }
-            if outsize < input.len() || out.is_null() {
+            if outsize < inl || out.is_null() || input.is_null() {
                 self.fail("output buffer too small");
                 return None;
             }
-            // SAFETY: OpenSSL's output buffer holds `outsize` bytes, at least `input.len()`;
-            // input and output may be the same buffer (in-place), which the copy handles:
-            // the input was copied into the request before the output is written.
-            let out = unsafe { std::slice::from_raw_parts_mut(out, input.len()) };
-            return self.part(input, Some(out), false).then_some(input.len());
+            // SAFETY: `inl` bytes are readable at `input` and writable at `out` (`outsize` >=
+            // `inl`); `ptr::copy` allows any overlap and is skipped when they are the same
+            // bytes. From here on only `out` is used.
+            let data = unsafe {
+                if !std::ptr::eq(input, out) {
+                    std::ptr::copy(input, out, inl);
+                }
+                std::slice::from_raw_parts_mut(out, inl)
+            };
+            return self.part(data, false).then_some(inl);
         }
-        self.update_blocks(out, outsize, input)
+        // SAFETY: as the caller promises.
+        unsafe { self.update_blocks(out, outsize, input, inl) }
     }
 
     /// CBC update: whole blocks through, a partial block (and on decrypt with padding, the
     /// last whole block) kept for later.
-    fn update_blocks(&mut self, out: *mut u8, outsize: usize, input: &[u8]) -> Option<usize> {
+    ///
+    /// # Safety
+    /// As for [`CipherCtx::update`].
+    unsafe fn update_blocks(
+        &mut self,
+        out: *mut u8,
+        outsize: usize,
+        input: *const u8,
+        inl: usize,
+    ) -> Option<usize> {
         let b = self.info.block;
-        let total = self.pending_len + input.len();
+        let held = self.pending_len;
+        let total = held + inl;
         let mut keep = total % b;
         if keep == 0 && !self.encrypt && self.padding && total > 0 {
             keep = b;
         }
         let send = total - keep;
-        if send > 0 {
-            if outsize < send || out.is_null() {
-                self.fail("output buffer too small");
-                return None;
-            }
-            // SAFETY: as in `update`: `outsize` >= `send` bytes, input already copied.
-            let out = unsafe { std::slice::from_raw_parts_mut(out, send) };
-            let ok = if self.pending_len == 0 {
-                self.part(&input[..send], Some(out), false)
-            } else {
-                let mut data = std::mem::take(&mut self.scratch);
-                data.clear();
-                data.extend_from_slice(&self.pending[..self.pending_len]);
-                data.extend_from_slice(&input[..send - self.pending_len]);
-                let ok = self.part(&data, Some(out), false);
-                self.scratch = data;
-                ok
-            };
-            if !ok {
-                return None;
-            }
-            let rest = &input[send - self.pending_len..];
-            self.pending[..rest.len()].copy_from_slice(rest);
-            self.pending_len = rest.len();
-        } else {
-            self.pending[self.pending_len..total].copy_from_slice(input);
+        if send == 0 {
+            // SAFETY: `inl` (< b - held here) bytes are readable at `input`.
+            let input = unsafe { bytes(input, inl) }.unwrap_or(&[]);
+            self.pending[held..total].copy_from_slice(input);
             self.pending_len = total;
+            return Some(0);
         }
-        Some(send)
+        if outsize < send || out.is_null() || input.is_null() {
+            self.fail("output buffer too small");
+            return None;
+        }
+        // The output is the held bytes, then the input's first `send - held`; the input's
+        // last `keep` bytes are held for the next call. `out` may be `input` itself, so the
+        // tail is saved first and the rest moved (not copied) into place.
+        let used = send - held;
+        let mut tail = [0u8; 16];
+        // SAFETY: `inl` bytes are readable at `input`, `outsize` >= `send` writable at
+        // `out`; `keep` = `inl - used` <= 16. `ptr::copy` allows overlap. After the moves
+        // only `out[..send]` is used.
+        let data = unsafe {
+            std::ptr::copy_nonoverlapping(input.add(used), tail.as_mut_ptr(), keep);
+            std::ptr::copy(input, out.add(held), used);
+            std::ptr::copy_nonoverlapping(self.pending.as_ptr(), out, held);
+            std::slice::from_raw_parts_mut(out, send)
+        };
+        let ok = self.part(data, false);
+        self.pending = tail;
+        self.pending_len = keep;
+        tail.zeroize();
+        ok.then_some(send)
     }
 
     /// `EVP_CipherFinal`. Returns the bytes written.
     fn finish(&mut self, out: *mut u8, outsize: usize) -> Option<usize> {
         if self.info.aead() {
-            let ok = self.part(&[], None, true);
+            let ok = self.part(&mut [], true);
             self.iv_set = false;
             self.feed.reset();
             return ok.then_some(0);
@@ -344,9 +366,8 @@ impl CipherCtx {
             self.fail("wrong final block length");
             None
         } else {
-            let mut block = [0u8; 16];
-            let held = self.pending;
-            let ok = self.part(&held[..b], Some(&mut block[..b]), false);
+            let mut block = self.pending;
+            let ok = self.part(&mut block[..b], false);
             let pad = usize::from(block[b - 1]);
             let n =
                 if ok && (1..=b).contains(&pad) && block[b - pad..b].iter().all(|&x| usize::from(x) == pad) {
@@ -386,31 +407,16 @@ impl CipherCtx {
         }
         // SAFETY: `outsize` >= b bytes at `out`.
         let out = unsafe { std::slice::from_raw_parts_mut(out, b) };
-        self.part(block, Some(out), false).then_some(b)
+        out.copy_from_slice(block);
+        self.part(out, false).then_some(b)
     }
 
     /// # Safety
     /// `ps` is NULL or a terminated parameter array.
     unsafe fn set_params(&mut self, ps: *const Param) -> bool {
-        let ps = ps as *mut Param;
         // SAFETY: as the caller promises.
-        unsafe {
-            if let Some(p) = params::find(ps, c"padding") {
-                match params::get_uint(p) {
-                    Some(v) => self.padding = v != 0,
-                    None => return self.fail("padding: not an integer"),
-                }
-            }
-            if let Some(p) = params::find(ps, c"keylen") {
-                if params::get_uint(p) != Some(self.info.key_len as u64) {
-                    return self.fail(&format!(
-                        "{} has a fixed key length of {} bytes",
-                        name(self.info),
-                        self.info.key_len
-                    ));
-                }
-            }
-            if let Some(p) = params::find(ps, c"ivlen") {
+        for p in unsafe { params::each(ps as *mut Param) } {
+            if params::is(p, c"ivlen") {
                 if params::get_uint(p) != Some(self.info.iv_len as u64) {
                     return self.fail(&format!(
                         "{}: ocf takes {}-byte IVs only",
@@ -418,12 +424,25 @@ impl CipherCtx {
                         self.info.iv_len
                     ));
                 }
-            }
-            if let Some(p) = params::find(ps, c"tag") {
+            } else if params::is(p, c"padding") {
+                match params::get_uint(p) {
+                    Some(v) => self.padding = v != 0,
+                    None => return self.fail("padding: not an integer"),
+                }
+            } else if params::is(p, c"keylen") {
+                if params::get_uint(p) != Some(self.info.key_len as u64) {
+                    return self.fail(&format!(
+                        "{} has a fixed key length of {} bytes",
+                        name(self.info),
+                        self.info.key_len
+                    ));
+                }
+            } else if params::is(p, c"tag") {
                 if !self.info.aead() {
                     return self.fail("tag: not an AEAD");
                 }
-                match params::get_octets(p) {
+                // SAFETY: an OCTET_STRING slot holds `data_size` bytes for this call.
+                match unsafe { params::get_octets(p) } {
                     // A NULL buffer sets the tag length for encryption.
                     None if p.data.is_null() && p.data_size == TAG_LEN => {}
                     Some(t) if t.len() == TAG_LEN && !self.encrypt => {
@@ -444,40 +463,47 @@ impl CipherCtx {
     /// `ps` is NULL or a terminated parameter array.
     unsafe fn get_params(&self, ps: *mut Param) -> bool {
         // SAFETY: as the caller promises.
-        unsafe {
-            for (key, v) in [
-                (c"keylen", self.info.key_len as i64),
-                (c"ivlen", self.info.iv_len as i64),
-                (c"padding", i64::from(self.padding)),
-                (c"num", 0),
-                (c"taglen", if self.info.aead() { TAG_LEN as i64 } else { 0 }),
-            ] {
-                if let Some(p) = params::find(ps, key) {
-                    if !params::set_int(p, v) {
-                        return false;
-                    }
+        for p in unsafe { params::each(ps) } {
+            let int = if params::is(p, c"ivlen") {
+                Some(self.info.iv_len as i64)
+            } else if params::is(p, c"keylen") {
+                Some(self.info.key_len as i64)
+            } else if params::is(p, c"padding") {
+                Some(i64::from(self.padding))
+            } else if params::is(p, c"num") {
+                Some(0)
+            } else if params::is(p, c"taglen") {
+                Some(if self.info.aead() { TAG_LEN as i64 } else { 0 })
+            } else {
+                None
+            };
+            let ok = match int {
+                Some(v) => params::set_int(p, v),
+                None if params::is(p, c"iv") || params::is(p, c"updated-iv") => {
+                    params::set_octets(p, &self.iv[..self.info.iv_len])
                 }
-            }
-            for key in [c"iv", c"updated-iv"] {
-                if let Some(p) = params::find(ps, key) {
-                    if !params::set_octets(p, &self.iv[..self.info.iv_len]) {
-                        return false;
-                    }
-                }
-            }
-            if let Some(p) = params::find(ps, c"tag") {
-                if !self.info.aead() || !self.encrypt || !self.tag_ready {
-                    return self.fail("tag: no tag computed (encrypt and finish a message first)");
-                }
-                let n = p.data_size;
-                if !(1..=TAG_LEN).contains(&n) || p.data.is_null() {
-                    return self.fail("tag: the buffer must take 1 to 16 bytes");
-                }
-                // SAFETY: the caller's buffer holds `n` bytes.
-                std::ptr::copy_nonoverlapping(self.tag.as_ptr(), p.data as *mut u8, n);
-                p.return_size = n;
+                None if params::is(p, c"tag") => self.get_tag(p),
+                None => true,
+            };
+            if !ok {
+                return false;
             }
         }
+        true
+    }
+
+    /// The computed tag into a "tag" parameter.
+    fn get_tag(&self, p: &mut Param) -> bool {
+        if !self.info.aead() || !self.encrypt || !self.tag_ready {
+            return self.fail("tag: no tag computed (encrypt and finish a message first)");
+        }
+        let n = p.data_size;
+        if !(1..=TAG_LEN).contains(&n) || p.data.is_null() {
+            return self.fail("tag: the buffer must take 1 to 16 bytes");
+        }
+        // SAFETY: the caller's buffer holds `n` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(self.tag.as_ptr(), p.data as *mut u8, n) };
+        p.return_size = n;
         true
     }
 }
@@ -502,7 +528,6 @@ unsafe extern "C" fn newctx<const I: usize>(provctx: *mut c_void) -> *mut c_void
         encrypt: true,
         session: None,
         key: None,
-        scratch: Vec::new(),
         iv: [0; 16],
         iv_set: false,
         padding: true,
@@ -572,8 +597,7 @@ unsafe extern "C" fn update(
     // AAD), `inl` input bytes, and an out-pointer for the length.
     unsafe {
         let Some(c) = ctx_mut(ctx) else { return FAIL };
-        let input = bytes(input, inl).unwrap_or(&[]);
-        match c.update(out, outsize, input) {
+        match c.update(out, outsize, input, inl) {
             Some(n) => {
                 if !outl.is_null() {
                     *outl = n;
@@ -618,12 +642,15 @@ unsafe extern "C" fn cipher(
             return finalize(ctx, out, outl, outsize);
         }
         if c.info.padded() {
-            let input = bytes(input, inl).unwrap_or(&[]);
             if inl % c.info.block != 0 || outsize < inl || out.is_null() {
                 return c.fail("EVP_Cipher: whole blocks into a large enough buffer") as c_int;
             }
-            let out_slice = std::slice::from_raw_parts_mut(out, inl);
-            if !c.part(input, Some(out_slice), false) {
+            // As in `CipherCtx::update`: the input moved into the output, then transformed
+            // there.
+            if !std::ptr::eq(input, out) {
+                std::ptr::copy(input, out, inl);
+            }
+            if !c.part(std::slice::from_raw_parts_mut(out, inl), false) {
                 return FAIL;
             }
             if !outl.is_null() {
@@ -658,7 +685,6 @@ unsafe extern "C" fn dupctx(ctx: *mut c_void) -> *mut c_void {
         encrypt: c.encrypt,
         session: c.session.clone(),
         key: c.key.clone(),
-        scratch: Vec::new(),
         iv: c.iv,
         iv_set: c.iv_set,
         padding: c.padding,

@@ -13,7 +13,7 @@ use ocf::{DigestAlg, Op, Part, Session, SessionParams};
 
 use crate::abi::{self, Algorithm, Dispatch, Param};
 use crate::params::{self, FAIL, OK};
-use crate::part::{Extras, Feed};
+use crate::part::{Data, Extras, Feed};
 use crate::{entry, Provider};
 
 /// A digest as OpenSSL names it.
@@ -83,7 +83,7 @@ impl HashCtx {
             return self.fail("HMAC: no key set");
         };
         let part = if self.feed.in_message() { Part::Middle } else { Part::First };
-        let r = self.feed.run(&session, Op::ComputeDigest, part, input, None, Extras::default());
+        let r = self.feed.run(&session, Op::ComputeDigest, part, Data::Read(input), Extras::default());
         r.map_err(|e| self.fail(&format!("{}: {e}", self.alg))).is_ok()
     }
 
@@ -97,8 +97,7 @@ impl HashCtx {
             &session,
             Op::ComputeDigest,
             part,
-            &[],
-            None,
+            Data::Read(&[]),
             Extras { tag_out: out, ..Extras::default() },
         );
         self.feed.reset();
@@ -115,7 +114,8 @@ impl HashCtx {
         match self.provider().new_session(&params) {
             Ok(s) => {
                 self.session = Some(s);
-                self.feed.reset();
+                // A fresh request: the old session's spare state (and its key) goes now.
+                self.feed = Feed::new();
                 true
             }
             Err(e) => self.fail(&format!("hmac-{}: {e}", self.alg)),

@@ -36,6 +36,48 @@ pub unsafe fn find<'a>(params: *mut Param, key: &CStr) -> Option<&'a mut Param> 
     None
 }
 
+/// The parameters of a NULL-key-terminated array, in order: one pass over a caller's array
+/// instead of a [`find`] per known key (OpenSSL reads and writes a cipher context's
+/// parameters several times per message).
+///
+/// # Safety
+/// As for [`find`]; the array outlives the iterator and nothing else touches it meanwhile.
+pub unsafe fn each<'a>(params: *mut Param) -> impl Iterator<Item = &'a mut Param> {
+    let mut p = params;
+    std::iter::from_fn(move || {
+        // SAFETY: as the caller promises: every element up to the terminator is valid, and
+        // the iterator stops at the terminator.
+        unsafe {
+            if p.is_null() || (*p).key.is_null() {
+                return None;
+            }
+            let this = &mut *p;
+            p = p.add(1);
+            Some(this)
+        }
+    })
+}
+
+/// Whether the parameter's key is `key` (compared up to the first difference, never past
+/// the key's NUL).
+pub fn is(p: &Param, key: &CStr) -> bool {
+    let want = key.to_bytes_with_nul();
+    let k = p.key as *const u8;
+    // SAFETY: a parameter's key is a NUL-terminated string (OpenSSL's arrays, and `each`
+    // yields no terminator); the loop stops at the first byte that differs, and `want` ends
+    // with NUL, so it never reads past the key's NUL.
+    unsafe {
+        let mut i = 0;
+        while i < want.len() {
+            if *k.add(i) != want[i] {
+                return false;
+            }
+            i += 1;
+        }
+    }
+    true
+}
+
 /// Writes a static string: as a pointer (UTF8_PTR) or copied with its NUL (UTF8_STRING).
 /// False if the slot has another type or too little room.
 pub fn set_utf8(p: &mut Param, s: &'static CStr) -> bool {

@@ -8,6 +8,13 @@ The `openssl enc` command refuses AEAD ciphers, so this drives EVP directly (Pyt
 only: ctypes against libcrypto.so.3; no C compiler needed). Each provider gets its own
 OSSL_LIB_CTX holding only that provider, so nothing can quietly fall back to the other.
 
+Block and stream ciphers (AES-128-CBC, AES-256-CTR, DES-EDE3-CBC) are also fed in uneven
+pieces with each update in place (input and output the same bytes), which the provider's
+buffering of partial blocks must survive; the output must equal the default provider's,
+and decrypting the default provider's ciphertext in place must give the plaintext back.
+(OpenSSL promises in-place updates only while no partial block is buffered, and its default
+provider garbles CBC otherwise; ocf gives the right bytes for any pieces.)
+
 For AES-128-GCM, AES-256-GCM and ChaCha20-Poly1305, and each pair of payload length
 (0, 1, 16, 17, 1000) and AAD length (0, 13, 40): encrypt with the AAD fed in two updates and
 the payload in two uneven pieces; the ciphertext and tag must equal the default provider's.
@@ -31,6 +38,22 @@ IV_LEN = 12
 CIPHERS = [("AES-128-GCM", 16), ("AES-256-GCM", 32), ("ChaCha20-Poly1305", 32)]
 PAYLOAD_LENS = [0, 1, 16, 17, 1000]
 AAD_LENS = [0, 13, 40]
+
+# Block and stream ciphers updated in place, in uneven pieces: (name, key, IV, block).
+STREAM_CIPHERS = [("AES-128-CBC", 16, 16, 16), ("AES-256-CTR", 32, 16, 1), ("DES-EDE3-CBC", 24, 8, 8)]
+STREAM_LENS = [0, 1, 15, 16, 17, 33, 100, 1000]
+
+
+def uneven_pieces(n):
+    """Piece lengths that cross block edges: 1, 15, 17, 3, 32, 7, ... up to n."""
+    pattern, out, i = [1, 15, 17, 3, 32, 7], [], 0
+    while n > 0:
+        p = min(pattern[i % len(pattern)], n)
+        out.append(p)
+        n -= p
+        i += 1
+    return out or [0]
+
 
 # McGrew & Viega, "The Galois/Counter Mode of Operation (GCM)", Appendix B, test case 4.
 TC4 = {
@@ -185,6 +208,33 @@ class Provider:
         finally:
             L.EVP_CIPHER_CTX_free(ctx)
 
+    def stream_in_place(self, alg, key, iv, data, pieces, decrypt):
+        """A block or stream cipher fed `pieces` (lengths) of `data`, each update in place:
+        the input and output of EVP_CipherUpdate are the same bytes (as `openssl speed` and
+        many applications call it). Returns the output, or None if the final call failed."""
+        ctx = L.EVP_CIPHER_CTX_new()
+        try:
+            init = L.EVP_DecryptInit_ex2 if decrypt else L.EVP_EncryptInit_ex2
+            update = L.EVP_DecryptUpdate if decrypt else L.EVP_EncryptUpdate
+            final = L.EVP_DecryptFinal_ex if decrypt else L.EVP_EncryptFinal_ex
+            if init(ctx, self.cipher(alg), key, iv, None) != 1:
+                raise Failure(f"{self.name} {alg}: init: " + errors())
+            out, at, outl = b"", 0, ctypes.c_int(0)
+            for n in pieces:
+                # Room for a block more than the piece, as EVP asks of callers.
+                buf = ctypes.create_string_buffer(data[at : at + n], n + 32)
+                if update(ctx, buf, ctypes.byref(outl), buf, n) != 1:
+                    raise Failure(f"{self.name} {alg}: update in place: " + errors())
+                out += buf.raw[: outl.value]
+                at += n
+            buf = ctypes.create_string_buffer(32)
+            if final(ctx, buf, ctypes.byref(outl)) != 1:
+                L.ERR_clear_error()
+                return None
+            return out + buf.raw[: outl.value]
+        finally:
+            L.EVP_CIPHER_CTX_free(ctx)
+
     def seal(self, alg, key, iv, aad, pt):
         out, tag, _ = self._run(alg, key, iv, aad, pt, decrypt=False)
         return out, tag
@@ -200,10 +250,9 @@ def main(argv):
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
     print(L.OpenSSL_version(0).decode())
+    self_test = argv[1] == "--self-test-default"
     try:
-        under_test = (
-            Provider("default") if argv[1] == "--self-test-default" else Provider("ocf", argv[1])
-        )
+        under_test = Provider("default") if self_test else Provider("ocf", argv[1])
         reference = Provider("default")
     except Failure as e:
         print("FAIL", e)
@@ -240,6 +289,25 @@ def main(argv):
                     # The reference agrees that the tag is wrong (a check on this script).
                     _, ok = reference.open(alg, key, iv, aad, ref_ct, bad_tag)
                     check(ok <= 0, f"{label}: default accepted a flipped tag bit")
+
+        for alg, key_len, iv_len, block in STREAM_CIPHERS:
+            for n in STREAM_LENS:
+                cases += 1
+                rng = random.Random(f"{alg}/{n}/in-place")
+                key, iv, pt = rng.randbytes(key_len), rng.randbytes(iv_len), rng.randbytes(n)
+                # EVP promises in-place updates only when no partial block is buffered
+                # (EVP_EncryptInit(3)), and the default provider garbles the rest; ocf
+                # handles any pieces, so only ocf gets the uneven ones.
+                uneven = uneven_pieces if not self_test else (lambda m: [m])
+                pieces = uneven(n)
+                label = f"{alg} {n} bytes in place as {pieces}"
+                ct = under_test.stream_in_place(alg, key, iv, pt, pieces, decrypt=False)
+                ref = reference.stream_in_place(alg, key, iv, pt, [n], decrypt=False)
+                check(ct == ref, f"{label}: ciphertext differs from the default provider's")
+                if ref is None:
+                    continue
+                back = under_test.stream_in_place(alg, key, iv, ref, uneven(len(ref)), decrypt=True)
+                check(back == pt, f"{label}: decrypting the default provider's ciphertext in place")
 
         cases += 1
         t = {k: bytes.fromhex(v) for k, v in TC4.items()}

@@ -211,7 +211,16 @@ impl SoftSession {
                     return Err(Error::BadPart("cipher+mac sessions take whole messages only"));
                 }
             };
-            state = Some(Box::new(stream::Stream::start(starter, op, req.iv())?));
+            // Recycle the last finished message's state where it is ours: no allocation,
+            // and an AES-GCM context of the same session only takes the new nonce.
+            let spare = req.take_spare_state();
+            state = match spare.and_then(stream::ours_boxed) {
+                Some(mut s) => {
+                    s.restart(starter, op, req.iv())?;
+                    Some(s)
+                }
+                None => Some(Box::new(stream::Stream::start(starter, op, req.iv())?)),
+            };
         }
         let cipher = match self {
             SoftSession::Cipher(c) => Some(c),
@@ -221,8 +230,10 @@ impl SoftSession {
             .ok_or(Error::BadPart("the message in progress was started by another driver"))?;
         // A failed part ends its message: the state is not put back.
         req.with_views(|v| stream.part(cipher, op, v, part == Part::Last))?;
-        if part != Part::Last {
-            if let Some(s) = state {
+        if let Some(s) = state {
+            if part == Part::Last {
+                req.keep_spare_state(s);
+            } else {
                 req.set_part_state(s);
             }
         }

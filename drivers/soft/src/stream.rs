@@ -114,6 +114,22 @@ impl Stream {
         Ok(Stream { op, payload_seen: false, mode })
     }
 
+    /// Starts a new message in this state's place (a finished message's, kept in the
+    /// request): as [`Stream::start`], but an AES-GCM context of the same session is kept
+    /// and only takes the new nonce, and nothing is allocated.
+    pub(crate) fn restart(&mut self, from: Starter<'_>, op: Op, iv: &[u8]) -> Result<(), Error> {
+        if let (Starter::Gcm(pool), StreamMode::Gcm(g)) = (&from, &mut self.mode) {
+            if Arc::ptr_eq(pool, &g.pool) {
+                g.rearm(iv, op == Op::Encrypt)?;
+                self.op = op;
+                self.payload_seen = false;
+                return Ok(());
+            }
+        }
+        *self = Stream::start(from, op, iv)?;
+        Ok(())
+    }
+
     /// Processes one part. `last`: finish the message into (or check it against) the tag.
     pub(crate) fn part(
         &mut self,
@@ -365,6 +381,16 @@ impl GcmStream {
         Ok(GcmStream { ctx: Some(c), pool: pool.clone() })
     }
 
+    /// The next message on the same context: a new nonce (a context lost to an earlier
+    /// failure is taken from the pool again).
+    fn rearm(&mut self, nonce: &[u8], encrypt: bool) -> Result<(), Error> {
+        let c = match &mut self.ctx {
+            Some(c) => c,
+            None => self.ctx.insert(self.pool.take()?),
+        };
+        c.arm(nonce, encrypt)
+    }
+
     fn raw(&self) -> Result<*mut awslc::EVP_CIPHER_CTX, Error> {
         self.ctx.as_ref().map(|c| c.ctx).ok_or(Error::DriverFailure("soft: GCM stream without a context"))
     }
@@ -482,6 +508,12 @@ fn chacha_finish(c: &mut CipherCtx, op: Op, tag: &mut [u8]) -> Result<(), Error>
         // The final call compares the tags in constant time.
         c.cipher_final(&mut []).map(|_| ()).map_err(|_| Error::AuthFailed)
     }
+}
+
+/// A state taken out of a request, as ours if it is (another driver's is dropped).
+pub(crate) fn ours_boxed(state: Box<dyn PartState>) -> Option<Box<Stream>> {
+    let any: Box<dyn Any> = state;
+    any.downcast::<Stream>().ok()
 }
 
 /// The soft driver's state from a request, if the request carries one of ours.
