@@ -179,3 +179,16 @@ impl fmt::Display for MacAlg {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `RequestRules::check` tests whole blocks with a mask, which needs powers of two.
+    #[test]
+    fn every_cipher_block_length_is_a_power_of_two() {
+        for alg in CipherAlg::ALL {
+            assert!(alg.block_len().is_power_of_two(), "{alg}: block of {} bytes", alg.block_len());
+        }
+    }
+}

@@ -196,8 +196,8 @@ impl SoftSession {
     /// place in its message; the state travels in the request.
     fn run_part(&self, req: &mut Request) -> Result<(), Error> {
         let (op, part) = (req.op, req.part);
-        let mut state = req.take_part_state();
-        if part == Part::First {
+        let taken = req.take_part_state();
+        let mut stream = if part == Part::First {
             let starter = match self {
                 SoftSession::Cipher(c) => stream::Starter::Cipher(c.alg()),
                 SoftSession::Digest(d) => stream::Starter::Hash(d.hash),
@@ -211,31 +211,31 @@ impl SoftSession {
                     return Err(Error::BadPart("cipher+mac sessions take whole messages only"));
                 }
             };
-            // Recycle the last finished message's state where it is ours: no allocation,
-            // and an AES-GCM context of the same session only takes the new nonce.
-            let spare = req.take_spare_state();
-            state = match spare.and_then(stream::ours_boxed) {
+            // Recycle the last finished message's state (or an abandoned one) where it is
+            // ours: no allocation, and an AES-GCM context of the same session only takes
+            // the new nonce.
+            match req.take_spare_state().or(taken).and_then(stream::ours) {
                 Some(mut s) => {
                     s.restart(starter, op, req.iv())?;
-                    Some(s)
+                    s
                 }
-                None => Some(Box::new(stream::Stream::start(starter, op, req.iv())?)),
-            };
-        }
+                None => Box::new(stream::Stream::start(starter, op, req.iv())?),
+            }
+        } else {
+            taken
+                .and_then(stream::ours)
+                .ok_or(Error::BadPart("the message in progress was started by another driver"))?
+        };
         let cipher = match self {
             SoftSession::Cipher(c) => Some(c),
             _ => None,
         };
-        let stream = stream::ours(&mut state)
-            .ok_or(Error::BadPart("the message in progress was started by another driver"))?;
         // A failed part ends its message: the state is not put back.
         req.with_views(|v| stream.part(cipher, op, v, part == Part::Last))?;
-        if let Some(s) = state {
-            if part == Part::Last {
-                req.keep_spare_state(s);
-            } else {
-                req.set_part_state(s);
-            }
+        if part == Part::Last {
+            req.keep_spare_state(stream);
+        } else {
+            req.set_part_state(stream);
         }
         Ok(())
     }

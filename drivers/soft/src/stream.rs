@@ -511,13 +511,7 @@ fn chacha_finish(c: &mut CipherCtx, op: Op, tag: &mut [u8]) -> Result<(), Error>
 }
 
 /// A state taken out of a request, as ours if it is (another driver's is dropped).
-pub(crate) fn ours_boxed(state: Box<dyn PartState>) -> Option<Box<Stream>> {
+pub(crate) fn ours(state: Box<dyn PartState>) -> Option<Box<Stream>> {
     let any: Box<dyn Any> = state;
     any.downcast::<Stream>().ok()
-}
-
-/// The soft driver's state from a request, if the request carries one of ours.
-pub(crate) fn ours(state: &mut Option<Box<dyn PartState>>) -> Option<&mut Stream> {
-    let any: &mut dyn Any = state.as_deref_mut()?;
-    any.downcast_mut::<Stream>()
 }
