@@ -15,19 +15,11 @@
 //!   refuses AEAD ciphers, so `evp_aead.py` (Python's ctypes over libcrypto) drives EVP.
 //! - `speed` runs over ocf (with the default provider beside it for the DRBG speed needs).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-/// The cdylib Cargo built for this test (in `target/<profile>/deps`, beside the test
-/// executable), installed as `DIR/ocf.so`.
-fn module_dir() -> tempfile::TempDir {
-    let exe = std::env::current_exe().expect("test executable");
-    let lib: PathBuf = exe.parent().expect("target/<profile>/deps").join("libocf_provider.so");
-    assert!(lib.exists(), "{} was not built", lib.display());
-    let dir = tempfile::tempdir().expect("temporary directory");
-    std::fs::copy(&lib, dir.path().join("ocf.so")).expect("install ocf.so");
-    dir
-}
+mod common;
+use common::module_dir;
 
 /// Which provider an `openssl` command runs with.
 #[derive(Clone, Copy, Debug)]

@@ -1,19 +1,10 @@
 //! The provider as OpenSSL itself loads it: the `openssl` command (Debian's OpenSSL 3) with
 //! `-provider-path DIR -provider ocf`, and with an openssl.cnf that sets the driver.
 
-use std::path::PathBuf;
 use std::process::Command;
 
-/// The cdylib Cargo built for this test (in `target/<profile>/deps`, beside the test
-/// executable), installed as `DIR/ocf.so`.
-fn module_dir() -> tempfile::TempDir {
-    let exe = std::env::current_exe().expect("test executable");
-    let lib: PathBuf = exe.parent().expect("target/<profile>/deps").join("libocf_provider.so");
-    assert!(lib.exists(), "{} was not built", lib.display());
-    let dir = tempfile::tempdir().expect("temporary directory");
-    std::fs::copy(&lib, dir.path().join("ocf.so")).expect("install ocf.so");
-    dir
-}
+mod common;
+use common::module_dir;
 
 fn openssl(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
     let out = Command::new("openssl").args(args).envs(env.iter().copied()).output().expect("openssl runs");
