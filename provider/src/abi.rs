@@ -51,6 +51,7 @@ pub const PARAM_UNSIGNED_INTEGER: c_uint = 2;
 pub const PARAM_UTF8_STRING: c_uint = 4;
 pub const PARAM_OCTET_STRING: c_uint = 5;
 pub const PARAM_UTF8_PTR: c_uint = 6;
+pub const PARAM_OCTET_PTR: c_uint = 7;
 
 // Functions the core offers the provider (core_dispatch.h).
 pub const FUNC_CORE_GET_PARAMS: c_int = 2;

@@ -21,6 +21,7 @@ use zeroize::Zeroize;
 use crate::abi::{self, Algorithm, Dispatch, Param};
 use crate::params::{self, FAIL, OK};
 use crate::part::{Data, Extras, Feed};
+use crate::tls;
 use crate::{entry, Provider};
 
 /// An algorithm as OpenSSL sees it.
@@ -102,12 +103,26 @@ pub struct CipherCtx {
     /// AEAD: the tag computed by an encrypting `final`, or given to check by a decrypting one.
     tag: [u8; TAG_LEN],
     tag_ready: bool,
+    /// TLS 1.2 record mode (see `tls`): the nonce's fixed part was given (`tlsivfixed`);
+    /// AES-GCM's explicit part counts up in `iv[4..12]`.
+    tls_fixed: bool,
+    /// The next record's AAD (`tlsaad`): the next update is that whole record.
+    tls_next: Option<tls::RecordAad>,
+    /// AES-GCM: records sealed since `tlsivfixed` (the explicit nonce must not come round).
+    tls_sealed: u64,
+    /// CBC record mode (`tls-version`, 0: off): each update is one TLS record.
+    tls_version: u64,
+    /// The MAC length of CBC records (`tls-mac-size`; 0 with encrypt-then-MAC).
+    tls_mac_size: usize,
+    /// The MAC taken out of the last CBC record opened (`tls-mac`).
+    tls_mac: [u8; tls::MAX_MAC],
 }
 
 impl Drop for CipherCtx {
     fn drop(&mut self) {
         self.pending.zeroize();
         self.aad.zeroize();
+        self.tls_mac.zeroize();
     }
 }
 
@@ -241,6 +256,14 @@ impl CipherCtx {
     /// `input` points at `inl` readable bytes (or is NULL with `inl` 0); `out` is NULL or
     /// points at `outsize` writable bytes.
     unsafe fn update(&mut self, out: *mut u8, outsize: usize, input: *const u8, inl: usize) -> Option<usize> {
+        if self.tls_next.is_some() && !out.is_null() {
+            // SAFETY: as the caller promises.
+            return unsafe { self.tls_record(out, outsize, input, inl) };
+        }
+        if self.tls_version != 0 && self.info.padded() {
+            // SAFETY: as the caller promises.
+            return unsafe { self.tls_cbc_record(out, outsize, input, inl) };
+        }
         if self.info.aead() && out.is_null() {
             // Associated data: before the payload, all of it sent with the first part.
             if self.feed.in_message() {
@@ -272,6 +295,172 @@ impl CipherCtx {
         }
         // SAFETY: as the caller promises.
         unsafe { self.update_blocks(out, outsize, input, inl) }
+    }
+
+    /// One TLS 1.2 record (see `tls`), announced by `tlsaad`: its payload goes through ocf
+    /// as one whole AEAD message, in place. Returns the whole record's length when sealing,
+    /// the payload's when opening (as OpenSSL's providers do).
+    ///
+    /// # Safety
+    /// As for [`CipherCtx::update`].
+    unsafe fn tls_record(
+        &mut self,
+        out: *mut u8,
+        outsize: usize,
+        input: *const u8,
+        inl: usize,
+    ) -> Option<usize> {
+        let rec = self.tls_next.take()?;
+        let layout = self.tls_layout()?;
+        // ChaCha20-Poly1305's fixed nonce may also come as the init IV (libssl does that).
+        if !(self.tls_fixed || layout == tls::Layout::ChaCha && self.iv_set) {
+            self.fail(&format!("{}: a TLS record before its fixed IV (tlsivfixed)", name(self.info)));
+            return None;
+        }
+        let (plen, overhead) = (rec.payload_len, layout.overhead());
+        if inl != plen + overhead || outsize < inl || input.is_null() {
+            self.fail(&format!(
+                "{}: a TLS record of {inl} bytes, where its AAD says {plen} bytes of payload and {overhead} around it",
+                name(self.info)
+            ));
+            return None;
+        }
+        if layout == tls::Layout::Gcm && !std::ptr::eq(input, out) {
+            self.fail("AES-GCM TLS records are processed in place (input and output the same)");
+            return None;
+        }
+        // SAFETY: `inl` bytes are readable at `input` and writable at `out` (`outsize` >=
+        // `inl`); `ptr::copy` allows overlap. From here on only `out` is used.
+        let record = unsafe {
+            if !std::ptr::eq(input, out) {
+                std::ptr::copy(input, out, inl);
+            }
+            std::slice::from_raw_parts_mut(out, inl)
+        };
+        let nonce: [u8; 12];
+        let body = match layout {
+            tls::Layout::Gcm => {
+                let (explicit, body) = record.split_at_mut(tls::GCM_EXPLICIT_LEN);
+                let mut iv: [u8; 12] = self.iv[..12].try_into().expect("12 bytes");
+                if self.encrypt {
+                    nonce = iv;
+                    let Some(e) = tls::gcm_next_explicit(&mut iv, &mut self.tls_sealed) else {
+                        self.fail("AES-GCM: 2^64 - 1 TLS records under one key; the nonce would repeat");
+                        return None;
+                    };
+                    explicit.copy_from_slice(&e);
+                } else {
+                    iv[tls::GCM_FIXED_LEN..].copy_from_slice(explicit);
+                    nonce = iv;
+                }
+                self.iv[..12].copy_from_slice(&iv);
+                body
+            }
+            tls::Layout::ChaCha => {
+                let fixed: [u8; 12] = self.iv[..12].try_into().expect("12 bytes");
+                nonce = tls::chacha_nonce(&fixed, &rec.aad);
+                record
+            }
+        };
+        let (payload, tag) = body.split_at_mut(plen);
+        if !self.whole(&nonce, &rec.aad, payload, tag) {
+            payload.zeroize();
+            return None;
+        }
+        Some(if self.encrypt { inl } else { plen })
+    }
+
+    /// One TLS CBC record (see `tls`), in place: sealing pads it, opening drops the explicit
+    /// IV, the padding and the MAC (kept for `tls-mac`) in constant time. The chaining value
+    /// runs on from record to record, as one ocf message that never ends.
+    ///
+    /// # Safety
+    /// As for [`CipherCtx::update`].
+    unsafe fn tls_cbc_record(
+        &mut self,
+        out: *mut u8,
+        outsize: usize,
+        input: *const u8,
+        inl: usize,
+    ) -> Option<usize> {
+        let b = self.info.block;
+        if input.is_null() || !std::ptr::eq(input, out) || outsize < inl || !self.padding {
+            self.fail("TLS CBC records are processed in place, with padding on");
+            return None;
+        }
+        if self.encrypt {
+            let pad = tls::cbc_pad_len(inl, b);
+            if outsize < inl + pad {
+                self.fail("output buffer too small for the TLS padding");
+                return None;
+            }
+            // SAFETY: `outsize` >= `inl + pad` bytes are writable at `out` (== `input`).
+            let record = unsafe { std::slice::from_raw_parts_mut(out, inl + pad) };
+            record[inl..].fill((pad - 1) as u8);
+            return self.part(record, false).then_some(inl + pad);
+        }
+        if inl == 0 || inl % b != 0 {
+            self.fail("a TLS CBC record that is not whole blocks");
+            return None;
+        }
+        // SAFETY: `inl` bytes are readable and writable at `out` (== `input`).
+        let record = unsafe { std::slice::from_raw_parts_mut(out, inl) };
+        if !self.part(record, false) {
+            return None;
+        }
+        let mut random = [0u8; tls::MAX_MAC];
+        if self.tls_mac_size > 0 && getrandom::fill(&mut random[..self.tls_mac_size]).is_err() {
+            self.fail("no random bytes for a TLS CBC record");
+            return None;
+        }
+        match tls::cbc_open(record, self.tls_version, b, self.tls_mac_size, &random) {
+            Ok(opened) => {
+                self.tls_mac = opened.mac;
+                Some(opened.len)
+            }
+            Err(why) => {
+                self.fail(&format!("{}: {why}", name(self.info)));
+                None
+            }
+        }
+    }
+
+    /// The TLS record layout of this cipher, if it has one.
+    fn tls_layout(&self) -> Option<tls::Layout> {
+        match self.info.alg {
+            CipherAlg::AesGcm => Some(tls::Layout::Gcm),
+            CipherAlg::ChaCha20Poly1305 => Some(tls::Layout::ChaCha),
+            _ => {
+                self.fail(&format!("{}: no TLS record mode", name(self.info)));
+                None
+            }
+        }
+    }
+
+    /// One whole AEAD message through ocf, in place: sealing writes the tag into `tag`,
+    /// opening checks it.
+    fn whole(&mut self, nonce: &[u8], aad: &[u8], payload: &mut [u8], tag: &mut [u8]) -> bool {
+        let op = self.op();
+        let Some(session) = &self.session else {
+            return self.fail(&format!("{}: no key set", name(self.info)));
+        };
+        let mut computed = [0u8; TAG_LEN];
+        let sealing = self.encrypt;
+        let extras =
+            Extras { iv: nonce, aad, tag: if sealing { &[] } else { &*tag }, tag_out: &mut computed };
+        match self.feed.run(session, op, Part::Whole, Data::InPlace(payload), extras) {
+            Ok(()) => {
+                if sealing {
+                    tag.copy_from_slice(&computed);
+                }
+                true
+            }
+            Err(ocf::Error::AuthFailed) => self.fail(&format!(
+                "{}: TLS record tag mismatch (the record or its tag was altered)",
+                name(self.info)
+            )),
+            Err(e) => self.fail(&format!("{}: {e}", name(self.info))),
+        }
     }
 
     /// CBC update: whole blocks through, a partial block (and on decrypt with padding, the
@@ -437,6 +626,54 @@ impl CipherCtx {
                         self.info.key_len
                     ));
                 }
+            } else if params::is(p, c"tls-version") {
+                // libssl sets it on every cipher; only block ciphers change behaviour (AEADs
+                // ignore it, as OpenSSL's own do).
+                if self.info.padded() {
+                    match params::get_uint(p) {
+                        Some(v) if tls::cbc_version_ok(v) => self.tls_version = v,
+                        v => {
+                            return self.fail(&format!(
+                                "{}: tls-version {v:x?}: ocf takes TLS 1.0-1.2 and DTLS CBC records",
+                                name(self.info)
+                            ))
+                        }
+                    }
+                }
+            } else if params::is(p, c"tls-mac-size") {
+                match params::get_uint(p) {
+                    Some(n) if n as usize <= tls::MAX_MAC => self.tls_mac_size = n as usize,
+                    _ => return self.fail("tls-mac-size: 0 to 64 bytes"),
+                }
+            } else if params::is(p, c"tlsaad") {
+                let Some(layout) = self.tls_layout() else { return false };
+                // SAFETY: an OCTET_STRING slot holds `data_size` bytes for this call.
+                let given = unsafe { params::get_octets(p) }.unwrap_or(&[]);
+                match tls::record_aad(given, layout, self.encrypt) {
+                    Ok(rec) => self.tls_next = Some(rec),
+                    Err(why) => return self.fail(&format!("{}: {why}", name(self.info))),
+                }
+            } else if params::is(p, c"tlsivfixed") {
+                let Some(layout) = self.tls_layout() else { return false };
+                // SAFETY: as above.
+                let fixed = unsafe { params::get_octets(p) }.unwrap_or(&[]);
+                let want = if layout == tls::Layout::Gcm { tls::GCM_FIXED_LEN } else { 12 };
+                if fixed.len() != want {
+                    return self.fail(&format!(
+                        "{}: tlsivfixed of {} bytes; TLS gives {want}",
+                        name(self.info),
+                        fixed.len()
+                    ));
+                }
+                self.iv[..want].copy_from_slice(fixed);
+                if layout == tls::Layout::Gcm && self.encrypt {
+                    // The explicit part starts anywhere and counts up (RFC 5288 §3).
+                    if getrandom::fill(&mut self.iv[want..12]).is_err() {
+                        return self.fail("AES-GCM: no random bytes for the TLS explicit nonce");
+                    }
+                }
+                self.tls_fixed = true;
+                self.tls_sealed = 0;
             } else if params::is(p, c"tag") {
                 if !self.info.aead() {
                     return self.fail("tag: not an AEAD");
@@ -474,6 +711,9 @@ impl CipherCtx {
                 Some(0)
             } else if params::is(p, c"taglen") {
                 Some(if self.info.aead() { TAG_LEN as i64 } else { 0 })
+            } else if params::is(p, c"tlsaadpad") && self.info.aead() {
+                // What a TLS record needs beyond its plaintext: the tag.
+                Some(tls::TAG_LEN as i64)
             } else {
                 None
             };
@@ -483,6 +723,9 @@ impl CipherCtx {
                     params::set_octets(p, &self.iv[..self.info.iv_len])
                 }
                 None if params::is(p, c"tag") => self.get_tag(p),
+                None if params::is(p, c"tls-mac") => {
+                    params::set_octet_ptr(p, &self.tls_mac[..self.tls_mac_size])
+                }
                 None => true,
             };
             if !ok {
@@ -537,6 +780,12 @@ unsafe extern "C" fn newctx<const I: usize>(provctx: *mut c_void) -> *mut c_void
         aad: Vec::new(),
         tag: [0; TAG_LEN],
         tag_ready: false,
+        tls_fixed: false,
+        tls_next: None,
+        tls_sealed: 0,
+        tls_version: 0,
+        tls_mac_size: 0,
+        tls_mac: [0; tls::MAX_MAC],
     };
     Box::into_raw(Box::new(ctx)) as *mut c_void
 }
@@ -694,6 +943,12 @@ unsafe extern "C" fn dupctx(ctx: *mut c_void) -> *mut c_void {
         aad: c.aad.clone(),
         tag: c.tag,
         tag_ready: c.tag_ready,
+        tls_fixed: c.tls_fixed,
+        tls_next: c.tls_next,
+        tls_sealed: c.tls_sealed,
+        tls_version: c.tls_version,
+        tls_mac_size: c.tls_mac_size,
+        tls_mac: c.tls_mac,
     };
     Box::into_raw(Box::new(copy)) as *mut c_void
 }
@@ -752,7 +1007,9 @@ static GETTABLE: [Param; 10] = [
     params::END,
 ];
 
-static GETTABLE_CTX: [Param; 8] = [
+static GETTABLE_CTX: [Param; 10] = [
+    params::describe(c"tlsaadpad", abi::PARAM_UNSIGNED_INTEGER),
+    params::describe(c"tls-mac", abi::PARAM_OCTET_PTR),
     params::describe(c"keylen", abi::PARAM_UNSIGNED_INTEGER),
     params::describe(c"ivlen", abi::PARAM_UNSIGNED_INTEGER),
     params::describe(c"padding", abi::PARAM_UNSIGNED_INTEGER),
@@ -763,11 +1020,15 @@ static GETTABLE_CTX: [Param; 8] = [
     params::END,
 ];
 
-static SETTABLE_CTX: [Param; 5] = [
+static SETTABLE_CTX: [Param; 9] = [
     params::describe(c"padding", abi::PARAM_UNSIGNED_INTEGER),
     params::describe(c"keylen", abi::PARAM_UNSIGNED_INTEGER),
     params::describe(c"ivlen", abi::PARAM_UNSIGNED_INTEGER),
     params::describe(c"tag", abi::PARAM_OCTET_STRING),
+    params::describe(c"tlsaad", abi::PARAM_OCTET_STRING),
+    params::describe(c"tlsivfixed", abi::PARAM_OCTET_STRING),
+    params::describe(c"tls-version", abi::PARAM_UNSIGNED_INTEGER),
+    params::describe(c"tls-mac-size", abi::PARAM_UNSIGNED_INTEGER),
     params::END,
 ];
 

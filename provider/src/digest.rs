@@ -107,10 +107,12 @@ impl HashCtx {
     /// HMAC: (re)opens the session for the current digest and key.
     fn open_hmac(&mut self) -> bool {
         let Some(key) = &self.key else { return true };
-        if key.is_empty() {
-            return self.fail("HMAC: ocf does not take empty keys");
-        }
-        let params = SessionParams::hmac(self.alg, key.clone()).multipart();
+        // ocf refuses empty MAC keys (an IPsec SA with no key is a mistake), but RFC 2104
+        // allows them and TLS 1.3 needs one: HKDF-Extract with an empty salt. HMAC pads its
+        // key with zeros to the block length, so the empty key and the one-byte key 0x00
+        // are the same key.
+        let key = if key.is_empty() { ocf::Key::new(&[0u8]) } else { key.clone() };
+        let params = SessionParams::hmac(self.alg, key).multipart();
         match self.provider().new_session(&params) {
             Ok(s) => {
                 self.session = Some(s);

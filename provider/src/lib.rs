@@ -31,6 +31,7 @@ pub mod cipher;
 pub mod digest;
 pub mod params;
 pub mod part;
+pub mod tls;
 
 use abi::{CoreGetParams, CoreHandle, Dispatch, Param};
 

@@ -208,6 +208,22 @@ pub fn set_octets(p: &mut Param, v: &[u8]) -> bool {
     true
 }
 
+/// Points an OCTET_PTR slot at `v` (which must outlive the caller's use of it: libssl
+/// reads the TLS MAC from the cipher context right after the update that produced it).
+/// False if the slot has another type.
+pub fn set_octet_ptr(p: &mut Param, v: &[u8]) -> bool {
+    if p.data_type != abi::PARAM_OCTET_PTR {
+        return false;
+    }
+    p.return_size = v.len();
+    if p.data.is_null() {
+        return true;
+    }
+    // SAFETY: the slot's type says `data` is a `const void *` to write.
+    unsafe { *(p.data as *mut *const u8) = v.as_ptr() };
+    true
+}
+
 /// Reads an integer slot (signed or unsigned, 4 or 8 bytes) as a non-negative number.
 pub fn get_uint(p: &Param) -> Option<u64> {
     if p.data.is_null() {

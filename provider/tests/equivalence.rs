@@ -333,9 +333,10 @@ fn mac_matches_the_default_provider() {
         let file = work.path().join(format!("{n}.in"));
         std::fs::write(&file, Rng::new(&format!("mac/{n}")).bytes(n)).expect("write input");
         for digest in ["SHA1", "SHA256", "SHA384", "SHA512", "MD5"] {
-            // Keys shorter than, equal to (64: SHA-1, SHA-256, MD5) and longer than the
-            // block (200: every digest here; such keys are hashed first).
-            for k in [3, 64, 128, 200] {
+            // Empty (RFC 2104 allows it; TLS 1.3's HKDF-Extract uses one), shorter than,
+            // equal to (64: SHA-1, SHA-256, MD5) and longer than the block (200: every
+            // digest here; such keys are hashed first).
+            for k in [0, 3, 64, 128, 200] {
                 let key = Rng::new(&format!("mac/{n}/{digest}/{k}")).bytes(k);
                 let (o, d) = (hmac(ocf, digest, &key, &file), hmac(Prov::Default, digest, &key, &file));
                 assert!(!d.is_empty(), "default's HMAC-{digest}: empty");
