@@ -283,14 +283,8 @@ impl CipherCtx {
                 return None;
             }
             // SAFETY: `inl` bytes are readable at `input` and writable at `out` (`outsize` >=
-            // `inl`); `ptr::copy` allows any overlap and is skipped when they are the same
-            // bytes. From here on only `out` is used.
-            let data = unsafe {
-                if !std::ptr::eq(input, out) {
-                    std::ptr::copy(input, out, inl);
-                }
-                std::slice::from_raw_parts_mut(out, inl)
-            };
+            // `inl`).
+            let data = unsafe { in_output(input, out, inl) };
             return self.part(data, false).then_some(inl);
         }
         // SAFETY: as the caller promises.
@@ -330,13 +324,8 @@ impl CipherCtx {
             return None;
         }
         // SAFETY: `inl` bytes are readable at `input` and writable at `out` (`outsize` >=
-        // `inl`); `ptr::copy` allows overlap. From here on only `out` is used.
-        let record = unsafe {
-            if !std::ptr::eq(input, out) {
-                std::ptr::copy(input, out, inl);
-            }
-            std::slice::from_raw_parts_mut(out, inl)
-        };
+        // `inl`).
+        let record = unsafe { in_output(input, out, inl) };
         let nonce: [u8; 12];
         let body = match layout {
             tls::Layout::Gcm => {
@@ -751,6 +740,21 @@ impl CipherCtx {
     }
 }
 
+/// The `n` input bytes moved into the output buffer (unless they are already there): the
+/// slice a cipher then transforms in place. From here on only the output is used.
+///
+/// # Safety
+/// `n` bytes are readable at `input` and writable at `out`; the two may overlap in any way.
+unsafe fn in_output<'a>(input: *const u8, out: *mut u8, n: usize) -> &'a mut [u8] {
+    // SAFETY: as the caller promises; `ptr::copy` allows overlap.
+    unsafe {
+        if !std::ptr::eq(input, out) {
+            std::ptr::copy(input, out, n);
+        }
+        std::slice::from_raw_parts_mut(out, n)
+    }
+}
+
 /// Whether two keys are equal, in time that depends on their lengths only.
 fn same_key(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
@@ -896,10 +900,7 @@ unsafe extern "C" fn cipher(
             }
             // As in `CipherCtx::update`: the input moved into the output, then transformed
             // there.
-            if !std::ptr::eq(input, out) {
-                std::ptr::copy(input, out, inl);
-            }
-            if !c.part(std::slice::from_raw_parts_mut(out, inl), false) {
+            if !c.part(in_output(input, out, inl), false) {
                 return FAIL;
             }
             if !outl.is_null() {
