@@ -14,6 +14,10 @@
 //! for each session). `sim:<profile>` registers a simulated card first (`sim:bcm5822`).
 //! A driver that cannot be had stops the provider from loading, with the reason on stderr.
 //!
+//! Statistics: with `stats = PATH` in that section, or `OCF_STATS=PATH` (`-` for stderr),
+//! the provider appends ocf's counters and per-stage profile to PATH when OpenSSL unloads
+//! it ([`stats`]).
+//!
 //! What it offers ([`cipher`], [`digest`]): AES-128/192/256 in CBC, CTR and GCM,
 //! ChaCha20-Poly1305, 3DES-CBC; SHA-1, SHA-256, SHA-384, SHA-512, MD5; HMAC. Every
 //! operation is an ocf session and requests on it (OpenSSL's update calls become the parts
@@ -31,6 +35,7 @@ pub mod cipher;
 pub mod digest;
 pub mod params;
 pub mod part;
+pub mod stats;
 pub mod tls;
 
 use abi::{CoreGetParams, CoreHandle, Dispatch, Param};
@@ -55,6 +60,8 @@ pub struct Provider {
     digest_sessions: [OnceLock<Session>; 5],
     /// How to put an error on OpenSSL's error queue (absent in unit tests).
     errors: Option<CoreErrors>,
+    /// Where the statistics go when OpenSSL unloads the provider (see [`stats`]).
+    pub stats_to: Option<String>,
 }
 
 /// The core's error functions and this provider's handle.
@@ -91,7 +98,7 @@ impl Provider {
                 Some(d.to_owned())
             }
         };
-        Ok(Provider { framework, driver, digest_sessions: Default::default(), errors: None })
+        Ok(Provider { framework, driver, digest_sessions: Default::default(), errors: None, stats_to: None })
     }
 
     /// A session on the configured driver, or on ocf's best for `params`.
@@ -157,12 +164,15 @@ pub unsafe extern "C" fn OSSL_provider_init(
         return params::FAIL;
     }
     // SAFETY: OpenSSL passes its terminated dispatch table and its handle.
-    let configured = unsafe { configured_driver(handle, core) };
+    let driver = unsafe { configured(handle, core, c"driver") };
     let env = std::env::var("OCF_DRIVER").ok();
-    let provider = match Provider::new(configured.as_deref().or(env.as_deref())) {
+    let provider = match Provider::new(driver.as_deref().or(env.as_deref())) {
         Ok(mut p) => {
             // SAFETY: as above.
             p.errors = unsafe { core_errors(handle, core) };
+            // SAFETY: as above.
+            p.stats_to =
+                unsafe { configured(handle, core, c"stats") }.or_else(|| std::env::var("OCF_STATS").ok());
             p
         }
         Err(e) => {
@@ -181,7 +191,7 @@ pub unsafe extern "C" fn OSSL_provider_init(
 /// The core's error functions, if it offers them.
 ///
 /// # Safety
-/// As for [`configured_driver`].
+/// As for [`configured`].
 unsafe fn core_errors(handle: *const CoreHandle, core: *const Dispatch) -> Option<CoreErrors> {
     type NewError = unsafe extern "C" fn(*const CoreHandle);
     type VsetError = unsafe extern "C" fn(*const CoreHandle, u32, *const c_char, *mut c_void);
@@ -218,11 +228,11 @@ unsafe fn core_function(core: *const Dispatch, id: c_int) -> Option<unsafe exter
     None
 }
 
-/// The `driver` parameter of the provider's configuration section, if set.
+/// A parameter (`driver`, `stats`) of the provider's configuration section, if set.
 ///
 /// # Safety
 /// `core` is NULL or OpenSSL's terminated dispatch table; `handle` is the core's handle.
-unsafe fn configured_driver(handle: *const CoreHandle, core: *const Dispatch) -> Option<String> {
+unsafe fn configured(handle: *const CoreHandle, core: *const Dispatch, key: &'static CStr) -> Option<String> {
     // SAFETY: as the caller promises; the number stands for this type (core_dispatch.h:
     // OSSL_FUNC_core_get_params).
     let get_params = unsafe {
@@ -234,7 +244,7 @@ unsafe fn configured_driver(handle: *const CoreHandle, core: *const Dispatch) ->
     let mut value: *const std::ffi::c_char = std::ptr::null();
     let mut request = [
         params::slot(
-            c"driver",
+            key,
             abi::PARAM_UTF8_PTR,
             &mut value as *mut _ as *mut c_void,
             std::mem::size_of::<*const std::ffi::c_char>(),
@@ -266,11 +276,18 @@ static PROVIDER_DISPATCH: [Dispatch; 5] = [
     abi::END,
 ];
 
-/// Frees the provider's context (its framework, drivers and sessions).
+/// Frees the provider's context (its framework, drivers and sessions), after writing its
+/// statistics where `stats` / `OCF_STATS` asked.
 unsafe extern "C" fn teardown(provctx: *mut c_void) {
     if !provctx.is_null() {
         // SAFETY: `provctx` is the box OSSL_provider_init made; OpenSSL calls teardown once.
-        drop(unsafe { Box::from_raw(provctx as *mut Provider) });
+        let provider = unsafe { Box::from_raw(provctx as *mut Provider) };
+        if let Some(to) = &provider.stats_to {
+            if let Err(e) = stats::write(&provider.framework, to) {
+                eprintln!("ocf provider: statistics to {to}: {e}");
+            }
+        }
+        drop(provider);
     }
 }
 

@@ -54,3 +54,78 @@ fn the_driver_comes_from_the_providers_openssl_cnf_section() {
     // The configured driver does not exist: the provider refuses to load, and says why.
     assert!(text.contains("ocf provider: driver 'nosuch' is not registered"), "ok {ok}: {text}");
 }
+
+/// The soft driver's row of a statistics report: (requests, bytes, errors).
+fn soft_row(report: &str) -> (u64, u64, u64) {
+    let row =
+        report.lines().find(|l| l.starts_with("soft ")).unwrap_or_else(|| panic!("no soft row:\n{report}"));
+    let n: Vec<u64> = row.split_whitespace().skip(3).map(|x| x.parse().expect("a count")).collect();
+    (n[0], n[1], n[2])
+}
+
+#[test]
+fn statistics_are_written_when_openssl_unloads_the_provider() {
+    let dir = module_dir();
+    let path = dir.path().to_str().expect("utf-8 path");
+    let input = dir.path().join("in");
+    std::fs::write(&input, vec![0x5au8; 100_000]).expect("write input");
+    let input = input.to_str().expect("utf-8 path");
+    let key = "000102030405060708090a0b0c0d0e0f";
+    let enc = [
+        "enc",
+        "-e",
+        "-aes-128-cbc",
+        "-K",
+        key,
+        "-iv",
+        key,
+        "-provider-path",
+        path,
+        "-provider",
+        "ocf",
+        "-propquery",
+        "provider=ocf",
+        "-in",
+        input,
+        "-out",
+        "/dev/null",
+    ];
+    // From the environment: 100,000 bytes and their padding block went through soft.
+    let report = dir.path().join("stats.txt");
+    let (ok, text) = openssl(&enc, &[("OCF_STATS", report.to_str().expect("utf-8"))]);
+    assert!(ok, "{text}");
+    let first = std::fs::read_to_string(&report).expect("a report was written");
+    let (requests, bytes, errors) = soft_row(&first);
+    assert!(requests > 0 && bytes == 100_016 && errors == 0, "{first}");
+    // From openssl.cnf's `stats`: appended after the first report.
+    let cnf = dir.path().join("openssl.cnf");
+    std::fs::write(
+        &cnf,
+        format!(
+            "openssl_conf = init\n[init]\nproviders = provs\n[provs]\nocf = ocf_sect\n\
+             [ocf_sect]\nmodule = {}\nstats = {}\nactivate = 1\n",
+            dir.path().join("ocf.so").display(),
+            report.display()
+        ),
+    )
+    .expect("write openssl.cnf");
+    let from_cnf = [
+        "enc",
+        "-e",
+        "-aes-128-cbc",
+        "-K",
+        key,
+        "-iv",
+        key,
+        "-propquery",
+        "provider=ocf",
+        "-in",
+        input,
+        "-out",
+        "/dev/null",
+    ];
+    let (ok, text) = openssl(&from_cnf, &[("OPENSSL_CONF", cnf.to_str().expect("utf-8"))]);
+    assert!(ok, "{text}");
+    let both = std::fs::read_to_string(&report).expect("report");
+    assert_eq!(both.matches("ocf provider statistics").count(), 2, "{both}");
+}
