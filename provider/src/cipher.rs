@@ -198,6 +198,11 @@ impl CipherCtx {
         true
     }
 
+    /// Refuses a length this cipher does not have (`ivlen`, `keylen`).
+    fn fail_fixed(&self, what: &str, len: usize) -> bool {
+        self.fail(&format!("{}: ocf takes {len}-byte {what}s only", name(self.info)))
+    }
+
     fn fail(&self, why: &str) -> bool {
         self.provider().error(why);
         false
@@ -596,11 +601,7 @@ impl CipherCtx {
         for p in unsafe { params::each(ps as *mut Param) } {
             if params::is(p, c"ivlen") {
                 if params::get_uint(p) != Some(self.info.iv_len as u64) {
-                    return self.fail(&format!(
-                        "{}: ocf takes {}-byte IVs only",
-                        name(self.info),
-                        self.info.iv_len
-                    ));
+                    return self.fail_fixed("IV", self.info.iv_len);
                 }
             } else if params::is(p, c"padding") {
                 match params::get_uint(p) {
@@ -609,11 +610,7 @@ impl CipherCtx {
                 }
             } else if params::is(p, c"keylen") {
                 if params::get_uint(p) != Some(self.info.key_len as u64) {
-                    return self.fail(&format!(
-                        "{} has a fixed key length of {} bytes",
-                        name(self.info),
-                        self.info.key_len
-                    ));
+                    return self.fail_fixed("key", self.info.key_len);
                 }
             } else if params::is(p, c"tls-version") {
                 // libssl sets it on every cipher; only block ciphers change behaviour (AEADs

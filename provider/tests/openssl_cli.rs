@@ -37,19 +37,25 @@ fn a_driver_that_cannot_be_had_stops_the_provider_from_loading() {
     assert!(ok, "{text}");
 }
 
-#[test]
-fn the_driver_comes_from_the_providers_openssl_cnf_section() {
-    let dir = module_dir();
-    let cnf = dir.path().join("openssl.cnf");
+/// An openssl.cnf in `dir` that loads `dir/ocf.so` with `setting` in its section.
+fn provider_cnf(dir: &std::path::Path, setting: &str) -> std::path::PathBuf {
+    let cnf = dir.join("openssl.cnf");
     std::fs::write(
         &cnf,
         format!(
             "openssl_conf = init\n[init]\nproviders = provs\n[provs]\nocf = ocf_sect\n\
-             [ocf_sect]\nmodule = {}\ndriver = nosuch\nactivate = 1\n",
-            dir.path().join("ocf.so").display()
+             [ocf_sect]\nmodule = {}\n{setting}\nactivate = 1\n",
+            dir.join("ocf.so").display()
         ),
     )
     .expect("write openssl.cnf");
+    cnf
+}
+
+#[test]
+fn the_driver_comes_from_the_providers_openssl_cnf_section() {
+    let dir = module_dir();
+    let cnf = provider_cnf(dir.path(), "driver = nosuch");
     let (ok, text) = openssl(&["list", "-providers"], &[("OPENSSL_CONF", cnf.to_str().expect("utf-8"))]);
     // The configured driver does not exist: the provider refuses to load, and says why.
     assert!(text.contains("ocf provider: driver 'nosuch' is not registered"), "ok {ok}: {text}");
@@ -71,60 +77,25 @@ fn statistics_are_written_when_openssl_unloads_the_provider() {
     std::fs::write(&input, vec![0x5au8; 100_000]).expect("write input");
     let input = input.to_str().expect("utf-8 path");
     let key = "000102030405060708090a0b0c0d0e0f";
-    let enc = [
-        "enc",
-        "-e",
-        "-aes-128-cbc",
-        "-K",
-        key,
-        "-iv",
-        key,
-        "-provider-path",
-        path,
-        "-provider",
-        "ocf",
-        "-propquery",
-        "provider=ocf",
-        "-in",
-        input,
-        "-out",
-        "/dev/null",
-    ];
+    // `openssl enc` through ocf, loaded from the module directory or from openssl.cnf.
+    let enc = |from_dir: bool| -> Vec<&str> {
+        let mut v = vec!["enc", "-e", "-aes-128-cbc", "-K", key, "-iv", key];
+        if from_dir {
+            v.extend(["-provider-path", path, "-provider", "ocf"]);
+        }
+        v.extend(["-propquery", "provider=ocf", "-in", input, "-out", "/dev/null"]);
+        v
+    };
     // From the environment: 100,000 bytes and their padding block went through soft.
     let report = dir.path().join("stats.txt");
-    let (ok, text) = openssl(&enc, &[("OCF_STATS", report.to_str().expect("utf-8"))]);
+    let (ok, text) = openssl(&enc(true), &[("OCF_STATS", report.to_str().expect("utf-8"))]);
     assert!(ok, "{text}");
     let first = std::fs::read_to_string(&report).expect("a report was written");
     let (requests, bytes, errors) = soft_row(&first);
     assert!(requests > 0 && bytes == 100_016 && errors == 0, "{first}");
     // From openssl.cnf's `stats`: appended after the first report.
-    let cnf = dir.path().join("openssl.cnf");
-    std::fs::write(
-        &cnf,
-        format!(
-            "openssl_conf = init\n[init]\nproviders = provs\n[provs]\nocf = ocf_sect\n\
-             [ocf_sect]\nmodule = {}\nstats = {}\nactivate = 1\n",
-            dir.path().join("ocf.so").display(),
-            report.display()
-        ),
-    )
-    .expect("write openssl.cnf");
-    let from_cnf = [
-        "enc",
-        "-e",
-        "-aes-128-cbc",
-        "-K",
-        key,
-        "-iv",
-        key,
-        "-propquery",
-        "provider=ocf",
-        "-in",
-        input,
-        "-out",
-        "/dev/null",
-    ];
-    let (ok, text) = openssl(&from_cnf, &[("OPENSSL_CONF", cnf.to_str().expect("utf-8"))]);
+    let cnf = provider_cnf(dir.path(), &format!("stats = {}", report.display()));
+    let (ok, text) = openssl(&enc(false), &[("OPENSSL_CONF", cnf.to_str().expect("utf-8"))]);
     assert!(ok, "{text}");
     let both = std::fs::read_to_string(&report).expect("report");
     assert_eq!(both.matches("ocf provider statistics").count(), 2, "{both}");
