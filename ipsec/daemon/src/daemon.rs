@@ -13,7 +13,8 @@ use ipsec_core::{DefaultPolicy, Ipsec};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use tun_rs::{DeviceBuilder, SyncDevice};
 
-use crate::ctl::{self, Request};
+use crate::ctl::Reply;
+use crate::ctl_server::{self, Counters, Handler, Server};
 use crate::net::{self, Family, IoCounters, NetSink};
 use crate::routing::Routing;
 use crate::service;
@@ -137,18 +138,19 @@ pub fn run(opts: Options) -> Result<(), String> {
             move || net::udp_loop(&core, &sink, &udp, f, port, max)
         })?;
     }
+    let control = Server::new(
+        Control { core: core.clone(), io: io.clone(), routes: routes.clone() },
+        ctl_server::Limits::default(),
+    );
     if let Some(addr) = opts.metrics {
         let l = std::net::TcpListener::bind(addr).map_err(|e| format!("metrics address {addr}: {e}"))?;
         tracing::info!("metrics on http://{addr}/metrics");
         spawn("ipsecd-metrics", {
-            let (core, io) = (core.clone(), io.clone());
-            move || metrics_loop(&l, &core, &io)
+            let (core, io, ctl) = (core.clone(), io.clone(), control.counters().clone());
+            move || metrics_loop(&l, &core, &io, &ctl)
         })?;
     }
-    spawn("ipsecd-ctl", {
-        let (core, io, routes) = (core.clone(), io.clone(), routes.clone());
-        move || control_loop(&listener, &core, &io, &routes)
-    })?;
+    spawn("ipsecd-ctl", move || control.serve(&listener))?;
 
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
         .map_err(|e| format!("signals: {e}"))?;
@@ -187,30 +189,31 @@ fn bind_control(path: &Path) -> Result<UnixListener, String> {
     Ok(l)
 }
 
-fn control_loop(listener: &UnixListener, core: &Ipsec, io: &IoCounters, routes: &Mutex<Routing>) {
-    for conn in listener.incoming() {
-        let Ok(mut conn) = conn else { continue };
-        let _ = conn.set_write_timeout(Some(ctl::TIMEOUT));
-        let reply = match ctl::read_request(&mut conn) {
-            Ok(Request::Stats) => Ok(service::stats(core, io)),
-            Ok(Request::Setkey(body)) => {
-                let r = service::apply_setkey(core, "control", &body);
-                routes.lock().unwrap_or_else(|e| e.into_inner()).sync(core);
-                r
-            }
-            Err(e) => Err(e),
-        };
-        match &reply {
-            Err(e) if e == ctl::EMPTY => continue,
-            Err(e) => tracing::warn!("control request refused: {e}"),
-            Ok(_) => {}
-        }
-        let _ = conn.write_all(&ctl::encode_reply(&reply));
+/// What the control socket's requests do (served by [`ctl_server::Server`], which gives
+/// changes one at a time).
+struct Control {
+    core: Arc<Ipsec>,
+    io: Arc<IoCounters>,
+    routes: Arc<Mutex<Routing>>,
+}
+
+impl Handler for Control {
+    fn stats(&self, ctl: &Counters) -> String {
+        format!("{}control: {ctl}\n", service::stats(&self.core, &self.io))
+    }
+
+    /// The change and its routes under the routes' lock, which SIGHUP's route sync takes
+    /// too.
+    fn change(&self, body: &str) -> Reply {
+        let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        let r = service::apply_setkey(&self.core, "control", body);
+        routes.sync(&self.core);
+        r
     }
 }
 
 /// Answers every connection with the counters (any request: a scraper's GET /metrics).
-fn metrics_loop(listener: &std::net::TcpListener, core: &Ipsec, io: &IoCounters) {
+fn metrics_loop(listener: &std::net::TcpListener, core: &Ipsec, io: &IoCounters, ctl: &Counters) {
     use std::io::Read;
     for conn in listener.incoming() {
         let Ok(mut conn) = conn else { continue };
@@ -219,7 +222,7 @@ fn metrics_loop(listener: &std::net::TcpListener, core: &Ipsec, io: &IoCounters)
         // The request line and headers are read and ignored (up to a small limit).
         let mut req = [0u8; 2048];
         let _ = conn.read(&mut req);
-        let body = service::prometheus(core, io);
+        let body = service::prometheus(core, io) + &ctl.prometheus();
         let head = format!(
             "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
             body.len()

@@ -8,11 +8,13 @@
 //! - [`daemon`]: start-up, threads, routes, signals, the lifetime tick.
 //! - [`net`]: the TUN and sockets, and the loops that feed the core.
 //! - [`service`]: control requests, stats, and the SIGHUP reload that keeps SA state.
-//! - [`ctl`]: the control socket's protocol.
+//! - [`ctl`]: the control socket's protocol and its client.
+//! - [`ctl_server`]: the control server: concurrent clients, deadlines, changes one at a time.
 
 pub mod batch;
 pub mod coalesce;
 pub mod ctl;
+pub mod ctl_server;
 pub mod daemon;
 pub mod net;
 pub mod routing;

@@ -1,0 +1,552 @@
+//! The control server: serves [`crate::ctl`]'s protocol on the control socket so that no
+//! client, however slow, holds up another, and every client gets a reply.
+//!
+//! ```text
+//!  accept (thread ipsecd-ctl) ── over Limits::clients open? ── "error: busy", closed
+//!     │ one thread per connection (ipsecd-ctl-conn)
+//!     ▼
+//!  read the request by Limits::deadline (total, however the bytes trickle in), at most
+//!  Limits::max_request bytes ── refused? ── the reason as the reply, then closed
+//!     │
+//!     ├─ heartbeat thread: "working\n" every Limits::heartbeat until the answer is ready
+//!     └─ Handler::stats at once │ Handler::change under the change lock: one at a time
+//!     ▼
+//!  the reply, written by Limits::deadline; closed
+//! ```
+//!
+//! Why a thread per connection: the control plane is not a hot path, its requests are few,
+//! and a blocking read with a timeout per connection is the simplest thing that cannot be
+//! held up by a neighbour; the bound on open connections keeps a runaway client from
+//! making threads without end (and is answered at once, not queued). Reading has a total
+//! deadline, not one per read: a client dripping one byte just inside each read's timeout
+//! held the old single control thread forever. Changes are serialised because a setkey
+//! request is a sequence of statements whose meaning depends on the tables it starts
+//! from; stats read the tables' snapshots and need no turn.
+//!
+//! Every refusal is counted under its cause ([`Refused`], [`Counters`]) and shown by
+//! `ipsecctl stats` and the metrics endpoint.
+
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::ctl::{self, Reply, Request};
+
+/// What the daemon does with requests.
+pub trait Handler: Send + Sync + 'static {
+    /// `stats`: every counter (the control server's own are in `ctl`).
+    fn stats(&self, ctl: &Counters) -> String;
+    /// `setkey`: called for one request at a time.
+    fn change(&self, body: &str) -> Reply;
+}
+
+/// The server's bounds.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Connections served at once; one more is told the server is busy.
+    pub clients: usize,
+    /// For a whole request to arrive, and for the whole reply to be taken.
+    pub deadline: Duration,
+    /// How often a client is told that its request is still being worked on.
+    pub heartbeat: Duration,
+    /// The largest request, in bytes.
+    pub max_request: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            clients: 16,
+            deadline: ctl::DEADLINE,
+            heartbeat: ctl::HEARTBEAT,
+            max_request: ctl::MAX_REQUEST,
+        }
+    }
+}
+
+/// Why a connection got no answer to its request, one counter each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// More than [`Limits::max_request`] bytes.
+    TooLarge,
+    /// The request did not arrive whole by the deadline.
+    RequestDeadline,
+    /// The client did not take its reply by the deadline.
+    ReplyDeadline,
+    /// Not a request of the protocol (unknown verb, not UTF-8, a body for stats).
+    Malformed,
+    /// [`Limits::clients`] connections were already open.
+    Busy,
+    /// The connection failed.
+    Io,
+}
+
+impl Refused {
+    pub const ALL: [Refused; 6] = [
+        Refused::TooLarge,
+        Refused::RequestDeadline,
+        Refused::ReplyDeadline,
+        Refused::Malformed,
+        Refused::Busy,
+        Refused::Io,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Refused::TooLarge => "too_large",
+            Refused::RequestDeadline => "request_deadline",
+            Refused::ReplyDeadline => "reply_deadline",
+            Refused::Malformed => "malformed",
+            Refused::Busy => "busy",
+            Refused::Io => "io",
+        }
+    }
+}
+
+/// The control server's counters.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Requests answered (with `ok` or with the handler's error).
+    pub answered: AtomicU64,
+    refused: [AtomicU64; Refused::ALL.len()],
+}
+
+impl Counters {
+    pub fn refused(&self, why: Refused) -> u64 {
+        self.refused[why as usize].load(Ordering::Relaxed)
+    }
+
+    fn count(&self, why: Refused) {
+        self.refused[why as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Prometheus text: `ipsecd_control_requests_total` and `ipsecd_control_refused_total`
+    /// by reason.
+    pub fn prometheus(&self) -> String {
+        let mut o = String::from(
+            "# HELP ipsecd_control_requests_total Control requests answered.\n\
+             # TYPE ipsecd_control_requests_total counter\n\
+             # HELP ipsecd_control_refused_total Control connections refused, by reason.\n\
+             # TYPE ipsecd_control_refused_total counter\n",
+        );
+        o += &format!("ipsecd_control_requests_total {}\n", self.answered.load(Ordering::Relaxed));
+        for r in Refused::ALL {
+            o += &format!("ipsecd_control_refused_total{{reason=\"{}\"}} {}\n", r.name(), self.refused(r));
+        }
+        o
+    }
+}
+
+impl std::fmt::Display for Counters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} requests answered; refused:", self.answered.load(Ordering::Relaxed))?;
+        for r in Refused::ALL {
+            write!(f, " {} {}", r.name(), self.refused(r))?;
+        }
+        Ok(())
+    }
+}
+
+/// The server: its handler, bounds, counters and the lock that serialises changes.
+pub struct Server<H> {
+    handler: H,
+    limits: Limits,
+    counters: Arc<Counters>,
+    change: Mutex<()>,
+    open: AtomicUsize,
+}
+
+impl<H: Handler> Server<H> {
+    pub fn new(handler: H, limits: Limits) -> Arc<Self> {
+        Arc::new(Server {
+            handler,
+            limits,
+            counters: Arc::default(),
+            change: Mutex::new(()),
+            open: AtomicUsize::new(0),
+        })
+    }
+
+    pub fn counters(&self) -> &Arc<Counters> {
+        &self.counters
+    }
+
+    /// Accepts connections for ever, each on a thread of its own (up to the bound).
+    pub fn serve(self: &Arc<Self>, listener: &UnixListener) {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            if self.open.fetch_add(1, Ordering::AcqRel) >= self.limits.clients {
+                self.open.fetch_sub(1, Ordering::AcqRel);
+                self.refuse_busy(conn);
+                continue;
+            }
+            let slot = Slot(self.clone());
+            let spawned = std::thread::Builder::new()
+                .name("ipsecd-ctl-conn".into())
+                .spawn(move || slot.0.connection(conn));
+            if let Err(e) = spawned {
+                // The closure, and the slot in it, were dropped.
+                self.counters.count(Refused::Io);
+                tracing::warn!("control: no thread for a connection: {e}");
+            }
+        }
+    }
+
+    /// Tells a connection over the bound so, without waiting on it: the reply fits the
+    /// empty socket buffer of a new connection.
+    fn refuse_busy(&self, mut conn: UnixStream) {
+        self.counters.count(Refused::Busy);
+        let msg = format!(
+            "ipsecd is serving {} control connections already (the most it serves at once); try again",
+            self.limits.clients
+        );
+        tracing::warn!("control: {msg}");
+        let _ = conn.set_nonblocking(true);
+        let _ = conn.write_all(&ctl::encode_reply(&Err(msg)));
+    }
+
+    fn connection(&self, mut conn: UnixStream) {
+        let request = match read_request(&mut conn, &self.limits) {
+            Ok(req) => req,
+            Err(None) => return, // nothing sent: a starting daemon's probe
+            Err(Some((why, msg))) => {
+                self.counters.count(why);
+                tracing::warn!("control request refused: {msg}");
+                self.reply(&mut conn, &Err(msg));
+                return;
+            }
+        };
+        let reply = self.answer_beating(&conn, &request);
+        if let Err(e) = &reply {
+            tracing::warn!("control request failed: {e}");
+        }
+        self.counters.answered.fetch_add(1, Ordering::Relaxed);
+        self.reply(&mut conn, &reply);
+    }
+
+    /// Answers `request` while a second thread tells the client, every heartbeat, that
+    /// the daemon is still on it (waiting its turn or applying).
+    fn answer_beating(&self, conn: &UnixStream, request: &Request) -> Reply {
+        let _ = conn.set_write_timeout(Some(self.limits.deadline));
+        std::thread::scope(|s| {
+            let (done, beat) = mpsc::channel::<()>();
+            s.spawn(move || {
+                let mut out = conn;
+                while let Err(RecvTimeoutError::Timeout) = beat.recv_timeout(self.limits.heartbeat) {
+                    if out.write_all(ctl::WORKING.as_bytes()).is_err() {
+                        break;
+                    }
+                }
+            });
+            let reply = match request {
+                Request::Stats => Ok(self.handler.stats(&self.counters)),
+                Request::Setkey(body) => {
+                    let _turn = self.change.lock().unwrap_or_else(|e| e.into_inner());
+                    self.handler.change(body)
+                }
+            };
+            drop(done);
+            reply
+        })
+    }
+
+    /// Writes the reply by the deadline (however slowly the client reads), then closes.
+    fn reply(&self, conn: &mut UnixStream, reply: &Reply) {
+        let bytes = ctl::encode_reply(reply);
+        let deadline = Instant::now() + self.limits.deadline;
+        let mut sent = 0;
+        while sent < bytes.len() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                self.counters.count(Refused::ReplyDeadline);
+                tracing::warn!(
+                    "control: a client took {sent} of {} reply bytes by the deadline",
+                    bytes.len()
+                );
+                return;
+            }
+            let _ = conn.set_write_timeout(Some(left));
+            match conn.write(&bytes[sent..]) {
+                Ok(0) => return,
+                Ok(n) => sent += n,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                    ) => {}
+                // The client went away: nobody to tell.
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+/// One of the server's [`Limits::clients`] places, given back however its connection ends.
+struct Slot<H: Handler>(Arc<Server<H>>);
+
+impl<H: Handler> Drop for Slot<H> {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Reads a whole request by the deadline. `Err(None)`: the client sent nothing and closed;
+/// `Err(Some(..))`: refused, with the reason to send back.
+fn read_request(conn: &mut UnixStream, limits: &Limits) -> Result<Request, Option<(Refused, String)>> {
+    let deadline = Instant::now() + limits.deadline;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 64 << 10];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Some((
+                Refused::RequestDeadline,
+                format!(
+                    "the request did not arrive whole within {} s ({} bytes came; a request ends when the client shuts down its sending half)",
+                    limits.deadline.as_secs_f32(),
+                    buf.len()
+                ),
+            )));
+        }
+        let _ = conn.set_read_timeout(Some(left));
+        match conn.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) if buf.len() + n > limits.max_request => {
+                return Err(Some((
+                    Refused::TooLarge,
+                    format!(
+                        "request larger than {} bytes, the most ipsecd reads in one request; split it",
+                        limits.max_request
+                    ),
+                )))
+            }
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(Some((Refused::Io, format!("reading the request: {e}")))),
+        }
+    }
+    if buf.is_empty() {
+        return Err(None);
+    }
+    Request::decode(&buf).map_err(|e| Some((Refused::Malformed, e)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ctl::{call, CallError, Wait};
+    use std::path::PathBuf;
+    use std::sync::atomic::AtomicBool;
+
+    /// A handler whose changes take `work` and record how many ran at once.
+    #[derive(Default)]
+    struct Probe {
+        work: Duration,
+        running: AtomicUsize,
+        most: AtomicUsize,
+        applied: Mutex<Vec<String>>,
+    }
+
+    impl Handler for Arc<Probe> {
+        fn stats(&self, ctl: &Counters) -> String {
+            format!("stats; control: {ctl}\n")
+        }
+        fn change(&self, body: &str) -> Reply {
+            let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(self.work);
+            self.applied.lock().unwrap().push(body.to_owned());
+            self.running.fetch_sub(1, Ordering::SeqCst);
+            if body.starts_with("bad") {
+                Err("line 1: refused".into())
+            } else {
+                Ok(format!("applied {body}"))
+            }
+        }
+    }
+
+    struct Running {
+        path: PathBuf,
+        probe: Arc<Probe>,
+        server: Arc<Server<Arc<Probe>>>,
+    }
+
+    impl Drop for Running {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+
+    fn start(name: &str, limits: Limits, work: Duration) -> Running {
+        let path = std::env::temp_dir().join(format!("ipsecd-ctl-{}-{name}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path).unwrap();
+        let probe = Arc::new(Probe { work, ..Probe::default() });
+        let server = Server::new(probe.clone(), limits);
+        let s = server.clone();
+        std::thread::spawn(move || s.serve(&listener));
+        Running { path, probe, server }
+    }
+
+    fn quick() -> Limits {
+        Limits {
+            deadline: Duration::from_millis(1500),
+            heartbeat: Duration::from_millis(100),
+            ..Limits::default()
+        }
+    }
+
+    /// Asserts that `f` finishes within `most`, and returns what it returned.
+    fn within<T>(most: Duration, f: impl FnOnce() -> T) -> T {
+        let t = Instant::now();
+        let r = f();
+        assert!(t.elapsed() < most, "took {:?} (at most {most:?})", t.elapsed());
+        r
+    }
+
+    /// A client that connects and says nothing, and one that drips a byte at a time, do
+    /// not hold up stats or a change (the single control thread waited 10 s per read, and
+    /// for ever on the dripping one).
+    #[test]
+    fn slow_clients_hold_up_no_one() {
+        let s = start("slow", Limits { deadline: Duration::from_secs(30), ..quick() }, Duration::ZERO);
+        let _silent = UnixStream::connect(&s.path).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let dripper = {
+            let (path, stop) = (s.path.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut c = UnixStream::connect(path).unwrap();
+                while !stop.load(Ordering::Relaxed) && c.write_all(b"s").is_ok() {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            })
+        };
+        std::thread::sleep(Duration::from_millis(200));
+        let stats = within(Duration::from_secs(2), || call(&s.path, &Request::Stats, Wait::default()));
+        assert!(stats.unwrap().unwrap().starts_with("stats;"));
+        let change =
+            within(Duration::from_secs(2), || call(&s.path, &Request::Setkey("a".into()), Wait::default()));
+        assert_eq!(change, Ok(Ok("applied a".to_owned())));
+        stop.store(true, Ordering::Relaxed);
+        dripper.join().unwrap();
+    }
+
+    /// The deadline is for the whole request: a client dripping a byte every 50 ms (each
+    /// read well inside any per-read timeout) is cut off at the deadline, told why, and
+    /// counted.
+    #[test]
+    fn a_dripping_client_is_cut_off_at_the_deadline() {
+        let s = start("drip", quick(), Duration::ZERO);
+        let mut c = UnixStream::connect(&s.path).unwrap();
+        let t = Instant::now();
+        while c.write_all(b"s").is_ok() && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(t.elapsed() < Duration::from_secs(3), "not cut off: {:?}", t.elapsed());
+        let mut reply = Vec::new();
+        let _ = c.read_to_end(&mut reply);
+        let reply = ctl::decode_reply(&reply).unwrap_err();
+        assert!(reply.starts_with("the request did not arrive whole within 1.5 s"), "{reply}");
+        assert_eq!(s.server.counters().refused(Refused::RequestDeadline), 1);
+    }
+
+    /// A request over the limit gets the daemon's reason, not "Broken pipe".
+    #[test]
+    fn an_oversize_request_gets_the_reason() {
+        let s = start("big", Limits { max_request: 100_000, ..quick() }, Duration::ZERO);
+        let r = call(&s.path, &Request::Setkey("x".repeat(1 << 20)), Wait::default());
+        let msg = r.unwrap().unwrap_err();
+        assert_eq!(msg, "request larger than 100000 bytes, the most ipsecd reads in one request; split it");
+        assert_eq!(s.server.counters().refused(Refused::TooLarge), 1);
+        assert!(s.probe.applied.lock().unwrap().is_empty());
+    }
+
+    /// Changes from concurrent clients are applied one at a time, each gets its own reply,
+    /// and stats answer while they wait their turn.
+    #[test]
+    fn changes_are_serialised_and_stats_do_not_wait() {
+        let s = start("serial", quick(), Duration::from_millis(150));
+        let clients: Vec<_> = (0..4)
+            .map(|i| {
+                let path = s.path.clone();
+                std::thread::spawn(move || call(&path, &Request::Setkey(format!("c{i}")), Wait::default()))
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(50));
+        let stats = within(Duration::from_millis(400), || call(&s.path, &Request::Stats, Wait::default()));
+        assert!(stats.unwrap().is_ok());
+        for (i, c) in clients.into_iter().enumerate() {
+            assert_eq!(c.join().unwrap(), Ok(Ok(format!("applied c{i}"))));
+        }
+        assert_eq!(s.probe.most.load(Ordering::SeqCst), 1, "changes overlapped");
+        assert_eq!(s.probe.applied.lock().unwrap().len(), 4);
+        assert_eq!(
+            call(&s.path, &Request::Setkey("bad".into()), Wait::default()),
+            Ok(Err("line 1: refused".into()))
+        );
+    }
+
+    /// A change that takes longer than the client's patience for silence is still reported
+    /// as applied: the heartbeats keep the client waiting (it used to give up after 10 s
+    /// and report failure although the daemon applied everything).
+    #[test]
+    fn a_long_change_is_reported_as_applied() {
+        let s = start("long", quick(), Duration::from_millis(1200));
+        let wait = Wait { idle: Duration::from_millis(400), total: None };
+        assert_eq!(call(&s.path, &Request::Setkey("slow".into()), wait), Ok(Ok("applied slow".into())));
+        // A total limit the user set runs out first: the outcome is unknown, not failed.
+        let wait = Wait { idle: Duration::from_millis(400), total: Some(Duration::from_millis(500)) };
+        let e = call(&s.path, &Request::Setkey("slow".into()), wait).unwrap_err();
+        assert_eq!(e, CallError::TimedOut(Duration::from_millis(500)));
+        assert!(e.outcome_unknown() && e.to_string().contains("unknown"), "{e}");
+    }
+
+    /// A silent server (a hung daemon) makes the client give up after its idle time,
+    /// saying the outcome is unknown.
+    #[test]
+    fn a_silent_daemon_is_reported_as_unknown() {
+        let path = std::env::temp_dir().join(format!("ipsecd-ctl-{}-mute.sock", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path).unwrap();
+        let wait = Wait { idle: Duration::from_millis(300), total: None };
+        let e = call(&path, &Request::Stats, wait).unwrap_err();
+        drop(listener);
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(e, CallError::Silent(Duration::from_millis(300)));
+        assert!(e.to_string().contains("whether the request was applied is unknown"), "{e}");
+    }
+
+    /// One more connection than the bound is told at once that the server is busy.
+    #[test]
+    fn connections_over_the_bound_are_told_busy() {
+        let s = start("busy", Limits { clients: 2, ..quick() }, Duration::ZERO);
+        let _a = UnixStream::connect(&s.path).unwrap();
+        let _b = UnixStream::connect(&s.path).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let r = within(Duration::from_millis(500), || call(&s.path, &Request::Stats, Wait::default()));
+        let msg = r.unwrap().unwrap_err();
+        assert!(msg.starts_with("ipsecd is serving 2 control connections already"), "{msg}");
+        assert_eq!(s.server.counters().refused(Refused::Busy), 1);
+        // Once the silent ones are cut off, it serves again.
+        std::thread::sleep(Duration::from_millis(1600));
+        assert!(call(&s.path, &Request::Stats, Wait::default()).unwrap().is_ok());
+    }
+
+    #[test]
+    fn counters_print_every_cause() {
+        let c = Counters::default();
+        c.count(Refused::Malformed);
+        assert_eq!(
+            c.to_string(),
+            "0 requests answered; refused: too_large 0 request_deadline 0 reply_deadline 0 malformed 1 busy 0 io 0"
+        );
+        assert!(c.prometheus().contains("ipsecd_control_refused_total{reason=\"malformed\"} 1\n"));
+    }
+}
