@@ -23,17 +23,19 @@
 //! request is a sequence of statements whose meaning depends on the tables it starts
 //! from; stats read the tables' snapshots and need no turn.
 //!
-//! Every refusal is counted under its cause ([`Refused`], [`Counters`]) and shown by
-//! `ipsecctl stats` and the metrics endpoint.
+//! The thread per connection, the bound and the deadlines are [`crate::serve`]'s; every
+//! refusal is counted under its cause ([`Refused`], [`Counters`]) and shown by `ipsecctl
+//! stats` and the metrics endpoint.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::Write;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::ctl::{self, Reply, Request};
+use crate::serve::{self, ReadError, WriteError};
+pub use crate::serve::{Counters, Refused};
 
 /// What the daemon does with requests.
 pub trait Handler: Send + Sync + 'static {
@@ -67,107 +69,17 @@ impl Default for Limits {
     }
 }
 
-/// Why a connection got no answer to its request, one counter each.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Refused {
-    /// More than [`Limits::max_request`] bytes.
-    TooLarge,
-    /// The request did not arrive whole by the deadline.
-    RequestDeadline,
-    /// The client did not take its reply by the deadline.
-    ReplyDeadline,
-    /// Not a request of the protocol (unknown verb, not UTF-8, a body for stats).
-    Malformed,
-    /// [`Limits::clients`] connections were already open.
-    Busy,
-    /// The connection failed.
-    Io,
-}
-
-impl Refused {
-    pub const ALL: [Refused; 6] = [
-        Refused::TooLarge,
-        Refused::RequestDeadline,
-        Refused::ReplyDeadline,
-        Refused::Malformed,
-        Refused::Busy,
-        Refused::Io,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Refused::TooLarge => "too_large",
-            Refused::RequestDeadline => "request_deadline",
-            Refused::ReplyDeadline => "reply_deadline",
-            Refused::Malformed => "malformed",
-            Refused::Busy => "busy",
-            Refused::Io => "io",
-        }
-    }
-}
-
-/// The control server's counters.
-#[derive(Debug, Default)]
-pub struct Counters {
-    /// Requests answered (with `ok` or with the handler's error).
-    pub answered: AtomicU64,
-    refused: [AtomicU64; Refused::ALL.len()],
-}
-
-impl Counters {
-    pub fn refused(&self, why: Refused) -> u64 {
-        self.refused[why as usize].load(Ordering::Relaxed)
-    }
-
-    fn count(&self, why: Refused) {
-        self.refused[why as usize].fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Prometheus text: `ipsecd_control_requests_total` and `ipsecd_control_refused_total`
-    /// by reason.
-    pub fn prometheus(&self) -> String {
-        let mut o = String::from(
-            "# HELP ipsecd_control_requests_total Control requests answered.\n\
-             # TYPE ipsecd_control_requests_total counter\n\
-             # HELP ipsecd_control_refused_total Control connections refused, by reason.\n\
-             # TYPE ipsecd_control_refused_total counter\n",
-        );
-        o += &format!("ipsecd_control_requests_total {}\n", self.answered.load(Ordering::Relaxed));
-        for r in Refused::ALL {
-            o += &format!("ipsecd_control_refused_total{{reason=\"{}\"}} {}\n", r.name(), self.refused(r));
-        }
-        o
-    }
-}
-
-impl std::fmt::Display for Counters {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} requests answered; refused:", self.answered.load(Ordering::Relaxed))?;
-        for r in Refused::ALL {
-            write!(f, " {} {}", r.name(), self.refused(r))?;
-        }
-        Ok(())
-    }
-}
-
 /// The server: its handler, bounds, counters and the lock that serialises changes.
 pub struct Server<H> {
     handler: H,
     limits: Limits,
     counters: Arc<Counters>,
     change: Mutex<()>,
-    open: AtomicUsize,
 }
 
 impl<H: Handler> Server<H> {
     pub fn new(handler: H, limits: Limits) -> Arc<Self> {
-        Arc::new(Server {
-            handler,
-            limits,
-            counters: Arc::default(),
-            change: Mutex::new(()),
-            open: AtomicUsize::new(0),
-        })
+        Arc::new(Server { handler, limits, counters: Arc::default(), change: Mutex::new(()) })
     }
 
     pub fn counters(&self) -> &Arc<Counters> {
@@ -176,29 +88,20 @@ impl<H: Handler> Server<H> {
 
     /// Accepts connections for ever, each on a thread of its own (up to the bound).
     pub fn serve(self: &Arc<Self>, listener: &UnixListener) {
-        for conn in listener.incoming() {
-            let Ok(conn) = conn else { continue };
-            if self.open.fetch_add(1, Ordering::AcqRel) >= self.limits.clients {
-                self.open.fetch_sub(1, Ordering::AcqRel);
-                self.refuse_busy(conn);
-                continue;
-            }
-            let slot = Slot(self.clone());
-            let spawned = std::thread::Builder::new()
-                .name("ipsecd-ctl-conn".into())
-                .spawn(move || slot.0.connection(conn));
-            if let Err(e) = spawned {
-                // The closure, and the slot in it, were dropped.
-                self.counters.count(Refused::Io);
-                tracing::warn!("control: no thread for a connection: {e}");
-            }
-        }
+        let server = self.clone();
+        serve::accept(
+            listener.incoming(),
+            "ipsecd-ctl-conn",
+            self.limits.clients,
+            &self.counters,
+            |conn| self.refuse_busy(conn),
+            move |conn| server.connection(conn),
+        );
     }
 
     /// Tells a connection over the bound so, without waiting on it: the reply fits the
     /// empty socket buffer of a new connection.
     fn refuse_busy(&self, mut conn: UnixStream) {
-        self.counters.count(Refused::Busy);
         let msg = format!(
             "ipsecd is serving {} control connections already (the most it serves at once); try again",
             self.limits.clients
@@ -223,7 +126,7 @@ impl<H: Handler> Server<H> {
         if let Err(e) = &reply {
             tracing::warn!("control request failed: {e}");
         }
-        self.counters.answered.fetch_add(1, Ordering::Relaxed);
+        self.counters.count_answered();
         self.reply(&mut conn, &reply);
     }
 
@@ -256,40 +159,12 @@ impl<H: Handler> Server<H> {
     /// Writes the reply by the deadline (however slowly the client reads), then closes.
     fn reply(&self, conn: &mut UnixStream, reply: &Reply) {
         let bytes = ctl::encode_reply(reply);
-        let deadline = Instant::now() + self.limits.deadline;
-        let mut sent = 0;
-        while sent < bytes.len() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                self.counters.count(Refused::ReplyDeadline);
-                tracing::warn!(
-                    "control: a client took {sent} of {} reply bytes by the deadline",
-                    bytes.len()
-                );
-                return;
-            }
-            let _ = conn.set_write_timeout(Some(left));
-            match conn.write(&bytes[sent..]) {
-                Ok(0) => return,
-                Ok(n) => sent += n,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                    ) => {}
-                // The client went away: nobody to tell.
-                Err(_) => return,
-            }
+        if let Err(WriteError::Deadline(sent)) =
+            serve::write_by(conn, &bytes, Instant::now() + self.limits.deadline)
+        {
+            self.counters.count(Refused::ReplyDeadline);
+            tracing::warn!("control: a client took {sent} of {} reply bytes by the deadline", bytes.len());
         }
-    }
-}
-
-/// One of the server's [`Limits::clients`] places, given back however its connection ends.
-struct Slot<H: Handler>(Arc<Server<H>>);
-
-impl<H: Handler> Drop for Slot<H> {
-    fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -297,41 +172,25 @@ impl<H: Handler> Drop for Slot<H> {
 /// `Err(Some(..))`: refused, with the reason to send back.
 fn read_request(conn: &mut UnixStream, limits: &Limits) -> Result<Request, Option<(Refused, String)>> {
     let deadline = Instant::now() + limits.deadline;
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 64 << 10];
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(Some((
+    let buf = serve::read_by(conn, deadline, limits.max_request, |_| false).map_err(|e| {
+        Some(match e {
+            ReadError::Deadline(n) => (
                 Refused::RequestDeadline,
                 format!(
-                    "the request did not arrive whole within {} s ({} bytes came; a request ends when the client shuts down its sending half)",
-                    limits.deadline.as_secs_f32(),
-                    buf.len()
+                    "the request did not arrive whole within {} s ({n} bytes came; a request ends when the client shuts down its sending half)",
+                    limits.deadline.as_secs_f32()
                 ),
-            )));
-        }
-        let _ = conn.set_read_timeout(Some(left));
-        match conn.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) if buf.len() + n > limits.max_request => {
-                return Err(Some((
-                    Refused::TooLarge,
-                    format!(
-                        "request larger than {} bytes, the most ipsecd reads in one request; split it",
-                        limits.max_request
-                    ),
-                )))
-            }
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                ) => {}
-            Err(e) => return Err(Some((Refused::Io, format!("reading the request: {e}")))),
-        }
-    }
+            ),
+            ReadError::TooLarge => (
+                Refused::TooLarge,
+                format!(
+                    "request larger than {} bytes, the most ipsecd reads in one request; split it",
+                    limits.max_request
+                ),
+            ),
+            ReadError::Io(e) => (Refused::Io, format!("reading the request: {e}")),
+        })
+    })?;
     if buf.is_empty() {
         return Err(None);
     }
@@ -342,8 +201,9 @@ fn read_request(conn: &mut UnixStream, limits: &Limits) -> Result<Request, Optio
 mod tests {
     use super::*;
     use crate::ctl::{call, CallError, Wait};
+    use std::io::Read;
     use std::path::PathBuf;
-    use std::sync::atomic::AtomicBool;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
     /// A handler whose changes take `work` and record how many ran at once.
     #[derive(Default)]
@@ -537,16 +397,5 @@ mod tests {
         // Once the silent ones are cut off, it serves again.
         std::thread::sleep(Duration::from_millis(1600));
         assert!(call(&s.path, &Request::Stats, Wait::default()).unwrap().is_ok());
-    }
-
-    #[test]
-    fn counters_print_every_cause() {
-        let c = Counters::default();
-        c.count(Refused::Malformed);
-        assert_eq!(
-            c.to_string(),
-            "0 requests answered; refused: too_large 0 request_deadline 0 reply_deadline 0 malformed 1 busy 0 io 0"
-        );
-        assert!(c.prometheus().contains("ipsecd_control_refused_total{reason=\"malformed\"} 1\n"));
     }
 }

@@ -7,16 +7,17 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ipsec_core::{DefaultPolicy, Ipsec};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use tun_rs::{DeviceBuilder, SyncDevice};
 
 use crate::ctl::Reply;
-use crate::ctl_server::{self, Counters, Handler, Server};
+use crate::ctl_server::{self, Handler, Server};
 use crate::net::{self, Family, IoCounters, NetSink};
 use crate::routing::Routing;
+use crate::serve::{self, Counters, Refused};
 use crate::service;
 
 /// How ipsecd is started.
@@ -138,8 +139,9 @@ pub fn run(opts: Options) -> Result<(), String> {
             move || net::udp_loop(&core, &sink, &udp, f, port, max)
         })?;
     }
+    let metrics = Arc::new(Counters::default());
     let control = Server::new(
-        Control { core: core.clone(), io: io.clone(), routes: routes.clone() },
+        Control { core: core.clone(), io: io.clone(), routes: routes.clone(), metrics: metrics.clone() },
         ctl_server::Limits::default(),
     );
     if let Some(addr) = opts.metrics {
@@ -147,7 +149,7 @@ pub fn run(opts: Options) -> Result<(), String> {
         tracing::info!("metrics on http://{addr}/metrics");
         spawn("ipsecd-metrics", {
             let (core, io, ctl) = (core.clone(), io.clone(), control.counters().clone());
-            move || metrics_loop(&l, &core, &io, &ctl)
+            move || serve_metrics(&l, core, io, ctl, metrics)
         })?;
     }
     spawn("ipsecd-ctl", move || control.serve(&listener))?;
@@ -195,11 +197,13 @@ struct Control {
     core: Arc<Ipsec>,
     io: Arc<IoCounters>,
     routes: Arc<Mutex<Routing>>,
+    /// The metrics endpoint's counters, for `stats`.
+    metrics: Arc<Counters>,
 }
 
 impl Handler for Control {
     fn stats(&self, ctl: &Counters) -> String {
-        format!("{}control: {ctl}\n", service::stats(&self.core, &self.io))
+        format!("{}control: {ctl}\nmetrics: {}\n", service::stats(&self.core, &self.io), self.metrics)
     }
 
     /// The change and its routes under the routes' lock, which SIGHUP's route sync takes
@@ -212,23 +216,59 @@ impl Handler for Control {
     }
 }
 
-/// Answers every connection with the counters (any request: a scraper's GET /metrics).
-fn metrics_loop(listener: &std::net::TcpListener, core: &Ipsec, io: &IoCounters, ctl: &Counters) {
-    use std::io::Read;
-    for conn in listener.incoming() {
-        let Ok(mut conn) = conn else { continue };
-        let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
-        let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
-        // The request line and headers are read and ignored (up to a small limit).
-        let mut req = [0u8; 2048];
-        let _ = conn.read(&mut req);
-        let body = service::prometheus(core, io) + &ctl.prometheus();
-        let head = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+/// The metrics endpoint's bounds: connections at once, the time to send the request's
+/// head (at most `METRICS_HEAD` bytes), and to take the counters.
+const METRICS_CLIENTS: usize = 8;
+const METRICS_REQUEST: Duration = Duration::from_secs(2);
+const METRICS_REPLY: Duration = Duration::from_secs(10);
+const METRICS_HEAD: usize = 16 << 10;
+
+/// Answers every connection with the counters (any request: a scraper's GET /metrics), each
+/// on a thread of its own (up to [`METRICS_CLIENTS`]), so that a silent or slow scraper
+/// holds up no other.
+fn serve_metrics(
+    listener: &std::net::TcpListener,
+    core: Arc<Ipsec>,
+    io: Arc<IoCounters>,
+    ctl: Arc<Counters>,
+    counters: Arc<Counters>,
+) {
+    let busy = |mut conn: std::net::TcpStream| {
+        let _ = conn.set_nonblocking(true);
+        let _ = conn
+            .write_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    };
+    let c = counters.clone();
+    serve::accept(
+        listener.incoming(),
+        "ipsecd-metrics-conn",
+        METRICS_CLIENTS,
+        &counters,
+        busy,
+        move |mut conn| {
+            // The request line and headers are read (to their blank line) and ignored.
+            let head = serve::read_by(&mut conn, Instant::now() + METRICS_REQUEST, METRICS_HEAD, |b| {
+                b.windows(4).any(|w| w == b"\r\n\r\n")
+            });
+            match head {
+                Ok(_) => {}
+                Err(serve::ReadError::Deadline(_)) => return c.count(Refused::RequestDeadline),
+                Err(serve::ReadError::TooLarge) => return c.count(Refused::TooLarge),
+                Err(serve::ReadError::Io(_)) => return c.count(Refused::Io),
+            }
+            let body =
+                service::prometheus(&core, &io) + &ctl.prometheus("control") + &c.prometheus("metrics");
+            let reply = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         );
-        let _ = conn.write_all(head.as_bytes()).and_then(|_| conn.write_all(body.as_bytes()));
-    }
+            match serve::write_by(&mut conn, reply.as_bytes(), Instant::now() + METRICS_REPLY) {
+                Ok(()) => c.count_answered(),
+                Err(serve::WriteError::Deadline(_)) => c.count(Refused::ReplyDeadline),
+                Err(serve::WriteError::Gone) => c.count(Refused::Io),
+            }
+        },
+    );
 }
 
 /// SIGHUP: the config file again; SAs whose spec did not change keep their state.

@@ -13,6 +13,8 @@
 //! - [`service`]: control requests, stats, and the SIGHUP reload that keeps SA state.
 //! - [`ctl`]: the control socket's protocol and its client.
 //! - [`ctl_server`]: the control server: concurrent clients, deadlines, changes one at a time.
+//! - [`serve`]: a thread per connection up to a bound, whole-request and whole-reply
+//!   deadlines (the control socket and the metrics endpoint).
 
 pub mod batch;
 pub mod coalesce;
@@ -21,4 +23,5 @@ pub mod ctl_server;
 pub mod daemon;
 pub mod net;
 pub mod routing;
+pub mod serve;
 pub mod service;
