@@ -332,7 +332,7 @@ mod tests {
     /// and stats answer while they wait their turn.
     #[test]
     fn changes_are_serialised_and_stats_do_not_wait() {
-        let s = start("serial", quick(), Duration::from_millis(150));
+        let s = start("serial", quick(), Duration::from_millis(400));
         let clients: Vec<_> = (0..4)
             .map(|i| {
                 let path = s.path.clone();
@@ -340,7 +340,8 @@ mod tests {
             })
             .collect();
         std::thread::sleep(Duration::from_millis(50));
-        let stats = within(Duration::from_millis(400), || call(&s.path, &Request::Stats, Wait::default()));
+        // Behind the changes it would wait at least 1.2 s.
+        let stats = within(Duration::from_secs(1), || call(&s.path, &Request::Stats, Wait::default()));
         assert!(stats.unwrap().is_ok());
         for (i, c) in clients.into_iter().enumerate() {
             assert_eq!(c.join().unwrap(), Ok(Ok(format!("applied c{i}"))));
@@ -358,13 +359,13 @@ mod tests {
     /// and report failure although the daemon applied everything).
     #[test]
     fn a_long_change_is_reported_as_applied() {
-        let s = start("long", quick(), Duration::from_millis(1200));
-        let wait = Wait { idle: Duration::from_millis(400), total: None };
+        let s = start("long", quick(), Duration::from_millis(2500));
+        let wait = Wait { idle: Duration::from_secs(1), total: None };
         assert_eq!(call(&s.path, &Request::Setkey("slow".into()), wait), Ok(Ok("applied slow".into())));
         // A total limit the user set runs out first: the outcome is unknown, not failed.
-        let wait = Wait { idle: Duration::from_millis(400), total: Some(Duration::from_millis(500)) };
+        let wait = Wait { idle: Duration::from_secs(1), total: Some(Duration::from_millis(1200)) };
         let e = call(&s.path, &Request::Setkey("slow".into()), wait).unwrap_err();
-        assert_eq!(e, CallError::TimedOut(Duration::from_millis(500)));
+        assert_eq!(e, CallError::TimedOut(Duration::from_millis(1200)));
         assert!(e.outcome_unknown() && e.to_string().contains("unknown"), "{e}");
     }
 
@@ -394,8 +395,12 @@ mod tests {
         let msg = r.unwrap().unwrap_err();
         assert!(msg.starts_with("ipsecd is serving 2 control connections already"), "{msg}");
         assert_eq!(s.server.counters().refused(Refused::Busy), 1);
-        // Once the silent ones are cut off, it serves again.
-        std::thread::sleep(Duration::from_millis(1600));
-        assert!(call(&s.path, &Request::Stats, Wait::default()).unwrap().is_ok());
+        // Once the silent ones are cut off (1.5 s), it serves again.
+        let t = Instant::now();
+        while call(&s.path, &Request::Stats, Wait::default()).unwrap().is_err() {
+            assert!(t.elapsed() < Duration::from_secs(5), "still busy");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_eq!(s.server.counters().refused(Refused::RequestDeadline), 2);
     }
 }
