@@ -30,7 +30,7 @@
 use std::io::Write;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::ctl::{self, Reply, Request};
@@ -41,7 +41,7 @@ pub use crate::serve::{Counters, Refused};
 pub trait Handler: Send + Sync + 'static {
     /// `stats`: every counter (the control server's own are in `ctl`).
     fn stats(&self, ctl: &Counters) -> String;
-    /// `setkey`: called for one request at a time.
+    /// `setkey`: called for one request at a time (and never during a [`Server::turn`]).
     fn change(&self, body: &str) -> Reply;
 }
 
@@ -84,6 +84,12 @@ impl<H: Handler> Server<H> {
 
     pub fn counters(&self) -> &Arc<Counters> {
         &self.counters
+    }
+
+    /// Waits for the turn to change the tables, as a `setkey` request does, and holds it
+    /// until dropped: for changes that do not come through the socket (SIGHUP's reload).
+    pub fn turn(&self) -> MutexGuard<'_, ()> {
+        self.change.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Accepts connections for ever, each on a thread of its own (up to the bound).
@@ -147,7 +153,7 @@ impl<H: Handler> Server<H> {
             let reply = match request {
                 Request::Stats => Ok(self.handler.stats(&self.counters)),
                 Request::Setkey(body) => {
-                    let _turn = self.change.lock().unwrap_or_else(|e| e.into_inner());
+                    let _turn = self.turn();
                     self.handler.change(body)
                 }
             };
@@ -352,6 +358,24 @@ mod tests {
             call(&s.path, &Request::Setkey("bad".into()), Wait::default()),
             Ok(Err("line 1: refused".into()))
         );
+    }
+
+    /// A change from outside the socket (SIGHUP's reload) holds the turn: a setkey request
+    /// waits for it, told that the daemon is working, and stats do not.
+    #[test]
+    fn a_held_turn_makes_changes_wait_and_not_stats() {
+        let s = start("turn", quick(), Duration::ZERO);
+        let turn = s.server.turn();
+        let change = {
+            let path = s.path.clone();
+            std::thread::spawn(move || call(&path, &Request::Setkey("after".into()), Wait::default()))
+        };
+        let stats = within(Duration::from_secs(1), || call(&s.path, &Request::Stats, Wait::default()));
+        assert!(stats.unwrap().is_ok());
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(s.probe.applied.lock().unwrap().is_empty(), "applied during the turn");
+        drop(turn);
+        assert_eq!(change.join().unwrap(), Ok(Ok("applied after".into())));
     }
 
     /// A change that takes longer than the client's patience for silence is still reported

@@ -152,14 +152,21 @@ pub fn run(opts: Options) -> Result<(), String> {
             move || serve_metrics(&l, core, io, ctl, metrics)
         })?;
     }
-    spawn("ipsecd-ctl", move || control.serve(&listener))?;
+    spawn("ipsecd-ctl", {
+        let control = control.clone();
+        move || control.serve(&listener)
+    })?;
 
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
         .map_err(|e| format!("signals: {e}"))?;
     loop {
         for sig in signals.pending() {
             match sig {
-                SIGHUP => reload(&opts, &core, &routes),
+                // A reload is a change like a control request's: it takes its turn.
+                SIGHUP => {
+                    let _turn = control.turn();
+                    reload(&opts, &core, &routes)
+                }
                 _ => {
                     shutdown(&opts, &core, &tun, &io, &routes);
                     return Ok(());
@@ -206,8 +213,8 @@ impl Handler for Control {
         format!("{}control: {ctl}\nmetrics: {}\n", service::stats(&self.core, &self.io), self.metrics)
     }
 
-    /// The change and its routes under the routes' lock, which SIGHUP's route sync takes
-    /// too.
+    /// The change, then its routes. One at a time, SIGHUP's reload included: both run in
+    /// the server's turn ([`Server::turn`]).
     fn change(&self, body: &str) -> Reply {
         let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
         let r = service::apply_setkey(&self.core, "control", body);
