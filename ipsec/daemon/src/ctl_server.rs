@@ -7,6 +7,7 @@
 //!     ▼
 //!  read the request by Limits::deadline (total, however the bytes trickle in), at most
 //!  Limits::max_request bytes ── refused? ── the reason as the reply, then closed
+//!     │ setkey: a first "working\n"; the client is gone (EPIPE)? ── nothing applied
 //!     │
 //!     ├─ heartbeat thread: "working\n" every Limits::heartbeat until the answer is ready
 //!     └─ Handler::stats at once │ Handler::change under the change lock: one at a time
@@ -128,6 +129,15 @@ impl<H: Handler> Server<H> {
                 return;
             }
         };
+        // A client killed while sending ends its request with the same EOF as one that has
+        // sent it all, and what came may be a prefix that parses. So a change is carried
+        // out only if the client is still there to hear the answer: the first heartbeat,
+        // written now, fails on a connection whose other end is closed.
+        if matches!(request, Request::Setkey(_)) && (&conn).write_all(ctl::WORKING.as_bytes()).is_err() {
+            self.counters.count(Refused::Abandoned);
+            tracing::warn!("control: the client was gone when its request ended; nothing was applied");
+            return;
+        }
         let reply = self.answer_beating(&conn, &request);
         if let Err(e) = &reply {
             tracing::warn!("control request failed: {e}");
@@ -406,6 +416,27 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         assert_eq!(e, CallError::Silent(Duration::from_millis(300)));
         assert!(e.to_string().contains("whether the request was applied is unknown"), "{e}");
+    }
+
+    /// A client killed half-way through its request (its socket closed, not shut down for
+    /// writing) gets nothing applied, even when what came parses.
+    #[test]
+    fn a_request_cut_short_by_a_dead_client_is_not_applied() {
+        let s = start("cut", quick(), Duration::ZERO);
+        let mut c = UnixStream::connect(&s.path).unwrap();
+        c.write_all(b"setkey\nflush;\n").unwrap();
+        drop(c);
+        let t = Instant::now();
+        while s.server.counters().refused(Refused::Abandoned) == 0 {
+            assert!(t.elapsed() < Duration::from_secs(3), "not counted");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(s.probe.applied.lock().unwrap().is_empty());
+        // The same bytes from a client that shuts down its sending half are applied.
+        assert_eq!(
+            call(&s.path, &Request::Setkey("flush;\n".into()), Wait::default()),
+            Ok(Ok("applied flush;\n".into()))
+        );
     }
 
     /// One more connection than the bound is told at once that the server is busy.

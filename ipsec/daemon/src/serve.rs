@@ -61,16 +61,20 @@ pub enum Refused {
     Busy,
     /// The connection failed, or no thread could be had for it.
     Io,
+    /// The client was gone by the time its request ended (killed while sending: what came
+    /// may be a prefix), so it was not carried out.
+    Abandoned,
 }
 
 impl Refused {
-    pub const ALL: [Refused; 6] = [
+    pub const ALL: [Refused; 7] = [
         Refused::TooLarge,
         Refused::RequestDeadline,
         Refused::ReplyDeadline,
         Refused::Malformed,
         Refused::Busy,
         Refused::Io,
+        Refused::Abandoned,
     ];
 
     pub fn name(self) -> &'static str {
@@ -81,6 +85,7 @@ impl Refused {
             Refused::Malformed => "malformed",
             Refused::Busy => "busy",
             Refused::Io => "io",
+            Refused::Abandoned => "abandoned",
         }
     }
 }
@@ -261,7 +266,7 @@ mod tests {
         c.count_answered();
         assert_eq!(
             c.to_string(),
-            "1 requests answered; refused: too_large 0 request_deadline 0 reply_deadline 0 malformed 1 busy 0 io 0"
+            "1 requests answered; refused: too_large 0 request_deadline 0 reply_deadline 0 malformed 1 busy 0 io 0 abandoned 0"
         );
         let p = c.prometheus("control");
         assert!(p.contains("ipsecd_control_requests_total 1\n"), "{p}");
