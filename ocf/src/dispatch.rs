@@ -424,7 +424,7 @@ impl<T> WorkQueue<T> {
     ///
     /// An empty queue is polled for a few microseconds before the consumer sleeps: under
     /// load the next item is usually that close, and a sleep costs the producer a wake-up
-    /// system call and the consumer a context switch (measured in `benches/dispatch.rs`).
+    /// system call and the consumer a context switch (measured in `drivers/null/benches/dispatch.rs`).
     fn take_all(&self, into: &mut VecDeque<T>) -> bool {
         let mut s = lock(&self.state);
         let mut polled = false;

@@ -29,7 +29,7 @@ pub struct Config {
     /// or waiting for their callback — before submitters wait (flow control). Default 4096.
     pub max_in_flight: usize,
     /// Profile one request in this many (0: never; 1: every request, as `cryptotest -p`).
-    /// Default 64 (its measured cost is in the README).
+    /// Default 64 (its measured cost is in `docs/measurements.md`).
     pub profile_every: u32,
     /// How long `unregister` waits for a driver's requests to drain. Default 10 s.
     pub drain_timeout: Duration,

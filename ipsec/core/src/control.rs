@@ -2,10 +2,11 @@
 //! databases, as typed messages.
 //!
 //! Fast IPsec's PF_KEY code was intertwined with its database, so that changing one broke
-//! the other (the seed's section 5 asks for them to be separated). Here the protocol is its
-//! own layer: the setkey parser ([`crate::setkey`]) turns a configuration file into
-//! [`Request`]s, the gateway's control socket carries the same [`Request`]s, and the
-//! databases ([`crate::Ipsec::control`]) answer each with a [`Response`]. Neither side knows
+//! the other (the Fast IPsec paper's section 5, "Status and Future Work", asks for them to
+//! be separated). Here the protocol is its own layer: the setkey parser ([`crate::setkey`])
+//! turns a configuration file into [`Request`]s, the gateway's control socket carries the
+//! same [`Request`]s, and the databases ([`crate::Ipsec::control`]) answer each with a
+//! [`Response`](crate::db::Response). Neither side knows
 //! the other's representation.
 
 use std::fmt;

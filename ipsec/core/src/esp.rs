@@ -265,7 +265,9 @@ impl Transform {
         req
     }
 
-    /// The AEAD IV (and so the nonce's variable part) of sequence number `seq`.
+    /// Whether the transform is an AEAD (AES-GCM-16, ChaCha20-Poly1305): one cipher
+    /// gives confidentiality and the ICV, with no separate HMAC, and each packet's explicit
+    /// IV is its 64-bit sequence number (the nonce's variable part, after the salt).
     pub fn is_aead(&self) -> bool {
         self.aead
     }

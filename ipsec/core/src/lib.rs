@@ -1,8 +1,8 @@
 //! # ipsec-core — Fast IPsec's protocol core, over ocf
 //!
-//! The seed's Fast IPsec (`../shared/seeds/003_…`) rebuilt without I/O: bytes in, bytes and
-//! actions out, so that it can be tested byte for byte against independent implementations
-//! and driven by the gateway (`ipsecd`).
+//! Fast IPsec (S. Leffler, *Fast IPsec: A High-Performance IPsec Implementation*, BSDCon
+//! 2003) rebuilt without I/O: bytes in, bytes and actions out, so that it can be tested
+//! byte for byte against independent implementations and driven by the gateway (`ipsecd`).
 //!
 //! - [`datapath`]: [`Ipsec`], the packet path: outbound policy and ESP encapsulation,
 //!   inbound decapsulation and policy check, as continuations over ocf.

@@ -1,4 +1,5 @@
-//! The control socket's protocol, spoken by `ipsecctl` and served by `ipsecd`.
+//! The control socket's protocol, spoken by `ipsecctl` and served by `ipsecd` (the server
+//! is [`crate::ctl_server`]).
 //!
 //! One request per connection, in text, so that it can be typed by hand (`socat`) and so
 //! that the config file and the socket share one language:
@@ -7,23 +8,53 @@
 //! request := verb "\n" body      (the client then shuts down its sending half)
 //! verb    := "setkey"            body: setkey(8) statements, parsed by ipsec_core::setkey
 //!          | "stats"             body: empty
-//! reply   := ("ok" | "error") "\n" text
+//! reply   := *("working" "\n") ("ok" | "error") "\n" text      (the daemon then closes)
 //! ```
 //!
 //! A `setkey` body is parsed whole before anything is applied, so a malformed request
 //! changes nothing; its error names the line and column. Statements are then applied in
 //! order, and the first one the databases refuse stops the rest (its line is named).
+//!
+//! Limits, and why each is where it is:
+//! - A request holds at most [`MAX_REQUEST`] bytes. The daemon refuses a larger one with its
+//!   reason before it closes, and the client reads that reason even when its own sending
+//!   failed because the daemon stopped reading ([`call`]); `ipsecctl` stops reading its
+//!   input at the same limit ([`read_body`]), so it never holds more than that in memory.
+//! - The daemon gives a client [`DEADLINE`] to send its whole request (in total, however
+//!   the bytes trickle in) and as long to take its reply.
+//! - While the daemon works on a request (waiting its turn behind other changes, applying
+//!   it), it sends `working` lines, one every [`HEARTBEAT`]. The client waits as long as
+//!   they come and gives up only after [`IDLE`] of silence, or at a total limit the user
+//!   set; either way it says that the outcome is unknown, never that the request failed.
+//!   So a large request that takes long to apply is never reported as a failure.
 
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// The largest request the daemon reads (a config of thousands of SAs fits).
+/// The largest request the daemon reads, its verb line included (a config of thousands of
+/// SAs fits).
 pub const MAX_REQUEST: usize = 4 << 20;
 
-/// How long either side waits on a silent peer.
-pub const TIMEOUT: Duration = Duration::from_secs(10);
+/// The verb line of a `setkey` request.
+const SETKEY_VERB: &str = "setkey\n";
+
+/// The largest body a `setkey` request can carry: [`MAX_REQUEST`] less its verb line.
+pub const MAX_SETKEY_BODY: usize = MAX_REQUEST - SETKEY_VERB.len();
+
+/// How long the daemon waits for a whole request, and for a client to take its whole reply.
+pub const DEADLINE: Duration = Duration::from_secs(10);
+
+/// How often the daemon says it is still working on a request.
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// How long the client waits for the daemon to say anything (a heartbeat or the reply)
+/// before it gives up, with the outcome unknown.
+pub const IDLE: Duration = Duration::from_secs(10);
+
+/// A heartbeat line, sent before the reply while the daemon works.
+pub const WORKING: &str = "working\n";
 
 /// The default socket path.
 pub const DEFAULT_SOCKET: &str = "/run/ipsecd.sock";
@@ -45,7 +76,7 @@ impl Request {
     /// The bytes sent on the socket.
     pub fn encode(&self) -> Vec<u8> {
         match self {
-            Request::Setkey(body) => format!("setkey\n{body}").into_bytes(),
+            Request::Setkey(body) => format!("{SETKEY_VERB}{body}").into_bytes(),
             Request::Stats => b"stats\n".to_vec(),
         }
     }
@@ -76,7 +107,17 @@ pub fn encode_reply(r: &Reply) -> Vec<u8> {
     }
 }
 
+/// What follows the heartbeats.
+fn after_heartbeats(mut bytes: &[u8]) -> &[u8] {
+    while let Some(rest) = bytes.strip_prefix(WORKING.as_bytes()) {
+        bytes = rest;
+    }
+    bytes
+}
+
+/// Decodes a reply, skipping the heartbeats before it.
 pub fn decode_reply(bytes: &[u8]) -> Reply {
+    let bytes = after_heartbeats(bytes);
     let text = String::from_utf8_lossy(bytes);
     match text.split_once('\n') {
         Some(("ok", rest)) => Ok(rest.to_owned()),
@@ -85,31 +126,129 @@ pub fn decode_reply(bytes: &[u8]) -> Reply {
     }
 }
 
-/// Reads a whole request from a connection, refusing one over [`MAX_REQUEST`].
-pub fn read_request(conn: &mut UnixStream) -> Result<Request, String> {
-    conn.set_read_timeout(Some(TIMEOUT)).map_err(|e| e.to_string())?;
+/// Reads a `setkey` body (a file, stdin) for a request, stopping at [`MAX_SETKEY_BODY`]:
+/// more is refused with a message naming `what` and the limit, having read at most one
+/// byte past it.
+pub fn read_body(from: impl Read, what: &str) -> Result<String, String> {
     let mut buf = Vec::new();
-    let n = conn
-        .take(MAX_REQUEST as u64 + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| format!("reading the request: {e}"))?;
-    if n > MAX_REQUEST {
-        return Err(format!("request larger than {MAX_REQUEST} bytes"));
+    from.take(MAX_SETKEY_BODY as u64 + 1).read_to_end(&mut buf).map_err(|e| format!("{what}: {e}"))?;
+    if buf.len() > MAX_SETKEY_BODY {
+        return Err(format!(
+            "{what}: more than {MAX_SETKEY_BODY} bytes, the most one request to ipsecd carries \
+             ({MAX_REQUEST} with its verb line); nothing was sent: split it into smaller requests"
+        ));
     }
-    Request::decode(&buf)
+    String::from_utf8(buf).map_err(|e| format!("{what}: not UTF-8 text ({e})"))
 }
 
-/// Sends a request to the daemon at `socket` and returns its reply (client side).
-pub fn call(socket: &Path, req: &Request) -> Result<Reply, String> {
+/// How long a client waits.
+#[derive(Clone, Copy, Debug)]
+pub struct Wait {
+    /// For the daemon to say anything at all (its heartbeat comes every [`HEARTBEAT`]).
+    pub idle: Duration,
+    /// For the whole reply, however busy the daemon says it is; `None`: no limit.
+    pub total: Option<Duration>,
+}
+
+impl Default for Wait {
+    fn default() -> Self {
+        Wait { idle: IDLE, total: None }
+    }
+}
+
+/// Why a call got no reply.
+#[derive(Debug, PartialEq, Eq)]
+pub enum CallError {
+    /// The socket could not be reached: nothing was sent.
+    Unreachable(String),
+    /// Sending failed and the daemon said nothing: the request was not applied.
+    Send(String),
+    /// The daemon fell silent (no heartbeat) for this long: the outcome is unknown.
+    Silent(Duration),
+    /// The user's total limit passed while the daemon was still working: the outcome is
+    /// unknown.
+    TimedOut(Duration),
+    /// The daemon closed the connection without a reply (it stopped?): the outcome is
+    /// unknown.
+    NoReply,
+    /// Reading the reply failed: the outcome is unknown.
+    Receive(String),
+}
+
+impl CallError {
+    /// Whether the request may have been applied (the caller cannot tell).
+    pub fn outcome_unknown(&self) -> bool {
+        !matches!(self, CallError::Unreachable(_) | CallError::Send(_))
+    }
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const CHECK: &str = "whether the request was applied is unknown: look with ipsecctl -D and -DP";
+        match self {
+            CallError::Unreachable(e) => write!(f, "{e}"),
+            CallError::Send(e) => write!(f, "sending the request: {e}"),
+            CallError::Silent(d) => {
+                write!(f, "ipsecd said nothing for {} s, not even that it is working; {CHECK}", d.as_secs())
+            }
+            CallError::TimedOut(d) => {
+                write!(f, "no reply within {} s (--timeout), ipsecd is still working; {CHECK}", d.as_secs())
+            }
+            CallError::NoReply => write!(f, "ipsecd closed the connection without a reply; {CHECK}"),
+            CallError::Receive(e) => write!(f, "reading the reply: {e}; {CHECK}"),
+        }
+    }
+}
+
+/// Sends a request to the daemon at `socket` and returns its reply (client side), waiting
+/// as `wait` says.
+pub fn call(socket: &Path, req: &Request, wait: Wait) -> Result<Reply, CallError> {
     let mut conn = UnixStream::connect(socket)
-        .map_err(|e| format!("cannot reach ipsecd at {}: {e}", socket.display()))?;
-    conn.set_read_timeout(Some(TIMEOUT)).map_err(|e| e.to_string())?;
-    conn.set_write_timeout(Some(TIMEOUT)).map_err(|e| e.to_string())?;
-    conn.write_all(&req.encode()).map_err(|e| format!("sending the request: {e}"))?;
-    conn.shutdown(std::net::Shutdown::Write).map_err(|e| e.to_string())?;
+        .map_err(|e| CallError::Unreachable(format!("cannot reach ipsecd at {}: {e}", socket.display())))?;
+    let start = Instant::now();
+    let sent = conn
+        .set_write_timeout(Some(DEADLINE))
+        .and_then(|_| conn.write_all(&req.encode()))
+        .and_then(|_| conn.shutdown(std::net::Shutdown::Write));
+    let received = receive(&mut conn, start, wait);
+    match (sent, received) {
+        (_, Ok(bytes)) if !after_heartbeats(&bytes).is_empty() => Ok(decode_reply(&bytes)),
+        // The daemon stopped reading and said nothing (or not in time): not applied.
+        (Err(e), _) => Err(CallError::Send(e.to_string())),
+        (Ok(()), Ok(_)) => Err(CallError::NoReply),
+        (Ok(()), Err(e)) => Err(e),
+    }
+}
+
+/// Reads until the daemon closes: heartbeats and the reply.
+fn receive(conn: &mut UnixStream, start: Instant, wait: Wait) -> Result<Vec<u8>, CallError> {
     let mut buf = Vec::new();
-    conn.read_to_end(&mut buf).map_err(|e| format!("reading the reply: {e}"))?;
-    Ok(decode_reply(&buf))
+    let mut chunk = [0u8; 16 << 10];
+    loop {
+        let left = wait.total.map(|t| t.saturating_sub(start.elapsed()));
+        if left == Some(Duration::ZERO) {
+            return Err(CallError::TimedOut(wait.total.unwrap_or_default()));
+        }
+        // Whether this read waits the whole idle time, or only what is left of the total.
+        let idle_bound = left.is_none_or(|l| l >= wait.idle);
+        let timeout = left.map_or(wait.idle, |l| l.min(wait.idle));
+        conn.set_read_timeout(Some(timeout)).map_err(|e| CallError::Receive(e.to_string()))?;
+        match conn.read(&mut chunk) {
+            Ok(0) => return Ok(buf),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                if idle_bound {
+                    return Err(CallError::Silent(wait.idle));
+                }
+                // Otherwise the total limit ran out: said at the top.
+            }
+            // The daemon closed while data we sent was still unread (it refused a request
+            // too large): what it said before is already in `buf`.
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => return Ok(buf),
+            Err(e) => return Err(CallError::Receive(e.to_string())),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -125,6 +264,9 @@ mod tests {
         }
         for r in [Ok("a\nb".to_owned()), Err("line 1, column 2: x".to_owned()), Ok(String::new())] {
             assert_eq!(decode_reply(&encode_reply(&r)), r);
+            let mut beating = WORKING.repeat(3).into_bytes();
+            beating.extend(encode_reply(&r));
+            assert_eq!(decode_reply(&beating), r);
         }
     }
 
@@ -134,5 +276,18 @@ mod tests {
         assert!(Request::decode(b"stats\nextra").unwrap_err().contains("no body"));
         assert!(Request::decode(&[0xff, 0xfe]).unwrap_err().contains("UTF-8"));
         assert!(decode_reply(b"maybe").unwrap_err().contains("malformed reply"));
+    }
+
+    /// `ipsecctl -f /dev/zero` read until it was killed for memory: the body stops at the
+    /// request limit, with the limit named.
+    #[test]
+    fn a_body_stops_at_the_request_limit() {
+        let e = read_body(std::io::repeat(b'x'), "/dev/zero").unwrap_err();
+        assert!(e.starts_with("/dev/zero: more than 4194297 bytes"), "{e}");
+        assert!(e.contains("nothing was sent"), "{e}");
+        let full = "x".repeat(MAX_SETKEY_BODY);
+        assert_eq!(read_body(full.as_bytes(), "f").unwrap().len(), MAX_SETKEY_BODY);
+        assert_eq!(Request::Setkey(full).encode().len(), MAX_REQUEST);
+        assert!(read_body(&[0xffu8, 0xfe][..], "f").unwrap_err().contains("not UTF-8"));
     }
 }

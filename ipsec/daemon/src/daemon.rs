@@ -1,21 +1,23 @@
 //! `ipsecd` itself: start-up (config, TUN, sockets, control socket), the threads, routes,
-//! signals (SIGTERM stops cleanly, SIGHUP re-reads the config), and the once-a-second tick
-//! that applies SA lifetimes.
+//! signals (SIGTERM stops cleanly, SIGHUP re-reads the config), and the tick that applies
+//! SA lifetimes (every 200 ms, with the signal check).
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ipsec_core::{DefaultPolicy, Ipsec};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use tun_rs::{DeviceBuilder, SyncDevice};
 
-use crate::ctl::{self, Request};
+use crate::ctl::Reply;
+use crate::ctl_server::{self, Handler, Server};
 use crate::net::{self, Family, IoCounters, NetSink};
 use crate::routing::Routing;
+use crate::serve::{self, Counters, Refused};
 use crate::service;
 
 /// How ipsecd is started.
@@ -137,17 +139,22 @@ pub fn run(opts: Options) -> Result<(), String> {
             move || net::udp_loop(&core, &sink, &udp, f, port, max)
         })?;
     }
+    let metrics = Arc::new(Counters::default());
+    let control = Server::new(
+        Control { core: core.clone(), io: io.clone(), routes: routes.clone(), metrics: metrics.clone() },
+        ctl_server::Limits::default(),
+    );
     if let Some(addr) = opts.metrics {
         let l = std::net::TcpListener::bind(addr).map_err(|e| format!("metrics address {addr}: {e}"))?;
         tracing::info!("metrics on http://{addr}/metrics");
         spawn("ipsecd-metrics", {
-            let (core, io) = (core.clone(), io.clone());
-            move || metrics_loop(&l, &core, &io)
+            let (core, io, ctl) = (core.clone(), io.clone(), control.counters().clone());
+            move || serve_metrics(&l, core, io, ctl, metrics)
         })?;
     }
     spawn("ipsecd-ctl", {
-        let (core, io, routes) = (core.clone(), io.clone(), routes.clone());
-        move || control_loop(&listener, &core, &io, &routes)
+        let control = control.clone();
+        move || control.serve(&listener)
     })?;
 
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
@@ -155,7 +162,11 @@ pub fn run(opts: Options) -> Result<(), String> {
     loop {
         for sig in signals.pending() {
             match sig {
-                SIGHUP => reload(&opts, &core, &routes),
+                // A reload is a change like a control request's: it takes its turn.
+                SIGHUP => {
+                    let _turn = control.turn();
+                    reload(&opts, &core, &routes)
+                }
                 _ => {
                     shutdown(&opts, &core, &tun, &io, &routes);
                     return Ok(());
@@ -187,45 +198,84 @@ fn bind_control(path: &Path) -> Result<UnixListener, String> {
     Ok(l)
 }
 
-fn control_loop(listener: &UnixListener, core: &Ipsec, io: &IoCounters, routes: &Mutex<Routing>) {
-    for conn in listener.incoming() {
-        let Ok(mut conn) = conn else { continue };
-        let _ = conn.set_write_timeout(Some(ctl::TIMEOUT));
-        let reply = match ctl::read_request(&mut conn) {
-            Ok(Request::Stats) => Ok(service::stats(core, io)),
-            Ok(Request::Setkey(body)) => {
-                let r = service::apply_setkey(core, "control", &body);
-                routes.lock().unwrap_or_else(|e| e.into_inner()).sync(core);
-                r
-            }
-            Err(e) => Err(e),
-        };
-        match &reply {
-            Err(e) if e == ctl::EMPTY => continue,
-            Err(e) => tracing::warn!("control request refused: {e}"),
-            Ok(_) => {}
-        }
-        let _ = conn.write_all(&ctl::encode_reply(&reply));
+/// What the control socket's requests do (served by [`ctl_server::Server`], which gives
+/// changes one at a time).
+struct Control {
+    core: Arc<Ipsec>,
+    io: Arc<IoCounters>,
+    routes: Arc<Mutex<Routing>>,
+    /// The metrics endpoint's counters, for `stats`.
+    metrics: Arc<Counters>,
+}
+
+impl Handler for Control {
+    fn stats(&self, ctl: &Counters) -> String {
+        format!("{}control: {ctl}\nmetrics: {}\n", service::stats(&self.core, &self.io), self.metrics)
+    }
+
+    /// The change, then its routes. One at a time, SIGHUP's reload included: both run in
+    /// the server's turn ([`Server::turn`]).
+    fn change(&self, body: &str) -> Reply {
+        let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        let r = service::apply_setkey(&self.core, "control", body);
+        routes.sync(&self.core);
+        r
     }
 }
 
-/// Answers every connection with the counters (any request: a scraper's GET /metrics).
-fn metrics_loop(listener: &std::net::TcpListener, core: &Ipsec, io: &IoCounters) {
-    use std::io::Read;
-    for conn in listener.incoming() {
-        let Ok(mut conn) = conn else { continue };
-        let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
-        let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
-        // The request line and headers are read and ignored (up to a small limit).
-        let mut req = [0u8; 2048];
-        let _ = conn.read(&mut req);
-        let body = service::prometheus(core, io);
-        let head = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+/// The metrics endpoint's bounds: connections at once, the time to send the request's
+/// head (at most `METRICS_HEAD` bytes), and to take the counters.
+const METRICS_CLIENTS: usize = 8;
+const METRICS_REQUEST: Duration = Duration::from_secs(2);
+const METRICS_REPLY: Duration = Duration::from_secs(10);
+const METRICS_HEAD: usize = 16 << 10;
+
+/// Answers every connection with the counters (any request: a scraper's GET /metrics), each
+/// on a thread of its own (up to [`METRICS_CLIENTS`]), so that a silent or slow scraper
+/// holds up no other.
+fn serve_metrics(
+    listener: &std::net::TcpListener,
+    core: Arc<Ipsec>,
+    io: Arc<IoCounters>,
+    ctl: Arc<Counters>,
+    counters: Arc<Counters>,
+) {
+    let busy = |mut conn: std::net::TcpStream| {
+        let _ = conn.set_nonblocking(true);
+        let _ = conn
+            .write_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    };
+    let c = counters.clone();
+    serve::accept(
+        listener.incoming(),
+        "ipsecd-metrics-conn",
+        METRICS_CLIENTS,
+        &counters,
+        busy,
+        move |mut conn| {
+            // The request line and headers are read (to their blank line) and ignored.
+            let head = serve::read_by(&mut conn, Instant::now() + METRICS_REQUEST, METRICS_HEAD, |b| {
+                b.windows(4).any(|w| w == b"\r\n\r\n")
+            });
+            match head {
+                Ok(_) => {}
+                Err(serve::ReadError::Deadline(_)) => return c.count(Refused::RequestDeadline),
+                Err(serve::ReadError::TooLarge) => return c.count(Refused::TooLarge),
+                Err(serve::ReadError::Io(_)) => return c.count(Refused::Io),
+            }
+            let body =
+                service::prometheus(&core, &io) + &ctl.prometheus("control") + &c.prometheus("metrics");
+            let reply = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         );
-        let _ = conn.write_all(head.as_bytes()).and_then(|_| conn.write_all(body.as_bytes()));
-    }
+            match serve::write_by(&mut conn, reply.as_bytes(), Instant::now() + METRICS_REPLY) {
+                Ok(()) => c.count_answered(),
+                Err(serve::WriteError::Deadline(_)) => c.count(Refused::ReplyDeadline),
+                Err(serve::WriteError::Gone) => c.count(Refused::Io),
+            }
+        },
+    );
 }
 
 /// SIGHUP: the config file again; SAs whose spec did not change keep their state.

@@ -7,13 +7,21 @@
 //!
 //! - [`daemon`]: start-up, threads, routes, signals, the lifetime tick.
 //! - [`net`]: the TUN and sockets, and the loops that feed the core.
+//! - [`batch`]: what the core makes of one batch of packets, sent together at its end.
+//! - [`coalesce`]: decrypted TCP segments merged back into super-packets for the TUN.
+//! - [`routing`]: the routes into the TUN and the rule that keeps ipsecd's own ESP out.
 //! - [`service`]: control requests, stats, and the SIGHUP reload that keeps SA state.
-//! - [`ctl`]: the control socket's protocol.
+//! - [`ctl`]: the control socket's protocol and its client.
+//! - [`ctl_server`]: the control server: concurrent clients, deadlines, changes one at a time.
+//! - [`serve`]: a thread per connection up to a bound, whole-request and whole-reply
+//!   deadlines (the control socket and the metrics endpoint).
 
 pub mod batch;
 pub mod coalesce;
 pub mod ctl;
+pub mod ctl_server;
 pub mod daemon;
 pub mod net;
 pub mod routing;
+pub mod serve;
 pub mod service;

@@ -12,7 +12,8 @@
 //! [`rusage`], [`progress`].
 //!
 //! Exit status: 0 when every case ran cleanly; 1 when a result failed verification or a
-//! request failed (or the plot could not be written); 2 for bad arguments.
+//! request failed (or the plot could not be written at the end); 2 for bad arguments
+//! (a `--plot` path that cannot be written is one, found before anything is measured).
 
 mod algs;
 mod bench;

@@ -60,10 +60,24 @@ const LEGEND_ROW: u32 = 22;
 const MAX_LEGEND_ROWS: usize = 200;
 
 /// Checks, before anything is measured, that a plot can be written to `path`: a known
-/// extension and a font for the text.
+/// extension, a font for the text, and a file that can be opened for writing (a file this
+/// check creates is removed again; an existing one is left as it is until the plot
+/// replaces it).
 pub fn check_path(path: &Path) -> Result<(), String> {
     is_png(path)?;
-    ensure_font()
+    ensure_font()?;
+    check_writable(path)
+}
+
+fn check_writable(path: &Path) -> Result<(), String> {
+    let cannot = |e: std::io::Error| format!("cannot write plot to {}: {e}", path.display());
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
+        Ok(_) => std::fs::remove_file(path).map_err(cannot),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::OpenOptions::new().write(true).open(path).map(drop).map_err(cannot)
+        }
+        Err(e) => Err(cannot(e)),
+    }
 }
 
 /// Whether `path` asks for a PNG (else an SVG); an error for any other extension.
@@ -331,6 +345,20 @@ mod tests {
         fn drop(&mut self) {
             let _ = std::fs::remove_file(&self.0);
         }
+    }
+
+    /// The up-front check leaves no file where there was none, and leaves an existing one
+    /// untouched.
+    #[test]
+    fn the_writability_check_leaves_nothing_behind() {
+        let new = TempFile::new("check.svg");
+        check_writable(&new.0).unwrap();
+        assert!(!new.0.exists());
+        std::fs::write(&new.0, b"kept").unwrap();
+        check_writable(&new.0).unwrap();
+        assert_eq!(std::fs::read(&new.0).unwrap(), b"kept");
+        let e = check_writable(&new.0.join("under-a-file.svg")).unwrap_err();
+        assert!(e.starts_with("cannot write plot to ") && e.contains("Not a directory"), "{e}");
     }
 
     fn series(label: &str, points: &[(usize, f64)]) -> Series {

@@ -277,6 +277,35 @@ fn plots_are_written_as_svg_and_png() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A plot that cannot be written is refused before anything is measured (it used to fail
+/// only after the whole benchmark): here the case alone would take 3 s.
+#[test]
+fn an_unwritable_plot_path_is_refused_up_front() {
+    let dir = std::env::temp_dir().join(format!("cryptotest-plot-nodir-{}", std::process::id()));
+    let missing = dir.join("x.svg");
+    let start = std::time::Instant::now();
+    let out = cryptotest(&[
+        "-d",
+        "soft",
+        "-a",
+        "aes-128-gcm",
+        "-s",
+        "16",
+        "-T",
+        "3",
+        "--plot",
+        missing.to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stdout}{stderr}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(2), "measured first: {:?}", start.elapsed());
+    assert!(
+        stderr.contains(&format!("cannot write plot to {}: No such file or directory", missing.display())),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("Throughput"), "{stdout}");
+}
+
 #[test]
 fn no_options_runs_the_quick_sweep() {
     let out = cryptotest(&[]);

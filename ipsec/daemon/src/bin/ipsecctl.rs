@@ -1,47 +1,71 @@
-//! `ipsecctl`: talks to a running ipsecd with setkey(8)'s own flags.
-//!
-//! ```text
-//! ipsecctl -f FILE      carry out the setkey statements in FILE
-//! ipsecctl -c           carry out setkey statements read from stdin
-//! ipsecctl -D           dump SAs          ipsecctl -DP   dump policies
-//! ipsecctl -F           flush SAs         ipsecctl -FP   flush policies
-//! ipsecctl stats        every counter: global, per drop reason, per SA
-//! ```
+//! `ipsecctl`: talks to a running ipsecd with setkey(8)'s own flags. See [`HELP`].
 
-use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
-use ipsecd::ctl::{call, Request, DEFAULT_SOCKET};
+use ipsecd::ctl::{call, read_body, Request, Wait, DEFAULT_SOCKET};
 
-const USAGE: &str = "usage: ipsecctl [-s SOCKET] (-f FILE | -c | -D | -DP | -F | -FP | stats)";
+const USAGE: &str =
+    "usage: ipsecctl [-s SOCKET] [--timeout SECONDS] (-f FILE | -c | -D | -DP | -F | -FP | stats)";
+
+const HELP: &str = "\
+Talks to a running ipsecd over its control socket, with setkey(8)'s flags.
+
+  -f FILE      carry out the setkey statements in FILE
+  -c           carry out setkey statements read from stdin
+  -D           dump SAs (as setkey statements, with their counters)
+  -DP          dump policies
+  -F           flush SAs
+  -FP          flush policies
+  stats        every counter: I/O, totals, each drop reason, each SA, the control socket
+
+  -s SOCKET          the control socket (default /run/ipsecd.sock)
+  --timeout SECONDS  give up after this long in all (default: wait as long as ipsecd
+                     says it is working on the request; it says so every second)
+  -h, --help         this text
+
+A request holds at most 4 MiB (FILE or stdin: 4194297 bytes); more is refused before
+anything is sent.
+
+Exit status: 0 done; 1 ipsecd refused the request (its reason on stderr) or could not be
+reached; 2 bad arguments; 3 no reply came, so whether the request was applied is unknown
+(look with -D and -DP).";
 
 fn main() -> ExitCode {
-    let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mut socket = PathBuf::from(DEFAULT_SOCKET);
-    if let Some(i) = args.iter().position(|a| a == "-s") {
-        if i + 1 >= args.len() {
-            return usage("-s needs a socket path");
+    let mut wait = Wait::default();
+    let mut command = Vec::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "-h" | "--help" => {
+                println!("{USAGE}\n\n{HELP}");
+                return ExitCode::SUCCESS;
+            }
+            "-s" => match args.next() {
+                Some(p) => socket = PathBuf::from(p),
+                None => return usage("-s needs a socket path"),
+            },
+            "--timeout" => match args.next().as_deref().map(str::parse::<f64>) {
+                Some(Ok(s)) if s.is_finite() && s > 0.0 => wait.total = Some(Duration::from_secs_f64(s)),
+                _ => return usage("--timeout needs a number of seconds above 0"),
+            },
+            _ => command.push(a),
         }
-        socket = PathBuf::from(args.remove(i + 1));
-        args.remove(i);
     }
-    let req = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
-        ["-f", file] => match std::fs::read_to_string(file) {
+    let req = match command.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["-f", file] => match std::fs::File::open(file)
+            .map_err(|e| format!("{file}: {e}"))
+            .and_then(|f| read_body(f, file))
+        {
             Ok(t) => Request::Setkey(t),
-            Err(e) => {
-                eprintln!("ipsecctl: {file}: {e}");
-                return ExitCode::from(1);
-            }
+            Err(e) => return fail(&e),
         },
-        ["-c"] => {
-            let mut t = String::new();
-            if let Err(e) = std::io::stdin().read_to_string(&mut t) {
-                eprintln!("ipsecctl: stdin: {e}");
-                return ExitCode::from(1);
-            }
-            Request::Setkey(t)
-        }
+        ["-c"] => match read_body(std::io::stdin().lock(), "stdin") {
+            Ok(t) => Request::Setkey(t),
+            Err(e) => return fail(&e),
+        },
         ["-D"] => Request::Setkey("dump;".into()),
         ["-DP"] => Request::Setkey("spddump;".into()),
         ["-F"] => Request::Setkey("flush;".into()),
@@ -50,23 +74,38 @@ fn main() -> ExitCode {
         [] => return usage("nothing to do"),
         other => return usage(&format!("unknown arguments {other:?}")),
     };
-    match call(&socket, &req) {
+    match call(&socket, &req, wait) {
         Ok(Ok(text)) => {
             print!("{text}");
             ExitCode::SUCCESS
         }
-        Ok(Err(msg)) => {
-            eprintln!("ipsecctl: {msg}");
-            ExitCode::from(1)
-        }
-        Err(e) => {
+        Ok(Err(msg)) => fail(&msg),
+        Err(e) if e.outcome_unknown() => {
             eprintln!("ipsecctl: {e}");
-            ExitCode::from(1)
+            ExitCode::from(3)
         }
+        Err(e) => fail(&e.to_string()),
     }
 }
 
+fn fail(msg: &str) -> ExitCode {
+    eprintln!("ipsecctl: {msg}");
+    ExitCode::from(1)
+}
+
 fn usage(why: &str) -> ExitCode {
-    eprintln!("ipsecctl: {why}\n{USAGE}");
+    eprintln!("ipsecctl: {why}\n{USAGE}\n(ipsecctl --help says more)");
     ExitCode::from(2)
+}
+
+#[cfg(test)]
+mod tests {
+    /// The limit printed in the help is the one the code enforces.
+    use ipsecd::ctl::{MAX_REQUEST, MAX_SETKEY_BODY};
+
+    #[test]
+    fn help_names_the_limits() {
+        assert!(super::HELP.contains(&format!("{MAX_SETKEY_BODY} bytes")));
+        assert_eq!(MAX_REQUEST, 4 << 20, "the help says 4 MiB");
+    }
 }

@@ -1,5 +1,4 @@
-//! `ipsecd`: the gateway daemon. See the crate documentation and the README's "Run a
-//! gateway".
+//! `ipsecd`: the gateway daemon. See the crate documentation and `docs/gateway.md`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

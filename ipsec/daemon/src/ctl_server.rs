@@ -1,0 +1,461 @@
+//! The control server: serves [`crate::ctl`]'s protocol on the control socket so that no
+//! client, however slow, holds up another, and every client gets a reply.
+//!
+//! ```text
+//!  accept (thread ipsecd-ctl) ── over Limits::clients open? ── "error: busy", closed
+//!     │ one thread per connection (ipsecd-ctl-conn)
+//!     ▼
+//!  read the request by Limits::deadline (total, however the bytes trickle in), at most
+//!  Limits::max_request bytes ── refused? ── the reason as the reply, then closed
+//!     │ setkey: a first "working\n"; the client is gone (EPIPE)? ── nothing applied
+//!     │
+//!     ├─ heartbeat thread: "working\n" every Limits::heartbeat until the answer is ready
+//!     └─ Handler::stats at once │ Handler::change under the change lock: one at a time
+//!     ▼
+//!  the reply, written by Limits::deadline; closed
+//! ```
+//!
+//! Why a thread per connection: the control plane is not a hot path, its requests are few,
+//! and a blocking read with a timeout per connection is the simplest thing that cannot be
+//! held up by a neighbour; the bound on open connections keeps a runaway client from
+//! making threads without end (and is answered at once, not queued). Reading has a total
+//! deadline, not one per read: a client dripping one byte just inside each read's timeout
+//! held the old single control thread forever. Changes are serialised because a setkey
+//! request is a sequence of statements whose meaning depends on the tables it starts
+//! from; stats read the tables' snapshots and need no turn.
+//!
+//! The thread per connection, the bound and the deadlines are [`crate::serve`]'s; every
+//! refusal is counted under its cause ([`Refused`], [`Counters`]) and shown by `ipsecctl
+//! stats` and the metrics endpoint.
+
+use std::io::Write;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::ctl::{self, Reply, Request};
+use crate::serve::{self, ReadError, WriteError};
+pub use crate::serve::{Counters, Refused};
+
+/// What the daemon does with requests.
+pub trait Handler: Send + Sync + 'static {
+    /// `stats`: every counter (the control server's own are in `ctl`).
+    fn stats(&self, ctl: &Counters) -> String;
+    /// `setkey`: called for one request at a time (and never during a [`Server::turn`]).
+    fn change(&self, body: &str) -> Reply;
+}
+
+/// The server's bounds.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Connections served at once; one more is told the server is busy.
+    pub clients: usize,
+    /// For a whole request to arrive, and for the whole reply to be taken.
+    pub deadline: Duration,
+    /// How often a client is told that its request is still being worked on.
+    pub heartbeat: Duration,
+    /// The largest request, in bytes.
+    pub max_request: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            clients: 16,
+            deadline: ctl::DEADLINE,
+            heartbeat: ctl::HEARTBEAT,
+            max_request: ctl::MAX_REQUEST,
+        }
+    }
+}
+
+/// The server: its handler, bounds, counters and the lock that serialises changes.
+pub struct Server<H> {
+    handler: H,
+    limits: Limits,
+    counters: Arc<Counters>,
+    change: Mutex<()>,
+}
+
+impl<H: Handler> Server<H> {
+    pub fn new(handler: H, limits: Limits) -> Arc<Self> {
+        Arc::new(Server { handler, limits, counters: Arc::default(), change: Mutex::new(()) })
+    }
+
+    pub fn counters(&self) -> &Arc<Counters> {
+        &self.counters
+    }
+
+    /// Waits for the turn to change the tables, as a `setkey` request does, and holds it
+    /// until dropped: for changes that do not come through the socket (SIGHUP's reload).
+    pub fn turn(&self) -> MutexGuard<'_, ()> {
+        self.change.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Accepts connections for ever, each on a thread of its own (up to the bound).
+    pub fn serve(self: &Arc<Self>, listener: &UnixListener) {
+        let server = self.clone();
+        serve::accept(
+            listener.incoming(),
+            "ipsecd-ctl-conn",
+            self.limits.clients,
+            &self.counters,
+            |conn| self.refuse_busy(conn),
+            move |conn| server.connection(conn),
+        );
+    }
+
+    /// Tells a connection over the bound so, without waiting on it: the reply fits the
+    /// empty socket buffer of a new connection.
+    fn refuse_busy(&self, mut conn: UnixStream) {
+        let msg = format!(
+            "ipsecd is serving {} control connections already (the most it serves at once); try again",
+            self.limits.clients
+        );
+        tracing::warn!("control: {msg}");
+        let _ = conn.set_nonblocking(true);
+        let _ = conn.write_all(&ctl::encode_reply(&Err(msg)));
+    }
+
+    fn connection(&self, mut conn: UnixStream) {
+        let request = match read_request(&mut conn, &self.limits) {
+            Ok(req) => req,
+            Err(None) => return, // nothing sent: a starting daemon's probe
+            Err(Some((why, msg))) => {
+                self.counters.count(why);
+                tracing::warn!("control request refused: {msg}");
+                self.reply(&mut conn, &Err(msg));
+                return;
+            }
+        };
+        // A client killed while sending ends its request with the same EOF as one that has
+        // sent it all, and what came may be a prefix that parses. So a change is carried
+        // out only if the client is still there to hear the answer: the first heartbeat,
+        // written now, fails on a connection whose other end is closed.
+        if matches!(request, Request::Setkey(_)) && (&conn).write_all(ctl::WORKING.as_bytes()).is_err() {
+            self.counters.count(Refused::Abandoned);
+            tracing::warn!("control: the client was gone when its request ended; nothing was applied");
+            return;
+        }
+        let reply = self.answer_beating(&conn, &request);
+        if let Err(e) = &reply {
+            tracing::warn!("control request failed: {e}");
+        }
+        self.counters.count_answered();
+        self.reply(&mut conn, &reply);
+    }
+
+    /// Answers `request` while a second thread tells the client, every heartbeat, that
+    /// the daemon is still on it (waiting its turn or applying).
+    fn answer_beating(&self, conn: &UnixStream, request: &Request) -> Reply {
+        let _ = conn.set_write_timeout(Some(self.limits.deadline));
+        std::thread::scope(|s| {
+            let (done, beat) = mpsc::channel::<()>();
+            s.spawn(move || {
+                let mut out = conn;
+                while let Err(RecvTimeoutError::Timeout) = beat.recv_timeout(self.limits.heartbeat) {
+                    if out.write_all(ctl::WORKING.as_bytes()).is_err() {
+                        break;
+                    }
+                }
+            });
+            let reply = match request {
+                Request::Stats => Ok(self.handler.stats(&self.counters)),
+                Request::Setkey(body) => {
+                    let _turn = self.turn();
+                    self.handler.change(body)
+                }
+            };
+            drop(done);
+            reply
+        })
+    }
+
+    /// Writes the reply by the deadline (however slowly the client reads), then closes.
+    fn reply(&self, conn: &mut UnixStream, reply: &Reply) {
+        let bytes = ctl::encode_reply(reply);
+        if let Err(WriteError::Deadline(sent)) =
+            serve::write_by(conn, &bytes, Instant::now() + self.limits.deadline)
+        {
+            self.counters.count(Refused::ReplyDeadline);
+            tracing::warn!("control: a client took {sent} of {} reply bytes by the deadline", bytes.len());
+        }
+    }
+}
+
+/// Reads a whole request by the deadline. `Err(None)`: the client sent nothing and closed;
+/// `Err(Some(..))`: refused, with the reason to send back.
+fn read_request(conn: &mut UnixStream, limits: &Limits) -> Result<Request, Option<(Refused, String)>> {
+    let deadline = Instant::now() + limits.deadline;
+    let buf = serve::read_by(conn, deadline, limits.max_request, |_| false).map_err(|e| {
+        Some(match e {
+            ReadError::Deadline(n) => (
+                Refused::RequestDeadline,
+                format!(
+                    "the request did not arrive whole within {} s ({n} bytes came; a request ends when the client shuts down its sending half)",
+                    limits.deadline.as_secs_f32()
+                ),
+            ),
+            ReadError::TooLarge => (
+                Refused::TooLarge,
+                format!(
+                    "request larger than {} bytes, the most ipsecd reads in one request; split it",
+                    limits.max_request
+                ),
+            ),
+            ReadError::Io(e) => (Refused::Io, format!("reading the request: {e}")),
+        })
+    })?;
+    if buf.is_empty() {
+        return Err(None);
+    }
+    Request::decode(&buf).map_err(|e| Some((Refused::Malformed, e)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ctl::{call, CallError, Wait};
+    use std::io::Read;
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    /// A handler whose changes take `work` and record how many ran at once.
+    #[derive(Default)]
+    struct Probe {
+        work: Duration,
+        running: AtomicUsize,
+        most: AtomicUsize,
+        applied: Mutex<Vec<String>>,
+    }
+
+    impl Handler for Arc<Probe> {
+        fn stats(&self, ctl: &Counters) -> String {
+            format!("stats; control: {ctl}\n")
+        }
+        fn change(&self, body: &str) -> Reply {
+            let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(self.work);
+            self.applied.lock().unwrap().push(body.to_owned());
+            self.running.fetch_sub(1, Ordering::SeqCst);
+            if body.starts_with("bad") {
+                Err("line 1: refused".into())
+            } else {
+                Ok(format!("applied {body}"))
+            }
+        }
+    }
+
+    struct Running {
+        path: PathBuf,
+        probe: Arc<Probe>,
+        server: Arc<Server<Arc<Probe>>>,
+    }
+
+    impl Drop for Running {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+
+    fn start(name: &str, limits: Limits, work: Duration) -> Running {
+        let path = std::env::temp_dir().join(format!("ipsecd-ctl-{}-{name}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path).unwrap();
+        let probe = Arc::new(Probe { work, ..Probe::default() });
+        let server = Server::new(probe.clone(), limits);
+        let s = server.clone();
+        std::thread::spawn(move || s.serve(&listener));
+        Running { path, probe, server }
+    }
+
+    fn quick() -> Limits {
+        Limits {
+            deadline: Duration::from_millis(1500),
+            heartbeat: Duration::from_millis(100),
+            ..Limits::default()
+        }
+    }
+
+    /// Asserts that `f` finishes within `most`, and returns what it returned.
+    fn within<T>(most: Duration, f: impl FnOnce() -> T) -> T {
+        let t = Instant::now();
+        let r = f();
+        assert!(t.elapsed() < most, "took {:?} (at most {most:?})", t.elapsed());
+        r
+    }
+
+    /// A client that connects and says nothing, and one that drips a byte at a time, do
+    /// not hold up stats or a change (the single control thread waited 10 s per read, and
+    /// for ever on the dripping one).
+    #[test]
+    fn slow_clients_hold_up_no_one() {
+        let s = start("slow", Limits { deadline: Duration::from_secs(30), ..quick() }, Duration::ZERO);
+        let _silent = UnixStream::connect(&s.path).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let dripper = {
+            let (path, stop) = (s.path.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut c = UnixStream::connect(path).unwrap();
+                while !stop.load(Ordering::Relaxed) && c.write_all(b"s").is_ok() {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            })
+        };
+        std::thread::sleep(Duration::from_millis(200));
+        let stats = within(Duration::from_secs(2), || call(&s.path, &Request::Stats, Wait::default()));
+        assert!(stats.unwrap().unwrap().starts_with("stats;"));
+        let change =
+            within(Duration::from_secs(2), || call(&s.path, &Request::Setkey("a".into()), Wait::default()));
+        assert_eq!(change, Ok(Ok("applied a".to_owned())));
+        stop.store(true, Ordering::Relaxed);
+        dripper.join().unwrap();
+    }
+
+    /// The deadline is for the whole request: a client dripping a byte every 50 ms (each
+    /// read well inside any per-read timeout) is cut off at the deadline, told why, and
+    /// counted.
+    #[test]
+    fn a_dripping_client_is_cut_off_at_the_deadline() {
+        let s = start("drip", quick(), Duration::ZERO);
+        let mut c = UnixStream::connect(&s.path).unwrap();
+        let t = Instant::now();
+        while c.write_all(b"s").is_ok() && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(t.elapsed() < Duration::from_secs(3), "not cut off: {:?}", t.elapsed());
+        let mut reply = Vec::new();
+        let _ = c.read_to_end(&mut reply);
+        let reply = ctl::decode_reply(&reply).unwrap_err();
+        assert!(reply.starts_with("the request did not arrive whole within 1.5 s"), "{reply}");
+        assert_eq!(s.server.counters().refused(Refused::RequestDeadline), 1);
+    }
+
+    /// A request over the limit gets the daemon's reason, not "Broken pipe".
+    #[test]
+    fn an_oversize_request_gets_the_reason() {
+        let s = start("big", Limits { max_request: 100_000, ..quick() }, Duration::ZERO);
+        let r = call(&s.path, &Request::Setkey("x".repeat(1 << 20)), Wait::default());
+        let msg = r.unwrap().unwrap_err();
+        assert_eq!(msg, "request larger than 100000 bytes, the most ipsecd reads in one request; split it");
+        assert_eq!(s.server.counters().refused(Refused::TooLarge), 1);
+        assert!(s.probe.applied.lock().unwrap().is_empty());
+    }
+
+    /// Changes from concurrent clients are applied one at a time, each gets its own reply,
+    /// and stats answer while they wait their turn.
+    #[test]
+    fn changes_are_serialised_and_stats_do_not_wait() {
+        let s = start("serial", quick(), Duration::from_millis(400));
+        let clients: Vec<_> = (0..4)
+            .map(|i| {
+                let path = s.path.clone();
+                std::thread::spawn(move || call(&path, &Request::Setkey(format!("c{i}")), Wait::default()))
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(50));
+        // Behind the changes it would wait at least 1.2 s.
+        let stats = within(Duration::from_secs(1), || call(&s.path, &Request::Stats, Wait::default()));
+        assert!(stats.unwrap().is_ok());
+        for (i, c) in clients.into_iter().enumerate() {
+            assert_eq!(c.join().unwrap(), Ok(Ok(format!("applied c{i}"))));
+        }
+        assert_eq!(s.probe.most.load(Ordering::SeqCst), 1, "changes overlapped");
+        assert_eq!(s.probe.applied.lock().unwrap().len(), 4);
+        assert_eq!(
+            call(&s.path, &Request::Setkey("bad".into()), Wait::default()),
+            Ok(Err("line 1: refused".into()))
+        );
+    }
+
+    /// A change from outside the socket (SIGHUP's reload) holds the turn: a setkey request
+    /// waits for it, told that the daemon is working, and stats do not.
+    #[test]
+    fn a_held_turn_makes_changes_wait_and_not_stats() {
+        let s = start("turn", quick(), Duration::ZERO);
+        let turn = s.server.turn();
+        let change = {
+            let path = s.path.clone();
+            std::thread::spawn(move || call(&path, &Request::Setkey("after".into()), Wait::default()))
+        };
+        let stats = within(Duration::from_secs(1), || call(&s.path, &Request::Stats, Wait::default()));
+        assert!(stats.unwrap().is_ok());
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(s.probe.applied.lock().unwrap().is_empty(), "applied during the turn");
+        drop(turn);
+        assert_eq!(change.join().unwrap(), Ok(Ok("applied after".into())));
+    }
+
+    /// A change that takes longer than the client's patience for silence is still reported
+    /// as applied: the heartbeats keep the client waiting (it used to give up after 10 s
+    /// and report failure although the daemon applied everything).
+    #[test]
+    fn a_long_change_is_reported_as_applied() {
+        let s = start("long", quick(), Duration::from_millis(2500));
+        let wait = Wait { idle: Duration::from_secs(1), total: None };
+        assert_eq!(call(&s.path, &Request::Setkey("slow".into()), wait), Ok(Ok("applied slow".into())));
+        // A total limit the user set runs out first: the outcome is unknown, not failed.
+        let wait = Wait { idle: Duration::from_secs(1), total: Some(Duration::from_millis(1200)) };
+        let e = call(&s.path, &Request::Setkey("slow".into()), wait).unwrap_err();
+        assert_eq!(e, CallError::TimedOut(Duration::from_millis(1200)));
+        assert!(e.outcome_unknown() && e.to_string().contains("unknown"), "{e}");
+    }
+
+    /// A silent server (a hung daemon) makes the client give up after its idle time,
+    /// saying the outcome is unknown.
+    #[test]
+    fn a_silent_daemon_is_reported_as_unknown() {
+        let path = std::env::temp_dir().join(format!("ipsecd-ctl-{}-mute.sock", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path).unwrap();
+        let wait = Wait { idle: Duration::from_millis(300), total: None };
+        let e = call(&path, &Request::Stats, wait).unwrap_err();
+        drop(listener);
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(e, CallError::Silent(Duration::from_millis(300)));
+        assert!(e.to_string().contains("whether the request was applied is unknown"), "{e}");
+    }
+
+    /// A client killed half-way through its request (its socket closed, not shut down for
+    /// writing) gets nothing applied, even when what came parses.
+    #[test]
+    fn a_request_cut_short_by_a_dead_client_is_not_applied() {
+        let s = start("cut", quick(), Duration::ZERO);
+        let mut c = UnixStream::connect(&s.path).unwrap();
+        c.write_all(b"setkey\nflush;\n").unwrap();
+        drop(c);
+        let t = Instant::now();
+        while s.server.counters().refused(Refused::Abandoned) == 0 {
+            assert!(t.elapsed() < Duration::from_secs(3), "not counted");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(s.probe.applied.lock().unwrap().is_empty());
+        // The same bytes from a client that shuts down its sending half are applied.
+        assert_eq!(
+            call(&s.path, &Request::Setkey("flush;\n".into()), Wait::default()),
+            Ok(Ok("applied flush;\n".into()))
+        );
+    }
+
+    /// One more connection than the bound is told at once that the server is busy.
+    #[test]
+    fn connections_over_the_bound_are_told_busy() {
+        let s = start("busy", Limits { clients: 2, ..quick() }, Duration::ZERO);
+        let _a = UnixStream::connect(&s.path).unwrap();
+        let _b = UnixStream::connect(&s.path).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let r = within(Duration::from_millis(500), || call(&s.path, &Request::Stats, Wait::default()));
+        let msg = r.unwrap().unwrap_err();
+        assert!(msg.starts_with("ipsecd is serving 2 control connections already"), "{msg}");
+        assert_eq!(s.server.counters().refused(Refused::Busy), 1);
+        // Once the silent ones are cut off (1.5 s), it serves again.
+        let t = Instant::now();
+        while call(&s.path, &Request::Stats, Wait::default()).unwrap().is_err() {
+            assert!(t.elapsed() < Duration::from_secs(5), "still busy");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_eq!(s.server.counters().refused(Refused::RequestDeadline), 2);
+    }
+}

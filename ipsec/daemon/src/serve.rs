@@ -1,0 +1,315 @@
+//! Serving connections so that no client holds up another: the control socket
+//! ([`crate::ctl_server`]) and the metrics endpoint ([`crate::daemon`]) both use it.
+//!
+//! ```text
+//!  accept thread ── more than `bound` open? ── `busy(conn)` at once, on the accept thread
+//!     │ a thread per connection (a Slot while it lives)
+//!     ▼
+//!  read_by(deadline, max)  ── the whole request by one deadline, however it trickles in
+//!  … the server's work …
+//!  write_by(deadline)      ── the whole reply by one deadline, however slowly it is taken
+//! ```
+//!
+//! Deadlines are for the whole request or reply, not for each read or write: a client that
+//! sends (or takes) one byte just inside every per-read timeout would otherwise hold its
+//! thread for ever. Each refusal is counted under its cause ([`Refused`], [`Counters`]).
+
+use std::io::{self, ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A stream with timeouts: a Unix or a TCP connection.
+pub trait Conn: Read + Write + Send + 'static {
+    fn set_read_timeout(&self, d: Option<Duration>) -> io::Result<()>;
+    fn set_write_timeout(&self, d: Option<Duration>) -> io::Result<()>;
+    fn set_nonblocking(&self, on: bool) -> io::Result<()>;
+}
+
+macro_rules! conn {
+    ($t:ty) => {
+        impl Conn for $t {
+            fn set_read_timeout(&self, d: Option<Duration>) -> io::Result<()> {
+                <$t>::set_read_timeout(self, d)
+            }
+            fn set_write_timeout(&self, d: Option<Duration>) -> io::Result<()> {
+                <$t>::set_write_timeout(self, d)
+            }
+            fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+                <$t>::set_nonblocking(self, on)
+            }
+        }
+    };
+}
+conn!(UnixStream);
+conn!(TcpStream);
+
+/// Why a connection got no answer, one counter each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// A request larger than the server reads.
+    TooLarge,
+    /// The request did not arrive whole by the deadline.
+    RequestDeadline,
+    /// The client did not take its reply by the deadline.
+    ReplyDeadline,
+    /// Not a request of the protocol (unknown verb, not UTF-8, a body for stats).
+    Malformed,
+    /// The bound of open connections was reached.
+    Busy,
+    /// The connection failed, or no thread could be had for it.
+    Io,
+    /// The client was gone by the time its request ended (killed while sending: what came
+    /// may be a prefix), so it was not carried out.
+    Abandoned,
+}
+
+impl Refused {
+    pub const ALL: [Refused; 7] = [
+        Refused::TooLarge,
+        Refused::RequestDeadline,
+        Refused::ReplyDeadline,
+        Refused::Malformed,
+        Refused::Busy,
+        Refused::Io,
+        Refused::Abandoned,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Refused::TooLarge => "too_large",
+            Refused::RequestDeadline => "request_deadline",
+            Refused::ReplyDeadline => "reply_deadline",
+            Refused::Malformed => "malformed",
+            Refused::Busy => "busy",
+            Refused::Io => "io",
+            Refused::Abandoned => "abandoned",
+        }
+    }
+}
+
+/// A server's counters: requests answered, and refusals by cause.
+#[derive(Debug, Default)]
+pub struct Counters {
+    answered: AtomicU64,
+    refused: [AtomicU64; Refused::ALL.len()],
+}
+
+impl Counters {
+    pub fn answered(&self) -> u64 {
+        self.answered.load(Ordering::Relaxed)
+    }
+
+    pub fn refused(&self, why: Refused) -> u64 {
+        self.refused[why as usize].load(Ordering::Relaxed)
+    }
+
+    pub fn count_answered(&self) {
+        self.answered.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn count(&self, why: Refused) {
+        self.refused[why as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Prometheus text: `ipsecd_{server}_requests_total` and `ipsecd_{server}_refused_total`
+    /// by reason.
+    pub fn prometheus(&self, server: &str) -> String {
+        let mut o = format!(
+            "# HELP ipsecd_{server}_requests_total Requests answered by the {server} server.\n\
+             # TYPE ipsecd_{server}_requests_total counter\n\
+             # HELP ipsecd_{server}_refused_total Connections the {server} server refused, by reason.\n\
+             # TYPE ipsecd_{server}_refused_total counter\n\
+             ipsecd_{server}_requests_total {}\n",
+            self.answered()
+        );
+        for r in Refused::ALL {
+            o += &format!("ipsecd_{server}_refused_total{{reason=\"{}\"}} {}\n", r.name(), self.refused(r));
+        }
+        o
+    }
+}
+
+impl std::fmt::Display for Counters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} requests answered; refused:", self.answered())?;
+        for r in Refused::ALL {
+            write!(f, " {} {}", r.name(), self.refused(r))?;
+        }
+        Ok(())
+    }
+}
+
+/// One of `bound` places, given back however its connection's thread ends.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Accepts connections for ever, each served by `serve` on a thread of its own named
+/// `name`; with `bound` already open, a new one goes to `busy` on the accept thread (which
+/// must not wait on it) and is counted.
+pub fn accept<C: Conn>(
+    incoming: impl Iterator<Item = io::Result<C>>,
+    name: &str,
+    bound: usize,
+    counters: &Counters,
+    busy: impl Fn(C),
+    serve: impl Fn(C) + Send + Sync + 'static,
+) {
+    let open = Arc::new(AtomicUsize::new(0));
+    let serve = Arc::new(serve);
+    for conn in incoming {
+        let Ok(conn) = conn else { continue };
+        if open.fetch_add(1, Ordering::AcqRel) >= bound {
+            open.fetch_sub(1, Ordering::AcqRel);
+            counters.count(Refused::Busy);
+            busy(conn);
+            continue;
+        }
+        let (slot, serve) = (Slot(open.clone()), serve.clone());
+        let spawned = std::thread::Builder::new().name(name.into()).spawn(move || {
+            let _slot = slot;
+            serve(conn)
+        });
+        if let Err(e) = spawned {
+            // The closure, and the slot in it, were dropped.
+            counters.count(Refused::Io);
+            tracing::warn!("{name}: no thread for a connection: {e}");
+        }
+    }
+}
+
+/// Why [`read_by`] stopped.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The deadline passed with this many bytes read.
+    Deadline(usize),
+    /// More than the most the server reads.
+    TooLarge,
+    Io(io::Error),
+}
+
+/// Reads a request by `deadline`: until the client shuts down its sending half, or
+/// until `complete` says the bytes so far are a whole request; at most `max` bytes.
+pub fn read_by<C: Conn>(
+    conn: &mut C,
+    deadline: Instant,
+    max: usize,
+    complete: impl Fn(&[u8]) -> bool,
+) -> Result<Vec<u8>, ReadError> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 64 << 10];
+    while !complete(&buf) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ReadError::Deadline(buf.len()));
+        }
+        conn.set_read_timeout(Some(left)).map_err(ReadError::Io)?;
+        match conn.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) if buf.len() + n > max => return Err(ReadError::TooLarge),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if is_timeout(&e) => {}
+            Err(e) => return Err(ReadError::Io(e)),
+        }
+    }
+    Ok(buf)
+}
+
+/// Why [`write_by`] stopped.
+#[derive(Debug)]
+pub enum WriteError {
+    /// The deadline passed with this many bytes taken.
+    Deadline(usize),
+    /// The client went away.
+    Gone,
+}
+
+/// Writes all of `bytes` by `deadline`, however slowly the client takes them.
+pub fn write_by<C: Conn>(conn: &mut C, bytes: &[u8], deadline: Instant) -> Result<(), WriteError> {
+    let mut sent = 0;
+    while sent < bytes.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(WriteError::Deadline(sent));
+        }
+        conn.set_write_timeout(Some(left)).map_err(|_| WriteError::Gone)?;
+        match conn.write(&bytes[sent..]) {
+            Ok(0) => return Err(WriteError::Gone),
+            Ok(n) => sent += n,
+            Err(e) if is_timeout(&e) => {}
+            Err(_) => return Err(WriteError::Gone),
+        }
+    }
+    Ok(())
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    #[test]
+    fn counters_print_every_cause() {
+        let c = Counters::default();
+        c.count(Refused::Malformed);
+        c.count_answered();
+        assert_eq!(
+            c.to_string(),
+            "1 requests answered; refused: too_large 0 request_deadline 0 reply_deadline 0 malformed 1 busy 0 io 0 abandoned 0"
+        );
+        let p = c.prometheus("control");
+        assert!(p.contains("ipsecd_control_requests_total 1\n"), "{p}");
+        assert!(p.contains("ipsecd_control_refused_total{reason=\"malformed\"} 1\n"), "{p}");
+    }
+
+    /// A TCP client that drips a byte every 50 ms is cut off at the whole request's
+    /// deadline, however inside each read's timeout each byte comes.
+    #[test]
+    fn reading_stops_at_the_deadline_of_the_whole_request() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let drip = std::thread::spawn(move || {
+            let mut c = TcpStream::connect(addr).unwrap();
+            for _ in 0..40 {
+                if c.write_all(b"G").is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let (mut conn, _) = l.accept().unwrap();
+        let t = Instant::now();
+        let r = read_by(&mut conn, t + Duration::from_millis(500), 1 << 10, |b| b.ends_with(b"\r\n\r\n"));
+        assert!(matches!(r, Err(ReadError::Deadline(n)) if (5..=12).contains(&n)), "{r:?}");
+        assert!(t.elapsed() < Duration::from_millis(800), "{:?}", t.elapsed());
+        drop(conn);
+        drip.join().unwrap();
+    }
+
+    /// A client that takes its reply a byte at a time (or not at all) is dropped at the
+    /// reply's deadline.
+    #[test]
+    fn writing_stops_at_the_deadline_of_the_whole_reply() {
+        let path = std::env::temp_dir().join(format!("ipsecd-serve-{}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let _reader = UnixStream::connect(&path).unwrap(); // never reads
+        let (mut conn, _) = l.accept().unwrap();
+        let t = Instant::now();
+        let r = write_by(&mut conn, &vec![0u8; 16 << 20], t + Duration::from_millis(300));
+        assert!(matches!(r, Err(WriteError::Deadline(n)) if n < 16 << 20), "{r:?}");
+        assert!(t.elapsed() < Duration::from_millis(600), "{:?}", t.elapsed());
+        let _ = std::fs::remove_file(&path);
+    }
+}
