@@ -3,8 +3,8 @@
 //!
 //! ```text
 //!  TUN ── tun_loop ── Ipsec::output ──► NetSink::transmit ── raw socket (IP_HDRINCL) ──► network
-//!  network ── raw ESP socket ── esp_loop ─┐
-//!  network ── UDP 4500 ──────── udp_loop ─┴─ Ipsec::input ──► NetSink::deliver ──► TUN
+//!  network ── raw ESP socket ── esp_loop ── Ipsec::input_via(Via::Esp) ─┐
+//!  network ── UDP --udp-port ── udp_loop ── Ipsec::input_via(Via::Udp) ─┴─► NetSink::deliver ──► TUN
 //! ```
 //!
 //! The core builds whole outer packets (IP header, UDP for NAT-T, ESP), so the network side
