@@ -23,7 +23,7 @@
 //! ([`batch`]). A network packet is read whole up to the largest the socket can deliver
 //! (64 KiB: a peer's kernel may fragment ESP and ours reassemble it; jumbo frames): the
 //! buffers are sized for the MTU, and what goes past one continues in a spill area of its
-//! own ([`Receiver`]). A packet larger still is cut short by the kernel (MSG_TRUNC) and
+//! own (`Receiver`). A packet larger still is cut short by the kernel (MSG_TRUNC) and
 //! counted as [`Drop::Truncated`].
 
 use std::io::{IoSlice, IoSliceMut};
@@ -47,7 +47,7 @@ use crate::coalesce::Coalescer;
 /// The largest IP packet a packet buffer holds: the TUN's MTU plus room for ESP's overhead
 /// and outer headers on the network side. A larger packet from the network (a peer that
 /// lets its kernel fragment ESP, or another MTU) still arrives whole: its read continues
-/// in a spill area and the packet gets a buffer of its own ([`Receiver`]).
+/// in a spill area and the packet gets a buffer of its own (`Receiver`).
 ///
 /// Buffers of this size come from a pool and are reused, not zeroed per packet. (The first
 /// cut read into 64 KiB buffers; iperf3 through two gateways measured the same with either,
