@@ -29,4 +29,4 @@ pub mod setkey;
 pub mod spd;
 pub mod stats;
 
-pub use datapath::{DefaultPolicy, Ipsec, Packet, Sink, HEADROOM, TAILROOM};
+pub use datapath::{DefaultPolicy, Ipsec, Packet, Sink, Via, HEADROOM, TAILROOM};

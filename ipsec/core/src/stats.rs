@@ -10,12 +10,27 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub enum Drop {
     /// The IP header (or an extension header) is malformed or truncated.
     Malformed,
+    /// The packet was larger than the gateway's read could take whole (the socket cut it
+    /// short: MSG_TRUNC), so nothing of it can be trusted.
+    Truncated,
     /// The packet is an IP fragment; ESP needs whole packets (reassemble first).
     Fragment,
     /// ESP (or UDP-encapsulated ESP) too short for its header, IV and ICV.
     EspTruncated,
+    /// On the ESP-in-UDP port, a datagram that is neither ESP, a NAT-keepalive nor IKE
+    /// (RFC 3948 §2): empty, one byte other than 0xFF, two or three bytes, the Non-ESP
+    /// Marker without a whole IKE header; or, from a socket that carries only ESP, a
+    /// packet of another protocol.
+    NotEsp,
+    /// An IKE message (behind the Non-ESP Marker) on the ESP-in-UDP port: there is no key
+    /// exchange daemon to hand it to.
+    Ike,
     /// No SA for the SPI, destination and protocol.
     UnknownSpi,
+    /// ESP that arrived encapsulated otherwise than its SA says: directly over IP for an
+    /// ESP-in-UDP SA, or in UDP for a plain ESP one (Linux counts the same as
+    /// XfrmInStateMismatch).
+    EncapMismatch,
     /// The sequence number was seen before.
     Replay,
     /// The sequence number is older than the anti-replay window.
@@ -55,9 +70,13 @@ impl Drop {
 
     pub const ALL: [Drop; Drop::COUNT] = [
         Drop::Malformed,
+        Drop::Truncated,
         Drop::Fragment,
         Drop::EspTruncated,
+        Drop::NotEsp,
+        Drop::Ike,
         Drop::UnknownSpi,
+        Drop::EncapMismatch,
         Drop::Replay,
         Drop::TooOld,
         Drop::BadSequence,
@@ -78,9 +97,13 @@ impl Drop {
     pub fn name(self) -> &'static str {
         match self {
             Drop::Malformed => "malformed",
+            Drop::Truncated => "truncated",
             Drop::Fragment => "fragment",
             Drop::EspTruncated => "esp_truncated",
+            Drop::NotEsp => "not_esp",
+            Drop::Ike => "ike",
             Drop::UnknownSpi => "unknown_spi",
+            Drop::EncapMismatch => "encap_mismatch",
             Drop::Replay => "replay",
             Drop::TooOld => "too_old",
             Drop::BadSequence => "bad_sequence",
@@ -112,6 +135,7 @@ pub(crate) struct Counters {
     pub(crate) bytes_out: AtomicU64,
     pub(crate) packets_in: AtomicU64,
     pub(crate) bytes_in: AtomicU64,
+    pub(crate) keepalives: AtomicU64,
     drops: [AtomicU64; Drop::COUNT],
 }
 
@@ -119,6 +143,12 @@ impl Counters {
     #[inline]
     pub(crate) fn drop(&self, why: Drop) {
         self.drops[why as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A NAT-keepalive received (RFC 3948 §2.3): not an error, so not a drop.
+    #[inline]
+    pub(crate) fn keepalive(&self) {
+        self.keepalives.fetch_add(1, Ordering::Relaxed);
     }
 
     #[inline]
@@ -143,19 +173,25 @@ impl Counters {
             bytes_out: self.bytes_out.load(Ordering::Relaxed),
             packets_in: self.packets_in.load(Ordering::Relaxed),
             bytes_in: self.bytes_in.load(Ordering::Relaxed),
+            keepalives: self.keepalives.load(Ordering::Relaxed),
             drops,
         }
     }
 }
 
 /// A snapshot of counters: packets and payload bytes protected (out) and accepted (in),
-/// and drops by reason.
+/// NAT-keepalives received, and drops by reason.
+///
+/// Keepalives are counted apart from the drops: a peer behind a NAT sends one every 20 s
+/// or so (RFC 3948 §2.3) to keep its mapping open, doing what it should; counted as drops
+/// they would read as an attack or a fault and turn every "no drops" check red.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     pub packets_out: u64,
     pub bytes_out: u64,
     pub packets_in: u64,
     pub bytes_in: u64,
+    pub keepalives: u64,
     drops: [u64; Drop::COUNT],
 }
 
@@ -181,6 +217,9 @@ impl fmt::Display for Stats {
             "out {} packets {} bytes, in {} packets {} bytes",
             self.packets_out, self.bytes_out, self.packets_in, self.bytes_in
         )?;
+        if self.keepalives > 0 {
+            write!(f, ", keepalives {}", self.keepalives)?;
+        }
         for (d, n) in self.nonzero_drops() {
             write!(f, ", {d} {n}")?;
         }

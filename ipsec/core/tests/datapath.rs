@@ -12,7 +12,7 @@ use ipsec_core::control::{
 };
 use ipsec_core::sad::Event;
 use ipsec_core::stats::Drop;
-use ipsec_core::{DefaultPolicy, Ipsec, Packet, Sink};
+use ipsec_core::{DefaultPolicy, Ipsec, Packet, Sink, Via};
 
 #[derive(Default)]
 struct Collect {
@@ -49,43 +49,62 @@ fn checksum(b: &[u8]) -> u16 {
 /// An IPv4 or IPv6 UDP packet from `src` to `dst` with `n` payload bytes.
 fn udp_packet(src: IpAddr, dst: IpAddr, n: usize) -> Vec<u8> {
     let payload: Vec<u8> = (0..n).map(|i| (i * 7 + 1) as u8).collect();
-    let mut udp = vec![0x30, 0x39, 0x00, 0x35];
-    udp.extend_from_slice(&((8 + n) as u16).to_be_bytes());
+    datagram(src, dst, 12345, 53, &payload)
+}
+
+/// An IPv4 or IPv6 UDP packet from `src`:`sport` to `dst`:`dport` carrying `payload`,
+/// with its checksum (required over IPv6, RFC 8200 §8.1; left 0 over IPv4).
+fn datagram(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut udp = udp_header(sport, dport, payload);
+    if let (IpAddr::V6(s), IpAddr::V6(d)) = (src, dst) {
+        let mut pseudo = s.octets().to_vec();
+        pseudo.extend_from_slice(&d.octets());
+        pseudo.extend_from_slice(&(udp.len() as u32).to_be_bytes());
+        pseudo.extend_from_slice(&[0, 0, 0, 17]);
+        pseudo.extend_from_slice(&udp);
+        let c = match checksum(&pseudo) {
+            0 => 0xffff,
+            c => c,
+        };
+        udp[6..8].copy_from_slice(&c.to_be_bytes());
+    }
+    ip_packet(src, dst, 17, &udp)
+}
+
+/// `payload` behind a UDP header from `sport` to `dport`, checksum 0.
+fn udp_header(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut udp = sport.to_be_bytes().to_vec();
+    udp.extend_from_slice(&dport.to_be_bytes());
+    udp.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
     udp.extend_from_slice(&[0, 0]);
-    udp.extend_from_slice(&payload);
-    match (src, dst) {
+    udp.extend_from_slice(payload);
+    udp
+}
+
+/// An IPv4 or IPv6 packet of protocol `proto` from `src` to `dst` around `payload`.
+fn ip_packet(src: IpAddr, dst: IpAddr, proto: u8, payload: &[u8]) -> Vec<u8> {
+    let mut h = match (src, dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
-            let mut h = vec![0x45, 0, 0, 0, 0x12, 0x34, 0, 0, 64, 17, 0, 0];
-            h[2..4].copy_from_slice(&((20 + udp.len()) as u16).to_be_bytes());
+            let mut h = vec![0x45, 0, 0, 0, 0x12, 0x34, 0, 0, 64, proto, 0, 0];
+            h[2..4].copy_from_slice(&((20 + payload.len()) as u16).to_be_bytes());
             h.extend_from_slice(&s.octets());
             h.extend_from_slice(&d.octets());
             let c = checksum(&h);
             h[10..12].copy_from_slice(&c.to_be_bytes());
-            h.extend_from_slice(&udp);
             h
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => {
             let mut h = vec![0x60, 0, 0, 0];
-            h.extend_from_slice(&(udp.len() as u16).to_be_bytes());
-            h.extend_from_slice(&[17, 64]);
+            h.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+            h.extend_from_slice(&[proto, 64]);
             h.extend_from_slice(&s.octets());
             h.extend_from_slice(&d.octets());
-            // A UDP checksum is required over IPv6 (RFC 8200 §8.1).
-            let mut pseudo = s.octets().to_vec();
-            pseudo.extend_from_slice(&d.octets());
-            pseudo.extend_from_slice(&(udp.len() as u32).to_be_bytes());
-            pseudo.extend_from_slice(&[0, 0, 0, 17]);
-            pseudo.extend_from_slice(&udp);
-            let c = match checksum(&pseudo) {
-                0 => 0xffff,
-                c => c,
-            };
-            udp[6..8].copy_from_slice(&c.to_be_bytes());
-            h.extend_from_slice(&udp);
             h
         }
         _ => unreachable!("one family"),
-    }
+    };
+    h.extend_from_slice(payload);
+    h
 }
 
 struct Algs {
@@ -502,4 +521,131 @@ fn over_an_asynchronous_accelerator_packets_finish_in_completion_callbacks() {
     assert_eq!(right.stats().total_drops(), 0, "{}", right.stats());
     assert_eq!(right.stats().packets_in, n as u64);
     assert_eq!(left.stats().packets_out, n as u64);
+}
+
+/// `payload` in UDP from `sport` to `dport` with checksum 0 (over IPv6 too), as a
+/// gateway's reader writes the headers back for [`Via::Udp`].
+fn udp_in_ip(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    ip_packet(src, dst, 17, &udp_header(sport, dport, payload))
+}
+
+/// ESP's first bytes: `spi`, sequence number 1, and `n` bytes of would-be ciphertext.
+fn esp_bytes(spi: u32, n: usize) -> Vec<u8> {
+    let mut v = spi.to_be_bytes().to_vec();
+    v.extend_from_slice(&1u32.to_be_bytes());
+    v.extend((0..n).map(|i| i as u8));
+    v
+}
+
+/// A receiving gateway for ESP in UDP on `port` (SA 0x1000 from the peer) that also holds
+/// a plain ESP SA from the peer (0x3001); the sending peer; and the setup.
+fn udp_gateways(outer: (IpAddr, IpAddr), port: u16) -> (Ipsec, Arc<Collect>, Ipsec, Arc<Collect>, Setup) {
+    let (mut s, a) = gcm_tunnel();
+    s.natt = true;
+    s.outer = outer;
+    s.inner = if outer.0.is_ipv4() { s.inner } else { (ip("fd00:1::1"), ip("fd00:2::1")) };
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    let (ls, rs) = (Arc::new(Collect::default()), Arc::new(Collect::default()));
+    let left = Ipsec::new(fw.clone(), ls.clone());
+    let right = Ipsec::new(fw, rs.clone());
+    let mut spec = sa(&s, &a, 0x1000, outer.0, outer.1);
+    spec.natt = Some(NatT { sport: port, dport: port });
+    for g in [&left, &right] {
+        g.control(&Request::AddSa(spec.clone())).unwrap();
+    }
+    s.natt = false;
+    right.control(&Request::AddSa(sa(&s, &a, 0x3001, outer.0, outer.1))).unwrap();
+    s.natt = true;
+    left.control(&Request::AddPolicy(policy(&s, Dir::Out, s.inner.0, s.inner.1, outer))).unwrap();
+    right.control(&Request::AddPolicy(policy(&s, Dir::In, s.inner.0, s.inner.1, outer))).unwrap();
+    (left, ls, right, rs, s)
+}
+
+#[test]
+fn esp_in_udp_on_any_port_is_decapsulated_from_the_udp_socket() {
+    for outer in [(ip("192.0.2.1"), ip("192.0.2.2")), (ip("2001:db8::1"), ip("2001:db8::2"))] {
+        let (left, ls, right, rs, s) = udp_gateways(outer, 4501);
+        let plain = udp_packet(s.inner.0, s.inner.1, 100);
+        left.output(Packet::with_headroom(&plain)).unwrap();
+        let sent = ls.take_sent().remove(0);
+        // The reader gives the datagram behind headers it wrote, UDP checksum 0 (IPv6 too:
+        // the kernel checked it).
+        let off = if outer.0.is_ipv4() { 20 } else { 40 };
+        assert_eq!(&sent[off..off + 4], &[0x11, 0x95, 0x11, 0x95], "from and to port 4501");
+        let got = udp_in_ip(outer.0, outer.1, 4501, 4501, &sent[off + 8..]);
+        right.input_via(Packet::new(got), Via::Udp).unwrap();
+        assert_eq!(rs.take_delivered(), vec![plain]);
+        // Through an IP stack, port 4501 is not ESP in UDP: plain UDP, which the inbound
+        // policy does not cover (it names inner addresses), delivered as it is.
+        right.input(Packet::new(sent)).unwrap();
+        assert_eq!(rs.take_delivered().len(), 1);
+        assert_eq!(right.stats().total_drops(), 0, "{}", right.stats());
+    }
+}
+
+#[test]
+fn what_is_not_esp_from_the_network_sockets_is_counted_and_never_delivered() {
+    for outer in [(ip("192.0.2.1"), ip("192.0.2.2")), (ip("2001:db8::1"), ip("2001:db8::2"))] {
+        let (_left, _ls, right, rs, _s) = udp_gateways(outer, 4501);
+        let (peer, me) = outer;
+        let udp = |payload: &[u8]| Packet::new(udp_in_ip(peer, me, 40000, 4501, payload));
+        let raw = |payload: &[u8]| Packet::new(ip_packet(peer, me, 50, payload));
+        let mut marker_and_header = vec![0; 32];
+        marker_and_header[4] = 0x11;
+        let cases: Vec<(Packet, Via, Result<(), Drop>)> = vec![
+            (udp(&[]), Via::Udp, Err(Drop::NotEsp)),
+            (udp(&[0x00]), Via::Udp, Err(Drop::NotEsp)),
+            (udp(&[0x7f]), Via::Udp, Err(Drop::NotEsp)),
+            (udp(&[1, 2, 3]), Via::Udp, Err(Drop::NotEsp)),
+            (udp(&marker_and_header[..20]), Via::Udp, Err(Drop::NotEsp)),
+            // The repro (32 zero bytes), and IKE behind the marker.
+            (udp(&[0; 32]), Via::Udp, Err(Drop::Ike)),
+            (udp(&marker_and_header), Via::Udp, Err(Drop::Ike)),
+            (udp(&[0xff]), Via::Udp, Ok(())),
+            (udp(&esp_bytes(0x1000, 0)[..6]), Via::Udp, Err(Drop::EspTruncated)),
+            (udp(&esp_bytes(0x1000, 8)), Via::Udp, Err(Drop::EspTruncated)),
+            (udp(&esp_bytes(0xdead_0001, 40)), Via::Udp, Err(Drop::UnknownSpi)),
+            (udp(&esp_bytes(0x3001, 40)), Via::Udp, Err(Drop::EncapMismatch)),
+            (raw(&esp_bytes(0x3001, 0)[..4]), Via::Esp, Err(Drop::EspTruncated)),
+            (raw(&esp_bytes(0, 40)), Via::Esp, Err(Drop::UnknownSpi)),
+            (raw(&esp_bytes(0xdead_0001, 40)), Via::Esp, Err(Drop::UnknownSpi)),
+            (raw(&esp_bytes(0x1000, 40)), Via::Esp, Err(Drop::EncapMismatch)),
+            // Clear traffic no policy covers, from a socket that carries only ESP.
+            (Packet::new(udp_packet(peer, me, 10)), Via::Esp, Err(Drop::NotEsp)),
+            (Packet::new(ip_packet(peer, me, 6, &[0; 20])), Via::Udp, Err(Drop::NotEsp)),
+            // Through an IP stack: IKE and junk on port 4500 are counted, not delivered.
+            (Packet::new(datagram(peer, me, 4500, 4500, &[0; 32])), Via::Ip, Err(Drop::Ike)),
+            (Packet::new(datagram(peer, me, 4500, 4500, &[0x7f])), Via::Ip, Err(Drop::NotEsp)),
+            (Packet::new(datagram(peer, me, 4500, 4500, &[0xff])), Via::Ip, Ok(())),
+        ];
+        let n = cases.len();
+        for (i, (packet, via, want)) in cases.into_iter().enumerate() {
+            assert_eq!(right.input_via(packet, via), want, "{outer:?} case {i} via {via:?}");
+        }
+        assert!(rs.take_delivered().is_empty(), "nothing reaches the protected side");
+        let st = right.stats();
+        assert_eq!(st.keepalives, 2);
+        let expect = [
+            (Drop::EspTruncated, 3),
+            (Drop::NotEsp, 8),
+            (Drop::Ike, 3),
+            (Drop::UnknownSpi, 3),
+            (Drop::EncapMismatch, 2),
+        ];
+        assert_eq!(st.nonzero_drops().collect::<Vec<_>>(), expect.to_vec(), "{st}");
+        assert_eq!(st.total_drops() + st.keepalives, n as u64);
+        // A mismatch is charged to the SA its SPI names.
+        let sa = right.databases().sad.inbound(0x3001, me).unwrap();
+        assert_eq!(sa.stats().drops(Drop::EncapMismatch), 1);
+    }
+}
+
+#[test]
+fn a_drop_counted_by_the_reader_is_in_the_totals() {
+    let (s, a) = gcm_tunnel();
+    let (_left, _ls, right, _rs) = pair(&s, &a);
+    right.count_drop(Drop::Truncated);
+    assert_eq!(right.stats().drops(Drop::Truncated), 1);
+    assert_eq!(right.stats().to_string(), "out 0 packets 0 bytes, in 0 packets 0 bytes, truncated 1");
 }

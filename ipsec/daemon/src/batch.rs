@@ -88,9 +88,11 @@ impl Pool {
         self.spare.pop().unwrap_or_else(|| vec![0u8; self.size])
     }
 
-    /// Takes a buffer back (a packet sent or dropped). At most two batches are kept.
+    /// Takes a buffer back (a packet sent or dropped). At most two batches are kept, and
+    /// only buffers of about the pool's size: one grown for a rare large packet (up to
+    /// 64 KiB) is freed rather than held.
     pub fn put(&mut self, mut v: Vec<u8>) {
-        if self.spare.len() < 2 * BATCH && v.capacity() >= self.size {
+        if self.spare.len() < 2 * BATCH && (self.size..2 * self.size).contains(&v.capacity()) {
             v.resize(self.size, 0);
             self.spare.push(v);
         }
@@ -143,8 +145,11 @@ mod tests {
         b.truncate(10);
         pool.put(b);
         assert_eq!(pool.get().len(), 100);
-        // A buffer smaller than the pool's size is not kept.
+        // A buffer smaller than the pool's size is not kept, nor one grown for a large
+        // packet.
         pool.put(vec![0u8; 50]);
+        pool.put(vec![0u8; 1000]);
+        assert_eq!(pool.get().capacity(), 100);
         assert_eq!(pool.get().len(), 100);
     }
 }

@@ -85,6 +85,7 @@ pub fn stats(core: &Ipsec, io: &crate::net::IoCounters) -> String {
         "total: {} packets {} bytes out, {} packets {} bytes in",
         t.packets_out, t.bytes_out, t.packets_in, t.bytes_in
     );
+    let _ = writeln!(out, "keepalives: {}", t.keepalives);
     let _ = writeln!(out, "drops: {}", t.total_drops());
     for d in Drop::ALL {
         let _ = writeln!(out, "  {:<16} {}", d.name(), t.drops(d));
@@ -227,6 +228,7 @@ pub fn prometheus(core: &Ipsec, io: &crate::net::IoCounters) -> String {
     for (name, kind, help) in [
         ("packets_total", "counter", "Packets through the ESP core, by direction."),
         ("bytes_total", "counter", "Payload bytes through the ESP core, by direction."),
+        ("keepalives_total", "counter", "NAT-keepalives received (RFC 3948), not dropped: counted apart."),
         ("drops_total", "counter", "Packets dropped, by reason."),
         ("sa_packets_total", "counter", "Packets per SA, by direction."),
         ("sa_drops_total", "counter", "Packets dropped per SA, by reason."),
@@ -244,6 +246,7 @@ pub fn prometheus(core: &Ipsec, io: &crate::net::IoCounters) -> String {
     let _ = writeln!(o, "ipsecd_packets_total{{dir=\"in\"}} {}", t.packets_in);
     let _ = writeln!(o, "ipsecd_bytes_total{{dir=\"out\"}} {}", t.bytes_out);
     let _ = writeln!(o, "ipsecd_bytes_total{{dir=\"in\"}} {}", t.bytes_in);
+    let _ = writeln!(o, "ipsecd_keepalives_total {}", t.keepalives);
     for d in Drop::ALL {
         let _ = writeln!(o, "ipsecd_drops_total{{reason=\"{}\"}} {}", d.name(), t.drops(d));
     }

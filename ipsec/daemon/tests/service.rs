@@ -122,6 +122,7 @@ fn metrics_give_every_counter_in_prometheus_text() {
     for d in ipsec_core::stats::Drop::ALL {
         assert!(m.contains(&format!("ipsecd_drops_total{{reason=\"{}\"}} 0\n", d.name())), "{d}");
     }
+    assert!(m.contains("ipsecd_keepalives_total 0\n"), "{m}");
     assert!(m.contains("ipsecd_sas 2\n"));
     // Every sample line is NAME{LABELS} VALUE or NAME VALUE, and every family is declared.
     for line in m.lines().filter(|l| !l.starts_with('#')) {

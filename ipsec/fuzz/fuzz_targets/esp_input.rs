@@ -1,11 +1,12 @@
 //! The inbound packet path on arbitrary bytes, with real SAs installed (AES-GCM tunnel,
 //! AES-CBC+HMAC transport with ESN, over IPv4 and IPv6, with and without UDP
-//! encapsulation): every packet is delivered or dropped and counted, never a panic.
+//! encapsulation), as an IP stack and each of the gateway's sockets hand it over: every
+//! packet is delivered or dropped and counted, never a panic.
 #![no_main]
 
 use std::sync::{Arc, OnceLock};
 
-use ipsec_core::{setkey, Ipsec, Packet, Sink};
+use ipsec_core::{setkey, Ipsec, Packet, Sink, Via};
 use libfuzzer_sys::fuzz_target;
 
 struct Nowhere;
@@ -37,5 +38,7 @@ fn core() -> &'static Ipsec {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let _ = core().input(Packet::new(data.to_vec()));
+    for via in [Via::Ip, Via::Esp, Via::Udp] {
+        let _ = core().input_via(Packet::new(data.to_vec()), via);
+    }
 });

@@ -2,12 +2,13 @@
 //! bounds. Checksums are ignored so that mutated packets reach the deeper parsers.
 #![no_main]
 
-use ipsec_wire::{ipv4, ipv6, udp, udp_encap, ChecksumPolicy};
+use ipsec_wire::{ipv4, ipv6, udp, udp_encap, ChecksumPolicy, EncapPort};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let _ = ipsec_wire::parse_any_with(data, ChecksumPolicy::Ignore);
     let _ = ipsec_wire::parse_any(data);
+    let _ = ipsec_wire::parse_any_encap(data, ChecksumPolicy::Ignore, EncapPort::Every);
     if let Ok(p) = ipv4::Packet::new_checked(data) {
         let _ = ipv4::Repr::parse_with(&p, ChecksumPolicy::Ignore);
     }

@@ -15,11 +15,12 @@
 //!   Pad Length, Next Header): parsed after decryption, computed and written before
 //!   encryption.
 //! - [`udp`]: RFC 768 header and checksum over the IPv4 or IPv6 pseudo-header.
-//! - [`udp_encap`]: RFC 3948 — keepalive, IKE behind the Non-ESP Marker, or ESP on port 4500.
+//! - [`udp_encap`]: RFC 3948 — keepalive, IKE behind the Non-ESP Marker, or ESP on the
+//!   encapsulation port (4500, or the one the caller names: [`EncapPort`]).
 //! - [`checksum`]: the RFC 1071 Internet checksum.
 //! - [`parse_any`]: from raw bytes to a [`Summary`] — version, addresses, the header after
-//!   the IP headers and where it starts, fragment or not, ESP/UDP header — for the core's
-//!   dispatch and for fuzzing.
+//!   the IP headers and where it starts, fragment or not, ESP/UDP header and what an
+//!   ESP-in-UDP payload is — for the core's dispatch and for fuzzing.
 //!
 //! Malformed input is an [`Error`] value, never a panic: `parse`, `check_len`,
 //! `new_checked`, `walk_extension_headers`, `Trailer::parse`, `classify` and `parse_any` are
@@ -59,4 +60,4 @@ pub mod udp_encap;
 
 pub use error::{Error, Result};
 pub use ip::{ChecksumPolicy, IpProtocol, PseudoHeader};
-pub use summary::{parse_any, parse_any_with, Encap, Summary, Upper};
+pub use summary::{parse_any, parse_any_encap, parse_any_with, Encap, EncapPort, Summary, Upper};

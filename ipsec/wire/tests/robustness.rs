@@ -226,18 +226,22 @@ fn parse_any_errors() {
         bad[40..44].copy_from_slice(&[0x30, 0x39, 0x00, 0x35]);
     }
     assert_eq!(parse_any(&bad), Err(Error::MissingUdpChecksum));
-    // ESP with SPI 0 directly over IP.
+    // ESP with SPI 0 directly over IP: the IP packet parses; its ESP is classified bad.
     let mut bad = corpus[0].1.clone();
     bad[20..24].fill(0);
-    assert_eq!(parse_any(&bad), Err(Error::ReservedSpi));
-    // A two-byte payload on the NAT-T port.
+    assert_eq!(parse_any(&bad).map(|s| s.upper), Ok(Upper::BadEsp(Error::ReservedSpi)));
+    // A two-byte payload on the NAT-T port, a one-byte one that is not a keepalive: the
+    // datagram parses, its payload is classified invalid with the reason.
     let v4 = PseudoHeader::V4 { src: V4_SRC, dst: V4_DST };
+    let udp = |len| udp::Repr { src_port: 4500, dst_port: 4500, payload_len: len };
     let datagram = udp_datagram(4500, 4500, &[0xff, 0xff], Some(&v4));
     let bad = ipv4_packet(IpProtocol::UDP, &[], &datagram, false);
-    assert_eq!(parse_any(&bad), Err(Error::Truncated { needed: 4, got: 2 }));
+    let invalid = Encap::Invalid(Error::Truncated { needed: 4, got: 2 });
+    assert_eq!(parse_any(&bad).map(|s| s.upper), Ok(Upper::UdpEncap(udp(2), invalid)));
     let datagram = udp_datagram(4500, 4500, &[0x7f], Some(&v4));
     let bad = ipv4_packet(IpProtocol::UDP, &[], &datagram, false);
-    assert_eq!(parse_any(&bad), Err(Error::BadKeepalive(0x7f)));
+    let invalid = Encap::Invalid(Error::BadKeepalive(0x7f));
+    assert_eq!(parse_any(&bad).map(|s| s.upper), Ok(Upper::UdpEncap(udp(1), invalid)));
     // Hop-by-Hop in the wrong place.
     let bad = ipv6_packet(IpProtocol::DEST_OPTS, &[0, 0, 1, 4, 0, 0, 0, 0, 59, 0, 1, 4, 0, 0, 0, 0]);
     assert_eq!(parse_any(&bad), Err(Error::MisplacedHopByHop));

@@ -24,7 +24,10 @@ struct Args {
     /// Control socket (mode 0600).
     #[arg(short = 's', long, default_value = DEFAULT_SOCKET)]
     socket: PathBuf,
-    /// Local UDP port of ESP in UDP (RFC 3948).
+    /// Local UDP port of ESP in UDP (RFC 3948). What arrives on it is ESP, a NAT-keepalive,
+    /// or counted and dropped (IKE: there is no key exchange daemon; anything else). The
+    /// esp-udp SAs name the port (`add 10.0.0.1[4501] 10.0.0.2[4501] esp-udp …`); without
+    /// one they send from and to 4500.
     #[arg(long, default_value_t = 4500)]
     udp_port: u16,
     /// Do not route the outbound policies' destinations into the TUN (route them yourself;
