@@ -5,7 +5,7 @@
 //! decrypts or verifies it back, then times the same request reused for a short while and
 //! prints throughput at 1 KiB. It ends with the framework's statistics, errors included.
 //!
-//! Run: `scripts/demo` (or `cargo run --release -p ocf-soft --example tour`).
+//! Run: `cargo run --release -p ocf-soft --example tour`.
 
 use std::time::{Duration, Instant};
 

@@ -158,7 +158,8 @@ impl Ipsec {
         self.shared.counters.snapshot()
     }
 
-    /// Applies time lifetimes; call it about once a second.
+    /// Applies time lifetimes (whole seconds): call it at least once a second (ipsecd does
+    /// every 200 ms, between signal checks).
     pub fn tick(&self) {
         let ev = self.shared.db.sad.tick();
         self.shared.push_events(ev);
