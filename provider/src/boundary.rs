@@ -34,7 +34,8 @@
 //!
 //! Testing (debug builds only, so `cargo test` has it and release builds do not): with
 //! `OCF_PROVIDER_PANIC=<callback>` in the environment, the first call of that callback in
-//! the process panics inside its boundary, e.g. `OCF_PROVIDER_PANIC=cipher_update`. The
+//! the process panics inside its boundary, e.g. `OCF_PROVIDER_PANIC=cipher_update` (and
+//! says so on stderr, so that a test knows the callback was reached). The
 //! names are the `what` of each callback (OpenSSL's `OSSL_FUNC_<what>` without the prefix
 //! for the provider's own functions: `provider_init`, `cipher_update`, `digest_final`,
 //! `mac_init`, ...).
@@ -369,7 +370,7 @@ pub fn install_panic_hook() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         let default = std::panic::take_hook();
-        let verbose = std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0");
+        let verbose = std::env::var_os("RUST_BACKTRACE").is_some_and(|v| !v.is_empty() && v != "0");
         std::panic::set_hook(Box::new(move |info| {
             let at = info.location().map(|l| format!("{}:{}", l.file(), l.line())).unwrap_or_default();
             let msg = info
@@ -397,6 +398,8 @@ fn inject(what: &'static str) {
     static FIRED: AtomicBool = AtomicBool::new(false);
     let named = NAMED.get_or_init(|| std::env::var("OCF_PROVIDER_PANIC").ok());
     if named.as_deref() == Some(what) && !FIRED.swap(true, Ordering::Relaxed) {
+        // Says that the callback was reached, for tests whose command succeeds anyway.
+        eprintln!("ocf provider: OCF_PROVIDER_PANIC={what}: panicking now");
         panic!("fault injected by OCF_PROVIDER_PANIC={what}");
     }
 }
