@@ -17,9 +17,12 @@
 //! runs its body under [`guard`] (or [`with_ctx`] when it has a context), which turns a
 //! panic into what a C caller understands: an error on OpenSSL's error queue (through the
 //! core's `new_error`/`vset_error`, as every other provider error) and the callback's
-//! failure return (0, NULL, or nothing for `freectx`). The non-panicking path costs
-//! nothing: `catch_unwind` is a landing pad, not a check. This needs the provider to unwind
-//! (a `panic = "abort"` build is refused at compile time below).
+//! failure return (0, NULL, or nothing for `freectx`). `catch_unwind` costs nothing on
+//! the path that does not panic (a landing pad, not a check); the boundary's own checks
+//! (NULL, lengths, overlap, a failed context) measured 137 instructions per AES-128-GCM
+//! message (init, AAD, update, final, tag) under callgrind, about 4% of the provider's
+//! share of a 16-byte message and 0.7% at 8 KiB. This needs the provider to unwind (a
+//! `panic = "abort"` build is refused at compile time below).
 //!
 //! A panic can leave a context half updated (a partial block kept, the message state half
 //! advanced), so the context is marked failed: every later call on it returns an error
@@ -30,15 +33,17 @@
 //! host's; OpenSSL callers read the error queue (`openssl` prints it). Panics on ocf's own
 //! threads (named `ocf-…`: dispatch and return workers, the simulated card), where no
 //! boundary catches them, and every panic when `RUST_BACKTRACE` is set, still go to the
-//! default hook's stderr message.
+//! default hook's stderr message. The hook is this library's own: `ocf.so` carries its own
+//! copy of Rust's standard library, so a Rust host's hook is untouched.
 //!
 //! Testing (debug builds only, so `cargo test` has it and release builds do not): with
 //! `OCF_PROVIDER_PANIC=<callback>` in the environment, the first call of that callback in
-//! the process panics inside its boundary, e.g. `OCF_PROVIDER_PANIC=cipher_update` (and
-//! says so on stderr, so that a test knows the callback was reached). The
-//! names are the `what` of each callback (OpenSSL's `OSSL_FUNC_<what>` without the prefix
-//! for the provider's own functions: `provider_init`, `cipher_update`, `digest_final`,
-//! `mac_init`, ...).
+//! the process panics inside its boundary (and says so on stderr, so that a test knows the
+//! callback was reached). The names are OpenSSL's for the dispatch functions without the
+//! `OSSL_FUNC_` prefix (`cipher_update`, `digest_final`, `mac_init`,
+//! `provider_get_params`, ...), and `provider_init` for `OSSL_provider_init`. Debug builds
+//! rather than a cargo feature: the tests load the cdylib that `cargo test` builds with the
+//! package's own features, and a package cannot turn a feature on for its own tests only.
 
 use std::any::Any;
 use std::cell::RefCell;
@@ -55,6 +60,7 @@ compile_error!(
 
 /// Runs one callback's `body`; a panic becomes `fail`, with the panic on OpenSSL's error
 /// queue through `raise`.
+#[inline(always)]
 pub fn guard<R>(what: &'static str, fail: R, raise: impl FnOnce(&str), body: impl FnOnce() -> R) -> R {
     match catch_unwind(AssertUnwindSafe(|| {
         inject(what);
@@ -114,6 +120,7 @@ pub unsafe fn new_ctx<C>(
 /// `ctx` is NULL or a context [`new_ctx`] or [`dup_ctx`] made for this `C`, not yet freed,
 /// and not in use by another call (OpenSSL never uses one context from two threads at
 /// once).
+#[inline(always)]
 pub unsafe fn with_ctx<C: Context, R>(
     what: &'static str,
     ctx: *mut c_void,
@@ -225,6 +232,7 @@ impl<'a> Io<'a> {
     /// `input` is NULL or points at `inl` readable bytes; `out` is NULL or points at
     /// `outsize` writable bytes; both stay valid, and are touched by nothing else, for `'a`
     /// (OpenSSL's contract for a cipher's update).
+    #[inline]
     pub unsafe fn from_raw(
         out: *mut u8,
         outsize: usize,
@@ -255,6 +263,7 @@ impl<'a> Io<'a> {
     }
 
     /// The input bytes.
+    #[inline]
     pub fn input(&self) -> &[u8] {
         match self {
             Io::NoOutput(input) | Io::Separate { input, .. } => input,
@@ -262,16 +271,19 @@ impl<'a> Io<'a> {
         }
     }
 
+    #[inline]
     pub fn has_output(&self) -> bool {
         !matches!(self, Io::NoOutput(_))
     }
 
+    #[inline]
     pub fn in_place(&self) -> bool {
         matches!(self, Io::InPlace { .. })
     }
 
     /// The whole output buffer, with the input's first `n` bytes moved to `at..at + n`:
     /// where a cipher then transforms them in place. From here on only the output is used.
+    #[inline]
     pub fn into_output(self, n: usize, at: usize) -> Result<&'a mut [u8], &'static str> {
         match self {
             Io::NoOutput(_) => Err("no output buffer"),
@@ -431,6 +443,38 @@ mod tests {
         assert!(raised.contains("internal error (a panic) in test_callback: boom"), "{raised}");
         let r = guard("test_callback", -1, |_| unreachable!(), || 7);
         assert_eq!(r, 7, "no panic: the body's value");
+    }
+
+    #[test]
+    fn update_buffers_are_taken_apart_once_and_checked() {
+        let mut buf = *b"abcdefgh";
+        let p = buf.as_mut_ptr();
+        // SAFETY: every pointer below is into `buf` (8 bytes) or NULL, lengths within it.
+        unsafe {
+            // In place: the input is the buffer's first bytes, moved within it on request.
+            let io = Io::from_raw(p, 8, p, 3).expect("in place");
+            assert!(io.in_place() && io.has_output());
+            assert_eq!(io.input(), b"abc");
+            let out = io.into_output(3, 2).expect("room for 2 + 3");
+            assert_eq!(&out[..5], b"ababc");
+            assert_eq!(Io::from_raw(p, 2, p, 3).err(), Some(IoError::InPlaceTooSmall { inl: 3, outsize: 2 }));
+            // Overlapping without the same start: refused, as EVP_EncryptUpdate(3) says.
+            assert_eq!(Io::from_raw(p.add(1), 4, p, 3).err(), Some(IoError::PartialOverlap));
+            assert_eq!(Io::from_raw(p, 4, p.add(2), 3).err(), Some(IoError::PartialOverlap));
+            assert_eq!(Io::from_raw(p, 8, std::ptr::null(), 1).err(), Some(IoError::NullInput { inl: 1 }));
+            // Apart: the input copied into the output.
+            let io = Io::from_raw(p.add(4), 4, p, 2).expect("apart");
+            assert!(!io.in_place());
+            let out = io.into_output(2, 0).expect("room");
+            assert_eq!((out.len(), &out[..2]), (4, &b"ab"[..]));
+            let io = Io::from_raw(p.add(4), 1, p, 2).expect("apart");
+            assert_eq!(io.into_output(2, 0).err(), Some("output buffer too small"));
+            // No output: associated data, read only.
+            let io = Io::from_raw(std::ptr::null_mut(), 0, p, 2).expect("AAD");
+            assert!(!io.has_output() && io.input() == b"ab");
+            assert_eq!(io.into_output(2, 0).err(), Some("no output buffer"));
+            assert!(Io::from_raw(p, 8, std::ptr::null(), 0).expect("nothing").input().is_empty());
+        }
     }
 
     #[test]

@@ -285,6 +285,7 @@ impl CipherCtx {
 
     /// The output buffer with the input's first `n` bytes moved to `at..` (see
     /// [`Io::into_output`]), or the error raised.
+    #[inline]
     fn output<'a>(&self, io: Io<'a>, n: usize, at: usize) -> Option<&'a mut [u8]> {
         io.into_output(n, at).map_err(|why| self.fail(&format!("{}: {why}", name(self.info)))).ok()
     }
@@ -1006,12 +1007,14 @@ extern "C" fn gettable_params(_provctx: *mut c_void) -> *const Param {
     boundary::guard("cipher_gettable_params", std::ptr::null(), crate::raise_loaded, || GETTABLE.as_ptr())
 }
 
+/// A static list: nothing read from OpenSSL's arguments.
 extern "C" fn gettable_ctx_params(_ctx: *mut c_void, _provctx: *mut c_void) -> *const Param {
     boundary::guard("cipher_gettable_ctx_params", std::ptr::null(), crate::raise_loaded, || {
         GETTABLE_CTX.as_ptr()
     })
 }
 
+/// A static list: nothing read from OpenSSL's arguments.
 extern "C" fn settable_ctx_params(_ctx: *mut c_void, _provctx: *mut c_void) -> *const Param {
     boundary::guard("cipher_settable_ctx_params", std::ptr::null(), crate::raise_loaded, || {
         SETTABLE_CTX.as_ptr()

@@ -476,6 +476,7 @@ extern "C" fn mac_gettable_ctx_params(_ctx: *mut c_void, _provctx: *mut c_void) 
     })
 }
 
+/// A static list: nothing read from OpenSSL's arguments.
 extern "C" fn mac_settable_ctx_params(_ctx: *mut c_void, _provctx: *mut c_void) -> *const Param {
     boundary::guard("mac_settable_ctx_params", std::ptr::null(), crate::raise_loaded, || {
         MAC_SETTABLE_CTX.as_ptr()

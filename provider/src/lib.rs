@@ -24,6 +24,10 @@
 //! of a multi-part message, [`part`]), so driver choice, statistics and profiling apply.
 //! The algorithms carry the property `provider=ocf`: with both providers loaded, pick ocf
 //! with `-propquery provider=ocf`.
+//!
+//! Every function OpenSSL calls goes through [`boundary`]: raw pointers become slices and
+//! references there, once, and a panic becomes an error on OpenSSL's error queue and the
+//! callback's failure value instead of aborting the host application.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::{Mutex, OnceLock};
