@@ -17,12 +17,14 @@
 //! runs its body under [`guard`] (or [`with_ctx`] when it has a context), which turns a
 //! panic into what a C caller understands: an error on OpenSSL's error queue (through the
 //! core's `new_error`/`vset_error`, as every other provider error) and the callback's
-//! failure return (0, NULL, or nothing for `freectx`). `catch_unwind` costs nothing on
-//! the path that does not panic (a landing pad, not a check); the boundary's own checks
-//! (NULL, lengths, overlap, a failed context) measured 137 instructions per AES-128-GCM
-//! message (init, AAD, update, final, tag) under callgrind, about 4% of the provider's
-//! share of a 16-byte message and 0.7% at 8 KiB. This needs the provider to unwind (a
-//! `panic = "abort"` build is refused at compile time below).
+//! failure return (0, NULL, or nothing for `freectx`). On the path that does not panic,
+//! `catch_unwind` is a landing pad, not a check, but it costs each callback a stack frame
+//! of its own (no tail call into the code behind it); with the boundary's checks (NULL,
+//! lengths, overlap, a failed context) that measured 100 instructions per AES-128-GCM
+//! message in `openssl speed`'s loop (callgrind, the provider's callbacks: 3548 -> 3647
+//! at 16 bytes, 22040 -> 22142 at 8 KiB). The failure paths are kept out of line. This
+//! needs the provider to unwind (a `panic = "abort"` build is refused at compile time
+//! below).
 //!
 //! A panic can leave a context half updated (a partial block kept, the message state half
 //! advanced), so the context is marked failed: every later call on it returns an error
@@ -59,7 +61,8 @@ compile_error!(
 );
 
 /// Runs one callback's `body`; a panic becomes `fail`, with the panic on OpenSSL's error
-/// queue through `raise`.
+/// queue through `raise`. (Inlined into each callback, the failure paths kept out of line:
+/// the path that does not panic stays a few instructions.)
 #[inline(always)]
 pub fn guard<R>(what: &'static str, fail: R, raise: impl FnOnce(&str), body: impl FnOnce() -> R) -> R {
     match catch_unwind(AssertUnwindSafe(|| {
@@ -68,7 +71,7 @@ pub fn guard<R>(what: &'static str, fail: R, raise: impl FnOnce(&str), body: imp
     })) {
         Ok(r) => r,
         Err(payload) => {
-            raise(&panic_message(what, payload.as_ref()));
+            raise(&panic_message(what, payload));
             fail
         }
     }
@@ -127,21 +130,34 @@ pub unsafe fn with_ctx<C: Context, R>(
     fail: R,
     body: impl FnOnce(&mut C) -> R,
 ) -> R {
+    let ptr = ctx as *mut Held<C>;
     // SAFETY: as the caller promises.
-    let Some(held) = (unsafe { (ctx as *mut Held<C>).as_mut() }) else { return fail };
+    let Some(held) = (unsafe { ptr.as_mut() }) else { return fail };
     if held.failed {
-        held.ctx.provider().error(&format!(
-            "ocf: {what}: this context failed earlier (an internal error in ocf); free it and make a new one"
-        ));
+        failed_before(held.ctx.provider(), what);
         return fail;
     }
-    let mut panicked = None;
-    let r = guard(what, fail, |why| panicked = Some(why.to_owned()), || body(&mut held.ctx));
-    if let Some(why) = panicked {
-        held.failed = true;
-        held.ctx.provider().error(&format!("{why}; this context is no longer usable"));
-    }
-    r
+    // SAFETY: `raise` runs after `body` has returned (unwound), when nothing else borrows
+    // the context.
+    let raise = |why: &str| unsafe { poison(&mut *ptr, why) };
+    guard(what, fail, raise, || body(&mut held.ctx))
+}
+
+/// Marks a context failed after a panic in one of its calls, and says so.
+#[cold]
+#[inline(never)]
+fn poison<C: Context>(held: &mut Held<C>, why: &str) {
+    held.failed = true;
+    held.ctx.provider().error(&format!("{why}; this context is no longer usable"));
+}
+
+/// The error for a call on a context that failed before.
+#[cold]
+#[inline(never)]
+fn failed_before(provider: &Provider, what: &str) {
+    provider.error(&format!(
+        "ocf: {what}: this context failed earlier (an internal error in ocf); free it and make a new one"
+    ));
 }
 
 /// Copies a context (`dupctx`) with `dup`; NULL if it failed before, `dup` fails (it raised
@@ -364,7 +380,9 @@ thread_local! {
 }
 
 /// What goes on the error queue for a panic in `what`.
-fn panic_message(what: &str, payload: &(dyn Any + Send)) -> String {
+#[cold]
+#[inline(never)]
+fn panic_message(what: &str, payload: Box<dyn Any + Send>) -> String {
     let seen = LAST_PANIC.with(|p| p.borrow_mut().take());
     let why = seen.unwrap_or_else(|| {
         payload
