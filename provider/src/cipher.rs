@@ -19,7 +19,8 @@ use ocf::{CipherAlg, Op, Part, Session, SessionParams};
 use zeroize::Zeroize;
 
 use crate::abi::{self, Algorithm, Dispatch, Param};
-use crate::params::{self, FAIL, OK};
+use crate::boundary::{self, given, slice_mut_or_empty, Context, Io, IoError};
+use crate::params::{self, Params, FAIL, OK};
 use crate::part::{Data, Extras, Feed};
 use crate::tls;
 use crate::{entry, Provider};
@@ -148,11 +149,10 @@ impl CipherCtx {
         self.tag_ready = false;
     }
 
-    fn init(&mut self, encrypt: bool, key: Option<&[u8]>, iv: Option<&[u8]>, ps: *const Param) -> bool {
+    fn init(&mut self, encrypt: bool, key: Option<&[u8]>, iv: Option<&[u8]>, ps: Params) -> bool {
         self.encrypt = encrypt;
         self.restart();
-        // SAFETY: OpenSSL passes NULL or a terminated array.
-        if !unsafe { self.set_params(ps) } {
+        if !self.set_params(ps) {
             return false;
         }
         if let Some(iv) = iv {
@@ -254,61 +254,46 @@ impl CipherCtx {
         }
     }
 
-    /// `EVP_CipherUpdate`: `inl` bytes at `input` into the `outsize` bytes at `out` (which
-    /// may be the same memory: OpenSSL encrypts in place). Returns the bytes written.
-    ///
-    /// # Safety
-    /// `input` points at `inl` readable bytes (or is NULL with `inl` 0); `out` is NULL or
-    /// points at `outsize` writable bytes.
-    unsafe fn update(&mut self, out: *mut u8, outsize: usize, input: *const u8, inl: usize) -> Option<usize> {
-        if self.tls_next.is_some() && !out.is_null() {
-            // SAFETY: as the caller promises.
-            return unsafe { self.tls_record(out, outsize, input, inl) };
+    /// `EVP_CipherUpdate`: the input into the output (which may be the same memory:
+    /// OpenSSL encrypts in place). Returns the bytes written.
+    fn update(&mut self, io: Io<'_>) -> Option<usize> {
+        if self.tls_next.is_some() && io.has_output() {
+            return self.tls_record(io);
         }
         if self.tls_version != 0 && self.info.padded() {
-            // SAFETY: as the caller promises.
-            return unsafe { self.tls_cbc_record(out, outsize, input, inl) };
+            return self.tls_cbc_record(io);
         }
-        if self.info.aead() && out.is_null() {
+        if self.info.aead() && !io.has_output() {
             // Associated data: before the payload, all of it sent with the first part.
             if self.feed.in_message() {
                 self.fail(&format!("{}: AAD after the payload", name(self.info)));
                 return None;
             }
-            // SAFETY: as the caller promises.
-            self.aad.extend_from_slice(unsafe { bytes(input, inl) }.unwrap_or(&[]));
+            self.aad.extend_from_slice(io.input());
             return Some(0);
         }
         if !self.info.padded() {
-            if inl == 0 {
+            let n = io.input().len();
+            if n == 0 {
                 return Some(0);
             }
-            if outsize < inl || out.is_null() || input.is_null() {
-                self.fail("output buffer too small");
-                return None;
-            }
-            // SAFETY: `inl` bytes are readable at `input` and writable at `out` (`outsize` >=
-            // `inl`).
-            let data = unsafe { in_output(input, out, inl) };
-            return self.part(data, false).then_some(inl);
+            let out = self.output(io, n, 0)?;
+            return self.part(&mut out[..n], false).then_some(n);
         }
-        // SAFETY: as the caller promises.
-        unsafe { self.update_blocks(out, outsize, input, inl) }
+        self.update_blocks(io)
+    }
+
+    /// The output buffer with the input's first `n` bytes moved to `at..` (see
+    /// [`Io::into_output`]), or the error raised.
+    #[inline]
+    fn output<'a>(&self, io: Io<'a>, n: usize, at: usize) -> Option<&'a mut [u8]> {
+        io.into_output(n, at).map_err(|why| self.fail(&format!("{}: {why}", name(self.info)))).ok()
     }
 
     /// One TLS 1.2 record (see `tls`), announced by `tlsaad`: its payload goes through ocf
     /// as one whole AEAD message, in place. Returns the whole record's length when sealing,
     /// the payload's when opening (as OpenSSL's providers do).
-    ///
-    /// # Safety
-    /// As for [`CipherCtx::update`].
-    unsafe fn tls_record(
-        &mut self,
-        out: *mut u8,
-        outsize: usize,
-        input: *const u8,
-        inl: usize,
-    ) -> Option<usize> {
+    fn tls_record(&mut self, io: Io<'_>) -> Option<usize> {
         let rec = self.tls_next.take()?;
         let layout = self.tls_layout()?;
         // ChaCha20-Poly1305's fixed nonce may also come as the init IV (libssl does that).
@@ -316,21 +301,19 @@ impl CipherCtx {
             self.fail(&format!("{}: a TLS record before its fixed IV (tlsivfixed)", name(self.info)));
             return None;
         }
-        let (plen, overhead) = (rec.payload_len, layout.overhead());
-        if inl != plen + overhead || outsize < inl || input.is_null() {
+        let (plen, overhead, inl) = (rec.payload_len, layout.overhead(), io.input().len());
+        if inl != plen + overhead {
             self.fail(&format!(
                 "{}: a TLS record of {inl} bytes, where its AAD says {plen} bytes of payload and {overhead} around it",
                 name(self.info)
             ));
             return None;
         }
-        if layout == tls::Layout::Gcm && !std::ptr::eq(input, out) {
+        if layout == tls::Layout::Gcm && !io.in_place() {
             self.fail("AES-GCM TLS records are processed in place (input and output the same)");
             return None;
         }
-        // SAFETY: `inl` bytes are readable at `input` and writable at `out` (`outsize` >=
-        // `inl`).
-        let record = unsafe { in_output(input, out, inl) };
+        let record = &mut self.output(io, inl, 0)?[..inl];
         let nonce: [u8; 12];
         let body = match layout {
             tls::Layout::Gcm => {
@@ -367,29 +350,19 @@ impl CipherCtx {
     /// One TLS CBC record (see `tls`), in place: sealing pads it, opening drops the explicit
     /// IV, the padding and the MAC (kept for `tls-mac`) in constant time. The chaining value
     /// runs on from record to record, as one ocf message that never ends.
-    ///
-    /// # Safety
-    /// As for [`CipherCtx::update`].
-    unsafe fn tls_cbc_record(
-        &mut self,
-        out: *mut u8,
-        outsize: usize,
-        input: *const u8,
-        inl: usize,
-    ) -> Option<usize> {
+    fn tls_cbc_record(&mut self, io: Io<'_>) -> Option<usize> {
         let b = self.info.block;
-        if input.is_null() || !std::ptr::eq(input, out) || outsize < inl || !self.padding {
+        let (Io::InPlace { buf, inl }, true) = (io, self.padding) else {
             self.fail("TLS CBC records are processed in place, with padding on");
             return None;
-        }
+        };
         if self.encrypt {
             let pad = tls::cbc_pad_len(inl, b);
-            if outsize < inl + pad {
+            if buf.len() < inl + pad {
                 self.fail("output buffer too small for the TLS padding");
                 return None;
             }
-            // SAFETY: `outsize` >= `inl + pad` bytes are writable at `out` (== `input`).
-            let record = unsafe { std::slice::from_raw_parts_mut(out, inl + pad) };
+            let record = &mut buf[..inl + pad];
             record[inl..].fill((pad - 1) as u8);
             return self.part(record, false).then_some(inl + pad);
         }
@@ -397,8 +370,7 @@ impl CipherCtx {
             self.fail("a TLS CBC record that is not whole blocks");
             return None;
         }
-        // SAFETY: `inl` bytes are readable and writable at `out` (== `input`).
-        let record = unsafe { std::slice::from_raw_parts_mut(out, inl) };
+        let record = &mut buf[..inl];
         if !self.part(record, false) {
             return None;
         }
@@ -459,18 +431,10 @@ impl CipherCtx {
 
     /// CBC update: whole blocks through, a partial block (and on decrypt with padding, the
     /// last whole block) kept for later.
-    ///
-    /// # Safety
-    /// As for [`CipherCtx::update`].
-    unsafe fn update_blocks(
-        &mut self,
-        out: *mut u8,
-        outsize: usize,
-        input: *const u8,
-        inl: usize,
-    ) -> Option<usize> {
+    fn update_blocks(&mut self, io: Io<'_>) -> Option<usize> {
         let b = self.info.block;
         let held = self.pending_len;
+        let inl = io.input().len();
         let total = held + inl;
         let mut keep = total % b;
         if keep == 0 && !self.encrypt && self.padding && total > 0 {
@@ -478,31 +442,22 @@ impl CipherCtx {
         }
         let send = total - keep;
         if send == 0 {
-            // SAFETY: `inl` (< b - held here) bytes are readable at `input`.
-            let input = unsafe { bytes(input, inl) }.unwrap_or(&[]);
-            self.pending[held..total].copy_from_slice(input);
+            self.pending[held..total].copy_from_slice(io.input());
             self.pending_len = total;
             return Some(0);
         }
-        if outsize < send || out.is_null() || input.is_null() {
-            self.fail("output buffer too small");
-            return None;
-        }
         // The output is the held bytes, then the input's first `send - held`; the input's
-        // last `keep` bytes are held for the next call. `out` may be `input` itself, so the
-        // tail is saved first and the rest moved (not copied) into place.
+        // last `keep` bytes (at most a block) are held for the next call. The output may
+        // be the input itself, so the tail is saved first.
         let used = send - held;
         let mut tail = [0u8; 16];
-        // SAFETY: `inl` bytes are readable at `input`, `outsize` >= `send` writable at
-        // `out`; `keep` = `inl - used` <= 16. `ptr::copy` allows overlap. After the moves
-        // only `out[..send]` is used.
-        let data = unsafe {
-            std::ptr::copy_nonoverlapping(input.add(used), tail.as_mut_ptr(), keep);
-            std::ptr::copy(input, out.add(held), used);
-            std::ptr::copy_nonoverlapping(self.pending.as_ptr(), out, held);
-            std::slice::from_raw_parts_mut(out, send)
+        tail[..keep].copy_from_slice(&io.input()[used..]);
+        let Some(out) = self.output(io, used, held) else {
+            tail.zeroize();
+            return None;
         };
-        let ok = self.part(data, false);
+        out[..held].copy_from_slice(&self.pending[..held]);
+        let ok = self.part(&mut out[..send], false);
         self.pending = tail;
         self.pending_len = keep;
         tail.zeroize();
@@ -510,7 +465,7 @@ impl CipherCtx {
     }
 
     /// `EVP_CipherFinal`. Returns the bytes written.
-    fn finish(&mut self, out: *mut u8, outsize: usize) -> Option<usize> {
+    fn finish(&mut self, out: &mut [u8]) -> Option<usize> {
         if self.info.aead() {
             let ok = self.part(&mut [], true);
             self.iv_set = false;
@@ -536,7 +491,7 @@ impl CipherCtx {
                 let mut block = [0u8; 16];
                 block[..self.pending_len].copy_from_slice(&self.pending[..self.pending_len]);
                 block[self.pending_len..b].fill(pad);
-                self.write_block(&block[..b], out, outsize, b)
+                self.write_block(&block[..b], out)
             }
         } else if !self.padding {
             if self.pending_len != 0 {
@@ -559,9 +514,8 @@ impl CipherCtx {
                     None
                 };
             match n {
-                Some(n) if outsize >= n && (n == 0 || !out.is_null()) => {
-                    // SAFETY: `outsize` >= n bytes at `out`.
-                    unsafe { std::ptr::copy_nonoverlapping(block.as_ptr(), out, n) };
+                Some(n) if out.len() >= n => {
+                    out[..n].copy_from_slice(&block[..n]);
                     block.zeroize();
                     Some(n)
                 }
@@ -583,22 +537,19 @@ impl CipherCtx {
         result
     }
 
-    fn write_block(&mut self, block: &[u8], out: *mut u8, outsize: usize, b: usize) -> Option<usize> {
-        if outsize < b || out.is_null() {
+    fn write_block(&mut self, block: &[u8], out: &mut [u8]) -> Option<usize> {
+        let b = block.len();
+        if out.len() < b {
             self.fail("output buffer too small");
             return None;
         }
-        // SAFETY: `outsize` >= b bytes at `out`.
-        let out = unsafe { std::slice::from_raw_parts_mut(out, b) };
+        let out = &mut out[..b];
         out.copy_from_slice(block);
         self.part(out, false).then_some(b)
     }
 
-    /// # Safety
-    /// `ps` is NULL or a terminated parameter array.
-    unsafe fn set_params(&mut self, ps: *const Param) -> bool {
-        // SAFETY: as the caller promises.
-        for p in unsafe { params::each(ps as *mut Param) } {
+    fn set_params(&mut self, mut ps: Params) -> bool {
+        for p in ps.iter_mut() {
             if params::is(p, c"ivlen") {
                 if params::get_uint(p) != Some(self.info.iv_len as u64) {
                     return self.fail_fixed("IV", self.info.iv_len);
@@ -633,7 +584,8 @@ impl CipherCtx {
                 }
             } else if params::is(p, c"tlsaad") {
                 let Some(layout) = self.tls_layout() else { return false };
-                // SAFETY: an OCTET_STRING slot holds `data_size` bytes for this call.
+                // SAFETY: an OCTET_STRING slot of a `Params` array holds `data_size` bytes
+                // for this call (`Params::from_raw`).
                 let given = unsafe { params::get_octets(p) }.unwrap_or(&[]);
                 match tls::record_aad(given, layout, self.encrypt) {
                     Ok(rec) => self.tls_next = Some(rec),
@@ -664,7 +616,7 @@ impl CipherCtx {
                 if !self.info.aead() {
                     return self.fail("tag: not an AEAD");
                 }
-                // SAFETY: an OCTET_STRING slot holds `data_size` bytes for this call.
+                // SAFETY: as for `tlsaad`.
                 match unsafe { params::get_octets(p) } {
                     // A NULL buffer sets the tag length for encryption.
                     None if p.data.is_null() && p.data_size == TAG_LEN => {}
@@ -682,11 +634,8 @@ impl CipherCtx {
         true
     }
 
-    /// # Safety
-    /// `ps` is NULL or a terminated parameter array.
-    unsafe fn get_params(&self, ps: *mut Param) -> bool {
-        // SAFETY: as the caller promises.
-        for p in unsafe { params::each(ps) } {
+    fn get_params(&self, mut ps: Params) -> bool {
+        for p in ps.iter_mut() {
             let int = if params::is(p, c"ivlen") {
                 Some(self.info.iv_len as i64)
             } else if params::is(p, c"keylen") {
@@ -730,25 +679,7 @@ impl CipherCtx {
         if !(1..=TAG_LEN).contains(&n) || p.data.is_null() {
             return self.fail("tag: the buffer must take 1 to 16 bytes");
         }
-        // SAFETY: the caller's buffer holds `n` bytes.
-        unsafe { std::ptr::copy_nonoverlapping(self.tag.as_ptr(), p.data as *mut u8, n) };
-        p.return_size = n;
-        true
-    }
-}
-
-/// The `n` input bytes moved into the output buffer (unless they are already there): the
-/// slice a cipher then transforms in place. From here on only the output is used.
-///
-/// # Safety
-/// `n` bytes are readable at `input` and writable at `out`; the two may overlap in any way.
-unsafe fn in_output<'a>(input: *const u8, out: *mut u8, n: usize) -> &'a mut [u8] {
-    // SAFETY: as the caller promises; `ptr::copy` allows overlap.
-    unsafe {
-        if !std::ptr::eq(input, out) {
-            std::ptr::copy(input, out, n);
-        }
-        std::slice::from_raw_parts_mut(out, n)
+        params::set_octets(p, &self.tag[..n]) || self.fail("tag: not an octet string")
     }
 }
 
@@ -762,50 +693,99 @@ fn name(info: &CipherInfo) -> &'static str {
     n.split(':').next().unwrap_or(n)
 }
 
-// ---- The dispatch functions. Each algorithm's table differs only in `newctx` and
-// `get_params`, which know the algorithm (their index into CIPHERS).
+impl CipherCtx {
+    fn new(provider: &Provider, info: &'static CipherInfo) -> CipherCtx {
+        CipherCtx {
+            provider,
+            info,
+            encrypt: true,
+            session: None,
+            key: None,
+            iv: [0; 16],
+            iv_set: false,
+            padding: true,
+            pending: [0; 16],
+            pending_len: 0,
+            feed: Feed::new(),
+            aad: Vec::new(),
+            tag: [0; TAG_LEN],
+            tag_ready: false,
+            tls_fixed: false,
+            tls_next: None,
+            tls_sealed: 0,
+            tls_version: 0,
+            tls_mac_size: 0,
+            tls_mac: [0; tls::MAX_MAC],
+        }
+    }
 
+    /// A copy between messages (`EVP_CIPHER_CTX_copy`). A message in progress is not
+    /// copied: no driver copies AEAD state, and OpenSSL's own callers duplicate contexts
+    /// between messages.
+    fn dup(&self) -> Option<CipherCtx> {
+        if self.feed.in_message() {
+            self.fail("copying a cipher context in the middle of a message is not supported");
+            return None;
+        }
+        Some(CipherCtx {
+            provider: self.provider,
+            info: self.info,
+            encrypt: self.encrypt,
+            session: self.session.clone(),
+            key: self.key.clone(),
+            iv: self.iv,
+            iv_set: self.iv_set,
+            padding: self.padding,
+            pending: self.pending,
+            pending_len: self.pending_len,
+            feed: Feed::new(),
+            aad: self.aad.clone(),
+            tag: self.tag,
+            tag_ready: self.tag_ready,
+            tls_fixed: self.tls_fixed,
+            tls_next: self.tls_next,
+            tls_sealed: self.tls_sealed,
+            tls_version: self.tls_version,
+            tls_mac_size: self.tls_mac_size,
+            tls_mac: self.tls_mac,
+        })
+    }
+
+    /// An update or `EVP_Cipher` whose buffers the boundary refused.
+    fn refuse(&self, e: IoError) -> c_int {
+        self.fail(&format!("{}: {e}", name(self.info)));
+        FAIL
+    }
+}
+
+impl Context for CipherCtx {
+    fn provider(&self) -> &Provider {
+        CipherCtx::provider(self)
+    }
+}
+
+// ---- The dispatch functions: each takes OpenSSL's pointers apart once (see `boundary`),
+// under `with_ctx` (a panic is an error, not an abort). Each algorithm's table differs only
+// in `newctx` and `get_params`, which know the algorithm (their index into CIPHERS).
+//
+// What OpenSSL promises every one of them (provider-base(7), provider-cipher(7)): `ctx` is
+// a context this table's `newctx` or `dupctx` made and not yet freed, used by one thread
+// at a time; a key or IV is NULL or its length in bytes; `in` is NULL or `inl` readable
+// bytes; `out` is NULL or `outsize` writable bytes; `outl` is NULL or a writable size_t;
+// a parameter array is NULL or ends with a NULL key.
+
+/// # Safety
+/// `provctx` is the provider context `OSSL_provider_init` made.
 unsafe extern "C" fn newctx<const I: usize>(provctx: *mut c_void) -> *mut c_void {
-    let ctx = CipherCtx {
-        provider: provctx as *const Provider,
-        info: &CIPHERS[I],
-        encrypt: true,
-        session: None,
-        key: None,
-        iv: [0; 16],
-        iv_set: false,
-        padding: true,
-        pending: [0; 16],
-        pending_len: 0,
-        feed: Feed::new(),
-        aad: Vec::new(),
-        tag: [0; TAG_LEN],
-        tag_ready: false,
-        tls_fixed: false,
-        tls_next: None,
-        tls_sealed: 0,
-        tls_version: 0,
-        tls_mac_size: 0,
-        tls_mac: [0; tls::MAX_MAC],
-    };
-    Box::into_raw(Box::new(ctx)) as *mut c_void
+    // SAFETY: as OpenSSL promises.
+    unsafe { boundary::new_ctx("cipher_newctx", provctx, |p| Some(CipherCtx::new(p, &CIPHERS[I]))) }
 }
 
+/// `encrypt_init` (`ENCRYPT` true) and `decrypt_init`.
+///
 /// # Safety
-/// `ctx` is a context `newctx` made, not yet freed.
-unsafe fn ctx_mut<'a>(ctx: *mut c_void) -> Option<&'a mut CipherCtx> {
-    // SAFETY: as the caller promises; OpenSSL never uses one context from two threads at once.
-    unsafe { (ctx as *mut CipherCtx).as_mut() }
-}
-
-/// # Safety
-/// `p` is NULL or points at `n` readable bytes.
-unsafe fn bytes<'a>(p: *const u8, n: usize) -> Option<&'a [u8]> {
-    // SAFETY: as the caller promises.
-    (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, n) })
-}
-
-unsafe extern "C" fn encrypt_init(
+/// As OpenSSL promises (see above).
+unsafe extern "C" fn init<const ENCRYPT: bool>(
     ctx: *mut c_void,
     key: *const u8,
     keylen: usize,
@@ -813,28 +793,18 @@ unsafe extern "C" fn encrypt_init(
     ivlen: usize,
     ps: *const Param,
 ) -> c_int {
-    // SAFETY: OpenSSL passes its context, and key/IV buffers of the lengths given.
+    let what = if ENCRYPT { "cipher_encrypt_init" } else { "cipher_decrypt_init" };
+    // SAFETY: as OpenSSL promises; the key, IV and parameters are only read.
     unsafe {
-        let Some(c) = ctx_mut(ctx) else { return FAIL };
-        c.init(true, bytes(key, keylen), bytes(iv, ivlen), ps) as c_int
+        boundary::with_ctx(what, ctx, FAIL, |c: &mut CipherCtx| {
+            let (key, iv) = (given(key, keylen), given(iv, ivlen));
+            c.init(ENCRYPT, key, iv, Params::from_raw(ps as *mut Param)) as c_int
+        })
     }
 }
 
-unsafe extern "C" fn decrypt_init(
-    ctx: *mut c_void,
-    key: *const u8,
-    keylen: usize,
-    iv: *const u8,
-    ivlen: usize,
-    ps: *const Param,
-) -> c_int {
-    // SAFETY: as for encrypt_init.
-    unsafe {
-        let Some(c) = ctx_mut(ctx) else { return FAIL };
-        c.init(false, bytes(key, keylen), bytes(iv, ivlen), ps) as c_int
-    }
-}
-
+/// # Safety
+/// As OpenSSL promises (see above).
 unsafe extern "C" fn update(
     ctx: *mut c_void,
     out: *mut u8,
@@ -843,40 +813,47 @@ unsafe extern "C" fn update(
     input: *const u8,
     inl: usize,
 ) -> c_int {
-    // SAFETY: OpenSSL passes its context, an output buffer of `outsize` bytes (or NULL for
-    // AAD), `inl` input bytes, and an out-pointer for the length.
+    // SAFETY: as OpenSSL promises: the buffers are valid for this call, and nothing else
+    // touches them meanwhile.
     unsafe {
-        let Some(c) = ctx_mut(ctx) else { return FAIL };
-        match c.update(out, outsize, input, inl) {
-            Some(n) => {
-                if !outl.is_null() {
-                    *outl = n;
+        boundary::with_ctx("cipher_update", ctx, FAIL, |c: &mut CipherCtx| {
+            let io = match Io::from_raw(out, outsize, input, inl) {
+                Ok(io) => io,
+                Err(e) => return c.refuse(e),
+            };
+            match c.update(io) {
+                Some(n) => {
+                    boundary::put(outl, n);
+                    OK
                 }
-                OK
+                None => FAIL,
             }
-            None => FAIL,
-        }
+        })
     }
 }
 
+/// # Safety
+/// As OpenSSL promises (see above).
 unsafe extern "C" fn finalize(ctx: *mut c_void, out: *mut u8, outl: *mut usize, outsize: usize) -> c_int {
-    // SAFETY: as for update.
+    // SAFETY: as OpenSSL promises.
     unsafe {
-        let Some(c) = ctx_mut(ctx) else { return FAIL };
-        match c.finish(out, outsize) {
-            Some(n) => {
-                if !outl.is_null() {
-                    *outl = n;
+        boundary::with_ctx("cipher_final", ctx, FAIL, |c: &mut CipherCtx| {
+            match c.finish(slice_mut_or_empty(out, outsize)) {
+                Some(n) => {
+                    boundary::put(outl, n);
+                    OK
                 }
-                OK
+                None => FAIL,
             }
-            None => FAIL,
-        }
+        })
     }
 }
 
 /// `EVP_Cipher`: for block modes, whole blocks with no padding logic; for the others, an
 /// update (or, with no input, a final) — as OpenSSL's own ciphers do.
+///
+/// # Safety
+/// As OpenSSL promises (see above).
 unsafe extern "C" fn cipher(
     ctx: *mut c_void,
     out: *mut u8,
@@ -885,76 +862,64 @@ unsafe extern "C" fn cipher(
     input: *const u8,
     inl: usize,
 ) -> c_int {
-    // SAFETY: as for update.
+    if input.is_null() {
+        // SAFETY: as OpenSSL promises.
+        return unsafe { finalize(ctx, out, outl, outsize) };
+    }
+    // SAFETY: as OpenSSL promises: the buffers are valid for this call, and nothing else
+    // touches them meanwhile.
     unsafe {
-        let Some(c) = ctx_mut(ctx) else { return FAIL };
-        if input.is_null() {
-            return finalize(ctx, out, outl, outsize);
-        }
-        if c.info.padded() {
-            if inl % c.info.block != 0 || outsize < inl || out.is_null() {
-                return c.fail("EVP_Cipher: whole blocks into a large enough buffer") as c_int;
-            }
-            // As in `CipherCtx::update`: the input moved into the output, then transformed
-            // there.
-            if !c.part(in_output(input, out, inl), false) {
-                return FAIL;
-            }
-            if !outl.is_null() {
-                *outl = inl;
-            }
-            return OK;
-        }
-        update(ctx, out, outl, outsize, input, inl)
+        boundary::with_ctx("cipher_cipher", ctx, FAIL, |c: &mut CipherCtx| {
+            let io = match Io::from_raw(out, outsize, input, inl) {
+                Ok(io) => io,
+                Err(e) => return c.refuse(e),
+            };
+            let n = if c.info.padded() {
+                if inl % c.info.block != 0 {
+                    return c.fail("EVP_Cipher: whole blocks into a large enough buffer") as c_int;
+                }
+                // As in `CipherCtx::update`: the input moved into the output, then
+                // transformed there.
+                let Some(out) = c.output(io, inl, 0) else { return FAIL };
+                if !c.part(&mut out[..inl], false) {
+                    return FAIL;
+                }
+                inl
+            } else {
+                match c.update(io) {
+                    Some(n) => n,
+                    None => return FAIL,
+                }
+            };
+            boundary::put(outl, n);
+            OK
+        })
     }
 }
 
+/// # Safety
+/// `ctx` is NULL or a context of this table; OpenSSL frees each once.
 unsafe extern "C" fn freectx(ctx: *mut c_void) {
-    if !ctx.is_null() {
-        // SAFETY: made by newctx; OpenSSL frees it once.
-        drop(unsafe { Box::from_raw(ctx as *mut CipherCtx) });
-    }
+    // SAFETY: as OpenSSL promises.
+    unsafe { boundary::free_ctx::<CipherCtx>("cipher_freectx", ctx) }
 }
 
-/// Copies a context (`EVP_CIPHER_CTX_copy`). A message in progress is not copied: no
-/// driver copies AEAD state, and OpenSSL's own callers duplicate contexts between
-/// messages.
+/// # Safety
+/// As OpenSSL promises (see above).
 unsafe extern "C" fn dupctx(ctx: *mut c_void) -> *mut c_void {
-    // SAFETY: as for update.
-    let Some(c) = (unsafe { ctx_mut(ctx) }) else { return std::ptr::null_mut() };
-    if c.feed.in_message() {
-        c.fail("copying a cipher context in the middle of a message is not supported");
-        return std::ptr::null_mut();
-    }
-    let copy = CipherCtx {
-        provider: c.provider,
-        info: c.info,
-        encrypt: c.encrypt,
-        session: c.session.clone(),
-        key: c.key.clone(),
-        iv: c.iv,
-        iv_set: c.iv_set,
-        padding: c.padding,
-        pending: c.pending,
-        pending_len: c.pending_len,
-        feed: Feed::new(),
-        aad: c.aad.clone(),
-        tag: c.tag,
-        tag_ready: c.tag_ready,
-        tls_fixed: c.tls_fixed,
-        tls_next: c.tls_next,
-        tls_sealed: c.tls_sealed,
-        tls_version: c.tls_version,
-        tls_mac_size: c.tls_mac_size,
-        tls_mac: c.tls_mac,
-    };
-    Box::into_raw(Box::new(copy)) as *mut c_void
+    // SAFETY: as OpenSSL promises.
+    unsafe { boundary::dup_ctx("cipher_dupctx", ctx, CipherCtx::dup) }
 }
 
+/// The algorithm's fixed parameters.
+///
+/// # Safety
+/// `ps` is NULL or a parameter array ending with a NULL key.
 unsafe extern "C" fn get_params<const I: usize>(ps: *mut Param) -> c_int {
-    let info = &CIPHERS[I];
-    // SAFETY: OpenSSL passes a terminated array.
-    unsafe {
+    boundary::guard("cipher_get_params", FAIL, crate::raise_loaded, || {
+        // SAFETY: as OpenSSL promises.
+        let mut ps = unsafe { Params::from_raw(ps) };
+        let info = &CIPHERS[I];
         for (key, v) in [
             (c"mode", i64::from(info.mode)),
             (c"keylen", info.key_len as i64),
@@ -966,29 +931,35 @@ unsafe extern "C" fn get_params<const I: usize>(ps: *mut Param) -> c_int {
             (c"tls-multi", 0),
             (c"has-randkey", 0),
         ] {
-            if let Some(p) = params::find(ps, key) {
+            if let Some(p) = ps.find(key) {
                 if !params::set_int(p, v) {
                     return FAIL;
                 }
             }
         }
-    }
-    OK
+        OK
+    })
 }
 
+/// # Safety
+/// As OpenSSL promises (see above).
 unsafe extern "C" fn get_ctx_params(ctx: *mut c_void, ps: *mut Param) -> c_int {
-    // SAFETY: as for update; `ps` is terminated.
+    // SAFETY: as OpenSSL promises.
     unsafe {
-        let Some(c) = ctx_mut(ctx) else { return FAIL };
-        c.get_params(ps) as c_int
+        boundary::with_ctx("cipher_get_ctx_params", ctx, FAIL, |c: &mut CipherCtx| {
+            c.get_params(Params::from_raw(ps)) as c_int
+        })
     }
 }
 
+/// # Safety
+/// As OpenSSL promises (see above).
 unsafe extern "C" fn set_ctx_params(ctx: *mut c_void, ps: *const Param) -> c_int {
-    // SAFETY: as for update; `ps` is terminated.
+    // SAFETY: as OpenSSL promises; the provider only reads the array's values.
     unsafe {
-        let Some(c) = ctx_mut(ctx) else { return FAIL };
-        c.set_params(ps) as c_int
+        boundary::with_ctx("cipher_set_ctx_params", ctx, FAIL, |c: &mut CipherCtx| {
+            c.set_params(Params::from_raw(ps as *mut Param)) as c_int
+        })
     }
 }
 
@@ -1030,16 +1001,24 @@ static SETTABLE_CTX: [Param; 9] = [
     params::END,
 ];
 
-unsafe extern "C" fn gettable_params(_provctx: *mut c_void) -> *const Param {
-    GETTABLE.as_ptr()
+/// The parameter lists: static, nothing read from OpenSSL's arguments (safe functions,
+/// guarded all the same).
+extern "C" fn gettable_params(_provctx: *mut c_void) -> *const Param {
+    boundary::guard("cipher_gettable_params", std::ptr::null(), crate::raise_loaded, || GETTABLE.as_ptr())
 }
 
-unsafe extern "C" fn gettable_ctx_params(_ctx: *mut c_void, _provctx: *mut c_void) -> *const Param {
-    GETTABLE_CTX.as_ptr()
+/// A static list: nothing read from OpenSSL's arguments.
+extern "C" fn gettable_ctx_params(_ctx: *mut c_void, _provctx: *mut c_void) -> *const Param {
+    boundary::guard("cipher_gettable_ctx_params", std::ptr::null(), crate::raise_loaded, || {
+        GETTABLE_CTX.as_ptr()
+    })
 }
 
-unsafe extern "C" fn settable_ctx_params(_ctx: *mut c_void, _provctx: *mut c_void) -> *const Param {
-    SETTABLE_CTX.as_ptr()
+/// A static list: nothing read from OpenSSL's arguments.
+extern "C" fn settable_ctx_params(_ctx: *mut c_void, _provctx: *mut c_void) -> *const Param {
+    boundary::guard("cipher_settable_ctx_params", std::ptr::null(), crate::raise_loaded, || {
+        SETTABLE_CTX.as_ptr()
+    })
 }
 
 type InitFn = unsafe extern "C" fn(*mut c_void, *const u8, usize, *const u8, usize, *const Param) -> c_int;
@@ -1051,8 +1030,8 @@ type CtxParamsFn = unsafe extern "C" fn(*mut c_void, *mut c_void) -> *const Para
 const fn table<const I: usize>() -> [Dispatch; 15] {
     [
         entry!(1, newctx::<I>, unsafe extern "C" fn(*mut c_void) -> *mut c_void),
-        entry!(2, encrypt_init, InitFn),
-        entry!(3, decrypt_init, InitFn),
+        entry!(2, init::<true>, InitFn),
+        entry!(3, init::<false>, InitFn),
         entry!(4, update, UpdateFn),
         entry!(5, finalize, FinalFn),
         entry!(6, cipher, UpdateFn),

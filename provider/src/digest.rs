@@ -12,7 +12,8 @@ use std::ffi::{c_int, c_void, CStr};
 use ocf::{DigestAlg, Op, Part, Session, SessionParams};
 
 use crate::abi::{self, Algorithm, Dispatch, Param};
-use crate::params::{self, FAIL, OK};
+use crate::boundary::{self, given, slice_mut_or_empty, Context};
+use crate::params::{self, Params, FAIL, OK};
 use crate::part::{Data, Extras, Feed};
 use crate::{entry, Provider};
 
@@ -124,8 +125,12 @@ impl HashCtx {
         }
     }
 
+    /// A copy, the message in progress included (`EVP_MD_CTX_copy`).
     fn dup(&self) -> Option<HashCtx> {
-        let feed = self.feed.try_clone()?;
+        let Some(feed) = self.feed.try_clone() else {
+            self.fail("this driver cannot copy a message in progress");
+            return None;
+        };
         Some(HashCtx {
             provider: self.provider,
             alg: self.alg,
@@ -136,51 +141,16 @@ impl HashCtx {
     }
 }
 
-/// # Safety
-/// `ctx` is a context made by this module's `newctx`, not yet freed.
-unsafe fn ctx_mut<'a>(ctx: *mut c_void) -> Option<&'a mut HashCtx> {
-    // SAFETY: as the caller promises; OpenSSL never uses one context from two threads at once.
-    unsafe { (ctx as *mut HashCtx).as_mut() }
-}
-
-/// # Safety
-/// `p` is NULL or points at `n` readable bytes.
-unsafe fn bytes<'a>(p: *const u8, n: usize) -> &'a [u8] {
-    if p.is_null() {
-        &[]
-    } else {
-        // SAFETY: as the caller promises.
-        unsafe { std::slice::from_raw_parts(p, n) }
-    }
-}
-
-unsafe fn free_ctx(ctx: *mut c_void) {
-    if !ctx.is_null() {
-        // SAFETY: made by a newctx of this module; OpenSSL frees it once.
-        drop(unsafe { Box::from_raw(ctx as *mut HashCtx) });
-    }
-}
-
-unsafe fn dup_ctx(ctx: *mut c_void) -> *mut c_void {
-    // SAFETY: as the caller of a dupctx promises.
-    let Some(c) = (unsafe { ctx_mut(ctx) }) else { return std::ptr::null_mut() };
-    match c.dup() {
-        Some(copy) => Box::into_raw(Box::new(copy)) as *mut c_void,
-        None => {
-            c.fail("this driver cannot copy a message in progress");
-            std::ptr::null_mut()
-        }
+impl Context for HashCtx {
+    fn provider(&self) -> &Provider {
+        HashCtx::provider(self)
     }
 }
 
 /// Writes `v` into the integer parameters named in `pairs` that `ps` asks for.
-///
-/// # Safety
-/// `ps` is NULL or a terminated array.
-unsafe fn answer(ps: *mut Param, pairs: &[(&CStr, i64)]) -> c_int {
+fn answer(mut ps: Params, pairs: &[(&CStr, i64)]) -> c_int {
     for (key, v) in pairs {
-        // SAFETY: as the caller promises.
-        if let Some(p) = unsafe { params::find(ps, key) } {
+        if let Some(p) = ps.find(key) {
             if !params::set_int(p, *v) {
                 return FAIL;
             }
@@ -189,79 +159,118 @@ unsafe fn answer(ps: *mut Param, pairs: &[(&CStr, i64)]) -> c_int {
     OK
 }
 
-// ---- Digests.
-
-unsafe extern "C" fn digest_newctx<const I: usize>(provctx: *mut c_void) -> *mut c_void {
-    // SAFETY: `provctx` is the provider context OSSL_provider_init made.
-    let Some(provider) = (unsafe { (provctx as *const Provider).as_ref() }) else {
-        return std::ptr::null_mut();
-    };
-    let alg = DIGESTS[I].alg;
-    let session = match provider.digest_session(alg) {
-        Ok(s) => s,
-        Err(e) => {
-            provider.error(&format!("{alg}: {e}"));
-            return std::ptr::null_mut();
-        }
-    };
-    let ctx = HashCtx { provider, alg, session: Some(session), feed: Feed::new(), key: None };
-    Box::into_raw(Box::new(ctx)) as *mut c_void
+/// `digest_update` and `mac_update`: `inl` bytes at `input` into the message.
+///
+/// # Safety
+/// As OpenSSL promises (see below).
+unsafe fn update(what: &'static str, ctx: *mut c_void, input: *const u8, inl: usize) -> c_int {
+    // SAFETY: as OpenSSL promises.
+    unsafe {
+        boundary::with_ctx(what, ctx, FAIL, |c: &mut HashCtx| match boundary::input(input, inl) {
+            Ok(input) => c.update(input) as c_int,
+            Err(e) => c.fail(&format!("{}: {e}", c.alg)) as c_int,
+        })
+    }
 }
 
-unsafe extern "C" fn digest_init(ctx: *mut c_void, _ps: *const Param) -> c_int {
-    // SAFETY: OpenSSL passes its context.
-    let Some(c) = (unsafe { ctx_mut(ctx) }) else { return FAIL };
-    c.feed.reset();
+/// `digest_final` and `mac_final`: the digest or MAC into `out`.
+fn finish(c: &mut HashCtx, out: &mut [u8], outl: *mut usize) -> c_int {
+    let n = c.alg.output_len();
+    if out.len() < n {
+        return c.fail(&format!("{}: output buffer too small", c.alg)) as c_int;
+    }
+    if !c.finish(&mut out[..n]) {
+        return FAIL;
+    }
+    // SAFETY: OpenSSL passes NULL or a writable size_t.
+    unsafe { boundary::put(outl, n) };
     OK
 }
 
+// ---- Digests. What OpenSSL promises each of these functions (provider-base(7),
+// provider-digest(7), provider-mac(7)): `ctx` is a context this table's `newctx` or
+// `dupctx` made and not yet freed, used by one thread at a time; `in` is NULL or `inl`
+// readable bytes; `out` is NULL or `outsz` writable bytes; `outl` is NULL or a writable
+// size_t; a parameter array is NULL or ends with a NULL key.
+
+/// # Safety
+/// `provctx` is the provider context `OSSL_provider_init` made.
+unsafe extern "C" fn digest_newctx<const I: usize>(provctx: *mut c_void) -> *mut c_void {
+    let make = |provider: &Provider| {
+        let alg = DIGESTS[I].alg;
+        let session = match provider.digest_session(alg) {
+            Ok(s) => s,
+            Err(e) => {
+                provider.error(&format!("{alg}: {e}"));
+                return None;
+            }
+        };
+        Some(HashCtx { provider, alg, session: Some(session), feed: Feed::new(), key: None })
+    };
+    // SAFETY: as OpenSSL promises.
+    unsafe { boundary::new_ctx("digest_newctx", provctx, make) }
+}
+
+/// # Safety
+/// As OpenSSL promises (see above).
+unsafe extern "C" fn digest_init(ctx: *mut c_void, _ps: *const Param) -> c_int {
+    // SAFETY: as OpenSSL promises.
+    unsafe {
+        boundary::with_ctx("digest_init", ctx, FAIL, |c: &mut HashCtx| {
+            c.feed.reset();
+            OK
+        })
+    }
+}
+
+/// # Safety
+/// As OpenSSL promises (see above).
 unsafe extern "C" fn digest_update(ctx: *mut c_void, input: *const u8, inl: usize) -> c_int {
-    // SAFETY: OpenSSL passes its context and `inl` input bytes.
-    unsafe {
-        let Some(c) = ctx_mut(ctx) else { return FAIL };
-        c.update(bytes(input, inl)) as c_int
-    }
+    // SAFETY: as OpenSSL promises.
+    unsafe { update("digest_update", ctx, input, inl) }
 }
 
+/// # Safety
+/// As OpenSSL promises (see above).
 unsafe extern "C" fn digest_final(ctx: *mut c_void, out: *mut u8, outl: *mut usize, outsz: usize) -> c_int {
-    // SAFETY: OpenSSL passes its context and an output buffer of `outsz` bytes.
+    // SAFETY: as OpenSSL promises.
     unsafe {
-        let Some(c) = ctx_mut(ctx) else { return FAIL };
-        let n = c.alg.output_len();
-        if out.is_null() || outsz < n {
-            return c.fail("digest: output buffer too small") as c_int;
-        }
-        let out = std::slice::from_raw_parts_mut(out, n);
-        if !c.finish(out) {
-            return FAIL;
-        }
-        if !outl.is_null() {
-            *outl = n;
-        }
-        OK
+        boundary::with_ctx("digest_final", ctx, FAIL, |c: &mut HashCtx| {
+            finish(c, slice_mut_or_empty(out, outsz), outl)
+        })
     }
 }
 
+/// # Safety
+/// `ctx` is NULL or a context of this table; OpenSSL frees each once.
 unsafe extern "C" fn digest_freectx(ctx: *mut c_void) {
-    // SAFETY: OpenSSL frees its context once.
-    unsafe { free_ctx(ctx) }
+    // SAFETY: as OpenSSL promises.
+    unsafe { boundary::free_ctx::<HashCtx>("digest_freectx", ctx) }
 }
 
+/// # Safety
+/// As OpenSSL promises (see above).
 unsafe extern "C" fn digest_dupctx(ctx: *mut c_void) -> *mut c_void {
-    // SAFETY: OpenSSL passes a live context.
-    unsafe { dup_ctx(ctx) }
+    // SAFETY: as OpenSSL promises.
+    unsafe { boundary::dup_ctx("digest_dupctx", ctx, HashCtx::dup) }
 }
 
+/// The digest's fixed parameters.
+///
+/// # Safety
+/// `ps` is NULL or a parameter array ending with a NULL key.
 unsafe extern "C" fn digest_get_params<const I: usize>(ps: *mut Param) -> c_int {
-    let d = &DIGESTS[I];
-    let pairs = [
-        (c"blocksize", d.alg.block_len() as i64),
-        (c"size", d.alg.output_len() as i64),
-        (c"xof", 0),
-        (c"algid-absent", i64::from(d.algid_absent)),
-    ];
-    // SAFETY: OpenSSL passes a terminated array.
-    unsafe { answer(ps, &pairs) }
+    boundary::guard("digest_get_params", FAIL, crate::raise_loaded, || {
+        let d = &DIGESTS[I];
+        let pairs = [
+            (c"blocksize", d.alg.block_len() as i64),
+            (c"size", d.alg.output_len() as i64),
+            (c"xof", 0),
+            (c"algid-absent", i64::from(d.algid_absent)),
+        ];
+        // SAFETY: as OpenSSL promises.
+        answer(unsafe { Params::from_raw(ps) }, &pairs)
+    })
 }
 
 static DIGEST_GETTABLE: [Param; 5] = [
@@ -272,8 +281,12 @@ static DIGEST_GETTABLE: [Param; 5] = [
     params::END,
 ];
 
-unsafe extern "C" fn digest_gettable_params(_provctx: *mut c_void) -> *const Param {
-    DIGEST_GETTABLE.as_ptr()
+/// A static list: nothing read from OpenSSL's arguments (a safe function, guarded all the
+/// same).
+extern "C" fn digest_gettable_params(_provctx: *mut c_void) -> *const Param {
+    boundary::guard("digest_gettable_params", std::ptr::null(), crate::raise_loaded, || {
+        DIGEST_GETTABLE.as_ptr()
+    })
 }
 
 const fn digest_table<const I: usize>() -> [Dispatch; 9] {
@@ -315,111 +328,132 @@ pub static ALGORITHMS: [Algorithm; 6] = [
     crate::ALGORITHM_END,
 ];
 
-// ---- HMAC.
+// ---- HMAC. OpenSSL promises what it promises the digests' functions (see above); a key
+// is NULL (not given) or `keylen` bytes.
 
+/// # Safety
+/// `provctx` is the provider context `OSSL_provider_init` made.
 unsafe extern "C" fn mac_newctx(provctx: *mut c_void) -> *mut c_void {
-    let ctx = HashCtx {
-        provider: provctx as *const Provider,
-        alg: DigestAlg::Sha256,
-        session: None,
-        feed: Feed::new(),
-        key: None,
+    let make = |provider: &Provider| {
+        Some(HashCtx { provider, alg: DigestAlg::Sha256, session: None, feed: Feed::new(), key: None })
     };
-    Box::into_raw(Box::new(ctx)) as *mut c_void
+    // SAFETY: as OpenSSL promises.
+    unsafe { boundary::new_ctx("mac_newctx", provctx, make) }
 }
 
+/// # Safety
+/// As OpenSSL promises (see above).
 unsafe extern "C" fn mac_dupctx(ctx: *mut c_void) -> *mut c_void {
-    // SAFETY: OpenSSL passes a live context.
-    unsafe { dup_ctx(ctx) }
+    // SAFETY: as OpenSSL promises.
+    unsafe { boundary::dup_ctx("mac_dupctx", ctx, HashCtx::dup) }
 }
 
+/// # Safety
+/// `ctx` is NULL or a context of this table; OpenSSL frees each once.
 unsafe extern "C" fn mac_freectx(ctx: *mut c_void) {
-    // SAFETY: OpenSSL frees its context once.
-    unsafe { free_ctx(ctx) }
+    // SAFETY: as OpenSSL promises.
+    unsafe { boundary::free_ctx::<HashCtx>("mac_freectx", ctx) }
 }
 
 /// `EVP_MAC_init`: parameters (digest, key) first, then a key given here; with no new key,
 /// the message restarts under the key already set.
+///
+/// # Safety
+/// As OpenSSL promises (see above).
 unsafe extern "C" fn mac_init(ctx: *mut c_void, key: *const u8, keylen: usize, ps: *const Param) -> c_int {
-    // SAFETY: OpenSSL passes its context, `keylen` key bytes and a terminated array.
+    // SAFETY: as OpenSSL promises; the key and parameters are only read.
     unsafe {
-        let Some(c) = ctx_mut(ctx) else { return FAIL };
-        if mac_set_ctx_params(ctx, ps) != OK {
-            return FAIL;
-        }
-        if !key.is_null() {
-            c.key = Some(ocf::Key::new(bytes(key, keylen)));
-            if !c.open_hmac() {
+        boundary::with_ctx("mac_init", ctx, FAIL, |c: &mut HashCtx| {
+            if !c.set_params(Params::from_raw(ps as *mut Param)) {
                 return FAIL;
             }
-        }
-        if c.session.is_none() {
-            return c.fail("HMAC: no key set") as c_int;
-        }
-        c.feed.reset();
-        OK
-    }
-}
-
-unsafe extern "C" fn mac_update(ctx: *mut c_void, input: *const u8, inl: usize) -> c_int {
-    // SAFETY: as for digest_update.
-    unsafe { digest_update(ctx, input, inl) }
-}
-
-unsafe extern "C" fn mac_final(ctx: *mut c_void, out: *mut u8, outl: *mut usize, outsize: usize) -> c_int {
-    // SAFETY: OpenSSL passes its context, and an output buffer of `outsize` bytes or NULL
-    // (a size query).
-    unsafe {
-        let Some(c) = ctx_mut(ctx) else { return FAIL };
-        let n = c.alg.output_len();
-        if out.is_null() {
-            if !outl.is_null() {
-                *outl = n;
+            if let Some(key) = given(key, keylen) {
+                c.key = Some(ocf::Key::new(key));
+                if !c.open_hmac() {
+                    return FAIL;
+                }
             }
-            return OK;
-        }
-        digest_final(ctx, out, outl, outsize)
+            if c.session.is_none() {
+                return c.fail("HMAC: no key set") as c_int;
+            }
+            c.feed.reset();
+            OK
+        })
     }
 }
 
+/// # Safety
+/// As OpenSSL promises (see above).
+unsafe extern "C" fn mac_update(ctx: *mut c_void, input: *const u8, inl: usize) -> c_int {
+    // SAFETY: as OpenSSL promises.
+    unsafe { update("mac_update", ctx, input, inl) }
+}
+
+/// # Safety
+/// As OpenSSL promises (see above); `out` NULL asks for the MAC's size only.
+unsafe extern "C" fn mac_final(ctx: *mut c_void, out: *mut u8, outl: *mut usize, outsize: usize) -> c_int {
+    // SAFETY: as OpenSSL promises.
+    unsafe {
+        boundary::with_ctx("mac_final", ctx, FAIL, |c: &mut HashCtx| {
+            if out.is_null() {
+                boundary::put(outl, c.alg.output_len());
+                return OK;
+            }
+            finish(c, slice_mut_or_empty(out, outsize), outl)
+        })
+    }
+}
+
+/// # Safety
+/// As OpenSSL promises (see above).
 unsafe extern "C" fn mac_get_ctx_params(ctx: *mut c_void, ps: *mut Param) -> c_int {
-    // SAFETY: OpenSSL passes its context and a terminated array.
+    // SAFETY: as OpenSSL promises.
     unsafe {
-        let Some(c) = ctx_mut(ctx) else { return FAIL };
-        answer(ps, &[(c"size", c.alg.output_len() as i64), (c"block-size", c.alg.block_len() as i64)])
+        boundary::with_ctx("mac_get_ctx_params", ctx, FAIL, |c: &mut HashCtx| {
+            let pairs = [(c"size", c.alg.output_len() as i64), (c"block-size", c.alg.block_len() as i64)];
+            answer(Params::from_raw(ps), &pairs)
+        })
     }
 }
 
+/// # Safety
+/// As OpenSSL promises (see above).
 unsafe extern "C" fn mac_set_ctx_params(ctx: *mut c_void, ps: *const Param) -> c_int {
-    let ps = ps as *mut Param;
-    // SAFETY: OpenSSL passes its context and a terminated array whose values it owns.
+    // SAFETY: as OpenSSL promises; the parameters are only read.
     unsafe {
-        let Some(c) = ctx_mut(ctx) else { return FAIL };
+        boundary::with_ctx("mac_set_ctx_params", ctx, FAIL, |c: &mut HashCtx| {
+            c.set_params(Params::from_raw(ps as *mut Param)) as c_int
+        })
+    }
+}
+
+impl HashCtx {
+    /// HMAC's parameters: the digest and the key (the session reopens when either changes).
+    fn set_params(&mut self, mut ps: Params) -> bool {
         let mut reopen = false;
-        if let Some(p) = params::find(ps, c"digest") {
+        if let Some(p) = ps.find(c"digest") {
             let Some(name) = params::get_utf8(p) else {
-                return c.fail("HMAC: digest: not a string") as c_int;
+                return self.fail("HMAC: digest: not a string");
             };
             match by_name(&name) {
                 Some(alg) => {
-                    reopen |= alg != c.alg;
-                    c.alg = alg;
+                    reopen |= alg != self.alg;
+                    self.alg = alg;
                 }
-                None => return c.fail(&format!("HMAC: digest '{name}' is not offered by ocf")) as c_int,
+                None => return self.fail(&format!("HMAC: digest '{name}' is not offered by ocf")),
             }
         }
-        if let Some(p) = params::find(ps, c"key") {
-            let Some(k) = params::get_octets(p) else {
-                return c.fail("HMAC: key: not an octet string") as c_int;
+        if let Some(p) = ps.find(c"key") {
+            // SAFETY: an OCTET_STRING slot of a `Params` array holds `data_size` bytes for
+            // this call (`Params::from_raw`).
+            let Some(k) = (unsafe { params::get_octets(p) }) else {
+                return self.fail("HMAC: key: not an octet string");
             };
-            c.key = Some(ocf::Key::new(k));
+            self.key = Some(ocf::Key::new(k));
             reopen = true;
         }
-        if reopen && !c.open_hmac() {
-            return FAIL;
-        }
+        !reopen || self.open_hmac()
     }
-    OK
 }
 
 static MAC_GETTABLE_CTX: [Param; 3] = [
@@ -434,12 +468,19 @@ static MAC_SETTABLE_CTX: [Param; 3] = [
     params::END,
 ];
 
-unsafe extern "C" fn mac_gettable_ctx_params(_ctx: *mut c_void, _provctx: *mut c_void) -> *const Param {
-    MAC_GETTABLE_CTX.as_ptr()
+/// Static lists: nothing read from OpenSSL's arguments (safe functions, guarded all the
+/// same).
+extern "C" fn mac_gettable_ctx_params(_ctx: *mut c_void, _provctx: *mut c_void) -> *const Param {
+    boundary::guard("mac_gettable_ctx_params", std::ptr::null(), crate::raise_loaded, || {
+        MAC_GETTABLE_CTX.as_ptr()
+    })
 }
 
-unsafe extern "C" fn mac_settable_ctx_params(_ctx: *mut c_void, _provctx: *mut c_void) -> *const Param {
-    MAC_SETTABLE_CTX.as_ptr()
+/// A static list: nothing read from OpenSSL's arguments.
+extern "C" fn mac_settable_ctx_params(_ctx: *mut c_void, _provctx: *mut c_void) -> *const Param {
+    boundary::guard("mac_settable_ctx_params", std::ptr::null(), crate::raise_loaded, || {
+        MAC_SETTABLE_CTX.as_ptr()
+    })
 }
 
 static HMAC_TABLE: [Dispatch; 11] = [

@@ -24,13 +24,18 @@
 //! of a multi-part message, [`part`]), so driver choice, statistics and profiling apply.
 //! The algorithms carry the property `provider=ocf`: with both providers loaded, pick ocf
 //! with `-propquery provider=ocf`.
+//!
+//! Every function OpenSSL calls goes through [`boundary`]: raw pointers become slices and
+//! references there, once, and a panic becomes an error on OpenSSL's error queue and the
+//! callback's failure value instead of aborting the host application.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use ocf::{DigestAlg, Framework, Session, SessionParams};
 
 pub mod abi;
+pub mod boundary;
 pub mod cipher;
 pub mod digest;
 pub mod params;
@@ -65,6 +70,7 @@ pub struct Provider {
 }
 
 /// The core's error functions and this provider's handle.
+#[derive(Clone, Copy)]
 struct CoreErrors {
     handle: *const CoreHandle,
     new_error: unsafe extern "C" fn(*const CoreHandle),
@@ -76,6 +82,48 @@ struct CoreErrors {
 unsafe impl Send for CoreErrors {}
 // SAFETY: as above; nothing here is mutated after init.
 unsafe impl Sync for CoreErrors {}
+
+/// The error functions of the provider loaded last and not yet torn down: where the few
+/// callbacks that get neither a provider nor a context (an algorithm's `get_params`)
+/// report a panic.
+static LOADED: Mutex<Option<CoreErrors>> = Mutex::new(None);
+
+impl CoreErrors {
+    /// Puts `why` on OpenSSL's error queue (what `openssl` prints when a call fails).
+    fn raise(&self, why: &str) {
+        // The message is the format string: '%' doubled so that no conversion reads the
+        // (empty) argument list.
+        let Ok(fmt) = std::ffi::CString::new(why.replace('%', "%%")) else { return };
+        // A `va_list` that no conversion reads. On x86-64 it is a pointer to a register save
+        // descriptor; elsewhere the message is printed to stderr instead.
+        #[cfg(target_arch = "x86_64")]
+        {
+            let mut unused = [0u64; 3];
+            // SAFETY: the handle and functions came from the core at init and stay valid
+            // until teardown; `fmt` is a valid C string with no conversions, so the
+            // argument list is never read.
+            unsafe {
+                (self.new_error)(self.handle);
+                (self.vset_error)(self.handle, 1, fmt.as_ptr(), unused.as_mut_ptr() as *mut c_void);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            // SAFETY: as above.
+            unsafe { (self.new_error)(self.handle) };
+            eprintln!("ocf provider: {}", fmt.to_string_lossy());
+        }
+    }
+}
+
+/// Puts `why` on OpenSSL's error queue through the provider loaded last (see [`LOADED`]);
+/// for callbacks that have no provider at hand.
+pub fn raise_loaded(why: &str) {
+    let errors = *LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(e) = errors {
+        e.raise(why);
+    }
+}
 
 impl Provider {
     /// The framework with ocf's CPU driver and, if `driver` names one, a simulated card.
@@ -121,29 +169,8 @@ impl Provider {
 
     /// Puts `why` on OpenSSL's error queue (what `openssl` prints when a call fails).
     pub fn error(&self, why: &str) {
-        let Some(e) = &self.errors else {
-            return;
-        };
-        // The message is the format string: '%' doubled so that no conversion reads the
-        // (empty) argument list.
-        let Ok(fmt) = std::ffi::CString::new(why.replace('%', "%%")) else { return };
-        // A `va_list` that no conversion reads. On x86-64 it is a pointer to a register save
-        // descriptor; elsewhere the message is printed to stderr instead.
-        #[cfg(target_arch = "x86_64")]
-        {
-            let mut unused = [0u64; 3];
-            // SAFETY: the handle and functions came from the core at init; `fmt` is a valid
-            // C string with no conversions, so the argument list is never read.
-            unsafe {
-                (e.new_error)(e.handle);
-                (e.vset_error)(e.handle, 1, fmt.as_ptr(), unused.as_mut_ptr() as *mut c_void);
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            // SAFETY: as above.
-            unsafe { (e.new_error)(e.handle) };
-            eprintln!("ocf provider: {}", fmt.to_string_lossy());
+        if let Some(e) = &self.errors {
+            e.raise(why);
         }
     }
 }
@@ -151,8 +178,8 @@ impl Provider {
 /// The provider's entry point, called by OpenSSL when it loads `ocf.so`.
 ///
 /// # Safety
-/// Called by OpenSSL with its core handle, the core's dispatch table (terminated), and
-/// two out-pointers.
+/// OpenSSL calls it with its core handle, the core's dispatch table (terminated by a zero
+/// function id), and two out-pointers it owns.
 #[no_mangle]
 pub unsafe extern "C" fn OSSL_provider_init(
     handle: *const CoreHandle,
@@ -160,32 +187,42 @@ pub unsafe extern "C" fn OSSL_provider_init(
     out: *mut *const Dispatch,
     provctx: *mut *mut c_void,
 ) -> c_int {
-    if out.is_null() || provctx.is_null() {
-        return params::FAIL;
-    }
+    boundary::install_panic_hook();
     // SAFETY: OpenSSL passes its terminated dispatch table and its handle.
-    let driver = unsafe { configured(handle, core, c"driver") };
-    let env = std::env::var("OCF_DRIVER").ok();
-    let provider = match Provider::new(driver.as_deref().or(env.as_deref())) {
-        Ok(mut p) => {
-            // SAFETY: as above.
-            p.errors = unsafe { core_errors(handle, core) };
-            // SAFETY: as above.
-            p.stats_to =
-                unsafe { configured(handle, core, c"stats") }.or_else(|| std::env::var("OCF_STATS").ok());
-            p
-        }
-        Err(e) => {
-            eprintln!("ocf provider: {e}");
-            return params::FAIL;
+    let errors = unsafe { core_errors(handle, core) };
+    let raise = |why: &str| {
+        if let Some(e) = &errors {
+            e.raise(why)
         }
     };
-    // SAFETY: both out-pointers were checked non-NULL; OpenSSL owns what they point at.
-    unsafe {
-        *provctx = Box::into_raw(Box::new(provider)) as *mut c_void;
-        *out = PROVIDER_DISPATCH.as_ptr();
-    }
-    params::OK
+    boundary::guard("provider_init", params::FAIL, raise, || {
+        if out.is_null() || provctx.is_null() {
+            return params::FAIL;
+        }
+        // SAFETY: as above.
+        let driver = unsafe { configured(handle, core, c"driver") };
+        let env = std::env::var("OCF_DRIVER").ok();
+        let mut provider = match Provider::new(driver.as_deref().or(env.as_deref())) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("ocf provider: {e}");
+                return params::FAIL;
+            }
+        };
+        provider.errors = errors;
+        // SAFETY: as above.
+        provider.stats_to =
+            unsafe { configured(handle, core, c"stats") }.or_else(|| std::env::var("OCF_STATS").ok());
+        if errors.is_some() {
+            *LOADED.lock().unwrap_or_else(|e| e.into_inner()) = errors;
+        }
+        // SAFETY: both out-pointers were checked non-NULL; OpenSSL owns what they point at.
+        unsafe {
+            *provctx = Box::into_raw(Box::new(provider)) as *mut c_void;
+            *out = PROVIDER_DISPATCH.as_ptr();
+        }
+        params::OK
+    })
 }
 
 /// The core's error functions, if it offers them.
@@ -278,16 +315,34 @@ static PROVIDER_DISPATCH: [Dispatch; 5] = [
 
 /// Frees the provider's context (its framework, drivers and sessions), after writing its
 /// statistics where `stats` / `OCF_STATS` asked.
+///
+/// # Safety
+/// OpenSSL calls it once, with the provider context `OSSL_provider_init` made, after
+/// freeing every algorithm context made from it.
 unsafe extern "C" fn teardown(provctx: *mut c_void) {
-    if !provctx.is_null() {
-        // SAFETY: `provctx` is the box OSSL_provider_init made; OpenSSL calls teardown once.
-        let provider = unsafe { Box::from_raw(provctx as *mut Provider) };
+    if provctx.is_null() {
+        return;
+    }
+    // SAFETY: `provctx` is the box OSSL_provider_init made; OpenSSL calls teardown once.
+    let provider = unsafe { Box::from_raw(provctx as *mut Provider) };
+    let errors = provider.errors;
+    let raise = |why: &str| {
+        if let Some(e) = &errors {
+            e.raise(why)
+        }
+    };
+    boundary::guard("provider_teardown", (), raise, || {
         if let Some(to) = &provider.stats_to {
             if let Err(e) = stats::write(&provider.framework, to) {
                 eprintln!("ocf provider: statistics to {to}: {e}");
             }
         }
         drop(provider);
+    });
+    // This provider's handle is gone with it: nothing may raise errors through it now.
+    let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    if loaded.is_some_and(|l| errors.is_some_and(|e| std::ptr::eq(l.handle, e.handle))) {
+        *loaded = None;
     }
 }
 
@@ -299,8 +354,12 @@ static GETTABLE: [Param; 5] = [
     params::END,
 ];
 
+/// The provider's parameters (a static list).
+///
+/// # Safety
+/// Nothing to promise: the provider context is not read.
 unsafe extern "C" fn gettable_params(_provctx: *mut c_void) -> *const Param {
-    GETTABLE.as_ptr()
+    boundary::guard("provider_gettable_params", std::ptr::null(), raise_loaded, || GETTABLE.as_ptr())
 }
 
 const NAME: &CStr = c"ocf";
@@ -310,41 +369,52 @@ const VERSION: &CStr = match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_V
 };
 const BUILDINFO: &CStr = c"ocf provider: ocf sessions over the soft and sim drivers";
 
+/// The provider's name, version, build information and status.
+///
+/// # Safety
+/// OpenSSL passes NULL or a parameter array ending with a NULL key, its values' buffers
+/// as their sizes say.
 unsafe extern "C" fn get_params(_provctx: *mut c_void, ps: *mut Param) -> c_int {
-    // SAFETY: OpenSSL passes a terminated parameter array.
-    unsafe {
+    boundary::guard("provider_get_params", params::FAIL, raise_loaded, || {
+        // SAFETY: as OpenSSL promises.
+        let mut ps = unsafe { params::Params::from_raw(ps) };
         for (key, value) in [(c"name", NAME), (c"version", VERSION), (c"buildinfo", BUILDINFO)] {
-            if let Some(p) = params::find(ps, key) {
+            if let Some(p) = ps.find(key) {
                 if !params::set_utf8(p, value) {
                     return params::FAIL;
                 }
             }
         }
-        if let Some(p) = params::find(ps, c"status") {
+        if let Some(p) = ps.find(c"status") {
             if !params::set_int(p, 1) {
                 return params::FAIL;
             }
         }
-    }
-    params::OK
+        params::OK
+    })
 }
 
 /// The algorithms of an operation: ciphers, digests, MACs.
+///
+/// # Safety
+/// OpenSSL passes NULL or a writable `int` for `no_cache`.
 unsafe extern "C" fn query_operation(
     _provctx: *mut c_void,
     operation: c_int,
     no_cache: *mut c_int,
 ) -> *const abi::Algorithm {
-    if !no_cache.is_null() {
-        // SAFETY: OpenSSL passes a valid out-pointer.
-        unsafe { *no_cache = 0 };
-    }
-    match operation {
-        abi::OP_CIPHER => cipher::ALGORITHMS.as_ptr(),
-        abi::OP_DIGEST => digest::ALGORITHMS.as_ptr(),
-        abi::OP_MAC => digest::MAC_ALGORITHMS.as_ptr(),
-        _ => std::ptr::null(),
-    }
+    boundary::guard("provider_query_operation", std::ptr::null(), raise_loaded, || {
+        // SAFETY: as OpenSSL promises.
+        if let Some(no_cache) = unsafe { no_cache.as_mut() } {
+            *no_cache = 0;
+        }
+        match operation {
+            abi::OP_CIPHER => cipher::ALGORITHMS.as_ptr(),
+            abi::OP_DIGEST => digest::ALGORITHMS.as_ptr(),
+            abi::OP_MAC => digest::MAC_ALGORITHMS.as_ptr(),
+            _ => std::ptr::null(),
+        }
+    })
 }
 
 #[cfg(test)]

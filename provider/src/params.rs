@@ -3,59 +3,54 @@
 //! `return_size` says how much was (or would have been) written.
 
 use std::ffi::{c_char, c_int, CStr};
+use std::marker::PhantomData;
 
 use crate::abi::{self, Param};
 
-/// The parameter named `key` in a NULL-key-terminated array, if any.
-///
-/// # Safety
-/// `params` is NULL or points at an array of valid `OSSL_PARAM`s ending with a NULL key.
-pub unsafe fn find<'a>(params: *mut Param, key: &CStr) -> Option<&'a mut Param> {
-    if params.is_null() {
-        return None;
-    }
-    let want = key.to_bytes_with_nul();
-    let mut p = params;
-    // SAFETY: the caller promises a terminated array: every element up to the terminator
-    // is valid, and each key is a NUL-terminated string. Keys are compared byte by byte up
-    // to the first difference (never past a key's NUL): OpenSSL asks for parameters on
-    // every operation, and a strlen per key showed in profiles.
-    unsafe {
-        while !(*p).key.is_null() {
-            let k = (*p).key as *const u8;
-            let mut i = 0;
-            while i < want.len() && *k.add(i) == want[i] {
-                i += 1;
-            }
-            if i == want.len() {
-                return Some(&mut *p);
-            }
-            p = p.add(1);
-        }
-    }
-    None
+/// A caller's parameter array (NULL, or `OSSL_PARAM`s ending with a NULL key), taken once
+/// at the boundary: the code behind it reads and writes parameters with no raw pointers.
+pub struct Params<'a> {
+    ptr: *mut Param,
+    _array: PhantomData<&'a mut [Param]>,
 }
 
-/// The parameters of a NULL-key-terminated array, in order: one pass over a caller's array
-/// instead of a [`find`] per known key (OpenSSL reads and writes a cipher context's
-/// parameters several times per message).
-///
-/// # Safety
-/// As for [`find`]; the array outlives the iterator and nothing else touches it meanwhile.
-pub unsafe fn each<'a>(params: *mut Param) -> impl Iterator<Item = &'a mut Param> {
-    let mut p = params;
-    std::iter::from_fn(move || {
-        // SAFETY: as the caller promises: every element up to the terminator is valid, and
-        // the iterator stops at the terminator.
-        unsafe {
-            if p.is_null() || (*p).key.is_null() {
-                return None;
+impl<'a> Params<'a> {
+    /// # Safety
+    /// `ptr` is NULL or points at an array of valid `OSSL_PARAM`s ending with a NULL key
+    /// (each key a NUL-terminated string, each `data` as its type and size say), which
+    /// nothing else touches for `'a`.
+    pub unsafe fn from_raw(ptr: *mut Param) -> Params<'a> {
+        Params { ptr, _array: PhantomData }
+    }
+
+    /// The parameter named `key`, if any. Keys are compared byte by byte up to the first
+    /// difference (never past a key's NUL): OpenSSL asks for parameters on every
+    /// operation, and a strlen per key showed in profiles.
+    pub fn find(&mut self, key: &CStr) -> Option<&mut Param> {
+        self.iter_mut().find(|p| is(p, key))
+    }
+
+    /// The parameters in order: one pass over a caller's array instead of a [`find`]
+    /// per known key (OpenSSL reads and writes a cipher context's parameters several
+    /// times per message).
+    ///
+    /// [`find`]: Params::find
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Param> + '_ {
+        let mut p = self.ptr;
+        std::iter::from_fn(move || {
+            // SAFETY: as `from_raw`'s caller promised: every element up to the terminator
+            // is valid, and the iterator stops at the terminator. Each element is handed
+            // out once, borrowed from `self`.
+            unsafe {
+                if p.is_null() || (*p).key.is_null() {
+                    return None;
+                }
+                let this = &mut *p;
+                p = p.add(1);
+                Some(this)
             }
-            let this = &mut *p;
-            p = p.add(1);
-            Some(this)
-        }
-    })
+        })
+    }
 }
 
 /// Whether the parameter's key is `key` (compared up to the first difference, never past

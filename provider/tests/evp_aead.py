@@ -3,6 +3,8 @@
 
 Usage: evp_aead.py PROVIDER_DIR        ocf.so is loaded from PROVIDER_DIR
        evp_aead.py --self-test-default the default provider stands in for ocf (checks this script)
+       evp_aead.py --panic PROVIDER_DIR  with OCF_PROVIDER_PANIC=cipher_update set (a test
+                                         build of ocf.so panics in its first update): see below
 
 The `openssl enc` command refuses AEAD ciphers, so this drives EVP directly (Python 3 stdlib
 only: ctypes against libcrypto.so.3; no C compiler needed). Each provider gets its own
@@ -21,6 +23,11 @@ the payload in two uneven pieces; the ciphertext and tag must equal the default 
 Decrypting with the right tag must succeed and give the plaintext back; with one bit of the
 tag flipped, EVP_DecryptFinal_ex must fail. One known answer: test case 4 of McGrew & Viega,
 "The Galois/Counter Mode of Operation (GCM)", through the provider under test.
+
+With --panic (the provider's boundary, provider/src/boundary.rs): the first update through
+ocf panics inside the provider; EVP_EncryptUpdate must return 0 with the panic on OpenSSL's
+error queue (not abort this process), the next call on that context must fail saying it
+failed earlier, and a new context must seal as the default provider does.
 
 Prints "OK <n> cases" and exits 0, or prints each difference and exits 1.
 """
@@ -91,7 +98,7 @@ def load_libcrypto():
         ("EVP_DecryptInit_ex2", i, [vp, vp, cp, cp, vp]),
         ("EVP_DecryptUpdate", i, [vp, vp, ip, cp, i]),
         ("EVP_DecryptFinal_ex", i, [vp, vp, ip]),
-        ("ERR_get_error", ctypes.c_ulong, []),
+        ("ERR_get_error_all", ctypes.c_ulong, [vp, vp, vp, ctypes.POINTER(cp), ip]),
         ("ERR_error_string_n", None, [ctypes.c_ulong, cp, ctypes.c_size_t]),
         ("ERR_clear_error", None, []),
     ]:
@@ -105,15 +112,20 @@ L = load_libcrypto()
 
 
 def errors():
-    """OpenSSL's error queue as text (and emptied)."""
+    """OpenSSL's error queue as text, each error's data (a provider's message) included (and
+    emptied)."""
     out = []
     while True:
-        e = L.ERR_get_error()
+        data, flags = ctypes.c_char_p(), ctypes.c_int(0)
+        e = L.ERR_get_error_all(None, None, None, ctypes.byref(data), ctypes.byref(flags))
         if not e:
             return "; ".join(out) or "(no error queued)"
         buf = ctypes.create_string_buffer(256)
         L.ERR_error_string_n(e, buf, len(buf))
-        out.append(buf.value.decode(errors="replace"))
+        text = buf.value.decode(errors="replace")
+        if data.value:
+            text += ": " + data.value.decode(errors="replace")
+        out.append(text)
 
 
 class Failure(Exception):
@@ -245,7 +257,46 @@ class Provider:
         return out, ok
 
 
+def panic_check(path):
+    """The --panic run (see the module documentation). Returns the failures."""
+    ocf, reference = Provider("ocf", path), Provider("default")
+    failures = []
+    try:
+        rng = random.Random("panic")
+        key, iv, aad, pt = rng.randbytes(16), rng.randbytes(IV_LEN), rng.randbytes(13), rng.randbytes(100)
+        ctx = L.EVP_CIPHER_CTX_new()
+        try:
+            if L.EVP_EncryptInit_ex2(ctx, ocf.cipher("AES-128-GCM"), key, iv, None) != 1:
+                raise Failure("init: " + errors())
+            outl, buf = ctypes.c_int(0), ctypes.create_string_buffer(len(pt) + 32)
+            ok = L.EVP_EncryptUpdate(ctx, buf, ctypes.byref(outl), pt, len(pt))
+            queued = errors()
+            if ok != 0 or "internal error (a panic) in cipher_update" not in queued:
+                failures.append(f"the update that panicked returned {ok}, queued: {queued}")
+            ok = L.EVP_EncryptFinal_ex(ctx, buf, ctypes.byref(outl))
+            queued = errors()
+            if ok != 0 or "this context failed earlier" not in queued:
+                failures.append(f"the next call on that context returned {ok}, queued: {queued}")
+        finally:
+            L.EVP_CIPHER_CTX_free(ctx)
+        ct, tag = ocf.seal("AES-128-GCM", key, iv, aad, pt)
+        if (ct, tag) != reference.seal("AES-128-GCM", key, iv, aad, pt):
+            failures.append("a new context after the panic: not the default provider's ciphertext")
+    except Failure as e:
+        failures.append(str(e))
+    finally:
+        ocf.close()
+        reference.close()
+    return failures
+
+
 def main(argv):
+    if len(argv) == 3 and argv[1] == "--panic":
+        failures = panic_check(argv[2])
+        for f in failures:
+            print("FAIL", f)
+        print("OK 3 cases" if not failures else f"{len(failures)} failures")
+        return 1 if failures else 0
     if len(argv) != 2:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
