@@ -1,7 +1,7 @@
 //! `ocf` as an OpenSSL 3 provider: unmodified `openssl` and applications reach ocf's
-//! drivers through it, as the seeds' users reached cryptodev through OpenSSL's engine
-//! (`../shared/seeds/001_…`, `002_…`, `004_…`). Engines are gone from OpenSSL 4; providers
-//! are how OpenSSL reaches other implementations now.
+//! drivers through it, as users of FreeBSD's and OpenBSD's crypto framework reached
+//! cryptodev through OpenSSL's engine (on a SheevaPlug, on FreeBSD 9.2). Engines are gone
+//! from OpenSSL 4; providers are how OpenSSL reaches other implementations now.
 //!
 //! OpenSSL loads `ocf.so` (`openssl … -provider-path DIR -provider ocf`, or from an
 //! openssl.cnf) and calls [`OSSL_provider_init`], which builds an ocf [`Framework`] with
