@@ -5,12 +5,15 @@
 //!
 //! ChaCha20-Poly1305 goes through aws-lc-rs for messages below 2 KiB and through OpenSSL's
 //! libcrypto from 2 KiB up, with one libcrypto context per session and direction, keyed
-//! once and re-armed with only the nonce per message. The measured sweep (MB/s):
-//! aws-lc-rs 90 / 1,700 / 2,380 at 16 B / 1 KiB / 8 KiB, libcrypto with a reused context
-//! 37 / 1,570 / 3,140 (a context per message: 16 / 865 / 2,620). libcrypto pays ~350 ns of
-//! per-message setup (the same through raw EVP calls as through the `openssl` crate, so the
-//! safe crate is used), and wins once its faster AVX-512 ChaCha20 amortizes that: the two
-//! cross between 1 and 2 KiB.
+//! once and re-armed with only the nonce per message ([`ChachaCtx`]). Measured per message
+//! (`examples/chacha_cost`, pinned, ns at 16 B / 256 B / 1 KiB / 8 KiB): aws-lc-rs 156 / 246 /
+//! 564 / 3,229; libcrypto on a kept context 409 / 448 / 596 / 2,474. libcrypto pays ~320 ns
+//! per message over its bulk speed (the nonce setup ~70 ns, a separate ChaCha20 call for the
+//! Poly1305 key, the final call and the tag parameter), and wins once its faster AVX-512
+//! ChaCha20 amortizes that: the two cross between 1 and 2 KiB. Neither reaches `openssl
+//! speed -evp chacha20-poly1305`, which (OpenSSL 3.0, even with `-aead`) streams one
+//! `EVP_EncryptUpdate` per "message" with no nonce, Poly1305 key or tag: 296 ns at 1 KiB,
+//! 2,173 ns at 8 KiB on the same machine.
 //!
 //! A libcrypto context serves one message at a time. It is taken with `try_lock`, so a
 //! session used by several threads at once never waits: the thread that loses the race
@@ -20,38 +23,37 @@ use std::sync::{Arc, Mutex};
 
 use aws_lc_rs::aead::{self, LessSafeKey, Nonce, UnboundKey};
 use ocf::{CipherAlg, Error};
-use openssl::cipher::Cipher as OsslCipher;
-use openssl::cipher_ctx::CipherCtx;
 
-use crate::cpu::clear_upper_vector_state;
-use crate::stream::GcmPool;
+use crate::chacha::ChachaCtx;
+use crate::pool::{Keyed, Pool};
+use crate::stream::GcmCtx;
 
 /// From this payload length up, ChaCha20-Poly1305 uses libcrypto (see the module docs).
 pub const CHACHA_LIBCRYPTO_MIN_LEN: usize = 2048;
 
-/// Where a multi-part AEAD message's state comes from.
+/// Multi-part sessions: the session's pool of keyed contexts its messages start from (see
+/// `crate::pool` and `crate::stream`).
 pub(crate) enum StreamSource {
-    Gcm(Arc<GcmPool>),
-    Key(ocf::Key),
+    Gcm(Arc<Pool<GcmCtx>>),
+    Chacha(Arc<Pool<ChachaCtx>>),
 }
 
 pub struct Aead {
     alg: CipherAlg,
     key: LessSafeKey,
-    /// Multi-part sessions only: what each message's streaming state starts from (see
-    /// `crate::stream`): keyed AES-GCM contexts, or the ChaCha20-Poly1305 key (wiped on drop).
+    /// Multi-part sessions only: where each message's streaming state comes from.
     pub(crate) streams: Option<StreamSource>,
     /// ChaCha20-Poly1305 only: libcrypto contexts, keyed once.
     libcrypto: Option<ChachaContexts>,
 }
 
 struct ChachaContexts {
-    seal: Mutex<CipherCtx>,
-    open: Mutex<CipherCtx>,
+    seal: Mutex<ChachaCtx>,
+    open: Mutex<ChachaCtx>,
 }
 
 impl Aead {
-    /// `multipart`: keep the key for streaming contexts (see `crate::stream`).
+    /// `multipart`: keep a pool of keyed contexts for streaming messages (see `crate::stream`).
     pub fn new(alg: CipherAlg, key: &[u8], multipart: bool) -> Result<Aead, Error> {
         let lib_alg = match (alg, key.len()) {
             (CipherAlg::AesGcm, 16) => &aead::AES_128_GCM,
@@ -63,12 +65,15 @@ impl Aead {
         let unbound = UnboundKey::new(lib_alg, key)
             .map_err(|_| Error::DriverFailure("soft: aws-lc-rs rejected the AEAD key"))?;
         let libcrypto = match alg {
-            CipherAlg::ChaCha20Poly1305 => Some(ChachaContexts::new(key)?),
+            CipherAlg::ChaCha20Poly1305 => Some(ChachaContexts {
+                seal: Mutex::new(ChachaCtx::keyed(key)?),
+                open: Mutex::new(ChachaCtx::keyed(key)?),
+            }),
             _ => None,
         };
         let streams = multipart.then(|| match alg {
-            CipherAlg::AesGcm => StreamSource::Gcm(Arc::new(GcmPool::new(key))),
-            _ => StreamSource::Key(ocf::Key::new(key)),
+            CipherAlg::AesGcm => StreamSource::Gcm(Arc::new(Pool::new(key))),
+            _ => StreamSource::Chacha(Arc::new(Pool::new(key))),
         });
         Ok(Aead { alg, key: LessSafeKey::new(unbound), streams, libcrypto })
     }
@@ -82,8 +87,8 @@ impl Aead {
     fn libcrypto_ctx(
         &self,
         len: usize,
-        pick: fn(&ChachaContexts) -> &Mutex<CipherCtx>,
-    ) -> Option<std::sync::MutexGuard<'_, CipherCtx>> {
+        pick: fn(&ChachaContexts) -> &Mutex<ChachaCtx>,
+    ) -> Option<std::sync::MutexGuard<'_, ChachaCtx>> {
         let ctxs = self.libcrypto.as_ref().filter(|_| len >= CHACHA_LIBCRYPTO_MIN_LEN)?;
         pick(ctxs).try_lock().ok()
     }
@@ -91,9 +96,7 @@ impl Aead {
     /// Encrypts `data` in place and writes the 16-byte tag.
     pub fn seal(&self, nonce: &[u8], aad: &[u8], data: &mut [u8], tag: &mut [u8]) -> Result<(), Error> {
         if let Some(mut ctx) = self.libcrypto_ctx(data.len(), |c| &c.seal) {
-            let result = libcrypto_seal(&mut ctx, nonce, aad, data, tag);
-            clear_upper_vector_state();
-            return result;
+            return ctx.seal(nonce, aad, data, tag);
         }
         let nonce = Nonce::try_assume_unique_for_key(nonce)
             .map_err(|_| Error::BadIvLength { expected: 12, got: nonce.len() })?;
@@ -117,9 +120,7 @@ impl Aead {
 
     fn open_unchecked(&self, nonce: &[u8], aad: &[u8], data: &mut [u8], tag: &[u8]) -> Result<(), Error> {
         if let Some(mut ctx) = self.libcrypto_ctx(data.len(), |c| &c.open) {
-            let result = libcrypto_open(&mut ctx, nonce, aad, data, tag);
-            clear_upper_vector_state();
-            return result;
+            return ctx.open(nonce, aad, data, tag);
         }
         let nonce = Nonce::try_assume_unique_for_key(nonce)
             .map_err(|_| Error::BadIvLength { expected: 12, got: nonce.len() })?;
@@ -128,59 +129,6 @@ impl Aead {
             .map(|_| ())
             .map_err(|_| Error::AuthFailed)
     }
-}
-
-impl ChachaContexts {
-    fn new(key: &[u8]) -> Result<ChachaContexts, Error> {
-        let fail = |_| Error::DriverFailure("soft: libcrypto ChaCha20-Poly1305 setup failed");
-        // Fetched once, from the driver's own library context (see `evp::lib_ctx`).
-        let cipher: &OsslCipher = crate::evp::chacha20_poly1305()
-            .ok_or(Error::DriverFailure("soft: libcrypto's ChaCha20-Poly1305 is unavailable"))?;
-        let mut seal = CipherCtx::new().map_err(fail)?;
-        seal.encrypt_init(Some(cipher), Some(key), None).map_err(fail)?;
-        let mut open = CipherCtx::new().map_err(fail)?;
-        open.decrypt_init(Some(cipher), Some(key), None).map_err(fail)?;
-        Ok(ChachaContexts { seal: Mutex::new(seal), open: Mutex::new(open) })
-    }
-}
-
-// The `openssl` crate asserts on lengths it cannot accept; the nonce (12 bytes) and tag
-// (16 bytes) were validated by ocf, and the key length by `Aead::new`.
-fn libcrypto_seal(
-    c: &mut CipherCtx,
-    nonce: &[u8],
-    aad: &[u8],
-    data: &mut [u8],
-    tag: &mut [u8],
-) -> Result<(), Error> {
-    let fail = |_| Error::DriverFailure("soft: libcrypto seal failed");
-    c.encrypt_init(None, None, Some(nonce)).map_err(fail)?;
-    if !aad.is_empty() {
-        c.cipher_update(aad, None).map_err(fail)?;
-    }
-    let n = data.len();
-    c.cipher_update_inplace(data, n).map_err(fail)?;
-    c.cipher_final(&mut []).map_err(fail)?;
-    c.tag(tag).map_err(fail)
-}
-
-fn libcrypto_open(
-    c: &mut CipherCtx,
-    nonce: &[u8],
-    aad: &[u8],
-    data: &mut [u8],
-    tag: &[u8],
-) -> Result<(), Error> {
-    let fail = |_| Error::DriverFailure("soft: libcrypto open failed");
-    c.decrypt_init(None, None, Some(nonce)).map_err(fail)?;
-    if !aad.is_empty() {
-        c.cipher_update(aad, None).map_err(fail)?;
-    }
-    let n = data.len();
-    c.cipher_update_inplace(data, n).map_err(fail)?;
-    c.set_tag(tag).map_err(fail)?;
-    // The final call compares the tags (in constant time) and fails on a mismatch.
-    c.cipher_final(&mut []).map(|_| ()).map_err(|_| Error::AuthFailed)
 }
 
 #[cfg(test)]

@@ -18,10 +18,12 @@
 //! `new_session`, so a request costs one `match`, not a lookup.
 
 mod aead;
+mod chacha;
 mod cipher;
 mod cpu;
 mod digest;
 mod evp;
+mod pool;
 mod stream;
 
 /// The library calls the driver makes, without the framework around them: what the
@@ -204,7 +206,7 @@ impl SoftSession {
                 SoftSession::Mac(k) => stream::Starter::Hmac(k.rust()),
                 SoftSession::Aead(a) => match &a.streams {
                     Some(aead::StreamSource::Gcm(pool)) => stream::Starter::Gcm(pool),
-                    Some(aead::StreamSource::Key(k)) => stream::Starter::Chacha(k.as_bytes()),
+                    Some(aead::StreamSource::Chacha(pool)) => stream::Starter::Chacha(pool),
                     None => return Err(Error::DriverFailure("soft: AEAD session not opened for multi-part")),
                 },
                 SoftSession::CipherThenMac(..) => {
@@ -212,8 +214,8 @@ impl SoftSession {
                 }
             };
             // Recycle the last finished message's state (or an abandoned one) where it is
-            // ours: no allocation, and an AES-GCM context of the same session only takes
-            // the new nonce.
+            // ours: no allocation, and an AEAD context of the same session only takes the
+            // new nonce (see `crate::pool`).
             match req.take_spare_state().or(taken).and_then(stream::ours) {
                 Some(mut s) => {
                     s.restart(starter, op, req.iv())?;
