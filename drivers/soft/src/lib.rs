@@ -6,7 +6,7 @@
 //! | algorithm                              | library                                      |
 //! |----------------------------------------|----------------------------------------------|
 //! | AES-GCM                                | aws-lc-rs                                    |
-//! | ChaCha20-Poly1305                      | aws-lc-rs < 2 KiB ≤ libcrypto (reused ctx)   |
+//! | ChaCha20-Poly1305                      | aws-lc-rs < 512 B ≤ IPsec-MB (if built with it); else aws-lc-rs < 2 KiB ≤ libcrypto (reused ctx) |
 //! | AES-CBC, AES-CTR, 3DES-CBC             | aws-lc-rs (`cipher`, unpadded)               |
 //! | SHA-1, SHA-256, HMAC over them         | RustCrypto (SHA-NI)                          |
 //! | SHA-384, SHA-512, MD5, HMAC over them  | libcrypto (reused ctx) from 128/256 B, else RustCrypto |
@@ -23,6 +23,8 @@ mod cipher;
 mod cpu;
 mod digest;
 mod evp;
+#[cfg(ocf_ipsec_mb)]
+mod imb;
 mod pool;
 mod stream;
 
