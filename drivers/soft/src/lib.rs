@@ -6,7 +6,7 @@
 //! | algorithm                              | library                                      |
 //! |----------------------------------------|----------------------------------------------|
 //! | AES-GCM                                | aws-lc-rs                                    |
-//! | ChaCha20-Poly1305                      | aws-lc-rs < 2 KiB ≤ libcrypto (reused ctx)   |
+//! | ChaCha20-Poly1305                      | aws-lc-rs < 512 B ≤ IPsec-MB (if built with it); else aws-lc-rs < 2 KiB ≤ libcrypto (reused ctx) |
 //! | AES-CBC, AES-CTR, 3DES-CBC             | aws-lc-rs (`cipher`, unpadded)               |
 //! | SHA-1, SHA-256, HMAC over them         | RustCrypto (SHA-NI)                          |
 //! | SHA-384, SHA-512, MD5, HMAC over them  | libcrypto (reused ctx) from 128/256 B, else RustCrypto |
@@ -18,10 +18,14 @@
 //! `new_session`, so a request costs one `match`, not a lookup.
 
 mod aead;
+mod chacha;
 mod cipher;
 mod cpu;
 mod digest;
 mod evp;
+#[cfg(ocf_ipsec_mb)]
+mod imb;
+mod pool;
 mod stream;
 
 /// The library calls the driver makes, without the framework around them: what the
@@ -204,7 +208,7 @@ impl SoftSession {
                 SoftSession::Mac(k) => stream::Starter::Hmac(k.rust()),
                 SoftSession::Aead(a) => match &a.streams {
                     Some(aead::StreamSource::Gcm(pool)) => stream::Starter::Gcm(pool),
-                    Some(aead::StreamSource::Key(k)) => stream::Starter::Chacha(k.as_bytes()),
+                    Some(aead::StreamSource::Chacha(pool)) => stream::Starter::Chacha(pool),
                     None => return Err(Error::DriverFailure("soft: AEAD session not opened for multi-part")),
                 },
                 SoftSession::CipherThenMac(..) => {
@@ -212,8 +216,8 @@ impl SoftSession {
                 }
             };
             // Recycle the last finished message's state (or an abandoned one) where it is
-            // ours: no allocation, and an AES-GCM context of the same session only takes
-            // the new nonce.
+            // ours: no allocation, and an AEAD context of the same session only takes the
+            // new nonce (see `crate::pool`).
             match req.take_spare_state().or(taken).and_then(stream::ours) {
                 Some(mut s) => {
                     s.restart(starter, op, req.iv())?;

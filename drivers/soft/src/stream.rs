@@ -11,22 +11,28 @@
 //! - AES-GCM: an aws-lc `EVP_CIPHER_CTX` ([`GcmStream`]). aws-lc-rs offers only one-shot
 //!   AEADs; its streaming GCM through aws-lc's EVP interface measured 11 GB/s at 8 KiB
 //!   updates against 4.3-4.8 GB/s for libcrypto's (2.2-2.6x; 1.5x at 16 B).
-//! - ChaCha20-Poly1305: a libcrypto cipher context (the library measured fastest for it).
+//! - ChaCha20-Poly1305: a libcrypto cipher context ([`ChachaCtx`]; the library measured
+//!   fastest for it from 2 KiB, and the only streaming one at hand).
 //!
-//! A message's state is dropped (and its key material wiped) when the message ends, fails,
-//! or the request is reset.
+//! The AEAD contexts are keyed once per session and lent to one message at a time
+//! (`crate::pool`): a finished message's state stays in the request as spare state, and the
+//! next message of the same session only gives it a new nonce.
+//!
+//! A message's state is dropped when the message ends, fails, or the request is reset (an
+//! AEAD context then goes back to its session's pool; everything else is wiped).
 
 use std::any::Any;
 use std::ptr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use aws_lc_sys as awslc;
 use ocf::{CipherAlg, Error, Op, PartState, Views};
-use openssl::cipher_ctx::CipherCtx;
 use zeroize::Zeroize;
 
+use crate::chacha::ChachaCtx;
 use crate::cipher::Cipher;
 use crate::digest::{HashState, RustHmac};
+use crate::pool::{Keyed, Lent, Pool};
 
 /// The state of one multi-part message.
 pub(crate) struct Stream {
@@ -52,8 +58,8 @@ enum StreamMode {
     },
     Hash(HashState),
     Hmac(RustHmac),
-    Gcm(GcmStream),
-    Chacha(CipherCtx),
+    Gcm(Lent<GcmCtx>),
+    Chacha(Lent<ChachaCtx>),
 }
 
 impl PartState for Stream {
@@ -89,9 +95,9 @@ pub(crate) enum Starter<'a> {
     Hash(crate::digest::Hash),
     Hmac(&'a RustHmac),
     /// AES-GCM: the session's pool of keyed contexts.
-    Gcm(&'a Arc<GcmPool>),
-    /// ChaCha20-Poly1305: the raw key (kept by multi-part sessions only).
-    Chacha(&'a [u8]),
+    Gcm(&'a Arc<Pool<GcmCtx>>),
+    /// ChaCha20-Poly1305: the session's pool of keyed contexts.
+    Chacha(&'a Arc<Pool<ChachaCtx>>),
 }
 
 impl Stream {
@@ -108,25 +114,31 @@ impl Stream {
             }
             Starter::Hash(h) => StreamMode::Hash(HashState::new(h)),
             Starter::Hmac(k) => StreamMode::Hmac(k.clone()),
-            Starter::Gcm(pool) => StreamMode::Gcm(GcmStream::start(pool, iv, op == Op::Encrypt)?),
-            Starter::Chacha(key) => StreamMode::Chacha(chacha_start(key, iv, op == Op::Encrypt)?),
+            Starter::Gcm(pool) => StreamMode::Gcm(Lent::start(pool, iv, op == Op::Encrypt)?),
+            Starter::Chacha(pool) => StreamMode::Chacha(Lent::start(pool, iv, op == Op::Encrypt)?),
         };
         Ok(Stream { op, payload_seen: false, mode })
     }
 
     /// Starts a new message in this state's place (a finished message's, kept in the
-    /// request): as [`Stream::start`], but an AES-GCM context of the same session is kept
-    /// and only takes the new nonce, and nothing is allocated.
+    /// request): as [`Stream::start`], but an AEAD context of the same session (the same
+    /// pool, so the same key) is kept and only takes the new nonce, and nothing is
+    /// allocated. A context of another session is dropped, never re-armed.
     pub(crate) fn restart(&mut self, from: Starter<'_>, op: Op, iv: &[u8]) -> Result<(), Error> {
-        if let (Starter::Gcm(pool), StreamMode::Gcm(g)) = (&from, &mut self.mode) {
-            if Arc::ptr_eq(pool, &g.pool) {
-                g.rearm(iv, op == Op::Encrypt)?;
+        let encrypt = op == Op::Encrypt;
+        let rearmed = match (&from, &mut self.mode) {
+            (Starter::Gcm(pool), StreamMode::Gcm(g)) if g.is_from(pool) => Some(g.rearm(iv, encrypt)),
+            (Starter::Chacha(pool), StreamMode::Chacha(c)) if c.is_from(pool) => Some(c.rearm(iv, encrypt)),
+            _ => None,
+        };
+        match rearmed {
+            Some(result) => {
+                result?;
                 self.op = op;
                 self.payload_seen = false;
-                return Ok(());
             }
+            None => *self = Stream::start(from, op, iv)?,
         }
-        *self = Stream::start(from, op, iv)?;
         Ok(())
     }
 
@@ -185,6 +197,7 @@ impl Stream {
                 Ok(())
             }
             StreamMode::Gcm(g) => {
+                let g = g.ctx()?;
                 g.update(v.aad, v.payload)?;
                 if last {
                     g.finish(op, v.tag)?;
@@ -192,9 +205,10 @@ impl Stream {
                 Ok(())
             }
             StreamMode::Chacha(c) => {
-                chacha_part(c, v.aad, v.payload)?;
+                let c = c.ctx()?;
+                c.update(v.aad, v.payload)?;
                 if last {
-                    chacha_finish(c, op, v.tag)?;
+                    c.finish(op, v.tag)?;
                 }
                 Ok(())
             }
@@ -259,7 +273,7 @@ fn add_to_counter(counter: &mut [u8; 16], n: u128) {
 
 /// An aws-lc AES-GCM context, keyed (raw FFI: aws-lc-rs has no streaming AEAD; see the
 /// module docs for the measurement that asked for it).
-struct GcmCtx {
+pub(crate) struct GcmCtx {
     ctx: *mut awslc::EVP_CIPHER_CTX,
 }
 
@@ -267,7 +281,7 @@ struct GcmCtx {
 // aws-lc cipher context has no thread affinity.
 unsafe impl Send for GcmCtx {}
 
-impl GcmCtx {
+impl Keyed for GcmCtx {
     fn keyed(key: &[u8]) -> Result<GcmCtx, Error> {
         // SAFETY: the EVP_aes_*_gcm functions return static method tables.
         let cipher = unsafe {
@@ -325,79 +339,10 @@ impl Drop for GcmCtx {
     }
 }
 
-/// A multi-part AES-GCM session's keyed contexts, lent to one message at a time.
-///
-/// Keying a context (AES key schedule, GHASH key powers) costs more than a 16-byte
-/// message; OpenSSL's callers start a message per record (`openssl speed` re-initialises
-/// every iteration). A finished message gives its context back, and the next one only
-/// sets its nonce.
-pub(crate) struct GcmPool {
-    key: ocf::Key,
-    idle: Mutex<Vec<GcmCtx>>,
-}
-
-impl GcmPool {
-    /// Contexts kept idle at most (one per thread working on the session, in practice).
-    const KEEP: usize = 16;
-
-    pub(crate) fn new(key: &[u8]) -> GcmPool {
-        GcmPool { key: ocf::Key::new(key), idle: Mutex::new(Vec::new()) }
-    }
-
-    fn take(&self) -> Result<GcmCtx, Error> {
-        let idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
-        match idle {
-            Some(c) => Ok(c),
-            None => GcmCtx::keyed(self.key.as_bytes()),
-        }
-    }
-
-    fn give_back(&self, c: GcmCtx) {
-        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        if idle.len() < GcmPool::KEEP {
-            idle.push(c);
-        }
-    }
-}
-
-/// The AES-GCM state of one message: a context borrowed from its session's pool.
-pub(crate) struct GcmStream {
-    ctx: Option<GcmCtx>,
-    pool: Arc<GcmPool>,
-}
-
-impl Drop for GcmStream {
-    fn drop(&mut self) {
-        if let Some(c) = self.ctx.take() {
-            self.pool.give_back(c);
-        }
-    }
-}
-
-impl GcmStream {
-    fn start(pool: &Arc<GcmPool>, nonce: &[u8], encrypt: bool) -> Result<GcmStream, Error> {
-        let mut c = pool.take()?;
-        c.arm(nonce, encrypt)?;
-        Ok(GcmStream { ctx: Some(c), pool: pool.clone() })
-    }
-
-    /// The next message on the same context: a new nonce (a context lost to an earlier
-    /// failure is taken from the pool again).
-    fn rearm(&mut self, nonce: &[u8], encrypt: bool) -> Result<(), Error> {
-        let c = match &mut self.ctx {
-            Some(c) => c,
-            None => self.ctx.insert(self.pool.take()?),
-        };
-        c.arm(nonce, encrypt)
-    }
-
-    fn raw(&self) -> Result<*mut awslc::EVP_CIPHER_CTX, Error> {
-        self.ctx.as_ref().map(|c| c.ctx).ok_or(Error::DriverFailure("soft: GCM stream without a context"))
-    }
-
+impl GcmCtx {
     fn update(&mut self, aad: &[u8], data: &mut [u8]) -> Result<(), Error> {
         let fail = Error::DriverFailure("soft: aws-lc GCM update failed");
-        let ctx = self.raw()?;
+        let ctx = self.ctx;
         let mut outl = 0;
         for piece in [aad, &*data] {
             if i32::try_from(piece.len()).is_err() {
@@ -434,7 +379,7 @@ impl GcmStream {
     /// Encrypt: writes the 16-byte tag. Decrypt: checks it (aws-lc compares in constant time).
     fn finish(&mut self, op: Op, tag: &mut [u8]) -> Result<(), Error> {
         let fail = Error::DriverFailure("soft: aws-lc GCM final failed");
-        let ctx = self.raw()?;
+        let ctx = self.ctx;
         let mut outl = 0;
         let mut scratch = [0u8; 16];
         // SAFETY: the context is live; GET_TAG writes and SET_TAG reads `tag.len()` bytes
@@ -472,46 +417,85 @@ impl GcmStream {
     }
 }
 
-fn chacha_start(key: &[u8], nonce: &[u8], encrypt: bool) -> Result<CipherCtx, Error> {
-    let fail = |_| Error::DriverFailure("soft: libcrypto ChaCha20-Poly1305 setup failed");
-    let cipher = crate::evp::chacha20_poly1305()
-        .ok_or(Error::DriverFailure("soft: libcrypto's ChaCha20-Poly1305 is unavailable"))?;
-    let mut c = CipherCtx::new().map_err(fail)?;
-    if encrypt {
-        c.encrypt_init(Some(cipher), Some(key), Some(nonce)).map_err(fail)?;
-    } else {
-        c.decrypt_init(Some(cipher), Some(key), Some(nonce)).map_err(fail)?;
-    }
-    Ok(c)
-}
-
-fn chacha_part(c: &mut CipherCtx, aad: &[u8], data: &mut [u8]) -> Result<(), Error> {
-    let fail = |_| Error::DriverFailure("soft: libcrypto ChaCha20-Poly1305 update failed");
-    if !aad.is_empty() {
-        c.cipher_update(aad, None).map_err(fail)?;
-    }
-    if !data.is_empty() {
-        let n = data.len();
-        c.cipher_update_inplace(data, n).map_err(fail)?;
-    }
-    crate::cpu::clear_upper_vector_state();
-    Ok(())
-}
-
-fn chacha_finish(c: &mut CipherCtx, op: Op, tag: &mut [u8]) -> Result<(), Error> {
-    let fail = |_| Error::DriverFailure("soft: libcrypto ChaCha20-Poly1305 final failed");
-    if op == Op::Encrypt {
-        c.cipher_final(&mut []).map_err(fail)?;
-        c.tag(tag).map_err(fail)
-    } else {
-        c.set_tag(tag).map_err(fail)?;
-        // The final call compares the tags in constant time.
-        c.cipher_final(&mut []).map(|_| ()).map_err(|_| Error::AuthFailed)
-    }
-}
-
 /// A state taken out of a request, as ours if it is (another driver's is dropped).
 pub(crate) fn ours(state: Box<dyn PartState>) -> Option<Box<Stream>> {
     let any: Box<dyn Any> = state;
     any.downcast::<Stream>().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305};
+
+    /// One whole message through `s`, returning (payload, tag).
+    fn message(s: &mut Stream, op: Op, data: &[u8], tag: &[u8]) -> Result<(Vec<u8>, Vec<u8>), Error> {
+        let (mut payload, mut tag) = (data.to_vec(), tag.to_vec());
+        if tag.is_empty() {
+            tag = vec![0; 16];
+        }
+        let views = Views { payload: &mut payload, aad: b"header", iv: &[], tag: &mut tag, esn: &[] };
+        s.part(None, op, views, true)?;
+        Ok((payload, tag))
+    }
+
+    fn aws_seal(key: &[u8], nonce: [u8; 12], data: &[u8]) -> (Vec<u8>, Vec<u8>) {
+        let k = LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, key).unwrap());
+        let mut ct = data.to_vec();
+        let n = Nonce::assume_unique_for_key(nonce);
+        let tag = k.seal_in_place_separate_tag(n, Aad::from(b"header"), &mut ct).unwrap();
+        (ct, tag.as_ref().to_vec())
+    }
+
+    fn chacha_ctx(s: &mut Stream) -> usize {
+        match &mut s.mode {
+            StreamMode::Chacha(c) => c.ctx().unwrap().raw() as usize,
+            _ => panic!("not a ChaCha20-Poly1305 stream"),
+        }
+    }
+
+    /// A finished ChaCha20-Poly1305 message's context is re-armed by the next message of
+    /// its session (the same libcrypto context, no new one keyed), in either direction, and
+    /// after a forged tag; a message of another session never gets it: its pool keys its
+    /// own, and the output is that session's key's (checked against aws-lc-rs).
+    #[test]
+    fn chacha_context_is_recycled_within_its_session_only() {
+        let (key_a, key_b) = ([0x11u8; 32], [0x22u8; 32]);
+        let (a, b) = (Arc::new(Pool::<ChachaCtx>::new(&key_a)), Arc::new(Pool::<ChachaCtx>::new(&key_b)));
+        let data: Vec<u8> = (0..300u32).map(|i| i as u8).collect();
+        let nonce = |i: u8| [i; 12];
+
+        let mut s = Stream::start(Starter::Chacha(&a), Op::Encrypt, &nonce(1)).unwrap();
+        let first = chacha_ctx(&mut s);
+        let (ct, tag) = message(&mut s, Op::Encrypt, &data, &[]).unwrap();
+        assert_eq!((ct.clone(), tag.clone()), aws_seal(&key_a, nonce(1), &data));
+
+        // Same session: the same context, decrypting now.
+        s.restart(Starter::Chacha(&a), Op::Decrypt, &nonce(1)).unwrap();
+        assert_eq!(chacha_ctx(&mut s), first, "re-armed, not re-keyed");
+        assert_eq!(message(&mut s, Op::Decrypt, &ct, &tag).unwrap().0, data);
+
+        // A forged tag fails; the context still serves the next message correctly.
+        s.restart(Starter::Chacha(&a), Op::Decrypt, &nonce(1)).unwrap();
+        let mut bad = tag.clone();
+        bad[0] ^= 1;
+        assert_eq!(message(&mut s, Op::Decrypt, &ct, &bad), Err(Error::AuthFailed));
+        s.restart(Starter::Chacha(&a), Op::Encrypt, &nonce(2)).unwrap();
+        assert_eq!(chacha_ctx(&mut s), first);
+        assert_eq!(message(&mut s, Op::Encrypt, &data, &[]).unwrap(), aws_seal(&key_a, nonce(2), &data));
+
+        // Another session: A's context goes back to A's pool, B keys its own.
+        assert_eq!(a.idle_len(), 0);
+        s.restart(Starter::Chacha(&b), Op::Encrypt, &nonce(3)).unwrap();
+        assert_eq!(a.idle_len(), 1, "A's context went home");
+        assert_ne!(chacha_ctx(&mut s), first, "B never runs on A's context");
+        assert_eq!(message(&mut s, Op::Encrypt, &data, &[]).unwrap(), aws_seal(&key_b, nonce(3), &data));
+
+        // Back to A: it takes its idle context again.
+        s.restart(Starter::Chacha(&a), Op::Encrypt, &nonce(4)).unwrap();
+        assert_eq!(chacha_ctx(&mut s), first);
+        assert_eq!(message(&mut s, Op::Encrypt, &data, &[]).unwrap(), aws_seal(&key_a, nonce(4), &data));
+        drop(s);
+        assert_eq!((a.idle_len(), b.idle_len()), (1, 1));
+    }
 }
