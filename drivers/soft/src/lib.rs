@@ -11,7 +11,8 @@
 //! | SHA-1, SHA-256, HMAC over them         | RustCrypto (SHA-NI)                          |
 //! | SHA-384, SHA-512, MD5, HMAC over them  | libcrypto (reused ctx) from 128/256 B, else RustCrypto |
 //!
-//! The measurements behind the table are in the README and `tools/libbench/REPORT.md`.
+//! The measurements behind the table are in `docs/architecture.md`, `docs/measurements.md`
+//! and `tools/libbench/REPORT.md`.
 //!
 //! The driver is synchronous (every request is finished inside `process`), and its
 //! processing function is chosen once per session: `SoftSession` is an enum built by
