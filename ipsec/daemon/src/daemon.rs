@@ -104,7 +104,11 @@ pub fn run(opts: Options) -> Result<(), String> {
 
     if let (Some(p), Some(t)) = (&opts.config, &text) {
         service::apply_setkey(&core, &p.display().to_string(), t)?;
+        if let Some(w) = service::manual_aead_keys_warning(&core) {
+            tracing::warn!("{w}");
+        }
     }
+    let reloads = Arc::new(service::Reloads::default());
     let mut routing = Routing::start(&opts.tun, opts.table, opts.fwmark, opts.routes);
     routing.sync(&core);
     let routes = Arc::new(Mutex::new(routing));
@@ -141,13 +145,13 @@ pub fn run(opts: Options) -> Result<(), String> {
         let l = std::net::TcpListener::bind(addr).map_err(|e| format!("metrics address {addr}: {e}"))?;
         tracing::info!("metrics on http://{addr}/metrics");
         spawn("ipsecd-metrics", {
-            let (core, io) = (core.clone(), io.clone());
-            move || metrics_loop(&l, &core, &io)
+            let (core, io, reloads) = (core.clone(), io.clone(), reloads.clone());
+            move || metrics_loop(&l, &core, &io, &reloads)
         })?;
     }
     spawn("ipsecd-ctl", {
-        let (core, io, routes) = (core.clone(), io.clone(), routes.clone());
-        move || control_loop(&listener, &core, &io, &routes)
+        let (core, io, routes, reloads) = (core.clone(), io.clone(), routes.clone(), reloads.clone());
+        move || control_loop(&listener, &core, &io, &routes, &reloads)
     })?;
 
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
@@ -155,7 +159,7 @@ pub fn run(opts: Options) -> Result<(), String> {
     loop {
         for sig in signals.pending() {
             match sig {
-                SIGHUP => reload(&opts, &core, &routes),
+                SIGHUP => reload(&opts, &core, &routes, &reloads),
                 _ => {
                     shutdown(&opts, &core, &tun, &io, &routes);
                     return Ok(());
@@ -187,12 +191,18 @@ fn bind_control(path: &Path) -> Result<UnixListener, String> {
     Ok(l)
 }
 
-fn control_loop(listener: &UnixListener, core: &Ipsec, io: &IoCounters, routes: &Mutex<Routing>) {
+fn control_loop(
+    listener: &UnixListener,
+    core: &Ipsec,
+    io: &IoCounters,
+    routes: &Mutex<Routing>,
+    reloads: &service::Reloads,
+) {
     for conn in listener.incoming() {
         let Ok(mut conn) = conn else { continue };
         let _ = conn.set_write_timeout(Some(ctl::TIMEOUT));
         let reply = match ctl::read_request(&mut conn) {
-            Ok(Request::Stats) => Ok(service::stats(core, io)),
+            Ok(Request::Stats) => Ok(service::stats(core, io, reloads)),
             Ok(Request::Setkey(body)) => {
                 let r = service::apply_setkey(core, "control", &body);
                 routes.lock().unwrap_or_else(|e| e.into_inner()).sync(core);
@@ -210,7 +220,7 @@ fn control_loop(listener: &UnixListener, core: &Ipsec, io: &IoCounters, routes: 
 }
 
 /// Answers every connection with the counters (any request: a scraper's GET /metrics).
-fn metrics_loop(listener: &std::net::TcpListener, core: &Ipsec, io: &IoCounters) {
+fn metrics_loop(listener: &std::net::TcpListener, core: &Ipsec, io: &IoCounters, reloads: &service::Reloads) {
     use std::io::Read;
     for conn in listener.incoming() {
         let Ok(mut conn) = conn else { continue };
@@ -219,7 +229,7 @@ fn metrics_loop(listener: &std::net::TcpListener, core: &Ipsec, io: &IoCounters)
         // The request line and headers are read and ignored (up to a small limit).
         let mut req = [0u8; 2048];
         let _ = conn.read(&mut req);
-        let body = service::prometheus(core, io);
+        let body = service::prometheus(core, io, reloads);
         let head = format!(
             "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
             body.len()
@@ -228,28 +238,22 @@ fn metrics_loop(listener: &std::net::TcpListener, core: &Ipsec, io: &IoCounters)
     }
 }
 
-/// SIGHUP: the config file again; SAs whose spec did not change keep their state.
-fn reload(opts: &Options, core: &Ipsec, routes: &Mutex<Routing>) {
+/// SIGHUP: the config file again, applied whole or not at all ([`service::reload_file`]);
+/// SAs whose keys did not change keep their sequence numbers. The outcome is counted and
+/// shown by `ipsecctl stats` and the metrics, as well as logged.
+fn reload(opts: &Options, core: &Ipsec, routes: &Mutex<Routing>, reloads: &service::Reloads) {
     let Some(path) = &opts.config else {
         tracing::info!("SIGHUP: no config file to re-read");
         return;
     };
-    let origin = path.display().to_string();
-    let result = std::fs::read_to_string(path)
-        .map_err(|e| format!("{origin}: {e}"))
-        .and_then(|t| service::parse(&origin, &t))
-        .and_then(|reqs| service::reload(core, &service::Desired::of(&reqs)));
-    match result {
-        Ok(r) => tracing::info!(
-            "SIGHUP: {origin} re-read: {} SAs kept, {} added, {} removed; {} policies",
-            r.kept,
-            r.added,
-            r.removed,
-            r.policies
-        ),
-        Err(e) => tracing::error!("SIGHUP: {e} (configuration unchanged where it failed)"),
+    let started = std::time::Instant::now();
+    match service::reload_file(core, path, reloads) {
+        Ok(r) => {
+            routes.lock().unwrap_or_else(|e| e.into_inner()).sync(core);
+            tracing::info!("SIGHUP: {} re-read in {:?}: {r}", path.display(), started.elapsed());
+        }
+        Err(e) => tracing::error!("SIGHUP: reload failed, nothing was changed: {e}"),
     }
-    routes.lock().unwrap_or_else(|e| e.into_inner()).sync(core);
 }
 
 fn shutdown(opts: &Options, core: &Ipsec, tun: &SyncDevice, io: &IoCounters, routes: &Mutex<Routing>) {
