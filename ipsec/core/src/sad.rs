@@ -38,14 +38,17 @@ pub enum SaState {
 /// The state that belongs to the key ([`Keyed`]: the crypto session, the outbound sequence
 /// counter, the replay window, the counters) is shared by every version of the SA: a
 /// change that keeps the addresses, SPI and keys (a reload that changes the replay window
-/// or a lifetime) makes a new `Sa` around the same `Keyed`, so that the sequence number —
-/// the AEAD nonce — goes on from where it was, even for a packet that picked up the old
-/// version just before the swap. The packet path reaches it through `Deref` (`sa.seq`).
+/// or a lifetime) makes a new `Sa` that uses the first version's `Keyed`, so that the
+/// sequence number — the AEAD nonce — goes on from where it was, even for a packet that
+/// picked up the old version just before the swap. The packet path reaches it through
+/// `Deref` (`sa.seq`): in the SA itself for a first version (no pointer to follow: an
+/// `Arc<Keyed>` for every SA cost the inbound path measurably), in the first version for
+/// a later one.
 pub struct Sa {
     pub id: SaId,
     pub spec: SaSpec,
     pub(crate) transform: Transform,
-    keyed: Arc<Keyed>,
+    keyed: KeyedIn,
     /// The packet path's completions for this SA (set by [`crate::Ipsec`] when it installs it).
     pub(crate) callbacks: OnceLock<crate::datapath::SaCallbacks>,
     state: AtomicU8,
@@ -61,12 +64,25 @@ pub struct Keyed {
     exhausted: AtomicBool,
 }
 
+/// Where an SA's [`Keyed`] is.
+enum KeyedIn {
+    Here(Keyed),
+    /// In the first version of the SA (whose own is `Here`).
+    First(Arc<Sa>),
+}
+
 impl Deref for Sa {
     type Target = Keyed;
 
     #[inline(always)]
     fn deref(&self) -> &Keyed {
-        &self.keyed
+        match &self.keyed {
+            KeyedIn::Here(k) => k,
+            KeyedIn::First(first) => match &first.keyed {
+                KeyedIn::Here(k) => k,
+                KeyedIn::First(_) => unreachable!("a first version holds its own state"),
+            },
+        }
     }
 }
 
@@ -398,12 +414,12 @@ impl Sad {
             added: Instant::now(),
             exhausted: AtomicBool::new(false),
         };
-        Ok(Sa::around(spec, transform, Arc::new(keyed)))
+        Ok(Sa::around(spec, transform, KeyedIn::Here(keyed)))
     }
 }
 
 impl Sa {
-    fn around(spec: SaSpec, transform: Transform, keyed: Arc<Keyed>) -> Sa {
+    fn around(spec: SaSpec, transform: Transform, keyed: KeyedIn) -> Sa {
         Sa {
             id: SaId { src: spec.src, dst: spec.dst, proto: spec.proto, spi: spec.spi },
             spec,
@@ -491,7 +507,11 @@ impl<'a> Writer<'a> {
         let (sa, how) = match self.retired.get(&id).filter(|old| old.same_keys(&spec)) {
             Some(old) => {
                 let (transform, _) = Transform::new(&spec).map_err(SadError::Transform)?;
-                let sa = Arc::new(Sa::around(spec, transform, old.keyed.clone()));
+                let first = match &old.keyed {
+                    KeyedIn::Here(_) => old.clone(),
+                    KeyedIn::First(first) => first.clone(),
+                };
+                let sa = Arc::new(Sa::around(spec, transform, KeyedIn::First(first)));
                 if sa.spec.replay_window != old.spec.replay_window {
                     self.resized.push(sa.clone());
                 }

@@ -49,6 +49,7 @@ pub struct Flow {
 
 impl Prefix {
     /// Whether `addr` lies in the prefix (an address of the other family never does).
+    #[inline]
     pub fn contains(&self, addr: IpAddr) -> bool {
         self.addr.is_ipv6() == addr.is_ipv6() && {
             let m = mask(addr.is_ipv6(), self.len);
@@ -92,6 +93,7 @@ impl Upper {
 
 impl Selector {
     /// Whether the selector matches a flow.
+    #[inline]
     pub fn matches(&self, f: &Flow) -> bool {
         self.src.contains(f.src) && self.dst.contains(f.dst) && self.matches_upper(f)
     }
@@ -140,6 +142,10 @@ fn shape(sel: &Selector) -> Option<(bool, u128, u128)> {
     (v6 == sel.dst.addr.is_ipv6()).then(|| (v6, mask(v6, sel.src.len), mask(v6, sel.dst.len)))
 }
 
+/// Up to this many policies a direction is scanned in order: cheaper than hashing for the
+/// usual gateway's one or two (measured with `benches/esp.rs`).
+const SCAN_UP_TO: usize = 4;
+
 /// One direction's policies: in match order, by selector, and grouped for lookup.
 #[derive(Clone, Default)]
 pub(crate) struct Table {
@@ -147,12 +153,17 @@ pub(crate) struct Table {
     by_selector: HashMap<Selector, u64>,
     /// By `oldest`, ascending.
     groups: Vec<Group>,
+    /// Every policy in order while there are at most [`SCAN_UP_TO`]; else empty.
+    few: Vec<Arc<Policy>>,
 }
 
 impl Table {
     /// The first policy that matches (see the module documentation).
     #[inline]
     fn lookup(&self, f: &Flow) -> Option<&Arc<Policy>> {
+        if self.order.len() <= SCAN_UP_TO {
+            return self.few.iter().find(|p| p.spec.selector.matches(f));
+        }
         let v6 = f.src.is_ipv6();
         if v6 != f.dst.is_ipv6() {
             return None;
@@ -183,6 +194,7 @@ impl Table {
         }
         self.by_selector.insert(sel, p.id);
         self.order.insert(p.id, p.clone());
+        self.refresh_few();
         let Some((v6, smask, dmask)) = shape(&sel) else { return Ok(()) };
         let at = match self.groups.iter().position(|g| g.v6 == v6 && g.smask == smask && g.dmask == dmask) {
             Some(i) => i,
@@ -202,6 +214,7 @@ impl Table {
     fn remove(&mut self, sel: &Selector) -> Result<Arc<Policy>, SpdError> {
         let id = self.by_selector.remove(sel).ok_or(SpdError::NotFound)?;
         let p = self.order.remove(&id).ok_or(SpdError::NotFound)?;
+        self.refresh_few();
         let Some((v6, smask, dmask)) = shape(sel) else { return Ok(p) };
         if let Some(at) = self.groups.iter().position(|g| g.v6 == v6 && g.smask == smask && g.dmask == dmask)
         {
@@ -219,6 +232,13 @@ impl Table {
             }
         }
         Ok(p)
+    }
+
+    fn refresh_few(&mut self) {
+        self.few.clear();
+        if self.order.len() <= SCAN_UP_TO {
+            self.few.extend(self.order.values().cloned());
+        }
     }
 
     fn specs(&self) -> impl Iterator<Item = PolicySpec> + '_ {
