@@ -126,6 +126,7 @@ impl Ipsec {
 
     /// Changes the databases as one transaction ([`crate::db`]): `edit` applies requests;
     /// if it returns `Ok`, everything it did becomes visible at once, otherwise nothing.
+    /// Other writers wait meanwhile (so `edit` must not call [`Ipsec::control`]).
     pub fn transact<T, E>(&self, edit: impl FnOnce(&mut Transaction<'_>) -> Result<T, E>) -> Result<T, E> {
         let mut t = self.shared.db.transaction();
         let r = edit(&mut t)?;
