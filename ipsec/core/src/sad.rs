@@ -4,8 +4,28 @@
 //! spec, both wiped when the SA goes), its outbound sequence counter, its inbound replay
 //! window, lifetimes and counters. The packet path finds SAs in an immutable snapshot
 //! (`ArcSwap`, as the SPD): inbound by SPI and destination, outbound by endpoints; no
-//! lookup ever waits for a writer. Writers (the control protocol, lifetime expiry) build
-//! a new snapshot.
+//! lookup ever waits for a writer. Writers (the control protocol through
+//! [`crate::db::Transaction`], lifetime expiry) change a copy of the tables in place with a
+//! `Writer` and swap it in once, on commit.
+//!
+//! # Sequence numbers never restart under a key
+//!
+//! The sequence number is the AES-GCM and ChaCha20-Poly1305 nonce (RFC 4106, RFC 7634), so
+//! an SA must never start again at 1 under a key it has used:
+//!
+//! ```text
+//! add (in a transaction)
+//!  ├─ this transaction removed the SA with the same addresses, SPI, keys and ESN flag
+//!  │     └─ Continued: a new version around the first one's session, counter, window
+//!  ├─ AEAD key installed before in this process (its keyed hash is in `Keys`)
+//!  │     └─ refused: KeyReused (names the SA that used it, never the key)
+//!  └─ New: a session, a counter from 1, a window
+//! ```
+//!
+//! A reload or a control request that changes an SA's replay window, lifetimes, mode,
+//! reqid or ports deletes and adds it in one transaction: it is continued. Deleting it in
+//! one request and adding it in another, or moving its key to another SPI, is refused. A
+//! restart of the process cannot be seen from here: ipsecd warns at start-up.
 
 use std::hash::BuildHasher;
 use std::net::IpAddr;
@@ -303,7 +323,7 @@ pub struct Sad {
     writer: Mutex<Keys>,
 }
 
-/// How [`Writer::add`] installed an SA.
+/// How an SA was installed ([`crate::db::Transaction::add_sa`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Installed {
     /// With a new session, sequence counter and replay window.
@@ -364,7 +384,7 @@ impl Sad {
 
     /// Applies time lifetimes (call it every second or so): soft expiry marks the SA dying
     /// and reports it; hard expiry removes it. Also removes the SAs that died on the packet
-    /// path while a writer held the tables ([`Sad::reap`]).
+    /// path while a writer held the tables (`Sad::reap`).
     pub fn tick(&self) -> Vec<Event> {
         let mut events = Vec::new();
         let mut gone = Vec::new();

@@ -2,7 +2,7 @@
 //!
 //! Fast IPsec's policy lookup was a lock hot spot. Here the packet path reads an immutable
 //! snapshot (`ArcSwap`): a lookup takes no lock and never waits for a writer. Writers go
-//! through [`crate::db::Transaction`]: a [`Writer`] changes a copy of the tables, each
+//! through [`crate::db::Transaction`]: a `Writer` changes a copy of the tables, each
 //! change in place (no rebuild), and the copy is swapped in once, when the transaction
 //! commits.
 //!

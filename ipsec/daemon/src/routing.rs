@@ -18,7 +18,7 @@
 //! change (only the difference: a route already there is left alone), and removed when the
 //! policies go or the daemon stops. One `ip route` process per route took ~1 ms each, 10 s
 //! for a hub with 10,000 spokes; netlink messages go to the kernel in batches of
-//! [`BATCH`], one system call each, and each is acknowledged ([`Netlink::apply`]). The two
+//! [`BATCH`], one system call each, and each is acknowledged (`Netlink::apply`). The two
 //! rules, once per start, still go through iproute2 (`ip rule`).
 
 use std::collections::HashSet;
