@@ -13,6 +13,7 @@ use ipsec_core::{DefaultPolicy, Ipsec};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use tun_rs::{DeviceBuilder, SyncDevice};
 
+use crate::config;
 use crate::ctl::{self, Request};
 use crate::net::{self, Family, IoCounters, NetSink};
 use crate::routing::Routing;
@@ -104,11 +105,11 @@ pub fn run(opts: Options) -> Result<(), String> {
 
     if let (Some(p), Some(t)) = (&opts.config, &text) {
         service::apply_setkey(&core, &p.display().to_string(), t)?;
-        if let Some(w) = service::manual_aead_keys_warning(&core) {
+        if let Some(w) = config::manual_aead_keys_warning(&core) {
             tracing::warn!("{w}");
         }
     }
-    let reloads = Arc::new(service::Reloads::default());
+    let reloads = Arc::new(config::Reloads::default());
     let mut routing = Routing::start(&opts.tun, opts.table, opts.fwmark, opts.routes);
     routing.sync(&core);
     let routes = Arc::new(Mutex::new(routing));
@@ -196,7 +197,7 @@ fn control_loop(
     core: &Ipsec,
     io: &IoCounters,
     routes: &Mutex<Routing>,
-    reloads: &service::Reloads,
+    reloads: &config::Reloads,
 ) {
     for conn in listener.incoming() {
         let Ok(mut conn) = conn else { continue };
@@ -220,7 +221,7 @@ fn control_loop(
 }
 
 /// Answers every connection with the counters (any request: a scraper's GET /metrics).
-fn metrics_loop(listener: &std::net::TcpListener, core: &Ipsec, io: &IoCounters, reloads: &service::Reloads) {
+fn metrics_loop(listener: &std::net::TcpListener, core: &Ipsec, io: &IoCounters, reloads: &config::Reloads) {
     use std::io::Read;
     for conn in listener.incoming() {
         let Ok(mut conn) = conn else { continue };
@@ -238,16 +239,16 @@ fn metrics_loop(listener: &std::net::TcpListener, core: &Ipsec, io: &IoCounters,
     }
 }
 
-/// SIGHUP: the config file again, applied whole or not at all ([`service::reload_file`]);
+/// SIGHUP: the config file again, applied whole or not at all ([`config::reload_file`]);
 /// SAs whose keys did not change keep their sequence numbers. The outcome is counted and
 /// shown by `ipsecctl stats` and the metrics, as well as logged.
-fn reload(opts: &Options, core: &Ipsec, routes: &Mutex<Routing>, reloads: &service::Reloads) {
+fn reload(opts: &Options, core: &Ipsec, routes: &Mutex<Routing>, reloads: &config::Reloads) {
     let Some(path) = &opts.config else {
         tracing::info!("SIGHUP: no config file to re-read");
         return;
     };
     let started = std::time::Instant::now();
-    match service::reload_file(core, path, reloads) {
+    match config::reload_file(core, path, reloads) {
         Ok(r) => {
             routes.lock().unwrap_or_else(|e| e.into_inner()).sync(core);
             tracing::info!("SIGHUP: {} re-read in {:?}: {r}", path.display(), started.elapsed());

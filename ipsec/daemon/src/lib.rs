@@ -7,11 +7,13 @@
 //!
 //! - [`daemon`]: start-up, threads, routes, signals, the lifetime tick.
 //! - [`net`]: the TUN and sockets, and the loops that feed the core.
-//! - [`service`]: control requests, stats, and the SIGHUP reload that keeps SA state.
+//! - [`service`]: control requests, stats and metrics.
+//! - [`config`]: the config file's reload on SIGHUP (atomic, keeps SA state) and its outcomes.
 //! - [`ctl`]: the control socket's protocol.
 
 pub mod batch;
 pub mod coalesce;
+pub mod config;
 pub mod ctl;
 pub mod daemon;
 pub mod net;

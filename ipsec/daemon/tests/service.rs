@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use ipsec_core::{Ipsec, Packet, Sink};
-use ipsecd::service::{apply_setkey, parse, reload, reload_file, stats, Desired, Reloads};
+use ipsecd::config::{reload, reload_file, Desired, Reloads};
+use ipsecd::service::{apply_setkey, parse, stats};
 
 struct Nowhere;
 
