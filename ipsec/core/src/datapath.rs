@@ -39,7 +39,7 @@ use ocf::Buffer;
 use ocf::{Callback, Error as OcfError, Flags, Framework, Outcome};
 
 use crate::control::{Action, Dir, Level, Mode, Proto, Request};
-use crate::db::{ControlError, Databases, Response};
+use crate::db::{ControlError, Databases, Response, Transaction};
 use crate::esp::{self, OpenError, Trailer, ESP_HEADER_LEN};
 use crate::ipip;
 use crate::sad::{Event, Sa, SaState};
@@ -130,12 +130,17 @@ impl Ipsec {
     /// Carries out a control request (the setkey language and the gateway's socket both
     /// come here).
     pub fn control(&self, req: &Request) -> Result<Response, ControlError> {
-        let r = self.shared.db.apply(req)?;
-        if let Request::AddSa(spec) = req {
-            let id = crate::control::SaId { src: spec.src, dst: spec.dst, proto: spec.proto, spi: spec.spi };
-            if let Some(sa) = self.shared.db.sad.get(&id) {
-                self.shared.attach(&sa);
-            }
+        self.transact(|t| t.apply(req))
+    }
+
+    /// Changes the databases as one transaction ([`crate::db`]): `edit` applies requests;
+    /// if it returns `Ok`, everything it did becomes visible at once, otherwise nothing.
+    /// Other writers wait meanwhile (so `edit` must not call [`Ipsec::control`]).
+    pub fn transact<T, E>(&self, edit: impl FnOnce(&mut Transaction<'_>) -> Result<T, E>) -> Result<T, E> {
+        let mut t = self.shared.db.transaction();
+        let r = edit(&mut t)?;
+        for sa in t.commit() {
+            self.shared.attach(&sa);
         }
         Ok(r)
     }

@@ -3,6 +3,17 @@
 //! This is the only place that knows both the protocol ([`crate::control`]) and the
 //! databases ([`Sad`], [`Spd`]); the setkey parser and the gateway's control socket only
 //! make requests.
+//!
+//! Every change is a [`Transaction`]: any number of requests, applied in order to copies
+//! of the tables (each change in place: no rebuild), and made visible to the packet path
+//! at once by [`Transaction::commit`]; dropped uncommitted, it changes nothing. So a
+//! configuration of 10,000 SAs costs one copy of the tables, not one per SA, and a reload
+//! or a control request that fails half-way leaves the databases as they were.
+//!
+//! ```text
+//! transaction() ─ apply(req) … apply(req) ─┬─ commit(): one swap per table; removed SAs die
+//!  (waits for other writers)               └─ drop: nothing happened (new sessions freed)
+//! ```
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,8 +21,8 @@ use std::time::Duration;
 use ocf::Framework;
 
 use crate::control::{PolicySpec, Request, SaSpec};
-use crate::sad::{Sa, SaState, Sad, SadError};
-use crate::spd::{Spd, SpdError};
+use crate::sad::{self, Installed, Sa, SaState, Sad, SadError};
+use crate::spd::{self, Spd, SpdError};
 use crate::stats::Stats;
 
 /// The SAD and SPD together.
@@ -76,12 +87,26 @@ impl Databases {
         Databases { sad: Sad::new(fw), spd: Spd::default() }
     }
 
+    /// Starts a change of both databases; waits for any other writer.
+    pub fn transaction(&self) -> Transaction<'_> {
+        Transaction { sad: self.sad.writer(), spd: self.spd.writer() }
+    }
+}
+
+/// Changes to the SAD and SPD that become visible together, or not at all (see the module
+/// documentation). Reads through it ([`Request::DumpSa`], …) see its changes.
+pub struct Transaction<'a> {
+    sad: sad::Writer<'a>,
+    spd: spd::Writer<'a>,
+}
+
+impl Transaction<'_> {
     /// Carries out one request.
-    pub fn apply(&self, req: &Request) -> Result<Response, ControlError> {
+    pub fn apply(&mut self, req: &Request) -> Result<Response, ControlError> {
         use ControlError::{Sad as E, Spd as P};
         Ok(match req {
             Request::AddSa(spec) => {
-                self.sad.add(spec.clone()).map_err(E)?;
+                self.add_sa(spec.clone())?;
                 Response::Done(1)
             }
             Request::GetSa(id) => {
@@ -110,5 +135,225 @@ impl Databases {
             }
             Request::DumpPolicies => Response::Policies(self.spd.dump()),
         })
+    }
+
+    /// Installs an SA; if this transaction removed the SA with the same addresses, SPI
+    /// and keys, the new one goes on with its sequence number and replay window.
+    pub fn add_sa(&mut self, spec: SaSpec) -> Result<Installed, ControlError> {
+        self.sad.add(spec).map_err(ControlError::Sad)
+    }
+
+    /// Every SA as this transaction leaves them, oldest first.
+    pub fn sas(&self) -> Vec<Arc<Sa>> {
+        self.sad.dump(None)
+    }
+
+    /// Makes every change visible; returns the SAs installed (the packet path gives them
+    /// their completions).
+    pub fn commit(self) -> Vec<Arc<Sa>> {
+        // SAs first: a new policy must find its SAs.
+        let added = self.sad.commit();
+        self.spd.commit();
+        added
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::{
+        Action, Dir, EncAlg, KeyBytes, Lifetime, Mode, Prefix, Proto, SaId, Selector, Upper,
+    };
+
+    fn dbs() -> Databases {
+        let fw = Framework::new();
+        ocf_soft::register(&fw).unwrap();
+        Databases::new(fw)
+    }
+
+    fn gcm(src: &str, dst: &str, spi: u32, key: u8) -> SaSpec {
+        SaSpec {
+            src: src.parse().unwrap(),
+            dst: dst.parse().unwrap(),
+            proto: Proto::Esp,
+            spi,
+            mode: Mode::Tunnel,
+            reqid: 0,
+            enc: EncAlg::AesGcm16,
+            enc_key: KeyBytes::new(&[key; 20]),
+            auth: None,
+            replay_window: 64,
+            esn: false,
+            natt: None,
+            hard: Lifetime::default(),
+            soft: Lifetime::default(),
+        }
+    }
+
+    fn id(s: &SaSpec) -> SaId {
+        SaId { src: s.src, dst: s.dst, proto: s.proto, spi: s.spi }
+    }
+
+    fn policy(net: &str) -> PolicySpec {
+        let p = |a: &str| Prefix { addr: a.parse().unwrap(), len: 24 };
+        PolicySpec {
+            selector: Selector {
+                src: p("10.1.0.0"),
+                dst: p(net),
+                sport: None,
+                dport: None,
+                upper: Upper::Any,
+            },
+            dir: Dir::Out,
+            action: Action::Discard,
+        }
+    }
+
+    fn apply(db: &Databases, reqs: &[Request]) -> Result<(), ControlError> {
+        let mut t = db.transaction();
+        for r in reqs {
+            t.apply(r)?;
+        }
+        t.commit();
+        Ok(())
+    }
+
+    #[test]
+    fn a_transaction_that_fails_changes_nothing() {
+        let db = dbs();
+        let a = gcm("10.0.0.1", "10.0.0.2", 0x1001, 1);
+        apply(&db, &[Request::AddSa(a.clone()), Request::AddPolicy(policy("10.2.0.0"))]).unwrap();
+        let sa = db.sad.get(&id(&a)).unwrap();
+        let err = apply(
+            &db,
+            &[
+                Request::FlushSa(None),
+                Request::FlushPolicies,
+                Request::AddSa(gcm("10.0.0.1", "10.0.0.3", 0x2001, 2)),
+                Request::AddPolicy(policy("10.3.0.0")),
+                Request::AddPolicy(policy("10.3.0.0")),
+            ],
+        )
+        .unwrap_err();
+        assert_eq!(err, ControlError::Spd(SpdError::Exists));
+        assert_eq!(db.sad.dump(None).len(), 1);
+        assert_eq!(db.spd.dump(), vec![policy("10.2.0.0")]);
+        assert_eq!(sa.state(), SaState::Mature, "the SA the failed flush would have removed lives");
+        // The key of the SA that was never committed was not recorded either.
+        apply(&db, &[Request::AddSa(gcm("10.0.0.1", "10.0.0.3", 0x2001, 2))]).unwrap();
+        // Reads inside a transaction see its own changes.
+        let mut t = db.transaction();
+        t.apply(&Request::DeleteSa(id(&a))).unwrap();
+        assert_eq!(t.sas().len(), 1);
+        assert!(matches!(t.apply(&Request::DumpPolicies), Ok(Response::Policies(p)) if p.len() == 1));
+        drop(t);
+        assert_eq!(db.sad.dump(None).len(), 2);
+    }
+
+    #[test]
+    fn a_changed_sa_with_the_same_key_goes_on_with_its_state() {
+        let db = dbs();
+        let a = gcm("10.0.0.1", "10.0.0.2", 0x1001, 1);
+        apply(&db, &[Request::AddSa(a.clone())]).unwrap();
+        let old = db.sad.get(&id(&a)).unwrap();
+        for _ in 0..5 {
+            old.seq.next().unwrap();
+        }
+        {
+            let mut w = old.replay.lock().unwrap();
+            for s in [1, 2, 3, 100] {
+                w.update(s).unwrap();
+            }
+        }
+        let wider =
+            SaSpec { replay_window: 128, hard: Lifetime { seconds: Some(60), ..Lifetime::default() }, ..a };
+        let mut t = db.transaction();
+        t.apply(&Request::DeleteSa(id(&wider))).unwrap();
+        assert_eq!(t.add_sa(wider.clone()), Ok(Installed::Continued));
+        t.commit();
+        let new = db.sad.get(&id(&wider)).unwrap();
+        assert_eq!(new.spec, wider);
+        assert_eq!(new.seq.next(), Ok(6), "the sequence number goes on");
+        assert_eq!(old.seq.next(), Ok(7), "the old version shares the counter: never a number twice");
+        assert_eq!(old.state(), SaState::Mature, "a packet holding the old version is not dropped");
+        let w = new.replay.lock().unwrap();
+        assert_eq!((w.size(), w.top()), (128, 100));
+        assert!(w.check(3).is_err() && w.check(30).is_err(), "seen, and left behind by the old window");
+        assert!(w.check(50).is_ok(), "in the old window and not seen");
+        assert!(w.check(99).is_ok());
+        drop(w);
+        // Continued again: it still shares the first version's state.
+        let mut t = db.transaction();
+        t.apply(&Request::DeleteSa(id(&wider))).unwrap();
+        assert_eq!(t.add_sa(SaSpec { replay_window: 32, ..wider.clone() }), Ok(Installed::Continued));
+        t.commit();
+        let last = db.sad.get(&id(&wider)).unwrap();
+        assert_eq!(last.seq.next(), Ok(8));
+        // A new key is a new SA, from 1.
+        let mut t = db.transaction();
+        t.apply(&Request::DeleteSa(id(&wider))).unwrap();
+        assert_eq!(t.add_sa(gcm("10.0.0.1", "10.0.0.2", 0x1001, 9)), Ok(Installed::New));
+        t.commit();
+        assert_eq!(db.sad.get(&id(&wider)).unwrap().seq.next(), Ok(1));
+        assert_eq!(last.state(), SaState::Dead, "replaced with a new key: the old one is gone");
+    }
+
+    #[test]
+    fn an_aead_key_comes_back_only_as_the_same_sa_in_one_transaction() {
+        let db = dbs();
+        let a = gcm("10.0.0.1", "10.0.0.2", 0x1001, 1);
+        apply(&db, &[Request::AddSa(a.clone())]).unwrap();
+        let reused = ControlError::Sad(SadError::KeyReused(id(&a)));
+        // The same key under another SPI, while the first is installed.
+        let twin = SaSpec { spi: 0x1002, ..a.clone() };
+        assert_eq!(
+            apply(&db, &[Request::AddSa(twin.clone())]),
+            Err(ControlError::Sad(SadError::KeyReused(id(&a))))
+        );
+        // Deleted, then added again by a later request.
+        apply(&db, &[Request::DeleteSa(id(&a))]).unwrap();
+        assert_eq!(
+            apply(&db, &[Request::AddSa(a.clone())]),
+            Err(ControlError::Sad(SadError::KeyReused(id(&a))))
+        );
+        // Twice in one transaction.
+        let b = gcm("10.0.0.1", "10.0.0.3", 0x3001, 3);
+        let b2 = SaSpec { spi: 0x3002, ..b.clone() };
+        assert_eq!(
+            apply(&db, &[Request::AddSa(b.clone()), Request::AddSa(b2)]),
+            Err(ControlError::Sad(SadError::KeyReused(id(&b))))
+        );
+        // A changed ESN flag cannot continue the counter: refused too.
+        apply(&db, &[Request::AddSa(b.clone())]).unwrap();
+        let esn = SaSpec { esn: true, ..b.clone() };
+        assert_eq!(
+            apply(&db, &[Request::DeleteSa(id(&b)), Request::AddSa(esn)]),
+            Err(ControlError::Sad(SadError::KeyReused(id(&b))))
+        );
+        // CBC with HMAC: its IVs are random, the key may come back (as with setkey).
+        let mut cbc = gcm("10.0.0.1", "10.0.0.4", 0x4001, 4);
+        cbc.enc = EncAlg::AesCbc;
+        cbc.enc_key = KeyBytes::new(&[4; 16]);
+        cbc.auth = Some((crate::control::AuthAlg::HmacSha256, KeyBytes::new(&[5; 32])));
+        apply(&db, &[Request::AddSa(cbc.clone())]).unwrap();
+        apply(&db, &[Request::DeleteSa(id(&cbc))]).unwrap();
+        apply(&db, &[Request::AddSa(cbc)]).unwrap();
+        // The message names the SA, never the key.
+        let msg = reused.to_string();
+        assert!(msg.contains("10.0.0.1 -> 10.0.0.2 esp SPI 0x1001") && msg.contains("nonce reuse"), "{msg}");
+    }
+
+    #[test]
+    fn an_spi_clash_names_the_other_sa() {
+        let db = dbs();
+        let a = gcm("10.0.0.9", "10.0.0.2", 0x1001, 1);
+        apply(&db, &[Request::AddSa(a.clone())]).unwrap();
+        let err = apply(&db, &[Request::AddSa(gcm("10.0.0.1", "10.0.0.2", 0x1001, 2))]).unwrap_err();
+        assert_eq!(err, ControlError::Sad(SadError::SpiTaken(id(&a))));
+        assert!(err
+            .to_string()
+            .contains("SPI and destination are those of the SA 10.0.0.9 -> 10.0.0.2 esp SPI 0x1001"));
+        let err = apply(&db, &[Request::AddSa(gcm("10.0.0.9", "10.0.0.2", 0x1001, 3))]).unwrap_err();
+        assert_eq!(err.to_string(), "an SA with the same addresses, protocol and SPI already exists");
     }
 }

@@ -172,6 +172,34 @@ impl ReplayWindow {
         Ok(())
     }
 
+    /// This window with room for `size` packets (an SA whose `-r` changed while its key
+    /// stayed): the top stays, and so does every number the new window covers — accepted
+    /// or not as before, and counted as seen if the old window had already left it behind
+    /// (growing the window must not let an old packet be replayed).
+    ///
+    /// # Panics
+    ///
+    /// If `size` exceeds [`MAX_WINDOW`].
+    pub fn resized(&self, size: u32) -> ReplayWindow {
+        let mut w = ReplayWindow::new(size, self.esn);
+        w.top = self.top;
+        if size == 0 {
+            return w;
+        }
+        let low = self.top.saturating_sub(u64::from(size) - 1).max(1);
+        for seq in low..=self.top {
+            let seen = self.top - seq >= u64::from(self.size) || {
+                let (block, bit) = self.position(seq);
+                self.blocks[block] & bit != 0
+            };
+            if seen {
+                let (block, bit) = w.position(seq);
+                w.blocks[block] |= bit;
+            }
+        }
+        w
+    }
+
     /// RFC 4303 Appendix A.2.2, with the window `W` and top `T = Th:Tl`.
     fn infer(&self, seq_lo: u32) -> u64 {
         let w = if self.size == 0 { INFERENCE_WINDOW_OFF } else { self.size };

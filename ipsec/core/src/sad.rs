@@ -4,12 +4,34 @@
 //! spec, both wiped when the SA goes), its outbound sequence counter, its inbound replay
 //! window, lifetimes and counters. The packet path finds SAs in an immutable snapshot
 //! (`ArcSwap`, as the SPD): inbound by SPI and destination, outbound by endpoints; no
-//! lookup ever waits for a writer. Writers (the control protocol, lifetime expiry) build
-//! a new snapshot.
+//! lookup ever waits for a writer. Writers (the control protocol through
+//! [`crate::db::Transaction`], lifetime expiry) change a copy of the tables in place with a
+//! `Writer` and swap it in once, on commit.
+//!
+//! # Sequence numbers never restart under a key
+//!
+//! The sequence number is the AES-GCM and ChaCha20-Poly1305 nonce (RFC 4106, RFC 7634), so
+//! an SA must never start again at 1 under a key it has used:
+//!
+//! ```text
+//! add (in a transaction)
+//!  ├─ this transaction removed the SA with the same addresses, SPI, keys and ESN flag
+//!  │     └─ Continued: a new version around the first one's session, counter, window
+//!  ├─ AEAD key installed before in this process (its keyed hash is in `Keys`)
+//!  │     └─ refused: KeyReused (names the SA that used it, never the key)
+//!  └─ New: a session, a counter from 1, a window
+//! ```
+//!
+//! A reload or a control request that changes an SA's replay window, lifetimes, mode,
+//! reqid or ports deletes and adds it in one transaction: it is continued. Deleting it in
+//! one request and adding it in another, or moving its key to another SPI, is refused. A
+//! restart of the process cannot be seen from here: ipsecd warns at start-up.
 
+use std::hash::BuildHasher;
 use std::net::IpAddr;
+use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -31,20 +53,59 @@ pub enum SaState {
     Dead,
 }
 
-/// An installed SA.
+/// An installed SA: its spec and transform, and the state that belongs to its key.
+///
+/// The state that belongs to the key ([`Keyed`]: the crypto session, the outbound sequence
+/// counter, the replay window, the counters) is shared by every version of the SA: a
+/// change that keeps the addresses, SPI and keys (a reload that changes the replay window
+/// or a lifetime) makes a new `Sa` that uses the first version's `Keyed`, so that the
+/// sequence number — the AEAD nonce — goes on from where it was, even for a packet that
+/// picked up the old version just before the swap. The packet path reaches it through
+/// `Deref` (`sa.seq`): in the SA itself for a first version (no pointer to follow: an
+/// `Arc<Keyed>` for every SA cost the inbound path measurably), in the first version for
+/// a later one.
 pub struct Sa {
     pub id: SaId,
     pub spec: SaSpec,
     pub(crate) transform: Transform,
+    keyed: KeyedIn,
+    /// The packet path's completions for this SA (set by [`crate::Ipsec`] when it installs it).
+    pub(crate) callbacks: OnceLock<crate::datapath::SaCallbacks>,
+    state: AtomicU8,
+}
+
+/// What lives as long as an SA's key (see [`Sa`]); opaque outside the core.
+pub struct Keyed {
     pub(crate) session: Session,
     pub(crate) seq: SeqCounter,
     pub(crate) replay: Mutex<ReplayWindow>,
     pub(crate) counters: Counters,
-    /// The packet path's completions for this SA (set by [`crate::Ipsec`] when it installs it).
-    pub(crate) callbacks: OnceLock<crate::datapath::SaCallbacks>,
     added: Instant,
-    state: AtomicU8,
     exhausted: AtomicBool,
+}
+
+/// Where an SA's [`Keyed`] is. (Inline on purpose: boxing it is the indirection the
+/// packet path was measured to pay for.)
+#[allow(clippy::large_enum_variant)]
+enum KeyedIn {
+    Here(Keyed),
+    /// In the first version of the SA (whose own is `Here`).
+    First(Arc<Sa>),
+}
+
+impl Deref for Sa {
+    type Target = Keyed;
+
+    #[inline(always)]
+    fn deref(&self) -> &Keyed {
+        match &self.keyed {
+            KeyedIn::Here(k) => k,
+            KeyedIn::First(first) => match &first.keyed {
+                KeyedIn::Here(k) => k,
+                KeyedIn::First(_) => unreachable!("a first version holds its own state"),
+            },
+        }
+    }
 }
 
 impl std::fmt::Debug for Sa {
@@ -148,6 +209,12 @@ pub enum SadError {
     Unsupported(Proto),
     /// An SA with the same addresses, protocol and SPI exists.
     Exists,
+    /// Another SA (this one) has the same SPI and destination: inbound packets are told
+    /// apart by those two alone (RFC 4301 §4.1), so the two could not both be found.
+    SpiTaken(SaId),
+    /// The AEAD key was installed before in this process, by this SA: a new SA with it
+    /// would start its sequence numbers — the nonces — again at 1.
+    KeyReused(SaId),
     NotFound,
     /// SPIs 0–255 are reserved (RFC 4303 §2.1).
     ReservedSpi(u32),
@@ -159,11 +226,27 @@ pub enum SadError {
     Crypto(ocf::Error),
 }
 
+/// An SA named in a message: addresses, protocol and SPI (never its keys).
+pub fn describe(id: &SaId) -> String {
+    format!("{} -> {} {} SPI {:#x}", id.src, id.dst, id.proto.name(), id.spi)
+}
+
 impl std::fmt::Display for SadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SadError::Unsupported(p) => write!(f, "{} is not supported (only esp and esp-udp)", p.name()),
-            SadError::Exists => f.write_str("an SA with these addresses, protocol and SPI already exists"),
+            SadError::Exists => f.write_str("an SA with the same addresses, protocol and SPI already exists"),
+            SadError::SpiTaken(other) => write!(
+                f,
+                "its SPI and destination are those of the SA {} (inbound ESP is matched by SPI and destination alone)",
+                describe(other)
+            ),
+            SadError::KeyReused(by) => write!(
+                f,
+                "its key was already installed in this ipsecd, by the SA {}: a new SA with it would start its \
+                 sequence numbers, the AES-GCM/ChaCha20-Poly1305 nonces, again at 1 (nonce reuse); give it a new key",
+                describe(by)
+            ),
             SadError::NotFound => f.write_str("no such SA"),
             SadError::ReservedSpi(s) => write!(f, "SPI {s} is reserved (RFC 4303 §2.1: 1-255)"),
             SadError::ReplayWindow(w) => write!(f, "replay window {w} is larger than {MAX_REPLAY_WINDOW}"),
@@ -175,8 +258,8 @@ impl std::fmt::Display for SadError {
 
 impl std::error::Error for SadError {}
 
-/// The lookup tables, rebuilt by writers, read without locks.
-#[derive(Default)]
+/// The lookup tables: read without locks, changed by a [`Writer`] on a copy.
+#[derive(Clone, Default)]
 struct Tables {
     by_id: HashMap<SaId, Arc<Sa>>,
     /// Inbound: ESP SPI and destination.
@@ -186,16 +269,49 @@ struct Tables {
 }
 
 impl Tables {
-    fn with(sas: impl Iterator<Item = Arc<Sa>>) -> Tables {
-        let mut t = Tables::default();
-        let mut all: Vec<Arc<Sa>> = sas.collect();
-        all.sort_by_key(|sa| sa.added);
-        for sa in all {
-            t.inbound.insert((sa.id.spi, sa.id.dst), sa.clone());
-            t.outbound.entry((sa.id.src, sa.id.dst)).or_default().push(sa.clone());
-            t.by_id.insert(sa.id, sa);
+    fn insert(&mut self, sa: Arc<Sa>) {
+        self.inbound.insert((sa.id.spi, sa.id.dst), sa.clone());
+        let v = self.outbound.entry((sa.id.src, sa.id.dst)).or_default();
+        // Oldest first: a continued SA keeps its place.
+        let at = v.partition_point(|x| x.added <= sa.added);
+        v.insert(at, sa.clone());
+        self.by_id.insert(sa.id, sa);
+    }
+
+    fn remove(&mut self, id: &SaId) -> Option<Arc<Sa>> {
+        let sa = self.by_id.remove(id)?;
+        self.inbound.remove(&(id.spi, id.dst));
+        if let Some(v) = self.outbound.get_mut(&(id.src, id.dst)) {
+            v.retain(|x| x.id != *id);
+            if v.is_empty() {
+                self.outbound.remove(&(id.src, id.dst));
+            }
         }
-        t
+        Some(sa)
+    }
+
+    fn sorted(&self, proto: Option<Proto>) -> Vec<Arc<Sa>> {
+        let mut v: Vec<_> =
+            self.by_id.values().filter(|sa| proto.is_none_or(|p| p == sa.id.proto)).cloned().collect();
+        v.sort_by_key(|sa| sa.added);
+        v
+    }
+}
+
+/// Every AEAD key this SAD has installed, as a keyed hash (SipHash with this process's
+/// random key; never the key itself), and the SA that installed it. Kept for the life of
+/// the process: a key that comes back after its SA went (a delete and re-add, a reload
+/// that changes the SPI) would start its nonces again at 1, and is refused.
+#[derive(Default)]
+struct Keys {
+    hasher: std::hash::RandomState,
+    used: HashMap<u64, SaId>,
+}
+
+impl Keys {
+    /// The key's fingerprint, for an AEAD (whose nonce is the sequence number).
+    fn fingerprint(&self, spec: &SaSpec) -> Option<u64> {
+        spec.enc.is_aead().then(|| self.hasher.hash_one((spec.enc.name(), spec.enc_key.as_bytes())))
     }
 }
 
@@ -203,49 +319,24 @@ impl Tables {
 pub struct Sad {
     fw: Framework,
     tables: ArcSwap<Tables>,
-    writer: Mutex<()>,
+    /// Serializes writers (lookups never take it).
+    writer: Mutex<Keys>,
+}
+
+/// How an SA was installed ([`crate::db::Transaction::add_sa`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Installed {
+    /// With a new session, sequence counter and replay window.
+    New,
+    /// In place of the SA with the same addresses, SPI and keys that this change removed:
+    /// its session, sequence number, replay window and counters go on.
+    Continued,
 }
 
 impl Sad {
     /// An empty SAD whose SAs get their crypto sessions from `fw`.
     pub fn new(fw: Framework) -> Sad {
-        Sad { fw, tables: ArcSwap::from_pointee(Tables::default()), writer: Mutex::new(()) }
-    }
-
-    /// Installs an SA (setkey `add`).
-    pub fn add(&self, spec: SaSpec) -> Result<Arc<Sa>, SadError> {
-        if !matches!(spec.proto, Proto::Esp | Proto::EspUdp) {
-            return Err(SadError::Unsupported(spec.proto));
-        }
-        if spec.spi < 256 {
-            return Err(SadError::ReservedSpi(spec.spi));
-        }
-        if spec.replay_window > MAX_REPLAY_WINDOW {
-            return Err(SadError::ReplayWindow(spec.replay_window));
-        }
-        let (transform, params) = Transform::new(&spec).map_err(SadError::Transform)?;
-        let session = self.fw.new_session(&params).map_err(SadError::Crypto)?;
-        let id = SaId { src: spec.src, dst: spec.dst, proto: spec.proto, spi: spec.spi };
-        let sa = Arc::new(Sa {
-            id,
-            seq: SeqCounter::new(spec.esn),
-            replay: Mutex::new(ReplayWindow::new(spec.replay_window, spec.esn)),
-            spec,
-            transform,
-            session,
-            counters: Counters::default(),
-            callbacks: OnceLock::new(),
-            added: Instant::now(),
-            state: AtomicU8::new(0),
-            exhausted: AtomicBool::new(false),
-        });
-        let _w = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
-        let old = self.tables.load();
-        if old.by_id.contains_key(&id) || old.inbound.contains_key(&(id.spi, id.dst)) {
-            return Err(SadError::Exists);
-        }
-        self.tables.store(Arc::new(Tables::with(old.by_id.values().cloned().chain([sa.clone()]))));
-        Ok(sa)
+        Sad { fw, tables: ArcSwap::from_pointee(Tables::default()), writer: Mutex::new(Keys::default()) }
     }
 
     /// One SA (setkey `get`).
@@ -253,50 +344,19 @@ impl Sad {
         self.tables.load().by_id.get(id).cloned()
     }
 
-    /// Removes SAs matching `keep == false`; returns how many.
-    fn remove_where(&self, gone: impl Fn(&Sa) -> bool) -> usize {
-        let _w = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
-        let old = self.tables.load();
-        let (dead, kept): (Vec<_>, Vec<_>) = old.by_id.values().cloned().partition(|sa| gone(sa));
-        for sa in &dead {
-            sa.to_dead();
-        }
-        if !dead.is_empty() {
-            self.tables.store(Arc::new(Tables::with(kept.into_iter())));
-        }
-        dead.len()
-    }
-
-    /// Removes one SA (setkey `delete`).
-    pub fn delete(&self, id: &SaId) -> Result<(), SadError> {
-        match self.remove_where(|sa| sa.id == *id) {
-            0 => Err(SadError::NotFound),
-            _ => Ok(()),
-        }
-    }
-
-    /// Removes every SA from `src` to `dst` (setkey `deleteall`); returns how many.
-    pub fn delete_all(&self, src: IpAddr, dst: IpAddr, proto: Proto) -> usize {
-        self.remove_where(|sa| sa.id.src == src && sa.id.dst == dst && sa.id.proto == proto)
-    }
-
-    /// Removes every SA (of `proto`) (setkey `flush`); returns how many.
-    pub fn flush(&self, proto: Option<Proto>) -> usize {
-        self.remove_where(|sa| proto.is_none_or(|p| p == sa.id.proto))
-    }
-
     /// Every SA (of `proto`), oldest first (setkey `dump`).
     pub fn dump(&self, proto: Option<Proto>) -> Vec<Arc<Sa>> {
-        let mut v: Vec<_> = self
-            .tables
-            .load()
-            .by_id
-            .values()
-            .filter(|sa| proto.is_none_or(|p| p == sa.id.proto))
-            .cloned()
-            .collect();
-        v.sort_by_key(|sa| sa.added);
-        v
+        self.tables.load().sorted(proto)
+    }
+
+    /// How many SAs are installed.
+    pub fn len(&self) -> usize {
+        self.tables.load().by_id.len()
+    }
+
+    /// Whether no SA is installed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// The inbound SA for an ESP packet's SPI and destination.
@@ -323,27 +383,241 @@ impl Sad {
     }
 
     /// Applies time lifetimes (call it every second or so): soft expiry marks the SA dying
-    /// and reports it; hard expiry removes it.
+    /// and reports it; hard expiry removes it. Also removes the SAs that died on the packet
+    /// path while a writer held the tables (`Sad::reap`).
     pub fn tick(&self) -> Vec<Event> {
         let mut events = Vec::new();
-        let mut hard = Vec::new();
+        let mut gone = Vec::new();
         for sa in self.tables.load().by_id.values() {
             let age = sa.age().as_secs();
             if sa.spec.hard.seconds.is_some_and(|s| age >= s) {
-                hard.push(sa.id);
+                gone.push(sa.id);
+                events.push(Event::HardExpired(sa.id));
+            } else if sa.state() == SaState::Dead {
+                gone.push(sa.id);
             } else if sa.spec.soft.seconds.is_some_and(|s| age >= s) && sa.to_dying() {
                 events.push(Event::SoftExpired(sa.id));
             }
         }
-        if !hard.is_empty() {
-            self.remove_where(|sa| hard.contains(&sa.id));
-            events.extend(hard.into_iter().map(Event::HardExpired));
+        if !gone.is_empty() {
+            let mut w = self.writer();
+            for id in &gone {
+                w.remove(id);
+            }
+            w.commit();
         }
         events
     }
 
-    /// Removes an SA that died on the packet path (hard byte or packet lifetime).
+    /// Removes an SA that died on the packet path (hard byte or packet lifetime). The
+    /// packet path does not wait: if a writer holds the tables, the SA (already dead, so
+    /// unused) is left for [`Sad::tick`].
     pub(crate) fn reap(&self, id: &SaId) {
-        self.remove_where(|sa| sa.id == *id);
+        let Ok(keys) = self.writer.try_lock() else { return };
+        let mut w = Writer::with(self, keys);
+        w.remove(id);
+        w.commit();
+    }
+
+    /// Starts a change (the only way to make one): waits for any other writer.
+    pub(crate) fn writer(&self) -> Writer<'_> {
+        Writer::with(self, self.writer.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// A new SA for `spec`, with its own session and state.
+    fn build(&self, spec: SaSpec) -> Result<Sa, SadError> {
+        let (transform, params) = Transform::new(&spec).map_err(SadError::Transform)?;
+        let session = self.fw.new_session(&params).map_err(SadError::Crypto)?;
+        let keyed = Keyed {
+            session,
+            seq: SeqCounter::new(spec.esn),
+            replay: Mutex::new(ReplayWindow::new(spec.replay_window, spec.esn)),
+            counters: Counters::default(),
+            added: Instant::now(),
+            exhausted: AtomicBool::new(false),
+        };
+        Ok(Sa::around(spec, transform, KeyedIn::Here(keyed)))
+    }
+}
+
+impl Sa {
+    fn around(spec: SaSpec, transform: Transform, keyed: KeyedIn) -> Sa {
+        Sa {
+            id: SaId { src: spec.src, dst: spec.dst, proto: spec.proto, spi: spec.spi },
+            spec,
+            transform,
+            keyed,
+            callbacks: OnceLock::new(),
+            state: AtomicU8::new(0),
+        }
+    }
+
+    /// Whether `spec` has this SA's keys (and sequence number space): then a new version
+    /// of it may go on with its state.
+    fn same_keys(&self, spec: &SaSpec) -> bool {
+        self.spec.enc == spec.enc
+            && self.spec.enc_key == spec.enc_key
+            && self.spec.auth == spec.auth
+            && self.spec.esn == spec.esn
+    }
+}
+
+/// A change to the SAD in progress: a copy of the tables, made on the first change and
+/// changed in place; nothing is visible to the packet path until [`Writer::commit`], and
+/// dropping the writer undoes everything (the sessions it made are freed).
+pub(crate) struct Writer<'a> {
+    sad: &'a Sad,
+    keys: MutexGuard<'a, Keys>,
+    tables: Option<Tables>,
+    /// The SAs this change removed: an add of the same id and keys continues one.
+    retired: HashMap<SaId, Arc<Sa>>,
+    /// Continued SAs whose replay window changes size.
+    resized: Vec<Arc<Sa>>,
+    /// The AEAD keys this change installs.
+    new_keys: HashMap<u64, SaId>,
+    added: Vec<Arc<Sa>>,
+}
+
+impl<'a> Writer<'a> {
+    fn with(sad: &'a Sad, keys: MutexGuard<'a, Keys>) -> Writer<'a> {
+        Writer {
+            sad,
+            keys,
+            tables: None,
+            retired: HashMap::default(),
+            resized: Vec::new(),
+            new_keys: HashMap::default(),
+            added: Vec::new(),
+        }
+    }
+
+    fn tables(&mut self) -> &mut Tables {
+        let sad = self.sad;
+        self.tables.get_or_insert_with(|| Tables::clone(&sad.tables.load()))
+    }
+
+    fn read<R>(&self, f: impl FnOnce(&Tables) -> R) -> R {
+        match &self.tables {
+            Some(t) => f(t),
+            None => f(&self.sad.tables.load()),
+        }
+    }
+
+    /// Installs an SA (setkey `add`). If this change removed an SA with the same addresses,
+    /// protocol, SPI and keys, the new one continues its state ([`Installed::Continued`]).
+    pub(crate) fn add(&mut self, spec: SaSpec) -> Result<Installed, SadError> {
+        if !matches!(spec.proto, Proto::Esp | Proto::EspUdp) {
+            return Err(SadError::Unsupported(spec.proto));
+        }
+        if spec.spi < 256 {
+            return Err(SadError::ReservedSpi(spec.spi));
+        }
+        if spec.replay_window > MAX_REPLAY_WINDOW {
+            return Err(SadError::ReplayWindow(spec.replay_window));
+        }
+        let id = SaId { src: spec.src, dst: spec.dst, proto: spec.proto, spi: spec.spi };
+        let clash = self.read(|t| {
+            if t.by_id.contains_key(&id) {
+                Some(SadError::Exists)
+            } else {
+                t.inbound.get(&(id.spi, id.dst)).map(|other| SadError::SpiTaken(other.id))
+            }
+        });
+        if let Some(e) = clash {
+            return Err(e);
+        }
+        let (sa, how) = match self.retired.get(&id).filter(|old| old.same_keys(&spec)) {
+            Some(old) => {
+                let (transform, _) = Transform::new(&spec).map_err(SadError::Transform)?;
+                let first = match &old.keyed {
+                    KeyedIn::Here(_) => old.clone(),
+                    KeyedIn::First(first) => first.clone(),
+                };
+                let sa = Arc::new(Sa::around(spec, transform, KeyedIn::First(first)));
+                if sa.spec.replay_window != old.spec.replay_window {
+                    self.resized.push(sa.clone());
+                }
+                self.retired.remove(&id);
+                (sa, Installed::Continued)
+            }
+            None => {
+                let fp = self.keys.fingerprint(&spec);
+                if let Some(by) = fp.and_then(|k| self.keys.used.get(&k).or(self.new_keys.get(&k))) {
+                    return Err(SadError::KeyReused(*by));
+                }
+                let sa = Arc::new(self.sad.build(spec)?);
+                if let Some(k) = fp {
+                    self.new_keys.insert(k, id);
+                }
+                (sa, Installed::New)
+            }
+        };
+        self.tables().insert(sa.clone());
+        self.added.push(sa);
+        Ok(how)
+    }
+
+    /// Removes one SA; whether it was there.
+    fn remove(&mut self, id: &SaId) -> bool {
+        match self.tables().remove(id) {
+            Some(sa) => {
+                self.retired.insert(*id, sa);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Removes the SAs `gone` picks; how many.
+    fn remove_where(&mut self, gone: impl Fn(&Sa) -> bool) -> usize {
+        let ids: Vec<SaId> = self.read(|t| t.by_id.values().filter(|sa| gone(sa)).map(|sa| sa.id).collect());
+        ids.iter().filter(|id| self.remove(id)).count()
+    }
+
+    /// One SA as this change leaves it (setkey `get`).
+    pub(crate) fn get(&self, id: &SaId) -> Option<Arc<Sa>> {
+        self.read(|t| t.by_id.get(id).cloned())
+    }
+
+    /// Removes one SA (setkey `delete`).
+    pub(crate) fn delete(&mut self, id: &SaId) -> Result<(), SadError> {
+        if self.remove(id) {
+            Ok(())
+        } else {
+            Err(SadError::NotFound)
+        }
+    }
+
+    /// Removes every SA from `src` to `dst` (setkey `deleteall`); returns how many.
+    pub(crate) fn delete_all(&mut self, src: IpAddr, dst: IpAddr, proto: Proto) -> usize {
+        self.remove_where(|sa| sa.id.src == src && sa.id.dst == dst && sa.id.proto == proto)
+    }
+
+    /// Removes every SA (of `proto`) (setkey `flush`); returns how many.
+    pub(crate) fn flush(&mut self, proto: Option<Proto>) -> usize {
+        self.remove_where(|sa| proto.is_none_or(|p| p == sa.id.proto))
+    }
+
+    /// Every SA (of `proto`) as this change leaves them, oldest first (setkey `dump`).
+    pub(crate) fn dump(&self, proto: Option<Proto>) -> Vec<Arc<Sa>> {
+        self.read(|t| t.sorted(proto))
+    }
+
+    /// Makes the change visible in one swap; the SAs it removed die (those it continued
+    /// live on in their successors). Returns the SAs it installed.
+    pub(crate) fn commit(mut self) -> Vec<Arc<Sa>> {
+        if let Some(t) = self.tables.take() {
+            self.sad.tables.store(Arc::new(t));
+        }
+        for sa in self.retired.values() {
+            sa.to_dead();
+        }
+        for sa in &self.resized {
+            let mut w = sa.replay.lock().unwrap_or_else(PoisonError::into_inner);
+            *w = w.resized(sa.spec.replay_window);
+        }
+        let new_keys = std::mem::take(&mut self.new_keys);
+        self.keys.used.extend(new_keys);
+        std::mem::take(&mut self.added)
     }
 }

@@ -1135,13 +1135,30 @@ fn byte_lens(lens: &[usize]) -> String {
 pub fn format_request(r: &Request) -> String {
     let mut s = String::new();
     // Writing to a String cannot fail.
-    let _ = write_request(&mut s, r);
+    let _ = write_request(&mut s, r, Keys::Shown);
     s
 }
 
-fn write_request(s: &mut String, r: &Request) -> fmt::Result {
+/// A request as [`format_request`] prints it, but with every key replaced by `(key not
+/// shown)`, and without the final ` ;`: for messages and logs, which must never hold key
+/// material. An SA is still named by its addresses, SPI, protocol, parameters and
+/// algorithms.
+pub fn format_redacted(r: &Request) -> String {
+    let mut s = String::new();
+    let _ = write_request(&mut s, r, Keys::Hidden);
+    s.trim_end_matches(" ;").to_owned()
+}
+
+/// Whether a printed SA shows its keys.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keys {
+    Shown,
+    Hidden,
+}
+
+fn write_request(s: &mut String, r: &Request, keys: Keys) -> fmt::Result {
     match r {
-        Request::AddSa(sa) => write_add(s, sa),
+        Request::AddSa(sa) => write_add(s, sa, keys),
         Request::GetSa(id) => write!(s, "get {} {} {} {:#x} ;", id.src, id.dst, id.proto.name(), id.spi),
         Request::DeleteSa(id) => {
             write!(s, "delete {} {} {} {:#x} ;", id.src, id.dst, id.proto.name(), id.spi)
@@ -1179,7 +1196,14 @@ fn write_request(s: &mut String, r: &Request) -> fmt::Result {
     }
 }
 
-fn write_add(s: &mut String, sa: &SaSpec) -> fmt::Result {
+fn write_add(s: &mut String, sa: &SaSpec, keys: Keys) -> fmt::Result {
+    let key = |s: &mut String, k: &KeyBytes| match keys {
+        Keys::Shown => write_hex(s, k.as_bytes()),
+        Keys::Hidden => {
+            s.push_str("(key not shown)");
+            Ok(())
+        }
+    };
     let udp = matches!(sa.proto, Proto::Esp | Proto::EspUdp);
     let port = |p: u16| match sa.natt {
         Some(_) if udp => format!("[{p}]"),
@@ -1206,17 +1230,17 @@ fn write_add(s: &mut String, sa: &SaSpec) -> fmt::Result {
             write!(s, " -E {}", sa.enc.name())?;
             if !sa.enc_key.as_bytes().is_empty() {
                 s.push(' ');
-                write_hex(s, sa.enc_key.as_bytes())?;
+                key(s, &sa.enc_key)?;
             }
             if let Some((a, k)) = &sa.auth {
                 write!(s, " -A {} ", a.name())?;
-                write_hex(s, k.as_bytes())?;
+                key(s, k)?;
             }
         }
         Proto::Ah => {
             if let Some((a, k)) = &sa.auth {
                 write!(s, " -A {} ", a.name())?;
-                write_hex(s, k.as_bytes())?;
+                key(s, k)?;
             }
         }
         Proto::IpComp => s.push_str(" -C deflate"),
@@ -1311,6 +1335,37 @@ mod tests {
         assert_eq!((a.text, a.col, b.text, b.col), ("ü1", 10, "24[80]", 13));
         let (c, d) = b.split_once('[').unwrap();
         assert_eq!((c.col, d.text, d.col), (13, "80]", 16));
+    }
+
+    #[test]
+    fn redacted_requests_name_the_sa_but_never_a_key() {
+        let text = "add 10.99.0.1 10.99.0.2 esp 0x1001 -m tunnel -r 128 -E aes-cbc 0x00112233445566778899aabbccddeeff \
+                    -A hmac-sha2-256 0xffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100;";
+        let r = parse(text).unwrap().remove(0).item;
+        let shown = format_request(&r);
+        assert!(shown.contains("0x00112233445566778899aabbccddeeff"), "{shown}");
+        let hidden = format_redacted(&r);
+        assert_eq!(
+            hidden,
+            "add 10.99.0.1 10.99.0.2 esp 0x1001 -m tunnel -r 128 -E aes-cbc (key not shown) \
+             -A hmac-sha2-256 (key not shown)"
+        );
+        for key in ["00112233", "ffeeddcc", "0x0011", "0xffee"] {
+            assert!(!hidden.contains(key), "{hidden}");
+        }
+        let gcm =
+            parse("add ::1 ::2 esp-udp 0x2000 -E aes-gcm-16 0x0102030405060708090a0b0c0d0e0f1011121314;")
+                .unwrap()
+                .remove(0)
+                .item;
+        assert!(
+            format_redacted(&gcm).ends_with("-E aes-gcm-16 (key not shown)"),
+            "{}",
+            format_redacted(&gcm)
+        );
+        // Requests without keys print as they are.
+        let del = parse("delete 10.99.0.1 10.99.0.2 esp 0x1001;").unwrap().remove(0).item;
+        assert_eq!(format_redacted(&del), "delete 10.99.0.1 10.99.0.2 esp 0x1001");
     }
 
     #[test]

@@ -137,7 +137,13 @@ struct Setup {
     natt: bool,
 }
 
+/// An SA for `a`'s algorithms. Each SPI gets its own key (the SPI in the key's last
+/// bytes): two SAs with one AEAD key would share nonces, and the SAD refuses that.
 fn sa(s: &Setup, a: &Algs, spi: u32, from: IpAddr, to: IpAddr) -> SaSpec {
+    let mut key = a.key.clone();
+    if let Some(tail) = key.len().checked_sub(4).and_then(|at| key.get_mut(at..)) {
+        tail.iter_mut().zip(spi.to_be_bytes()).for_each(|(k, s)| *k ^= s);
+    }
     SaSpec {
         src: from,
         dst: to,
@@ -146,7 +152,7 @@ fn sa(s: &Setup, a: &Algs, spi: u32, from: IpAddr, to: IpAddr) -> SaSpec {
         mode: if s.tunnel { Mode::Tunnel } else { Mode::Transport },
         reqid: 0,
         enc: a.enc,
-        enc_key: KeyBytes::new(&a.key),
+        enc_key: KeyBytes::new(&key),
         auth: a.auth.as_ref().map(|(x, k)| (*x, KeyBytes::new(k))),
         replay_window: 64,
         esn: s.esn,

@@ -546,3 +546,33 @@ fn counter_with_esn_continues_past_2_32_and_stops_at_u64_max() {
     assert_eq!(c.next(), Err(SeqExhausted { esn: true }));
     assert_eq!(c.last(), u64::MAX);
 }
+
+/// A window resized (an SA's `-r` changed by a reload, its key kept) keeps what it knew:
+/// the top, the numbers seen, and — growing — counts the numbers the old window had left
+/// behind as seen, so that none of them can be replayed.
+#[test]
+fn resizing_keeps_the_state() {
+    let mut w = ReplayWindow::new(64, false);
+    for s in (1..=1000).filter(|s| s % 3 != 0) {
+        accept(&mut w, s).unwrap();
+    }
+    let grown = w.resized(128);
+    assert_eq!((grown.top(), grown.size()), (1000, 128));
+    assert_eq!(grown.check(999), Ok(999), "not seen (a multiple of 3), still in the window");
+    assert_eq!(grown.check(998), duplicate(998));
+    assert_eq!(grown.check(997), duplicate(997));
+    assert_eq!(grown.check(936), duplicate(936), "was below the old window: not replayable");
+    assert_eq!(grown.check(873), duplicate(873));
+    assert_eq!(grown.check(872), too_old(872, 1000, 128));
+    let shrunk = w.resized(32);
+    assert_eq!(shrunk.check(996), Ok(996));
+    assert_eq!(shrunk.check(998), duplicate(998));
+    assert_eq!(shrunk.check(968), too_old(968, 1000, 32));
+    assert_eq!(shrunk.check(969), Ok(969));
+    assert_eq!(shrunk.check(1001), Ok(1001));
+    // Off, and back on: everything up to the top counts as seen.
+    let off = w.resized(0);
+    assert_eq!((off.top(), off.check(5)), (1000, Ok(5)));
+    assert_eq!(off.resized(64).check(996), duplicate(996));
+    assert_eq!(ReplayWindow::new(64, false).resized(128).check(1), Ok(1), "a fresh window stays fresh");
+}

@@ -13,7 +13,8 @@
 //!
 //! A `setkey` body is parsed whole before anything is applied, so a malformed request
 //! changes nothing; its error names the line and column. Statements are then applied in
-//! order, and the first one the databases refuse stops the rest (its line is named).
+//! order as one transaction: if the databases refuse one, nothing changes (its line is
+//! named; the statement is shown without its keys).
 //!
 //! Limits, and why each is where it is:
 //! - A request holds at most [`MAX_REQUEST`] bytes. The daemon refuses a larger one with its

@@ -13,6 +13,7 @@ use ipsec_core::{DefaultPolicy, Ipsec};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use tun_rs::{DeviceBuilder, SyncDevice};
 
+use crate::config;
 use crate::ctl::Reply;
 use crate::ctl_server::{self, Handler, Server};
 use crate::net::{self, Family, IoCounters, NetSink};
@@ -106,7 +107,11 @@ pub fn run(opts: Options) -> Result<(), String> {
 
     if let (Some(p), Some(t)) = (&opts.config, &text) {
         service::apply_setkey(&core, &p.display().to_string(), t)?;
+        if let Some(w) = config::manual_aead_keys_warning(&core) {
+            tracing::warn!("{w}");
+        }
     }
+    let reloads = Arc::new(config::Reloads::default());
     let mut routing = Routing::start(&opts.tun, opts.table, opts.fwmark, opts.routes);
     routing.sync(&core);
     let routes = Arc::new(Mutex::new(routing));
@@ -141,15 +146,22 @@ pub fn run(opts: Options) -> Result<(), String> {
     }
     let metrics = Arc::new(Counters::default());
     let control = Server::new(
-        Control { core: core.clone(), io: io.clone(), routes: routes.clone(), metrics: metrics.clone() },
+        Control {
+            core: core.clone(),
+            io: io.clone(),
+            routes: routes.clone(),
+            reloads: reloads.clone(),
+            metrics: metrics.clone(),
+        },
         ctl_server::Limits::default(),
     );
     if let Some(addr) = opts.metrics {
         let l = std::net::TcpListener::bind(addr).map_err(|e| format!("metrics address {addr}: {e}"))?;
         tracing::info!("metrics on http://{addr}/metrics");
         spawn("ipsecd-metrics", {
-            let (core, io, ctl) = (core.clone(), io.clone(), control.counters().clone());
-            move || serve_metrics(&l, core, io, ctl, metrics)
+            let (core, io, reloads, ctl) =
+                (core.clone(), io.clone(), reloads.clone(), control.counters().clone());
+            move || serve_metrics(&l, core, io, reloads, ctl, metrics)
         })?;
     }
     spawn("ipsecd-ctl", {
@@ -165,7 +177,7 @@ pub fn run(opts: Options) -> Result<(), String> {
                 // A reload is a change like a control request's: it takes its turn.
                 SIGHUP => {
                     let _turn = control.turn();
-                    reload(&opts, &core, &routes)
+                    reload(&opts, &core, &routes, &reloads)
                 }
                 _ => {
                     shutdown(&opts, &core, &tun, &io, &routes);
@@ -204,13 +216,19 @@ struct Control {
     core: Arc<Ipsec>,
     io: Arc<IoCounters>,
     routes: Arc<Mutex<Routing>>,
+    /// The SIGHUP reloads' outcomes, for `stats`.
+    reloads: Arc<config::Reloads>,
     /// The metrics endpoint's counters, for `stats`.
     metrics: Arc<Counters>,
 }
 
 impl Handler for Control {
     fn stats(&self, ctl: &Counters) -> String {
-        format!("{}control: {ctl}\nmetrics: {}\n", service::stats(&self.core, &self.io), self.metrics)
+        format!(
+            "{}control: {ctl}\nmetrics: {}\n",
+            service::stats(&self.core, &self.io, &self.reloads),
+            self.metrics
+        )
     }
 
     /// The change, then its routes. One at a time, SIGHUP's reload included: both run in
@@ -237,6 +255,7 @@ fn serve_metrics(
     listener: &std::net::TcpListener,
     core: Arc<Ipsec>,
     io: Arc<IoCounters>,
+    reloads: Arc<config::Reloads>,
     ctl: Arc<Counters>,
     counters: Arc<Counters>,
 ) {
@@ -263,8 +282,9 @@ fn serve_metrics(
                 Err(serve::ReadError::TooLarge) => return c.count(Refused::TooLarge),
                 Err(serve::ReadError::Io(_)) => return c.count(Refused::Io),
             }
-            let body =
-                service::prometheus(&core, &io) + &ctl.prometheus("control") + &c.prometheus("metrics");
+            let body = service::prometheus(&core, &io, &reloads)
+                + &ctl.prometheus("control")
+                + &c.prometheus("metrics");
             let reply = format!(
             "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
@@ -278,28 +298,22 @@ fn serve_metrics(
     );
 }
 
-/// SIGHUP: the config file again; SAs whose spec did not change keep their state.
-fn reload(opts: &Options, core: &Ipsec, routes: &Mutex<Routing>) {
+/// SIGHUP: the config file again, applied whole or not at all ([`config::reload_file`]);
+/// SAs whose keys did not change keep their sequence numbers. The outcome is counted and
+/// shown by `ipsecctl stats` and the metrics, as well as logged.
+fn reload(opts: &Options, core: &Ipsec, routes: &Mutex<Routing>, reloads: &config::Reloads) {
     let Some(path) = &opts.config else {
         tracing::info!("SIGHUP: no config file to re-read");
         return;
     };
-    let origin = path.display().to_string();
-    let result = std::fs::read_to_string(path)
-        .map_err(|e| format!("{origin}: {e}"))
-        .and_then(|t| service::parse(&origin, &t))
-        .and_then(|reqs| service::reload(core, &service::Desired::of(&reqs)));
-    match result {
-        Ok(r) => tracing::info!(
-            "SIGHUP: {origin} re-read: {} SAs kept, {} added, {} removed; {} policies",
-            r.kept,
-            r.added,
-            r.removed,
-            r.policies
-        ),
-        Err(e) => tracing::error!("SIGHUP: {e} (configuration unchanged where it failed)"),
+    let started = std::time::Instant::now();
+    match config::reload_file(core, path, reloads) {
+        Ok(r) => {
+            routes.lock().unwrap_or_else(|e| e.into_inner()).sync(core);
+            tracing::info!("SIGHUP: {} re-read in {:?}: {r}", path.display(), started.elapsed());
+        }
+        Err(e) => tracing::error!("SIGHUP: reload failed, nothing was changed: {e}"),
     }
-    routes.lock().unwrap_or_else(|e| e.into_inner()).sync(core);
 }
 
 fn shutdown(opts: &Options, core: &Ipsec, tun: &SyncDevice, io: &IoCounters, routes: &Mutex<Routing>) {

@@ -10,7 +10,8 @@
 //! - [`batch`]: what the core makes of one batch of packets, sent together at its end.
 //! - [`coalesce`]: decrypted TCP segments merged back into super-packets for the TUN.
 //! - [`routing`]: the routes into the TUN and the rule that keeps ipsecd's own ESP out.
-//! - [`service`]: control requests, stats, and the SIGHUP reload that keeps SA state.
+//! - [`service`]: control requests, stats and metrics.
+//! - [`config`]: the config file's reload on SIGHUP (atomic, keeps SA state) and its outcomes.
 //! - [`ctl`]: the control socket's protocol and its client.
 //! - [`ctl_server`]: the control server: concurrent clients, deadlines, changes one at a time.
 //! - [`serve`]: a thread per connection up to a bound, whole-request and whole-reply
@@ -18,6 +19,7 @@
 
 pub mod batch;
 pub mod coalesce;
+pub mod config;
 pub mod ctl;
 pub mod ctl_server;
 pub mod daemon;

@@ -1,15 +1,17 @@
-//! What the daemon does with configuration: control requests from the socket, the config
-//! file at start-up, and its re-reading on SIGHUP — all through the Fast IPsec core's one
-//! typed control protocol (`ipsec_core::control`), reached from setkey text.
+//! What the daemon does with configuration: control requests from the socket and the
+//! config file at start-up — through the Fast IPsec core's one typed control protocol
+//! (`ipsec_core::control`), reached from setkey text — and what `ipsecctl stats` and the
+//! metrics show. The file's re-reading on SIGHUP is [`crate::config`]'s.
 
 use std::fmt::Write as _;
 
-use ipsec_core::control::{Action, Dir, Located, PolicySpec, Request, SaId, SaSpec};
+use ipsec_core::control::{Action, Dir, Located, Request};
 use ipsec_core::db::{Response, SaInfo};
 use ipsec_core::setkey;
 use ipsec_core::stats::Drop;
 use ipsec_core::Ipsec;
 
+use crate::config::Reloads;
 use crate::ctl::Reply;
 
 /// Parses setkey text; the error names the line and column (`FILE:LINE:COLUMN: …` when
@@ -18,27 +20,30 @@ pub fn parse(origin: &str, text: &str) -> Result<Vec<Located<Request>>, String> 
     setkey::parse(text).map_err(|e| format!("{origin}:{}:{}: {}", e.line, e.column, e.message))
 }
 
-/// Carries out setkey text: parsed whole first (a malformed request changes nothing), then
-/// applied in order until the databases refuse one. The reply holds what `get`, `dump`
-/// and `spddump` print.
+/// Carries out setkey text as one transaction: parsed whole first (a malformed request
+/// changes nothing), then applied in order; if the databases refuse one, nothing changes
+/// (its line is named). The reply holds what `get`, `dump` and `spddump` print.
+///
+/// Errors show a statement without its keys ([`setkey::format_redacted`]): they are logged.
 pub fn apply_setkey(core: &Ipsec, origin: &str, text: &str) -> Reply {
     let reqs = parse(origin, text)?;
-    let mut out = String::new();
-    for r in &reqs {
-        match core.control(&r.item) {
-            Ok(resp) => print_response(&mut out, &resp),
-            Err(e) => {
-                return Err(format!(
-                    "{origin}:{}:{}: {}: {e}{}",
-                    r.line,
-                    r.column,
-                    setkey::format_request(&r.item).trim_end(),
-                    if out.is_empty() { String::new() } else { format!("\n(output so far)\n{out}") }
-                ))
+    core.transact(|t| {
+        let mut out = String::new();
+        for r in &reqs {
+            match t.apply(&r.item) {
+                Ok(resp) => print_response(&mut out, &resp),
+                Err(e) => {
+                    return Err(format!(
+                        "{origin}:{}:{}: {}: {e} (nothing was changed)",
+                        r.line,
+                        r.column,
+                        setkey::format_redacted(&r.item)
+                    ))
+                }
             }
         }
-    }
-    Ok(out)
+        Ok(out)
+    })
 }
 
 /// What a response prints: SAs and policies as setkey statements that would install them
@@ -76,10 +81,16 @@ fn print_sa(out: &mut String, info: &SaInfo) {
 
 /// `ipsecctl stats`: every counter — totals, each drop reason (zero ones too, so the list
 /// is the same every time), and each SA.
-pub fn stats(core: &Ipsec, io: &crate::net::IoCounters) -> String {
+pub fn stats(core: &Ipsec, io: &crate::net::IoCounters, reloads: &Reloads) -> String {
     let t = core.stats();
     let mut out = String::new();
     let _ = writeln!(out, "io: {io}");
+    let (ok, failed) = reloads.counts();
+    let _ = write!(out, "reloads: {ok} ok, {} failed (", failed.iter().map(|f| f.1).sum::<u64>());
+    for (i, (why, n)) in failed.iter().enumerate() {
+        let _ = write!(out, "{}{} {n}", if i > 0 { ", " } else { "" }, why.name());
+    }
+    let _ = writeln!(out, "); last: {}", reloads.last());
     let _ = writeln!(
         out,
         "total: {} packets {} bytes out, {} packets {} bytes in",
@@ -112,92 +123,10 @@ pub fn stats(core: &Ipsec, io: &crate::net::IoCounters) -> String {
     out
 }
 
-/// The state a config file describes: its statements played, in order, on empty lists
-/// (so `flush;` at the top and later `delete`s mean what they mean to setkey).
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Desired {
-    pub sas: Vec<SaSpec>,
-    pub policies: Vec<PolicySpec>,
-}
-
-impl Desired {
-    pub fn of(reqs: &[Located<Request>]) -> Desired {
-        let mut d = Desired::default();
-        for r in reqs {
-            match &r.item {
-                Request::AddSa(s) => {
-                    d.sas.retain(|x| id(x) != id(s));
-                    d.sas.push(s.clone());
-                }
-                Request::DeleteSa(i) => d.sas.retain(|x| id(x) != *i),
-                Request::DeleteAllSa { src, dst, proto } => {
-                    d.sas.retain(|x| !(x.src == *src && x.dst == *dst && x.proto == *proto))
-                }
-                Request::FlushSa(p) => d.sas.retain(|x| p.is_some_and(|p| p != x.proto)),
-                Request::AddPolicy(p) => {
-                    d.policies.retain(|x| !(x.selector == p.selector && x.dir == p.dir));
-                    d.policies.push(p.clone());
-                }
-                Request::DeletePolicy { selector, dir } => {
-                    d.policies.retain(|x| !(x.selector == *selector && x.dir == *dir))
-                }
-                Request::FlushPolicies => d.policies.clear(),
-                Request::GetSa(_) | Request::DumpSa(_) | Request::DumpPolicies => {}
-            }
-        }
-        d
-    }
-}
-
-fn id(s: &SaSpec) -> SaId {
-    SaId { src: s.src, dst: s.dst, proto: s.proto, spi: s.spi }
-}
-
-/// What a reload did.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Reloaded {
-    pub kept: usize,
-    pub added: usize,
-    pub removed: usize,
-    pub policies: usize,
-}
-
-/// Makes the databases hold what `desired` says, keeping every SA whose spec is unchanged
-/// as it is — its sequence number, replay window and counters — and replacing the rest.
-/// Policies hold no state: they are replaced as a whole.
-pub fn reload(core: &Ipsec, desired: &Desired) -> Result<Reloaded, String> {
-    let mut r = Reloaded::default();
-    let current = core.databases().sad.dump(None);
-    for sa in &current {
-        if !desired.sas.iter().any(|s| *s == sa.spec) {
-            core.control(&Request::DeleteSa(sa.id)).map_err(|e| format!("removing {:?}: {e}", sa.id))?;
-            r.removed += 1;
-        }
-    }
-    for s in &desired.sas {
-        if current.iter().any(|sa| sa.spec == *s) {
-            r.kept += 1;
-        } else {
-            core.control(&Request::AddSa(s.clone())).map_err(|e| {
-                format!("{}: {e}", setkey::format_request(&Request::AddSa(s.clone())).trim_end())
-            })?;
-            r.added += 1;
-        }
-    }
-    core.control(&Request::FlushPolicies).map_err(|e| e.to_string())?;
-    for p in &desired.policies {
-        core.control(&Request::AddPolicy(p.clone())).map_err(|e| {
-            format!("{}: {e}", setkey::format_request(&Request::AddPolicy(p.clone())).trim_end())
-        })?;
-        r.policies += 1;
-    }
-    Ok(r)
-}
-
 /// A route into the TUN: an outbound policy's destination, and the source address the
 /// kernel should pick for it when the policy names one host of ours as the source (the
 /// usual transport-mode policy, `A B any -P out ipsec esp/transport//require`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Route {
     pub dst: ipsec_core::control::Prefix,
     pub src: Option<std::net::IpAddr>,
@@ -207,11 +136,9 @@ pub struct Route {
 /// per destination prefix (the first policy's source wins).
 pub fn protected_routes(core: &Ipsec) -> Vec<Route> {
     let mut v: Vec<Route> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for p in core.databases().spd.dump() {
-        if p.dir == Dir::Out
-            && matches!(p.action, Action::Protect(_))
-            && !v.iter().any(|r| r.dst == p.selector.dst)
-        {
+        if p.dir == Dir::Out && matches!(p.action, Action::Protect(_)) && seen.insert(p.selector.dst) {
             let host = if p.selector.src.addr.is_ipv4() { 32 } else { 128 };
             let src = (p.selector.src.len == host).then_some(p.selector.src.addr);
             v.push(Route { dst: p.selector.dst, src });
@@ -222,7 +149,7 @@ pub fn protected_routes(core: &Ipsec) -> Vec<Route> {
 
 /// The counters in Prometheus' text format (`--metrics ADDR`): totals by direction, every
 /// drop reason (zeros too), the same per SA, and the gateway's I/O errors.
-pub fn prometheus(core: &Ipsec, io: &crate::net::IoCounters) -> String {
+pub fn prometheus(core: &Ipsec, io: &crate::net::IoCounters, reloads: &Reloads) -> String {
     let t = core.stats();
     let mut o = String::new();
     for (name, kind, help) in [
@@ -239,6 +166,8 @@ pub fn prometheus(core: &Ipsec, io: &crate::net::IoCounters) -> String {
             "Packets into the TUN to a link-local or multicast address (the kernel's own chatter), dropped.",
         ),
         ("sas", "gauge", "Installed SAs."),
+        ("reloads_total", "counter", "Reloads of the config file (SIGHUP), by outcome: ok or why it failed."),
+        ("last_reload_failed", "gauge", "1 if the last reload failed (and changed nothing), else 0."),
     ] {
         let _ = writeln!(o, "# HELP ipsecd_{name} {help}\n# TYPE ipsecd_{name} {kind}");
     }
@@ -271,5 +200,11 @@ pub fn prometheus(core: &Ipsec, io: &crate::net::IoCounters) -> String {
         }
     }
     let _ = writeln!(o, "ipsecd_sas {}", sas.len());
+    let (ok, failed) = reloads.counts();
+    let _ = writeln!(o, "ipsecd_reloads_total{{outcome=\"ok\"}} {ok}");
+    for (why, n) in failed {
+        let _ = writeln!(o, "ipsecd_reloads_total{{outcome=\"{}\"}} {n}", why.name());
+    }
+    let _ = writeln!(o, "ipsecd_last_reload_failed {}", u8::from(reloads.last_failed()));
     o
 }

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use ipsec_core::{Ipsec, Packet, Sink};
-use ipsecd::service::{apply_setkey, parse, reload, stats, Desired};
+use ipsecd::config::{reload, reload_file, Desired, Reloads};
+use ipsecd::service::{apply_setkey, parse, stats};
 
 struct Nowhere;
 
@@ -71,6 +72,68 @@ fn a_malformed_request_names_line_and_column_and_changes_nothing() {
     let err = apply_setkey(&c, "ctl", CONF.lines().nth(2).unwrap()).unwrap_err();
     assert!(err.starts_with("ctl:1:1: add 10.99.0.1 10.99.0.2 esp 0x1001"), "{err}");
     assert!(err.contains("already exists"), "{err}");
+    assert!(!err.contains("1111111111"), "an error shows no key: {err}");
+}
+
+/// Before: an error printed the whole statement, key and all (and the `dump` output
+/// before it), and the daemon logs errors; it said "these addresses" clash when only the
+/// SPI and destination did. Now no key, and what clashes is named.
+#[test]
+fn errors_name_what_clashes_and_never_a_key() {
+    let c = core();
+    apply_setkey(&c, "f", CONF).unwrap();
+    let other =
+        "add 10.99.0.9 10.99.0.2 esp 0x1001 -E aes-gcm-16 0x4444444444444444444444444444444444444444;";
+    let err = apply_setkey(&c, "ctl", &format!("dump;\n{other}\n")).unwrap_err();
+    assert_eq!(
+        err,
+        "ctl:2:1: add 10.99.0.9 10.99.0.2 esp 0x1001 -m any -r 64 -E aes-gcm-16 (key not shown): its SPI and \
+         destination are those of the SA 10.99.0.1 -> 10.99.0.2 esp SPI 0x1001 (inbound ESP is matched by SPI and \
+         destination alone) (nothing was changed)"
+    );
+    for key in ["1111111111", "2222222222", "4444444444"] {
+        assert!(!err.contains(key), "{err}");
+    }
+    let bad_len = "add 10.99.0.9 10.99.0.2 esp 0x3001 -E aes-gcm-16 0x5555555555555555555555555555555555;";
+    let err = apply_setkey(&c, "ctl", bad_len).unwrap_err();
+    assert!(err.contains("17 bytes") && !err.contains("5555555555"), "{err}");
+}
+
+/// Before: a control request stopped at the first refused statement, the ones before it
+/// applied. Now a request is one transaction.
+#[test]
+fn a_refused_statement_undoes_the_whole_request() {
+    let c = core();
+    apply_setkey(&c, "f", CONF).unwrap();
+    let before = apply_setkey(&c, "ctl", "dump;\nspddump;\n").unwrap();
+    let text = "flush;\nspdflush;\n\
+        add 10.99.0.1 10.99.0.2 esp 0x2001 -E aes-gcm-16 0x6666666666666666666666666666666666666666;\n\
+        add 10.99.0.1 10.99.0.2 esp 0x2001 -E aes-gcm-16 0x7777777777777777777777777777777777777777;\n";
+    let err = apply_setkey(&c, "ctl", text).unwrap_err();
+    assert!(err.starts_with("ctl:4:1:") && err.contains("already exists"), "{err}");
+    assert_eq!(apply_setkey(&c, "ctl", "dump;\nspddump;\n").unwrap(), before);
+    assert_eq!(last_seq(&c, 0x1001), 0);
+}
+
+/// Before: deleting an AEAD SA and adding it again with the same key started its sequence
+/// numbers, the nonces, at 1 again. Now refused, named, without the key.
+#[test]
+fn an_aead_key_is_never_installed_twice() {
+    let c = configured_after(3);
+    apply_setkey(&c, "ctl", "delete 10.99.0.1 10.99.0.2 esp 0x1001;").unwrap();
+    let err = apply_setkey(&c, "ctl", CONF.lines().nth(2).unwrap()).unwrap_err();
+    assert!(
+        err.contains("already installed in this ipsecd, by the SA 10.99.0.1 -> 10.99.0.2 esp SPI 0x1001"),
+        "{err}"
+    );
+    assert!(!err.contains("1111111111"), "{err}");
+    // Under another SPI, while the first is installed, too.
+    let twin = CONF.lines().nth(3).unwrap().replace("0x1002", "0x1003");
+    let err = apply_setkey(&c, "ctl", &twin).unwrap_err();
+    assert!(err.contains("nonce reuse"), "{err}");
+    // In one request, a delete and an add with the same key continue the SA instead.
+    let again = CONF.lines().nth(3).unwrap().replace("-m tunnel", "-m tunnel -r 256");
+    apply_setkey(&c, "ctl", &format!("delete 10.99.0.2 10.99.0.1 esp 0x1002;\n{again}")).unwrap();
 }
 
 #[test]
@@ -80,7 +143,7 @@ fn reload_keeps_unchanged_sas_with_their_sequence_numbers_and_replaces_changed_o
 
     let same = Desired::of(&parse("f", CONF).unwrap());
     let r = reload(&c, &same).unwrap();
-    assert_eq!((r.kept, r.added, r.removed, r.policies), (2, 0, 0, 1));
+    assert_eq!((r.kept, r.updated, r.added, r.removed, r.policies), (2, 0, 0, 0, 1));
     assert_eq!(last_seq(&c, 0x1001), 5, "an unchanged SA keeps its sequence number");
     c.output(packet()).unwrap();
     assert_eq!(last_seq(&c, 0x1001), 6);
@@ -92,7 +155,79 @@ fn reload_keeps_unchanged_sas_with_their_sequence_numbers_and_replaces_changed_o
     assert_eq!((r.kept, r.added, r.removed), (1, 1, 1));
     assert_eq!(last_seq(&c, 0x1001), 0);
     assert_eq!(c.databases().sad.dump(None).len(), 2);
-    assert!(stats(&c, &ipsecd::net::IoCounters::default()).contains("spi 0x1001"));
+    assert!(stats(&c, &ipsecd::net::IoCounters::default(), &Reloads::default()).contains("spi 0x1001"));
+}
+
+/// Before: a reload that changed anything but the key (`-r 128`, a lifetime) replaced the
+/// SA, whose sequence number, the AES-GCM nonce, started again at 1 under the same key.
+#[test]
+fn reload_continues_the_sequence_of_an_sa_whose_key_stayed() {
+    let c = configured_after(5);
+    let held = c.databases().sad.dump(None).into_iter().find(|sa| sa.id.spi == 0x1001).unwrap();
+    let changed = CONF.replace("0x1001 -m tunnel", "0x1001 -m tunnel -r 128 -lh 3600");
+    let r = reload(&c, &Desired::of(&parse("f", &changed).unwrap())).unwrap();
+    assert_eq!((r.kept, r.updated, r.added, r.removed), (1, 1, 0, 0));
+    let sa = c.databases().sad.dump(None).into_iter().find(|sa| sa.id.spi == 0x1001).unwrap();
+    assert_eq!((sa.spec.replay_window, sa.spec.hard.seconds), (128, Some(3600)));
+    assert_eq!(sa.last_sequence(), 5, "the sequence number goes on");
+    c.output(packet()).unwrap();
+    assert_eq!(sa.last_sequence(), 6);
+    assert_eq!(held.last_sequence(), 6, "the old version (a packet may still hold it) shares the counter");
+    assert_ne!(held.state(), ipsec_core::sad::SaState::Dead, "and is not killed under that packet");
+    assert_eq!(sa.stats().packets_out, 6, "counters go on too");
+    // The same key under another SPI is refused: the whole reload fails, nothing changes.
+    let moved = changed.replace("0x1001", "0x1005");
+    let err = reload(&c, &Desired::of(&parse("f", &moved).unwrap())).unwrap_err();
+    assert!(err.contains("0x1005") && err.contains("nonce reuse") && !err.contains("1111111111"), "{err}");
+    assert_eq!(last_seq(&c, 0x1001), 6);
+}
+
+/// Item 8: a reload with an error in the middle changes nothing; the failure is counted
+/// and shown by `ipsecctl stats` and the metrics.
+#[test]
+fn a_failed_reload_changes_nothing_and_is_counted() {
+    let dir = std::env::temp_dir().join(format!("ipsecd-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("a.conf");
+    let c = configured_after(2);
+    let reloads = Reloads::default();
+    let io = ipsecd::net::IoCounters::default();
+    let before = apply_setkey(&c, "ctl", "dump;\nspddump;\n").unwrap();
+    // Valid setkey whose fourth SA clashes with the first: the first three would have been
+    // applied before.
+    let bad = CONF.replace("spdadd", "add 10.99.0.7 10.99.0.2 esp 0x4001 -E aes-gcm-16 0x8888888888888888888888888888888888888888;\n\
+         add 10.99.0.8 10.99.0.2 esp 0x4001 -E aes-gcm-16 0x9999999999999999999999999999999999999999;\nspdadd")
+        .replace("spdadd 10.98.1.0/24 10.98.2.0/24", "spdadd 10.98.1.0/24 10.98.3.0/24");
+    std::fs::write(&path, &bad).unwrap();
+    let err = reload_file(&c, &path, &reloads).unwrap_err();
+    assert!(err.contains("0x4001") && err.contains("SPI and destination"), "{err}");
+    assert!(!err.contains("99999999"), "{err}");
+    assert_eq!(apply_setkey(&c, "ctl", "dump;\nspddump;\n").unwrap(), before, "nothing changed");
+    std::fs::write(&path, "flush;\nbogus;\n").unwrap();
+    reload_file(&c, &path, &reloads).unwrap_err();
+    let _ = std::fs::remove_file(&path);
+    reload_file(&c, &path, &reloads).unwrap_err();
+    std::fs::write(&path, CONF).unwrap();
+    let s = stats(&c, &io, &reloads);
+    assert!(
+        s.contains(
+            "reloads: 0 ok, 3 failed (read_error 1, parse_error 1, refused 1); last: FAILED (read_error)"
+        ),
+        "{s}"
+    );
+    reload_file(&c, &path, &reloads).unwrap();
+    let s = stats(&c, &io, &reloads);
+    assert!(s.contains("reloads: 1 ok, 3 failed") && s.contains("last: ok, 0 s ago:"), "{s}");
+    let m = ipsecd::service::prometheus(&c, &io, &reloads);
+    for line in [
+        "ipsecd_reloads_total{outcome=\"ok\"} 1",
+        "ipsecd_reloads_total{outcome=\"refused\"} 1",
+        "ipsecd_reloads_total{outcome=\"parse_error\"} 1",
+        "ipsecd_last_reload_failed 0",
+    ] {
+        assert!(m.contains(line), "{line}: {m}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -111,7 +246,7 @@ fn the_desired_state_plays_flush_and_delete_in_order() {
 fn metrics_give_every_counter_in_prometheus_text() {
     let c = configured_after(3);
     let io = ipsecd::net::IoCounters::default();
-    let m = ipsecd::service::prometheus(&c, &io);
+    let m = ipsecd::service::prometheus(&c, &io, &Reloads::default());
     assert!(m.contains("ipsecd_packets_total{dir=\"out\"} 3\n"), "{m}");
     assert!(
         m.contains(
