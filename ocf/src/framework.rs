@@ -17,7 +17,7 @@ use crate::error::{Error, ErrorCounters, ErrorCounts};
 use crate::params::{Mode, SessionParams};
 use crate::profile::{ProfileStats, StageProfile};
 use crate::session::{
-    Binding, DriverCounters, Reorder, Session, SessionCore, SessionCounters, SessionShared,
+    Binding, CoreReturnPath, DriverCounters, Reorder, Session, SessionCore, SessionCounters, SessionShared,
 };
 
 /// How a framework runs. `Config::default()` suits most programs.
@@ -389,7 +389,7 @@ impl Registry {
             order,
             return_queue: (id as usize) % self.workers.return_workers(),
         });
-        let ctx = SessionContext { core: core.clone() };
+        let ctx = SessionContext::new(Arc::new(CoreReturnPath(core.clone())));
         let driver_session = entry.driver.new_session(params, ctx)?;
         entry.counters.sessions_created.fetch_add(1, Ordering::Relaxed);
         Ok(Binding {

@@ -20,7 +20,7 @@ use arc_swap::{ArcSwap, Guard};
 use crate::buffer::{Borrowed, Buffer};
 use crate::completion::{Callback, Notify, RequestFuture, Waiter};
 use crate::dispatch::{give_back, Admission, FrameworkContext, Refused, Work, Workers};
-use crate::driver::{DriverSession, Hint, Processed};
+use crate::driver::{DriverSession, Hint, Processed, ReturnPath};
 use crate::error::{Error, ErrorCounters, ErrorCounts, ErrorKind};
 use crate::framework::{DriverEntry, Registry};
 use crate::params::SessionParams;
@@ -215,6 +215,23 @@ impl SessionCore {
         if self.entry.flow.unblock() {
             self.workers.dispatch().push(Work::Resume(self.entry.clone()));
         }
+    }
+}
+
+/// The framework's end of a driver's [`crate::SessionContext`]: one binding's core.
+pub(crate) struct CoreReturnPath(pub(crate) Arc<SessionCore>);
+
+impl ReturnPath for CoreReturnPath {
+    fn done(&self, outcome: Outcome) {
+        SessionCore::deliver(&self.0, outcome)
+    }
+
+    fn unblock(&self) {
+        self.0.unblock()
+    }
+
+    fn collecting(&self, f: &mut dyn FnMut()) {
+        crate::dispatch::collecting(f)
     }
 }
 
