@@ -17,7 +17,7 @@
 //! uses only the leaf types (algorithms, parameters, requests, errors), never the
 //! framework's internals. The two services a driver needs from the framework — completing
 //! a request later and unblocking — reach it through [`SessionContext`], an opaque handle
-//! whose other side ([`ReturnPath`]) the framework implements, so the dependency points
+//! whose other side (`ReturnPath`) the framework implements, so the dependency points
 //! one way: the framework knows the contract, the contract knows nothing of the framework.
 
 use std::sync::Arc;

@@ -7,17 +7,17 @@
 //! the driver. Unregistering a driver moves its sessions to the next best driver and
 //! waits, up to [`Config::drain_timeout`], for the requests it still holds.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-use crate::dispatch::{Credits, Flow, Work, Workers};
 use crate::driver::{Capabilities, Driver, Priority, SessionContext};
 use crate::error::{Error, ErrorCounters, ErrorCounts};
 use crate::params::{Mode, SessionParams};
-use crate::profile::{ProfileStats, StageProfile};
+use crate::profile::ProfileStats;
 use crate::session::{
-    Binding, CoreReturnPath, DriverCounters, Reorder, Session, SessionCore, SessionCounters, SessionShared,
+    Binding, CoreReturnPath, DriverEntry, Rebinder, Reorder, Session, SessionCore, SessionCounters,
+    SessionShared, Work, Workers,
 };
 
 /// How a framework runs. `Config::default()` suits most programs.
@@ -43,25 +43,6 @@ impl Default for Config {
             profile_every: 64,
             drain_timeout: Duration::from_secs(10),
         }
-    }
-}
-
-/// A registered driver, its accounting, flow control and profile.
-pub(crate) struct DriverEntry {
-    pub(crate) name: String,
-    pub(crate) driver: Arc<dyn Driver>,
-    pub(crate) caps: Capabilities,
-    pub(crate) counters: Arc<DriverCounters>,
-    pub(crate) flow: Flow,
-    pub(crate) credits: Arc<Credits>,
-    pub(crate) profile: StageProfile,
-    gone: AtomicBool,
-}
-
-impl DriverEntry {
-    #[inline]
-    pub(crate) fn is_gone(&self) -> bool {
-        self.gone.load(Ordering::Relaxed)
     }
 }
 
@@ -185,16 +166,7 @@ impl Framework {
             self.inner.errors.record(crate::ErrorKind::DuplicateDriver);
             return Err(Error::DuplicateDriver(name));
         }
-        drivers.push(Arc::new(DriverEntry {
-            caps: driver.capabilities(),
-            name,
-            driver,
-            counters: Arc::default(),
-            flow: Flow::default(),
-            credits: Arc::new(Credits::new(self.inner.config.max_in_flight)),
-            profile: StageProfile::default(),
-            gone: AtomicBool::new(false),
-        }));
+        drivers.push(Arc::new(DriverEntry::new(name, driver, self.inner.config.max_in_flight)));
         Ok(())
     }
 
@@ -211,7 +183,7 @@ impl Framework {
             match drivers.iter().position(|d| d.name == name) {
                 Some(i) => {
                     let entry = drivers.remove(i);
-                    entry.gone.store(true, Ordering::SeqCst);
+                    entry.mark_gone();
                     entry
                 }
                 None => {
@@ -228,7 +200,7 @@ impl Framework {
         };
         let mut old_bindings = Vec::new();
         for s in &sessions {
-            if let Some(old) = s.rebind_for_detach(&entry, &self.inner) {
+            if let Some(old) = s.rebind_for_detach(&entry, &*self.inner) {
                 old_bindings.push(old);
             }
         }
@@ -334,7 +306,7 @@ impl Framework {
             params.clone(),
             binding,
             order,
-            Arc::downgrade(&self.inner),
+            Arc::downgrade(&self.inner) as std::sync::Weak<dyn Rebinder>,
             self.inner.config.profile_every,
         ))
     }
@@ -375,7 +347,7 @@ impl Registry {
     /// Binds a session to a driver: the driver's per-session state, and where the
     /// session's requests on it are counted.
     fn bind(
-        self: &Arc<Self>,
+        &self,
         entry: &Arc<DriverEntry>,
         params: &SessionParams,
         id: u64,
@@ -399,16 +371,13 @@ impl Registry {
             synchronous: entry.caps.synchronous,
         })
     }
+}
 
+impl Rebinder for Registry {
     /// A new binding for a session whose driver is gone, on the best registered driver;
     /// `None` if there is none (or the old driver was `named_only`: its sessions asked
     /// for it by name, and no other driver does what it does).
-    pub(crate) fn rebind(
-        self: &Arc<Self>,
-        session: &Arc<SessionShared>,
-        params: &SessionParams,
-        old: &Binding,
-    ) -> Option<Binding> {
+    fn rebind(&self, session: &Arc<SessionShared>, params: &SessionParams, old: &Binding) -> Option<Binding> {
         if old.entry.caps.named_only {
             return None;
         }
