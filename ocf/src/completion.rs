@@ -1,7 +1,8 @@
 //! How a finished request reaches its submitter: three ways, one path.
 //!
 //! Every completion — synchronous or from a driver's completion context — goes through
-//! `crate::session`'s accounting and then to the request's `Notify` target:
+//! the session's accounting (`crate::session::complete`) and then to the request's
+//! `Notify` target (`crate::request`'s travel state):
 //! - a **callback** ([`Callback`]), run with the outcome;
 //! - a **blocking wait** ([`crate::Session::run`]);
 //! - a **future** ([`RequestFuture`]) for async code.
@@ -11,78 +12,27 @@
 //! touched: no allocation, no lock, no atomic. Only requests that a driver completes later
 //! use a `Waiter`, whose mutex also makes sure a result that arrives before the caller
 //! starts waiting is never missed (the paper's "done" flag).
+//!
+//! This module knows sessions only through `Admit`, which a future that waits for a
+//! flow-control credit uses to submit its request once it has one.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
-use std::task::{Context, Poll, Waker};
+use std::sync::Arc;
+use std::task::{Context, Poll};
 
-use crate::request::Outcome;
+use crate::credits::Credits;
+use crate::request::{Outcome, Request, Waiter};
 
-/// A completion callback, shared by many requests (typically one per client, like
-/// `esp_input_cb` in Fast IPsec); per-request state travels in [`crate::RequestFields::user`]
-/// or in the request's buffers.
-pub type Callback = Arc<dyn Fn(Outcome) + Send + Sync>;
+pub use crate::request::Callback;
 
-/// Where a request's outcome goes when a driver completes it asynchronously.
-#[derive(Default)]
-pub(crate) enum Notify {
-    /// The submitter receives the outcome as `process`'s return value (synchronous drivers).
-    #[default]
-    Return,
-    /// Someone blocks on, or polls, a waiter.
-    Waiter(Arc<Waiter>),
-    /// A callback runs.
-    Callback(Callback),
-}
-
-/// A one-shot slot for an outcome, with a condition variable for blocking waiters and a
-/// waker for futures.
-#[derive(Default)]
-pub(crate) struct Waiter {
-    slot: Mutex<Slot>,
-    ready: Condvar,
-}
-
-#[derive(Default)]
-struct Slot {
-    outcome: Option<Outcome>,
-    waker: Option<Waker>,
-}
-
-impl Waiter {
-    pub(crate) fn complete(&self, outcome: Outcome) {
-        let waker = {
-            let mut slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
-            slot.outcome = Some(outcome);
-            slot.waker.take()
-        };
-        self.ready.notify_all();
-        if let Some(w) = waker {
-            w.wake();
-        }
-    }
-
-    pub(crate) fn wait(&self) -> Outcome {
-        let mut slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
-        loop {
-            if let Some(o) = slot.outcome.take() {
-                return o;
-            }
-            slot = self.ready.wait(slot).unwrap_or_else(PoisonError::into_inner);
-        }
-    }
-
-    fn poll(&self, cx: &mut Context<'_>) -> Poll<Outcome> {
-        let mut slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
-        match slot.outcome.take() {
-            Some(o) => Poll::Ready(o),
-            None => {
-                slot.waker = Some(cx.waker().clone());
-                Poll::Pending
-            }
-        }
-    }
+/// How a future whose driver's queues were full gets its request in (implemented by the
+/// session).
+pub(crate) trait Admit: Send + Sync {
+    /// The credits the future waits on.
+    fn credits(&self) -> Arc<Credits>;
+    /// Submits the request, which now holds a credit.
+    fn start_with_credit(self: Arc<Self>, req: Request, credit: Arc<Credits>) -> RequestFuture;
 }
 
 /// The future of a submitted request ([`crate::Session::submit_async`]).
@@ -95,7 +45,7 @@ enum FutureState {
     Ready(Option<Outcome>),
     Waiting(Arc<Waiter>),
     /// The driver's queues were full: waiting for a flow-control credit, then submitting.
-    Admitting(crate::Session, Option<crate::Request>),
+    Admitting(Arc<dyn Admit>, Option<Request>),
 }
 
 impl RequestFuture {
@@ -107,7 +57,7 @@ impl RequestFuture {
         RequestFuture { state: FutureState::Waiting(w) }
     }
 
-    pub(crate) fn admitting(session: crate::Session, req: crate::Request) -> RequestFuture {
+    pub(crate) fn admitting(session: Arc<dyn Admit>, req: Request) -> RequestFuture {
         RequestFuture { state: FutureState::Admitting(session, Some(req)) }
     }
 }
@@ -130,7 +80,7 @@ impl Future for RequestFuture {
                     Poll::Pending => Poll::Pending,
                     Poll::Ready(credit) => match req.take() {
                         Some(req) => {
-                            let next = session.start_with_credit(req, credit);
+                            let next = session.clone().start_with_credit(req, credit);
                             self.state = next.state;
                             self.poll(cx)
                         }

@@ -12,6 +12,13 @@
 //!
 //! Parameters reaching a driver were validated by [`crate::SessionParams::validate`], and
 //! requests by the session's request rules: a driver re-checks nothing.
+//!
+//! This file is the whole contract between ocf and a driver, and a leaf of the crate: it
+//! uses only the leaf types (algorithms, parameters, requests, errors), never the
+//! framework's internals. The two services a driver needs from the framework — completing
+//! a request later and unblocking — reach it through [`SessionContext`], an opaque handle
+//! whose other side (`ReturnPath`) the framework implements, so the dependency points
+//! one way: the framework knows the contract, the contract knows nothing of the framework.
 
 use std::sync::Arc;
 
@@ -19,7 +26,6 @@ use crate::alg::{CipherAlg, DigestAlg, MacAlg};
 use crate::error::Error;
 use crate::params::{Mode, SessionParams};
 use crate::request::{Outcome, Request};
-use crate::session::SessionCore;
 
 /// How good a driver is for a session. Higher wins; ties go to the driver with fewer
 /// sessions.
@@ -137,18 +143,35 @@ pub trait DriverSession: Send + Sync {
     fn process(&self, req: Request, hint: Hint) -> Processed;
 }
 
+/// The framework's side of a [`SessionContext`]: where a session's requests go back to.
+/// Implemented by the framework (one per binding of a session to a driver); a driver never
+/// sees it, only the handle.
+pub(crate) trait ReturnPath: Send + Sync {
+    /// Completes a request that `process` answered with [`Processed::Pending`].
+    fn done(&self, outcome: Outcome);
+    /// The driver has room again after answering [`Processed::Busy`].
+    fn unblock(&self);
+    /// Runs `f` with completions for return workers collected and handed over together
+    /// afterwards (also if `f` panics).
+    fn collecting(&self, f: &mut dyn FnMut());
+}
+
 /// Given to a driver with each new session: the way back into the framework for requests
 /// completed asynchronously (FreeBSD's `crypto_done`).
 #[derive(Clone)]
 pub struct SessionContext {
-    pub(crate) core: Arc<SessionCore>,
+    path: Arc<dyn ReturnPath>,
 }
 
 impl SessionContext {
+    pub(crate) fn new(path: Arc<dyn ReturnPath>) -> SessionContext {
+        SessionContext { path }
+    }
+
     /// Completes a request that `process` answered with [`Processed::Pending`]: accounts it
     /// and delivers it to its callback, waiter or future.
     pub fn done(&self, outcome: Outcome) {
-        SessionCore::deliver(&self.core, outcome)
+        self.path.done(outcome)
     }
 
     /// Completes many requests at once — an interrupt that reports several finished
@@ -159,12 +182,14 @@ impl SessionContext {
     /// If an immediate callback panics, the rest of the batch is still delivered, and then
     /// the (first) panic continues on this thread, as it would from `done`.
     pub fn done_batch(items: impl IntoIterator<Item = (SessionContext, Outcome)>) {
+        let mut items = items.into_iter().peekable();
+        // Collection is per thread, so any of the batch's contexts can open it.
+        let Some(path) = items.peek().map(|(ctx, _)| ctx.path.clone()) else { return };
         let mut panicked = None;
-        crate::dispatch::collecting(|| {
-            for (ctx, outcome) in items {
-                let delivered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    SessionCore::deliver(&ctx.core, outcome)
-                }));
+        path.collecting(&mut || {
+            for (ctx, outcome) in items.by_ref() {
+                let delivered =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ctx.path.done(outcome)));
                 if let Err(p) = delivered {
                     panicked.get_or_insert(p);
                 }
@@ -180,6 +205,6 @@ impl SessionContext {
     /// framework then resumes handing it the requests it queued meanwhile. A driver that
     /// returns Busy must call this once it has room; extra calls are harmless.
     pub fn unblock(&self) {
-        self.core.unblock()
+        self.path.unblock()
     }
 }

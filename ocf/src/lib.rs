@@ -43,10 +43,33 @@
 //! assert_eq!(req.buf.to_vec(), b"hello");
 //! assert_eq!(session.stats().ops, 1);
 //! ```
+//!
+//! ## Layering
+//!
+//! Modules depend only downwards; nothing imports a module above it (no cycles):
+//!
+//! ```text
+//!  framework                  the registry, session creation, unregistering, statistics
+//!      │
+//!  session                    the request path: submit, return, ordered completion,
+//!      │                      binding and rebinding, counters, the workers' jobs
+//!      ├────────────┬─────────────┐
+//!  completion    dispatch      driver     futures, callbacks │ threads, queues, held
+//!      │            │             │       queues (generic)   │ the driver contract
+//!      ▼            ▼             ▼
+//!  request, credits, profile, buffer, params, error, alg     the leaf types
+//! ```
+//!
+//! The driver contract reaches back into the framework only through the handle it defines
+//! ([`SessionContext`], whose other side the session implements); the session reaches the
+//! registry only through a trait it defines (`Rebinder`, implemented by the framework); and
+//! a request's travel state (`request::trip`) lives with the request because the two are
+//! mutually recursive.
 
 pub mod alg;
 pub mod buffer;
 pub mod completion;
+mod credits;
 mod dispatch;
 pub mod driver;
 pub mod error;

@@ -23,9 +23,13 @@ use std::fmt;
 use std::ops::{Deref, DerefMut, Range};
 
 use crate::buffer::Buffer;
-use crate::dispatch::Trip;
 use crate::error::Error;
 use crate::params::{Mode, SessionParams};
+
+mod trip;
+
+pub use trip::Callback;
+pub(crate) use trip::{Notify, Trip, Waiter};
 
 /// The longest tag, MAC or digest (SHA-512).
 pub const MAX_TAG_LEN: usize = 64;

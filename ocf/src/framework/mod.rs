@@ -6,19 +6,26 @@
 //! (simple load spreading, as FreeBSD's crypto_select_driver does); a caller may also name
 //! the driver. Unregistering a driver moves its sessions to the next best driver and
 //! waits, up to [`Config::drain_timeout`], for the requests it still holds.
+//!
+//! This file holds the public API ([`Framework`], [`Config`]); `registry` chooses and binds
+//! drivers (and rebinds sessions for `crate::session`), `stats` holds the statistics types.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-use crate::dispatch::{Credits, Flow, Work, Workers};
-use crate::driver::{Capabilities, Driver, Priority, SessionContext};
-use crate::error::{Error, ErrorCounters, ErrorCounts};
-use crate::params::{Mode, SessionParams};
-use crate::profile::{ProfileStats, StageProfile};
-use crate::session::{
-    Binding, DriverCounters, Reorder, Session, SessionCore, SessionCounters, SessionShared,
-};
+use crate::driver::{Driver, Priority};
+use crate::error::{Error, ErrorCounters};
+use crate::params::SessionParams;
+use crate::profile::ProfileStats;
+use crate::session::{DriverEntry, Rebinder, Reorder, Session, SessionShared, Work, Workers};
+
+mod registry;
+mod stats;
+
+use registry::{best_driver, unsupported, Registry};
+use stats::driver_stats;
+pub use stats::{DriverInfo, DriverStats, FlowStats, FrameworkStats};
 
 /// How a framework runs. `Config::default()` suits most programs.
 #[derive(Clone, Debug)]
@@ -46,25 +53,6 @@ impl Default for Config {
     }
 }
 
-/// A registered driver, its accounting, flow control and profile.
-pub(crate) struct DriverEntry {
-    pub(crate) name: String,
-    pub(crate) driver: Arc<dyn Driver>,
-    pub(crate) caps: Capabilities,
-    pub(crate) counters: Arc<DriverCounters>,
-    pub(crate) flow: Flow,
-    pub(crate) credits: Arc<Credits>,
-    pub(crate) profile: StageProfile,
-    gone: AtomicBool,
-}
-
-impl DriverEntry {
-    #[inline]
-    pub(crate) fn is_gone(&self) -> bool {
-        self.gone.load(Ordering::Relaxed)
-    }
-}
-
 /// An ocf instance. Cheap to clone (shared). Most programs make one.
 #[derive(Clone)]
 pub struct Framework {
@@ -74,84 +62,6 @@ pub struct Framework {
 impl Default for Framework {
     fn default() -> Framework {
         Framework::with_config(Config::default())
-    }
-}
-
-pub(crate) struct Registry {
-    drivers: RwLock<Vec<Arc<DriverEntry>>>,
-    /// Errors that happen before a driver is involved (bad parameters, no driver).
-    errors: ErrorCounters,
-    next_session_id: AtomicU64,
-    config: Config,
-    workers: Arc<Workers>,
-}
-
-/// A driver as listed by [`Framework::drivers`].
-#[derive(Clone, Debug)]
-pub struct DriverInfo {
-    pub name: String,
-    pub capabilities: Capabilities,
-    pub sessions: usize,
-}
-
-/// Statistics of one driver.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct DriverStats {
-    pub name: String,
-    /// Sessions alive now.
-    pub sessions: usize,
-    /// Sessions ever created (including sessions moved here from a detached driver).
-    pub sessions_created: u64,
-    /// Requests completed successfully (live and freed sessions).
-    pub ops: u64,
-    pub bytes: u64,
-    /// Every error charged to this driver or its sessions, by cause.
-    pub errors: ErrorCounts,
-    /// Flow control.
-    pub flow: FlowStats,
-}
-
-/// A driver's flow-control counters (the paper's restarts and blocked periods).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FlowStats {
-    /// Requests the driver refused as Busy and the framework queued to offer again.
-    pub restarts: u64,
-    /// Times the driver went from accepting to blocked.
-    pub blocked_periods: u64,
-    /// Requests waiting for the driver to unblock now, and at most.
-    pub held: usize,
-    pub held_high_water: usize,
-    /// Requests in flight now (queued, in the driver, or awaiting their callback), at
-    /// most, and the limit.
-    pub in_flight: usize,
-    pub in_flight_high_water: usize,
-    pub max_in_flight: usize,
-    /// Times a submitter waited for room (the limit was reached).
-    pub submit_waits: u64,
-    /// Times a framework thread went past the limit rather than wait (see `dispatch`).
-    pub overcommits: u64,
-}
-
-/// Statistics of the whole framework.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FrameworkStats {
-    /// Errors that happened before any driver was involved.
-    pub errors: ErrorCounts,
-    pub drivers: Vec<DriverStats>,
-    /// The most requests ever waiting for the dispatch worker.
-    pub dispatch_queue_high_water: usize,
-    /// The most completions ever waiting for one return worker.
-    pub return_queue_high_water: usize,
-}
-
-impl FrameworkStats {
-    /// All errors: framework-level plus every driver's.
-    pub fn total_errors(&self) -> ErrorCounts {
-        let mut e = self.errors;
-        for d in &self.drivers {
-            e.add(&d.errors);
-        }
-        e
     }
 }
 
@@ -185,16 +95,7 @@ impl Framework {
             self.inner.errors.record(crate::ErrorKind::DuplicateDriver);
             return Err(Error::DuplicateDriver(name));
         }
-        drivers.push(Arc::new(DriverEntry {
-            caps: driver.capabilities(),
-            name,
-            driver,
-            counters: Arc::default(),
-            flow: Flow::default(),
-            credits: Arc::new(Credits::new(self.inner.config.max_in_flight)),
-            profile: StageProfile::default(),
-            gone: AtomicBool::new(false),
-        }));
+        drivers.push(Arc::new(DriverEntry::new(name, driver, self.inner.config.max_in_flight)));
         Ok(())
     }
 
@@ -211,7 +112,7 @@ impl Framework {
             match drivers.iter().position(|d| d.name == name) {
                 Some(i) => {
                     let entry = drivers.remove(i);
-                    entry.gone.store(true, Ordering::SeqCst);
+                    entry.mark_gone();
                     entry
                 }
                 None => {
@@ -228,7 +129,7 @@ impl Framework {
         };
         let mut old_bindings = Vec::new();
         for s in &sessions {
-            if let Some(old) = s.rebind_for_detach(&entry, &self.inner) {
+            if let Some(old) = s.rebind_for_detach(&entry, &*self.inner) {
                 old_bindings.push(old);
             }
         }
@@ -334,7 +235,7 @@ impl Framework {
             params.clone(),
             binding,
             order,
-            Arc::downgrade(&self.inner),
+            Arc::downgrade(&self.inner) as std::sync::Weak<dyn Rebinder>,
             self.inner.config.profile_every,
         ))
     }
@@ -368,132 +269,5 @@ impl Framework {
 
     fn read_drivers(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<DriverEntry>>> {
         self.inner.drivers.read().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-impl Registry {
-    /// Binds a session to a driver: the driver's per-session state, and where the
-    /// session's requests on it are counted.
-    fn bind(
-        self: &Arc<Self>,
-        entry: &Arc<DriverEntry>,
-        params: &SessionParams,
-        id: u64,
-        order: Option<Arc<Reorder>>,
-    ) -> Result<Binding, Error> {
-        let counters = Arc::new(SessionCounters::default());
-        let core = Arc::new(SessionCore {
-            counters,
-            entry: entry.clone(),
-            workers: self.workers.clone(),
-            order,
-            return_queue: (id as usize) % self.workers.return_workers(),
-        });
-        let ctx = SessionContext { core: core.clone() };
-        let driver_session = entry.driver.new_session(params, ctx)?;
-        entry.counters.sessions_created.fetch_add(1, Ordering::Relaxed);
-        Ok(Binding {
-            entry: entry.clone(),
-            core,
-            driver_session: Some(driver_session),
-            synchronous: entry.caps.synchronous,
-        })
-    }
-
-    /// A new binding for a session whose driver is gone, on the best registered driver;
-    /// `None` if there is none (or the old driver was `named_only`: its sessions asked
-    /// for it by name, and no other driver does what it does).
-    pub(crate) fn rebind(
-        self: &Arc<Self>,
-        session: &Arc<SessionShared>,
-        params: &SessionParams,
-        old: &Binding,
-    ) -> Option<Binding> {
-        if old.entry.caps.named_only {
-            return None;
-        }
-        loop {
-            let entry = {
-                let drivers = self.drivers.read().unwrap_or_else(PoisonError::into_inner);
-                best_driver(&drivers, params).ok()?.0.clone()
-            };
-            match self.bind(&entry, params, session.id(), session.order()) {
-                Ok(b) => {
-                    entry.counters.add_live(b.core.counters.clone(), session);
-                    session.add_history(b.core.counters.clone());
-                    return Some(b);
-                }
-                // That driver would not take it after all; count it there and try without it
-                // only if it was unregistered meanwhile, else give up.
-                Err(e) => {
-                    entry.counters.errors.record(e.kind());
-                    if !entry.is_gone() {
-                        return None;
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn best_driver<'a>(
-    drivers: &'a [Arc<DriverEntry>],
-    params: &SessionParams,
-) -> Result<(&'a Arc<DriverEntry>, Priority), Error> {
-    if drivers.is_empty() {
-        return Err(Error::NoDriver);
-    }
-    drivers
-        .iter()
-        .filter(|d| !d.caps.named_only && d.caps.covers(params))
-        .filter_map(|d| d.driver.probe_session(params).map(|p| (d, p)))
-        // Highest priority; among equals, the fewest live sessions; among those, the
-        // earliest registered (max_by_key keeps the last maximum, hence the reversed index).
-        .enumerate()
-        .max_by_key(|(i, (d, p))| (*p, std::cmp::Reverse(d.counters.live_sessions()), std::cmp::Reverse(*i)))
-        .map(|(_, dp)| dp)
-        .ok_or_else(|| unsupported(params))
-}
-
-fn unsupported(params: &SessionParams) -> Error {
-    if params.multipart {
-        return Error::BadPart("no registered driver takes multi-part messages for this session's algorithm");
-    }
-    match &params.mode {
-        Mode::Cipher { alg, .. } | Mode::Aead { alg, .. } => Error::UnsupportedCipher(*alg),
-        Mode::Digest { alg } => Error::UnsupportedDigest(*alg),
-        Mode::Mac { alg, .. } => Error::UnsupportedMac(*alg),
-        Mode::CipherThenMac { cipher, .. } => Error::UnsupportedCipher(*cipher),
-    }
-}
-
-fn driver_stats(d: &DriverEntry) -> DriverStats {
-    let c = &d.counters;
-    let live = c.live.lock().unwrap_or_else(PoisonError::into_inner);
-    let (mut ops, mut bytes) =
-        (c.retired_ops.load(Ordering::Relaxed), c.retired_bytes.load(Ordering::Relaxed));
-    for l in live.iter() {
-        ops += l.counters.ops.load(Ordering::Relaxed);
-        bytes += l.counters.bytes.load(Ordering::Relaxed);
-    }
-    let f = &d.flow;
-    DriverStats {
-        name: d.name.clone(),
-        sessions: live.iter().filter(|l| l.bound).count(),
-        sessions_created: c.sessions_created.load(Ordering::Relaxed),
-        ops,
-        bytes,
-        errors: c.errors.snapshot(),
-        flow: FlowStats {
-            restarts: f.restarts.load(Ordering::Relaxed),
-            blocked_periods: f.blocked_periods.load(Ordering::Relaxed),
-            held: f.held_now(),
-            held_high_water: f.held_high_water.load(Ordering::Relaxed),
-            in_flight: d.credits.in_flight(),
-            in_flight_high_water: d.credits.high_water(),
-            max_in_flight: d.credits.limit(),
-            submit_waits: d.credits.waits.load(Ordering::Relaxed),
-            overcommits: d.credits.overcommits.load(Ordering::Relaxed),
-        },
     }
 }

@@ -1,0 +1,93 @@
+//! What the framework keeps in a request while it travels ([`Trip`]), and where its
+//! outcome goes ([`Notify`]: back up the stack, a [`Waiter`], or a [`Callback`]).
+//!
+//! Part of the request module because the types are mutually recursive: a request carries
+//! its completion target, and the target takes the request's outcome. The credit it may
+//! hold is flow control's (`crate::credits`); the stamps are the profiler's.
+
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
+
+use crate::credits::Credits;
+use crate::profile::Stamps;
+use crate::request::Outcome;
+
+/// What the framework keeps in a request while it travels.
+#[derive(Default)]
+pub(crate) struct Trip {
+    /// Where the outcome goes.
+    pub(crate) notify: Notify,
+    /// The flow-control credit this request holds, if it can wait in a queue.
+    pub(crate) credit: Option<Arc<Credits>>,
+    /// Submit order, for sessions with ordered completion.
+    pub(crate) seq: u64,
+    /// Whether this request is one of the profiled samples, and its timestamps.
+    pub(crate) profiled: bool,
+    pub(crate) stamps: Stamps,
+}
+
+/// A completion callback, shared by many requests (typically one per client, like
+/// `esp_input_cb` in Fast IPsec); per-request state travels in [`crate::RequestFields::user`]
+/// or in the request's buffers.
+pub type Callback = Arc<dyn Fn(Outcome) + Send + Sync>;
+
+/// Where a request's outcome goes when a driver completes it asynchronously.
+#[derive(Default)]
+pub(crate) enum Notify {
+    /// The submitter receives the outcome as `process`'s return value (synchronous drivers).
+    #[default]
+    Return,
+    /// Someone blocks on, or polls, a waiter.
+    Waiter(Arc<Waiter>),
+    /// A callback runs.
+    Callback(Callback),
+}
+
+/// A one-shot slot for an outcome, with a condition variable for blocking waiters and a
+/// waker for futures.
+#[derive(Default)]
+pub(crate) struct Waiter {
+    slot: Mutex<Slot>,
+    ready: Condvar,
+}
+
+#[derive(Default)]
+struct Slot {
+    outcome: Option<Outcome>,
+    waker: Option<Waker>,
+}
+
+impl Waiter {
+    pub(crate) fn complete(&self, outcome: Outcome) {
+        let waker = {
+            let mut slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+            slot.outcome = Some(outcome);
+            slot.waker.take()
+        };
+        self.ready.notify_all();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    pub(crate) fn wait(&self) -> Outcome {
+        let mut slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(o) = slot.outcome.take() {
+                return o;
+            }
+            slot = self.ready.wait(slot).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    pub(crate) fn poll(&self, cx: &mut Context<'_>) -> Poll<Outcome> {
+        let mut slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        match slot.outcome.take() {
+            Some(o) => Poll::Ready(o),
+            None => {
+                slot.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}

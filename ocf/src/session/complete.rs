@@ -1,0 +1,184 @@
+//! The return path: every finished request comes through [`SessionCore::complete`]
+//! (FreeBSD's `crypto_done`) — counted, stamped, and handed to its waiter or callback, or
+//! straight back to the submitter on the direct path. [`SessionCore`] is what a binding's
+//! requests need on their way back; [`CoreReturnPath`] is the framework's end of a
+//! driver's [`crate::SessionContext`].
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
+
+use crate::completion::Callback;
+use crate::credits::{give_back, CreditGuard, FrameworkContext};
+use crate::driver::ReturnPath;
+use crate::error::ErrorKind;
+use crate::profile;
+use crate::request::{Flags, Notify, Outcome, Request};
+
+use super::binding::DriverEntry;
+use super::counters::SessionCounters;
+use super::jobs::{collecting, to_return_worker, Completion, Work, Workers};
+use super::reorder::Reorder;
+
+/// What a binding's requests need on their way back, shared with the driver through its
+/// [`crate::SessionContext`]: where to count, how to deliver, where to profile.
+pub(crate) struct SessionCore {
+    pub(crate) counters: Arc<SessionCounters>,
+    pub(crate) entry: Arc<DriverEntry>,
+    pub(crate) workers: Arc<Workers>,
+    pub(crate) order: Option<Arc<Reorder>>,
+    /// This session's return worker: one per session keeps its callbacks in order and on
+    /// one thread's cache.
+    pub(crate) return_queue: usize,
+}
+
+impl Drop for SessionCore {
+    /// The binding's last request is finished (its driver session and every request that
+    /// went through it hold this core): its counts become the driver's retired totals,
+    /// under the lock that readers of driver statistics take, so they never count them
+    /// twice or not at all.
+    fn drop(&mut self) {
+        let d = &self.entry.counters;
+        let mut live = d.live.lock().unwrap_or_else(PoisonError::into_inner);
+        d.retired_ops.fetch_add(self.counters.ops.load(Ordering::Relaxed), Ordering::Relaxed);
+        d.retired_bytes.fetch_add(self.counters.bytes.load(Ordering::Relaxed), Ordering::Relaxed);
+        live.retain(|l| !Arc::ptr_eq(&l.counters, &self.counters));
+    }
+}
+
+impl SessionCore {
+    #[inline]
+    fn account(&self, outcome: &Outcome) {
+        match outcome {
+            Ok(req) => {
+                self.counters.ops.fetch_add(1, Ordering::Relaxed);
+                self.counters.bytes.fetch_add(req.payload_range().len() as u64, Ordering::Relaxed);
+            }
+            Err(f) => self.count_error(f.error().kind()),
+        }
+    }
+
+    pub(crate) fn count_error(&self, kind: ErrorKind) {
+        self.counters.errors.record(kind);
+        self.entry.counters.errors.record(kind);
+    }
+
+    /// Every finished request comes through here (FreeBSD's `crypto_done`): it is counted,
+    /// stamped, and sent to its target. Returns the outcome if the submitter takes it
+    /// straight back (synchronous driver, direct path).
+    #[inline]
+    pub(crate) fn complete(this: &Arc<SessionCore>, mut outcome: Outcome) -> Option<Outcome> {
+        this.account(&outcome);
+        let trip = request_mut(&mut outcome).trip_mut();
+        if trip.profiled {
+            trip.stamps.done = profile::now();
+        }
+        if matches!(trip.notify, Notify::Return) {
+            return Some(outcome);
+        }
+        match &this.order {
+            Some(order) => {
+                let seq = trip.seq;
+                order.release(this, seq, outcome)
+            }
+            None => SessionCore::release(this, outcome),
+        }
+        None
+    }
+
+    /// Hands a finished request to its waiter or callback (in order, for ordered sessions).
+    pub(super) fn release(this: &Arc<SessionCore>, mut outcome: Outcome) {
+        let req = request_mut(&mut outcome);
+        let immediate = req.flags.contains(Flags::CALLBACK_IMMEDIATE);
+        let trip = req.trip_mut();
+        match std::mem::take(&mut trip.notify) {
+            Notify::Waiter(w) => {
+                let credit = trip.credit.take();
+                if trip.profiled {
+                    this.entry.profile.record_request(&trip.stamps, 0);
+                }
+                w.complete(outcome);
+                give_back(credit);
+            }
+            Notify::Callback(cb) if immediate => SessionCore::run_callback(this, &cb, outcome),
+            Notify::Callback(cb) => {
+                trip.notify = Notify::Callback(cb);
+                let core = this.clone();
+                let c = Completion { core, outcome };
+                to_return_worker(&this.workers, this.return_queue, c);
+            }
+            // A driver that declared itself synchronous completed a request later: nobody
+            // is waiting for it. Count the driver's fault; the request is dropped here.
+            Notify::Return => {
+                give_back(trip.credit.take());
+                this.count_error(ErrorKind::DriverFailure)
+            }
+        }
+    }
+
+    /// Runs a callback here and now, profiling it and returning the request's credit.
+    #[inline]
+    pub(super) fn run_callback(this: &SessionCore, cb: &Callback, mut outcome: Outcome) {
+        let trip = request_mut(&mut outcome).trip_mut();
+        let _credit = CreditGuard(trip.credit.take());
+        let stamps = if trip.profiled {
+            trip.stamps.callback = profile::now();
+            Some(trip.stamps)
+        } else {
+            None
+        };
+        cb(outcome);
+        if let Some(stamps) = stamps {
+            this.entry.profile.record_request(&stamps, profile::now());
+        }
+    }
+
+    /// A return worker runs a queued callback.
+    pub(crate) fn run_queued_callback(this: &Arc<SessionCore>, mut outcome: Outcome) {
+        match std::mem::take(&mut request_mut(&mut outcome).trip_mut().notify) {
+            Notify::Callback(cb) => SessionCore::run_callback(this, &cb, outcome),
+            // Only callbacks are queued.
+            _ => give_back(request_mut(&mut outcome).trip_mut().credit.take()),
+        }
+    }
+
+    /// The asynchronous completion path: a driver's `SessionContext::done`.
+    pub(crate) fn deliver(this: &Arc<SessionCore>, outcome: Outcome) {
+        let _ctx = FrameworkContext::enter();
+        if let Some(mut o) = SessionCore::complete(this, outcome) {
+            // A synchronous driver completed a request later: nobody waits for it.
+            give_back(request_mut(&mut o).trip_mut().credit.take());
+            this.count_error(ErrorKind::DriverFailure);
+        }
+    }
+
+    /// The driver has room again after a Busy (FreeBSD's `crypto_unblock`).
+    pub(crate) fn unblock(&self) {
+        if self.entry.flow.unblock() {
+            self.workers.dispatch().push(Work::Resume(self.entry.clone()));
+        }
+    }
+}
+
+/// The framework's end of a driver's [`crate::SessionContext`]: one binding's core.
+pub(crate) struct CoreReturnPath(pub(crate) Arc<SessionCore>);
+
+impl ReturnPath for CoreReturnPath {
+    fn done(&self, outcome: Outcome) {
+        SessionCore::deliver(&self.0, outcome)
+    }
+
+    fn unblock(&self) {
+        self.0.unblock()
+    }
+
+    fn collecting(&self, f: &mut dyn FnMut()) {
+        collecting(f)
+    }
+}
+
+pub(super) fn request_mut(outcome: &mut Outcome) -> &mut Request {
+    match outcome {
+        Ok(r) => r,
+        Err(f) => &mut f.request,
+    }
+}

@@ -1,0 +1,252 @@
+//! Sessions: a validated set of parameters bound to a driver, and the request path.
+//!
+//! A [`Session`] is the client's handle; this file holds it and its public API. The rest,
+//! one concern per file:
+//! - `submit`: the submit path, from `run`/`submit` to the driver's `process` (the direct
+//!   path is there);
+//! - `complete`: the return path, where every finished request is counted and delivered;
+//! - `reorder`: ordered completion for `ordered()` sessions;
+//! - `binding`: a session's tie to one driver, and rebinding when the driver goes away;
+//! - `counters`: per-session and per-driver counters, and [`SessionStats`];
+//! - `jobs`: what the framework's dispatch and return workers do (`crate::dispatch` holds
+//!   the threads and queues, which know nothing of sessions).
+//!
+//! A session is *bound* to one driver at a time. When its driver is unregistered, the
+//! session is rebound to the next best driver, from its own copy of its parameters and
+//! keys, and its requests go on there.
+
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use arc_swap::ArcSwap;
+
+use crate::buffer::{Borrowed, Buffer};
+use crate::completion::{Admit, Callback, RequestFuture};
+use crate::credits::{Admission, Credits};
+use crate::error::{Error, ErrorKind};
+use crate::params::SessionParams;
+use crate::request::{Failed, Flags, Outcome, Request, RequestRules};
+
+mod binding;
+mod complete;
+mod counters;
+mod jobs;
+mod reorder;
+mod submit;
+
+pub(crate) use binding::{Binding, DriverEntry, Rebinder};
+pub(crate) use complete::{CoreReturnPath, SessionCore};
+pub(crate) use counters::SessionCounters;
+pub use counters::SessionStats;
+pub(crate) use jobs::{Work, Workers};
+pub(crate) use reorder::Reorder;
+
+use complete::request_mut;
+use submit::{Started, Target};
+
+/// A crypto session: parameters bound to a driver. Cheap to clone (shared), usable from
+/// many threads at once. Freed — and its keys wiped, in ocf and in the driver — when the
+/// last clone is dropped.
+#[derive(Clone)]
+pub struct Session {
+    shared: Arc<SessionShared>,
+}
+
+pub(crate) struct SessionShared {
+    id: u64,
+    /// The session's own copy of its parameters and keys (wiped on drop), from which it
+    /// is rebound when its driver goes away.
+    params: SessionParams,
+    rules: RequestRules,
+    binding: ArcSwap<Binding>,
+    /// The counters of every binding this session has had (one per driver it was on).
+    history: Mutex<Vec<Arc<SessionCounters>>>,
+    order: Option<Arc<Reorder>>,
+    registry: Weak<dyn Rebinder>,
+    /// Serializes rebinding.
+    rebinding: Mutex<()>,
+    /// Profile one request in this many (0: off).
+    profile_every: u32,
+}
+
+impl Session {
+    pub(crate) fn new(
+        id: u64,
+        params: SessionParams,
+        binding: Binding,
+        order: Option<Arc<Reorder>>,
+        registry: Weak<dyn Rebinder>,
+        profile_every: u32,
+    ) -> Session {
+        let rules = RequestRules::new(&params);
+        let entry = binding.entry.clone();
+        let counters = binding.core.counters.clone();
+        let shared = Arc::new(SessionShared {
+            id,
+            params,
+            rules,
+            binding: ArcSwap::from_pointee(binding),
+            history: Mutex::new(vec![counters.clone()]),
+            order,
+            registry,
+            rebinding: Mutex::new(()),
+            profile_every,
+        });
+        entry.counters.add_live(counters, &shared);
+        Session { shared }
+    }
+
+    /// Processes a request and waits for its outcome (a blocking wait; with a synchronous
+    /// driver it returns without ever blocking).
+    pub fn run(&self, req: Request) -> Outcome {
+        match self.shared.start(req, Target::Wait, Admission::Block) {
+            Started::Now(o) => o,
+            Started::Later(Some(w)) => w.wait(),
+            // A wait target always gets a waiter, and Block never gives up.
+            Started::Later(None) | Started::WouldBlock(_) => unreachable!("blocking wait without a waiter"),
+        }
+    }
+
+    /// Processes `data` in place as the request's buffer, without copying it into the
+    /// request (see [`crate::buffer::Borrowed`]): for callers whose bytes live in memory
+    /// they do not own as a `Vec`, such as the OpenSSL provider working on the application's
+    /// buffer. Waits like [`Session::run`]; the request comes back with an empty buffer.
+    ///
+    /// # Safety
+    /// Every driver that can serve this session keeps the driver contract (`crate::driver`):
+    /// a request it takes comes back through `process`'s answer or exactly one
+    /// `SessionContext::done`, with its buffer, and the driver keeps no part of the buffer
+    /// afterwards (a synchronous driver never answers `Pending`). ocf's own drivers do. The
+    /// framework then hands the request back before this call returns, so the lent pointer
+    /// never outlives `data`'s borrow.
+    pub unsafe fn run_in(&self, mut req: Request, data: &mut [u8]) -> Outcome {
+        req.buf = Buffer::Borrowed(Borrowed::new(data));
+        let mut outcome = self.run(req);
+        // The loan ends here: nothing of `data` stays in the request.
+        request_mut(&mut outcome).buf = Buffer::default();
+        outcome
+    }
+
+    /// Processes a request; `callback` gets the outcome — on a return worker, or in the
+    /// driver's completion context if the request has [`Flags::CALLBACK_IMMEDIATE`] (for a
+    /// synchronous driver that is this thread, before `submit` returns). With
+    /// [`Flags::BATCH`] the request is queued for the dispatch worker. If the driver's
+    /// queues are full, waits for room.
+    pub fn submit(&self, req: Request, callback: &Callback) {
+        match self.shared.start(req, Target::Call(callback), Admission::Block) {
+            Started::Now(o) => self.shared.callback_now(callback, o),
+            Started::Later(_) => {}
+            Started::WouldBlock(_) => unreachable!("blocking submit gave up"),
+        }
+    }
+
+    /// Like [`Session::submit`], but when the driver finishes the request before this call
+    /// returns (a synchronous driver such as `soft`, with [`Flags::CALLBACK_IMMEDIATE`]),
+    /// the outcome comes back here instead of through `callback`: the caller finishes its
+    /// work with the state it already holds, with no indirect call and no finding that
+    /// state again (the IPsec core's packet path; measured there). `None`: the request
+    /// went on asynchronously, and `callback` gets the outcome as with `submit`.
+    pub fn submit_or_finish(&self, req: Request, callback: &Callback) -> Option<Outcome> {
+        match self.shared.start(req, Target::Call(callback), Admission::Block) {
+            Started::Now(o) => Some(self.shared.returned_now(o)),
+            Started::Later(_) => None,
+            Started::WouldBlock(_) => unreachable!("blocking submit gave up"),
+        }
+    }
+
+    /// Like [`Session::submit`], but if the driver's queues are full the request comes
+    /// straight back as [`Error::WouldBlock`] (counted), untouched, instead of waiting.
+    pub fn try_submit(&self, req: Request, callback: &Callback) -> Result<(), Failed> {
+        match self.shared.start(req, Target::Call(callback), Admission::Try) {
+            Started::Now(o) => {
+                self.shared.callback_now(callback, o);
+                Ok(())
+            }
+            Started::Later(_) => Ok(()),
+            Started::WouldBlock(req) => {
+                let b = self.shared.binding.load();
+                b.core.count_error(ErrorKind::WouldBlock);
+                Err(Failed::new(Error::WouldBlock, req))
+            }
+        }
+    }
+
+    /// Queues many requests for the dispatch worker in one call (each is marked
+    /// [`Flags::BATCH`]); the driver receives them with the hint that more follow.
+    /// `callback` gets each outcome, as with [`Session::submit`].
+    pub fn submit_batch(&self, reqs: impl IntoIterator<Item = Request>, callback: &Callback) {
+        let s = &self.shared;
+        let b = s.binding.load();
+        let mut queued = Vec::new();
+        for mut req in reqs {
+            req.flags = req.flags | Flags::BATCH;
+            match s.prepare(&b, req, Target::Call(callback), Admission::Block) {
+                Ok((req, _)) => queued.push(Work::Request(s.clone(), req)),
+                Err(Started::Now(o)) => s.callback_now(callback, o),
+                Err(_) => {}
+            }
+        }
+        if !queued.is_empty() {
+            b.core.workers.dispatch().push_all(queued);
+        }
+    }
+
+    /// Processes a request; the future resolves to its outcome. If the driver's queues
+    /// are full, the future waits for room.
+    pub fn submit_async(&self, req: Request) -> RequestFuture {
+        match self.shared.start(req, Target::Wait, Admission::Try) {
+            Started::Now(o) => RequestFuture::ready(o),
+            Started::Later(Some(w)) => RequestFuture::waiting(w),
+            Started::Later(None) => unreachable!("wait target without a waiter"),
+            Started::WouldBlock(req) => RequestFuture::admitting(self.shared.clone(), req),
+        }
+    }
+
+    /// This session's counters (over every driver it was bound to).
+    pub fn stats(&self) -> SessionStats {
+        let mut s = SessionStats::default();
+        for c in self.shared.history.lock().unwrap_or_else(PoisonError::into_inner).iter() {
+            let c = c.snapshot();
+            s.ops += c.ops;
+            s.bytes += c.bytes;
+            s.errors.add(&c.errors);
+        }
+        s
+    }
+
+    /// The name of the driver serving this session now.
+    pub fn driver_name(&self) -> String {
+        self.shared.binding.load().entry.name.clone()
+    }
+
+    /// The session's parameters.
+    pub fn params(&self) -> &SessionParams {
+        &self.shared.params
+    }
+
+    /// A framework-unique session id.
+    pub fn id(&self) -> u64 {
+        self.shared.id
+    }
+}
+
+impl Admit for SessionShared {
+    fn credits(&self) -> Arc<Credits> {
+        self.binding.load().entry.credits.clone()
+    }
+
+    /// A future's second try, once it holds a credit.
+    fn start_with_credit(self: Arc<Self>, mut req: Request, credit: Arc<Credits>) -> RequestFuture {
+        req.trip_mut().credit = Some(credit);
+        Session { shared: self }.submit_async(req)
+    }
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.shared.id)
+            .field("driver", &self.shared.binding.load().entry.name)
+            .field("mode", &self.shared.params.mode.name())
+            .finish()
+    }
+}
