@@ -306,7 +306,7 @@ fn reload(opts: &Options, core: &Ipsec, routes: &Mutex<Routing>, reloads: &confi
         tracing::info!("SIGHUP: no config file to re-read");
         return;
     };
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     match config::reload_file(core, path, reloads) {
         Ok(r) => {
             routes.lock().unwrap_or_else(|e| e.into_inner()).sync(core);
