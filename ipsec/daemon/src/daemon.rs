@@ -2,7 +2,6 @@
 //! signals (SIGTERM stops cleanly, SIGHUP re-reads the config), and the tick that applies
 //! SA lifetimes (every 200 ms, with the signal check).
 
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -259,11 +258,8 @@ fn serve_metrics(
     ctl: Arc<Counters>,
     counters: Arc<Counters>,
 ) {
-    let busy = |mut conn: std::net::TcpStream| {
-        let _ = conn.set_nonblocking(true);
-        let _ = conn
-            .write_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-    };
+    let busy =
+        || b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec();
     let c = counters.clone();
     serve::accept(
         listener.incoming(),
