@@ -282,9 +282,9 @@ fn serve_metrics(
                 + &ctl.prometheus("control")
                 + &c.prometheus("metrics");
             let reply = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
             match serve::write_by(&mut conn, reply.as_bytes(), Instant::now() + METRICS_REPLY) {
                 Ok(()) => c.count_answered(),
                 Err(serve::WriteError::Deadline(_)) => c.count(Refused::ReplyDeadline),
