@@ -191,12 +191,16 @@ struct ReloadLog {
 type ReloadOutcome = Result<String, (ReloadError, String)>;
 
 impl Reloads {
-    fn record(&self, outcome: &Result<Reloaded, (ReloadError, String)>, summary: impl FnOnce() -> String) {
+    fn record(
+        &self,
+        outcome: &Result<Reloaded, (ReloadError, String)>,
+        summary: impl FnOnce(&Reloaded) -> String,
+    ) {
         let mut l = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let last = match outcome {
-            Ok(_) => {
+            Ok(r) => {
                 l.ok += 1;
-                Ok(summary())
+                Ok(summary(r))
             }
             Err((why, msg)) => {
                 l.failed[*why as usize] += 1;
@@ -252,9 +256,7 @@ pub fn reload_file(core: &Ipsec, path: &std::path::Path, reloads: &Reloads) -> R
         .map_err(|e| (ReloadError::Read, format!("{origin}: {e}")))
         .and_then(|t| parse(&origin, &t).map_err(|e| (ReloadError::Parse, e)))
         .and_then(|reqs| reload(core, &Desired::of(&reqs)).map_err(|e| (ReloadError::Refused, e)));
-    reloads.record(&outcome, || {
-        format!("{origin}: {}", outcome.as_ref().map(|r| r.to_string()).unwrap_or_default())
-    });
+    reloads.record(&outcome, |r| format!("{origin}: {r}"));
     outcome.map_err(|(_, e)| e)
 }
 

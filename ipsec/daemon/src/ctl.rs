@@ -60,8 +60,9 @@ pub const WORKING: &str = "working\n";
 /// The default socket path.
 pub const DEFAULT_SOCKET: &str = "/run/ipsecd.sock";
 
-/// What [`Request::decode`] says of a connection that sent nothing (such as the probe a
-/// starting daemon makes to see whether another one is serving the socket).
+/// What [`Request::decode`] says of no bytes at all. (The daemon never gets that far with
+/// a connection that sent nothing, such as the probe a starting daemon makes to see whether
+/// another one is serving the socket: its server closes such a connection unanswered.)
 pub const EMPTY: &str = "empty request";
 
 /// A request.

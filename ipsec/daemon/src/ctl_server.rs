@@ -101,21 +101,19 @@ impl<H: Handler> Server<H> {
             "ipsecd-ctl-conn",
             self.limits.clients,
             &self.counters,
-            |conn| self.refuse_busy(conn),
+            || self.busy(),
             move |conn| server.connection(conn),
         );
     }
 
-    /// Tells a connection over the bound so, without waiting on it: the reply fits the
-    /// empty socket buffer of a new connection.
-    fn refuse_busy(&self, mut conn: UnixStream) {
+    /// What a connection over the bound is told ([`serve::accept`] sends it).
+    fn busy(&self) -> Vec<u8> {
         let msg = format!(
             "ipsecd is serving {} control connections already (the most it serves at once); try again",
             self.limits.clients
         );
         tracing::warn!("control: {msg}");
-        let _ = conn.set_nonblocking(true);
-        let _ = conn.write_all(&ctl::encode_reply(&Err(msg)));
+        ctl::encode_reply(&Err(msg))
     }
 
     fn connection(&self, mut conn: UnixStream) {

@@ -2,7 +2,6 @@
 //! signals (SIGTERM stops cleanly, SIGHUP re-reads the config), and the tick that applies
 //! SA lifetimes (every 200 ms, with the signal check).
 
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -259,11 +258,8 @@ fn serve_metrics(
     ctl: Arc<Counters>,
     counters: Arc<Counters>,
 ) {
-    let busy = |mut conn: std::net::TcpStream| {
-        let _ = conn.set_nonblocking(true);
-        let _ = conn
-            .write_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-    };
+    let busy =
+        || b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec();
     let c = counters.clone();
     serve::accept(
         listener.incoming(),
@@ -286,9 +282,9 @@ fn serve_metrics(
                 + &ctl.prometheus("control")
                 + &c.prometheus("metrics");
             let reply = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
             match serve::write_by(&mut conn, reply.as_bytes(), Instant::now() + METRICS_REPLY) {
                 Ok(()) => c.count_answered(),
                 Err(serve::WriteError::Deadline(_)) => c.count(Refused::ReplyDeadline),
@@ -306,7 +302,7 @@ fn reload(opts: &Options, core: &Ipsec, routes: &Mutex<Routing>, reloads: &confi
         tracing::info!("SIGHUP: no config file to re-read");
         return;
     };
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     match config::reload_file(core, path, reloads) {
         Ok(r) => {
             routes.lock().unwrap_or_else(|e| e.into_inner()).sync(core);

@@ -2,7 +2,7 @@
 //! ([`crate::ctl_server`]) and the metrics endpoint ([`crate::daemon`]) both use it.
 //!
 //! ```text
-//!  accept thread ── more than `bound` open? ── `busy(conn)` at once, on the accept thread
+//!  accept thread ── more than `bound` open? ── told `busy()` at once, on the accept thread
 //!     │ a thread per connection (a Slot while it lives)
 //!     ▼
 //!  read_by(deadline, max)  ── the whole request by one deadline, however it trickles in
@@ -152,24 +152,26 @@ impl Drop for Slot {
 }
 
 /// Accepts connections for ever, each served by `serve` on a thread of its own named
-/// `name`; with `bound` already open, a new one goes to `busy` on the accept thread (which
-/// must not wait on it) and is counted.
+/// `name`; with `bound` already open, a new one is counted and told `busy()` on the accept
+/// thread, without waiting on it (the reply fits the empty socket buffer of a new
+/// connection), then closed.
 pub fn accept<C: Conn>(
     incoming: impl Iterator<Item = io::Result<C>>,
     name: &str,
     bound: usize,
     counters: &Counters,
-    busy: impl Fn(C),
+    busy: impl Fn() -> Vec<u8>,
     serve: impl Fn(C) + Send + Sync + 'static,
 ) {
     let open = Arc::new(AtomicUsize::new(0));
     let serve = Arc::new(serve);
     for conn in incoming {
-        let Ok(conn) = conn else { continue };
+        let Ok(mut conn) = conn else { continue };
         if open.fetch_add(1, Ordering::AcqRel) >= bound {
             open.fetch_sub(1, Ordering::AcqRel);
             counters.count(Refused::Busy);
-            busy(conn);
+            let _ = conn.set_nonblocking(true);
+            let _ = conn.write_all(&busy());
             continue;
         }
         let (slot, serve) = (Slot(open.clone()), serve.clone());
