@@ -196,7 +196,7 @@ impl Table {
         self.order.insert(p.id, p.clone());
         self.refresh_few();
         let Some((v6, smask, dmask)) = shape(&sel) else { return Ok(()) };
-        let at = match self.groups.iter().position(|g| g.v6 == v6 && g.smask == smask && g.dmask == dmask) {
+        let at = match self.group(v6, smask, dmask) {
             Some(i) => i,
             None => {
                 // Its policies are all newer than every other group's oldest: it goes last.
@@ -216,8 +216,7 @@ impl Table {
         let p = self.order.remove(&id).ok_or(SpdError::NotFound)?;
         self.refresh_few();
         let Some((v6, smask, dmask)) = shape(sel) else { return Ok(p) };
-        if let Some(at) = self.groups.iter().position(|g| g.v6 == v6 && g.smask == smask && g.dmask == dmask)
-        {
+        if let Some(at) = self.group(v6, smask, dmask) {
             let g = &mut self.groups[at];
             let key = g.key(sel.src.addr, sel.dst.addr);
             if let Some(bucket) = g.buckets.get_mut(&key) {
@@ -232,6 +231,11 @@ impl Table {
             }
         }
         Ok(p)
+    }
+
+    /// The index of the group of this shape, if there is one.
+    fn group(&self, v6: bool, smask: u128, dmask: u128) -> Option<usize> {
+        self.groups.iter().position(|g| g.v6 == v6 && g.smask == smask && g.dmask == dmask)
     }
 
     fn refresh_few(&mut self) {
