@@ -77,6 +77,13 @@ pub fn guard<R>(what: &'static str, fail: R, raise: impl FnOnce(&str), body: imp
     }
 }
 
+/// A `gettable`/`settable` callback's answer: the static `list`, guarded like every other
+/// callback (nothing can panic but the injected test panic, which gives NULL).
+#[inline(always)]
+pub fn static_list(what: &'static str, list: &'static [crate::abi::Param]) -> *const crate::abi::Param {
+    guard(what, std::ptr::null(), crate::raise_loaded, || list.as_ptr())
+}
+
 /// A context OpenSSL holds for the provider (a cipher, digest or MAC context).
 pub trait Context {
     /// The provider that made it, where its errors go.

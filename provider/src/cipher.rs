@@ -1004,21 +1004,17 @@ static SETTABLE_CTX: [Param; 9] = [
 /// The parameter lists: static, nothing read from OpenSSL's arguments (safe functions,
 /// guarded all the same).
 extern "C" fn gettable_params(_provctx: *mut c_void) -> *const Param {
-    boundary::guard("cipher_gettable_params", std::ptr::null(), crate::raise_loaded, || GETTABLE.as_ptr())
+    boundary::static_list("cipher_gettable_params", &GETTABLE)
 }
 
 /// A static list: nothing read from OpenSSL's arguments.
 extern "C" fn gettable_ctx_params(_ctx: *mut c_void, _provctx: *mut c_void) -> *const Param {
-    boundary::guard("cipher_gettable_ctx_params", std::ptr::null(), crate::raise_loaded, || {
-        GETTABLE_CTX.as_ptr()
-    })
+    boundary::static_list("cipher_gettable_ctx_params", &GETTABLE_CTX)
 }
 
 /// A static list: nothing read from OpenSSL's arguments.
 extern "C" fn settable_ctx_params(_ctx: *mut c_void, _provctx: *mut c_void) -> *const Param {
-    boundary::guard("cipher_settable_ctx_params", std::ptr::null(), crate::raise_loaded, || {
-        SETTABLE_CTX.as_ptr()
-    })
+    boundary::static_list("cipher_settable_ctx_params", &SETTABLE_CTX)
 }
 
 type InitFn = unsafe extern "C" fn(*mut c_void, *const u8, usize, *const u8, usize, *const Param) -> c_int;

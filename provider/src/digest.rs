@@ -284,9 +284,7 @@ static DIGEST_GETTABLE: [Param; 5] = [
 /// A static list: nothing read from OpenSSL's arguments (a safe function, guarded all the
 /// same).
 extern "C" fn digest_gettable_params(_provctx: *mut c_void) -> *const Param {
-    boundary::guard("digest_gettable_params", std::ptr::null(), crate::raise_loaded, || {
-        DIGEST_GETTABLE.as_ptr()
-    })
+    boundary::static_list("digest_gettable_params", &DIGEST_GETTABLE)
 }
 
 const fn digest_table<const I: usize>() -> [Dispatch; 9] {
@@ -471,16 +469,12 @@ static MAC_SETTABLE_CTX: [Param; 3] = [
 /// Static lists: nothing read from OpenSSL's arguments (safe functions, guarded all the
 /// same).
 extern "C" fn mac_gettable_ctx_params(_ctx: *mut c_void, _provctx: *mut c_void) -> *const Param {
-    boundary::guard("mac_gettable_ctx_params", std::ptr::null(), crate::raise_loaded, || {
-        MAC_GETTABLE_CTX.as_ptr()
-    })
+    boundary::static_list("mac_gettable_ctx_params", &MAC_GETTABLE_CTX)
 }
 
 /// A static list: nothing read from OpenSSL's arguments.
 extern "C" fn mac_settable_ctx_params(_ctx: *mut c_void, _provctx: *mut c_void) -> *const Param {
-    boundary::guard("mac_settable_ctx_params", std::ptr::null(), crate::raise_loaded, || {
-        MAC_SETTABLE_CTX.as_ptr()
-    })
+    boundary::static_list("mac_settable_ctx_params", &MAC_SETTABLE_CTX)
 }
 
 static HMAC_TABLE: [Dispatch; 11] = [

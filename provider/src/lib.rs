@@ -359,7 +359,7 @@ static GETTABLE: [Param; 5] = [
 /// # Safety
 /// Nothing to promise: the provider context is not read.
 unsafe extern "C" fn gettable_params(_provctx: *mut c_void) -> *const Param {
-    boundary::guard("provider_gettable_params", std::ptr::null(), raise_loaded, || GETTABLE.as_ptr())
+    boundary::static_list("provider_gettable_params", &GETTABLE)
 }
 
 const NAME: &CStr = c"ocf";
