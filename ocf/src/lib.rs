@@ -77,6 +77,7 @@ pub mod framework;
 pub mod params;
 pub mod profile;
 pub mod request;
+pub mod routing;
 pub mod session;
 
 pub use alg::{CipherAlg, DigestAlg, MacAlg};
@@ -91,4 +92,5 @@ pub use request::{
     Aad, Failed, Flags, InlineAad, Op, Outcome, Part, PartState, Request, RequestFields, TagPlace, Views,
     MAX_IV_LEN, MAX_TAG_LEN,
 };
+pub use routing::{DriverRouting, ModelEstimate, Policy, RoutingStats, SizeClass};
 pub use session::{Session, SessionStats};

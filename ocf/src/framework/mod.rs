@@ -18,6 +18,7 @@ use crate::driver::{Driver, Priority};
 use crate::error::{Error, ErrorCounters};
 use crate::params::SessionParams;
 use crate::profile::ProfileStats;
+use crate::routing::{DriverRouting, Policy, RoutingStats};
 use crate::session::{DriverEntry, Rebinder, Reorder, Session, SessionShared, Work, Workers};
 
 mod registry;
@@ -40,6 +41,9 @@ pub struct Config {
     pub profile_every: u32,
     /// How long `unregister` waits for a driver's requests to drain. Default 10 s.
     pub drain_timeout: Duration,
+    /// How each session's requests are spread over the drivers that can serve it.
+    /// Default: [`Policy::CostModel`].
+    pub policy: Policy,
 }
 
 impl Default for Config {
@@ -49,6 +53,7 @@ impl Default for Config {
             max_in_flight: 4096,
             profile_every: 64,
             drain_timeout: Duration::from_secs(10),
+            policy: Policy::default(),
         }
     }
 }
@@ -259,6 +264,24 @@ impl Framework {
             drivers: self.read_drivers().iter().map(|d| driver_stats(d)).collect(),
             dispatch_queue_high_water: self.inner.workers.dispatch_high_water(),
             return_queue_high_water: self.inner.workers.return_high_water(),
+        }
+    }
+
+    /// What routing did and believes: per driver, the requests routed to it by size class
+    /// and the cost model's estimates (see `crate::routing`).
+    pub fn routing(&self) -> RoutingStats {
+        RoutingStats {
+            policy: self.inner.config.policy,
+            drivers: self
+                .read_drivers()
+                .iter()
+                .map(|d| DriverRouting {
+                    driver: d.name.clone(),
+                    in_flight: d.credits.in_flight(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
         }
     }
 
