@@ -19,7 +19,9 @@ use crate::error::{Error, ErrorCounters};
 use crate::params::SessionParams;
 use crate::profile::ProfileStats;
 use crate::routing::{DriverRouting, Policy, RoutingStats};
-use crate::session::{DriverEntry, Pin, Registrar, Reorder, Route, Routes, Session, SessionShared, Work, Workers};
+use crate::session::{
+    DriverEntry, Pin, Registrar, Reorder, Route, Routes, Session, SessionShared, Work, Workers,
+};
 
 mod registry;
 mod stats;
@@ -233,7 +235,8 @@ impl Framework {
                 }
                 None => {
                     let ranked = best_drivers(&drivers, params).map_err(|e| (e, None))?;
-                    let mut entries: Vec<Arc<DriverEntry>> = ranked.into_iter().map(|(d, _)| d.clone()).collect();
+                    let mut entries: Vec<Arc<DriverEntry>> =
+                        ranked.into_iter().map(|(d, _)| d.clone()).collect();
                     // A multi-part message must stay on one driver: such sessions keep one.
                     if !self.inner.config.policy.per_request() || params.multipart {
                         entries.truncate(1);
@@ -299,7 +302,7 @@ impl Framework {
                 let r = &d.routing;
                 DriverRouting {
                     driver: d.name.clone(),
-                    routed: d.counters.routed(),
+                    routed: d.counters.ops_by_class(),
                     explored: r.explored.load(Ordering::Relaxed),
                     skipped_blocked: r.skipped_blocked.load(Ordering::Relaxed),
                     skipped_unhealthy: r.skipped_unhealthy.load(Ordering::Relaxed),
@@ -312,8 +315,12 @@ impl Framework {
         let timed = shared.timed_decisions.load(Ordering::Relaxed);
         RoutingStats {
             policy: self.inner.config.policy,
-            decisions: drivers.iter().map(|d| d.routed_total()).sum(),
-            decision_ns: if timed == 0 { 0.0 } else { shared.decision_ns.load(Ordering::Relaxed) as f64 / timed as f64 },
+            decisions: timed,
+            decision_ns: if timed == 0 {
+                0.0
+            } else {
+                shared.decision_ns.load(Ordering::Relaxed) as f64 / timed as f64
+            },
             drivers,
         }
     }

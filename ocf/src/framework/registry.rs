@@ -6,12 +6,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use crate::driver::{Priority, SessionContext};
+use crate::error::ErrorKind;
 use crate::error::{Error, ErrorCounters};
 use crate::params::{Mode, SessionParams};
-use crate::error::ErrorKind;
 use crate::routing::model::ModelTable;
 use crate::routing::{Policy, RoutingShared};
-use crate::session::{Binding, CoreReturnPath, DriverEntry, Registrar, Reorder, SessionCore, SessionCounters, Workers};
+use crate::session::{
+    Binding, CoreReturnPath, DriverEntry, Registrar, Reorder, SessionCore, SessionCounters, Workers,
+};
 
 use super::Config;
 
@@ -56,6 +58,7 @@ impl Registrar for Registry {
             order,
             return_queue: (id as usize) % self.workers.return_workers(),
             model,
+            session: Default::default(),
         });
         let ctx = SessionContext::new(Arc::new(CoreReturnPath(core.clone())));
         let driver_session = entry.driver.new_session(params, ctx)?;
@@ -77,7 +80,10 @@ impl Registrar for Registry {
 /// The drivers that can serve `params`, best first: highest priority; among equals, the
 /// fewest live sessions; among those, the earliest registered. `named_only` drivers are
 /// never among them.
-fn ranked<'a>(drivers: &'a [Arc<DriverEntry>], params: &SessionParams) -> Vec<(&'a Arc<DriverEntry>, Priority)> {
+fn ranked<'a>(
+    drivers: &'a [Arc<DriverEntry>],
+    params: &SessionParams,
+) -> Vec<(&'a Arc<DriverEntry>, Priority)> {
     let mut v: Vec<(usize, (&Arc<DriverEntry>, Priority), usize)> = drivers
         .iter()
         .filter(|d| !d.caps.named_only && d.caps.covers(params) && !d.is_gone())

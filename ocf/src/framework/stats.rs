@@ -6,7 +6,7 @@ use std::sync::PoisonError;
 
 use crate::driver::Capabilities;
 use crate::error::ErrorCounts;
-use crate::session::DriverEntry;
+use crate::session::{sum, DriverEntry};
 
 /// A driver as listed by [`crate::Framework::drivers`].
 #[derive(Clone, Debug)]
@@ -80,10 +80,9 @@ impl FrameworkStats {
 pub(super) fn driver_stats(d: &DriverEntry) -> DriverStats {
     let c = &d.counters;
     let live = c.live.lock().unwrap_or_else(PoisonError::into_inner);
-    let (mut ops, mut bytes) =
-        (c.retired_ops.load(Ordering::Relaxed), c.retired_bytes.load(Ordering::Relaxed));
+    let (mut ops, mut bytes) = (sum(&c.retired_ops), c.retired_bytes.load(Ordering::Relaxed));
     for l in live.iter() {
-        ops += l.counters.ops.load(Ordering::Relaxed);
+        ops += sum(&l.counters.ops);
         bytes += l.counters.bytes.load(Ordering::Relaxed);
     }
     let f = &d.flow;

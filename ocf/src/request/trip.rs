@@ -46,6 +46,8 @@ pub(crate) struct RouteTrip {
     pub(crate) in_backlog: bool,
     /// It is counted in the driver's active requests.
     pub(crate) active: bool,
+    /// It failed on a driver's fault once and was offered to another driver.
+    pub(crate) redone: bool,
 }
 
 /// A completion callback, shared by many requests (typically one per client, like

@@ -9,8 +9,11 @@
 //! which is what `setup + bytes / rate` is), or, with no neighbour, scales the class's time
 //! as `setup + per-byte` would with the setup share unknown: not at all.
 //!
-//! Averages move faster down than up: a time well below the estimate is news (a device
-//! recovered, a faster path started), a time above it is often one preempted thread. Cells
+//! A cell's first [`WARM_UP`] samples count by their least (a driver's first requests pay
+//! for cold caches and threads that are not yet waiting). After that, averages move faster
+//! down than up, and a sample counts as at most four times the
+//! estimate: a time well below the estimate is news (a device recovered, a faster path
+//! started), a time far above it is often one preempted thread. Cells
 //! are updated with plain loads and stores, not compare-and-swap: two samples racing lose one
 //! of them, which an average can afford, and no request ever waits for another.
 
@@ -23,6 +26,9 @@ use super::{ModelEstimate, SizeClass, SIZE_CLASSES};
 /// One request in this many per thread is timed for the model (requests on drivers that
 /// complete later are always timed: their cost dwarfs two clock readings).
 pub const SAMPLE_EVERY: u32 = 16;
+
+/// The first this-many samples of a cell are its warm-up: their least is the estimate.
+pub(crate) const WARM_UP: u64 = 4;
 
 /// Fixed-point scale of the stored averages (1/16 ns, 1/16 byte).
 const FIX: f64 = 16.0;
@@ -75,8 +81,16 @@ impl Cell {
         let old = self.time.load(Ordering::Relaxed);
         let (time, len) = if old == 0 || n == 0 {
             (sample, size)
+        } else if n < WARM_UP {
+            // The first requests on a driver pay for cold caches, page faults, a thread
+            // that is not yet waiting: the least of them is the estimate.
+            (sample.min(old), (self.len.load(Ordering::Relaxed) + size) / 2)
         } else {
-            // Down by a quarter of the gap, up by an eighth (see the module docs).
+            // Down by a quarter of the gap, up by an eighth, and a sample counts as at most
+            // four times the estimate: one preempted thread must not teach the model that
+            // the CPU takes milliseconds, while a driver that really got slower is followed
+            // within a few samples (see the module docs).
+            let sample = sample.min(old.saturating_mul(4));
             let shift = if sample < old { 2 } else { 3 };
             let old_len = self.len.load(Ordering::Relaxed);
             (ewma(old, sample, shift), ewma(old_len, size, 3))

@@ -5,14 +5,15 @@
 //! driver's [`crate::SessionContext`].
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, OnceLock, PoisonError, Weak};
 
 use crate::completion::Callback;
 use crate::credits::{give_back, CreditGuard, FrameworkContext};
 use crate::driver::ReturnPath;
+use crate::error::Error;
 use crate::error::ErrorKind;
 use crate::profile;
-use crate::request::{Flags, Notify, Outcome, Request};
+use crate::request::{Failed, Flags, Notify, Outcome, Request, RouteTrip};
 use crate::routing::model::ModelTable;
 use crate::routing::SizeClass;
 
@@ -20,6 +21,7 @@ use super::binding::DriverEntry;
 use super::counters::SessionCounters;
 use super::jobs::{collecting, to_return_worker, Completion, Work, Workers};
 use super::reorder::Reorder;
+use super::SessionShared;
 
 /// What a binding's requests need on their way back, shared with the driver through its
 /// [`crate::SessionContext`]: where to count, how to deliver, where to profile.
@@ -33,6 +35,8 @@ pub(crate) struct SessionCore {
     pub(crate) return_queue: usize,
     /// The driver's cost model for this session's algorithm, which routed requests teach.
     pub(crate) model: Arc<ModelTable>,
+    /// The session, for redoing a request its driver failed (set once it exists).
+    pub(crate) session: OnceLock<Weak<SessionShared>>,
 }
 
 impl Drop for SessionCore {
@@ -43,10 +47,9 @@ impl Drop for SessionCore {
     fn drop(&mut self) {
         let d = &self.entry.counters;
         let mut live = d.live.lock().unwrap_or_else(PoisonError::into_inner);
-        d.retired_ops.fetch_add(self.counters.ops.load(Ordering::Relaxed), Ordering::Relaxed);
         d.retired_bytes.fetch_add(self.counters.bytes.load(Ordering::Relaxed), Ordering::Relaxed);
-        for (retired, routed) in d.retired_routed.iter().zip(&self.counters.routed) {
-            retired.fetch_add(routed.load(Ordering::Relaxed), Ordering::Relaxed);
+        for (retired, ops) in d.retired_ops.iter().zip(&self.counters.ops) {
+            retired.fetch_add(ops.load(Ordering::Relaxed), Ordering::Relaxed);
         }
         live.retain(|l| !Arc::ptr_eq(&l.counters, &self.counters));
     }
@@ -57,8 +60,9 @@ impl SessionCore {
     fn account(&self, outcome: &Outcome) {
         match outcome {
             Ok(req) => {
-                self.counters.ops.fetch_add(1, Ordering::Relaxed);
-                self.counters.bytes.fetch_add(req.payload_range().len() as u64, Ordering::Relaxed);
+                let len = req.payload_range().len();
+                self.counters.ops[SizeClass::of(len).index()].fetch_add(1, Ordering::Relaxed);
+                self.counters.bytes.fetch_add(len as u64, Ordering::Relaxed);
             }
             Err(f) => self.count_error(f.error().kind()),
         }
@@ -76,7 +80,13 @@ impl SessionCore {
     pub(crate) fn complete(this: &Arc<SessionCore>, mut outcome: Outcome) -> Option<Outcome> {
         this.account(&outcome);
         if request_mut(&mut outcome).trip().route.decided {
-            this.routed_back(&mut outcome);
+            let route = this.routed_back(&mut outcome);
+            if !route.redone && failed_by_driver(&outcome) {
+                match this.redo(outcome) {
+                    Ok(()) => return None,
+                    Err(o) => outcome = o,
+                }
+            }
         }
         let trip = request_mut(&mut outcome).trip_mut();
         if trip.profiled {
@@ -97,8 +107,8 @@ impl SessionCore {
 
     /// A routed request is back: its cost leaves the driver's backlog, its time (if it was
     /// timed) teaches the model, and the driver's health follows its outcome.
-    fn routed_back(&self, outcome: &mut Outcome) {
-        let failed = matches!(outcome, Err(f) if f.error().kind() == ErrorKind::DriverFailure);
+    fn routed_back(&self, outcome: &mut Outcome) -> RouteTrip {
+        let failed = failed_by_driver(outcome);
         let req = request_mut(outcome);
         let (op, len) = (req.op, req.payload_range().len());
         let route = std::mem::take(&mut req.trip_mut().route);
@@ -113,7 +123,7 @@ impl SessionCore {
             if failed {
                 state.failing.store(true, Ordering::Relaxed);
             }
-            return;
+            return route;
         }
         let now = profile::now();
         state.completed(now, failed);
@@ -124,6 +134,38 @@ impl SessionCore {
             let own = took.saturating_sub(route.wait_ns).max(took / 4);
             self.model.cell(op, SizeClass::of(len)).learn(own, len);
         }
+        route
+    }
+
+    /// A routed request that its driver failed by a fault of its own (handed back
+    /// unprocessed, as the driver contract says) goes once to the driver the policy picks
+    /// now — the failing one is left out — through the dispatch worker. The failure stays
+    /// counted at the driver that failed. `Err`: no other driver, or the outcome goes
+    /// straight back to its submitter (nobody else could deliver a second outcome).
+    fn redo(&self, outcome: Outcome) -> Result<(), Outcome> {
+        let Some(session) = self.session.get().and_then(Weak::upgrade) else { return Err(outcome) };
+        let mut req = match outcome {
+            Err(f) if !matches!(f.request.trip().notify, Notify::Return) => f.request,
+            other => return Err(other),
+        };
+        let routes = session.routes();
+        let Some((b, pick)) = session.choose(&routes, req.op, req.payload_range().len()) else {
+            return Err(Err(Failed::new(Error::DriverFailure(REDO_NOWHERE), req)));
+        };
+        if Arc::ptr_eq(&b.entry, &self.entry) {
+            return Err(Err(Failed::new(Error::DriverFailure(REDO_NOWHERE), req)));
+        }
+        req.trip_mut().route = RouteTrip {
+            decided: true,
+            timed: pick.timed,
+            cost_ns: pick.cost_ns,
+            redone: true,
+            ..RouteTrip::default()
+        };
+        let binding = b.clone();
+        drop(routes);
+        binding.core.workers.dispatch().push(Work::Request(session, binding.clone(), req));
+        Ok(())
     }
 
     /// Hands a finished request to its waiter or callback (in order, for ordered sessions).
@@ -216,6 +258,14 @@ impl ReturnPath for CoreReturnPath {
     fn collecting(&self, f: &mut dyn FnMut()) {
         collecting(f)
     }
+}
+
+/// What a request failed by its driver's fault says when no other driver could redo it.
+const REDO_NOWHERE: &str = "the driver failed and no other driver could take the request";
+
+/// The outcome is a failure the driver owns (not the caller's input, not a verification).
+fn failed_by_driver(outcome: &Outcome) -> bool {
+    matches!(outcome, Err(f) if f.error().kind() == ErrorKind::DriverFailure)
 }
 
 pub(super) fn request_mut(outcome: &mut Outcome) -> &mut Request {

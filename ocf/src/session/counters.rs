@@ -14,17 +14,16 @@ use super::SessionShared;
 /// Counters of one session on one driver.
 #[derive(Default)]
 pub(crate) struct SessionCounters {
-    pub(crate) ops: AtomicU64,
+    /// Requests completed successfully, per payload size class (what routing reports).
+    pub(crate) ops: [AtomicU64; SIZE_CLASSES],
     pub(crate) bytes: AtomicU64,
     pub(crate) errors: ErrorCounters,
-    /// Requests a routing decision sent to this driver, per size class.
-    pub(crate) routed: [AtomicU64; SIZE_CLASSES],
 }
 
 impl SessionCounters {
     pub(crate) fn snapshot(&self) -> SessionStats {
         SessionStats {
-            ops: self.ops.load(Ordering::Relaxed),
+            ops: sum(&self.ops),
             bytes: self.bytes.load(Ordering::Relaxed),
             errors: self.errors.snapshot(),
         }
@@ -46,9 +45,8 @@ pub(crate) struct LiveSession {
 #[derive(Default)]
 pub(crate) struct DriverCounters {
     pub(crate) errors: ErrorCounters,
-    pub(crate) retired_ops: AtomicU64,
+    pub(crate) retired_ops: [AtomicU64; SIZE_CLASSES],
     pub(crate) retired_bytes: AtomicU64,
-    pub(crate) retired_routed: [AtomicU64; SIZE_CLASSES],
     pub(crate) sessions_created: AtomicU64,
     pub(crate) live: Mutex<Vec<LiveSession>>,
 }
@@ -60,13 +58,13 @@ impl DriverCounters {
         self.live.lock().unwrap_or_else(PoisonError::into_inner).push(live);
     }
 
-    /// Requests routed here per size class, by sessions gone and alive.
-    pub(crate) fn routed(&self) -> [u64; SIZE_CLASSES] {
+    /// Requests completed here per size class, by sessions gone and alive.
+    pub(crate) fn ops_by_class(&self) -> [u64; SIZE_CLASSES] {
         let live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
         let mut out = [0; SIZE_CLASSES];
         for (c, o) in out.iter_mut().enumerate() {
-            *o = self.retired_routed[c].load(Ordering::Relaxed)
-                + live.iter().map(|l| l.counters.routed[c].load(Ordering::Relaxed)).sum::<u64>();
+            *o = self.retired_ops[c].load(Ordering::Relaxed)
+                + live.iter().map(|l| l.counters.ops[c].load(Ordering::Relaxed)).sum::<u64>();
         }
         out
     }
@@ -85,4 +83,9 @@ pub struct SessionStats {
     pub bytes: u64,
     /// Every failed request or submission, by cause.
     pub errors: ErrorCounts,
+}
+
+/// The sum of per-class counters.
+pub(crate) fn sum(counters: &[AtomicU64; SIZE_CLASSES]) -> u64 {
+    counters.iter().map(|c| c.load(Ordering::Relaxed)).sum()
 }

@@ -58,7 +58,8 @@ impl Jobs for SessionJobs {
                             Some(Work::Request(_, next, _)) => SessionShared::same_driver(&binding, next),
                             _ => false,
                         };
-                        if !survived(|| SessionShared::dispatch_queued(&session, &binding, req, more, false)) {
+                        if !survived(|| SessionShared::dispatch_queued(&session, &binding, req, more, false))
+                        {
                             binding.core.count_error(ErrorKind::CallbackPanicked);
                         }
                     }

@@ -42,8 +42,8 @@ mod submit;
 
 pub(crate) use binding::{Binding, DriverEntry, Registrar};
 pub(crate) use complete::{CoreReturnPath, SessionCore};
-pub(crate) use counters::SessionCounters;
 pub use counters::SessionStats;
+pub(crate) use counters::{sum, SessionCounters};
 pub(crate) use jobs::{Work, Workers};
 pub(crate) use reorder::Reorder;
 pub(crate) use routes::{Pin, Route, Routes};
@@ -105,6 +105,7 @@ impl Session {
             profile_every,
         });
         if let Some(b) = first {
+            let _ = b.core.session.set(Arc::downgrade(&shared));
             b.entry.counters.add_live(b.core.counters.clone(), &shared);
             shared.add_history(b.core.counters.clone());
         }

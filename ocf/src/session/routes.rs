@@ -7,7 +7,7 @@
 //! next request) or when a driver is found gone. A route that survives the change keeps its
 //! binding, so a driver session is never made twice for one session.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, PoisonError};
 
 use arc_swap::Guard;
@@ -15,8 +15,8 @@ use arc_swap::Guard;
 use crate::params::SessionParams;
 use crate::profile;
 use crate::request::Op;
-use crate::routing::model::{ModelTable, SAMPLE_EVERY};
-use crate::routing::{Policy, RoutingShared, SizeClass};
+use crate::routing::model::{op_index, ModelTable, OPS, SAMPLE_EVERY, WARM_UP};
+use crate::routing::{Policy, RoutingShared, SizeClass, SIZE_CLASSES};
 
 use super::binding::{Binding, DriverEntry};
 use super::SessionShared;
@@ -72,6 +72,12 @@ pub(crate) struct Routes {
     pub(crate) generation: u64,
     /// The next route for round-robin.
     turn: AtomicUsize,
+    /// `CostModel`'s last full decision per direction × size class (a route index): reused
+    /// between full decisions while it is a synchronous driver that can take requests (a
+    /// CPU driver has no backlog, so the choice changes only with the model, which changes
+    /// only on timed requests). A driver that completes later is decided afresh every time:
+    /// its backlog changes with every request.
+    choice: [[AtomicU16; SIZE_CLASSES]; OPS],
 }
 
 /// The choice for one request.
@@ -87,12 +93,14 @@ pub(crate) struct Pick {
 }
 
 /// How long a route not chosen for a size class goes untried before one request explores
-/// it; and how soon an unmeasured one is tried (after the first request it saw).
+/// it; and how soon one still warming up (fewer than `WARM_UP` samples) is tried again.
 const EXPLORE_EVERY_NS: u64 = 100_000_000;
 const EXPLORE_UNKNOWN_NS: u64 = 1_000_000;
 /// A driver with requests in flight and no completion for this long (and for eight times
 /// its predicted backlog) is stalled: left out, except to explore.
 const STALLED_NS: u64 = 5_000_000;
+/// A timed decision counts as at most this long in the reported decision cost.
+const MAX_DECISION_NS: u64 = 2_000;
 
 thread_local! {
     /// Decisions left before this thread's next timed decision, and the clock as of its last.
@@ -126,7 +134,14 @@ fn ticks_ago_ns(then: u64, now: u64) -> u64 {
 
 impl Routes {
     pub(crate) fn new(routes: Vec<Arc<Route>>, pin: Pin, policy: Policy, generation: u64) -> Routes {
-        Routes { routes: routes.into_boxed_slice(), pin, policy, generation, turn: AtomicUsize::new(0) }
+        Routes {
+            routes: routes.into_boxed_slice(),
+            pin,
+            policy,
+            generation,
+            turn: AtomicUsize::new(0),
+            choice: Default::default(),
+        }
     }
 
     /// Chooses the route for a request of `len` payload bytes; `None` if there is none.
@@ -139,8 +154,34 @@ impl Routes {
         }
     }
 
+    #[inline]
     fn decide(&self, op: Op, len: usize, shared: &RoutingShared) -> Pick {
         let (timed, now) = tick();
+        if !timed && self.policy == Policy::CostModel {
+            if let Some(pick) = self.last_choice(op, len) {
+                return pick;
+            }
+        }
+        self.decide_fully(op, len, shared, timed, now)
+    }
+
+    /// The last full decision for this direction and size, if it still holds: a synchronous
+    /// driver, bound, not blocked, not failing. Nothing to account on its way back
+    /// (`decided` stays false).
+    #[inline]
+    fn last_choice(&self, op: Op, len: usize) -> Option<Pick> {
+        let c = self.choice[op_index(op)][SizeClass::of(len).index()].load(Ordering::Relaxed) as usize;
+        let r = self.routes.get(c)?;
+        let e = &r.entry;
+        let holds = e.caps.synchronous
+            && r.made().is_some()
+            && !e.flow.is_blocked()
+            && !e.routing.failing.load(Ordering::Relaxed);
+        holds.then(|| Pick { index: c, ..Pick::default() })
+    }
+
+    #[inline(never)]
+    fn decide_fully(&self, op: Op, len: usize, shared: &RoutingShared, timed: bool, now: u64) -> Pick {
         let mut pick = match self.policy {
             Policy::CostModel => self.least_cost(op, len, timed, now),
             Policy::LeastLoaded => self.least_loaded(),
@@ -153,7 +194,9 @@ impl Routes {
         if timed {
             // The decision's own cost, from the clock reading that made it a timed one.
             shared.timed_decisions.fetch_add(1, Ordering::Relaxed);
-            shared.decision_ns.fetch_add(profile::elapsed_ns(now, profile::now()), Ordering::Relaxed);
+            // A decision that took longer was preempted: not its own cost.
+            let took = profile::elapsed_ns(now, profile::now()).min(MAX_DECISION_NS);
+            shared.decision_ns.fetch_add(took, Ordering::Relaxed);
         }
         pick
     }
@@ -177,12 +220,15 @@ impl Routes {
         let class = SizeClass::of(len);
         let mut best: Option<(usize, f64, f64)> = None;
         let mut fallback = None;
+        // The clock, read at most once per decision and only for a driver that holds
+        // requests (`now` is this thread's last timed decision's, maybe long ago).
+        let mut fresh = if timed { Some(now) } else { None };
         for (i, r) in self.routes.iter().enumerate() {
             if !self.usable(r) {
                 continue;
             }
             let state = &r.entry.routing;
-            if state.failing.load(Ordering::Relaxed) || (timed && stalled(r, now)) {
+            if state.failing.load(Ordering::Relaxed) || stalled(r, &mut fresh) {
                 state.skipped_unhealthy.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
@@ -199,7 +245,11 @@ impl Routes {
             }
         }
         match best {
-            Some((index, _, cost)) => Pick { index, cost_ns: cost as u64, ..Pick::default() },
+            Some((index, _, cost)) => {
+                self.choice[op_index(op)][class.index()]
+                    .store(index.min(u16::MAX as usize) as u16, Ordering::Relaxed);
+                Pick { index, cost_ns: cost as u64, ..Pick::default() }
+            }
             // Nothing measured yet (or every route blocked or unhealthy): the first route
             // that can take it, else the first (a blocked driver holds it until it has room).
             None => Pick { index: fallback.unwrap_or(0), ..Pick::default() },
@@ -217,7 +267,7 @@ impl Routes {
                 continue;
             }
             let cell = r.model.cell(op, class);
-            let wait = if cell.samples() == 0 { EXPLORE_UNKNOWN_NS } else { EXPLORE_EVERY_NS };
+            let wait = if cell.samples() < WARM_UP { EXPLORE_UNKNOWN_NS } else { EXPLORE_EVERY_NS };
             let tried = cell.tried.load(Ordering::Relaxed);
             if ticks_ago_ns(tried, now) < wait {
                 continue;
@@ -254,19 +304,22 @@ impl Routes {
     fn round_robin(&self) -> Pick {
         let n = self.routes.len();
         let start = self.turn.fetch_add(1, Ordering::Relaxed);
-        let index = (0..n).map(|k| (start + k) % n).find(|&i| self.usable(&self.routes[i])).unwrap_or(start % n);
+        let index =
+            (0..n).map(|k| (start + k) % n).find(|&i| self.usable(&self.routes[i])).unwrap_or(start % n);
         Pick { index, ..Pick::default() }
     }
 }
 
 /// A driver that completes later, holds requests and has not completed one for a while.
-fn stalled(r: &Route, now: u64) -> bool {
+fn stalled(r: &Route, now: &mut Option<u64>) -> bool {
     let e = &r.entry;
     if e.caps.synchronous || e.credits.in_flight() == 0 {
         return false;
     }
+    let now = *now.get_or_insert_with(profile::now);
     let quiet = ticks_ago_ns(e.routing.last_progress.load(Ordering::Relaxed), now);
-    quiet != u64::MAX && quiet > STALLED_NS.max(e.routing.backlog_ns.load(Ordering::Relaxed).saturating_mul(8))
+    quiet != u64::MAX
+        && quiet > STALLED_NS.max(e.routing.backlog_ns.load(Ordering::Relaxed).saturating_mul(8))
 }
 
 impl SessionShared {
@@ -306,10 +359,16 @@ impl SessionShared {
             (Pin::Named, None) if old.routes.iter().any(|r| r.entry.caps.named_only) => (Pin::Named, vec![]),
             (Pin::Named | Pin::Best, None) => {
                 let best = registry.as_ref().and_then(|reg| reg.candidates(&self.params).into_iter().next());
-                (Pin::Best, best.map(|e| kept(&e).unwrap_or_else(|| Arc::new(Route::new(e, &self.params)))).into_iter().collect())
+                (
+                    Pin::Best,
+                    best.map(|e| kept(&e).unwrap_or_else(|| Arc::new(Route::new(e, &self.params))))
+                        .into_iter()
+                        .collect(),
+                )
             }
             (Pin::Free, _) => {
-                let candidates = registry.as_ref().map(|reg| reg.candidates(&self.params)).unwrap_or_default();
+                let candidates =
+                    registry.as_ref().map(|reg| reg.candidates(&self.params)).unwrap_or_default();
                 let routes = candidates
                     .into_iter()
                     .filter(|e| !e.is_gone() && gone.is_none_or(|g| !Arc::ptr_eq(e, g)))
@@ -330,8 +389,15 @@ impl SessionShared {
             .binding
             .get_or_init(|| {
                 let registry = self.registry.upgrade()?;
-                match registry.bind(&route.entry, &self.params, self.id, self.order.clone(), route.model.clone()) {
+                match registry.bind(
+                    &route.entry,
+                    &self.params,
+                    self.id,
+                    self.order.clone(),
+                    route.model.clone(),
+                ) {
                     Ok(b) => {
+                        let _ = b.core.session.set(Arc::downgrade(self));
                         route.entry.counters.add_live(b.core.counters.clone(), self);
                         self.add_history(b.core.counters.clone());
                         Some(Arc::new(b))
@@ -349,7 +415,12 @@ impl SessionShared {
     /// or, if that driver refused the session, the first route that takes it. `None`: no
     /// route at all.
     #[inline]
-    pub(crate) fn choose<'r>(self: &Arc<Self>, routes: &'r Routes, op: Op, len: usize) -> Option<(&'r Arc<Binding>, Pick)> {
+    pub(crate) fn choose<'r>(
+        self: &Arc<Self>,
+        routes: &'r Routes,
+        op: Op,
+        len: usize,
+    ) -> Option<(&'r Arc<Binding>, Pick)> {
         let pick = routes.pick(op, len, &self.shared)?;
         let route = &routes.routes[pick.index];
         if let Some(b) = route.made() {
@@ -374,10 +445,4 @@ impl SessionShared {
     pub(crate) fn route_names(self: &Arc<Self>) -> Vec<String> {
         self.routes().routes.iter().map(|r| r.entry.name.clone()).collect()
     }
-}
-
-/// Counts routed requests per size class (in the binding's counters).
-#[inline]
-pub(crate) fn count_routed(b: &Binding, len: usize) {
-    b.core.counters.routed[SizeClass::of(len).index()].fetch_add(1, Ordering::Relaxed);
 }

@@ -20,7 +20,7 @@ use crate::request::{Failed, Flags, Notify, Outcome, Request, RouteTrip, Waiter}
 use super::binding::Binding;
 use super::complete::{request_mut, SessionCore};
 use super::jobs::{Held, Work};
-use super::routes::{count_routed, Pick};
+use super::routes::Pick;
 use super::SessionShared;
 
 /// What came of starting a request.
@@ -60,7 +60,9 @@ impl SessionShared {
         }
         match self.offer(b, req, Hint::default(), false, Some((target, how)), None) {
             Offered::Now(o, profiled) => {
-                if let (Target::Wait, Some(stamps)) = (target, profiled.is_some().then(|| stamps(&o)).flatten()) {
+                if let (Target::Wait, Some(stamps)) =
+                    (target, profiled.is_some().then(|| stamps(&o)).flatten())
+                {
                     // A waiting caller on the fast path: its only stages are dispatch and
                     // invoke.
                     b.entry.profile.record_request(&stamps, 0);
@@ -139,10 +141,12 @@ impl SessionShared {
         if sampled {
             trip.stamps = profile::Stamps { submit: profile::now(), ..Default::default() };
         }
-        trip.route = RouteTrip { decided: pick.decided, timed: pick.timed, cost_ns: pick.cost_ns, ..RouteTrip::default() };
-        if pick.decided {
-            count_routed(b, req.payload_range().len());
-        }
+        trip.route = RouteTrip {
+            decided: pick.decided,
+            timed: pick.timed,
+            cost_ns: pick.cost_ns,
+            ..RouteTrip::default()
+        };
         if let Err(e) = self.rules.check(&req) {
             return Err(finish_failed(&b.core, e, req, waiter));
         }
@@ -247,7 +251,9 @@ impl SessionShared {
             self.choose(&routes, req.op, req.payload_range().len()).map(|(b, _)| b.clone())
         };
         match next {
-            Some(b) if !Arc::ptr_eq(&b.entry, &gone.entry) => self.offer(&b, req, hint, front, convert, waiter),
+            Some(b) if !Arc::ptr_eq(&b.entry, &gone.entry) => {
+                self.offer(&b, req, hint, front, convert, waiter)
+            }
             _ => match finish_failed(&gone.core, Error::DriverGone, req, waiter) {
                 Started::Now(o, _) => Offered::Now(o, None),
                 Started::Later(w) => Offered::Later(w),

@@ -1,0 +1,449 @@
+//! Routing each request (crate `routing`): small requests on the CPU, large ones on a device
+//! that wins there, a Busy, failing or stalled device routed around with nothing lost, two
+//! identical devices balanced, and every policy serving every request.
+//!
+//! The drivers here take a known time per request (`setup + bytes × per_byte`; spun on the
+//! CPU so that it is exact, slept through if long): `Cpu` finishes in `process`, `Card` completes later on its own
+//! thread, one request at a time, with a ring of `ring` slots. Both "encrypt" by XOR with
+//! 0x5a, so every result can be checked.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ocf::{
+    Capabilities, CipherAlg, Config, Driver, DriverSession, Error, ErrorKind, Failed, Framework, Hint, Key,
+    Op, Policy, Priority, Processed, Request, SessionContext, SessionParams, SizeClass,
+};
+
+/// Takes `ns`: sleeps through long times (so that a test's many "CPU" threads do not starve
+/// the card's engine thread of the machine's cores), spins through short ones (exact).
+fn spin(ns: u64) {
+    if ns >= 50_000 {
+        thread::sleep(Duration::from_nanos(ns));
+        return;
+    }
+    let t = Instant::now();
+    while (t.elapsed().as_nanos() as u64) < ns {
+        std::hint::spin_loop();
+    }
+}
+
+fn xor(req: &mut Request) {
+    let mut v = req.buf.to_vec();
+    v.iter_mut().for_each(|b| *b ^= 0x5a);
+    req.buf = v.into();
+}
+
+fn caps(synchronous: bool) -> Capabilities {
+    Capabilities { ciphers: vec![CipherAlg::Null], synchronous, ..Default::default() }
+}
+
+/// A CPU driver: `setup_ns + len × per_byte_ns`, finished in `process`.
+struct Cpu {
+    name: &'static str,
+    setup_ns: u64,
+    per_byte_ns: f64,
+}
+
+impl Driver for Cpu {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn capabilities(&self) -> Capabilities {
+        caps(true)
+    }
+    fn probe_session(&self, _: &SessionParams) -> Option<Priority> {
+        Some(Priority::Software)
+    }
+    fn new_session(&self, _: &SessionParams, _: SessionContext) -> Result<Box<dyn DriverSession>, Error> {
+        Ok(Box::new(CpuSession { setup_ns: self.setup_ns, per_byte_ns: self.per_byte_ns }))
+    }
+}
+
+struct CpuSession {
+    setup_ns: u64,
+    per_byte_ns: f64,
+}
+
+impl DriverSession for CpuSession {
+    fn process(&self, mut req: Request, _: Hint) -> Processed {
+        spin(self.setup_ns + (req.buf.len() as f64 * self.per_byte_ns) as u64);
+        xor(&mut req);
+        Processed::Done(Ok(req))
+    }
+}
+
+/// A device: a ring of `ring` slots and one engine on its own thread; faults on demand.
+struct Card {
+    name: &'static str,
+    shared: Arc<CardShared>,
+}
+
+struct CardShared {
+    setup_ns: u64,
+    per_byte_ns: f64,
+    ring: usize,
+    queue: Mutex<CardQueue>,
+    wake: Condvar,
+    /// Deliver every request as a device fault, untouched.
+    failing: AtomicBool,
+    /// Fetch nothing while set.
+    paused: AtomicBool,
+    completed: AtomicU64,
+}
+
+#[derive(Default)]
+struct CardQueue {
+    items: VecDeque<(Request, SessionContext)>,
+    /// Refused a request since the last unblock.
+    refused: Option<SessionContext>,
+    stop: bool,
+}
+
+impl Card {
+    fn new(name: &'static str, setup_ns: u64, per_byte_ns: f64, ring: usize) -> Arc<Card> {
+        let shared = Arc::new(CardShared {
+            setup_ns,
+            per_byte_ns,
+            ring,
+            queue: Mutex::default(),
+            wake: Condvar::new(),
+            failing: AtomicBool::new(false),
+            paused: AtomicBool::new(false),
+            completed: AtomicU64::new(0),
+        });
+        let engine = shared.clone();
+        thread::spawn(move || engine.run());
+        Arc::new(Card { name, shared })
+    }
+}
+
+impl Drop for Card {
+    fn drop(&mut self) {
+        self.shared.queue.lock().unwrap().stop = true;
+        self.shared.wake.notify_all();
+    }
+}
+
+impl CardShared {
+    fn run(&self) {
+        loop {
+            let (mut req, ctx) = {
+                let mut q = self.queue.lock().unwrap();
+                loop {
+                    if q.stop {
+                        return;
+                    }
+                    if !self.paused.load(Ordering::SeqCst) {
+                        if let Some(item) = q.items.front_mut() {
+                            let _ = item;
+                            break;
+                        }
+                    }
+                    q = self.wake.wait_timeout(q, Duration::from_millis(1)).unwrap().0;
+                }
+                // Leave it in its slot while the engine works on it.
+                let (req, ctx) = q
+                    .items
+                    .front_mut()
+                    .map(|(r, c)| (std::mem::replace(r, Request::new(Op::Encrypt, vec![])), c.clone()))
+                    .unwrap();
+                (req, ctx)
+            };
+            spin(self.setup_ns + (req.buf.len() as f64 * self.per_byte_ns) as u64);
+            let outcome = if self.failing.load(Ordering::SeqCst) {
+                Err(Failed::new(Error::DriverFailure("test card: device fault"), req))
+            } else {
+                xor(&mut req);
+                Ok(req)
+            };
+            let refused = {
+                let mut q = self.queue.lock().unwrap();
+                q.items.pop_front();
+                q.refused.take()
+            };
+            self.completed.fetch_add(1, Ordering::SeqCst);
+            ctx.done(outcome);
+            if let Some(c) = refused {
+                c.unblock();
+            }
+        }
+    }
+}
+
+impl Driver for Card {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn capabilities(&self) -> Capabilities {
+        caps(false)
+    }
+    fn probe_session(&self, _: &SessionParams) -> Option<Priority> {
+        Some(Priority::Hardware)
+    }
+    fn new_session(&self, _: &SessionParams, ctx: SessionContext) -> Result<Box<dyn DriverSession>, Error> {
+        Ok(Box::new(CardSession { shared: self.shared.clone(), ctx }))
+    }
+}
+
+struct CardSession {
+    shared: Arc<CardShared>,
+    ctx: SessionContext,
+}
+
+impl DriverSession for CardSession {
+    fn process(&self, req: Request, _: Hint) -> Processed {
+        let mut q = self.shared.queue.lock().unwrap();
+        if q.items.len() >= self.shared.ring {
+            q.refused = Some(self.ctx.clone());
+            return Processed::Busy(req);
+        }
+        q.items.push_back((req, self.ctx.clone()));
+        drop(q);
+        self.shared.wake.notify_one();
+        Processed::Pending
+    }
+}
+
+/// The tests here measure time by spinning: one at a time, so they do not steal each
+/// other's cores.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn framework(policy: Policy) -> Framework {
+    Framework::with_config(Config { policy, ..Config::default() })
+}
+
+fn params() -> SessionParams {
+    SessionParams::cipher(CipherAlg::Null, Key::empty())
+}
+
+/// Runs `n` requests of `len` bytes; checks every result.
+fn run_many(s: &ocf::Session, n: usize, len: usize) {
+    for i in 0..n {
+        let data: Vec<u8> = (0..len).map(|b| (b + i) as u8).collect();
+        let done = s.run(Request::new(Op::Encrypt, data.clone())).unwrap();
+        let want: Vec<u8> = data.iter().map(|b| b ^ 0x5a).collect();
+        assert!(done.buf.to_vec() == want, "request {i} of {len} bytes: wrong result");
+    }
+}
+
+fn routed(fw: &Framework, driver: &str, len: usize) -> u64 {
+    let r = fw.routing();
+    r.drivers.iter().find(|d| d.driver == driver).unwrap().routed[SizeClass::of(len).index()]
+}
+
+#[test]
+fn small_requests_go_to_the_cpu_and_large_ones_to_the_card_that_wins_there() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let fw = framework(Policy::CostModel);
+    // CPU: 0.3 µs + 4 ns/B; card: 20 µs + 0.01 ns/B. They cross at about 5 KB; at 128 KiB
+    // the card takes 21 µs, the CPU 524 µs.
+    fw.register(Arc::new(Cpu { name: "cpu", setup_ns: 300, per_byte_ns: 4.0 })).unwrap();
+    fw.register(Card::new("card", 20_000, 0.01, 64)).unwrap();
+    let s = fw.new_session(&params()).unwrap();
+    assert_eq!(s.drivers(), ["card", "cpu"], "every capable driver, the best priority first");
+    run_many(&s, 3000, 64);
+    run_many(&s, 400, 131_072);
+    let (small_cpu, small_card) = (routed(&fw, "cpu", 64), routed(&fw, "card", 64));
+    let (large_cpu, large_card) = (routed(&fw, "cpu", 131_072), routed(&fw, "card", 131_072));
+    assert_eq!(small_cpu + small_card, 3000);
+    assert_eq!(large_cpu + large_card, 400);
+    assert!(small_cpu >= 2900, "64 B: cpu {small_cpu}, card {small_card}");
+    assert!(large_card >= 380, "128 KiB: cpu {large_cpu}, card {large_card}");
+    // The model's view: the card's setup is about 20 µs, the CPU's cost per KiB about 4 µs.
+    let r = fw.routing();
+    let model = |d: &str| r.drivers.iter().find(|x| x.driver == d).unwrap().models[0].clone();
+    let (cpu, card) = (model("cpu"), model("card"));
+    assert_eq!(cpu.op, Some(Op::Encrypt));
+    assert!(card.setup_ns > 10_000.0 && card.setup_ns < 60_000.0, "{card:?}");
+    // 4 µs spun per KiB, plus the XOR (slow in a debug build).
+    assert!(cpu.ns_per_kib > 3_000.0 && cpu.ns_per_kib < 30_000.0, "{cpu:?}");
+    assert!(r.decisions > 0 && r.decision_ns > 0.0, "{r:?}");
+}
+
+#[test]
+fn a_busy_card_sends_the_next_requests_elsewhere_and_loses_none() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let fw = framework(Policy::CostModel);
+    fw.register(Arc::new(Cpu { name: "cpu", setup_ns: 100_000, per_byte_ns: 0.0 })).unwrap();
+    // Faster than the CPU, but only two slots.
+    let card = Card::new("card", 20_000, 0.0, 2);
+    fw.register(card.clone()).unwrap();
+    let s = fw.new_session(&params()).unwrap();
+    run_many(&s, 50, 256); // the model learns both
+    thread::scope(|scope| {
+        for _ in 0..6 {
+            let s = s.clone();
+            scope.spawn(move || run_many(&s, 100, 256));
+        }
+    });
+    let r = fw.routing();
+    let card_stats = r.drivers.iter().find(|d| d.driver == "card").unwrap();
+    let cpu_stats = r.drivers.iter().find(|d| d.driver == "cpu").unwrap();
+    assert_eq!(card_stats.routed_total() + cpu_stats.routed_total(), 650, "none lost");
+    assert!(cpu_stats.routed_total() >= 50, "a full card sends work to the CPU: {r:?}");
+    assert!(card_stats.routed_total() >= 100, "the faster card still serves: {r:?}");
+    assert!(card_stats.skipped_blocked > 0, "decisions saw the card blocked: {r:?}");
+    assert_eq!(fw.stats().total_errors().total(), 0);
+}
+
+#[test]
+fn a_failing_card_is_routed_around_and_its_failed_requests_are_redone_elsewhere() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let fw = framework(Policy::CostModel);
+    fw.register(Arc::new(Cpu { name: "cpu", setup_ns: 50_000, per_byte_ns: 0.0 })).unwrap();
+    let card = Card::new("card", 5_000, 0.0, 16);
+    fw.register(card.clone()).unwrap();
+    let s = fw.new_session(&params()).unwrap();
+    run_many(&s, 200, 512);
+    assert!(routed(&fw, "card", 512) > 150, "the faster card serves first");
+    card.shared.failing.store(true, Ordering::SeqCst);
+    let before = card.shared.completed.load(Ordering::SeqCst);
+    run_many(&s, 200, 512); // every result checked: nothing lost, nothing wrong
+    let faults = card.shared.completed.load(Ordering::SeqCst) - before;
+    assert!(faults >= 1, "the card saw the fault");
+    assert!(faults <= 5, "then it was left alone (explored at most now and then): {faults}");
+    let st = fw.driver_stats("card").unwrap();
+    assert_eq!(st.errors.get(ErrorKind::DriverFailure), faults, "each fault counted at the card");
+    let r = fw.routing();
+    assert!(r.drivers.iter().find(|d| d.driver == "card").unwrap().skipped_unhealthy > 0, "{r:?}");
+    // The card recovers: exploration finds it again.
+    card.shared.failing.store(false, Ordering::SeqCst);
+    let t = Instant::now();
+    let start = routed(&fw, "card", 512);
+    while routed(&fw, "card", 512) < start + 50 && t.elapsed() < Duration::from_secs(10) {
+        run_many(&s, 20, 512);
+    }
+    assert!(routed(&fw, "card", 512) >= start + 50, "a recovered card is used again");
+}
+
+#[test]
+fn a_stalled_card_is_routed_around_and_its_requests_complete_when_it_resumes() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let fw = framework(Policy::CostModel);
+    fw.register(Arc::new(Cpu { name: "cpu", setup_ns: 50_000, per_byte_ns: 0.0 })).unwrap();
+    let card = Card::new("card", 5_000, 0.0, 64);
+    fw.register(card.clone()).unwrap();
+    let s = fw.new_session(&params()).unwrap();
+    run_many(&s, 200, 512);
+    card.shared.paused.store(true, Ordering::SeqCst);
+    // Requests submitted now may land on the stalled card; they must complete later.
+    let stuck: Vec<_> = (0..4).map(|_| s.submit_async(Request::new(Op::Encrypt, vec![1; 512]))).collect();
+    thread::sleep(Duration::from_millis(20));
+    let t = Instant::now();
+    run_many(&s, 300, 512);
+    assert!(t.elapsed() < Duration::from_secs(5), "the CPU served while the card stalled");
+    card.shared.paused.store(false, Ordering::SeqCst);
+    for f in stuck {
+        let done = futures_lite_block_on(f).unwrap();
+        assert_eq!(done.buf.to_vec(), vec![1 ^ 0x5a; 512]);
+    }
+    assert_eq!(fw.stats().total_errors().total(), 0, "nothing failed, nothing lost");
+}
+
+/// Blocks on a future with a thread-parking waker.
+fn futures_lite_block_on<F: std::future::Future>(f: F) -> F::Output {
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Unpark(thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark()
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        thread::park_timeout(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn two_identical_cards_share_the_load() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for policy in [Policy::CostModel, Policy::LeastLoaded, Policy::RoundRobin] {
+        let fw = framework(policy);
+        fw.register(Card::new("card-a", 50_000, 0.0, 8)).unwrap();
+        fw.register(Card::new("card-b", 50_000, 0.0, 8)).unwrap();
+        let s = fw.new_session(&params()).unwrap();
+        let t = Instant::now();
+        thread::scope(|scope| {
+            for _ in 0..8 {
+                let s = s.clone();
+                scope.spawn(move || run_many(&s, 50, 64));
+            }
+        });
+        let took = t.elapsed();
+        let (a, b) = (routed(&fw, "card-a", 64), routed(&fw, "card-b", 64));
+        assert_eq!(a + b, 400, "{policy}");
+        assert!(a.min(b) * 10 >= (a + b) * 3, "{policy}: card-a {a}, card-b {b}: {:#?}", fw.routing());
+        // One card alone would need 400 × 50 µs = 20 ms of engine time.
+        assert!(took < Duration::from_secs(5), "{policy}: {took:?}");
+    }
+}
+
+#[test]
+fn every_policy_serves_every_request_correctly() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for policy in Policy::ALL {
+        let fw = framework(policy);
+        fw.register(Arc::new(Cpu { name: "cpu", setup_ns: 1_000, per_byte_ns: 1.0 })).unwrap();
+        fw.register(Card::new("card", 5_000, 0.1, 8)).unwrap();
+        let s = fw.new_session(&params()).unwrap();
+        let expected_routes = if policy == Policy::Priority { 1 } else { 2 };
+        assert_eq!(s.drivers().len(), expected_routes, "{policy}");
+        thread::scope(|scope| {
+            for t in 0..4 {
+                let s = s.clone();
+                scope.spawn(move || {
+                    for (i, len) in [16usize, 300, 1500, 9000].iter().cycle().take(80).enumerate() {
+                        run_many(&s, 1, len + t + i % 3);
+                    }
+                });
+            }
+        });
+        let total: u64 = fw.routing().drivers.iter().map(|d| d.routed_total()).sum();
+        assert_eq!(total, 320, "{policy}");
+        assert_eq!(fw.stats().total_errors().total(), 0, "{policy}");
+    }
+}
+
+#[test]
+fn round_robin_alternates_and_pinned_sessions_are_not_routed() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let fw = framework(Policy::RoundRobin);
+    fw.register(Arc::new(Cpu { name: "a", setup_ns: 0, per_byte_ns: 0.0 })).unwrap();
+    fw.register(Arc::new(Cpu { name: "b", setup_ns: 0, per_byte_ns: 0.0 })).unwrap();
+    let s = fw.new_session(&params()).unwrap();
+    run_many(&s, 100, 32);
+    assert_eq!((routed(&fw, "a", 32), routed(&fw, "b", 32)), (50, 50));
+    let pinned = fw.new_session_on("b", &params()).unwrap();
+    assert_eq!(pinned.drivers(), ["b"]);
+    run_many(&pinned, 10, 32);
+    assert_eq!((routed(&fw, "a", 32), routed(&fw, "b", 32)), (50, 60));
+}
+
+#[test]
+fn a_driver_registered_later_joins_the_routes_and_one_unregistered_leaves_them() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let fw = framework(Policy::RoundRobin);
+    fw.register(Arc::new(Cpu { name: "a", setup_ns: 0, per_byte_ns: 0.0 })).unwrap();
+    let s = fw.new_session(&params()).unwrap();
+    assert_eq!(s.drivers(), ["a"]);
+    fw.register(Arc::new(Cpu { name: "b", setup_ns: 0, per_byte_ns: 0.0 })).unwrap();
+    run_many(&s, 10, 32);
+    // Equal priority: the driver with fewer sessions first.
+    assert_eq!(s.drivers(), ["b", "a"]);
+    assert_eq!((routed(&fw, "a", 32), routed(&fw, "b", 32)), (5, 5));
+    fw.unregister("a").unwrap();
+    run_many(&s, 10, 32);
+    assert_eq!(s.drivers(), ["b"]);
+    assert_eq!(routed(&fw, "b", 32), 15);
+    assert_eq!(s.stats().ops, 20);
+}
