@@ -155,6 +155,13 @@ mod tests {
         report(&p.framework)
     }
 
+    /// The row of driver `d` in the report's routing table, split into columns.
+    fn routing_row<'a>(text: &'a str, d: &str) -> Vec<&'a str> {
+        let table = text.split("  by size\n").nth(1).unwrap_or_else(|| panic!("no routing table:\n{text}"));
+        let row = table.lines().find(|l| l.starts_with(&format!("{d} "))).unwrap_or_else(|| panic!("{text}"));
+        row.split_whitespace().collect()
+    }
+
     #[test]
     fn the_report_has_a_routing_row_per_driver() {
         let text = routed_report(3, 100);
@@ -164,29 +171,28 @@ mod tests {
             "{text}"
         );
         for d in ["soft", "sim:qat-like"] {
-            let row =
-                text.lines().find(|l| l.starts_with(&format!("{d} "))).unwrap_or_else(|| panic!("{text}"));
-            assert_eq!(row.split_whitespace().count(), 6, "{row}");
+            let row = routing_row(&text, d);
+            // driver, routed, explored, blocked, unhealthy, then "-" or the classes.
+            assert!(row[1..5].iter().all(|c| c.parse::<u64>().is_ok()), "{row:?}");
+            assert!(row[5] == "-" || row[5] == "≤128", "{row:?}");
         }
     }
 
-    /// The counts themselves, once ocf routes each request (issue 18's "ocf: route each
-    /// request"): every request was routed by a decision, all in the ≤128 class.
+    /// The counts themselves, through ocf's routing: every request was routed by a decision,
+    /// all in the ≤128 class.
     #[test]
-    #[ignore = "needs ocf's per-request routing (issue 18), not on this branch yet"]
     fn the_routing_rows_count_every_request_by_size() {
         let text = routed_report(40, 100);
-        let rows: Vec<Vec<&str>> = ["soft", "sim:qat-like"]
-            .iter()
-            .map(|d| {
-                text.lines().find(|l| l.starts_with(&format!("{d} "))).unwrap().split_whitespace().collect()
-            })
-            .collect();
+        let rows = [routing_row(&text, "soft"), routing_row(&text, "sim:qat-like")];
         let routed: u64 = rows.iter().map(|r| r[1].parse::<u64>().unwrap()).sum();
         assert_eq!(routed, 40, "{text}");
         for r in &rows {
-            assert!(r[5] == "-" || (r[5] == "≤128" && r[6] == r[1]), "one size class: {r:?}\n{text}");
+            assert!(
+                r[5] == "-" || (r[5] == "≤128" && r[6] == r[1] && r.len() == 7),
+                "one size class: {r:?}\n{text}"
+            );
         }
         assert!(text.contains("routing: policy cost-model, 40 decisions"), "{text}");
+        assert!(text.contains("model of soft: aead "), "the model's estimates are listed:\n{text}");
     }
 }

@@ -254,7 +254,6 @@ mod tests {
     /// Through ocf's routing (issue 18's "ocf: route each request"): every request of a
     /// session that soft and the card can both serve is routed and counted in its class.
     #[test]
-    #[ignore = "needs ocf's per-request routing (issue 18), not on this branch yet"]
     fn routed_requests_are_counted_in_stats_and_metrics() {
         let fw = framework(&["sim:qat-like".to_owned()], Policy::CostModel).unwrap();
         let s = fw.new_session(&ocf::SessionParams::aead(ocf::CipherAlg::AesGcm, &[9; 16])).unwrap();
