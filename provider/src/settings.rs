@@ -9,6 +9,13 @@
 //! | `policy = NAME` | `OCF_POLICY` | ocf's routing policy (`ocf::Policy` names: `priority`, `cost-model`, `least-loaded`, `round-robin`); default `cost-model` |
 //! | `stats = PATH` | `OCF_STATS` | where the statistics go at unload ([`crate::stats`]) |
 //!
+//! What "routes" means here: the provider's ciphers, digests and MACs are multi-part
+//! sessions (OpenSSL's update calls are the parts of one message), and ocf keeps a
+//! multi-part session on one driver, chosen when the session is made — the best by
+//! priority, then the one with the fewest sessions. So the cards of `drivers` take the
+//! provider's sessions, spread over the cards by session; only single-shot requests
+//! (none from OpenSSL's EVP calls today) are routed one by one.
+//!
 //! A list of drivers is separated by commas; a part that is `key=value` and does not start
 //! with `sim:` belongs to the profile before it, so `sim:bcm5822,ring=8,sim:qat-like` is two
 //! cards. A value that cannot be had stops the provider from loading, with a message
