@@ -504,7 +504,7 @@ mod tests {
 
     #[test]
     fn a_context_that_panicked_refuses_every_later_call_and_frees() {
-        let provider = Box::new(Provider::new(None).expect("provider"));
+        let provider = Box::new(Provider::new(&crate::settings::Settings::default()).expect("provider"));
         let ctx =
             Box::into_raw(Box::new(Held { ctx: Counter { provider, n: 0 }, failed: false })) as *mut c_void;
         let bump = |c: &mut Counter| {

@@ -8,15 +8,18 @@
 //! its drivers and answers the core's queries from it. The ABI is written out in [`abi`]
 //! from OpenSSL's public headers, so building needs none.
 //!
-//! Which driver serves the provider's sessions: the `driver` parameter of the provider's
-//! openssl.cnf section, else the `OCF_DRIVER` environment variable (the `openssl` command
-//! line has no way to pass provider parameters), else ocf's own choice (its best driver
-//! for each session). `sim:<profile>` registers a simulated card first (`sim:bcm5822`).
-//! A driver that cannot be had stops the provider from loading, with the reason on stderr.
+//! Which drivers serve the provider's sessions ([`settings`]): the `driver` parameter of the
+//! provider's openssl.cnf section, else the `OCF_DRIVER` environment variable (the `openssl`
+//! command line has no way to pass provider parameters), pins every session to one driver;
+//! `sim:<profile>` registers a simulated card first (`sim:bcm5822`). Without it, ocf chooses
+//! among every registered driver with its policy (`policy` / `OCF_POLICY`; multi-part
+//! sessions, which the provider's are, stay on the driver chosen when they are made);
+//! `drivers` / `OCF_DRIVERS` registers simulated cards beside `soft` for that. A driver or
+//! policy that cannot be had stops the provider from loading, with the reason on stderr.
 //!
 //! Statistics: with `stats = PATH` in that section, or `OCF_STATS=PATH` (`-` for stderr),
-//! the provider appends ocf's counters and per-stage profile to PATH when OpenSSL unloads
-//! it ([`stats`]).
+//! the provider appends ocf's counters, what routing did and the per-stage profile to PATH
+//! when OpenSSL unloads it ([`stats`]).
 //!
 //! What it offers ([`cipher`], [`digest`]): AES-128/192/256 in CBC, CTR and GCM,
 //! ChaCha20-Poly1305, 3DES-CBC; SHA-1, SHA-256, SHA-384, SHA-512, MD5; HMAC. Every
@@ -40,10 +43,12 @@ pub mod cipher;
 pub mod digest;
 pub mod params;
 pub mod part;
+pub mod settings;
 pub mod stats;
 pub mod tls;
 
 use abi::{CoreGetParams, CoreHandle, Dispatch, Param};
+use settings::Settings;
 
 /// The property string of every algorithm here.
 pub const PROPERTIES: &CStr = c"provider=ocf";
@@ -59,7 +64,7 @@ pub const ALGORITHM_END: abi::Algorithm = abi::Algorithm {
 /// The provider's context: what every operation reaches through `provctx`.
 pub struct Provider {
     pub framework: Framework,
-    /// The driver every session goes to; `None`: ocf chooses per session.
+    /// The driver every session goes to; `None`: ocf routes each request.
     pub driver: Option<String>,
     /// One shared multi-part session per digest (see [`digest`]).
     digest_sessions: [OnceLock<Session>; 5],
@@ -126,27 +131,17 @@ pub fn raise_loaded(why: &str) {
 }
 
 impl Provider {
-    /// The framework with ocf's CPU driver and, if `driver` names one, a simulated card.
-    pub fn new(driver: Option<&str>) -> Result<Provider, String> {
-        let framework = Framework::new();
-        ocf_soft::register(&framework).map_err(|e| format!("the soft driver: {e}"))?;
-        let driver = match driver.map(str::trim).filter(|d| !d.is_empty()) {
-            None => None,
-            Some(d) => {
-                if let Some(spec) = d.strip_prefix("sim:") {
-                    ocf_sim::register(&framework, spec).map_err(|e| format!("driver '{d}': {e}"))?;
-                }
-                if !framework.drivers().iter().any(|i| i.name == d) {
-                    let known: Vec<String> = framework.drivers().into_iter().map(|i| i.name).collect();
-                    return Err(format!(
-                        "driver '{d}' is not registered (registered: {}; a simulated card is sim:<profile>)",
-                        known.join(", ")
-                    ));
-                }
-                Some(d.to_owned())
-            }
-        };
-        Ok(Provider { framework, driver, digest_sessions: Default::default(), errors: None, stats_to: None })
+    /// The framework the settings describe: ocf's CPU driver, the simulated cards they
+    /// name, their policy, and the driver sessions are pinned to, if any.
+    pub fn new(settings: &Settings) -> Result<Provider, String> {
+        let (framework, driver) = settings.framework()?;
+        Ok(Provider {
+            framework,
+            driver,
+            digest_sessions: Default::default(),
+            errors: None,
+            stats_to: settings.stats.clone(),
+        })
     }
 
     /// A session on the configured driver, or on ocf's best for `params`.
@@ -200,9 +195,8 @@ pub unsafe extern "C" fn OSSL_provider_init(
             return params::FAIL;
         }
         // SAFETY: as above.
-        let driver = unsafe { configured(handle, core, c"driver") };
-        let env = std::env::var("OCF_DRIVER").ok();
-        let mut provider = match Provider::new(driver.as_deref().or(env.as_deref())) {
+        let settings = Settings::find(|key| unsafe { configured(handle, core, key) });
+        let mut provider = match Provider::new(&settings) {
             Ok(p) => p,
             Err(e) => {
                 eprintln!("ocf provider: {e}");
@@ -210,9 +204,6 @@ pub unsafe extern "C" fn OSSL_provider_init(
             }
         };
         provider.errors = errors;
-        // SAFETY: as above.
-        provider.stats_to =
-            unsafe { configured(handle, core, c"stats") }.or_else(|| std::env::var("OCF_STATS").ok());
         if errors.is_some() {
             *LOADED.lock().unwrap_or_else(|e| e.into_inner()) = errors;
         }
@@ -421,20 +412,24 @@ unsafe extern "C" fn query_operation(
 mod tests {
     use super::*;
 
+    fn pinned_to(driver: &str) -> Settings {
+        Settings { driver: Some(driver.to_owned()), ..Settings::default() }
+    }
+
     #[test]
     fn a_driver_that_is_not_there_is_refused_with_the_registered_ones() {
-        let e = Provider::new(Some("nosuch")).err().expect("an unknown driver is refused");
+        let e = Provider::new(&pinned_to("nosuch")).err().expect("an unknown driver is refused");
         assert!(e.contains("'nosuch' is not registered") && e.contains("soft"), "{e}");
-        let e = Provider::new(Some("sim:nosuchcard")).err().expect("an unknown card is refused");
+        let e = Provider::new(&pinned_to("sim:nosuchcard")).err().expect("an unknown card is refused");
         assert!(e.contains("sim:nosuchcard"), "{e}");
     }
 
     #[test]
     fn a_simulated_card_is_registered_and_chosen() {
-        let p = Provider::new(Some("sim:bcm5822")).expect("bcm5822 is a known profile");
+        let p = Provider::new(&pinned_to("sim:bcm5822")).expect("bcm5822 is a known profile");
         assert_eq!(p.driver.as_deref(), Some("sim:bcm5822"));
         assert!(p.framework.drivers().iter().any(|d| d.name == "sim:bcm5822"));
-        assert_eq!(Provider::new(None).expect("defaults").driver, None);
+        assert_eq!(Provider::new(&Settings::default()).expect("defaults").driver, None);
     }
 
     #[test]

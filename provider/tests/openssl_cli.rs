@@ -1,5 +1,6 @@
 //! The provider as OpenSSL itself loads it: the `openssl` command (Debian's OpenSSL 3) with
-//! `-provider-path DIR -provider ocf`, and with an openssl.cnf that sets the driver.
+//! `-provider-path DIR -provider ocf`, and with an openssl.cnf that sets the driver, the
+//! cards ocf routes over and its policy.
 
 use std::process::Command;
 
@@ -7,7 +8,12 @@ mod common;
 use common::module_dir;
 
 fn openssl(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
-    let out = Command::new("openssl").args(args).envs(env.iter().copied()).output().expect("openssl runs");
+    let mut c = Command::new("openssl");
+    // Only the settings a test gives.
+    for var in ["OCF_DRIVER", "OCF_DRIVERS", "OCF_POLICY", "OCF_STATS"] {
+        c.env_remove(var);
+    }
+    let out = c.args(args).envs(env.iter().copied()).output().expect("openssl runs");
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.success(), text)
 }
@@ -99,4 +105,148 @@ fn statistics_are_written_when_openssl_unloads_the_provider() {
     assert!(ok, "{text}");
     let both = std::fs::read_to_string(&report).expect("report");
     assert_eq!(both.matches("ocf provider statistics").count(), 2, "{both}");
+}
+
+/// The rows of a report's routing table: (driver, routed, explored, by size).
+fn routing_rows(report: &str) -> Vec<(String, u64, u64, String)> {
+    let table = report.split("  by size\n").nth(1).unwrap_or_else(|| panic!("no routing table:\n{report}"));
+    table
+        .lines()
+        .take_while(|l| !l.starts_with("model of ") && !l.starts_with("profile of "))
+        .map(|l| {
+            let c: Vec<&str> = l.split_whitespace().collect();
+            (
+                c[0].to_owned(),
+                c[1].parse().expect("routed"),
+                c[2].parse().expect("explored"),
+                c[5..].join(" "),
+            )
+        })
+        .collect()
+}
+
+/// `OCF_DRIVERS` registers cards beside soft without pinning, `OCF_POLICY` sets ocf's policy;
+/// the output is the default provider's, and the report shows the routing section.
+#[test]
+fn cards_and_a_policy_from_the_environment_and_the_routing_report() {
+    let dir = module_dir();
+    let path = dir.path().to_str().expect("utf-8 path");
+    let input = dir.path().join("in");
+    std::fs::write(&input, vec![0x33u8; 50_000]).expect("write input");
+    let input = input.to_str().expect("utf-8 path");
+    let key = "000102030405060708090a0b0c0d0e0f";
+    let report = dir.path().join("stats.txt");
+    let out = |ocf: bool| {
+        let mut v = vec!["enc", "-e", "-aes-128-ctr", "-K", key, "-iv", key, "-in", input];
+        if ocf {
+            v.extend(["-provider-path", path, "-provider", "ocf", "-propquery", "provider=ocf"]);
+        }
+        v.push("-out");
+        v
+    };
+    let (mine, theirs) = (dir.path().join("ocf.out"), dir.path().join("default.out"));
+    let env = [
+        ("OCF_DRIVERS", "sim:qat-like,sim:hifn7951,ring=8"),
+        ("OCF_POLICY", "round-robin"),
+        ("OCF_STATS", report.to_str().expect("utf-8")),
+    ];
+    let (ok, text) = openssl(&[out(true), vec![mine.to_str().unwrap()]].concat(), &env);
+    assert!(ok, "{text}");
+    let (ok, text) = openssl(&[out(false), vec![theirs.to_str().unwrap()]].concat(), &[]);
+    assert!(ok, "{text}");
+    assert_eq!(std::fs::read(&mine).unwrap(), std::fs::read(&theirs).unwrap(), "the same ciphertext");
+    let report = std::fs::read_to_string(&report).expect("a report");
+    assert!(report.contains("routing: policy round-robin, "), "{report}");
+    let rows = routing_rows(&report);
+    let names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(names, ["soft", "sim:qat-like", "sim:hifn7951,ring=8"], "{report}");
+    // The driver table has them too: nothing pinned them away.
+    for n in names {
+        assert!(report.lines().any(|l| l.starts_with(&format!("{n} "))), "{report}");
+    }
+}
+
+/// The same settings from the provider's openssl.cnf section.
+#[test]
+fn cards_and_a_policy_from_openssl_cnf() {
+    let dir = module_dir();
+    let report = dir.path().join("stats.txt");
+    let cnf = provider_cnf(
+        dir.path(),
+        &format!("drivers = sim:bcm5822\npolicy = least-loaded\nstats = {}", report.display()),
+    );
+    let cnf = cnf.to_str().expect("utf-8");
+    let (ok, text) =
+        openssl(&["dgst", "-sha256", "-propquery", "provider=ocf", "/dev/null"], &[("OPENSSL_CONF", cnf)]);
+    assert!(ok, "{text}");
+    // SHA-256 of the empty string (FIPS 180-2 / NIST's example values).
+    assert!(text.contains("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"), "{text}");
+    let report = std::fs::read_to_string(&report).expect("a report");
+    assert!(report.contains("routing: policy least-loaded, "), "{report}");
+    let names: Vec<String> = routing_rows(&report).into_iter().map(|r| r.0).collect();
+    assert_eq!(names, ["soft", "sim:bcm5822"], "{report}");
+}
+
+#[test]
+fn a_bad_policy_or_card_list_stops_the_provider_from_loading() {
+    let dir = module_dir();
+    let path = dir.path().to_str().expect("utf-8 path");
+    let args = ["list", "-provider-path", path, "-provider", "ocf", "-providers"];
+    for (env, expected) in [
+        (("OCF_POLICY", "fastest"), "ocf provider: policy 'fastest': unknown routing policy \"fastest\""),
+        (
+            ("OCF_DRIVERS", "sim:qat-like,sim:nosuchcard"),
+            "ocf provider: drivers: 'sim:nosuchcard': bad sim device profile",
+        ),
+        (
+            ("OCF_DRIVERS", "soft"),
+            "ocf provider: drivers: 'soft': \"soft\" is not a driver that can be added",
+        ),
+    ] {
+        let (ok, text) = openssl(&args, &[env]);
+        assert!(!ok, "{env:?}: {text}");
+        assert!(text.contains(expected), "{env:?}: {text}");
+    }
+    let cnf = provider_cnf(dir.path(), "policy = nosuch");
+    let (_, text) = openssl(&["list", "-providers"], &[("OPENSSL_CONF", cnf.to_str().expect("utf-8"))]);
+    assert!(text.contains("ocf provider: policy 'nosuch'"), "{text}");
+}
+
+/// `OCF_DRIVER` still pins every session to the one driver (a user measuring a card), with
+/// cards listed in `OCF_DRIVERS` beside it: soft serves nothing.
+#[test]
+fn a_pinned_driver_serves_every_session_even_with_more_cards() {
+    let dir = module_dir();
+    let path = dir.path().to_str().expect("utf-8 path");
+    let report = dir.path().join("stats.txt");
+    let args = [
+        "dgst",
+        "-sha1",
+        "-provider-path",
+        path,
+        "-provider",
+        "ocf",
+        "-propquery",
+        "provider=ocf",
+        "/dev/null",
+    ];
+    let env = [
+        ("OCF_DRIVER", "sim:bcm5822"),
+        ("OCF_DRIVERS", "sim:qat-like"),
+        ("OCF_STATS", report.to_str().expect("utf-8")),
+    ];
+    let (ok, text) = openssl(&args, &env);
+    assert!(ok, "{text}");
+    // SHA-1 of the empty string (RFC 3174's algorithm; the well-known value).
+    assert!(text.contains("da39a3ee5e6b4b0d3255bfef95601890afd80709"), "{text}");
+    let report = std::fs::read_to_string(&report).expect("a report");
+    let requests = |d: &str| -> u64 {
+        let row =
+            report.lines().find(|l| l.starts_with(&format!("{d} "))).unwrap_or_else(|| panic!("{report}"));
+        row.split_whitespace().nth(3).expect("requests").parse().expect("a count")
+    };
+    assert!(requests("sim:bcm5822") > 0, "{report}");
+    assert_eq!((requests("soft"), requests("sim:qat-like")), (0, 0), "{report}");
+    // Pinned sessions make no routing decisions.
+    assert!(report.contains(", 0 decisions"), "{report}");
 }

@@ -5,9 +5,16 @@
 //! few comparisons and one push. Everything slow — computing results, waiting for the
 //! modelled completion time, running completion callbacks — happens on the device thread
 //! without the lock, on state only it touches ([`Engine`]).
+//!
+//! Faults: a paused card ([`Device::pause`]) leaves everything where it is — the device
+//! thread waits, untimed, for the resume, and no interrupt that had not begun is delivered;
+//! the resume moves every time the model holds on by the pause's length (the clock stood
+//! still). The injected hardware fault ([`Device::fail`]) is read where the engine takes a
+//! request up: instead of computing its result it finishes it as a failure.
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -87,6 +94,11 @@ struct Ring {
     /// A wake-up is already on its way to the sleeping device.
     wake_sent: bool,
     shutdown: bool,
+    /// `Some(since)` while the card is paused.
+    paused_since: Option<u64>,
+    /// Paused time the engine has not moved its due times on by yet (the device thread
+    /// takes it after a resume).
+    pause_shift_ns: u64,
     stats: SimStats,
 }
 
@@ -130,6 +142,8 @@ impl Ring {
 /// One simulated card.
 pub(crate) struct Device {
     ring: Mutex<Ring>,
+    /// The injected hardware fault is on ([`Device::fail`]).
+    failing: AtomicBool,
     /// The device waits here; submitters notify it (the doorbell, and shutdown).
     doorbell: Condvar,
     pub(crate) profile: SimProfile,
@@ -149,8 +163,11 @@ impl Device {
                 sleeping_until: None,
                 wake_sent: false,
                 shutdown: false,
+                paused_since: None,
+                pause_shift_ns: 0,
                 stats: SimStats { ring_size: slots, ..SimStats::default() },
             }),
+            failing: AtomicBool::new(false),
             doorbell: Condvar::new(),
             profile,
             epoch: Instant::now(),
@@ -227,6 +244,40 @@ impl Device {
         self.doorbell.notify_one();
     }
 
+    /// Stalls the card until [`Device::resume`] (see `SimDriver::pause`).
+    pub(crate) fn pause(&self) {
+        let now = self.now_ns();
+        let mut ring = lock(&self.ring);
+        if ring.paused_since.is_none() {
+            ring.paused_since = Some(now);
+            ring.stats.paused = true;
+        }
+    }
+
+    /// Ends a pause: every time the model holds moves on by the pause's length, as if the
+    /// clock had stood still — descriptors posted during it count as posted now — and the
+    /// device is woken.
+    pub(crate) fn resume(&self) {
+        let now = self.now_ns();
+        let mut ring = lock(&self.ring);
+        let Some(since) = ring.paused_since.take() else { return };
+        let stood = now.saturating_sub(since);
+        ring.stats.paused = false;
+        ring.pause_shift_ns = ring.pause_shift_ns.saturating_add(stood);
+        let frozen = |t: u64| t.max(since).saturating_add(stood);
+        for d in ring.posted.iter_mut() {
+            d.arrival_ns = frozen(d.arrival_ns);
+            d.visible_ns = frozen(d.visible_ns);
+        }
+        drop(ring);
+        self.doorbell.notify_one();
+    }
+
+    /// Turns the injected hardware fault on or off (see `SimDriver::fail`).
+    pub(crate) fn fail(&self, on: bool) {
+        self.failing.store(on, Ordering::Relaxed);
+    }
+
     /// The device thread.
     pub(crate) fn run(&self) {
         precise_timers();
@@ -235,6 +286,16 @@ impl Device {
         let mut latency = WakeLatency { average_ns: 0 };
         let mut ring = lock(&self.ring);
         loop {
+            // Paused: nothing moves until the resume (or shutdown, which overrides it). No
+            // submitter wakes a paused device (it is not marked asleep); resume does.
+            if ring.paused_since.is_some() && !ring.shutdown {
+                ring = self.doorbell.wait(ring).unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            let shift = std::mem::take(&mut ring.pause_shift_ns);
+            if shift > 0 {
+                engine.shift(shift);
+            }
             let now = self.now_ns();
             // The doorbell safety net; at shutdown, everything posted is fetched.
             if ring.kicked < ring.posted.len() {
@@ -267,7 +328,7 @@ impl Device {
             // Compute the next result ahead of its time.
             if engine.has_work() {
                 drop(ring);
-                engine.compute_one();
+                engine.compute_one(self.failing.load(Ordering::Relaxed));
                 ring = lock(&self.ring);
                 continue;
             }
@@ -336,7 +397,12 @@ struct Finished {
     outcome: Option<Outcome>,
     ctx: SessionContext,
     due_ns: u64,
+    /// Failed by the injected fault.
+    injected: bool,
 }
+
+/// What a card with the injected fault on answers (see `SimDriver::fail`).
+pub(crate) const INJECTED_FAULT: Error = Error::DriverFailure("sim: injected device fault");
 
 /// A faulty card's wrong answer: flips the first byte of the separate tag or digest if
 /// there is one, else the first byte of the payload's result.
@@ -459,11 +525,28 @@ impl Engine {
         (count > 0).then_some(Interrupt { count, modelled_ns: Some(at) })
     }
 
-    /// Computes the oldest fetched request's real result with the software session.
-    fn compute_one(&mut self) {
+    /// Moves every due time on by `ns` (the length of a pause).
+    fn shift(&mut self, ns: u64) {
+        for f in self.finished.iter_mut() {
+            f.due_ns = f.due_ns.saturating_add(ns);
+        }
+        for f in self.fetched.iter_mut() {
+            f.due_ns = f.due_ns.saturating_add(ns);
+        }
+        self.free_at_ns = self.free_at_ns.saturating_add(ns);
+    }
+
+    /// Computes the oldest fetched request's real result with the software session; with
+    /// the injected fault on (`failing`), fails it instead, its buffers untouched.
+    fn compute_one(&mut self, failing: bool) {
         let Some(Fetched { req, ctx, session, due_ns }) = self.fetched.pop_front() else {
             return;
         };
+        if failing {
+            let outcome = Some(Err(Failed::new(INJECTED_FAULT, req)));
+            self.finished.push_back(Finished { outcome, ctx, due_ns, injected: true });
+            return;
+        }
         self.computed += 1;
         let faulty = self.corrupt.is_some_and(|n| self.computed % n == 0);
         let outcome = match session.soft.process(req, Hint::default()) {
@@ -480,17 +563,24 @@ impl Engine {
             }
             Processed::Pending => None,
         };
-        self.finished.push_back(Finished { outcome, ctx, due_ns });
+        self.finished.push_back(Finished { outcome, ctx, due_ns, injected: false });
     }
 
     /// Raises an interrupt: frees the slots, completes the requests, and ends a Busy period.
+    /// A card paused since the interrupt was decided raises nothing (it is raised after the
+    /// resume).
     fn deliver(&mut self, device: &Device, irq: Interrupt, now: u64) {
         let unblock = {
             let mut ring = lock(&device.ring);
+            if ring.paused_since.is_some() && !ring.shutdown {
+                return;
+            }
             ring.in_device -= irq.count;
+            let injected = self.finished.iter().take(irq.count).filter(|f| f.injected).count();
             let s = &mut ring.stats;
             s.interrupts += 1;
             s.completed += irq.count as u64;
+            s.injected_failures += injected as u64;
             if let Some(at) = irq.modelled_ns {
                 let late = now.saturating_sub(at);
                 s.late_total_ns = s.late_total_ns.saturating_add(late.saturating_mul(irq.count as u64));

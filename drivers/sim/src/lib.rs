@@ -45,6 +45,15 @@
 //!   untouched (FreeBSD's ERESTART) and remembers it; the next interrupt that frees a slot
 //!   calls [`ocf::SessionContext::unblock`] once (FreeBSD's `crypto_unblock`), as the hifn
 //!   and ubsec drivers do.
+//! - **Faults** (for testing what a framework does when a card goes wrong; routing tests
+//!   use them): [`SimDriver::pause`] stalls the card — it fetches nothing and completes
+//!   nothing, its ring fills and answers Busy — and [`SimDriver::resume`] lets it go on
+//!   with everything it accepted, the model's clock having stood still meanwhile;
+//!   [`SimDriver::fail`] makes it fail every request it takes up with
+//!   `Error::DriverFailure("sim: injected device fault")`, buffers untouched, as a card
+//!   reporting a hardware fault. [`SimStats::paused`] and
+//!   [`SimStats::injected_failures`] show them. (`corrupt=N` in a profile is the other
+//!   fault: wrong results reported as right.)
 //! - **Shutdown.** When the driver is dropped (after it is unregistered and its last
 //!   session is freed) the device fetches, computes and delivers everything it holds at
 //!   once, without waiting for the model's times, and its thread is joined. (ocf's session
@@ -55,6 +64,11 @@
 //! Profiles ([`SimProfile`]): `hifn7951`, `hifn7811` and `bcm5822` are fitted to the seed
 //! paper's Table 5; `qat-like` is a modern card; custom ones are written
 //! `ring=16,setup=20us,rate=400MB/s`. See [`profile`] and the crate's README.
+//!
+//! Names: [`register`] names the first card of a profile string `sim:<spec>` and further
+//! cards of the same string `sim:<spec>#2`, `#3`, … (the first free name), so that two
+//! identical cards can serve one framework; [`register_named`] takes the name itself
+//! (`sim:bcm5822`), as tools that take driver names from their users do.
 //!
 //! ```
 //! let fw = ocf::Framework::new();
@@ -115,6 +129,11 @@ pub struct SimStats {
     pub late_max_ns: u64,
     /// Completion callbacks that panicked (the device carried on).
     pub callback_panics: u64,
+    /// The card is paused ([`SimDriver::pause`]).
+    pub paused: bool,
+    /// Requests completed with the injected fault ([`SimDriver::fail`]); also counted in
+    /// `completed`.
+    pub injected_failures: u64,
 }
 
 /// Why a simulated card could not be made or registered.
@@ -124,8 +143,10 @@ pub enum SimError {
     Profile(ProfileError),
     /// The device thread could not be started.
     Spawn(std::io::Error),
-    /// The framework refused the driver (a duplicate name).
+    /// The framework refused the driver.
     Framework(Error),
+    /// A driver name given to [`register_named`] is not `sim:<profile>`.
+    NotSim(String),
 }
 
 impl fmt::Display for SimError {
@@ -134,6 +155,9 @@ impl fmt::Display for SimError {
             SimError::Profile(e) => write!(f, "bad sim device profile: {e}"),
             SimError::Spawn(e) => write!(f, "cannot start the sim device thread: {e}"),
             SimError::Framework(e) => e.fmt(f),
+            SimError::NotSim(name) => {
+                write!(f, "{name:?} is not a driver that can be added (a simulated card is sim:<profile>)")
+            }
         }
     }
 }
@@ -144,6 +168,7 @@ impl std::error::Error for SimError {
             SimError::Profile(e) => Some(e),
             SimError::Spawn(e) => Some(e),
             SimError::Framework(e) => Some(e),
+            SimError::NotSim(_) => None,
         }
     }
 }
@@ -154,20 +179,55 @@ impl From<ProfileError> for SimError {
     }
 }
 
-/// Makes a card from a profile string and registers it as `sim:<spec>`; returns the name.
-/// Nothing is registered if the string is wrong.
+/// Makes a card from a profile string and registers it; returns its name: `sim:<spec>` for
+/// the first card of a spec, `sim:<spec>#2`, `#3`, … (the first free name) for more cards of
+/// the same spec. Nothing is registered if the string is wrong.
 pub fn register(fw: &Framework, spec: &str) -> Result<String, SimError> {
     register_driver(fw, spec).map(|d| d.name().to_owned())
 }
 
-/// As [`register`], and returns the driver too, for its [`SimDriver::stats`]. Holding it
-/// keeps the card (and its thread) alive after it is unregistered.
+/// As [`register`], and returns the driver too, for its [`SimDriver::stats`] and its faults
+/// ([`SimDriver::pause`], [`SimDriver::fail`]). Holding it keeps the card (and its thread)
+/// alive after it is unregistered.
 pub fn register_driver(fw: &Framework, spec: &str) -> Result<Arc<SimDriver>, SimError> {
     let spec = spec.trim();
     let profile = SimProfile::parse(spec)?;
-    let driver = Arc::new(SimDriver::new(&format!("{NAME_PREFIX}{spec}"), profile)?);
-    fw.register(driver.clone()).map_err(SimError::Framework)?;
-    Ok(driver)
+    let base = format!("{NAME_PREFIX}{spec}");
+    let mut card = SimDriver::new(&base, profile)?;
+    loop {
+        card.name = first_free_name(fw, &base);
+        let driver = Arc::new(card);
+        match fw.register(driver.clone()) {
+            Ok(()) => return Ok(driver),
+            // Another thread took the name between the look and the registration: the
+            // framework dropped its reference, so the card is ours again; try the next name.
+            Err(Error::DuplicateDriver(name)) => match Arc::try_unwrap(driver) {
+                Ok(again) => card = again,
+                Err(_) => return Err(SimError::Framework(Error::DuplicateDriver(name))),
+            },
+            Err(e) => return Err(SimError::Framework(e)),
+        }
+    }
+}
+
+/// `base` if no registered driver has that name, else `base#2`, `base#3`, …, the first free.
+fn first_free_name(fw: &Framework, base: &str) -> String {
+    let taken: Vec<String> = fw.drivers().into_iter().map(|d| d.name).collect();
+    let free = |name: &String| !taken.contains(name);
+    std::iter::once(base.to_owned())
+        .chain((2..).map(|n| format!("{base}#{n}")))
+        .find(free)
+        .unwrap_or_else(|| base.to_owned())
+}
+
+/// Registers the driver a name stands for: `sim:<profile>` makes and registers a card of that
+/// profile ([`register`]); returns the name it got. For tools that take driver names from
+/// their users (`ipsecd --driver`, the OpenSSL provider's `drivers =`).
+pub fn register_named(fw: &Framework, name: &str) -> Result<String, SimError> {
+    match name.trim().strip_prefix(NAME_PREFIX) {
+        Some(spec) => register(fw, spec),
+        None => Err(SimError::NotSim(name.trim().to_owned())),
+    }
 }
 
 /// A simulated crypto card: an [`ocf::Driver`] with a device thread behind it.
@@ -196,6 +256,32 @@ impl SimDriver {
     /// The card's counters.
     pub fn stats(&self) -> SimStats {
         self.device.stats()
+    }
+
+    /// Stalls the card (a fault for routing tests): from now on it fetches nothing and
+    /// completes nothing, until [`SimDriver::resume`]. Requests it has accepted stay in its
+    /// ring, and new ones are accepted while there is room; a full ring answers Busy as
+    /// usual. An interrupt already being delivered when this is called still finishes.
+    /// Pausing a paused card does nothing.
+    pub fn pause(&self) {
+        self.device.pause();
+    }
+
+    /// Ends a [`SimDriver::pause`]: the card goes on, and everything it accepted completes
+    /// with its real result. The model's clock stood still while the card was paused (what
+    /// was due then is due as much later). Resuming a running card does nothing.
+    pub fn resume(&self) {
+        self.device.resume();
+    }
+
+    /// Turns the card's hardware fault on or off (a fault for routing tests). While on,
+    /// every request the engine takes up is completed as
+    /// `Err(Failed::new(Error::DriverFailure("sim: injected device fault"), req))` with its
+    /// buffers untouched (no result is computed), counted in
+    /// [`SimStats::injected_failures`]; requests whose results were computed before it was
+    /// turned on complete normally.
+    pub fn fail(&self, on: bool) {
+        self.device.fail(on);
     }
 }
 

@@ -6,6 +6,9 @@ use std::sync::Arc;
 use ocf::{CipherAlg, Framework, Op, Request, SessionParams};
 use ocf_sim::{ProfileError, SimError};
 
+/// A 3DES key whose three subkeys differ and are not weak.
+const THREE_DES_KEY: [u8; 24] = *b"0123456789abcdefFEDCBA98";
+
 #[test]
 fn register_names_the_driver_after_its_profile() {
     let fw = Framework::new();
@@ -43,15 +46,53 @@ fn bad_profiles_register_nothing() {
     assert_eq!(e.to_string(), "bad sim device profile: \"ring=0\": must be greater than zero");
 }
 
+/// Before: a second card of a spec was refused as a duplicate name, so two identical cards
+/// could not be had (issue 18's "two identical cards" benchmark).
 #[test]
-fn a_duplicate_name_is_refused() {
+fn the_same_card_twice_gets_the_next_free_name() {
     let fw = Framework::new();
-    ocf_sim::register(&fw, "hifn7811").unwrap();
-    match ocf_sim::register(&fw, "hifn7811") {
-        Err(SimError::Framework(ocf::Error::DuplicateDriver(name))) => assert_eq!(name, "sim:hifn7811"),
-        other => panic!("{other:?}"),
+    ocf_soft::register(&fw).unwrap();
+    let first = ocf_sim::register_driver(&fw, "hifn7951").unwrap();
+    let second = ocf_sim::register_driver(&fw, "hifn7951").unwrap();
+    let (a, b) = (ocf::Driver::name(&*first).to_owned(), ocf::Driver::name(&*second).to_owned());
+    assert_eq!((a.as_str(), b.as_str()), ("sim:hifn7951", "sim:hifn7951#2"));
+    assert_eq!(ocf_sim::register(&fw, "hifn7951").unwrap(), "sim:hifn7951#3");
+    // Another spec has names of its own.
+    assert_eq!(ocf_sim::register(&fw, "bcm5822").unwrap(), "sim:bcm5822");
+
+    // Both serve sessions, with the real results, and count their own requests.
+    let params = SessionParams::cipher(CipherAlg::TdesCbc, &THREE_DES_KEY);
+    let soft = fw.new_session_on(ocf_soft::NAME, &params).unwrap();
+    let req = || Request::new(Op::Encrypt, vec![3; 64]).with_iv(&[4; 8]);
+    let expected = soft.run(req()).unwrap().buf.to_vec();
+    for (name, n) in [(&a, 2), (&b, 5)] {
+        let s = fw.new_session_on(name, &params).unwrap();
+        for _ in 0..n {
+            assert_eq!(s.run(req()).unwrap().buf.to_vec(), expected, "{name}");
+        }
     }
-    assert_eq!(fw.drivers().len(), 1);
+    let (sa, sb) = (first.stats(), second.stats());
+    assert_eq!((sa.accepted, sa.completed), (2, 2), "{sa:?}");
+    assert_eq!((sb.accepted, sb.completed), (5, 5), "{sb:?}");
+    assert_eq!(fw.driver_stats(&b).unwrap().ops, 5);
+
+    // A name freed is the first free again.
+    fw.unregister(&b).unwrap();
+    assert_eq!(ocf_sim::register(&fw, " hifn7951 ").unwrap(), "sim:hifn7951#2");
+    assert_eq!(fw.stats().errors.total(), 0, "finding the free name records no DuplicateDriver");
+}
+
+#[test]
+fn a_driver_name_registers_its_card() {
+    let fw = Framework::new();
+    assert_eq!(ocf_sim::register_named(&fw, " sim:qat-like ").unwrap(), "sim:qat-like");
+    assert_eq!(ocf_sim::register_named(&fw, "sim:qat-like").unwrap(), "sim:qat-like#2");
+    let e = ocf_sim::register_named(&fw, "soft").unwrap_err();
+    assert!(matches!(&e, SimError::NotSim(n) if n == "soft"), "{e:?}");
+    assert!(e.to_string().contains("\"soft\"") && e.to_string().contains("sim:<profile>"), "{e}");
+    let e = ocf_sim::register_named(&fw, "sim:hifn9999").unwrap_err();
+    assert_eq!(e.to_string(), "bad sim device profile: unknown device profile \"hifn9999\" (known: hifn7951, hifn7811, bcm5822, qat-like)");
+    assert_eq!(fw.drivers().len(), 2);
 }
 
 #[test]

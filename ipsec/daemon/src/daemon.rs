@@ -13,6 +13,7 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use tun_rs::{DeviceBuilder, SyncDevice};
 
 use crate::config;
+use crate::crypto;
 use crate::ctl::Reply;
 use crate::ctl_server::{self, Handler, Server};
 use crate::net::{self, Family, IoCounters, NetSink};
@@ -41,6 +42,10 @@ pub struct Options {
     pub fwmark: u32,
     /// Serve the counters in Prometheus' text format on this TCP address.
     pub metrics: Option<std::net::SocketAddr>,
+    /// Drivers registered beside `soft` (`sim:<profile>`; see [`crate::crypto`]).
+    pub drivers: Vec<String>,
+    /// ocf's routing policy.
+    pub policy: ocf::Policy,
 }
 
 /// Runs the daemon until SIGTERM or SIGINT. `Err` for a start-up failure (a bad config
@@ -54,10 +59,9 @@ pub fn run(opts: Options) -> Result<(), String> {
     if let (Some(p), Some(t)) = (&opts.config, &text) {
         service::parse(&p.display().to_string(), t)?;
     }
+    // The drivers too: a card that cannot be had stops start-up before anything is created.
+    let fw = crypto::framework(&opts.drivers, opts.policy)?;
     let listener = bind_control(&opts.socket)?;
-
-    let fw = ocf::Framework::new();
-    ocf_soft::register(&fw).map_err(|e| format!("ocf: {e}"))?;
     let tun = Arc::new(
         DeviceBuilder::new()
             .name(&opts.tun)
@@ -99,7 +103,7 @@ pub fn run(opts: Options) -> Result<(), String> {
         udp_port: opts.udp_port,
         io: io.clone(),
     });
-    let core = Arc::new(Ipsec::new(fw, sink.clone()));
+    let core = Arc::new(Ipsec::new(fw.clone(), sink.clone()));
     // Only traffic for the tunnels belongs in the TUN: what no policy covers is dropped and
     // counted (`no_policy`), never sent on in clear.
     core.set_default_policy(DefaultPolicy::Discard);
@@ -114,14 +118,18 @@ pub fn run(opts: Options) -> Result<(), String> {
     let mut routing = Routing::start(&opts.tun, opts.table, opts.fwmark, opts.routes);
     routing.sync(&core);
     let routes = Arc::new(Mutex::new(routing));
+    let drivers: Vec<String> = fw.drivers().into_iter().map(|d| d.name).collect();
     tracing::info!(
-        "ipsecd: TUN {} (mtu {}), ESP and UDP {} on IPv4 and IPv6, control socket {}, {} SAs, {} policies",
+        "ipsecd: TUN {} (mtu {}), ESP and UDP {} on IPv4 and IPv6, control socket {}, {} SAs, {} policies, \
+         drivers {} (policy {})",
         opts.tun,
         opts.mtu,
         opts.udp_port,
         opts.socket.display(),
         core.databases().sad.dump(None).len(),
-        core.databases().spd.dump().len()
+        core.databases().spd.dump().len(),
+        drivers.join(", "),
+        opts.policy
     );
 
     let max = net::max_packet(opts.mtu);
@@ -147,6 +155,7 @@ pub fn run(opts: Options) -> Result<(), String> {
     let control = Server::new(
         Control {
             core: core.clone(),
+            fw: fw.clone(),
             io: io.clone(),
             routes: routes.clone(),
             reloads: reloads.clone(),
@@ -158,9 +167,10 @@ pub fn run(opts: Options) -> Result<(), String> {
         let l = std::net::TcpListener::bind(addr).map_err(|e| format!("metrics address {addr}: {e}"))?;
         tracing::info!("metrics on http://{addr}/metrics");
         spawn("ipsecd-metrics", {
-            let (core, io, reloads, ctl) =
-                (core.clone(), io.clone(), reloads.clone(), control.counters().clone());
-            move || serve_metrics(&l, core, io, reloads, ctl, metrics)
+            let sources =
+                Sources { core: core.clone(), fw: fw.clone(), io: io.clone(), reloads: reloads.clone() };
+            let ctl = control.counters().clone();
+            move || serve_metrics(&l, sources, ctl, metrics)
         })?;
     }
     spawn("ipsecd-ctl", {
@@ -213,6 +223,8 @@ fn bind_control(path: &Path) -> Result<UnixListener, String> {
 /// changes one at a time).
 struct Control {
     core: Arc<Ipsec>,
+    /// The framework the SAs' sessions come from, for its routing statistics.
+    fw: ocf::Framework,
     io: Arc<IoCounters>,
     routes: Arc<Mutex<Routing>>,
     /// The SIGHUP reloads' outcomes, for `stats`.
@@ -224,8 +236,9 @@ struct Control {
 impl Handler for Control {
     fn stats(&self, ctl: &Counters) -> String {
         format!(
-            "{}control: {ctl}\nmetrics: {}\n",
+            "{}{}control: {ctl}\nmetrics: {}\n",
             service::stats(&self.core, &self.io, &self.reloads),
+            crypto::stats(&self.fw.routing()),
             self.metrics
         )
     }
@@ -247,14 +260,20 @@ const METRICS_REQUEST: Duration = Duration::from_secs(2);
 const METRICS_REPLY: Duration = Duration::from_secs(10);
 const METRICS_HEAD: usize = 16 << 10;
 
+/// What the metrics endpoint reads its counters from.
+struct Sources {
+    core: Arc<Ipsec>,
+    fw: ocf::Framework,
+    io: Arc<IoCounters>,
+    reloads: Arc<config::Reloads>,
+}
+
 /// Answers every connection with the counters (any request: a scraper's GET /metrics), each
 /// on a thread of its own (up to [`METRICS_CLIENTS`]), so that a silent or slow scraper
 /// holds up no other.
 fn serve_metrics(
     listener: &std::net::TcpListener,
-    core: Arc<Ipsec>,
-    io: Arc<IoCounters>,
-    reloads: Arc<config::Reloads>,
+    sources: Sources,
     ctl: Arc<Counters>,
     counters: Arc<Counters>,
 ) {
@@ -278,7 +297,8 @@ fn serve_metrics(
                 Err(serve::ReadError::TooLarge) => return c.count(Refused::TooLarge),
                 Err(serve::ReadError::Io(_)) => return c.count(Refused::Io),
             }
-            let body = service::prometheus(&core, &io, &reloads)
+            let body = service::prometheus(&sources.core, &sources.io, &sources.reloads)
+                + &crypto::prometheus(&sources.fw.routing())
                 + &ctl.prometheus("control")
                 + &c.prometheus("metrics");
             let reply = format!(

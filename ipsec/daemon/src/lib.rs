@@ -5,6 +5,8 @@
 //! written to the TUN. Configured in setkey(8) syntax from a file and at run time through
 //! a Unix control socket spoken by `ipsecctl`.
 //!
+//! - [`crypto`]: the ocf framework (`soft`, `--driver` cards, `--policy`) and what routing
+//!   did, for stats and metrics.
 //! - [`daemon`]: start-up, threads, routes, signals, the lifetime tick.
 //! - [`net`]: the TUN and sockets, and the loops that feed the core.
 //! - [`batch`]: what the core makes of one batch of packets, sent together at its end.
@@ -20,6 +22,7 @@
 pub mod batch;
 pub mod coalesce;
 pub mod config;
+pub mod crypto;
 pub mod ctl;
 pub mod ctl_server;
 pub mod daemon;

@@ -18,7 +18,8 @@ Talks to a running ipsecd over its control socket, with setkey(8)'s flags.
   -DP          dump policies
   -F           flush SAs
   -FP          flush policies
-  stats        every counter: I/O, totals, each drop reason, each SA, the control socket
+  stats        every counter: I/O, totals, each drop reason, each SA, ocf's routing
+               (per driver: requests by size class, model estimates), the control socket
 
   -s SOCKET          the control socket (default /run/ipsecd.sock)
   --timeout SECONDS  give up after this long in all (default: wait as long as ipsecd

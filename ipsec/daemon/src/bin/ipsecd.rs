@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use ipsecd::crypto;
 use ipsecd::ctl::DEFAULT_SOCKET;
 use ipsecd::daemon::{run, Options};
 use ipsecd::routing::{DEFAULT_MARK, DEFAULT_TABLE};
@@ -45,6 +46,17 @@ struct Args {
     /// Serve every counter in Prometheus' text format on this address (e.g. 127.0.0.1:9530).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<std::net::SocketAddr>,
+    /// Register another driver beside `soft`, for experiments: `sim:PROFILE` is a simulated
+    /// card (`sim:qat-like`, `sim:hifn7951,ring=8`: a profile string of ocf-sim).
+    /// Repeatable; a profile given twice is two cards (`sim:X` and `sim:X#2`). ocf spreads
+    /// each SA's requests over the drivers with --policy; `ipsecctl stats` shows how.
+    #[arg(long = "driver", value_name = "SPEC", value_parser = crypto::driver_spec)]
+    drivers: Vec<String>,
+    /// How ocf chooses a driver for each request: cost-model (the least predicted time,
+    /// learned from measured completions), priority (one driver per SA, the best),
+    /// least-loaded or round-robin.
+    #[arg(long, value_name = "NAME", default_value = "cost-model")]
+    policy: ocf::Policy,
 }
 
 fn main() -> ExitCode {
@@ -66,6 +78,8 @@ fn main() -> ExitCode {
         table: a.table,
         fwmark: a.fwmark,
         metrics: a.metrics,
+        drivers: a.drivers,
+        policy: a.policy,
     };
     match run(opts) {
         Ok(()) => ExitCode::SUCCESS,
