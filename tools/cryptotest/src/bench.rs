@@ -390,11 +390,21 @@ impl Worker {
     }
 
     fn run_one_at_a_time(&mut self, stop: &AtomicBool) {
+        // One session (pinned, auto): no route to read per request; a split's per slot.
+        if self.sessions.len() == 1 {
+            self.cycle(stop, |_| 0);
+        } else {
+            self.cycle(stop, |route| route);
+        }
+    }
+
+    #[inline(always)]
+    fn cycle(&mut self, stop: &AtomicBool, route: impl Fn(usize) -> usize) {
         let (n, mut i, mut done) = (self.slots.len(), 0, 0u64);
         while self.remaining(done, stop) > 0 {
             let slot = &mut self.slots[i];
             let Some(req) = slot.req.take() else { break };
-            let outcome = self.sessions[slot.route].run(req);
+            let outcome = self.sessions[route(slot.route)].run(req);
             self.finish(outcome);
             done += 1;
             i = if i + 1 == n { 0 } else { i + 1 };
