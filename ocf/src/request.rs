@@ -29,7 +29,7 @@ use crate::params::{Mode, SessionParams};
 mod trip;
 
 pub use trip::Callback;
-pub(crate) use trip::{Notify, Trip, Waiter};
+pub(crate) use trip::{Notify, RouteTrip, Trip, Waiter};
 
 /// The longest tag, MAC or digest (SHA-512).
 pub const MAX_TAG_LEN: usize = 64;

@@ -19,12 +19,12 @@ use crate::error::{Error, ErrorCounters};
 use crate::params::SessionParams;
 use crate::profile::ProfileStats;
 use crate::routing::{DriverRouting, Policy, RoutingStats};
-use crate::session::{DriverEntry, Rebinder, Reorder, Session, SessionShared, Work, Workers};
+use crate::session::{DriverEntry, Pin, Registrar, Reorder, Route, Routes, Session, SessionShared, Work, Workers};
 
 mod registry;
 mod stats;
 
-use registry::{best_driver, unsupported, Registry};
+use registry::{best_drivers, unsupported, Registry};
 use stats::driver_stats;
 pub use stats::{DriverInfo, DriverStats, FlowStats, FrameworkStats};
 
@@ -78,6 +78,7 @@ impl Framework {
     pub fn with_config(config: Config) -> Framework {
         Framework {
             inner: Arc::new(Registry {
+                routing: Arc::default(),
                 drivers: RwLock::default(),
                 errors: ErrorCounters::default(),
                 next_session_id: AtomicU64::new(0),
@@ -101,11 +102,13 @@ impl Framework {
             return Err(Error::DuplicateDriver(name));
         }
         drivers.push(Arc::new(DriverEntry::new(name, driver, self.inner.config.max_in_flight)));
+        self.inner.drivers_changed();
         Ok(())
     }
 
-    /// Removes a driver (detach). Its sessions move to the next best driver, from their
-    /// own copies of their parameters and keys, and their requests go on there: requests
+    /// Removes a driver (detach). Its sessions drop it from their routes (a session left
+    /// with none moves to the best driver there is), from their own copies of their
+    /// parameters and keys, and their requests go on elsewhere: requests
     /// the driver had refused as Busy are offered to the new driver; requests the driver
     /// holds complete as it finishes them; this waits up to [`Config::drain_timeout`] for
     /// that. Sessions no other driver can serve (and sessions of a `named_only` driver)
@@ -118,6 +121,7 @@ impl Framework {
                 Some(i) => {
                     let entry = drivers.remove(i);
                     entry.mark_gone();
+                    self.inner.drivers_changed();
                     entry
                 }
                 None => {
@@ -134,7 +138,7 @@ impl Framework {
         };
         let mut old_bindings = Vec::new();
         for s in &sessions {
-            if let Some(old) = s.rebind_for_detach(&entry, &*self.inner) {
+            if let Some(old) = s.renew_routes(Some(&entry)) {
                 old_bindings.push(old);
             }
         }
@@ -143,7 +147,7 @@ impl Framework {
         //    (or fail with DriverGone), through the dispatch worker.
         let held = entry.flow.take_all_held();
         if !held.is_empty() {
-            let work = held.into_iter().map(|h| Work::Request(h.session, h.req));
+            let work = held.into_iter().map(|h| Work::Request(h.session, h.binding, h.req));
             self.inner.workers.dispatch().push_all(work);
         }
         // 3. Wait for threads still inside the driver, and for requests it holds.
@@ -191,7 +195,7 @@ impl Framework {
     pub fn choose_driver(&self, params: &SessionParams) -> Result<(String, Priority), Error> {
         params.validate()?;
         let drivers = self.read_drivers();
-        let (entry, prio) = best_driver(&drivers, params)?;
+        let (entry, prio) = best_drivers(&drivers, params)?[0];
         Ok((entry.name.clone(), prio))
     }
 
@@ -212,7 +216,8 @@ impl Framework {
         params: &SessionParams,
     ) -> Result<Session, (Error, Option<Arc<DriverEntry>>)> {
         params.validate().map_err(|e| (e, None))?;
-        let entry = {
+        let generation = self.inner.routing.generation.load(Ordering::Acquire);
+        let (pin, entries) = {
             let drivers = self.read_drivers();
             match named {
                 Some(name) => {
@@ -224,23 +229,40 @@ impl Framework {
                     if !entry.caps.covers(params) || entry.driver.probe_session(params).is_none() {
                         return Err((unsupported(params), Some(entry)));
                     }
-                    entry
+                    (Pin::Named, vec![entry])
                 }
-                None => best_driver(&drivers, params).map_err(|e| (e, None))?.0.clone(),
+                None => {
+                    let ranked = best_drivers(&drivers, params).map_err(|e| (e, None))?;
+                    let mut entries: Vec<Arc<DriverEntry>> = ranked.into_iter().map(|(d, _)| d.clone()).collect();
+                    // A multi-part message must stay on one driver: such sessions keep one.
+                    if !self.inner.config.policy.per_request() || params.multipart {
+                        entries.truncate(1);
+                        (Pin::Best, entries)
+                    } else {
+                        (Pin::Free, entries)
+                    }
+                }
             }
         };
         let id = self.inner.next_session_id.fetch_add(1, Ordering::Relaxed);
         let order = params.ordered.then(|| Arc::new(Reorder::new()));
-        let binding = match self.inner.bind(&entry, params, id, order.clone()) {
+        // The first (best) route's binding is made now, so that a driver refusing the
+        // session does so here; the others' when a request first goes there.
+        let first = entries[0].clone();
+        let model = first.routing.model(params);
+        let binding = match self.inner.bind(&first, params, id, order.clone(), model.clone()) {
             Ok(b) => b,
-            Err(e) => return Err((e, Some(entry))),
+            Err(e) => return Err((e, Some(first))),
         };
+        let mut routes = vec![Arc::new(Route::bound(Arc::new(binding), model))];
+        routes.extend(entries[1..].iter().map(|e| Arc::new(Route::new(e.clone(), params))));
         Ok(Session::new(
             id,
             params.clone(),
-            binding,
+            Routes::new(routes, pin, self.inner.config.policy, generation),
             order,
-            Arc::downgrade(&self.inner) as std::sync::Weak<dyn Rebinder>,
+            Arc::downgrade(&self.inner) as std::sync::Weak<dyn Registrar>,
+            self.inner.routing.clone(),
             self.inner.config.profile_every,
         ))
     }
@@ -270,18 +292,29 @@ impl Framework {
     /// What routing did and believes: per driver, the requests routed to it by size class
     /// and the cost model's estimates (see `crate::routing`).
     pub fn routing(&self) -> RoutingStats {
+        let drivers: Vec<DriverRouting> = self
+            .read_drivers()
+            .iter()
+            .map(|d| {
+                let r = &d.routing;
+                DriverRouting {
+                    driver: d.name.clone(),
+                    routed: d.counters.routed(),
+                    explored: r.explored.load(Ordering::Relaxed),
+                    skipped_blocked: r.skipped_blocked.load(Ordering::Relaxed),
+                    skipped_unhealthy: r.skipped_unhealthy.load(Ordering::Relaxed),
+                    in_flight: d.credits.in_flight(),
+                    models: r.estimates(),
+                }
+            })
+            .collect();
+        let shared = &self.inner.routing;
+        let timed = shared.timed_decisions.load(Ordering::Relaxed);
         RoutingStats {
             policy: self.inner.config.policy,
-            drivers: self
-                .read_drivers()
-                .iter()
-                .map(|d| DriverRouting {
-                    driver: d.name.clone(),
-                    in_flight: d.credits.in_flight(),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
+            decisions: drivers.iter().map(|d| d.routed_total()).sum(),
+            decision_ns: if timed == 0 { 0.0 } else { shared.decision_ns.load(Ordering::Relaxed) as f64 / timed as f64 },
+            drivers,
         }
     }
 

@@ -1,6 +1,6 @@
-//! The driver registry: the registered drivers, choosing one for a session (best
-//! [`Priority`], then fewest live sessions), binding a session to it, and rebinding a
-//! session whose driver was unregistered (the [`Rebinder`] the session layer calls).
+//! The driver registry: the registered drivers, the ones that can serve a session (best
+//! [`Priority`] first, then fewest live sessions), and binding a session to one (the
+//! [`Registrar`] the session layer calls).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
@@ -8,16 +8,17 @@ use std::sync::{Arc, PoisonError, RwLock};
 use crate::driver::{Priority, SessionContext};
 use crate::error::{Error, ErrorCounters};
 use crate::params::{Mode, SessionParams};
-use crate::session::{
-    Binding, CoreReturnPath, DriverEntry, Rebinder, Reorder, SessionCore, SessionCounters, SessionShared,
-    Workers,
-};
+use crate::error::ErrorKind;
+use crate::routing::model::ModelTable;
+use crate::routing::{Policy, RoutingShared};
+use crate::session::{Binding, CoreReturnPath, DriverEntry, Registrar, Reorder, SessionCore, SessionCounters, Workers};
 
 use super::Config;
 
 /// What a [`crate::Framework`] handle shares: the drivers, the framework-wide error
-/// counters, session ids, the configuration and the worker threads.
+/// counters, session ids, the configuration, the worker threads and routing's shared state.
 pub(crate) struct Registry {
+    pub(super) routing: Arc<RoutingShared>,
     pub(super) drivers: RwLock<Vec<Arc<DriverEntry>>>,
     /// Errors that happen before a driver is involved (bad parameters, no driver).
     pub(super) errors: ErrorCounters,
@@ -27,14 +28,25 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
-    /// Binds a session to a driver: the driver's per-session state, and where the
-    /// session's requests on it are counted.
-    pub(super) fn bind(
+    /// The list of drivers changed: sessions renew their routes at their next request.
+    pub(super) fn drivers_changed(&self) {
+        self.routing.generation.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+impl Registrar for Registry {
+    fn candidates(&self, params: &SessionParams) -> Vec<Arc<DriverEntry>> {
+        let drivers = self.drivers.read().unwrap_or_else(PoisonError::into_inner);
+        ranked(&drivers, params).into_iter().map(|(d, _)| d.clone()).collect()
+    }
+
+    fn bind(
         &self,
         entry: &Arc<DriverEntry>,
         params: &SessionParams,
         id: u64,
         order: Option<Arc<Reorder>>,
+        model: Arc<ModelTable>,
     ) -> Result<Binding, Error> {
         let counters = Arc::new(SessionCounters::default());
         let core = Arc::new(SessionCore {
@@ -43,6 +55,7 @@ impl Registry {
             workers: self.workers.clone(),
             order,
             return_queue: (id as usize) % self.workers.return_workers(),
+            model,
         });
         let ctx = SessionContext::new(Arc::new(CoreReturnPath(core.clone())));
         let driver_session = entry.driver.new_session(params, ctx)?;
@@ -52,59 +65,43 @@ impl Registry {
             core,
             driver_session: Some(driver_session),
             synchronous: entry.caps.synchronous,
+            count_active: entry.caps.synchronous && self.config.policy == Policy::LeastLoaded,
         })
     }
-}
 
-impl Rebinder for Registry {
-    /// A new binding for a session whose driver is gone, on the best registered driver;
-    /// `None` if there is none (or the old driver was `named_only`: its sessions asked
-    /// for it by name, and no other driver does what it does).
-    fn rebind(&self, session: &Arc<SessionShared>, params: &SessionParams, old: &Binding) -> Option<Binding> {
-        if old.entry.caps.named_only {
-            return None;
-        }
-        loop {
-            let entry = {
-                let drivers = self.drivers.read().unwrap_or_else(PoisonError::into_inner);
-                best_driver(&drivers, params).ok()?.0.clone()
-            };
-            match self.bind(&entry, params, session.id(), session.order()) {
-                Ok(b) => {
-                    entry.counters.add_live(b.core.counters.clone(), session);
-                    session.add_history(b.core.counters.clone());
-                    return Some(b);
-                }
-                // That driver would not take it after all; count it there and try without it
-                // only if it was unregistered meanwhile, else give up.
-                Err(e) => {
-                    entry.counters.errors.record(e.kind());
-                    if !entry.is_gone() {
-                        return None;
-                    }
-                }
-            }
-        }
+    fn count_error(&self, kind: ErrorKind) {
+        self.errors.record(kind);
     }
 }
 
-pub(super) fn best_driver<'a>(
+/// The drivers that can serve `params`, best first: highest priority; among equals, the
+/// fewest live sessions; among those, the earliest registered. `named_only` drivers are
+/// never among them.
+fn ranked<'a>(drivers: &'a [Arc<DriverEntry>], params: &SessionParams) -> Vec<(&'a Arc<DriverEntry>, Priority)> {
+    let mut v: Vec<(usize, (&Arc<DriverEntry>, Priority), usize)> = drivers
+        .iter()
+        .filter(|d| !d.caps.named_only && d.caps.covers(params) && !d.is_gone())
+        .filter_map(|d| d.driver.probe_session(params).map(|p| (d, p)))
+        .enumerate()
+        .map(|(i, dp)| (i, dp, dp.0.counters.live_sessions()))
+        .collect();
+    v.sort_by_key(|&(i, (_, p), live)| (std::cmp::Reverse(p), live, i));
+    v.into_iter().map(|(_, dp, _)| dp).collect()
+}
+
+/// The drivers that can serve `params`, best first; an error if there are none.
+pub(super) fn best_drivers<'a>(
     drivers: &'a [Arc<DriverEntry>],
     params: &SessionParams,
-) -> Result<(&'a Arc<DriverEntry>, Priority), Error> {
+) -> Result<Vec<(&'a Arc<DriverEntry>, Priority)>, Error> {
     if drivers.is_empty() {
         return Err(Error::NoDriver);
     }
-    drivers
-        .iter()
-        .filter(|d| !d.caps.named_only && d.caps.covers(params))
-        .filter_map(|d| d.driver.probe_session(params).map(|p| (d, p)))
-        // Highest priority; among equals, the fewest live sessions; among those, the
-        // earliest registered (max_by_key keeps the last maximum, hence the reversed index).
-        .enumerate()
-        .max_by_key(|(i, (d, p))| (*p, std::cmp::Reverse(d.counters.live_sessions()), std::cmp::Reverse(*i)))
-        .map(|(_, dp)| dp)
-        .ok_or_else(|| unsupported(params))
+    let v = ranked(drivers, params);
+    if v.is_empty() {
+        return Err(unsupported(params));
+    }
+    Ok(v)
 }
 
 pub(super) fn unsupported(params: &SessionParams) -> Error {

@@ -24,6 +24,28 @@ pub(crate) struct Trip {
     /// Whether this request is one of the profiled samples, and its timestamps.
     pub(crate) profiled: bool,
     pub(crate) stamps: Stamps,
+    /// What routing needs to know about this request on its way back.
+    pub(crate) route: RouteTrip,
+}
+
+/// A routed request's travel state (see `crate::routing`): set when a policy chose its
+/// driver among several, read when it completes.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RouteTrip {
+    /// A policy chose the driver among several.
+    pub(crate) decided: bool,
+    /// Measure its completion time for the model.
+    pub(crate) timed: bool,
+    /// The model's prediction for it (ns), added to its driver's backlog while it is there.
+    pub(crate) cost_ns: u64,
+    /// When it was offered to the driver (clock ticks; 0: not timed).
+    pub(crate) start: u64,
+    /// The driver's backlog when it was offered (ns): the part of its time spent waiting.
+    pub(crate) wait_ns: u64,
+    /// Its cost is in the driver's backlog.
+    pub(crate) in_backlog: bool,
+    /// It is counted in the driver's active requests.
+    pub(crate) active: bool,
 }
 
 /// A completion callback, shared by many requests (typically one per client, like

@@ -47,6 +47,11 @@ use std::str::FromStr;
 
 use crate::request::Op;
 
+pub mod model;
+mod state;
+
+pub(crate) use state::{DriverRouteState, RoutingShared};
+
 /// How a session's requests are spread over the drivers that can serve it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Policy {
@@ -217,13 +222,6 @@ pub struct ModelEstimate {
     /// Per size class: the estimated time of one request (ns) at the class's average size,
     /// and that size; `None` where nothing was measured yet.
     pub classes: [Option<(f64, f64)>; SIZE_CLASSES],
-}
-
-pub mod model {
-    //! The cost model (filled in with routing).
-
-    /// One request in this many per thread is timed for the model.
-    pub const SAMPLE_EVERY: u32 = 16;
 }
 
 #[cfg(test)]

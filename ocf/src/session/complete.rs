@@ -13,6 +13,8 @@ use crate::driver::ReturnPath;
 use crate::error::ErrorKind;
 use crate::profile;
 use crate::request::{Flags, Notify, Outcome, Request};
+use crate::routing::model::ModelTable;
+use crate::routing::SizeClass;
 
 use super::binding::DriverEntry;
 use super::counters::SessionCounters;
@@ -29,6 +31,8 @@ pub(crate) struct SessionCore {
     /// This session's return worker: one per session keeps its callbacks in order and on
     /// one thread's cache.
     pub(crate) return_queue: usize,
+    /// The driver's cost model for this session's algorithm, which routed requests teach.
+    pub(crate) model: Arc<ModelTable>,
 }
 
 impl Drop for SessionCore {
@@ -41,6 +45,9 @@ impl Drop for SessionCore {
         let mut live = d.live.lock().unwrap_or_else(PoisonError::into_inner);
         d.retired_ops.fetch_add(self.counters.ops.load(Ordering::Relaxed), Ordering::Relaxed);
         d.retired_bytes.fetch_add(self.counters.bytes.load(Ordering::Relaxed), Ordering::Relaxed);
+        for (retired, routed) in d.retired_routed.iter().zip(&self.counters.routed) {
+            retired.fetch_add(routed.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
         live.retain(|l| !Arc::ptr_eq(&l.counters, &self.counters));
     }
 }
@@ -68,6 +75,9 @@ impl SessionCore {
     #[inline]
     pub(crate) fn complete(this: &Arc<SessionCore>, mut outcome: Outcome) -> Option<Outcome> {
         this.account(&outcome);
+        if request_mut(&mut outcome).trip().route.decided {
+            this.routed_back(&mut outcome);
+        }
         let trip = request_mut(&mut outcome).trip_mut();
         if trip.profiled {
             trip.stamps.done = profile::now();
@@ -85,6 +95,37 @@ impl SessionCore {
         None
     }
 
+    /// A routed request is back: its cost leaves the driver's backlog, its time (if it was
+    /// timed) teaches the model, and the driver's health follows its outcome.
+    fn routed_back(&self, outcome: &mut Outcome) {
+        let failed = matches!(outcome, Err(f) if f.error().kind() == ErrorKind::DriverFailure);
+        let req = request_mut(outcome);
+        let (op, len) = (req.op, req.payload_range().len());
+        let route = std::mem::take(&mut req.trip_mut().route);
+        let state = &self.entry.routing;
+        if route.in_backlog {
+            state.backlog_ns.fetch_sub(route.cost_ns, Ordering::Relaxed);
+        }
+        if route.active {
+            state.active.fetch_sub(1, Ordering::Relaxed);
+        }
+        if route.start == 0 {
+            if failed {
+                state.failing.store(true, Ordering::Relaxed);
+            }
+            return;
+        }
+        let now = profile::now();
+        state.completed(now, failed);
+        if !failed && outcome.is_ok() {
+            // The time it waited behind the driver's backlog is queueing, which decisions
+            // add from the backlog itself; the model learns the rest (at least a quarter).
+            let took = profile::elapsed_ns(route.start, now);
+            let own = took.saturating_sub(route.wait_ns).max(took / 4);
+            self.model.cell(op, SizeClass::of(len)).learn(own, len);
+        }
+    }
+
     /// Hands a finished request to its waiter or callback (in order, for ordered sessions).
     pub(super) fn release(this: &Arc<SessionCore>, mut outcome: Outcome) {
         let req = request_mut(&mut outcome);
@@ -99,7 +140,7 @@ impl SessionCore {
                 w.complete(outcome);
                 give_back(credit);
             }
-            Notify::Callback(cb) if immediate => SessionCore::run_callback(this, &cb, outcome),
+            Notify::Callback(cb) if immediate => SessionCore::run_callback(Some(this), &cb, outcome),
             Notify::Callback(cb) => {
                 trip.notify = Notify::Callback(cb);
                 let core = this.clone();
@@ -115,9 +156,10 @@ impl SessionCore {
         }
     }
 
-    /// Runs a callback here and now, profiling it and returning the request's credit.
+    /// Runs a callback here and now, profiling it (in `this`'s driver profile, if given) and
+    /// returning the request's credit.
     #[inline]
-    pub(super) fn run_callback(this: &SessionCore, cb: &Callback, mut outcome: Outcome) {
+    pub(super) fn run_callback(this: Option<&SessionCore>, cb: &Callback, mut outcome: Outcome) {
         let trip = request_mut(&mut outcome).trip_mut();
         let _credit = CreditGuard(trip.credit.take());
         let stamps = if trip.profiled {
@@ -127,7 +169,7 @@ impl SessionCore {
             None
         };
         cb(outcome);
-        if let Some(stamps) = stamps {
+        if let (Some(stamps), Some(this)) = (stamps, this) {
             this.entry.profile.record_request(&stamps, profile::now());
         }
     }
@@ -135,7 +177,7 @@ impl SessionCore {
     /// A return worker runs a queued callback.
     pub(crate) fn run_queued_callback(this: &Arc<SessionCore>, mut outcome: Outcome) {
         match std::mem::take(&mut request_mut(&mut outcome).trip_mut().notify) {
-            Notify::Callback(cb) => SessionCore::run_callback(this, &cb, outcome),
+            Notify::Callback(cb) => SessionCore::run_callback(Some(this), &cb, outcome),
             // Only callbacks are queued.
             _ => give_back(request_mut(&mut outcome).trip_mut().credit.take()),
         }

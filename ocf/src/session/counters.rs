@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use crate::error::{ErrorCounters, ErrorCounts};
+use crate::routing::SIZE_CLASSES;
 
 use super::SessionShared;
 
@@ -16,6 +17,8 @@ pub(crate) struct SessionCounters {
     pub(crate) ops: AtomicU64,
     pub(crate) bytes: AtomicU64,
     pub(crate) errors: ErrorCounters,
+    /// Requests a routing decision sent to this driver, per size class.
+    pub(crate) routed: [AtomicU64; SIZE_CLASSES],
 }
 
 impl SessionCounters {
@@ -45,6 +48,7 @@ pub(crate) struct DriverCounters {
     pub(crate) errors: ErrorCounters,
     pub(crate) retired_ops: AtomicU64,
     pub(crate) retired_bytes: AtomicU64,
+    pub(crate) retired_routed: [AtomicU64; SIZE_CLASSES],
     pub(crate) sessions_created: AtomicU64,
     pub(crate) live: Mutex<Vec<LiveSession>>,
 }
@@ -54,6 +58,17 @@ impl DriverCounters {
     pub(crate) fn add_live(&self, counters: Arc<SessionCounters>, session: &Arc<SessionShared>) {
         let live = LiveSession { counters, session: Arc::downgrade(session), bound: true };
         self.live.lock().unwrap_or_else(PoisonError::into_inner).push(live);
+    }
+
+    /// Requests routed here per size class, by sessions gone and alive.
+    pub(crate) fn routed(&self) -> [u64; SIZE_CLASSES] {
+        let live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut out = [0; SIZE_CLASSES];
+        for (c, o) in out.iter_mut().enumerate() {
+            *o = self.retired_routed[c].load(Ordering::Relaxed)
+                + live.iter().map(|l| l.counters.routed[c].load(Ordering::Relaxed)).sum::<u64>();
+        }
+        out
     }
 
     pub(crate) fn live_sessions(&self) -> usize {

@@ -10,7 +10,7 @@ use crate::dispatch::{self, survived, Jobs};
 use crate::error::ErrorKind;
 use crate::request::{Outcome, Request};
 
-use super::binding::DriverEntry;
+use super::binding::{Binding, DriverEntry};
 use super::complete::SessionCore;
 use super::SessionShared;
 
@@ -19,8 +19,9 @@ pub(crate) type Workers = dispatch::Workers<SessionJobs>;
 
 /// Work for the dispatch worker.
 pub(crate) enum Work {
-    /// A batchable request (or one moved from a detached driver's held queue).
-    Request(Arc<SessionShared>, Request),
+    /// A batchable request (or one moved from a detached driver's held queue), with the
+    /// binding it was routed to.
+    Request(Arc<SessionShared>, Arc<Binding>, Request),
     /// A driver was unblocked: hand it its held requests.
     Resume(Arc<DriverEntry>),
 }
@@ -34,6 +35,7 @@ pub(crate) struct Completion {
 /// A request waiting for its blocked driver (in the driver's `Flow`).
 pub(crate) struct Held {
     pub(crate) session: Arc<SessionShared>,
+    pub(crate) binding: Arc<Binding>,
     pub(crate) req: Request,
 }
 
@@ -48,16 +50,16 @@ impl Jobs for SessionJobs {
         collecting(|| {
             while let Some(work) = batch.pop_front() {
                 match work {
-                    Work::Request(session, req) => {
+                    Work::Request(session, binding, req) => {
                         // "More follow" is per driver: only if the next request goes to the
                         // same one, so a device never waits for a follow-up that is not
                         // coming.
                         let more = match batch.front() {
-                            Some(Work::Request(next, _)) => SessionShared::same_driver(&session, next),
+                            Some(Work::Request(_, next, _)) => SessionShared::same_driver(&binding, next),
                             _ => false,
                         };
-                        if !survived(|| SessionShared::dispatch_queued(&session, req, more, false)) {
-                            session.core().count_error(ErrorKind::CallbackPanicked);
+                        if !survived(|| SessionShared::dispatch_queued(&session, &binding, req, more, false)) {
+                            binding.core.count_error(ErrorKind::CallbackPanicked);
                         }
                     }
                     Work::Resume(entry) => {
@@ -82,7 +84,7 @@ impl Jobs for SessionJobs {
 /// driver is blocked again.
 fn resume(entry: &DriverEntry) {
     while let Some((held, more)) = entry.flow.next_held() {
-        SessionShared::dispatch_queued(&held.session, held.req, more, true);
+        SessionShared::dispatch_queued(&held.session, &held.binding, held.req, more, true);
     }
 }
 

@@ -6,14 +6,19 @@
 //!   path is there);
 //! - `complete`: the return path, where every finished request is counted and delivered;
 //! - `reorder`: ordered completion for `ordered()` sessions;
-//! - `binding`: a session's tie to one driver, and rebinding when the driver goes away;
+//! - `routes`: the drivers that may serve the session and the choice of one per request
+//!   (`crate::routing` has the model and the policies);
+//! - `binding`: a session's tie to one driver, and the registered driver as sessions see it;
 //! - `counters`: per-session and per-driver counters, and [`SessionStats`];
 //! - `jobs`: what the framework's dispatch and return workers do (`crate::dispatch` holds
 //!   the threads and queues, which know nothing of sessions).
 //!
-//! A session is *bound* to one driver at a time. When its driver is unregistered, the
-//! session is rebound to the next best driver, from its own copy of its parameters and
-//! keys, and its requests go on there.
+//! A session has *routes*: every registered driver that can serve it (or one, when the
+//! caller named it or the policy is `Priority`). It is *bound* to a driver — a driver
+//! session with its own copy of the keys, made from the session's own copy of its
+//! parameters — the first time a request goes there. When a driver is unregistered the
+//! session drops that route (a session left with none moves to the best driver there is)
+//! and its requests go on elsewhere.
 
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
@@ -25,20 +30,23 @@ use crate::credits::{Admission, Credits};
 use crate::error::{Error, ErrorKind};
 use crate::params::SessionParams;
 use crate::request::{Failed, Flags, Outcome, Request, RequestRules};
+use crate::routing::RoutingShared;
 
 mod binding;
 mod complete;
 mod counters;
 mod jobs;
 mod reorder;
+mod routes;
 mod submit;
 
-pub(crate) use binding::{Binding, DriverEntry, Rebinder};
+pub(crate) use binding::{Binding, DriverEntry, Registrar};
 pub(crate) use complete::{CoreReturnPath, SessionCore};
 pub(crate) use counters::SessionCounters;
 pub use counters::SessionStats;
 pub(crate) use jobs::{Work, Workers};
 pub(crate) use reorder::Reorder;
+pub(crate) use routes::{Pin, Route, Routes};
 
 use complete::request_mut;
 use submit::{Started, Target};
@@ -57,41 +65,49 @@ pub(crate) struct SessionShared {
     /// is rebound when its driver goes away.
     params: SessionParams,
     rules: RequestRules,
-    binding: ArcSwap<Binding>,
-    /// The counters of every binding this session has had (one per driver it was on).
+    routes: ArcSwap<Routes>,
+    /// The framework's routing state: the drivers' generation, decision costs.
+    shared: Arc<RoutingShared>,
+    /// The counters of every binding this session has had (one per driver it used).
     history: Mutex<Vec<Arc<SessionCounters>>>,
     order: Option<Arc<Reorder>>,
-    registry: Weak<dyn Rebinder>,
-    /// Serializes rebinding.
+    registry: Weak<dyn Registrar>,
+    /// Serializes renewing the routes.
     rebinding: Mutex<()>,
     /// Profile one request in this many (0: off).
     profile_every: u32,
 }
 
 impl Session {
+    /// A session whose routes are `routes`; the first route's binding is made already
+    /// (so a driver that refuses the session does so when it is made).
     pub(crate) fn new(
         id: u64,
         params: SessionParams,
-        binding: Binding,
+        routes: Routes,
         order: Option<Arc<Reorder>>,
-        registry: Weak<dyn Rebinder>,
+        registry: Weak<dyn Registrar>,
+        shared: Arc<RoutingShared>,
         profile_every: u32,
     ) -> Session {
         let rules = RequestRules::new(&params);
-        let entry = binding.entry.clone();
-        let counters = binding.core.counters.clone();
+        let first = routes.routes.first().and_then(|r| r.made().cloned());
         let shared = Arc::new(SessionShared {
             id,
             params,
             rules,
-            binding: ArcSwap::from_pointee(binding),
-            history: Mutex::new(vec![counters.clone()]),
+            routes: ArcSwap::from_pointee(routes),
+            shared,
+            history: Mutex::new(Vec::new()),
             order,
             registry,
             rebinding: Mutex::new(()),
             profile_every,
         });
-        entry.counters.add_live(counters, &shared);
+        if let Some(b) = first {
+            b.entry.counters.add_live(b.core.counters.clone(), &shared);
+            shared.add_history(b.core.counters.clone());
+        }
         Session { shared }
     }
 
@@ -99,10 +115,10 @@ impl Session {
     /// driver it returns without ever blocking).
     pub fn run(&self, req: Request) -> Outcome {
         match self.shared.start(req, Target::Wait, Admission::Block) {
-            Started::Now(o) => o,
+            Started::Now(o, _) => o,
             Started::Later(Some(w)) => w.wait(),
             // A wait target always gets a waiter, and Block never gives up.
-            Started::Later(None) | Started::WouldBlock(_) => unreachable!("blocking wait without a waiter"),
+            Started::Later(None) | Started::WouldBlock(..) => unreachable!("blocking wait without a waiter"),
         }
     }
 
@@ -133,9 +149,9 @@ impl Session {
     /// queues are full, waits for room.
     pub fn submit(&self, req: Request, callback: &Callback) {
         match self.shared.start(req, Target::Call(callback), Admission::Block) {
-            Started::Now(o) => self.shared.callback_now(callback, o),
+            Started::Now(o, profiled) => SessionShared::callback_now(callback, o, profiled),
             Started::Later(_) => {}
-            Started::WouldBlock(_) => unreachable!("blocking submit gave up"),
+            Started::WouldBlock(..) => unreachable!("blocking submit gave up"),
         }
     }
 
@@ -147,9 +163,9 @@ impl Session {
     /// went on asynchronously, and `callback` gets the outcome as with `submit`.
     pub fn submit_or_finish(&self, req: Request, callback: &Callback) -> Option<Outcome> {
         match self.shared.start(req, Target::Call(callback), Admission::Block) {
-            Started::Now(o) => Some(self.shared.returned_now(o)),
+            Started::Now(o, profiled) => Some(SessionShared::returned_now(o, profiled)),
             Started::Later(_) => None,
-            Started::WouldBlock(_) => unreachable!("blocking submit gave up"),
+            Started::WouldBlock(..) => unreachable!("blocking submit gave up"),
         }
     }
 
@@ -157,14 +173,13 @@ impl Session {
     /// straight back as [`Error::WouldBlock`] (counted), untouched, instead of waiting.
     pub fn try_submit(&self, req: Request, callback: &Callback) -> Result<(), Failed> {
         match self.shared.start(req, Target::Call(callback), Admission::Try) {
-            Started::Now(o) => {
-                self.shared.callback_now(callback, o);
+            Started::Now(o, profiled) => {
+                SessionShared::callback_now(callback, o, profiled);
                 Ok(())
             }
             Started::Later(_) => Ok(()),
-            Started::WouldBlock(req) => {
-                let b = self.shared.binding.load();
-                b.core.count_error(ErrorKind::WouldBlock);
+            Started::WouldBlock(req, core) => {
+                core.count_error(ErrorKind::WouldBlock);
                 Err(Failed::new(Error::WouldBlock, req))
             }
         }
@@ -175,18 +190,21 @@ impl Session {
     /// `callback` gets each outcome, as with [`Session::submit`].
     pub fn submit_batch(&self, reqs: impl IntoIterator<Item = Request>, callback: &Callback) {
         let s = &self.shared;
-        let b = s.binding.load();
         let mut queued = Vec::new();
+        let mut workers = None;
         for mut req in reqs {
             req.flags = req.flags | Flags::BATCH;
-            match s.prepare(&b, req, Target::Call(callback), Admission::Block) {
-                Ok((req, _)) => queued.push(Work::Request(s.clone(), req)),
-                Err(Started::Now(o)) => s.callback_now(callback, o),
+            match s.start_queued(req, Target::Call(callback)) {
+                Ok((binding, req)) => {
+                    workers.get_or_insert_with(|| binding.core.workers.clone());
+                    queued.push(Work::Request(s.clone(), binding, req));
+                }
+                Err(Started::Now(o, profiled)) => SessionShared::callback_now(callback, o, profiled),
                 Err(_) => {}
             }
         }
-        if !queued.is_empty() {
-            b.core.workers.dispatch().push_all(queued);
+        if let Some(workers) = workers {
+            workers.dispatch().push_all(queued);
         }
     }
 
@@ -194,10 +212,10 @@ impl Session {
     /// are full, the future waits for room.
     pub fn submit_async(&self, req: Request) -> RequestFuture {
         match self.shared.start(req, Target::Wait, Admission::Try) {
-            Started::Now(o) => RequestFuture::ready(o),
+            Started::Now(o, _) => RequestFuture::ready(o),
             Started::Later(Some(w)) => RequestFuture::waiting(w),
             Started::Later(None) => unreachable!("wait target without a waiter"),
-            Started::WouldBlock(req) => RequestFuture::admitting(self.shared.clone(), req),
+            Started::WouldBlock(req, _) => RequestFuture::admitting(self.shared.clone(), req),
         }
     }
 
@@ -213,9 +231,17 @@ impl Session {
         s
     }
 
-    /// The name of the driver serving this session now.
+    /// The name of the session's first driver: the one it is pinned to, or, for a session
+    /// routed per request, the best by [`crate::Priority`] (see [`Session::drivers`]).
     pub fn driver_name(&self) -> String {
-        self.shared.binding.load().entry.name.clone()
+        self.shared.route_names().into_iter().next().unwrap_or_default()
+    }
+
+    /// Every driver that may serve this session's requests now, the first best by
+    /// [`crate::Priority`]: one for a pinned session, every capable registered driver for
+    /// a session routed per request.
+    pub fn drivers(&self) -> Vec<String> {
+        self.shared.route_names()
     }
 
     /// The session's parameters.
@@ -231,7 +257,11 @@ impl Session {
 
 impl Admit for SessionShared {
     fn credits(&self) -> Arc<Credits> {
-        self.binding.load().entry.credits.clone()
+        // The first route's: a future that waits for a credit waits for the best driver.
+        match self.routes.load().routes.first() {
+            Some(r) => r.entry.credits.clone(),
+            None => Arc::new(Credits::new(1)),
+        }
     }
 
     /// A future's second try, once it holds a credit.
@@ -245,7 +275,7 @@ impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Session")
             .field("id", &self.shared.id)
-            .field("driver", &self.shared.binding.load().entry.name)
+            .field("drivers", &self.shared.route_names())
             .field("mode", &self.shared.params.mode.name())
             .finish()
     }

@@ -9,29 +9,29 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use arc_swap::Guard;
-
 use crate::completion::Callback;
 use crate::credits::{give_back, Admission};
 use crate::dispatch::Refused;
 use crate::driver::{Hint, Processed};
 use crate::error::Error;
 use crate::profile;
-use crate::request::{Failed, Flags, Notify, Outcome, Request, Waiter};
+use crate::request::{Failed, Flags, Notify, Outcome, Request, RouteTrip, Waiter};
 
 use super::binding::Binding;
 use super::complete::{request_mut, SessionCore};
 use super::jobs::{Held, Work};
+use super::routes::{count_routed, Pick};
 use super::SessionShared;
 
 /// What came of starting a request.
 pub(super) enum Started {
-    /// Finished; the submitter delivers the outcome.
-    Now(Outcome),
+    /// Finished; the submitter delivers the outcome (with the core of the binding that
+    /// finished it, if the request was profiled: its profile records the callback).
+    Now(Outcome, Option<Arc<SessionCore>>),
     /// On its way; it will reach its waiter (returned here if one was made) or callback.
     Later(Option<Arc<Waiter>>),
-    /// No credit and the caller would not wait.
-    WouldBlock(Request),
+    /// No credit and the caller would not wait (and where to count that, if it is an error).
+    WouldBlock(Request, Arc<SessionCore>),
 }
 
 /// Who takes the outcome.
@@ -42,31 +42,61 @@ pub(super) enum Target<'a> {
 }
 
 impl SessionShared {
-    /// The submit path. Sets up where the outcome goes, then either queues the request
-    /// (batch) or offers it to the driver directly.
+    /// The submit path. Chooses the driver (see `routes`), sets up where the outcome goes,
+    /// then either queues the request (batch) or offers it to the driver directly.
     #[inline]
     pub(super) fn start(self: &Arc<Self>, req: Request, target: Target<'_>, how: Admission) -> Started {
-        let b = self.binding.load();
-        let (req, waiter) = match self.prepare(&b, req, target, how) {
+        let routes = self.routes();
+        let Some((b, pick)) = self.choose(&routes, req.op, req.payload_range().len()) else {
+            return self.without_route(req, target);
+        };
+        let (req, waiter) = match self.prepare(b, req, target, how, pick) {
             Ok(r) => r,
             Err(started) => return started,
         };
         if req.flags.contains(Flags::BATCH) {
-            b.core.workers.dispatch().push(Work::Request(self.clone(), req));
+            b.core.workers.dispatch().push(Work::Request(self.clone(), b.clone(), req));
             return Started::Later(waiter);
         }
-        match self.offer(b, req, Hint::default(), false, Some((target, how))) {
-            Offered::Now(o) => {
-                if let (Target::Wait, Some(stamps)) = (target, profiled(&o)) {
+        match self.offer(b, req, Hint::default(), false, Some((target, how)), None) {
+            Offered::Now(o, profiled) => {
+                if let (Target::Wait, Some(stamps)) = (target, profiled.is_some().then(|| stamps(&o)).flatten()) {
                     // A waiting caller on the fast path: its only stages are dispatch and
                     // invoke.
-                    self.binding.load().entry.profile.record_request(&stamps, 0);
+                    b.entry.profile.record_request(&stamps, 0);
                 }
-                Started::Now(o)
+                Started::Now(o, profiled)
             }
             Offered::Later(w) => Started::Later(waiter.or(w)),
-            Offered::WouldBlock(r) => Started::WouldBlock(r),
+            Offered::WouldBlock(r) => Started::WouldBlock(r, b.core.clone()),
         }
+    }
+
+    /// The start of a batched request ([`crate::Session::submit_batch`]): chosen and
+    /// prepared, to be queued for the dispatch worker with its binding.
+    pub(super) fn start_queued(
+        self: &Arc<Self>,
+        req: Request,
+        target: Target<'_>,
+    ) -> Result<(Arc<Binding>, Request), Started> {
+        let routes = self.routes();
+        let Some((b, pick)) = self.choose(&routes, req.op, req.payload_range().len()) else {
+            return Err(self.without_route(req, target));
+        };
+        let (req, _) = self.prepare(b, req, target, Admission::Block, pick)?;
+        Ok((b.clone(), req))
+    }
+
+    /// A request for a session with no driver left: it fails with `DriverGone`, counted in
+    /// the session's statistics and framework-wide (there is no driver to charge).
+    #[cold]
+    fn without_route(self: &Arc<Self>, req: Request, target: Target<'_>) -> Started {
+        if let Some(registry) = self.registry.upgrade() {
+            registry.count_error(crate::ErrorKind::DriverGone);
+        }
+        self.count_in_history(crate::ErrorKind::DriverGone);
+        let _ = target;
+        Started::Now(Err(Failed::new(Error::DriverGone, req)), None)
     }
 
     /// Everything before the request meets a driver: credit (if it may wait anywhere),
@@ -79,6 +109,7 @@ impl SessionShared {
         mut req: Request,
         target: Target<'_>,
         how: Admission,
+        pick: Pick,
     ) -> Result<(Request, Option<Arc<Waiter>>), Started> {
         let immediate = match target {
             Target::Wait => true,
@@ -93,7 +124,7 @@ impl SessionShared {
             if req.trip().credit.is_none() {
                 match b.entry.credits.take(how) {
                     Some(c) => req.trip_mut().credit = Some(c),
-                    None => return Err(Started::WouldBlock(req)),
+                    None => return Err(Started::WouldBlock(req, b.core.clone())),
                 }
             }
             waiter = set_target(&mut req, target);
@@ -108,6 +139,10 @@ impl SessionShared {
         if sampled {
             trip.stamps = profile::Stamps { submit: profile::now(), ..Default::default() };
         }
+        trip.route = RouteTrip { decided: pick.decided, timed: pick.timed, cost_ns: pick.cost_ns, ..RouteTrip::default() };
+        if pick.decided {
+            count_routed(b, req.payload_range().len());
+        }
         if let Err(e) = self.rules.check(&req) {
             return Err(finish_failed(&b.core, e, req, waiter));
         }
@@ -115,42 +150,31 @@ impl SessionShared {
         Ok((req, waiter))
     }
 
-    /// Offers a request to the session's driver: rebinds if the driver is gone, parks it
-    /// if the driver is blocked, retries a Busy that raced an unblock. `convert` is how
-    /// a request on the fast path (no credit, no target) gets them if it must wait after
-    /// all; `None` for requests that have them.
+    /// Offers a request to a driver: to another route if the driver is gone, parks it if
+    /// the driver is blocked, retries a Busy that raced an unblock. `convert` is how a
+    /// request on the fast path (no credit, no target) gets them if it must wait after all;
+    /// `None` for requests that have them. `waiter`: the waiter made for it so far.
     fn offer(
         self: &Arc<Self>,
-        mut b: Guard<Arc<Binding>>,
+        b: &Arc<Binding>,
         mut req: Request,
         hint: Hint,
         front: bool,
         convert: Option<(Target<'_>, Admission)>,
+        mut waiter: Option<Arc<Waiter>>,
     ) -> Offered {
-        let mut waiter = None;
         loop {
             if b.entry.is_gone() {
-                match self.rebind(&b) {
-                    Some(nb) => {
-                        b = nb;
-                        continue;
-                    }
-                    None => {
-                        return match finish_failed(&b.core, Error::DriverGone, req, waiter.take()) {
-                            Started::Now(o) => Offered::Now(o),
-                            Started::Later(w) => Offered::Later(w),
-                            Started::WouldBlock(r) => Offered::WouldBlock(r),
-                        };
-                    }
-                }
+                return self.reroute(b, req, hint, front, convert, waiter);
             }
             let flow = &b.entry.flow;
             if flow.is_blocked() {
-                req = match ready_to_wait(req, convert, &b, &mut waiter) {
+                req = match ready_to_wait(req, convert, b, &mut waiter) {
                     Ok(r) => r,
                     Err(r) => return Offered::WouldBlock(r),
                 };
-                match flow.hold(req, |req| Held { session: self.clone(), req }) {
+                let held = |req| Held { session: self.clone(), binding: b.clone(), req };
+                match flow.hold(req, held) {
                     Ok(()) => return Offered::Later(waiter),
                     Err(r) => {
                         req = r;
@@ -165,10 +189,14 @@ impl SessionShared {
             if req.trip().profiled {
                 req.trip_mut().stamps.dispatch = profile::now();
             }
+            if req.trip().route.decided {
+                routed_to(b, &mut req);
+            }
             match ds.process(req, hint) {
                 Processed::Done(outcome) => {
+                    let profiled = is_profiled(&outcome).then(|| b.core.clone());
                     return match SessionCore::complete(&b.core, outcome) {
-                        Some(o) => Offered::Now(o),
+                        Some(o) => Offered::Now(o, profiled),
                         None => Offered::Later(waiter),
                     };
                 }
@@ -176,19 +204,23 @@ impl SessionShared {
                     if b.synchronous {
                         // The driver broke its promise; if the request was on the fast
                         // path nobody will see it again.
-                        return Offered::Now(broken_sync_contract(&b.core));
+                        return Offered::Now(broken_sync_contract(&b.core), None);
                     }
                     return Offered::Later(waiter);
                 }
-                Processed::Busy(r) => {
-                    req = match ready_to_wait(r, convert, &b, &mut waiter) {
+                Processed::Busy(mut r) => {
+                    if r.trip().route.decided {
+                        not_routed_to(b, &mut r);
+                    }
+                    req = match ready_to_wait(r, convert, b, &mut waiter) {
                         Ok(r) => r,
                         Err(r) => {
                             flow.restarts.fetch_add(1, Ordering::Relaxed);
                             return Offered::WouldBlock(r);
                         }
                     };
-                    match flow.refused(req, |req| Held { session: self.clone(), req }, generation, front) {
+                    let held = |req| Held { session: self.clone(), binding: b.clone(), req };
+                    match flow.refused(req, held, generation, front) {
                         Refused::Held => return Offered::Later(waiter),
                         Refused::Retry(r) => req = r,
                     }
@@ -197,10 +229,43 @@ impl SessionShared {
         }
     }
 
+    /// The request's driver is gone: the session renews its routes and the request goes to
+    /// the one the policy picks now, or, with none left, fails with `DriverGone`.
+    #[cold]
+    fn reroute(
+        self: &Arc<Self>,
+        gone: &Arc<Binding>,
+        req: Request,
+        hint: Hint,
+        front: bool,
+        convert: Option<(Target<'_>, Admission)>,
+        waiter: Option<Arc<Waiter>>,
+    ) -> Offered {
+        self.renew_routes(Some(&gone.entry));
+        let next = {
+            let routes = self.routes();
+            self.choose(&routes, req.op, req.payload_range().len()).map(|(b, _)| b.clone())
+        };
+        match next {
+            Some(b) if !Arc::ptr_eq(&b.entry, &gone.entry) => self.offer(&b, req, hint, front, convert, waiter),
+            _ => match finish_failed(&gone.core, Error::DriverGone, req, waiter) {
+                Started::Now(o, _) => Offered::Now(o, None),
+                Started::Later(w) => Offered::Later(w),
+                Started::WouldBlock(r, _) => Offered::WouldBlock(r),
+            },
+        }
+    }
+
     /// The dispatch worker's entry: a queued request (batched, resumed or moved).
-    pub(crate) fn dispatch_queued(this: &Arc<SessionShared>, req: Request, more: bool, front: bool) {
-        match this.offer(this.binding.load(), req, Hint { more }, front, None) {
-            Offered::Now(mut o) => {
+    pub(crate) fn dispatch_queued(
+        this: &Arc<SessionShared>,
+        binding: &Arc<Binding>,
+        req: Request,
+        more: bool,
+        front: bool,
+    ) {
+        match this.offer(binding, req, Hint { more }, front, None, None) {
+            Offered::Now(mut o, _) => {
                 // Queued requests always have a completion target; keep the accounting
                 // honest if one slipped through.
                 give_back(request_mut(&mut o).trip_mut().credit.take());
@@ -212,29 +277,68 @@ impl SessionShared {
     /// The bookkeeping of a callback for an outcome handed straight back to the submitter
     /// instead ([`Session::submit_or_finish`]): the credit goes back, and a profiled
     /// request's callback stage ends now.
-    pub(super) fn returned_now(&self, mut outcome: Outcome) -> Outcome {
+    pub(super) fn returned_now(mut outcome: Outcome, profiled: Option<Arc<SessionCore>>) -> Outcome {
         let trip = request_mut(&mut outcome).trip_mut();
         give_back(trip.credit.take());
-        if trip.profiled {
+        if let (true, Some(core)) = (trip.profiled, profiled) {
             trip.stamps.callback = profile::now();
             let stamps = trip.stamps;
-            self.binding.load().core.entry.profile.record_request(&stamps, profile::now());
+            core.entry.profile.record_request(&stamps, profile::now());
         }
         outcome
     }
 
     /// Runs a callback for an outcome the submitter got back directly.
-    pub(super) fn callback_now(&self, callback: &Callback, outcome: Outcome) {
-        let b = self.binding.load();
-        SessionCore::run_callback(&b.core, callback, outcome);
+    pub(super) fn callback_now(callback: &Callback, outcome: Outcome, profiled: Option<Arc<SessionCore>>) {
+        SessionCore::run_callback(profiled.as_deref(), callback, outcome);
     }
 }
 
 /// What came of offering a request to a driver.
 enum Offered {
-    Now(Outcome),
+    /// Finished (with its binding's core if profiled).
+    Now(Outcome, Option<Arc<SessionCore>>),
     Later(Option<Arc<Waiter>>),
     WouldBlock(Request),
+}
+
+/// A routed request meets its driver: it is timed if the model wants it (always, on a
+/// driver that completes later), and on such a driver its predicted cost joins the
+/// driver's backlog until it completes (`SessionCore::complete` takes it out again).
+#[inline]
+fn routed_to(b: &Binding, req: &mut Request) {
+    let state = &b.entry.routing;
+    let route = &mut req.trip_mut().route;
+    if route.timed || !b.synchronous {
+        route.start = profile::now();
+    }
+    if !b.synchronous {
+        let before = state.backlog_ns.fetch_add(route.cost_ns, Ordering::Relaxed);
+        route.wait_ns = before;
+        route.in_backlog = true;
+        if before == 0 && b.entry.credits.in_flight() <= 1 {
+            // Idle until now: its stall clock starts here, not at its last completion.
+            state.last_progress.store(route.start, Ordering::Relaxed);
+        }
+    }
+    if b.count_active {
+        state.active.fetch_add(1, Ordering::Relaxed);
+        route.active = true;
+    }
+}
+
+/// The driver answered Busy: the request is not there after all.
+fn not_routed_to(b: &Binding, req: &mut Request) {
+    let route = &mut req.trip_mut().route;
+    if route.in_backlog {
+        b.entry.routing.backlog_ns.fetch_sub(route.cost_ns, Ordering::Relaxed);
+        route.in_backlog = false;
+    }
+    if route.active {
+        b.entry.routing.active.fetch_sub(1, Ordering::Relaxed);
+        route.active = false;
+    }
+    route.start = 0;
 }
 
 /// Gives a request the completion target for `target`; returns the waiter if one was made.
@@ -275,7 +379,7 @@ fn ready_to_wait(
 }
 
 /// The stamps of a profiled request.
-fn profiled(outcome: &Outcome) -> Option<profile::Stamps> {
+fn stamps(outcome: &Outcome) -> Option<profile::Stamps> {
     let req = match outcome {
         Ok(r) => r,
         Err(f) => &f.request,
@@ -283,10 +387,17 @@ fn profiled(outcome: &Outcome) -> Option<profile::Stamps> {
     req.trip().profiled.then_some(req.trip().stamps)
 }
 
+fn is_profiled(outcome: &Outcome) -> bool {
+    match outcome {
+        Ok(r) => r.trip().profiled,
+        Err(f) => f.request.trip().profiled,
+    }
+}
+
 /// Fails a request before it reached a driver, through the normal completion path.
 fn finish_failed(core: &Arc<SessionCore>, e: Error, req: Request, waiter: Option<Arc<Waiter>>) -> Started {
     match SessionCore::complete(core, Err(Failed::new(e, req))) {
-        Some(o) => Started::Now(o),
+        Some(o) => Started::Now(o, None),
         None => Started::Later(waiter),
     }
 }

@@ -1,0 +1,223 @@
+//! The cost model: what one request of a given size costs on one driver, learned online from
+//! the completion times the framework measures.
+//!
+//! One [`ModelTable`] per driver × algorithm (sessions with the same algorithm on the same
+//! driver share it, so a new session starts with what earlier ones learned). It holds a
+//! [`Cell`] per direction × [`SizeClass`]: an exponentially weighted average of the
+//! measured time and of the payload size. A prediction for `len` bytes draws a line through
+//! the class's point and its nearest measured neighbour (linear in size between classes,
+//! which is what `setup + bytes / rate` is), or, with no neighbour, scales the class's time
+//! as `setup + per-byte` would with the setup share unknown: not at all.
+//!
+//! Averages move faster down than up: a time well below the estimate is news (a device
+//! recovered, a faster path started), a time above it is often one preempted thread. Cells
+//! are updated with plain loads and stores, not compare-and-swap: two samples racing lose one
+//! of them, which an average can afford, and no request ever waits for another.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::request::Op;
+
+use super::{ModelEstimate, SizeClass, SIZE_CLASSES};
+
+/// One request in this many per thread is timed for the model (requests on drivers that
+/// complete later are always timed: their cost dwarfs two clock readings).
+pub const SAMPLE_EVERY: u32 = 16;
+
+/// Fixed-point scale of the stored averages (1/16 ns, 1/16 byte).
+const FIX: f64 = 16.0;
+
+/// The four request directions ([`Op`]) a table keeps apart.
+pub(crate) const OPS: usize = 4;
+
+pub(crate) fn op_index(op: Op) -> usize {
+    match op {
+        Op::Encrypt => 0,
+        Op::Decrypt => 1,
+        Op::ComputeDigest => 2,
+        Op::VerifyDigest => 3,
+    }
+}
+
+fn op_of(i: usize) -> Op {
+    [Op::Encrypt, Op::Decrypt, Op::ComputeDigest, Op::VerifyDigest][i]
+}
+
+/// What the model knows about one driver × algorithm × direction × size class.
+#[derive(Default)]
+pub(crate) struct Cell {
+    /// Average time per request, in 1/16 ns; 0: never measured.
+    time: AtomicU64,
+    /// Average payload size of the measured requests, in 1/16 bytes.
+    len: AtomicU64,
+    samples: AtomicU64,
+    /// When a request was last sent here to explore (clock ticks; 0: never).
+    pub(crate) tried: AtomicU64,
+}
+
+impl Cell {
+    /// The average time (ns) and size (bytes), if measured.
+    #[inline]
+    pub(crate) fn point(&self) -> Option<(f64, f64)> {
+        let t = self.time.load(Ordering::Relaxed);
+        (t != 0).then(|| (t as f64 / FIX, self.len.load(Ordering::Relaxed) as f64 / FIX))
+    }
+
+    pub(crate) fn samples(&self) -> u64 {
+        self.samples.load(Ordering::Relaxed)
+    }
+
+    /// Folds in one measurement: `ns` for a request of `len` payload bytes.
+    pub(crate) fn learn(&self, ns: u64, len: usize) {
+        let sample = (ns.max(1) as f64 * FIX) as u64;
+        let size = (len as f64 * FIX) as u64;
+        let n = self.samples.fetch_add(1, Ordering::Relaxed);
+        let old = self.time.load(Ordering::Relaxed);
+        let (time, len) = if old == 0 || n == 0 {
+            (sample, size)
+        } else {
+            // Down by a quarter of the gap, up by an eighth (see the module docs).
+            let shift = if sample < old { 2 } else { 3 };
+            let old_len = self.len.load(Ordering::Relaxed);
+            (ewma(old, sample, shift), ewma(old_len, size, 3))
+        };
+        self.time.store(time.max(1), Ordering::Relaxed);
+        self.len.store(len, Ordering::Relaxed);
+    }
+}
+
+fn ewma(old: u64, sample: u64, shift: u32) -> u64 {
+    if sample >= old {
+        old + ((sample - old) >> shift)
+    } else {
+        old - ((old - sample) >> shift)
+    }
+}
+
+/// The model of one driver for one algorithm: a cell per direction × size class.
+pub(crate) struct ModelTable {
+    /// The session mode and algorithms, as statistics show them.
+    pub(crate) algorithm: String,
+    cells: [[Cell; SIZE_CLASSES]; OPS],
+}
+
+impl ModelTable {
+    pub(crate) fn new(algorithm: String) -> ModelTable {
+        ModelTable { algorithm, cells: Default::default() }
+    }
+
+    #[inline]
+    pub(crate) fn cell(&self, op: Op, class: SizeClass) -> &Cell {
+        &self.cells[op_index(op)][class.index()]
+    }
+
+    /// The predicted time (ns) of a request of `len` bytes; `None` if its class was never
+    /// measured.
+    #[inline]
+    pub(crate) fn predict(&self, op: Op, class: SizeClass, len: usize) -> Option<f64> {
+        let row = &self.cells[op_index(op)];
+        let i = class.index();
+        let (t, l) = row[i].point()?;
+        let x = len as f64;
+        // The nearest measured class on the side of `len`, else on the other side.
+        let below = || row[..i].iter().rev().find_map(Cell::point);
+        let above = || row[i + 1..].iter().find_map(Cell::point);
+        let other = if x >= l { above().or_else(below) } else { below().or_else(above) };
+        if let Some((t2, l2)) = other {
+            if (l2 - l).abs() >= 1.0 {
+                let slope = ((t2 - t) / (l2 - l)).max(0.0);
+                return Some((t + slope * (x - l)).max(t.min(t2) * 0.5).max(1.0));
+            }
+        }
+        Some(t)
+    }
+
+    /// The estimates for statistics: per direction that has samples, the classes' points
+    /// and a least-squares line `setup + ns_per_byte * len` through them.
+    pub(crate) fn estimates(&self) -> Vec<ModelEstimate> {
+        let mut out = Vec::new();
+        for (o, row) in self.cells.iter().enumerate() {
+            let samples: u64 = row.iter().map(Cell::samples).sum();
+            if samples == 0 {
+                continue;
+            }
+            let mut classes = [None; SIZE_CLASSES];
+            for (c, cell) in row.iter().enumerate() {
+                classes[c] = cell.point();
+            }
+            let (setup_ns, per_byte) = fit(classes.iter().flatten().map(|&(t, l)| (l, t)));
+            out.push(ModelEstimate {
+                algorithm: self.algorithm.clone(),
+                op: Some(op_of(o)),
+                setup_ns,
+                ns_per_kib: per_byte * 1024.0,
+                samples,
+                classes,
+            });
+        }
+        out
+    }
+}
+
+/// Least squares `y = a + b x` (b ≥ 0, a ≥ 0); one point: all setup.
+fn fit(points: impl Iterator<Item = (f64, f64)>) -> (f64, f64) {
+    let pts: Vec<(f64, f64)> = points.collect();
+    let n = pts.len() as f64;
+    if pts.is_empty() {
+        return (0.0, 0.0);
+    }
+    let (sx, sy) = pts.iter().fold((0.0, 0.0), |(a, b), &(x, y)| (a + x, b + y));
+    let (mx, my) = (sx / n, sy / n);
+    let sxx: f64 = pts.iter().map(|&(x, _)| (x - mx) * (x - mx)).sum();
+    if sxx < 1e-9 {
+        return (my, 0.0);
+    }
+    let sxy: f64 = pts.iter().map(|&(x, y)| (x - mx) * (y - my)).sum();
+    let b = (sxy / sxx).max(0.0);
+    let a = (my - b * mx).max(0.0);
+    (a, b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn learns_and_predicts_a_line() {
+        let m = ModelTable::new("test".into());
+        // A card: 20 µs + 1 ns per byte.
+        for len in [64usize, 1024, 8192] {
+            let class = SizeClass::of(len);
+            for _ in 0..50 {
+                m.cell(Op::Encrypt, class).learn(20_000 + len as u64, len);
+            }
+        }
+        let p = |len| m.predict(Op::Encrypt, SizeClass::of(len), len).unwrap();
+        assert!((p(1024) - 21_024.0).abs() < 2.0, "{}", p(1024));
+        // Between measured classes: on the line.
+        assert!((p(1000) - 21_000.0).abs() < 30.0, "{}", p(1000));
+        assert!((p(8000) - 28_000.0).abs() < 100.0, "{}", p(8000));
+        assert_eq!(m.predict(Op::Decrypt, SizeClass::of(1024), 1024), None, "directions are apart");
+        assert_eq!(m.predict(Op::Encrypt, SizeClass::of(300), 300), None, "unmeasured class");
+        let e = &m.estimates()[0];
+        assert_eq!(e.op, Some(Op::Encrypt));
+        assert_eq!(e.samples, 150);
+        assert!((e.setup_ns - 20_000.0).abs() < 50.0, "{e:?}");
+        assert!((e.ns_per_kib - 1024.0).abs() < 10.0, "{e:?}");
+    }
+
+    #[test]
+    fn moves_down_faster_than_up() {
+        let c = Cell::default();
+        c.learn(1000, 100);
+        c.learn(100_000, 100); // one preempted sample
+        let up = c.point().unwrap().0;
+        assert!(up < 1000.0 + 99_000.0 / 8.0 + 1.0, "{up}");
+        let c = Cell::default();
+        c.learn(100_000, 100);
+        for _ in 0..12 {
+            c.learn(1000, 100); // the device recovered
+        }
+        assert!(c.point().unwrap().0 < 5000.0, "{:?}", c.point());
+    }
+}

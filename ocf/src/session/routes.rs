@@ -1,0 +1,383 @@
+//! A session's routes: the drivers that may serve it, each with its binding (made the first
+//! time a request goes there), and the choice of one for each request (see `crate::routing`
+//! for the model and the policies' definitions).
+//!
+//! The routes are replaced as a whole — never edited — when the registry's list of drivers
+//! changes (a driver registered or unregistered bumps its generation; a session notices at its
+//! next request) or when a driver is found gone. A route that survives the change keeps its
+//! binding, so a driver session is never made twice for one session.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, PoisonError};
+
+use arc_swap::Guard;
+
+use crate::params::SessionParams;
+use crate::profile;
+use crate::request::Op;
+use crate::routing::model::{ModelTable, SAMPLE_EVERY};
+use crate::routing::{Policy, RoutingShared, SizeClass};
+
+use super::binding::{Binding, DriverEntry};
+use super::SessionShared;
+
+/// How a session chooses among drivers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pin {
+    /// Every capable driver is a route; the policy picks one per request.
+    Free,
+    /// One driver, the best when the session was made (policy `Priority`, multi-part
+    /// sessions, whose messages must stay on one driver); it moves when the driver goes.
+    Best,
+    /// The driver the caller named (`new_session_on`).
+    Named,
+}
+
+/// One driver that may serve the session.
+pub(crate) struct Route {
+    pub(crate) entry: Arc<DriverEntry>,
+    /// The session's binding to the driver, made on first use; `None` if the driver
+    /// refused the session.
+    binding: OnceLock<Option<Arc<Binding>>>,
+    pub(crate) model: Arc<ModelTable>,
+}
+
+impl Route {
+    pub(crate) fn new(entry: Arc<DriverEntry>, params: &SessionParams) -> Route {
+        let model = entry.routing.model(params);
+        Route { entry, binding: OnceLock::new(), model }
+    }
+
+    /// A route whose binding is made already (a session's first).
+    pub(crate) fn bound(binding: Arc<Binding>, model: Arc<ModelTable>) -> Route {
+        Route { entry: binding.entry.clone(), binding: OnceLock::from(Some(binding)), model }
+    }
+
+    /// The binding, if it was made.
+    pub(crate) fn made(&self) -> Option<&Arc<Binding>> {
+        self.binding.get().and_then(Option::as_ref)
+    }
+
+    fn refused(&self) -> bool {
+        matches!(self.binding.get(), Some(None))
+    }
+}
+
+/// Every route of a session, and how it chooses.
+pub(crate) struct Routes {
+    pub(crate) routes: Box<[Arc<Route>]>,
+    pub(crate) pin: Pin,
+    pub(crate) policy: Policy,
+    /// The registry generation these routes were made for.
+    pub(crate) generation: u64,
+    /// The next route for round-robin.
+    turn: AtomicUsize,
+}
+
+/// The choice for one request.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Pick {
+    pub(crate) index: usize,
+    /// Measure this request for the model.
+    pub(crate) timed: bool,
+    /// A decision among several routes was made (counted).
+    pub(crate) decided: bool,
+    /// The model's prediction for it, ns (0: none).
+    pub(crate) cost_ns: u64,
+}
+
+/// How long a route not chosen for a size class goes untried before one request explores
+/// it; and how soon an unmeasured one is tried (after the first request it saw).
+const EXPLORE_EVERY_NS: u64 = 100_000_000;
+const EXPLORE_UNKNOWN_NS: u64 = 1_000_000;
+/// A driver with requests in flight and no completion for this long (and for eight times
+/// its predicted backlog) is stalled: left out, except to explore.
+const STALLED_NS: u64 = 5_000_000;
+
+thread_local! {
+    /// Decisions left before this thread's next timed decision, and the clock as of its last.
+    static TICK: std::cell::Cell<(u32, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// Whether this decision is one of the thread's timed ones (then the clock is read), and the
+/// clock as of the thread's last timed decision.
+#[inline]
+fn tick() -> (bool, u64) {
+    TICK.with(|t| {
+        let (left, now) = t.get();
+        if left == 0 {
+            let now = profile::now();
+            t.set((SAMPLE_EVERY - 1, now));
+            (true, now)
+        } else {
+            t.set((left - 1, now));
+            (false, now)
+        }
+    })
+}
+
+fn ticks_ago_ns(then: u64, now: u64) -> u64 {
+    if then == 0 {
+        u64::MAX
+    } else {
+        profile::elapsed_ns(then, now)
+    }
+}
+
+impl Routes {
+    pub(crate) fn new(routes: Vec<Arc<Route>>, pin: Pin, policy: Policy, generation: u64) -> Routes {
+        Routes { routes: routes.into_boxed_slice(), pin, policy, generation, turn: AtomicUsize::new(0) }
+    }
+
+    /// Chooses the route for a request of `len` payload bytes; `None` if there is none.
+    #[inline]
+    pub(crate) fn pick(&self, op: Op, len: usize, shared: &RoutingShared) -> Option<Pick> {
+        match self.routes.len() {
+            0 => None,
+            1 => Some(Pick::default()),
+            _ => Some(self.decide(op, len, shared)),
+        }
+    }
+
+    fn decide(&self, op: Op, len: usize, shared: &RoutingShared) -> Pick {
+        let (timed, now) = tick();
+        let mut pick = match self.policy {
+            Policy::CostModel => self.least_cost(op, len, timed, now),
+            Policy::LeastLoaded => self.least_loaded(),
+            Policy::RoundRobin => self.round_robin(),
+            // A Priority session has one route; the first is its best.
+            Policy::Priority => Pick::default(),
+        };
+        pick.timed |= timed;
+        pick.decided = true;
+        if timed {
+            // The decision's own cost, from the clock reading that made it a timed one.
+            shared.timed_decisions.fetch_add(1, Ordering::Relaxed);
+            shared.decision_ns.fetch_add(profile::elapsed_ns(now, profile::now()), Ordering::Relaxed);
+        }
+        pick
+    }
+
+    /// Whether a route can take a request now; counts why not.
+    #[inline]
+    fn usable(&self, r: &Route) -> bool {
+        if r.refused() {
+            return false;
+        }
+        if r.entry.flow.is_blocked() {
+            r.entry.routing.skipped_blocked.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// The route with the least predicted completion time (see `crate::routing`).
+    #[inline]
+    fn least_cost(&self, op: Op, len: usize, timed: bool, now: u64) -> Pick {
+        let class = SizeClass::of(len);
+        let mut best: Option<(usize, f64, f64)> = None;
+        let mut fallback = None;
+        for (i, r) in self.routes.iter().enumerate() {
+            if !self.usable(r) {
+                continue;
+            }
+            let state = &r.entry.routing;
+            if state.failing.load(Ordering::Relaxed) || (timed && stalled(r, now)) {
+                state.skipped_unhealthy.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            fallback.get_or_insert(i);
+            let Some(cost) = r.model.predict(op, class, len) else { continue };
+            let total = cost + state.backlog_ns.load(Ordering::Relaxed) as f64;
+            if best.is_none_or(|(_, t, _)| total < t) {
+                best = Some((i, total, cost));
+            }
+        }
+        if timed {
+            if let Some(p) = self.explore(op, class, len, best.map(|b| b.0), now) {
+                return p;
+            }
+        }
+        match best {
+            Some((index, _, cost)) => Pick { index, cost_ns: cost as u64, ..Pick::default() },
+            // Nothing measured yet (or every route blocked or unhealthy): the first route
+            // that can take it, else the first (a blocked driver holds it until it has room).
+            None => Pick { index: fallback.unwrap_or(0), ..Pick::default() },
+        }
+    }
+
+    /// One request, now and then, to a route that is not the predicted best: an unmeasured
+    /// one soon, a measured one every [`EXPLORE_EVERY_NS`] per size class, so that the
+    /// model notices a driver that got faster or recovered. Bounded: one request per route
+    /// per class per interval, whatever the request rate.
+    #[cold]
+    fn explore(&self, op: Op, class: SizeClass, len: usize, best: Option<usize>, now: u64) -> Option<Pick> {
+        for (i, r) in self.routes.iter().enumerate() {
+            if Some(i) == best || r.refused() {
+                continue;
+            }
+            let cell = r.model.cell(op, class);
+            let wait = if cell.samples() == 0 { EXPLORE_UNKNOWN_NS } else { EXPLORE_EVERY_NS };
+            let tried = cell.tried.load(Ordering::Relaxed);
+            if ticks_ago_ns(tried, now) < wait {
+                continue;
+            }
+            // One thread explores; the others go on.
+            if cell.tried.compare_exchange(tried, now, Ordering::Relaxed, Ordering::Relaxed).is_err() {
+                continue;
+            }
+            r.entry.routing.explored.fetch_add(1, Ordering::Relaxed);
+            let cost = r.model.predict(op, class, len).unwrap_or(0.0) as u64;
+            return Some(Pick { index: i, timed: true, cost_ns: cost, decided: true });
+        }
+        None
+    }
+
+    /// The route with the fewest requests in flight relative to its limit.
+    fn least_loaded(&self) -> Pick {
+        let mut best: Option<(usize, f64)> = None;
+        for (i, r) in self.routes.iter().enumerate() {
+            if !self.usable(r) {
+                continue;
+            }
+            let e = &r.entry;
+            let load = (e.credits.in_flight() + e.routing.active.load(Ordering::Relaxed)) as f64
+                / e.credits.limit() as f64;
+            if best.is_none_or(|(_, l)| load < l) {
+                best = Some((i, load));
+            }
+        }
+        Pick { index: best.map_or(0, |b| b.0), ..Pick::default() }
+    }
+
+    /// The next route in turn that can take a request.
+    fn round_robin(&self) -> Pick {
+        let n = self.routes.len();
+        let start = self.turn.fetch_add(1, Ordering::Relaxed);
+        let index = (0..n).map(|k| (start + k) % n).find(|&i| self.usable(&self.routes[i])).unwrap_or(start % n);
+        Pick { index, ..Pick::default() }
+    }
+}
+
+/// A driver that completes later, holds requests and has not completed one for a while.
+fn stalled(r: &Route, now: u64) -> bool {
+    let e = &r.entry;
+    if e.caps.synchronous || e.credits.in_flight() == 0 {
+        return false;
+    }
+    let quiet = ticks_ago_ns(e.routing.last_progress.load(Ordering::Relaxed), now);
+    quiet != u64::MAX && quiet > STALLED_NS.max(e.routing.backlog_ns.load(Ordering::Relaxed).saturating_mul(8))
+}
+
+impl SessionShared {
+    /// The session's routes, renewed first if the registry's drivers changed since they
+    /// were made (one relaxed load on the request path when they did not).
+    #[inline]
+    pub(crate) fn routes(self: &Arc<Self>) -> Guard<Arc<Routes>> {
+        let r = self.routes.load();
+        if r.generation == self.shared.generation.load(Ordering::Acquire) {
+            return r;
+        }
+        drop(r);
+        self.renew_routes(None);
+        self.routes.load()
+    }
+
+    /// Makes the session's routes afresh from the registry (keeping the routes that remain),
+    /// unless they are current and none of them is on `gone`. Returns the binding the
+    /// session had on `gone`, if any (so `unregister` can wait for threads still using it).
+    pub(crate) fn renew_routes(self: &Arc<Self>, gone: Option<&Arc<DriverEntry>>) -> Option<Arc<Binding>> {
+        let _one_at_a_time = self.rebinding.lock().unwrap_or_else(PoisonError::into_inner);
+        let generation = self.shared.generation.load(Ordering::Acquire);
+        let old = self.routes.load_full();
+        let on_gone = |r: &Route| gone.is_some_and(|g| Arc::ptr_eq(&r.entry, g));
+        let stale = old.routes.iter().any(|r| r.entry.is_gone() || on_gone(r));
+        if old.generation == generation && !stale {
+            return None;
+        }
+        let registry = self.registry.upgrade();
+        let kept = |e: &Arc<DriverEntry>| old.routes.iter().find(|r| Arc::ptr_eq(&r.entry, e)).cloned();
+        let live = |r: &&Arc<Route>| !r.entry.is_gone() && !on_gone(r);
+        let (pin, routes): (Pin, Vec<Arc<Route>>) = match (old.pin, old.routes.iter().find(live)) {
+            // A named or best driver that is still there stays the only route.
+            (Pin::Named | Pin::Best, Some(r)) => (old.pin, vec![r.clone()]),
+            // The named driver is gone: a named_only driver's sessions have nowhere to go;
+            // others move to the best driver there is.
+            (Pin::Named, None) if old.routes.iter().any(|r| r.entry.caps.named_only) => (Pin::Named, vec![]),
+            (Pin::Named | Pin::Best, None) => {
+                let best = registry.as_ref().and_then(|reg| reg.candidates(&self.params).into_iter().next());
+                (Pin::Best, best.map(|e| kept(&e).unwrap_or_else(|| Arc::new(Route::new(e, &self.params)))).into_iter().collect())
+            }
+            (Pin::Free, _) => {
+                let candidates = registry.as_ref().map(|reg| reg.candidates(&self.params)).unwrap_or_default();
+                let routes = candidates
+                    .into_iter()
+                    .filter(|e| !e.is_gone() && gone.is_none_or(|g| !Arc::ptr_eq(e, g)))
+                    .map(|e| kept(&e).unwrap_or_else(|| Arc::new(Route::new(e, &self.params))))
+                    .collect();
+                (Pin::Free, routes)
+            }
+        };
+        let left = old.routes.iter().find(|r| on_gone(r)).and_then(|r| r.made().cloned());
+        self.routes.store(Arc::new(Routes::new(routes, pin, old.policy, generation)));
+        left
+    }
+
+    /// The binding of `route`, made now if this is its first request; `None` if the driver
+    /// refused the session (counted at the driver) or the framework is gone.
+    pub(crate) fn binding<'r>(self: &Arc<Self>, route: &'r Route) -> Option<&'r Arc<Binding>> {
+        route
+            .binding
+            .get_or_init(|| {
+                let registry = self.registry.upgrade()?;
+                match registry.bind(&route.entry, &self.params, self.id, self.order.clone(), route.model.clone()) {
+                    Ok(b) => {
+                        route.entry.counters.add_live(b.core.counters.clone(), self);
+                        self.add_history(b.core.counters.clone());
+                        Some(Arc::new(b))
+                    }
+                    Err(e) => {
+                        route.entry.counters.errors.record(e.kind());
+                        None
+                    }
+                }
+            })
+            .as_ref()
+    }
+
+    /// A binding for a request: the policy's pick among the routes (made on first use),
+    /// or, if that driver refused the session, the first route that takes it. `None`: no
+    /// route at all.
+    #[inline]
+    pub(crate) fn choose<'r>(self: &Arc<Self>, routes: &'r Routes, op: Op, len: usize) -> Option<(&'r Arc<Binding>, Pick)> {
+        let pick = routes.pick(op, len, &self.shared)?;
+        let route = &routes.routes[pick.index];
+        if let Some(b) = route.made() {
+            return Some((b, pick));
+        }
+        self.choose_slow(routes, pick)
+    }
+
+    #[cold]
+    fn choose_slow<'r>(self: &Arc<Self>, routes: &'r Routes, pick: Pick) -> Option<(&'r Arc<Binding>, Pick)> {
+        if let Some(b) = self.binding(&routes.routes[pick.index]) {
+            return Some((b, pick));
+        }
+        routes
+            .routes
+            .iter()
+            .enumerate()
+            .find_map(|(i, r)| self.binding(r).map(|b| (b, Pick { index: i, cost_ns: 0, ..pick })))
+    }
+
+    /// The names of the drivers that may serve this session now, the first best.
+    pub(crate) fn route_names(self: &Arc<Self>) -> Vec<String> {
+        self.routes().routes.iter().map(|r| r.entry.name.clone()).collect()
+    }
+}
+
+/// Counts routed requests per size class (in the binding's counters).
+#[inline]
+pub(crate) fn count_routed(b: &Binding, len: usize) {
+    b.core.counters.routed[SizeClass::of(len).index()].fetch_add(1, Ordering::Relaxed);
+}
