@@ -451,10 +451,10 @@ fn the_same_card_twice_is_two_columns() {
     assert_eq!(routed, ["sim:hifn7951", "sim:hifn7951#2"]);
 }
 
-/// Needs ocf's per-request routing (the coordinator's "ocf: route each request"): before
-/// it, `routing()` counts nothing.
+/// Every request of an auto case is a decision counted under the driver it went to (with
+/// `-p`, the model's estimates come too). Before ocf routed per request, `routing()`
+/// counted nothing and this failed.
 #[test]
-#[ignore = "needs ocf's per-request routing (issue 18)"]
 fn the_routing_table_counts_every_auto_request() {
     let (out, cases) = json_cases(&[
         "-d",
