@@ -232,11 +232,12 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
     let (threads, batch) = (usize::from(cli.threads), usize::from(cli.batch));
 
     // Profiling costs a few ns per request: on only when asked for, then for every request.
-    let config = Config { profile_every: u32::from(cli.profile), policy: cli.policy, ..Config::default() };
+    // Pinned sessions make no decisions: only auto's framework needs the policy.
+    let config = Config { profile_every: u32::from(cli.profile), ..Config::default() };
     let fw = Framework::with_config(config.clone());
     let driver_names = drivers::register(&fw, &drivers).map_err(Stop::Failure)?;
     let auto = if with_auto {
-        let fw = Framework::with_config(config);
+        let fw = Framework::with_config(Config { policy: cli.policy, ..config });
         let drivers = drivers::register_routed(&fw, &drivers).map_err(Stop::Failure)?;
         Some(Auto { fw, drivers })
     } else {

@@ -94,8 +94,16 @@ impl Routing {
             }
             let _ = writeln!(out, "  {:>8.1}%", share(d.total(), all));
         }
-        let _ =
-            writeln!(out, "{} decisions by {}, {:.1} ns each", self.decisions, self.policy, self.decision_ns);
+        if self.decisions == 0 {
+            // Priority binds a session to one driver; so does a single capable driver.
+            let _ = writeln!(out, "no decisions by {}: each session was bound to one driver", self.policy);
+        } else {
+            let _ = writeln!(
+                out,
+                "{} decisions by {}, {:.1} ns each",
+                self.decisions, self.policy, self.decision_ns
+            );
+        }
         if models && self.drivers.iter().any(|d| !d.models.is_empty()) {
             let _ = writeln!(
                 out,
@@ -249,6 +257,8 @@ mod tests {
         let t = r.table(false);
         assert!(t.contains("≤16") && t.contains("≤1K") && !t.contains("≤32"), "{t}");
         assert!(t.contains("50.0%") && t.contains("60 decisions by cost-model, 12.5 ns"), "{t}");
+        let none = Routing::between(&before, &before).table(false);
+        assert!(none.contains("no decisions by cost-model: each session was bound to one driver"), "{none}");
         let j = r.json(false);
         assert_eq!(j["drivers"][1]["routed"]["≤1K"], 30);
         assert_eq!(j["drivers"][0]["share"], 0.5);
