@@ -469,20 +469,16 @@ impl Worker {
     }
 
     /// Counts an outcome, checks it under `--verify`, and puts the request back in its
-    /// slot, whose index it returns.
+    /// slot, whose index it returns. Inlined into the measuring loops (a call per request
+    /// measured 9 instructions more); failures are counted out of line.
+    #[inline(always)]
     fn finish(&mut self, outcome: Outcome) -> Option<usize> {
         let (req, ok) = match outcome {
             Ok(req) => {
                 self.tally.ops += 1;
                 (req, true)
             }
-            Err(failed) => {
-                self.tally.errors += 1;
-                if self.tally.first_error.is_none() {
-                    self.tally.first_error = Some(failed.error().to_string());
-                }
-                (failed.into_parts().1, false)
-            }
+            Err(failed) => (self.tally.failed(failed), false),
         };
         let i = req.user as usize;
         let slot = self.slots.get_mut(i)?;
@@ -490,16 +486,33 @@ impl Worker {
             self.tally.bytes += slot.len;
         }
         if let Some(expect) = &slot.expect {
-            self.tally.checked += 1;
-            if let Some(diff) = difference(&req, expect) {
-                self.tally.mismatches += 1;
-                if self.tally.first_mismatch.is_none() {
-                    self.tally.first_mismatch = Some(diff);
-                }
-            }
+            self.tally.check(&req, expect);
         }
         slot.req = Some(req);
         Some(i)
+    }
+}
+
+impl Tally {
+    /// Counts a failed request; returns it.
+    #[cold]
+    fn failed(&mut self, failed: ocf::Failed) -> Request {
+        self.errors += 1;
+        if self.first_error.is_none() {
+            self.first_error = Some(failed.error().to_string());
+        }
+        failed.into_parts().1
+    }
+
+    /// Compares a result with what the reference computed.
+    fn check(&mut self, req: &Request, expect: &Expected) {
+        self.checked += 1;
+        if let Some(diff) = difference(req, expect) {
+            self.mismatches += 1;
+            if self.first_mismatch.is_none() {
+                self.first_mismatch = Some(diff);
+            }
+        }
     }
 }
 
