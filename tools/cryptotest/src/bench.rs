@@ -1,8 +1,16 @@
-//! Measuring one case: an algorithm, a driver, an operand size, some threads.
+//! Measuring one case: an algorithm, a target, an operand size or size distribution, some
+//! threads.
 //!
-//! Every thread has its own session and its own requests, made before the clock starts and
+//! The target ([`Target`]) is one driver (a session pinned to it, `new_session_on`), `auto`
+//! (a session of a framework that routes each request by its policy, `new_session`), or a
+//! static split of `--oracle` (a pinned session per driver, one chosen per request by the
+//! split's precomputed route).
+//!
+//! Every thread has its own sessions and its own requests, made before the clock starts and
 //! reused for every operation, so what is timed is the framework and the driver, not
-//! allocation. With `--batch 1` a thread runs one request at a time (`Session::run`: direct
+//! allocation. A size distribution gives each thread its own sequence of sizes
+//! (`crate::sizes`) and a request per entry; the measuring loop cycles through the slots,
+//! so the only per-request work besides the operation is an index step. With `--batch 1` a thread runs one request at a time (`Session::run`: direct
 //! dispatch, as the seed paper's cryptotest did through /dev/crypto). With `--batch N` it
 //! hands N batchable requests to the dispatch worker in one `submit_batch` (the driver gets
 //! them with the hint that more follow), with immediate callbacks that only hand each
@@ -18,6 +26,7 @@
 //! cryptographic operation, and no driver but the measured one runs while the clock does.
 
 use std::borrow::Cow;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -25,7 +34,9 @@ use std::time::{Duration, Instant};
 use ocf::{Callback, Flags, Framework, Op, Outcome, Request, Session};
 
 use crate::algs::{Alg, Kind};
+use crate::oracle::{self, Split};
 use crate::rusage::Usage;
+use crate::sizes::SizeSpec;
 
 /// How long a batch submitter spins for its results before it sleeps.
 const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(100);
@@ -46,13 +57,26 @@ pub enum Limit {
     Count(u64),
 }
 
+/// What a case's sessions are.
+#[derive(Clone, Copy)]
+pub enum Target<'a> {
+    /// Pinned to this driver of the case's framework (`new_session_on`).
+    Pinned(&'a str),
+    /// Routed by this framework's policy among its drivers (`new_session`).
+    Auto(&'a Framework),
+    /// A static split: pinned sessions on these drivers of this framework (A first, then
+    /// B's members), one chosen per request by the split.
+    Split { fw: &'a Framework, drivers: &'a [String], split: Split },
+}
+
 /// One case to measure.
 pub struct CaseSpec<'a> {
+    /// The framework with the reference driver, and with the driver of a pinned target.
     pub fw: &'a Framework,
     pub alg: &'a Alg,
-    pub driver: &'a str,
+    pub target: Target<'a>,
     pub decrypt: bool,
-    pub size: usize,
+    pub sizes: SizeSpec,
     pub threads: usize,
     pub batch: usize,
     pub limit: Limit,
@@ -135,8 +159,8 @@ pub struct Skipped(pub String);
 
 /// Measures one case.
 pub fn run_case(spec: &CaseSpec) -> Result<CaseResult, Skipped> {
-    let (alg, size) = (spec.alg, spec.size);
-    if size % alg.block_len() != 0 {
+    let alg = spec.alg;
+    if let Some(size) = spec.sizes.fixed().filter(|s| s % alg.block_len() != 0) {
         return Err(Skipped(format!(
             "{}: {size}-byte operands skipped: not a multiple of its {}-byte block",
             alg.name,
@@ -144,18 +168,26 @@ pub fn run_case(spec: &CaseSpec) -> Result<CaseResult, Skipped> {
         )));
     }
     let params = alg.params();
-    let session = |driver: &str| {
-        spec.fw
-            .new_session_on(driver, &params)
-            .map_err(|e| Skipped(format!("{}: skipped on {driver}: {e}", alg.name)))
+    let skipped = |driver: &str, e: ocf::Error| Skipped(format!("{}: skipped on {driver}: {e}", alg.name));
+    let pinned =
+        |fw: &Framework, driver: &str| fw.new_session_on(driver, &params).map_err(|e| skipped(driver, e));
+    let sessions = || -> Result<Vec<Session>, Skipped> {
+        match spec.target {
+            Target::Pinned(d) => Ok(vec![pinned(spec.fw, d)?]),
+            Target::Auto(fw) => Ok(vec![fw.new_session(&params).map_err(|e| skipped("auto", e))?]),
+            Target::Split { fw, drivers, .. } => drivers.iter().map(|d| pinned(fw, d)).collect(),
+        }
     };
-    let reference = session(REFERENCE)?;
+    let reference = pinned(spec.fw, REFERENCE)?;
     // Batches: two in flight (see `Worker::run_batches`).
     let batches = if spec.batch > 1 { 2 * spec.batch } else { 1 };
-    let per_thread = batches.max(if spec.verify { VARIANTS } else { 1 });
+    let mut per_thread = batches.max(if spec.verify { VARIANTS } else { 1 });
+    if let Target::Split { drivers, split, .. } = spec.target {
+        per_thread = per_thread.next_multiple_of(split.cycle(drivers.len().saturating_sub(1)));
+    }
     let mut workers = Vec::with_capacity(spec.threads);
     for t in 0..spec.threads {
-        let s = session(spec.driver)?;
+        let sessions = sessions()?;
         let slots = build_slots(spec, &reference, per_thread, t)?;
         let count = match spec.limit {
             Limit::Count(n) => {
@@ -164,11 +196,11 @@ pub fn run_case(spec: &CaseSpec) -> Result<CaseResult, Skipped> {
             }
             Limit::Time(_) => None,
         };
-        workers.push(Worker { session: s, slots, count, batch: spec.batch, tally: Tally::default() });
+        workers.push(Worker { sessions, slots, count, batch: spec.batch, tally: Tally::default() });
     }
     drop(reference);
 
-    let restarts_before = restarts(spec.fw, spec.driver);
+    let restarts_before = restarts(spec);
     let stop = AtomicBool::new(false);
     let start_line = Barrier::new(spec.threads + 1);
     let (workers, seconds, usage) = std::thread::scope(|scope| {
@@ -207,28 +239,39 @@ pub fn run_case(spec: &CaseSpec) -> Result<CaseResult, Skipped> {
     });
 
     let mut r = CaseResult { seconds, usage, ..CaseResult::default() };
-    r.restarts = restarts(spec.fw, spec.driver).saturating_sub(restarts_before);
+    r.restarts = restarts(spec).saturating_sub(restarts_before);
     for w in workers {
         let t = w.tally;
         r.ops += t.ops;
+        r.bytes += t.bytes;
         r.errors += t.errors;
         r.checked += t.checked;
         r.mismatches += t.mismatches;
         r.first_error = r.first_error.or(t.first_error);
         r.first_mismatch = r.first_mismatch.or(t.first_mismatch);
     }
-    r.bytes = r.ops * size as u64;
     Ok(r)
 }
 
-fn restarts(fw: &Framework, driver: &str) -> u64 {
-    fw.driver_stats(driver).map_or(0, |s| s.flow.restarts)
+/// Restarts so far on the drivers the case's target uses.
+fn restarts(spec: &CaseSpec) -> u64 {
+    let on = |fw: &Framework, driver: &str| fw.driver_stats(driver).map_or(0, |s| s.flow.restarts);
+    match spec.target {
+        Target::Pinned(d) => on(spec.fw, d),
+        Target::Auto(fw) | Target::Split { fw, .. } => {
+            fw.stats().drivers.iter().map(|d| d.flow.restarts).sum()
+        }
+    }
 }
 
 /// A request and, under `--verify`, what its result must be.
 struct Slot {
     req: Option<Request>,
     expect: Option<Expected>,
+    /// Its payload bytes, counted when it completes.
+    len: u64,
+    /// The session it goes to (an index into the worker's; 0 but in a split).
+    route: usize,
 }
 
 /// Expected result bytes; an empty field is not compared.
@@ -242,13 +285,22 @@ fn input(i: usize, thread: usize, size: usize) -> Vec<u8> {
     (0..size).map(|j| (j.wrapping_mul(31) ^ i.wrapping_mul(167) ^ thread.wrapping_mul(71)) as u8).collect()
 }
 
-/// Makes a thread's requests (and, with `--verify`, their expected results).
+/// Makes a thread's requests (and, with `--verify`, their expected results): at least `n`,
+/// and one per entry of the thread's size sequence.
 fn build_slots(spec: &CaseSpec, reference: &Session, n: usize, thread: usize) -> Result<Vec<Slot>, Skipped> {
-    let (alg, size) = (spec.alg, spec.size);
+    let alg = spec.alg;
     let failed =
         |e: &ocf::Failed| Skipped(format!("{}: the reference driver failed: {}", alg.name, e.error()));
-    let mut slots = Vec::with_capacity(n);
-    for i in 0..n {
+    let sequence = spec.sizes.sequence(thread, alg.block_len());
+    let sizes: Vec<usize> = (0..n.max(sequence.len())).map(|i| sequence[i % sequence.len()]).collect();
+    let routes = match spec.target {
+        Target::Split { drivers, split, .. } => {
+            oracle::routes(split, &sizes, drivers.len().saturating_sub(1))
+        }
+        _ => vec![0; sizes.len()],
+    };
+    let mut slots = Vec::with_capacity(sizes.len());
+    for (i, (&size, route)) in sizes.iter().zip(routes).enumerate() {
         let data = input(i, thread, size);
         let iv = vec![(i + 1) as u8; alg.iv_len()];
         let (req, expect) = match (spec.op(), alg.kind) {
@@ -293,14 +345,15 @@ fn build_slots(spec: &CaseSpec, reference: &Session, n: usize, thread: usize) ->
         if spec.batch > 1 {
             req = req.with_flags(Flags::BATCH | Flags::CALLBACK_IMMEDIATE);
         }
-        slots.push(Slot { req: Some(req), expect });
+        slots.push(Slot { req: Some(req), expect, len: size as u64, route });
     }
     Ok(slots)
 }
 
 /// One measuring thread.
 struct Worker {
-    session: Session,
+    /// One session, or a split's (indexed by [`Slot::route`]).
+    sessions: Vec<Session>,
     slots: Vec<Slot>,
     /// Operations to do (`-n`), or `None` to run until told to stop (`-T`).
     count: Option<u64>,
@@ -311,6 +364,7 @@ struct Worker {
 #[derive(Default)]
 struct Tally {
     ops: u64,
+    bytes: u64,
     errors: u64,
     first_error: Option<String>,
     checked: u64,
@@ -336,10 +390,21 @@ impl Worker {
     }
 
     fn run_one_at_a_time(&mut self, stop: &AtomicBool) {
+        // One session (pinned, auto): no route to read per request; a split's per slot.
+        if self.sessions.len() == 1 {
+            self.cycle(stop, |_| 0);
+        } else {
+            self.cycle(stop, |route| route);
+        }
+    }
+
+    #[inline(always)]
+    fn cycle(&mut self, stop: &AtomicBool, route: impl Fn(usize) -> usize) {
         let (n, mut i, mut done) = (self.slots.len(), 0, 0u64);
         while self.remaining(done, stop) > 0 {
-            let Some(req) = self.slots[i].req.take() else { break };
-            let outcome = self.session.run(req);
+            let slot = &mut self.slots[i];
+            let Some(req) = slot.req.take() else { break };
+            let outcome = self.sessions[route(slot.route)].run(req);
             self.finish(outcome);
             done += 1;
             i = if i + 1 == n { 0 } else { i + 1 };
@@ -355,15 +420,37 @@ impl Worker {
             let returns = returns.clone();
             Arc::new(move |outcome| returns.put(outcome))
         };
-        let mut free: Vec<usize> = (0..self.slots.len()).rev().collect();
+        // Free slots in the order they came back, so that every slot (every entry of a
+        // size sequence) takes its turn.
+        let mut free: VecDeque<usize> = (0..self.slots.len()).collect();
+        let mut picked: Vec<usize> = Vec::with_capacity(self.batch);
+        let mut split_part: Vec<Request> = Vec::with_capacity(self.batch);
         let mut outcomes = Vec::with_capacity(self.slots.len());
         let (mut submitted, mut in_flight) = (0u64, 0usize);
         loop {
             let want = self.remaining(submitted, stop).min(self.batch as u64) as usize;
             if want > 0 && free.len() >= want {
+                picked.clear();
+                picked.extend(free.drain(..want));
                 let slots = &mut self.slots;
-                let reqs = free.drain(free.len() - want..).filter_map(|i| slots[i].req.take());
-                self.session.submit_batch(reqs, &back);
+                if let [session] = &self.sessions[..] {
+                    session.submit_batch(picked.iter().filter_map(|&i| slots[i].req.take()), &back);
+                } else {
+                    // A split: each session gets its part of the batch.
+                    for (r, session) in self.sessions.iter().enumerate() {
+                        split_part.extend(picked.iter().filter_map(|&i| {
+                            let slot = &mut slots[i];
+                            if slot.route == r {
+                                slot.req.take()
+                            } else {
+                                None
+                            }
+                        }));
+                        if !split_part.is_empty() {
+                            session.submit_batch(split_part.drain(..), &back);
+                        }
+                    }
+                }
                 submitted += want as u64;
                 in_flight += want;
                 continue;
@@ -375,41 +462,57 @@ impl Worker {
             for outcome in outcomes.drain(..) {
                 in_flight -= 1;
                 if let Some(i) = self.finish(outcome) {
-                    free.push(i);
+                    free.push_back(i);
                 }
             }
         }
     }
 
     /// Counts an outcome, checks it under `--verify`, and puts the request back in its
-    /// slot, whose index it returns.
+    /// slot, whose index it returns. Inlined into the measuring loops (a call per request
+    /// measured 9 instructions more); failures are counted out of line.
+    #[inline(always)]
     fn finish(&mut self, outcome: Outcome) -> Option<usize> {
-        let req = match outcome {
+        let (req, ok) = match outcome {
             Ok(req) => {
                 self.tally.ops += 1;
-                req
+                (req, true)
             }
-            Err(failed) => {
-                self.tally.errors += 1;
-                if self.tally.first_error.is_none() {
-                    self.tally.first_error = Some(failed.error().to_string());
-                }
-                failed.into_parts().1
-            }
+            Err(failed) => (self.tally.failed(failed), false),
         };
         let i = req.user as usize;
         let slot = self.slots.get_mut(i)?;
+        if ok {
+            self.tally.bytes += slot.len;
+        }
         if let Some(expect) = &slot.expect {
-            self.tally.checked += 1;
-            if let Some(diff) = difference(&req, expect) {
-                self.tally.mismatches += 1;
-                if self.tally.first_mismatch.is_none() {
-                    self.tally.first_mismatch = Some(diff);
-                }
-            }
+            self.tally.check(&req, expect);
         }
         slot.req = Some(req);
         Some(i)
+    }
+}
+
+impl Tally {
+    /// Counts a failed request; returns it.
+    #[cold]
+    fn failed(&mut self, failed: ocf::Failed) -> Request {
+        self.errors += 1;
+        if self.first_error.is_none() {
+            self.first_error = Some(failed.error().to_string());
+        }
+        failed.into_parts().1
+    }
+
+    /// Compares a result with what the reference computed.
+    fn check(&mut self, req: &Request, expect: &Expected) {
+        self.checked += 1;
+        if let Some(diff) = difference(req, expect) {
+            self.mismatches += 1;
+            if self.first_mismatch.is_none() {
+                self.first_mismatch = Some(diff);
+            }
+        }
     }
 }
 
@@ -518,9 +621,9 @@ mod tests {
         CaseSpec {
             fw,
             alg,
-            driver,
+            target: Target::Pinned(driver),
             decrypt: false,
-            size: 64,
+            sizes: SizeSpec::Fixed(64),
             threads: 1,
             batch: 1,
             limit: Limit::Count(100),
@@ -570,8 +673,60 @@ mod tests {
     fn a_block_cipher_skips_sizes_that_are_not_whole_blocks() {
         let fw = framework();
         let alg = algs::resolve(&["aes-128-cbc".into()]).unwrap().remove(0);
-        let e = run_case(&CaseSpec { size: 8, ..case(&fw, &alg, "soft") }).unwrap_err();
+        let e = run_case(&CaseSpec { sizes: SizeSpec::Fixed(8), ..case(&fw, &alg, "soft") }).unwrap_err();
         assert!(e.0.contains("not a multiple of its 16-byte block"), "{}", e.0);
+    }
+
+    #[test]
+    fn a_distribution_counts_the_bytes_it_did_rounded_to_whole_blocks() {
+        let fw = framework();
+        let alg = algs::resolve(&["aes-128-cbc".into()]).unwrap().remove(0);
+        let seq = SizeSpec::Imix.sequence(0, 16);
+        for batch in [1, 4] {
+            let spec = CaseSpec {
+                sizes: SizeSpec::Imix,
+                batch,
+                limit: Limit::Count(seq.len() as u64),
+                ..case(&fw, &alg, "soft")
+            };
+            let r = run_case(&spec).unwrap();
+            assert_eq!((r.ops, r.mismatches, r.errors), (seq.len() as u64, 0, 0), "batch {batch}");
+            // One whole cycle: every entry once, 40 → 48 and 1500 → 1504 for 16-byte blocks.
+            assert_eq!(r.bytes, seq.iter().sum::<usize>() as u64, "batch {batch}");
+            assert_eq!(r.bytes, (341 * (48 * 7 + 576 * 4 + 1504)) as u64);
+        }
+    }
+
+    /// A split sends each request to the driver its rule picks: `null` fails verification,
+    /// so the mismatches count the requests that went to it.
+    #[test]
+    fn a_split_routes_by_share_and_by_threshold() {
+        let fw = framework();
+        let drivers = ["soft".to_owned(), "null".to_owned()];
+        let alg = algs::resolve(&["aes-128-gcm".into()]).unwrap().remove(0);
+        let split = |split| Target::Split { fw: &fw, drivers: &drivers, split };
+        for (threads, batch) in [(1, 1), (2, 1), (2, 4)] {
+            let spec = CaseSpec { target: split(Split::Share(3)), threads, batch, ..case(&fw, &alg, "soft") };
+            let r = run_case(&spec).unwrap();
+            assert_eq!(r.ops, 100);
+            if batch == 1 {
+                assert_eq!(r.mismatches, 30, "30% to B, exactly, t{threads}");
+            } else {
+                // Batches reuse slots in the order they come back: each slot within one use
+                // of the others (10 slots a thread here).
+                assert!((26..=34).contains(&r.mismatches), "about 30% to B: {r:?}");
+            }
+        }
+        let seq_len = SizeSpec::Imix.sequence(0, 1).len() as u64;
+        let spec = CaseSpec {
+            target: split(Split::Threshold(256)),
+            sizes: SizeSpec::Imix,
+            limit: Limit::Count(seq_len),
+            ..case(&fw, &alg, "soft")
+        };
+        let r = run_case(&spec).unwrap();
+        // 576 and 1500 (5 in 12) go to B.
+        assert_eq!((r.ops, r.mismatches), (seq_len, seq_len * 5 / 12));
     }
 
     #[test]

@@ -7,9 +7,15 @@
 //! -elapsed` run side by side (`--openssl`). `--verify` checks every result against the
 //! reference driver.
 //!
+//! `-d auto` adds a column in which ocf routes each request among the other drivers listed
+//! (a framework of their own, with `--policy`); each auto case also reports how many
+//! requests each driver took per size class, and with `--oracle` the static splits it is
+//! compared with. `-s` takes size distributions as well as sizes (`imix`, `16..16384`).
+//!
 //! The modules: [`algs`] (names → sessions), [`drivers`] (names → registered drivers),
-//! [`bench`] (measuring one case), [`openssl`], [`report`] (tables and JSON), [`plot`],
-//! [`rusage`], [`progress`].
+//! [`sizes`] (`-s` values and their sequences), [`bench`] (measuring one case), [`oracle`]
+//! (the static splits), [`routing`] (an auto case's routing and oracle tables), [`openssl`],
+//! [`report`] (tables and JSON), [`plot`], [`rusage`], [`progress`].
 //!
 //! Exit status: 0 when every case ran cleanly; 1 when a result failed verification or a
 //! request failed (or the plot could not be written at the end); 2 for bad arguments
@@ -19,10 +25,13 @@ mod algs;
 mod bench;
 mod drivers;
 mod openssl;
+mod oracle;
 mod plot;
 mod progress;
 mod report;
+mod routing;
 mod rusage;
+mod sizes;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -30,10 +39,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use ocf::{Config, Framework};
+use ocf::{Config, Framework, Policy};
 
-use crate::bench::{CaseSpec, Limit};
+use crate::bench::{CaseResult, CaseSpec, Limit, Skipped, Target};
+use crate::drivers::{DriverSpec, AUTO};
 use crate::report::{Clock, Row};
+use crate::routing::{Oracle, Routing};
+use crate::sizes::SizeSpec;
 
 /// Operand sizes when `-s` is not given: Table 5's.
 const DEFAULT_SIZES: [usize; 11] = [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192];
@@ -57,10 +69,15 @@ const QUICK_SECONDS: f64 = 0.1;
                   cryptotest -d soft -a aes-128-gcm -s 16,1024,8192 --openssl\n  \
                   cryptotest -d soft -d sim:bcm5822 -a des-ede3-cbc -a sha1 -T 0.5\n  \
                   cryptotest -d sim:hifn7951 -a des-ede3-cbc -s 1024 -t 28 -p\n  \
-                  cryptotest -a all --verify -n 1000 --json > results.jsonl"
+                  cryptotest -a all --verify -n 1000 --json > results.jsonl\n  \
+                  cryptotest -d soft -d sim:bcm5822 -d auto -a des-ede3-cbc-hmac-sha1 -s imix,64..8k --oracle\n  \
+                  cryptotest -d soft -d sim:hifn7951 -d sim:hifn7951 -d auto -a des-ede3-cbc -s 1k -t 8"
 )]
 struct Cli {
-    /// Driver to measure: soft, null, sim:PROFILE, or all (repeatable). Default: soft.
+    /// Driver to measure: soft, null, sim:PROFILE, all, or auto (repeatable). Default: soft.
+    /// Each sim:PROFILE is a card of its own (twice: two cards, the second named
+    /// sim:PROFILE#2). auto: a column in which ocf chooses per request among the other
+    /// drivers given (not null; not soft unless given), by --policy.
     #[arg(short = 'd', long = "driver", value_name = "NAME")]
     drivers: Vec<String>,
     /// Algorithm, openssl-style (aes-128-gcm, sha256, hmac-sha1, aes-128-cbc-hmac-sha1, …),
@@ -70,9 +87,14 @@ struct Cli {
     /// Measure decryption instead of encryption (digests are unaffected).
     #[arg(long)]
     decrypt: bool,
-    /// Operand sizes in bytes, comma-separated (1k = 1024). Default: 8,16,32,…,8192.
-    #[arg(short = 's', long, value_name = "LIST", value_delimiter = ',', value_parser = parse_size)]
-    sizes: Vec<usize>,
+    /// Operand sizes in bytes, comma-separated (1k = 1024), or size distributions: imix (40,
+    /// 576 and 1500 bytes weighted 7:4:1) or A..B (log-uniform from A to B bytes). Each is a
+    /// row; a distribution's throughput counts the bytes done. Each thread cycles through its
+    /// own 4096 precomputed sizes (seeded by thread, the same for every driver). For a block
+    /// cipher a distribution's sizes are rounded up to whole blocks (down where that would
+    /// pass B); a fixed size that is not whole blocks is skipped. Default: 8,16,32,…,8192.
+    #[arg(short = 's', long, value_name = "LIST", value_delimiter = ',', value_parser = SizeSpec::parse)]
+    sizes: Vec<SizeSpec>,
     /// Threads submitting at once, each with its own session.
     #[arg(short = 't', long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -94,6 +116,18 @@ struct Cli {
     /// status 1.
     #[arg(long)]
     verify: bool,
+    /// The routing policy of the auto column: cost-model, priority, least-loaded or
+    /// round-robin.
+    #[arg(long, value_name = "NAME", default_value_t = Policy::CostModel, value_parser = parse_policy)]
+    policy: Policy,
+    /// For every auto case, also run static splits between the drivers and report the best
+    /// and auto ÷ best. A = the first driver auto routes to, B = the others (round-robin).
+    /// Distributions: every power-of-two threshold in their range (smaller requests to A),
+    /// plus all-A and all-B; fixed sizes: 0%, 10%, …, 100% of the requests to B. Each split
+    /// runs as long as the case (-T), so this multiplies the run time (by 11 for a fixed
+    /// size). Needs -d auto.
+    #[arg(long)]
+    oracle: bool,
     /// Report wall-clock throughput only (as openssl speed -elapsed); by default both wall
     /// clock and per CPU second.
     #[arg(long)]
@@ -122,18 +156,8 @@ enum Format {
     Openssl,
 }
 
-fn parse_size(s: &str) -> Result<usize, String> {
-    let s = s.trim();
-    let (digits, mult) = match s.strip_suffix(['k', 'K']) {
-        Some(d) => (d, 1024),
-        None => (s, 1),
-    };
-    let n: usize = digits.parse().map_err(|_| format!("`{s}` is not a size in bytes (like 64 or 8k)"))?;
-    match n.checked_mul(mult) {
-        Some(0) => Err("a size must be at least 1 byte".into()),
-        Some(n) if n <= 64 << 20 => Ok(n),
-        _ => Err(format!("`{s}` is larger than the 64 MiB cryptotest allows")),
-    }
+fn parse_policy(s: &str) -> Result<Policy, String> {
+    s.parse::<Policy>().map_err(|e| e.to_string())
 }
 
 fn parse_seconds(s: &str) -> Result<f64, String> {
@@ -165,6 +189,12 @@ fn main() -> ExitCode {
     }
 }
 
+/// `auto`'s own framework and the drivers it routes to (A first), if `-d auto` was given.
+struct Auto {
+    fw: Framework,
+    drivers: Vec<String>,
+}
+
 fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
     if cli.list {
         print!("{}", listing());
@@ -173,15 +203,24 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
     if bare {
         cli.drivers = QUICK_DRIVERS.map(String::from).to_vec();
         cli.algs = QUICK_ALGS.map(String::from).to_vec();
-        cli.sizes = QUICK_SIZES.to_vec();
+        cli.sizes = QUICK_SIZES.map(SizeSpec::Fixed).to_vec();
         cli.seconds = Some(QUICK_SECONDS);
     }
     let driver_names = if cli.drivers.is_empty() { vec!["soft".to_owned()] } else { cli.drivers.clone() };
     let drivers = drivers::resolve(&driver_names).map_err(Stop::Usage)?;
+    let with_auto = drivers.contains(&DriverSpec::Auto);
+    if cli.oracle && !with_auto {
+        return Err(Stop::Usage(
+            "--oracle compares the auto column with static splits: add -d auto (and the drivers it \
+             chooses among)"
+                .into(),
+        ));
+    }
     let alg_names =
         if cli.algs.is_empty() { algs::MAIN.map(String::from).to_vec() } else { cli.algs.clone() };
     let algs = algs::resolve(&alg_names).map_err(Stop::Usage)?;
-    let sizes = if cli.sizes.is_empty() { DEFAULT_SIZES.to_vec() } else { dedup(&cli.sizes) };
+    let sizes =
+        if cli.sizes.is_empty() { DEFAULT_SIZES.map(SizeSpec::Fixed).to_vec() } else { dedup(&cli.sizes) };
     if let Some(path) = &cli.plot {
         plot::check_path(path).map_err(Stop::Usage)?;
     }
@@ -193,9 +232,17 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
     let (threads, batch) = (usize::from(cli.threads), usize::from(cli.batch));
 
     // Profiling costs a few ns per request: on only when asked for, then for every request.
-    let fw = Framework::with_config(Config { profile_every: u32::from(cli.profile), ..Config::default() });
-    drivers::register(&fw, &drivers).map_err(Stop::Failure)?;
-    let driver_names: Vec<String> = drivers.iter().map(|d| d.name()).collect();
+    // Pinned sessions make no decisions: only auto's framework needs the policy.
+    let config = Config { profile_every: u32::from(cli.profile), ..Config::default() };
+    let fw = Framework::with_config(config.clone());
+    let driver_names = drivers::register(&fw, &drivers).map_err(Stop::Failure)?;
+    let auto = if with_auto {
+        let fw = Framework::with_config(Config { policy: cli.policy, ..config });
+        let drivers = drivers::register_routed(&fw, &drivers).map_err(Stop::Failure)?;
+        Some(Auto { fw, drivers })
+    } else {
+        None
+    };
     let alg_list: Vec<String> = algs.iter().map(|a| a.name.to_owned()).collect();
 
     // openssl speed takes whole seconds.
@@ -203,16 +250,23 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
         Limit::Time(d) => d.as_secs_f64().ceil().max(1.0) as u64,
         Limit::Count(_) => 1,
     };
-    let steps_per_size = driver_names.len() + usize::from(cli.openssl);
-    let total = algs.len() * sizes.len() * steps_per_size;
+    let has_b = auto.as_ref().is_some_and(|a| a.drivers.len() > 1);
+    let splits_per_alg: usize =
+        if cli.oracle { sizes.iter().map(|&s| oracle::splits(s, has_b).len()).sum() } else { 0 };
+    let cases = algs.len() * (sizes.len() * driver_names.len() + splits_per_alg);
+    let total = cases + algs.len() * sizes.len() * usize::from(cli.openssl);
     let estimate = match limit {
-        Limit::Time(d) => d.as_secs_f64() * (algs.len() * sizes.len() * driver_names.len()) as f64,
+        Limit::Time(d) => d.as_secs_f64() * cases as f64,
         Limit::Count(_) => 0.0,
     } + (openssl_seconds * (algs.len() * sizes.len()) as u64 * u64::from(cli.openssl)) as f64;
     let mut progress = progress::Progress::new(total, !cli.json && estimate > 1.0);
 
     if !cli.json {
-        println!("{}", header(&cli, bare, &driver_names, limit, openssl_version.as_deref(), openssl_seconds));
+        let auto_over = auto.as_ref().map(|a| a.drivers.as_slice());
+        println!(
+            "{}",
+            header(&cli, bare, &driver_names, auto_over, limit, openssl_version.as_deref(), openssl_seconds)
+        );
     }
     let mut rows: Vec<Row> = Vec::new();
     let mut notes: BTreeSet<String> = BTreeSet::new();
@@ -221,6 +275,8 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
             progress.note(&text);
         }
     };
+    // Failed requests and results, a line each (the splits' as they run, the cases' after).
+    let mut failures_seen: Vec<String> = Vec::new();
     for alg in &algs {
         if cli.decrypt && !alg.kind.ciphers() {
             note(&progress, format!("{}: a digest has no decrypt; measuring the digest", alg.name));
@@ -228,24 +284,45 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
         for &size in &sizes {
             let first = rows.len();
             for d in &driver_names {
-                progress.show(&format!("{} {size} B on {d}", alg.name));
+                progress.show(&format!("{} {} on {d}", alg.name, size.phrase()));
+                let target = match (&auto, d.as_str()) {
+                    (Some(a), AUTO) => Target::Auto(&a.fw),
+                    _ => Target::Pinned(d),
+                };
                 let spec = CaseSpec {
                     fw: &fw,
                     alg,
-                    driver: d,
+                    target,
                     decrypt: cli.decrypt,
-                    size,
+                    sizes: size,
                     threads,
                     batch,
                     limit,
                     verify: cli.verify,
                 };
                 fw.reset_profiles();
+                let before = auto.as_ref().map(|a| a.fw.routing());
                 let result = bench::run_case(&spec);
                 if let Err(skip) = &result {
                     note(&progress, skip.0.clone());
                 }
-                let profile = if cli.profile && result.is_ok() { fw.profile(d) } else { None };
+                let routing = match (&auto, target, &result) {
+                    (Some(a), Target::Auto(_), Ok(_)) => {
+                        before.map(|b| Routing::between(&b, &a.fw.routing()))
+                    }
+                    _ => None,
+                };
+                progress.step();
+                let oracle = match (&auto, target, &result) {
+                    (Some(a), Target::Auto(_), Ok(r)) if cli.oracle => {
+                        Some(run_oracle(&spec, a, r, has_b, &mut progress, &mut failures_seen))
+                    }
+                    _ => None,
+                };
+                let profile = match target {
+                    Target::Pinned(d) if cli.profile && result.is_ok() => fw.profile(d),
+                    _ => None,
+                };
                 rows.push(Row {
                     alg: alg.name.to_owned(),
                     driver: d.clone(),
@@ -257,19 +334,24 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
                     verify: cli.verify,
                     openssl_kbytes_s: None,
                     profile,
+                    routing,
+                    oracle,
                 });
-                progress.step();
             }
             if cli.openssl {
-                progress.show(&format!("{} {size} B with openssl speed", alg.name));
+                progress.show(&format!("{} {} with openssl speed", alg.name, size.phrase()));
                 let measured_any = rows[first..].iter().any(|r| r.measured().is_some());
-                let kbytes = match alg.openssl {
-                    None => {
+                let kbytes = match (alg.openssl, size) {
+                    (None, _) => {
                         note(&progress, format!("{}: openssl speed has no such algorithm", alg.name));
                         None
                     }
-                    Some(_) if !measured_any => None,
-                    Some(args) => {
+                    (Some(_), SizeSpec::Imix | SizeSpec::LogUniform(..)) => {
+                        note(&progress, format!("openssl speed has no size distributions ({size})"));
+                        None
+                    }
+                    (Some(_), _) if !measured_any => None,
+                    (Some(args), SizeSpec::Fixed(size)) => {
                         if let Some(caveat) = algs::openssl_caveat(alg) {
                             note(&progress, format!("{} vs openssl: {caveat}", alg.name));
                         }
@@ -290,7 +372,7 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
             }
             if cli.json {
                 for r in &rows[first..] {
-                    if let Some(v) = r.json(cli.openssl) {
+                    if let Some(v) = r.json(cli.openssl, cli.profile) {
                         println!("{v}");
                     }
                 }
@@ -303,28 +385,14 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
         print_tables(&cli, &rows, &alg_list, &driver_names, &sizes);
     }
 
-    let mut failed = false;
     for r in &rows {
         let Some(m) = r.measured() else { continue };
-        let case = format!("{} {} {} B on {}", r.alg, r.op, r.size, r.driver);
-        if m.mismatches > 0 {
-            failed = true;
-            eprintln!(
-                "cryptotest: {case}: {} of {} results differ from {} ({})",
-                m.mismatches,
-                m.checked,
-                bench::REFERENCE,
-                m.first_mismatch.as_deref().unwrap_or("")
-            );
-        }
-        if m.errors > 0 {
-            failed = true;
-            eprintln!(
-                "cryptotest: {case}: {} requests failed ({})",
-                m.errors,
-                m.first_error.as_deref().unwrap_or("")
-            );
-        }
+        let case = format!("{} {} {} on {}", r.alg, r.op, r.size.phrase(), r.driver);
+        failures_seen.extend(failures(&case, m));
+    }
+    let mut failed = !failures_seen.is_empty();
+    for f in &failures_seen {
+        eprintln!("cryptotest: {f}");
     }
     if let Some(path) = &cli.plot {
         let series = plot_series(&rows, &alg_list, &driver_names);
@@ -340,7 +408,75 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-fn dedup(sizes: &[usize]) -> Vec<usize> {
+/// What went wrong in a case, a line each (none: nothing did).
+fn failures(case: &str, m: &CaseResult) -> Vec<String> {
+    let mut out = Vec::new();
+    if m.mismatches > 0 {
+        out.push(format!(
+            "{case}: {} of {} results differ from {} ({})",
+            m.mismatches,
+            m.checked,
+            bench::REFERENCE,
+            m.first_mismatch.as_deref().unwrap_or("")
+        ));
+    }
+    if m.errors > 0 {
+        out.push(format!(
+            "{case}: {} requests failed ({})",
+            m.errors,
+            m.first_error.as_deref().unwrap_or("")
+        ));
+    }
+    out
+}
+
+/// `--oracle` for one auto case: each static split, measured like the case.
+fn run_oracle(
+    auto_case: &CaseSpec,
+    auto: &Auto,
+    auto_result: &CaseResult,
+    has_b: bool,
+    progress: &mut progress::Progress,
+    failed: &mut Vec<String>,
+) -> Oracle {
+    let mut splits = Vec::new();
+    for split in oracle::splits(auto_case.sizes, has_b) {
+        progress.show(&format!(
+            "{} {}, oracle split {}",
+            auto_case.alg.name,
+            auto_case.sizes.phrase(),
+            split.label()
+        ));
+        let target = Target::Split { fw: &auto.fw, drivers: &auto.drivers, split };
+        let spec = CaseSpec { target, ..*auto_case };
+        let mbit_s = match bench::run_case(&spec) {
+            Ok(r) => {
+                let case = format!(
+                    "{} {} {}, oracle split {}",
+                    auto_case.alg.name,
+                    spec.op_name(),
+                    auto_case.sizes.phrase(),
+                    split.label()
+                );
+                failed.extend(failures(&case, &r));
+                Some(r.mbit_s())
+            }
+            Err(Skipped(why)) => {
+                failed.push(format!("oracle split {}: {why}", split.label()));
+                None
+            }
+        };
+        splits.push((split.label(), mbit_s));
+        progress.step();
+    }
+    let (a, b) = match auto.drivers.split_first() {
+        Some((a, b)) => (a.clone(), b.to_vec()),
+        None => (String::new(), Vec::new()),
+    };
+    Oracle { a, b, splits, auto_mbit_s: auto_result.mbit_s() }
+}
+
+fn dedup(sizes: &[SizeSpec]) -> Vec<SizeSpec> {
     let mut v = Vec::new();
     for &s in sizes {
         if !v.contains(&s) {
@@ -374,6 +510,7 @@ fn header(
     cli: &Cli,
     bare: bool,
     drivers: &[String],
+    auto_over: Option<&[String]>,
     limit: Limit,
     openssl: Option<&str>,
     openssl_seconds: u64,
@@ -393,12 +530,17 @@ fn header(
         Limit::Count(n) => format!("{n} operations per case"),
     };
     let dir = if cli.decrypt { "decrypt" } else { "encrypt" };
+    let auto = match auto_over {
+        Some(over) => format!(" (auto: {} over {})", cli.policy, over.join(", ")),
+        None => String::new(),
+    };
     h.push_str(&format!(
-        "drivers: {} · {dir} · {} · batch {} · {per_case}{}",
+        "drivers: {}{auto} · {dir} · {} · batch {} · {per_case}{}{}",
         drivers.join(", "),
         threads_text(usize::from(cli.threads)),
         cli.batch,
-        if cli.verify { " · every result verified against soft" } else { "" }
+        if cli.verify { " · every result verified against soft" } else { "" },
+        if cli.oracle { " · --oracle: every split of every auto case runs as long" } else { "" }
     ));
     if let Some(v) = openssl {
         h.push_str(&format!("\nopenssl: {v} · `openssl speed -elapsed`, {openssl_seconds} s per size"));
@@ -406,7 +548,7 @@ fn header(
     h
 }
 
-fn print_tables(cli: &Cli, rows: &[Row], algs: &[String], drivers: &[String], sizes: &[usize]) {
+fn print_tables(cli: &Cli, rows: &[Row], algs: &[String], drivers: &[String], sizes: &[SizeSpec]) {
     if cli.format == Format::Openssl {
         let clock = if cli.elapsed { Clock::Wall } else { Clock::Cpu };
         let what = if cli.elapsed { "wall clock" } else { "per CPU second (user + system)" };
@@ -424,12 +566,30 @@ fn print_tables(cli: &Cli, rows: &[Row], algs: &[String], drivers: &[String], si
     }
     println!("\nCost of each case (getrusage: CPU seconds and context switches of the whole process)");
     print!("{}", report::cost_table(rows));
+    for r in rows {
+        if let Some(routing) = &r.routing {
+            println!(
+                "\nRouting: {} {} of {} on auto (requests per size class)",
+                r.alg,
+                r.op,
+                r.size.phrase()
+            );
+            print!("{}", routing.table(cli.profile));
+        }
+        if let Some(oracle) = &r.oracle {
+            println!("\nOracle: {} {} of {}, static splits (Mb/s, wall clock)", r.alg, r.op, r.size.phrase());
+            print!("{}", oracle.table());
+        }
+    }
     if cli.profile {
         for r in rows {
             if let Some(p) = &r.profile {
                 println!(
-                    "\nProfile: {} {} of {} bytes on {} (every request, ns)",
-                    r.alg, r.op, r.size, r.driver
+                    "\nProfile: {} {} of {} on {} (every request, ns)",
+                    r.alg,
+                    r.op,
+                    r.size.phrase(),
+                    r.driver
                 );
                 print!("{p}");
             }
@@ -444,7 +604,7 @@ fn plot_series(rows: &[Row], algs: &[String], drivers: &[String]) -> Vec<plot::S
             let points: Vec<(usize, f64)> = rows
                 .iter()
                 .filter(|r| &r.alg == alg && &r.driver == d)
-                .filter_map(|r| Some((r.size, r.measured()?.mbit_s())))
+                .filter_map(|r| Some((r.size.fixed()?, r.measured()?.mbit_s())))
                 .collect();
             if !points.is_empty() {
                 series.push(plot::Series { label: format!("{alg} · {d}"), points });
@@ -453,7 +613,7 @@ fn plot_series(rows: &[Row], algs: &[String], drivers: &[String]) -> Vec<plot::S
         let openssl: Vec<(usize, f64)> = rows
             .iter()
             .filter(|r| &r.alg == alg && drivers.first() == Some(&r.driver))
-            .filter_map(|r| Some((r.size, r.openssl_kbytes_s? * 8.0 / 1e3)))
+            .filter_map(|r| Some((r.size.fixed()?, r.openssl_kbytes_s? * 8.0 / 1e3)))
             .collect();
         if !openssl.is_empty() {
             series.push(plot::Series { label: format!("{alg} · openssl speed"), points: openssl });
@@ -482,7 +642,23 @@ fn listing() -> String {
     s.push_str(
         "                  or custom: sim:ring=N,setup=TIME,rate=RATE[,hash_rate=…,coalesce=…,corrupt=N]\n",
     );
-    s.push_str("  all           soft, null and every named sim profile\n\nAlgorithms (-a NAME, or all):\n");
+    s.push_str(
+        "                  each -d sim:… is a card of its own: the same twice is two cards (…, …#2)\n",
+    );
+    s.push_str("  all           soft, null and every named sim profile\n");
+    s.push_str(
+        "  auto          ocf chooses per request among the other drivers given (not null), by --policy\n",
+    );
+    let policies: Vec<&str> = Policy::ALL.iter().map(|p| p.name()).collect();
+    s.push_str(&format!(
+        "                (policies: {}; default {})\n",
+        policies.join(", "),
+        Policy::default()
+    ));
+    s.push_str(
+        "\nSizes (-s): bytes (64, 8k), imix (40/576/1500 B weighted 7:4:1), A..B (log-uniform, e.g. 16..16384)\n",
+    );
+    s.push_str("\nAlgorithms (-a NAME, or all):\n");
     for a in algs::all() {
         let openssl =
             a.openssl.map_or("(none)".to_owned(), |args| format!("openssl speed {}", args.join(" ")));

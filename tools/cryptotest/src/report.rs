@@ -1,6 +1,6 @@
 //! What cryptotest prints: the throughput table in the seed paper's layout (rows: operand
-//! size; columns: algorithm × driver), openssl speed's layout, the cost of each case, and
-//! JSON Lines.
+//! size or size distribution; columns: algorithm × driver), openssl speed's layout, the
+//! cost of each case, and JSON Lines (an auto case's routing and oracle: `crate::routing`).
 
 use std::fmt::Write as _;
 
@@ -8,13 +8,15 @@ use ocf::{ProfileStats, Stage};
 use serde_json::{json, Value};
 
 use crate::bench::{CaseResult, Skipped};
+use crate::routing::{Oracle, Routing};
+use crate::sizes::SizeSpec;
 
 /// One measured (or skipped) case and what goes with it.
 pub struct Row {
     pub alg: String,
     pub driver: String,
     pub op: &'static str,
-    pub size: usize,
+    pub size: SizeSpec,
     pub threads: usize,
     pub batch: usize,
     pub result: Result<CaseResult, Skipped>,
@@ -23,6 +25,9 @@ pub struct Row {
     /// second (`None`: not asked for, or openssl has no such algorithm).
     pub openssl_kbytes_s: Option<f64>,
     pub profile: Option<ProfileStats>,
+    /// An auto case's routing, and with `--oracle` its static splits.
+    pub routing: Option<Routing>,
+    pub oracle: Option<Oracle>,
 }
 
 impl Row {
@@ -36,14 +41,22 @@ impl Row {
         (theirs > 0.0).then(|| ours / theirs)
     }
 
-    /// The JSON Lines object of a measured case (`None` for a skipped one).
-    pub fn json(&self, with_openssl: bool) -> Option<Value> {
+    /// The JSON Lines object of a measured case (`None` for a skipped one). `size` is the
+    /// fixed size (null for a distribution), `dist` the distribution's name (null for a
+    /// fixed size); `models`: the cost model's estimates in `routing` (`-p`).
+    pub fn json(&self, with_openssl: bool, models: bool) -> Option<Value> {
         let r = self.measured()?;
+        let dist = match self.size {
+            SizeSpec::Fixed(_) => None,
+            d => Some(d.to_string()),
+        };
         let mut v = json!({
             "driver": self.driver,
             "alg": self.alg,
             "op": self.op,
-            "size": self.size,
+            "size": self.size.fixed(),
+            "dist": dist,
+            "dist_mean": (self.size.fixed().is_none()).then(|| self.size.mean()),
             "threads": self.threads,
             "batch": self.batch,
             "ops": r.ops,
@@ -85,6 +98,12 @@ impl Row {
                 .collect();
             obj.insert("profile".into(), Value::Object(stages));
         }
+        if let Some(routing) = &self.routing {
+            obj.insert("routing".into(), routing.json(models));
+        }
+        if let Some(oracle) = &self.oracle {
+            obj.insert("oracle".into(), oracle.json());
+        }
         Some(v)
     }
 }
@@ -121,10 +140,10 @@ pub fn throughput_table(
     rows: &[Row],
     algs: &[String],
     drivers: &[String],
-    sizes: &[usize],
+    sizes: &[SizeSpec],
     clock: Clock,
 ) -> String {
-    let find = |alg: &str, driver: &str, size: usize| {
+    let find = |alg: &str, driver: &str, size: SizeSpec| {
         rows.iter().find(|r| r.alg == alg && r.driver == driver && r.size == size)
     };
     let with_openssl = rows.iter().any(|r| r.openssl_kbytes_s.is_some());
@@ -143,7 +162,7 @@ pub fn throughput_table(
         }
         if with_openssl && clock == Clock::Wall {
             let openssl =
-                |s: usize| drivers.iter().find_map(|d| find(alg, d, s).and_then(|r| r.openssl_kbytes_s));
+                |s: SizeSpec| drivers.iter().find_map(|d| find(alg, d, s).and_then(|r| r.openssl_kbytes_s));
             let cells =
                 sizes.iter().map(|&s| openssl(s).map_or("n/a".into(), |k| fmt_rate(k * 8.0 / 1e3))).collect();
             cols.push(Column { group: alg.clone(), label: "openssl".into(), cells });
@@ -164,24 +183,26 @@ pub fn throughput_table(
         let w: usize = g.iter().map(|c| width(c) + 2).sum();
         w.max(g.first().map_or(0, |c| c.group.len() + 2))
     };
+    let labels: Vec<String> = sizes.iter().map(SizeSpec::to_string).collect();
+    let lw = labels.iter().map(String::len).max().unwrap_or(0).max(6);
     let mut out = String::new();
     let mut start = 0;
     while start < groups.len() {
         // As many algorithms as fit in 120 columns (at least one).
-        let (mut end, mut used) = (start, 6);
+        let (mut end, mut used) = (start, lw);
         while end < groups.len() && (end == start || used + group_width(&groups[end]) <= 120) {
             used += group_width(&groups[end]);
             end += 1;
         }
         let part = &groups[start..end];
-        let _ = write!(out, "{:>6}", "");
+        let _ = write!(out, "{:>lw$}", "");
         for g in part {
             let w = group_width(g);
             let name = g.first().map_or("", |c| c.group.as_str());
             let _ = write!(out, "  {name:<w$}", w = w - 2);
         }
         out.push('\n');
-        let _ = write!(out, "{:>6}", "bytes");
+        let _ = write!(out, "{:>lw$}", "bytes");
         for g in part {
             let extra = group_width(g) - g.iter().map(|c| width(c) + 2).sum::<usize>();
             for (i, c) in g.iter().enumerate() {
@@ -190,8 +211,8 @@ pub fn throughput_table(
             }
         }
         out.push('\n');
-        for (i, s) in sizes.iter().enumerate() {
-            let _ = write!(out, "{s:>6}");
+        for (i, s) in labels.iter().enumerate() {
+            let _ = write!(out, "{s:>lw$}");
             for g in part {
                 let extra = group_width(g) - g.iter().map(|c| width(c) + 2).sum::<usize>();
                 for (j, c) in g.iter().enumerate() {
@@ -215,8 +236,9 @@ pub fn cost_table(rows: &[Row]) -> String {
     let measured: Vec<(&Row, &CaseResult)> = rows.iter().filter_map(|r| Some((r, r.measured()?))).collect();
     let alg_w = measured.iter().map(|(r, _)| r.alg.len()).max().unwrap_or(0).max(9);
     let drv_w = measured.iter().map(|(r, _)| r.driver.len()).max().unwrap_or(0).max(6);
+    let sw = measured.iter().map(|(r, _)| r.size.to_string().len()).max().unwrap_or(0).max(6);
     let mut out = format!(
-        "{:<alg_w$}  {:<drv_w$}  {:>6}  {:>10}  {:>6}  {:>6}  {:>6}  {:>5}  {:>8}  {:>8}  {:>8}  {:>6}  {}\n",
+        "{:<alg_w$}  {:<drv_w$}  {:>sw$}  {:>10}  {:>6}  {:>6}  {:>6}  {:>5}  {:>8}  {:>8}  {:>8}  {:>6}  {}\n",
         "algorithm",
         "driver",
         "bytes",
@@ -241,10 +263,10 @@ pub fn cost_table(rows: &[Row]) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<alg_w$}  {:<drv_w$}  {:>6}  {:>10}  {:>6.2}  {:>6.2}  {:>6.2}  {:>5.0}  {:>8}  {:>8}  {:>8}  {:>6}  {}",
+            "{:<alg_w$}  {:<drv_w$}  {:>sw$}  {:>10}  {:>6.2}  {:>6.2}  {:>6.2}  {:>5.0}  {:>8}  {:>8}  {:>8}  {:>6}  {}",
             row.alg,
             row.driver,
-            row.size,
+            row.size.to_string(),
             r.ops,
             r.seconds,
             r.usage.user_s,
@@ -266,7 +288,7 @@ pub fn openssl_layout(
     rows: &[Row],
     algs: &[String],
     drivers: &[String],
-    sizes: &[usize],
+    sizes: &[SizeSpec],
     clock: Clock,
 ) -> String {
     let mut lines: Vec<(String, Vec<String>)> = Vec::new();
@@ -304,7 +326,8 @@ pub fn openssl_layout(
     let mut out = String::from("The 'numbers' are in 1000s of bytes per second processed.\n");
     let _ = write!(out, "{:<name_w$}", "type");
     for s in sizes {
-        let _ = write!(out, " {:>13}", format!("{s} bytes"));
+        let unit = if s.fixed().is_some() { " bytes" } else { "" };
+        let _ = write!(out, " {:>13}", format!("{s}{unit}"));
     }
     out.push('\n');
     for (name, cells) in lines {
@@ -327,7 +350,7 @@ mod tests {
             alg: alg.into(),
             driver: driver.into(),
             op: "encrypt",
-            size,
+            size: SizeSpec::Fixed(size),
             threads: 1,
             batch: 1,
             result: Ok(CaseResult {
@@ -340,6 +363,8 @@ mod tests {
             verify: false,
             openssl_kbytes_s: Some(bytes as f64 / 2e3),
             profile: None,
+            routing: None,
+            oracle: None,
         }
     }
 
@@ -347,7 +372,13 @@ mod tests {
     fn the_table_has_a_row_per_size_and_a_column_per_driver_with_ratios() {
         let rows =
             vec![row("aes-128-gcm", "soft", 16, 1_000_000), row("aes-128-gcm", "soft", 1024, 125_000_000)];
-        let t = throughput_table(&rows, &["aes-128-gcm".into()], &["soft".into()], &[16, 1024], Clock::Wall);
+        let t = throughput_table(
+            &rows,
+            &["aes-128-gcm".into()],
+            &["soft".into()],
+            &[SizeSpec::Fixed(16), SizeSpec::Fixed(1024)],
+            Clock::Wall,
+        );
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 4, "{t}");
         assert!(lines[0].contains("aes-128-gcm"));
@@ -356,25 +387,33 @@ mod tests {
         assert!(lines[2].trim_start().starts_with("16") && lines[2].contains("8.00"), "{t}");
         assert!(lines[2].contains("4.00") && lines[2].contains("2.00x"), "{t}");
         assert!(lines[3].contains("1000"), "{t}");
-        let cpu = throughput_table(&rows, &["aes-128-gcm".into()], &["soft".into()], &[16, 1024], Clock::Cpu);
+        let cpu = throughput_table(
+            &rows,
+            &["aes-128-gcm".into()],
+            &["soft".into()],
+            &[SizeSpec::Fixed(16), SizeSpec::Fixed(1024)],
+            Clock::Cpu,
+        );
         assert!(cpu.contains("16.0") && !cpu.contains("openssl"), "{cpu}");
     }
 
     #[test]
     fn openssl_layout_is_kbytes_per_second_per_size() {
         let rows = vec![row("sha1", "soft", 16, 1_000_000)];
-        let t = openssl_layout(&rows, &["sha1".into()], &["soft".into()], &[16], Clock::Wall);
+        let t =
+            openssl_layout(&rows, &["sha1".into()], &["soft".into()], &[SizeSpec::Fixed(16)], Clock::Wall);
         assert!(t.contains("16 bytes") && t.contains("1000.00k") && t.contains("sha1 (openssl)"), "{t}");
     }
 
     #[test]
     fn json_has_the_documented_keys() {
-        let v = row("sha1", "soft", 16, 1_000_000).json(true).unwrap();
+        let v = row("sha1", "soft", 16, 1_000_000).json(true, false).unwrap();
         for key in [
             "driver",
             "alg",
             "op",
             "size",
+            "dist",
             "threads",
             "batch",
             "ops",
@@ -396,5 +435,9 @@ mod tests {
         }
         assert_eq!(v["verified"], Value::Null);
         assert_eq!(v["ratio"], json!(2.0));
+        assert_eq!((&v["size"], &v["dist"]), (&json!(16), &Value::Null));
+        let imix = Row { size: SizeSpec::Imix, ..row("sha1", "soft", 16, 1_000_000) };
+        let v = imix.json(false, false).unwrap();
+        assert_eq!((&v["size"], &v["dist"]), (&Value::Null, &json!("imix")));
     }
 }

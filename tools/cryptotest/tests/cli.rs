@@ -2,7 +2,7 @@
 
 use std::process::{Command, Output};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 fn cryptotest(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cryptotest")).args(args).output().expect("cryptotest runs")
@@ -195,12 +195,23 @@ fn a_missing_openssl_is_a_clear_error() {
 
 #[test]
 fn bad_arguments_exit_2_and_say_what_is_valid() {
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 17] = [
         (&["-a", "rot13"], "valid algorithms: aes-128-gcm"),
         (&["-d", "gpu0"], "valid drivers: soft, null, sim:PROFILE"),
         (&["-d", "sim:hifn9999"], "hifn7951"),
-        (&["-s", "16,abc"], "is not a size"),
+        (&["-s", "16,abc"], "is not a size: give bytes (64, 8k), a range (16..16384) or imix"),
         (&["-s", "0"], "at least 1 byte"),
+        (&["-s", "imx"], "`imx` is not a size"),
+        (&["-s", "100..10"], "A..B needs A smaller than B"),
+        (&["-s", "16..abc"], "`abc` is not a size"),
+        (&["-s", "16..128M"], "not a size"),
+        (&["-d", "auto"], "-d auto` chooses among the other drivers given with -d"),
+        (&["-d", "null", "-d", "auto"], "add them, e.g. -d soft -d sim:qat-like -d auto"),
+        (
+            &["-d", "soft", "-d", "auto", "--policy", "fastest"],
+            "policies: priority, cost-model, least-loaded, round-robin",
+        ),
+        (&["-d", "soft", "--oracle"], "--oracle compares the auto column with static splits: add -d auto"),
         (&["-T", "1", "-n", "5"], "cannot be used with"),
         (&["-t", "0"], "0"),
         (&["--plot", "out.gif"], ".svg"),
@@ -237,8 +248,19 @@ fn list_names_every_driver_and_algorithm() {
         "aes-128-gcm",
         "des-ede3-cbc-hmac-sha1",
         "hmac-sha256",
+        "auto ",
+        "cost-model, least-loaded",
+        "imix (40/576/1500 B weighted 7:4:1)",
+        "A..B (log-uniform",
+        "two cards",
     ] {
         assert!(stdout.contains(name), "{name} missing:\n{stdout}");
+    }
+    let help = text(&cryptotest(&["--help"])).0;
+    for says in
+        ["--policy <NAME>", "--oracle", "multiplies the run time", "rounded up to whole blocks", "imix"]
+    {
+        assert!(help.contains(says), "--help should say {says:?}:\n{help}");
     }
 }
 
@@ -315,4 +337,152 @@ fn no_options_runs_the_quick_sweep() {
         stdout.contains("quick sweep") && stdout.contains("sim:qat-like") && stdout.contains("aes-128-gcm")
     );
     assert!(stdout.contains("Throughput, Mb/s"));
+}
+
+/// The issue's quick check of `auto`: the routing and oracle tables appear for every auto
+/// case, and every request completed and verified (the cost table's `verified` column).
+#[test]
+fn auto_with_the_oracle_prints_routing_and_splits_and_verifies() {
+    let args = ["-d", "soft", "-d", "sim:qat-like", "-d", "auto", "-a", "aes-128-gcm", "-s", "16,imix"];
+    let mut quick = args.to_vec();
+    quick.extend(["-T", "0.05", "--oracle", "--verify"]);
+    let out = cryptotest(&quick);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("auto: cost-model over soft, sim:qat-like"), "{stdout}");
+    for size in ["16 bytes", "imix sizes"] {
+        assert!(stdout.contains(&format!("Routing: aes-128-gcm encrypt of {size} on auto")), "{stdout}");
+        assert!(
+            stdout.contains(&format!("Oracle: aes-128-gcm encrypt of {size}, static splits")),
+            "{stdout}"
+        );
+    }
+    assert_eq!(stdout.matches("auto ÷ best = ").count(), 2, "{stdout}");
+    for split in ["all A", "30% to B", "all B", "<64 to A", "<1024 to A"] {
+        assert!(stdout.contains(split), "{split} missing: {stdout}");
+    }
+    let cost: Vec<&str> = stdout.lines().filter(|l| l.starts_with("aes-128-gcm ")).collect();
+    assert_eq!(cost.len(), 6, "{stdout}");
+    for l in cost {
+        assert!(l.ends_with("  0  yes"), "no errors, every result verified: {l}");
+    }
+
+    // The same in JSON, by count: every request of the case and of each split completed.
+    let mut counted = args.to_vec();
+    counted.extend(["-n", "240", "--oracle", "--verify", "-t", "2", "--batch", "4"]);
+    let (out, cases) = json_cases(&counted);
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+    assert_eq!(cases.len(), 6);
+    let auto: Vec<&Value> = cases.iter().filter(|c| c["driver"] == "auto").collect();
+    assert_eq!(auto.len(), 2);
+    for c in &cases {
+        assert_eq!((&c["ops"], &c["errors"], &c["verified"]), (&json!(240), &json!(0), &json!(true)), "{c}");
+    }
+    for c in auto {
+        assert_eq!(c["routing"]["policy"], "cost-model");
+        let drivers: Vec<&str> = c["routing"]["drivers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["driver"].as_str().unwrap())
+            .collect();
+        assert_eq!(drivers, ["soft", "sim:qat-like"], "exactly the listed drivers");
+        let o = &c["oracle"];
+        assert_eq!((&o["a"], &o["b"]), (&json!("soft"), &json!(["sim:qat-like"])));
+        let splits = o["splits"].as_array().unwrap();
+        assert_eq!(splits.len(), if c["dist"] == "imix" { 7 } else { 11 }, "{o}");
+        assert!(splits.iter().all(|s| s["mbit_s"].as_f64().unwrap() > 0.0), "{o}");
+        let best = o["best_mbit_s"].as_f64().unwrap();
+        let ratio = o["auto_over_best"].as_f64().unwrap();
+        assert!((ratio - c["mbit_s"].as_f64().unwrap() / best).abs() < 1e-9, "{o}");
+    }
+}
+
+#[test]
+fn distributions_are_rows_that_count_the_bytes_done() {
+    let (out, cases) =
+        json_cases(&["-d", "soft", "-a", "aes-128-cbc", "-s", "16,imix,16..16384", "-n", "500"]);
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+    let dists: Vec<(&Value, &Value)> = cases.iter().map(|c| (&c["size"], &c["dist"])).collect();
+    assert_eq!(
+        dists,
+        [(&json!(16), &Value::Null), (&Value::Null, &json!("imix")), (&Value::Null, &json!("16..16384"))]
+    );
+    let mean = |c: &Value| c["bytes"].as_f64().unwrap() / c["ops"].as_f64().unwrap();
+    // IMIX rounded to AES blocks: 48, 576, 1504 (mean 341.3 over a whole cycle).
+    assert!((250.0..450.0).contains(&mean(&cases[1])), "{}", cases[1]);
+    assert!((cases[1]["dist_mean"].as_f64().unwrap() - 4084.0 / 12.0).abs() < 1e-9);
+    assert!(cases[1]["bytes"].as_u64().unwrap() % 16 == 0, "whole blocks");
+    assert!((1000.0..4000.0).contains(&mean(&cases[2])), "{}", cases[2]);
+    let table = cryptotest(&["-d", "soft", "-a", "sha1", "-s", "imix,16..16384", "-n", "100"]);
+    let (stdout, _) = text(&table);
+    assert!(stdout.lines().any(|l| l.trim_start().starts_with("imix ")), "{stdout}");
+    assert!(stdout.lines().any(|l| l.trim_start().starts_with("16..16384 ")), "{stdout}");
+}
+
+/// Needs the clients engineer's `ocf_sim::register` (issue 18), which names a second card
+/// of one spec `sim:<spec>#2`; until it is on main the second card fails to register.
+#[test]
+#[ignore = "needs ocf_sim::register to name a second card sim:<spec>#2 (issue 18)"]
+fn the_same_card_twice_is_two_columns() {
+    let (out, cases) = json_cases(&[
+        "-d",
+        "sim:hifn7951",
+        "-d",
+        "sim:hifn7951",
+        "-d",
+        "auto",
+        "-a",
+        "des-ede3-cbc",
+        "-s",
+        "64",
+        "-n",
+        "50",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+    let drivers: Vec<&str> = cases.iter().map(|c| c["driver"].as_str().unwrap()).collect();
+    assert_eq!(drivers, ["sim:hifn7951", "sim:hifn7951#2", "auto"]);
+    let routed: Vec<&str> = cases[2]["routing"]["drivers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["driver"].as_str().unwrap())
+        .collect();
+    assert_eq!(routed, ["sim:hifn7951", "sim:hifn7951#2"]);
+}
+
+/// Every request of an auto case is a decision counted under the driver it went to (with
+/// `-p`, the model's estimates come too). Before ocf routed per request, `routing()`
+/// counted nothing and this failed.
+#[test]
+fn the_routing_table_counts_every_auto_request() {
+    let (out, cases) = json_cases(&[
+        "-d",
+        "soft",
+        "-d",
+        "sim:qat-like",
+        "-d",
+        "auto",
+        "-a",
+        "aes-128-gcm",
+        "-s",
+        "64,imix",
+        "-n",
+        "600",
+        "-p",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+    for c in cases.iter().filter(|c| c["driver"] == "auto") {
+        let r = &c["routing"];
+        let drivers = r["drivers"].as_array().unwrap();
+        let total: u64 = drivers.iter().map(|d| d["requests"].as_u64().unwrap()).sum();
+        assert_eq!(total, 600, "{r}");
+        assert_eq!(r["decisions"], 600, "{r}");
+        let shares: f64 = drivers.iter().map(|d| d["share"].as_f64().unwrap()).sum();
+        assert!((shares - 1.0).abs() < 1e-9, "{r}");
+        assert!(
+            drivers.iter().any(|d| !d["models"].as_array().unwrap().is_empty()),
+            "-p: the model's estimates"
+        );
+    }
 }
