@@ -237,8 +237,8 @@ impl Framework {
                     let ranked = best_drivers(&drivers, params).map_err(|e| (e, None))?;
                     let mut entries: Vec<Arc<DriverEntry>> =
                         ranked.into_iter().map(|(d, _)| d.clone()).collect();
-                    // A multi-part message must stay on one driver: such sessions keep one.
-                    if !self.inner.config.policy.per_request() || params.multipart {
+                    // (A multi-part session is routed per message: see `session::routes`.)
+                    if !self.inner.config.policy.per_request() {
                         entries.truncate(1);
                         (Pin::Best, entries)
                     } else {

@@ -12,7 +12,8 @@ use crate::params::{Mode, SessionParams};
 use crate::routing::model::ModelTable;
 use crate::routing::{Policy, RoutingShared};
 use crate::session::{
-    Binding, CoreReturnPath, DriverEntry, Registrar, Reorder, SessionCore, SessionCounters, Workers,
+    next_binding_id, Binding, CoreReturnPath, DriverEntry, Registrar, Reorder, SessionCore, SessionCounters,
+    Workers,
 };
 
 use super::Config;
@@ -64,6 +65,7 @@ impl Registrar for Registry {
         let driver_session = entry.driver.new_session(params, ctx)?;
         entry.counters.sessions_created.fetch_add(1, Ordering::Relaxed);
         Ok(Binding {
+            id: next_binding_id(),
             entry: entry.clone(),
             core,
             driver_session: Some(driver_session),

@@ -26,6 +26,9 @@ pub(crate) struct Trip {
     pub(crate) stamps: Stamps,
     /// What routing needs to know about this request on its way back.
     pub(crate) route: RouteTrip,
+    /// The binding (its id) that took the first part of the multi-part message in progress
+    /// in this request: the later parts go there. 0: none.
+    pub(crate) message: u64,
 }
 
 /// A routed request's travel state (see `crate::routing`): set when a policy chose its

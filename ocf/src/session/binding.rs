@@ -84,6 +84,8 @@ pub(crate) trait Registrar: Send + Sync {
 /// A session's tie to one driver: the driver's per-session state and where its requests
 /// are counted.
 pub(crate) struct Binding {
+    /// Unique in the process (never 0): what a multi-part message remembers of its driver.
+    pub(crate) id: u64,
     pub(crate) entry: Arc<DriverEntry>,
     pub(crate) core: Arc<SessionCore>,
     pub(crate) driver_session: Option<Box<dyn DriverSession>>,
@@ -91,6 +93,12 @@ pub(crate) struct Binding {
     /// Count requests inside `process` (policy `LeastLoaded` needs it for synchronous
     /// drivers).
     pub(crate) count_active: bool,
+}
+
+/// The next binding id.
+pub(crate) fn next_binding_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 impl Drop for Binding {

@@ -149,12 +149,19 @@ impl SessionCore {
             other => return Err(other),
         };
         let routes = session.routes();
-        let Some((b, pick)) = session.choose(&routes, req.op, req.payload_range().len()) else {
+        // The policy's pick, unless that is this driver again (a timed decision may retry a
+        // failing one): then the first other driver that takes the session.
+        let chosen = session.choose(&routes, &req).filter(|(b, _)| !Arc::ptr_eq(&b.entry, &self.entry));
+        let other = || {
+            routes
+                .routes
+                .iter()
+                .filter(|r| !Arc::ptr_eq(&r.entry, &self.entry))
+                .find_map(|r| session.binding(r).map(|b| (b, Default::default())))
+        };
+        let Some((b, pick)) = chosen.or_else(other) else {
             return Err(Err(Failed::new(Error::DriverFailure(REDO_NOWHERE), req)));
         };
-        if Arc::ptr_eq(&b.entry, &self.entry) {
-            return Err(Err(Failed::new(Error::DriverFailure(REDO_NOWHERE), req)));
-        }
         req.trip_mut().route = RouteTrip {
             decided: true,
             timed: pick.timed,

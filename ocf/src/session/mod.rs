@@ -40,7 +40,7 @@ mod reorder;
 mod routes;
 mod submit;
 
-pub(crate) use binding::{Binding, DriverEntry, Registrar};
+pub(crate) use binding::{next_binding_id, Binding, DriverEntry, Registrar};
 pub(crate) use complete::{CoreReturnPath, SessionCore};
 pub use counters::SessionStats;
 pub(crate) use counters::{sum, SessionCounters};

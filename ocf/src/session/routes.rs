@@ -14,7 +14,7 @@ use arc_swap::Guard;
 
 use crate::params::SessionParams;
 use crate::profile;
-use crate::request::Op;
+use crate::request::{Op, Request};
 use crate::routing::model::{op_index, ModelTable, OPS, SAMPLE_EVERY, WARM_UP};
 use crate::routing::{Policy, RoutingShared, SizeClass, SIZE_CLASSES};
 
@@ -184,6 +184,9 @@ impl Routes {
     fn decide_fully(&self, op: Op, len: usize, shared: &RoutingShared, timed: bool, now: u64) -> Pick {
         let mut pick = match self.policy {
             Policy::CostModel => self.least_cost(op, len, timed, now),
+            Policy::LeastLoaded | Policy::RoundRobin if timed && self.retry_failing().is_some() => {
+                self.retry_failing().unwrap_or_default()
+            }
             Policy::LeastLoaded => self.least_loaded(),
             Policy::RoundRobin => self.round_robin(),
             // A Priority session has one route; the first is its best.
@@ -201,7 +204,8 @@ impl Routes {
         pick
     }
 
-    /// Whether a route can take a request now; counts why not.
+    /// Whether a route can take a request now; counts why not. A failing driver is left
+    /// out (it is tried again by exploration under `CostModel`, else by `retry_failing`).
     #[inline]
     fn usable(&self, r: &Route) -> bool {
         if r.refused() {
@@ -211,7 +215,21 @@ impl Routes {
             r.entry.routing.skipped_blocked.fetch_add(1, Ordering::Relaxed);
             return false;
         }
+        if r.entry.routing.failing.load(Ordering::Relaxed) {
+            r.entry.routing.skipped_unhealthy.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
         true
+    }
+
+    /// Under `LeastLoaded` and `RoundRobin`, a timed decision (one in [`SAMPLE_EVERY`] per
+    /// thread) gives a failing driver a request again: a success there ends its failing
+    /// (and a failure is redone elsewhere).
+    fn retry_failing(&self) -> Option<Pick> {
+        let index = self.routes.iter().position(|r| {
+            !r.refused() && !r.entry.flow.is_blocked() && r.entry.routing.failing.load(Ordering::Relaxed)
+        })?;
+        Some(Pick { index, ..Pick::default() })
     }
 
     /// The route with the least predicted completion time (see `crate::routing`).
@@ -224,11 +242,12 @@ impl Routes {
         // requests (`now` is this thread's last timed decision's, maybe long ago).
         let mut fresh = if timed { Some(now) } else { None };
         for (i, r) in self.routes.iter().enumerate() {
+            // Failing drivers are tried again by exploration, not here.
             if !self.usable(r) {
                 continue;
             }
             let state = &r.entry.routing;
-            if state.failing.load(Ordering::Relaxed) || stalled(r, &mut fresh) {
+            if stalled(r, &mut fresh) {
                 state.skipped_unhealthy.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
@@ -412,21 +431,37 @@ impl SessionShared {
     }
 
     /// A binding for a request: the policy's pick among the routes (made on first use),
-    /// or, if that driver refused the session, the first route that takes it. `None`: no
-    /// route at all.
+    /// or, if that driver refused the session, the first route that takes it. A later part
+    /// of a multi-part message goes where its first part went (the driver's state for the
+    /// message is in the request). `None`: no route at all, or the message's driver is gone.
     #[inline]
     pub(crate) fn choose<'r>(
         self: &Arc<Self>,
         routes: &'r Routes,
-        op: Op,
-        len: usize,
+        req: &Request,
     ) -> Option<(&'r Arc<Binding>, Pick)> {
-        let pick = routes.pick(op, len, &self.shared)?;
+        if routes.routes.len() > 1 && !req.part.starts() {
+            return self.message_route(routes, req);
+        }
+        let pick = routes.pick(req.op, req.payload_range().len(), &self.shared)?;
         let route = &routes.routes[pick.index];
         if let Some(b) = route.made() {
             return Some((b, pick));
         }
         self.choose_slow(routes, pick)
+    }
+
+    /// The binding that took the first part of the request's message (no decision: parts do
+    /// not teach the model, a message's time is not a part's). A part without a message
+    /// goes to the first route, whose request rules refuse it.
+    fn message_route<'r>(&self, routes: &'r Routes, req: &Request) -> Option<(&'r Arc<Binding>, Pick)> {
+        let message = req.trip().message;
+        if message == 0 {
+            return routes.routes[0].made().map(|b| (b, Pick::default()));
+        }
+        routes.routes.iter().enumerate().find_map(|(index, r)| {
+            r.made().filter(|b| b.id == message).map(|b| (b, Pick { index, ..Pick::default() }))
+        })
     }
 
     #[cold]

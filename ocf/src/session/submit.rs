@@ -15,7 +15,7 @@ use crate::dispatch::Refused;
 use crate::driver::{Hint, Processed};
 use crate::error::Error;
 use crate::profile;
-use crate::request::{Failed, Flags, Notify, Outcome, Request, RouteTrip, Waiter};
+use crate::request::{Failed, Flags, Notify, Outcome, Part, Request, RouteTrip, Waiter};
 
 use super::binding::Binding;
 use super::complete::{request_mut, SessionCore};
@@ -47,7 +47,7 @@ impl SessionShared {
     #[inline]
     pub(super) fn start(self: &Arc<Self>, req: Request, target: Target<'_>, how: Admission) -> Started {
         let routes = self.routes();
-        let Some((b, pick)) = self.choose(&routes, req.op, req.payload_range().len()) else {
+        let Some((b, pick)) = self.choose(&routes, &req) else {
             return self.without_route(req, target);
         };
         let (req, waiter) = match self.prepare(b, req, target, how, pick) {
@@ -82,7 +82,7 @@ impl SessionShared {
         target: Target<'_>,
     ) -> Result<(Arc<Binding>, Request), Started> {
         let routes = self.routes();
-        let Some((b, pick)) = self.choose(&routes, req.op, req.payload_range().len()) else {
+        let Some((b, pick)) = self.choose(&routes, &req) else {
             return Err(self.without_route(req, target));
         };
         let (req, _) = self.prepare(b, req, target, Admission::Block, pick)?;
@@ -147,6 +147,11 @@ impl SessionShared {
             cost_ns: pick.cost_ns,
             ..RouteTrip::default()
         };
+        match req.part {
+            Part::Whole => req.trip_mut().message = 0,
+            Part::First => req.trip_mut().message = b.id,
+            Part::Middle | Part::Last => {}
+        }
         if let Err(e) = self.rules.check(&req) {
             return Err(finish_failed(&b.core, e, req, waiter));
         }
@@ -248,7 +253,7 @@ impl SessionShared {
         self.renew_routes(Some(&gone.entry));
         let next = {
             let routes = self.routes();
-            self.choose(&routes, req.op, req.payload_range().len()).map(|(b, _)| b.clone())
+            self.choose(&routes, &req).map(|(b, _)| b.clone())
         };
         match next {
             Some(b) if !Arc::ptr_eq(&b.entry, &gone.entry) => {

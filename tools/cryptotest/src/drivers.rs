@@ -168,7 +168,6 @@ mod tests {
     /// spec registers as `sim:<spec>#2`. Until that is on main this fails with "cannot
     /// register sim:hifn7951: … duplicate"; then drop the `ignore`.
     #[test]
-    #[ignore = "needs ocf_sim::register to name a second card sim:<spec>#2 (issue 18)"]
     fn the_same_card_twice_is_two_cards() {
         let specs = resolve(&names(&["soft", "sim:hifn7951", "sim:hifn7951", "auto"])).unwrap();
         let main = Framework::new();

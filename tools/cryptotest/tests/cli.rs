@@ -423,7 +423,6 @@ fn distributions_are_rows_that_count_the_bytes_done() {
 /// Needs the clients engineer's `ocf_sim::register` (issue 18), which names a second card
 /// of one spec `sim:<spec>#2`; until it is on main the second card fails to register.
 #[test]
-#[ignore = "needs ocf_sim::register to name a second card sim:<spec>#2 (issue 18)"]
 fn the_same_card_twice_is_two_columns() {
     let (out, cases) = json_cases(&[
         "-d",
