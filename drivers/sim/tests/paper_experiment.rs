@@ -26,7 +26,7 @@ fn twenty_eight_threads_on_a_hifn7951_restart_but_lose_nothing() {
     let name = ocf::Driver::name(&*card).to_owned();
     let params = SessionParams::cipher(CipherAlg::TdesCbc, &KEY);
     let session = fw.new_session(&params).unwrap();
-    assert_eq!(session.drivers(), [name.clone()], "the card outranks the CPU");
+    assert_eq!(session.drivers(), std::slice::from_ref(&name), "the card outranks the CPU");
     let reference = fw.new_session_on(ocf_soft::NAME, &params).unwrap();
 
     let wrong: usize = thread::scope(|s| {

@@ -82,19 +82,15 @@ impl Registrar for Registry {
 /// The drivers that can serve `params`, best first: highest priority; among equals, the
 /// fewest live sessions; among those, the earliest registered. `named_only` drivers are
 /// never among them.
-fn ranked<'a>(
-    drivers: &'a [Arc<DriverEntry>],
-    params: &SessionParams,
-) -> Vec<(&'a Arc<DriverEntry>, Priority)> {
-    let mut v: Vec<(usize, (&Arc<DriverEntry>, Priority), usize)> = drivers
+fn ranked<'a>(drivers: &'a [Arc<DriverEntry>], params: &SessionParams) -> Vec<(&'a Arc<DriverEntry>, Priority)> {
+    let mut v: Vec<(&Arc<DriverEntry>, Priority)> = drivers
         .iter()
         .filter(|d| !d.caps.named_only && d.caps.covers(params) && !d.is_gone())
         .filter_map(|d| d.driver.probe_session(params).map(|p| (d, p)))
-        .enumerate()
-        .map(|(i, dp)| (i, dp, dp.0.counters.live_sessions()))
         .collect();
-    v.sort_by_key(|&(i, (_, p), live)| (std::cmp::Reverse(p), live, i));
-    v.into_iter().map(|(_, dp, _)| dp).collect()
+    // A stable sort keeps registration order among equals.
+    v.sort_by_cached_key(|(d, p)| (std::cmp::Reverse(*p), d.counters.live_sessions()));
+    v
 }
 
 /// The drivers that can serve `params`, best first; an error if there are none.
