@@ -52,7 +52,7 @@ fn op_name(op: Option<ocf::Op>) -> &'static str {
 /// routed to it (by size class), explored, and skipped, and the model's estimates.
 ///
 /// ```text
-/// routing: policy cost-model, 1500 decisions, 41 ns per decision
+/// routing: policy cost-model, 94 full decisions, 41 ns per decision
 /// driver soft: routed 1200 (≤128 1000, ≤2K 200), explored 4, skipped 0 blocked 0 unhealthy, in flight 0
 ///   model aead AES-GCM-128 encrypt: setup 410 ns, 230 ns/KiB, 75 samples
 /// driver sim:qat-like: routed 300 (≤2K 300), explored 300, skipped 2 blocked 0 unhealthy, in flight 1
@@ -61,7 +61,7 @@ pub fn stats(r: &RoutingStats) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "routing: policy {}, {} decisions, {:.0} ns per decision",
+        "routing: policy {}, {} full decisions, {:.0} ns per decision",
         r.policy, r.decisions, r.decision_ns
     );
     for d in &r.drivers {
@@ -107,9 +107,9 @@ pub fn prometheus(r: &RoutingStats) -> String {
         (
             "routing_decisions_total",
             "counter",
-            "Routing decisions (requests of sessions with more than one driver).",
+            "Full routing decisions (the cost model consulted for every driver; between them a session reuses its last choice).",
         ),
-        ("routing_decision_ns", "gauge", "Average cost of one routing decision (sampled), ns."),
+        ("routing_decision_ns", "gauge", "Average cost of one full routing decision, ns."),
         (
             "routed_requests_total",
             "counter",
@@ -202,7 +202,7 @@ mod tests {
     fn stats_show_routed_classes_skips_and_the_model() {
         assert_eq!(
             stats(&sample()),
-            "routing: policy cost-model, 1500 decisions, 41 ns per decision\n\
+            "routing: policy cost-model, 1500 full decisions, 41 ns per decision\n\
              driver soft: routed 1200 (≤128 1000, ≤2K 200), explored 4, skipped 0 blocked 0 unhealthy, in flight 0\n\
              \x20 model aead AES-GCM-128 encrypt: setup 410 ns, 230 ns/KiB, 75 samples\n\
              driver sim:qat-like: routed 300 (≤2K 300), explored 300, skipped 2 blocked 0 unhealthy, in flight 1\n\

@@ -82,7 +82,10 @@ impl Registrar for Registry {
 /// The drivers that can serve `params`, best first: highest priority; among equals, the
 /// fewest live sessions; among those, the earliest registered. `named_only` drivers are
 /// never among them.
-fn ranked<'a>(drivers: &'a [Arc<DriverEntry>], params: &SessionParams) -> Vec<(&'a Arc<DriverEntry>, Priority)> {
+fn ranked<'a>(
+    drivers: &'a [Arc<DriverEntry>],
+    params: &SessionParams,
+) -> Vec<(&'a Arc<DriverEntry>, Priority)> {
     let mut v: Vec<(&Arc<DriverEntry>, Priority)> = drivers
         .iter()
         .filter(|d| !d.caps.named_only && d.caps.covers(params) && !d.is_gone())

@@ -100,7 +100,7 @@ impl Routing {
         } else {
             let _ = writeln!(
                 out,
-                "{} decisions by {}, {:.1} ns each",
+                "{} full decisions by {}, {:.1} ns each (between them a session reuses its last choice)",
                 self.decisions, self.policy, self.decision_ns
             );
         }
@@ -256,7 +256,7 @@ mod tests {
         assert_eq!((r.drivers[0].total(), r.drivers[1].total()), (30, 30));
         let t = r.table(false);
         assert!(t.contains("≤16") && t.contains("≤1K") && !t.contains("≤32"), "{t}");
-        assert!(t.contains("50.0%") && t.contains("60 decisions by cost-model, 12.5 ns"), "{t}");
+        assert!(t.contains("50.0%") && t.contains("60 full decisions by cost-model, 12.5 ns"), "{t}");
         let none = Routing::between(&before, &before).table(false);
         assert!(none.contains("no decisions by cost-model: each session was bound to one driver"), "{none}");
         let j = r.json(false);

@@ -476,7 +476,8 @@ fn the_routing_table_counts_every_auto_request() {
         let drivers = r["drivers"].as_array().unwrap();
         let total: u64 = drivers.iter().map(|d| d["requests"].as_u64().unwrap()).sum();
         assert_eq!(total, 600, "{r}");
-        assert_eq!(r["decisions"], 600, "{r}");
+        let full = r["decisions"].as_u64().unwrap();
+        assert!(full > 0 && full <= 600, "full decisions, some of the requests: {r}");
         let shares: f64 = drivers.iter().map(|d| d["share"].as_f64().unwrap()).sum();
         assert!((shares - 1.0).abs() < 1e-9, "{r}");
         assert!(
