@@ -81,8 +81,31 @@ impl Suite {
     ];
 }
 
+/// The driver name under which [`run_all_routed`] reports.
+pub const ROUTED: &str = "routed";
+
 /// Runs one suite against every registered driver.
 pub fn run_suite(fw: &Framework, suite: Suite) -> Report {
+    let (cases, mut report) = load(suite);
+    run::run_cases(fw, &fw.drivers(), &cases, &mut report);
+    report
+}
+
+/// Runs every suite on sessions that ocf routes per request over all registered drivers
+/// (`Framework::new_session`, the framework's routing policy), reported as driver
+/// [`ROUTED`]: a result must not depend on which driver served which request.
+pub fn run_all_routed(fw: &Framework) -> Report {
+    let mut report = Report::new();
+    for suite in Suite::ALL {
+        let (cases, mut r) = load(suite);
+        run::run_cases_routed(fw, &cases, &mut r);
+        report.merge(r);
+    }
+    report
+}
+
+/// A suite's cases, and a report that counts where they came from.
+fn load(suite: Suite) -> (Vec<case::Case>, Report) {
     let mut report = Report::new();
     let cases = match suite {
         Suite::AesCbc => suites::cipher::aes_cbc(&mut report),
@@ -94,8 +117,7 @@ pub fn run_suite(fw: &Framework, suite: Suite) -> Report {
         Suite::Digests => suites::digest::digests(&mut report),
         Suite::Hmac => suites::mac::hmac(&mut report),
     };
-    run::run_cases(fw, &fw.drivers(), &cases, &mut report);
-    report
+    (cases, report)
 }
 
 /// Runs every suite against every registered driver.

@@ -6,7 +6,7 @@
 //! hands back the payload and tag bytes. [`evaluate`] composes operations into the checks
 //! a [`Check`] asks for.
 
-use ocf::{Aad, Buffer, DriverInfo, Error, Framework, Mode, Op, Request, Session, TagPlace};
+use ocf::{Aad, Buffer, DriverInfo, Error, Framework, Mode, Op, Request, Session, SessionParams, TagPlace};
 
 use crate::case::{pkcs7_pad, pkcs7_unpad, Case, Check, Crypt, Rejection};
 use crate::hex::brief;
@@ -25,19 +25,33 @@ const SUFFIX_LEN: usize = 5;
 pub(crate) fn run_cases(fw: &Framework, drivers: &[DriverInfo], cases: &[Case], report: &mut Report) {
     for driver in drivers {
         for case in cases {
-            run_case(fw, driver, case, report);
+            let family = Family::of(&case.params);
+            if !driver.capabilities.covers(&case.params) {
+                report.skip(&driver.name, family, "not in the driver's capabilities".to_owned());
+                continue;
+            }
+            run_case(&driver.name, |p| fw.new_session_on(&driver.name, p), case, report);
         }
     }
 }
 
-fn run_case(fw: &Framework, driver: &DriverInfo, case: &Case, report: &mut Report) {
-    let family = Family::of(&case.params);
-    let name = driver.name.as_str();
-    if !driver.capabilities.covers(&case.params) {
-        report.skip(name, family, "not in the driver's capabilities".to_owned());
-        return;
+/// Runs `cases` on sessions that ocf routes per request over every registered driver
+/// (`Framework::new_session`, with the framework's policy), reported as driver
+/// [`crate::ROUTED`].
+pub(crate) fn run_cases_routed(fw: &Framework, cases: &[Case], report: &mut Report) {
+    for case in cases {
+        run_case(crate::ROUTED, |p| fw.new_session(p), case, report);
     }
-    let session = match (fw.new_session_on(name, &case.params), &case.check) {
+}
+
+fn run_case(
+    name: &str,
+    open: impl Fn(&SessionParams) -> Result<Session, Error>,
+    case: &Case,
+    report: &mut Report,
+) {
+    let family = Family::of(&case.params);
+    let session = match (open(&case.params), &case.check) {
         (Err(e), Check::RejectSession(r)) if r.matches(&e) => {
             report.reject_at_setup(name, family);
             return;

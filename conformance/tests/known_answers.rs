@@ -191,3 +191,25 @@ fn run_all_is_clean_on_every_driver() {
     assert!(failed_sources.is_empty(), "sources with no cases: {failed_sources:?}");
     println!("{report}");
 }
+
+/// Every suite on sessions routed per request over `soft` and the simulated card, under
+/// every routing policy: results do not depend on which driver serves which request.
+#[test]
+fn run_all_routed_is_clean_under_every_policy() {
+    for policy in ocf::Policy::ALL {
+        let fw = common::framework_with_all_drivers_and(policy);
+        let report = ocf_conformance::run_all_routed(&fw);
+        assert!(report.is_clean(), "{policy}: {report}");
+        let passed: u64 = report
+            .tallies()
+            .filter(|(d, _, _)| *d == ocf_conformance::ROUTED)
+            .map(|(_, _, t)| t.passed_in_every_layout())
+            .sum();
+        assert!(passed > 500, "{policy}: {passed} cases passed routed\n{report}");
+        let routed = fw.routing();
+        let used = routed.drivers.iter().filter(|d| d.routed_total() > 0).count();
+        if policy == ocf::Policy::RoundRobin {
+            assert_eq!(used, 2, "round-robin uses both drivers: {routed:?}");
+        }
+    }
+}

@@ -218,7 +218,7 @@ impl Collector {
 
 #[test]
 fn a_batch_reaches_the_driver_with_the_more_follow_hint() {
-    let fw = Framework::new();
+    let fw = Framework::with_config(config());
     let ring = Ring::new("ring", Priority::Hardware, 1024, Duration::ZERO, false);
     fw.register(ring.clone()).unwrap();
     let s = fw.new_session(&params()).unwrap();
@@ -238,7 +238,7 @@ fn a_batch_reaches_the_driver_with_the_more_follow_hint() {
 
 #[test]
 fn a_batchable_request_goes_through_the_dispatch_worker() {
-    let fw = Framework::new();
+    let fw = Framework::with_config(config());
     fw.register(Arc::new(Inline("inline", Priority::Software))).unwrap();
     let s = fw.new_session(&params()).unwrap();
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();
@@ -263,7 +263,7 @@ fn a_batchable_request_goes_through_the_dispatch_worker() {
 
 #[test]
 fn ordered_sessions_deliver_in_submit_order_even_when_the_device_does_not() {
-    let fw = Framework::new();
+    let fw = Framework::with_config(config());
     let ring = Ring::new("ring", Priority::Hardware, 64, Duration::from_micros(50), true);
     fw.register(ring).unwrap();
     let n = 300;
@@ -295,7 +295,7 @@ fn ordered_sessions_deliver_in_submit_order_even_when_the_device_does_not() {
 
 #[test]
 fn a_full_ring_restarts_requests_and_loses_none() {
-    let fw = Framework::new();
+    let fw = Framework::with_config(config());
     let ring = Ring::new("ring", Priority::Hardware, 4, Duration::from_micros(20), false);
     fw.register(ring.clone()).unwrap();
     let s = fw.new_session(&params()).unwrap();
@@ -327,7 +327,7 @@ fn memory_stays_bounded_under_sustained_overload() {
     // Submitters far faster than the device, for a while: submit must wait, queues must
     // stay within the limit, and every request must complete.
     let limit = 64;
-    let fw = Framework::with_config(Config { max_in_flight: limit, ..Default::default() });
+    let fw = Framework::with_config(Config { max_in_flight: limit, ..config() });
     let ring = Ring::new("slow", Priority::Hardware, 8, Duration::from_micros(100), false);
     fw.register(ring).unwrap();
     let s = fw.new_session(&params()).unwrap();
@@ -375,7 +375,7 @@ fn memory_stays_bounded_under_sustained_overload() {
 
 #[test]
 fn detach_under_load_moves_sessions_and_loses_nothing() {
-    let fw = Framework::new();
+    let fw = Framework::with_config(config());
     let ring = Ring::new("dev", Priority::Hardware, 8, Duration::from_micros(30), false);
     fw.register(ring.clone()).unwrap();
     fw.register(Arc::new(Inline("cpu", Priority::Software))).unwrap();
@@ -421,7 +421,7 @@ fn detach_under_load_moves_sessions_and_loses_nothing() {
 fn a_wait_never_misses_a_completion_that_beats_it() {
     // A device that completes instantly, so the completion races the caller into its wait;
     // and immediate callbacks racing the submitter's return.
-    let fw = Framework::new();
+    let fw = Framework::with_config(config());
     fw.register(Ring::new("fast", Priority::Hardware, 2, Duration::ZERO, false)).unwrap();
     let s = fw.new_session(&params()).unwrap();
     let threads: Vec<_> = (0..2u64)
@@ -482,7 +482,7 @@ impl DriverSession for CoalescingSession {
 
 #[test]
 fn one_interrupt_completes_many_requests() {
-    let fw = Framework::new();
+    let fw = Framework::with_config(config());
     let dev = Arc::new(Coalescing::default());
     fw.register(dev.clone()).unwrap();
     let s = fw.new_session(&params()).unwrap();
@@ -504,7 +504,7 @@ fn one_interrupt_completes_many_requests() {
 
 #[test]
 fn a_panicking_callback_is_counted_and_loses_no_other_work() {
-    let fw = Framework::with_config(Config { return_workers: 1, ..Default::default() });
+    let fw = Framework::with_config(Config { return_workers: 1, ..config() });
     let dev = Arc::new(Coalescing::default());
     fw.register(dev.clone()).unwrap();
     let s = fw.new_session(&params()).unwrap();
@@ -541,7 +541,7 @@ fn a_panicking_callback_is_counted_and_loses_no_other_work() {
 
 #[test]
 fn submit_or_finish_hands_back_synchronous_outcomes_and_calls_back_the_rest() {
-    let fw = Framework::new();
+    let fw = Framework::with_config(config());
     fw.register(Arc::new(Inline("inline", Priority::Software))).unwrap();
     let s = fw.new_session(&params()).unwrap();
     let c = Arc::new(Collector::default());
@@ -553,7 +553,7 @@ fn submit_or_finish_hands_back_synchronous_outcomes_and_calls_back_the_rest() {
     assert!(c.order.lock().unwrap().is_empty(), "the callback ran too");
 
     // An asynchronous device: nothing comes back, and the callback gets every outcome.
-    let fw = Framework::new();
+    let fw = Framework::with_config(config());
     fw.register(Ring::new("ring", Priority::Hardware, 64, Duration::from_micros(20), false)).unwrap();
     let s = fw.new_session(&params()).unwrap();
     let c = Arc::new(Collector::default());
@@ -564,4 +564,14 @@ fn submit_or_finish_hands_back_synchronous_outcomes_and_calls_back_the_rest() {
     c.wait_for(20);
     assert_eq!(c.bad.load(Ordering::SeqCst), 0);
     assert_eq!(c.order.lock().unwrap().len(), 20);
+}
+
+/// The configuration the tests run with: the routing policy from `OCF_TEST_POLICY` if set
+/// (`scripts/test` runs these tests under every policy), else the default.
+fn config() -> ocf::Config {
+    let policy = match std::env::var("OCF_TEST_POLICY") {
+        Ok(p) => p.parse().unwrap_or_else(|e| panic!("OCF_TEST_POLICY: {e}")),
+        Err(_) => ocf::Policy::default(),
+    };
+    ocf::Config { policy, ..ocf::Config::default() }
 }

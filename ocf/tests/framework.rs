@@ -161,7 +161,7 @@ fn block_on<F: Future>(f: F) -> F::Output {
 
 #[test]
 fn best_priority_wins_and_ties_go_to_the_least_loaded_driver() {
-    let fw = Framework::new();
+    let fw = Framework::with_config(config());
     fw.register(NullDriver::new("sw-a", Priority::Software, Behaviour::Inline)).unwrap();
     fw.register(NullDriver::new("sw-b", Priority::Software, Behaviour::Inline)).unwrap();
     let s1 = fw.new_session(&null_params()).unwrap();
@@ -177,7 +177,7 @@ fn best_priority_wins_and_ties_go_to_the_least_loaded_driver() {
 
 #[test]
 fn registry_errors_are_specific_and_counted() {
-    let fw = Framework::new();
+    let fw = Framework::with_config(config());
     assert_eq!(fw.new_session(&null_params()).unwrap_err(), Error::NoDriver);
     fw.register(NullDriver::new("n", Priority::Software, Behaviour::Inline)).unwrap();
     assert_eq!(
@@ -206,7 +206,7 @@ fn registry_errors_are_specific_and_counted() {
 
 #[test]
 fn three_completion_styles_on_a_synchronous_driver() {
-    let fw = Framework::new();
+    let fw = Framework::with_config(config());
     fw.register(NullDriver::new("n", Priority::Software, Behaviour::Inline)).unwrap();
     let s = fw.new_session(&null_params()).unwrap();
 
@@ -245,7 +245,7 @@ fn three_completion_styles_on_a_synchronous_driver() {
 
 #[test]
 fn three_completion_styles_on_an_asynchronous_driver() {
-    let fw = Framework::new();
+    let fw = Framework::with_config(config());
     let delay = Duration::from_millis(5);
     fw.register(NullDriver::new("t", Priority::Hardware, Behaviour::Threaded { delay })).unwrap();
     let s = fw.new_session(&null_params()).unwrap();
@@ -273,7 +273,7 @@ fn three_completion_styles_on_an_asynchronous_driver() {
 fn a_result_that_completes_before_the_caller_waits_is_not_missed() {
     // The worker completes with no delay, racing the submitter into `wait`. Many rounds
     // make both orders happen.
-    let fw = Framework::new();
+    let fw = Framework::with_config(config());
     fw.register(NullDriver::new("t", Priority::Software, Behaviour::Threaded { delay: Duration::ZERO }))
         .unwrap();
     let s = fw.new_session(&null_params()).unwrap();
@@ -290,7 +290,7 @@ fn a_result_that_completes_before_the_caller_waits_is_not_missed() {
 fn a_busy_driver_gets_the_request_again_after_it_unblocks() {
     // A synchronous driver that is momentarily full: the framework holds the request
     // (and the ones after it) instead of failing them, and offers them again on unblock.
-    let fw = Framework::new();
+    let fw = Framework::with_config(config());
     let d = NullDriver::new("b", Priority::Software, Behaviour::BusyWhileClosed);
     fw.register(d.clone()).unwrap();
     let s = fw.new_session(&null_params()).unwrap();
@@ -329,7 +329,7 @@ fn a_busy_driver_gets_the_request_again_after_it_unblocks() {
 
 #[test]
 fn try_submit_answers_would_block_when_the_driver_is_full() {
-    let fw = Framework::with_config(ocf::Config { max_in_flight: 3, ..Default::default() });
+    let fw = Framework::with_config(ocf::Config { max_in_flight: 3, ..config() });
     let d = NullDriver::new("b", Priority::Software, Behaviour::BusyWhileClosed);
     fw.register(d.clone()).unwrap();
     let s = fw.new_session(&null_params()).unwrap();
@@ -369,7 +369,7 @@ fn try_submit_answers_would_block_when_the_driver_is_full() {
 
 #[test]
 fn unregistering_the_only_driver_fails_later_requests_with_driver_gone() {
-    let fw = Framework::new();
+    let fw = Framework::with_config(config());
     let d = NullDriver::new("n", Priority::Software, Behaviour::Inline);
     let freed = d.freed.clone();
     fw.register(d).unwrap();
@@ -387,7 +387,7 @@ fn unregistering_the_only_driver_fails_later_requests_with_driver_gone() {
 
 #[test]
 fn unregistering_a_driver_moves_its_sessions_to_the_next_best() {
-    let fw = Framework::new();
+    let fw = Framework::with_config(config());
     let hw = NullDriver::new("hw", Priority::Hardware, Behaviour::Inline);
     let sw = NullDriver::new("sw", Priority::Software, Behaviour::Inline);
     let hw_freed = hw.freed.clone();
@@ -408,7 +408,7 @@ fn unregistering_a_driver_moves_its_sessions_to_the_next_best() {
 
 #[test]
 fn driver_stats_include_freed_sessions() {
-    let fw = Framework::new();
+    let fw = Framework::with_config(config());
     fw.register(NullDriver::new("n", Priority::Software, Behaviour::Inline)).unwrap();
     for _ in 0..3 {
         let s = fw.new_session(&null_params()).unwrap();
@@ -422,7 +422,7 @@ fn driver_stats_include_freed_sessions() {
 
 #[test]
 fn a_driver_breaking_the_synchronous_contract_gets_an_error_not_a_hang_or_panic() {
-    let fw = Framework::new();
+    let fw = Framework::with_config(config());
     fw.register(NullDriver::new("liar", Priority::Software, Behaviour::LiesAboutSync)).unwrap();
     let s = fw.new_session(&null_params()).unwrap();
     let f = s.run(request(b"x")).unwrap_err();
@@ -460,7 +460,7 @@ fn a_driver_that_does_not_drain_in_time_is_reported_and_its_requests_still_compl
 #[test]
 fn profiling_times_each_stage_and_samples_one_request_in_n() {
     use ocf::Stage;
-    let fw = Framework::with_config(ocf::Config { profile_every: 1, ..Default::default() });
+    let fw = Framework::with_config(ocf::Config { profile_every: 1, ..config() });
     let delay = Duration::from_millis(2);
     fw.register(NullDriver::new("t", Priority::Hardware, Behaviour::Threaded { delay })).unwrap();
     let s = fw.new_session(&null_params()).unwrap();
@@ -489,7 +489,7 @@ fn profiling_times_each_stage_and_samples_one_request_in_n() {
 
     // Sampling: one request in 64 (per submitting thread), and a reused request does not
     // stay sampled.
-    let fw = Framework::with_config(ocf::Config { profile_every: 64, ..Default::default() });
+    let fw = Framework::with_config(ocf::Config { profile_every: 64, ..config() });
     fw.register(NullDriver::new("n", Priority::Software, Behaviour::Inline)).unwrap();
     let s = fw.new_session(&null_params()).unwrap();
     let mut r = request(b"again");
@@ -498,4 +498,14 @@ fn profiling_times_each_stage_and_samples_one_request_in_n() {
     }
     let n = fw.profile("n").unwrap().get(Stage::Dispatch).count;
     assert!((99..=101).contains(&n), "sampled {n} of 6400");
+}
+
+/// The configuration the tests run with: the routing policy from `OCF_TEST_POLICY` if set
+/// (`scripts/test` runs these tests under every policy), else the default.
+fn config() -> ocf::Config {
+    let policy = match std::env::var("OCF_TEST_POLICY") {
+        Ok(p) => p.parse().unwrap_or_else(|e| panic!("OCF_TEST_POLICY: {e}")),
+        Err(_) => ocf::Policy::default(),
+    };
+    ocf::Config { policy, ..ocf::Config::default() }
 }
