@@ -433,10 +433,7 @@ fn a_driver_breaking_the_synchronous_contract_gets_an_error_not_a_hang_or_panic(
 
 #[test]
 fn a_driver_that_does_not_drain_in_time_is_reported_and_its_requests_still_complete() {
-    let fw = Framework::with_config(ocf::Config {
-        drain_timeout: Duration::from_millis(50),
-        ..Default::default()
-    });
+    let fw = Framework::with_config(ocf::Config { drain_timeout: Duration::from_millis(50), ..config() });
     let delay = Duration::from_millis(400);
     fw.register(NullDriver::new("slow", Priority::Hardware, Behaviour::Threaded { delay })).unwrap();
     let s = fw.new_session(&null_params()).unwrap();

@@ -31,7 +31,10 @@ use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use ocf::{Callback, CipherAlg, Config, Flags, Framework, Key, Op, Outcome, Request, Session, SessionParams};
+use ocf::{
+    Callback, CipherAlg, Config, Flags, Framework, Key, Op, Outcome, Policy, Request, Session, SessionParams,
+};
+use ocf_null::NullDriver;
 
 thread_local! {
     /// Finished requests collected on the callback's thread, handed back to the pool in
@@ -132,6 +135,22 @@ fn paths(c: &mut Criterion) {
             slot = Some(black_box(r));
         })
     });
+
+    // The same through a session routed per request between two null drivers, under each
+    // per-request policy: what a routing decision adds to the direct round trip.
+    for policy in [Policy::CostModel, Policy::LeastLoaded, Policy::RoundRobin] {
+        let fw = Framework::with_config(Config { policy, ..Config::default() });
+        fw.register(Arc::new(NullDriver::routable("null-a"))).unwrap();
+        fw.register(Arc::new(NullDriver::routable("null-b"))).unwrap();
+        let routed = fw.new_session(&SessionParams::cipher(CipherAlg::Null, Key::empty())).unwrap();
+        assert_eq!(routed.drivers().len(), 2);
+        g.bench_function(format!("direct-immediate/run-routed/{policy}"), |b| {
+            b.iter(|| {
+                let r = routed.run(slot.take().unwrap()).unwrap();
+                slot = Some(black_box(r));
+            })
+        });
+    }
 
     thread_local!(static BACK: RefCell<Option<Request>> = const { RefCell::new(None) });
     let back: Callback = Arc::new(|o: Outcome| BACK.with(|b| *b.borrow_mut() = o.ok()));

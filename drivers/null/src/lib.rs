@@ -6,7 +6,9 @@
 //! alone (validation, dispatch, completion, accounting).
 //!
 //! Its results are not cryptography, so it is `named_only`: the registry never gives it a
-//! session on its own, only to callers that ask for `"null"` by name.
+//! session on its own, only to callers that ask for `"null"` by name. [`NullDriver::routable`]
+//! makes one that routing may choose, under a name of its own, to measure what routing
+//! itself costs (the dispatch bench) — never register one beside real drivers.
 
 use std::sync::Arc;
 
@@ -19,9 +21,23 @@ use ocf::{
 pub const NAME: &str = "null";
 
 /// The null driver.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct NullDriver {
-    _private: (),
+    name: &'static str,
+    named_only: bool,
+}
+
+impl Default for NullDriver {
+    fn default() -> NullDriver {
+        NullDriver { name: NAME, named_only: true }
+    }
+}
+
+impl NullDriver {
+    /// A null driver named `name` that routing may give requests to (not `named_only`).
+    pub fn routable(name: &'static str) -> NullDriver {
+        NullDriver { name, named_only: false }
+    }
 }
 
 /// Registers a null driver with `fw`.
@@ -31,11 +47,11 @@ pub fn register(fw: &Framework) -> Result<(), Error> {
 
 impl Driver for NullDriver {
     fn name(&self) -> &str {
-        NAME
+        self.name
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities { synchronous: true, named_only: true, ..Capabilities::every_algorithm() }
+        Capabilities { synchronous: true, named_only: self.named_only, ..Capabilities::every_algorithm() }
     }
 
     fn probe_session(&self, _params: &SessionParams) -> Option<Priority> {

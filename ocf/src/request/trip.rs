@@ -9,7 +9,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
 
 use crate::credits::Credits;
-use crate::profile::Stamps;
+use crate::profile::{StageProfile, Stamps};
 use crate::request::Outcome;
 
 /// What the framework keeps in a request while it travels.
@@ -21,9 +21,11 @@ pub(crate) struct Trip {
     pub(crate) credit: Option<Arc<Credits>>,
     /// Submit order, for sessions with ordered completion.
     pub(crate) seq: u64,
-    /// Whether this request is one of the profiled samples, and its timestamps.
+    /// Whether this request is one of the profiled samples, its timestamps, and the
+    /// profile of the driver they are recorded in.
     pub(crate) profiled: bool,
     pub(crate) stamps: Stamps,
+    pub(crate) profile: Option<Arc<StageProfile>>,
     /// What routing needs to know about this request on its way back.
     pub(crate) route: RouteTrip,
     /// The binding (its id) that took the first part of the multi-part message in progress

@@ -29,7 +29,7 @@ pub(crate) struct DriverEntry {
     pub(crate) counters: Arc<DriverCounters>,
     pub(crate) flow: Flow<Held>,
     pub(crate) credits: Arc<Credits>,
-    pub(crate) profile: StageProfile,
+    pub(crate) profile: Arc<StageProfile>,
     pub(crate) routing: DriverRouteState,
     gone: AtomicBool,
 }
@@ -43,7 +43,7 @@ impl DriverEntry {
             counters: Arc::default(),
             flow: Flow::default(),
             credits: Arc::new(Credits::new(max_in_flight)),
-            profile: StageProfile::default(),
+            profile: Arc::default(),
             routing: DriverRouteState::default(),
             gone: AtomicBool::new(false),
         }
@@ -120,6 +120,16 @@ impl SessionShared {
     /// hint): both have one route, on the same driver.
     pub(crate) fn same_driver(a: &Binding, b: &Binding) -> bool {
         Arc::ptr_eq(&a.entry, &b.entry)
+    }
+
+    /// Counts an error at the session's first driver (the session's and the driver's
+    /// counters), or, with no driver left, in the session's statistics only.
+    pub(crate) fn count_error(self: &Arc<Self>, kind: ErrorKind) {
+        let routes = self.routes.load();
+        match routes.routes.first().and_then(|r| r.made()) {
+            Some(b) => b.core.count_error(kind),
+            None => self.count_in_history(kind),
+        }
     }
 
     /// Counts an error in the session's own statistics only (its latest binding's

@@ -77,17 +77,36 @@ impl SessionCore {
     /// stamped, and sent to its target. Returns the outcome if the submitter takes it
     /// straight back (synchronous driver, direct path).
     #[inline]
-    pub(crate) fn complete(this: &Arc<SessionCore>, mut outcome: Outcome) -> Option<Outcome> {
+    pub(crate) fn complete(this: &Arc<SessionCore>, outcome: Outcome) -> Option<Outcome> {
         this.account(&outcome);
-        if request_mut(&mut outcome).trip().route.decided {
-            let route = this.routed_back(&mut outcome);
-            if !route.redone && failed_by_driver(&outcome) {
-                match this.redo(outcome) {
-                    Ok(()) => return None,
-                    Err(o) => outcome = o,
-                }
+        let routed = match &outcome {
+            Ok(r) => r.trip().route.decided,
+            Err(f) => f.request.trip().route.decided,
+        };
+        if routed {
+            return SessionCore::complete_routed(this, outcome);
+        }
+        SessionCore::deliver_outcome(this, outcome)
+    }
+
+    /// `complete` for a request a policy routed: routing's bookkeeping, and a request its
+    /// driver failed goes to another one (kept out of `complete` so that the direct path
+    /// never writes the outcome back to memory: measured, see `routes::Pick`).
+    #[inline(never)]
+    fn complete_routed(this: &Arc<SessionCore>, mut outcome: Outcome) -> Option<Outcome> {
+        let route = this.routed_back(&mut outcome);
+        if !route.redone && failed_by_driver(&outcome) {
+            match this.redo(outcome) {
+                Ok(()) => return None,
+                Err(o) => outcome = o,
             }
         }
+        SessionCore::deliver_outcome(this, outcome)
+    }
+
+    /// Stamps a finished request and sends it to its target.
+    #[inline(always)]
+    fn deliver_outcome(this: &Arc<SessionCore>, mut outcome: Outcome) -> Option<Outcome> {
         let trip = request_mut(&mut outcome).trip_mut();
         if trip.profiled {
             trip.stamps.done = profile::now();
@@ -164,8 +183,8 @@ impl SessionCore {
         };
         req.trip_mut().route = RouteTrip {
             decided: true,
-            timed: pick.timed,
-            cost_ns: pick.cost_ns,
+            timed: pick.timed(),
+            cost_ns: pick.cost_ns(),
             redone: true,
             ..RouteTrip::default()
         };
@@ -189,7 +208,7 @@ impl SessionCore {
                 w.complete(outcome);
                 give_back(credit);
             }
-            Notify::Callback(cb) if immediate => SessionCore::run_callback(Some(this), &cb, outcome),
+            Notify::Callback(cb) if immediate => SessionCore::run_callback(&cb, outcome),
             Notify::Callback(cb) => {
                 trip.notify = Notify::Callback(cb);
                 let core = this.clone();
@@ -205,28 +224,28 @@ impl SessionCore {
         }
     }
 
-    /// Runs a callback here and now, profiling it (in `this`'s driver profile, if given) and
+    /// Runs a callback here and now, profiling it (in the profile the request carries) and
     /// returning the request's credit.
     #[inline]
-    pub(super) fn run_callback(this: Option<&SessionCore>, cb: &Callback, mut outcome: Outcome) {
+    pub(super) fn run_callback(cb: &Callback, mut outcome: Outcome) {
         let trip = request_mut(&mut outcome).trip_mut();
         let _credit = CreditGuard(trip.credit.take());
-        let stamps = if trip.profiled {
+        let profiled = if trip.profiled {
             trip.stamps.callback = profile::now();
-            Some(trip.stamps)
+            trip.profile.take().map(|p| (p, trip.stamps))
         } else {
             None
         };
         cb(outcome);
-        if let (Some(stamps), Some(this)) = (stamps, this) {
-            this.entry.profile.record_request(&stamps, profile::now());
+        if let Some((profile, stamps)) = profiled {
+            profile.record_request(&stamps, profile::now());
         }
     }
 
     /// A return worker runs a queued callback.
-    pub(crate) fn run_queued_callback(this: &Arc<SessionCore>, mut outcome: Outcome) {
+    pub(crate) fn run_queued_callback(mut outcome: Outcome) {
         match std::mem::take(&mut request_mut(&mut outcome).trip_mut().notify) {
-            Notify::Callback(cb) => SessionCore::run_callback(Some(this), &cb, outcome),
+            Notify::Callback(cb) => SessionCore::run_callback(&cb, outcome),
             // Only callbacks are queued.
             _ => give_back(request_mut(&mut outcome).trip_mut().credit.take()),
         }

@@ -75,7 +75,7 @@ impl Jobs for SessionJobs {
 
     fn complete(c: Completion) {
         let Completion { core, outcome } = c;
-        if !survived(|| SessionCore::run_queued_callback(&core, outcome)) {
+        if !survived(|| SessionCore::run_queued_callback(outcome)) {
             core.count_error(ErrorKind::CallbackPanicked);
         }
     }

@@ -116,7 +116,7 @@ impl Session {
     /// driver it returns without ever blocking).
     pub fn run(&self, req: Request) -> Outcome {
         match self.shared.start(req, Target::Wait, Admission::Block) {
-            Started::Now(o, _) => o,
+            Started::Now(o) => o,
             Started::Later(Some(w)) => w.wait(),
             // A wait target always gets a waiter, and Block never gives up.
             Started::Later(None) | Started::WouldBlock(..) => unreachable!("blocking wait without a waiter"),
@@ -150,7 +150,7 @@ impl Session {
     /// queues are full, waits for room.
     pub fn submit(&self, req: Request, callback: &Callback) {
         match self.shared.start(req, Target::Call(callback), Admission::Block) {
-            Started::Now(o, profiled) => SessionShared::callback_now(callback, o, profiled),
+            Started::Now(o) => SessionShared::callback_now(callback, o),
             Started::Later(_) => {}
             Started::WouldBlock(..) => unreachable!("blocking submit gave up"),
         }
@@ -164,7 +164,7 @@ impl Session {
     /// went on asynchronously, and `callback` gets the outcome as with `submit`.
     pub fn submit_or_finish(&self, req: Request, callback: &Callback) -> Option<Outcome> {
         match self.shared.start(req, Target::Call(callback), Admission::Block) {
-            Started::Now(o, profiled) => Some(SessionShared::returned_now(o, profiled)),
+            Started::Now(o) => Some(SessionShared::returned_now(o)),
             Started::Later(_) => None,
             Started::WouldBlock(..) => unreachable!("blocking submit gave up"),
         }
@@ -174,13 +174,13 @@ impl Session {
     /// straight back as [`Error::WouldBlock`] (counted), untouched, instead of waiting.
     pub fn try_submit(&self, req: Request, callback: &Callback) -> Result<(), Failed> {
         match self.shared.start(req, Target::Call(callback), Admission::Try) {
-            Started::Now(o, profiled) => {
-                SessionShared::callback_now(callback, o, profiled);
+            Started::Now(o) => {
+                SessionShared::callback_now(callback, o);
                 Ok(())
             }
             Started::Later(_) => Ok(()),
-            Started::WouldBlock(req, core) => {
-                core.count_error(ErrorKind::WouldBlock);
+            Started::WouldBlock(req) => {
+                self.shared.count_error(ErrorKind::WouldBlock);
                 Err(Failed::new(Error::WouldBlock, req))
             }
         }
@@ -200,7 +200,7 @@ impl Session {
                     workers.get_or_insert_with(|| binding.core.workers.clone());
                     queued.push(Work::Request(s.clone(), binding, req));
                 }
-                Err(Started::Now(o, profiled)) => SessionShared::callback_now(callback, o, profiled),
+                Err(Started::Now(o)) => SessionShared::callback_now(callback, o),
                 Err(_) => {}
             }
         }
@@ -213,10 +213,10 @@ impl Session {
     /// are full, the future waits for room.
     pub fn submit_async(&self, req: Request) -> RequestFuture {
         match self.shared.start(req, Target::Wait, Admission::Try) {
-            Started::Now(o, _) => RequestFuture::ready(o),
+            Started::Now(o) => RequestFuture::ready(o),
             Started::Later(Some(w)) => RequestFuture::waiting(w),
             Started::Later(None) => unreachable!("wait target without a waiter"),
-            Started::WouldBlock(req, _) => RequestFuture::admitting(self.shared.clone(), req),
+            Started::WouldBlock(req) => RequestFuture::admitting(self.shared.clone(), req),
         }
     }
 

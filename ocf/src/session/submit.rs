@@ -25,13 +25,12 @@ use super::SessionShared;
 
 /// What came of starting a request.
 pub(super) enum Started {
-    /// Finished; the submitter delivers the outcome (with the core of the binding that
-    /// finished it, if the request was profiled: its profile records the callback).
-    Now(Outcome, Option<Arc<SessionCore>>),
+    /// Finished; the submitter delivers the outcome.
+    Now(Outcome),
     /// On its way; it will reach its waiter (returned here if one was made) or callback.
     Later(Option<Arc<Waiter>>),
-    /// No credit and the caller would not wait (and where to count that, if it is an error).
-    WouldBlock(Request, Arc<SessionCore>),
+    /// No credit and the caller would not wait.
+    WouldBlock(Request),
 }
 
 /// Who takes the outcome.
@@ -59,18 +58,16 @@ impl SessionShared {
             return Started::Later(waiter);
         }
         match self.offer(b, req, Hint::default(), false, Some((target, how)), None) {
-            Offered::Now(o, profiled) => {
-                if let (Target::Wait, Some(stamps)) =
-                    (target, profiled.is_some().then(|| stamps(&o)).flatten())
-                {
+            Offered::Now(o) => {
+                if let (Target::Wait, Some(stamps)) = (target, stamps(&o)) {
                     // A waiting caller on the fast path: its only stages are dispatch and
                     // invoke.
                     b.entry.profile.record_request(&stamps, 0);
                 }
-                Started::Now(o, profiled)
+                Started::Now(o)
             }
             Offered::Later(w) => Started::Later(waiter.or(w)),
-            Offered::WouldBlock(r) => Started::WouldBlock(r, b.core.clone()),
+            Offered::WouldBlock(r) => Started::WouldBlock(r),
         }
     }
 
@@ -98,7 +95,7 @@ impl SessionShared {
         }
         self.count_in_history(crate::ErrorKind::DriverGone);
         let _ = target;
-        Started::Now(Err(Failed::new(Error::DriverGone, req)), None)
+        Started::Now(Err(Failed::new(Error::DriverGone, req)))
     }
 
     /// Everything before the request meets a driver: credit (if it may wait anywhere),
@@ -126,7 +123,7 @@ impl SessionShared {
             if req.trip().credit.is_none() {
                 match b.entry.credits.take(how) {
                     Some(c) => req.trip_mut().credit = Some(c),
-                    None => return Err(Started::WouldBlock(req, b.core.clone())),
+                    None => return Err(Started::WouldBlock(req)),
                 }
             }
             waiter = set_target(&mut req, target);
@@ -140,13 +137,18 @@ impl SessionShared {
         trip.profiled = sampled;
         if sampled {
             trip.stamps = profile::Stamps { submit: profile::now(), ..Default::default() };
+            trip.profile = Some(b.entry.profile.clone());
         }
-        trip.route = RouteTrip {
-            decided: pick.decided,
-            timed: pick.timed,
-            cost_ns: pick.cost_ns,
-            ..RouteTrip::default()
-        };
+        // Routing's travel state is at rest (default) unless a decision chose the driver:
+        // `complete` puts it back to rest, so the direct path need not write it.
+        if pick.is_decided() {
+            trip.route = RouteTrip {
+                decided: true,
+                timed: pick.timed(),
+                cost_ns: pick.cost_ns(),
+                ..RouteTrip::default()
+            };
+        }
         match req.part {
             Part::Whole => req.trip_mut().message = 0,
             Part::First => req.trip_mut().message = b.id,
@@ -203,9 +205,8 @@ impl SessionShared {
             }
             match ds.process(req, hint) {
                 Processed::Done(outcome) => {
-                    let profiled = is_profiled(&outcome).then(|| b.core.clone());
                     return match SessionCore::complete(&b.core, outcome) {
-                        Some(o) => Offered::Now(o, profiled),
+                        Some(o) => Offered::Now(o),
                         None => Offered::Later(waiter),
                     };
                 }
@@ -213,7 +214,7 @@ impl SessionShared {
                     if b.synchronous {
                         // The driver broke its promise; if the request was on the fast
                         // path nobody will see it again.
-                        return Offered::Now(broken_sync_contract(&b.core), None);
+                        return Offered::Now(broken_sync_contract(&b.core));
                     }
                     return Offered::Later(waiter);
                 }
@@ -260,9 +261,9 @@ impl SessionShared {
                 self.offer(&b, req, hint, front, convert, waiter)
             }
             _ => match finish_failed(&gone.core, Error::DriverGone, req, waiter) {
-                Started::Now(o, _) => Offered::Now(o, None),
+                Started::Now(o) => Offered::Now(o),
                 Started::Later(w) => Offered::Later(w),
-                Started::WouldBlock(r, _) => Offered::WouldBlock(r),
+                Started::WouldBlock(r) => Offered::WouldBlock(r),
             },
         }
     }
@@ -276,7 +277,7 @@ impl SessionShared {
         front: bool,
     ) {
         match this.offer(binding, req, Hint { more }, front, None, None) {
-            Offered::Now(mut o, _) => {
+            Offered::Now(mut o) => {
                 // Queued requests always have a completion target; keep the accounting
                 // honest if one slipped through.
                 give_back(request_mut(&mut o).trip_mut().credit.take());
@@ -288,27 +289,28 @@ impl SessionShared {
     /// The bookkeeping of a callback for an outcome handed straight back to the submitter
     /// instead ([`Session::submit_or_finish`]): the credit goes back, and a profiled
     /// request's callback stage ends now.
-    pub(super) fn returned_now(mut outcome: Outcome, profiled: Option<Arc<SessionCore>>) -> Outcome {
+    pub(super) fn returned_now(mut outcome: Outcome) -> Outcome {
         let trip = request_mut(&mut outcome).trip_mut();
         give_back(trip.credit.take());
-        if let (true, Some(core)) = (trip.profiled, profiled) {
+        if trip.profiled {
             trip.stamps.callback = profile::now();
             let stamps = trip.stamps;
-            core.entry.profile.record_request(&stamps, profile::now());
+            if let Some(p) = trip.profile.take() {
+                p.record_request(&stamps, profile::now());
+            }
         }
         outcome
     }
 
     /// Runs a callback for an outcome the submitter got back directly.
-    pub(super) fn callback_now(callback: &Callback, outcome: Outcome, profiled: Option<Arc<SessionCore>>) {
-        SessionCore::run_callback(profiled.as_deref(), callback, outcome);
+    pub(super) fn callback_now(callback: &Callback, outcome: Outcome) {
+        SessionCore::run_callback(callback, outcome);
     }
 }
 
 /// What came of offering a request to a driver.
 enum Offered {
-    /// Finished (with its binding's core if profiled).
-    Now(Outcome, Option<Arc<SessionCore>>),
+    Now(Outcome),
     Later(Option<Arc<Waiter>>),
     WouldBlock(Request),
 }
@@ -398,17 +400,10 @@ fn stamps(outcome: &Outcome) -> Option<profile::Stamps> {
     req.trip().profiled.then_some(req.trip().stamps)
 }
 
-fn is_profiled(outcome: &Outcome) -> bool {
-    match outcome {
-        Ok(r) => r.trip().profiled,
-        Err(f) => f.request.trip().profiled,
-    }
-}
-
 /// Fails a request before it reached a driver, through the normal completion path.
 fn finish_failed(core: &Arc<SessionCore>, e: Error, req: Request, waiter: Option<Arc<Waiter>>) -> Started {
     match SessionCore::complete(core, Err(Failed::new(e, req))) {
-        Some(o) => Started::Now(o, None),
+        Some(o) => Started::Now(o),
         None => Started::Later(waiter),
     }
 }
