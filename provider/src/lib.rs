@@ -12,8 +12,8 @@
 //! provider's openssl.cnf section, else the `OCF_DRIVER` environment variable (the `openssl`
 //! command line has no way to pass provider parameters), pins every session to one driver;
 //! `sim:<profile>` registers a simulated card first (`sim:bcm5822`). Without it, ocf chooses
-//! among every registered driver with its policy (`policy` / `OCF_POLICY`; multi-part
-//! sessions, which the provider's are, stay on the driver chosen when they are made);
+//! among every registered driver with its policy (`policy` / `OCF_POLICY`; the provider's
+//! sessions are multi-part, and ocf routes each message as a whole);
 //! `drivers` / `OCF_DRIVERS` registers simulated cards beside `soft` for that. A driver or
 //! policy that cannot be had stops the provider from loading, with the reason on stderr.
 //!

@@ -10,11 +10,9 @@
 //! | `stats = PATH` | `OCF_STATS` | where the statistics go at unload ([`crate::stats`]) |
 //!
 //! What "routes" means here: the provider's ciphers, digests and MACs are multi-part
-//! sessions (OpenSSL's update calls are the parts of one message), and ocf keeps a
-//! multi-part session on one driver, chosen when the session is made — the best by
-//! priority, then the one with the fewest sessions. So the cards of `drivers` take the
-//! provider's sessions, spread over the cards by session; only single-shot requests
-//! (none from OpenSSL's EVP calls today) are routed one by one.
+//! sessions (OpenSSL's update calls are the parts of one message), and ocf routes each
+//! message as a whole: its first part chooses the driver by the policy, its later parts
+//! follow it (the driver's state for the message travels in the request).
 //!
 //! A list of drivers is separated by commas; a part that is `key=value` and does not start
 //! with `sim:` belongs to the profile before it, so `sim:bcm5822,ring=8,sim:qat-like` is two
