@@ -24,8 +24,10 @@ use crate::request::Op;
 use super::{ModelEstimate, SizeClass, SIZE_CLASSES};
 
 /// One request in this many per thread is timed for the model (requests on drivers that
-/// complete later are always timed: their cost dwarfs two clock readings).
-pub const SAMPLE_EVERY: u32 = 16;
+/// complete later are always timed: their cost dwarfs two clock readings). A timed decision
+/// reads the clock four times and consults every route's model: about 60 ns, so at 1 in 64
+/// it adds 1 ns to a request (measured: 1 in 16 cost 6% of a 16-byte AES-GCM request).
+pub const SAMPLE_EVERY: u32 = 64;
 
 /// The first this-many samples of a cell are its warm-up: their least is the estimate.
 pub(crate) const WARM_UP: u64 = 4;

@@ -219,14 +219,11 @@ impl Routes {
     /// (`decided` stays false).
     #[inline]
     fn last_choice(&self, op: Op, len: usize) -> Option<Pick> {
+        // Stored only for a synchronous driver whose binding is made (index + 1; 0: none).
         let c = self.choice[op_index(op)][SizeClass::of(len).index()].load(Ordering::Relaxed) as usize;
-        let r = self.routes.get(c)?;
-        let e = &r.entry;
-        let holds = e.caps.synchronous
-            && r.made().is_some()
-            && !e.flow.is_blocked()
-            && !e.routing.failing.load(Ordering::Relaxed);
-        holds.then(|| Pick::route(c))
+        let e = &self.routes.get(c.wrapping_sub(1))?.entry;
+        let holds = !e.flow.is_blocked() && !e.routing.failing.load(Ordering::Relaxed);
+        holds.then(|| Pick::route(c - 1))
     }
 
     #[inline(never)]
@@ -313,8 +310,19 @@ impl Routes {
         }
         match best {
             Some((index, _, cost)) => {
-                self.choice[op_index(op)][class.index()]
-                    .store(index.min(u16::MAX as usize) as u16, Ordering::Relaxed);
+                let r = &self.routes[index];
+                // Reusable while nothing else could win: a synchronous driver (no backlog
+                // of its own) that beats every other route even with theirs at zero.
+                let reusable = r.entry.caps.synchronous
+                    && r.made().is_some()
+                    && index < u16::MAX as usize
+                    && self.routes.iter().enumerate().all(|(i, o)| {
+                        i == index
+                            || o.refused()
+                            || o.model.predict(op, class, len).is_some_and(|c| c >= cost)
+                    });
+                let remembered = if reusable { index as u16 + 1 } else { 0 };
+                self.choice[op_index(op)][class.index()].store(remembered, Ordering::Relaxed);
                 Pick::decided(index, false, cost as u64)
             }
             // Nothing measured yet (or every route blocked or unhealthy): the first route
