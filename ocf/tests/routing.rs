@@ -258,7 +258,8 @@ fn small_requests_go_to_the_cpu_and_large_ones_to_the_card_that_wins_there() {
     let model = |d: &str| r.drivers.iter().find(|x| x.driver == d).unwrap().models[0].clone();
     let (cpu, card) = (model("cpu"), model("card"));
     assert_eq!(cpu.op, Some(Op::Encrypt));
-    assert!(card.setup_ns > 10_000.0 && card.setup_ns < 60_000.0, "{card:?}");
+    // (Plus two thread wake-ups per request, tens of µs on a busy two-core machine.)
+    assert!(card.setup_ns > 10_000.0 && card.setup_ns < 200_000.0, "{card:?}");
     // 4 µs spun per KiB, plus the XOR (slow in a debug build).
     assert!(cpu.ns_per_kib > 3_000.0 && cpu.ns_per_kib < 30_000.0, "{cpu:?}");
     assert!(r.decisions > 0 && r.decision_ns > 0.0, "{r:?}");

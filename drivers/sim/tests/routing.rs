@@ -102,7 +102,7 @@ fn a_card_that_starts_failing_is_routed_around_and_nothing_is_lost() {
     let card_name = ocf::Driver::name(&*card).to_owned();
     let st = fw.driver_stats(&card_name).unwrap();
     assert_eq!(st.errors.get(ocf::ErrorKind::DriverFailure), failed, "each fault counted at the card");
-    // After a fault the card is tried again on one decision in 64 (and fails again).
+    // After a fault the card is tried again on one decision in 128 (and fails again).
     assert!(failed <= 40, "after the first fault the card is left alone but for retries: {failed}");
     let r = fw.routing();
     let skipped = r.drivers.iter().find(|d| d.driver == card_name).unwrap().skipped_unhealthy;

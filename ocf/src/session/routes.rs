@@ -151,24 +151,17 @@ const STALLED_NS: u64 = 5_000_000;
 const MAX_DECISION_NS: u64 = 2_000;
 
 thread_local! {
-    /// Decisions left before this thread's next timed decision, and the clock as of its last.
-    static TICK: std::cell::Cell<(u32, u64)> = const { std::cell::Cell::new((0, 0)) };
+    /// Decisions left before this thread's next timed one.
+    static TICK: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
-/// Whether this decision is one of the thread's timed ones (then the clock is read), and the
-/// clock as of the thread's last timed decision.
-#[inline]
-fn tick() -> (bool, u64) {
+/// Whether this decision is one of the thread's timed ones (one in [`SAMPLE_EVERY`]).
+#[inline(always)]
+fn tick() -> bool {
     TICK.with(|t| {
-        let (left, now) = t.get();
-        if left == 0 {
-            let now = profile::now();
-            t.set((SAMPLE_EVERY - 1, now));
-            (true, now)
-        } else {
-            t.set((left - 1, now));
-            (false, now)
-        }
+        let left = t.get();
+        t.set(if left == 0 { SAMPLE_EVERY - 1 } else { left - 1 });
+        left == 0
     })
 }
 
@@ -209,13 +202,13 @@ impl Routes {
 
     #[inline]
     fn decide(&self, op: Op, len: usize, shared: &RoutingShared) -> Pick {
-        let (timed, now) = tick();
+        let timed = tick();
         if !timed && self.policy == Policy::CostModel {
             if let Some(pick) = self.last_choice(op, len) {
                 return pick;
             }
         }
-        self.decide_fully(op, len, shared, timed, now)
+        self.decide_fully(op, len, shared, timed)
     }
 
     /// The last full decision for this direction and size, if it still holds: a synchronous
@@ -231,7 +224,9 @@ impl Routes {
     }
 
     #[inline(never)]
-    fn decide_fully(&self, op: Op, len: usize, shared: &RoutingShared, timed: bool, now: u64) -> Pick {
+    fn decide_fully(&self, op: Op, len: usize, shared: &RoutingShared, timed: bool) -> Pick {
+        // The clock, read for a timed decision (its cost is measured from here).
+        let now = if timed { profile::now() } else { 0 };
         let pick = match self.policy {
             Policy::CostModel => self.least_cost(op, len, timed, now),
             Policy::LeastLoaded | Policy::RoundRobin if timed && self.retry_failing().is_some() => {
@@ -244,7 +239,7 @@ impl Routes {
         };
         let pick = Pick::decided(pick.index(), pick.timed() || timed, pick.cost_ns());
         if timed {
-            // The decision's own cost, from the clock reading that made it a timed one.
+            // The decision's own cost, from the clock reading at its start.
             shared.timed_decisions.fetch_add(1, Ordering::Relaxed);
             // A decision that took longer was preempted: not its own cost.
             let took = profile::elapsed_ns(now, profile::now()).min(MAX_DECISION_NS);
@@ -293,6 +288,9 @@ impl Routes {
         // A synchronous driver not yet measured for this class: measure it now (it costs
         // one timed request on the CPU), before a card is tried or trusted there.
         let mut unmeasured_cpu = None;
+        // Any route not yet measured here, or still warming up: exploration is due sooner
+        // than a timed decision.
+        let mut unmeasured = false;
         for (i, r) in self.routes.iter().enumerate() {
             // Failing drivers are tried again by exploration, not here.
             if !self.usable(r) {
@@ -308,8 +306,10 @@ impl Routes {
                 if r.entry.caps.synchronous {
                     unmeasured_cpu.get_or_insert(i);
                 }
+                unmeasured = true;
                 continue;
             };
+            unmeasured |= r.model.cell(op, class).samples() < WARM_UP;
             let total = cost + state.backlog_ns.load(Ordering::Relaxed) as f64;
             if best.is_none_or(|(_, t, _)| total < t) {
                 best = Some((i, total, cost));
@@ -318,7 +318,8 @@ impl Routes {
         if let Some(i) = unmeasured_cpu {
             return Pick::decided(i, true, 0);
         }
-        if timed {
+        if timed || unmeasured {
+            let now = *fresh.get_or_insert_with(profile::now);
             if let Some(p) = self.explore(op, class, len, best.map(|b| (b.0, b.1)), now) {
                 return p;
             }
@@ -327,14 +328,16 @@ impl Routes {
             Some((index, _, cost)) => {
                 let r = &self.routes[index];
                 // Reusable while nothing else could win: a synchronous driver (no backlog
-                // of its own) that beats every other route even with theirs at zero.
+                // of its own) that beats every other route even with theirs at zero, all of
+                // them past their warm-up.
                 let reusable = r.entry.caps.synchronous
                     && r.made().is_some()
                     && index < u16::MAX as usize
                     && self.routes.iter().enumerate().all(|(i, o)| {
                         i == index
                             || o.refused()
-                            || o.model.predict(op, class, len).is_some_and(|c| c >= cost)
+                            || (o.model.cell(op, class).samples() >= WARM_UP
+                                && o.model.predict(op, class, len).is_some_and(|c| c >= cost))
                     });
                 let remembered = if reusable { index as u16 + 1 } else { 0 };
                 self.choice[op_index(op)][class.index()].store(remembered, Ordering::Relaxed);
