@@ -6,8 +6,10 @@
 //! drivers (the CPU, accelerators) through one interface.
 //!
 //! - A client makes a [`Session`] from [`SessionParams`] (mode, algorithms, keys). The
-//!   [`Framework`] validates the parameters in one place and gives the session to the driver
-//!   that probes it best ([`Priority`]), or to a driver named by the caller.
+//!   [`Framework`] validates the parameters in one place and gives the session every driver
+//!   that can serve it; for each request a [`Policy`] picks one (by default the least
+//!   predicted completion time, learned online: `routing`). A caller may pin a session to a
+//!   named driver; [`Priority`] ranks the drivers.
 //! - The client submits [`Request`]s on the session and gets the outcome one of three ways:
 //!   [`Session::run`] (blocking), [`Session::submit`] (callback) or
 //!   [`Session::submit_async`] (a `Future`). All three share one path.
@@ -52,17 +54,18 @@
 //!  framework                  the registry, session creation, unregistering, statistics
 //!      │
 //!  session                    the request path: submit, return, ordered completion,
-//!      │                      binding and rebinding, counters, the workers' jobs
+//!      │                      routes and bindings, counters, the workers' jobs
 //!      ├────────────┬─────────────┐
 //!  completion    dispatch      driver     futures, callbacks │ threads, queues, held
 //!      │            │             │       queues (generic)   │ the driver contract
 //!      ▼            ▼             ▼
-//!  request, credits, profile, buffer, params, error, alg     the leaf types
+//!  routing, request, credits, profile, buffer, params,        the leaf types (routing: the
+//!  error, alg                                                 policies and the cost model)
 //! ```
 //!
 //! The driver contract reaches back into the framework only through the handle it defines
 //! ([`SessionContext`], whose other side the session implements); the session reaches the
-//! registry only through a trait it defines (`Rebinder`, implemented by the framework); and
+//! registry only through a trait it defines (`Registrar`, implemented by the framework); and
 //! a request's travel state (`request::trip`) lives with the request because the two are
 //! mutually recursive.
 

@@ -8,7 +8,7 @@
 //! waits, up to [`Config::drain_timeout`], for the requests it still holds.
 //!
 //! This file holds the public API ([`Framework`], [`Config`]); `registry` chooses and binds
-//! drivers (and rebinds sessions for `crate::session`), `stats` holds the statistics types.
+//! drivers (and lists and binds them for `crate::session`), `stats` holds the statistics types.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};

@@ -1,10 +1,11 @@
 //! The submit path: from a client's call to the driver's `process` and back. The direct
 //! path for a synchronous driver with a waiting caller or an immediate callback is: load
-//! the session's binding → `check` (the session's request rules) → driver `process` →
-//! account → hand back: a handful of comparisons, one indirect call and two relaxed atomic
-//! adds; nothing is allocated, locked or handed to another thread. Everything else —
-//! credits, completion targets, batching, Busy and blocked drivers, rebinding — is set up
-//! only when the route needs it.
+//! the session's routes → choose a binding (one route: no decision; several: the policy's,
+//! see `routes`) → `check` (the session's request rules) → driver `process` → account →
+//! hand back: a handful of comparisons, one indirect call and two relaxed atomic adds;
+//! nothing is allocated, locked or handed to another thread. Everything else — credits,
+//! completion targets, batching, Busy and blocked drivers, a driver gone — is set up only
+//! when the request needs it.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
