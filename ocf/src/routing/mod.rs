@@ -27,7 +27,7 @@
 //!         model.learn(latency) ◄── completion (one request in N is timed) ◄┘
 //! ```
 //!
-//! - **The model** ([`model`]) keeps, per driver × algorithm × direction × size class, an
+//! - **The model** (`model`) keeps, per driver × algorithm × direction × size class, an
 //!   exponentially weighted average of the time from offering a request to its completion
 //!   and of its size. Predictions within a class scale with size; a driver's setup cost and
 //!   cost per KiB ([`ModelEstimate`]) are a least-squares line through its classes.
@@ -36,7 +36,7 @@
 //!   to an idle one or to the CPU. A synchronous driver (the CPU) has no queue of its own:
 //!   its measured times already include the contention of the threads sharing the cores.
 //! - **Cost on the request path.** A decision reads a few atomics per route and compares;
-//!   one request in [`model::SAMPLE_EVERY`] per thread is timed for the model. Sessions with
+//!   one request in [`SAMPLE_EVERY`] per thread is timed for the model. Sessions with
 //!   one route skip all of it.
 //!
 //! The policies are named ([`Policy`]) and chosen per framework ([`crate::Config::policy`]).
@@ -47,7 +47,8 @@ use std::str::FromStr;
 
 use crate::request::Op;
 
-pub mod model;
+pub(crate) mod model;
+pub use model::SAMPLE_EVERY;
 mod state;
 
 pub(crate) use state::{DriverRouteState, RoutingShared};
@@ -176,7 +177,7 @@ pub struct RoutingStats {
     /// Full decisions made (see `decision_ns`).
     pub decisions: u64,
     /// The average cost of one full decision, in nanoseconds (the model consulted for
-    /// every route), measured on the timed ones (one in [`model::SAMPLE_EVERY`] per
+    /// every route), measured on the timed ones (one in [`SAMPLE_EVERY`] per
     /// thread); 0 if none was. Between full decisions a session reuses its last choice
     /// while it stays valid, which costs a few loads (measured in the dispatch bench).
     pub decision_ns: f64,
