@@ -12,7 +12,8 @@
 //!
 //! ```text
 //!  submit(req) ─► one route? ──yes──► that driver (no decision at all: pinned sessions,
-//!                     │                 a single capable driver, multi-part sessions)
+//!                     │                 a single capable driver, policy Priority; a later
+//!                     │                 part of a multi-part message follows its first)
 //!                     no
 //!                     ▼
 //!         policy(size class, op) ─► CostModel: least predicted completion time
@@ -24,7 +25,8 @@
 //!                     ▼
 //!         that route's binding ─► the submit path (`crate::session`) ─► driver
 //!                                                                        │
-//!         model.learn(latency) ◄── completion (one request in N is timed) ◄┘
+//!         model.learn(latency) ◄── completion (one request in SAMPLE_EVERY per thread
+//!                                  is timed; every one on a driver that completes later) ◄┘
 //! ```
 //!
 //! - **The model** (`model`) keeps, per driver × algorithm × direction × size class, an
@@ -35,9 +37,16 @@
 //!   requests in flight will still take is added to the prediction, so a full card loses
 //!   to an idle one or to the CPU. A synchronous driver (the CPU) has no queue of its own:
 //!   its measured times already include the contention of the threads sharing the cores.
-//! - **Cost on the request path.** A decision reads a few atomics per route and compares;
-//!   one request in [`SAMPLE_EVERY`] per thread is timed for the model. Sessions with
-//!   one route skip all of it.
+//! - **Exploration and health.** A route not chosen is tried now and then (sooner while it
+//!   warms up, rarer the more it is predicted to lose); a driver that fails a request by its
+//!   own fault is left out until a request succeeds there, and the failed request is offered
+//!   once to another driver (`session::complete`); one that holds requests and completes
+//!   none for a while is left out as stalled.
+//! - **Cost on the request path.** Between full decisions a session reuses its last choice
+//!   for the direction and size class while that is a CPU driver nothing else could beat (a
+//!   few loads); a full decision reads each route's model and backlog; one request in
+//!   [`SAMPLE_EVERY`] per thread is timed for the model. Sessions with one route skip all
+//!   of it. The decisions themselves are `session::routes`.
 //!
 //! The policies are named ([`Policy`]) and chosen per framework ([`crate::Config::policy`]).
 //! What routing did is visible in [`crate::Framework::routing`].
