@@ -376,6 +376,22 @@ impl Device {
 
 /// Sets this thread's timer slack to 1 ns, so that timed waits end when asked rather than up
 /// to the default 50 µs later. Best effort: without it, completions are merely later.
+/// Runs the calling thread (the device thread) on host CPU `cpu` only (`cpu=N`).
+pub(crate) fn pin_to_cpu(cpu: usize) -> Result<(), String> {
+    #[cfg(target_os = "linux")]
+    {
+        use nix::sched::{sched_setaffinity, CpuSet};
+        use nix::unistd::Pid;
+        let mut set = CpuSet::new();
+        set.set(cpu).map_err(|e| format!("cpu={cpu}: {e}"))?;
+        sched_setaffinity(Pid::from_raw(0), &set).map_err(|e| format!("cpu={cpu}: {e}"))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Err(format!("cpu={cpu}: pinning a thread is only done on Linux"))
+    }
+}
+
 fn precise_timers() {
     #[cfg(target_os = "linux")]
     {

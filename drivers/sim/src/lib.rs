@@ -143,6 +143,8 @@ pub enum SimError {
     Profile(ProfileError),
     /// The device thread could not be started.
     Spawn(std::io::Error),
+    /// The device thread could not be pinned to the profile's `cpu=N`.
+    Cpu(String),
     /// The framework refused the driver.
     Framework(Error),
     /// A driver name given to [`register_named`] is not `sim:<profile>`.
@@ -154,6 +156,7 @@ impl fmt::Display for SimError {
         match self {
             SimError::Profile(e) => write!(f, "bad sim device profile: {e}"),
             SimError::Spawn(e) => write!(f, "cannot start the sim device thread: {e}"),
+            SimError::Cpu(why) => write!(f, "cannot run the sim device thread on that CPU: {why}"),
             SimError::Framework(e) => e.fmt(f),
             SimError::NotSim(name) => {
                 write!(f, "{name:?} is not a driver that can be added (a simulated card is sim:<profile>)")
@@ -168,7 +171,7 @@ impl std::error::Error for SimError {
             SimError::Profile(e) => Some(e),
             SimError::Spawn(e) => Some(e),
             SimError::Framework(e) => Some(e),
-            SimError::NotSim(_) => None,
+            SimError::NotSim(_) | SimError::Cpu(_) => None,
         }
     }
 }
@@ -240,12 +243,25 @@ pub struct SimDriver {
 impl SimDriver {
     /// Makes a card and starts its device thread.
     pub fn new(name: &str, profile: SimProfile) -> Result<SimDriver, SimError> {
+        let cpu = profile.cpu();
         let device = Arc::new(Device::new(profile));
         let on_device = device.clone();
+        let (pinned_tx, pinned) = std::sync::mpsc::sync_channel(1);
         let thread = std::thread::Builder::new()
             .name("ocf-sim".to_owned())
-            .spawn(move || on_device.run())
+            .spawn(move || {
+                let pinned = cpu.map_or(Ok(()), device::pin_to_cpu);
+                let ok = pinned.is_ok();
+                let _ = pinned_tx.send(pinned);
+                if ok {
+                    on_device.run()
+                }
+            })
             .map_err(SimError::Spawn)?;
+        if let Ok(Err(why)) = pinned.recv() {
+            let _ = thread.join();
+            return Err(SimError::Cpu(why));
+        }
         Ok(SimDriver { name: name.to_owned(), device, thread: Some(thread) })
     }
 

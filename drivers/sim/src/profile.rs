@@ -8,8 +8,14 @@
 //! hifn7951                        a named profile
 //! hifn7951,ring=4                 a named profile with overrides
 //! ring=16,setup=20us,rate=400MB/s a custom profile (ring, setup and rate are required)
-//!   optional keys: hash_rate=…  coalesce=N|off  coalesce_time=…  corrupt=N
+//!   optional keys: hash_rate=…  coalesce=N|off  coalesce_time=…  corrupt=N  cpu=N
 //! ```
+//!
+//! `cpu=N` gives the card silicon of its own: its device thread, which computes the results,
+//! runs on host CPU N only. Run the measuring process off that CPU (`taskset -c 0 cryptotest
+//! … -d sim:hifn7951,cpu=1`) and a two-core machine emulates a one-core host with a card
+//! whose work does not take the host's CPU, as a real card's does not. Without it the card's
+//! results are computed on whatever core is free, taking CPU time from the host's own work.
 //!
 //! `corrupt=N` makes a faulty card: every Nth result it delivers has one byte flipped (the
 //! first byte of the tag or digest if the request has a separate one, else the first byte
@@ -82,6 +88,8 @@ pub struct SimProfile {
     coalesce: Option<Coalesce>,
     /// Flip a byte of every Nth result (a faulty card, for testing verification).
     corrupt: Option<u64>,
+    /// Run the device thread on this host CPU only (`cpu=N`).
+    cpu: Option<usize>,
 }
 
 impl SimProfile {
@@ -107,6 +115,7 @@ impl SimProfile {
             hash_rate,
             coalesce: None,
             corrupt: None,
+            cpu: None,
         };
         Some(match name {
             // Fitted values: drivers/sim/fit/table5_fit.txt.
@@ -120,6 +129,7 @@ impl SimProfile {
                 hash_rate: 12_000_000_000,
                 coalesce: Some(Coalesce { count: 16, time_ns: 10_000 }),
                 corrupt: None,
+                cpu: None,
             },
             _ => return None,
         })
@@ -164,6 +174,7 @@ impl SimProfile {
                     };
                     o.coalesce.replace(count).is_some()
                 }
+                "cpu" => o.cpu.replace(parse_cpu(part, value)?).is_some(),
                 "corrupt" => {
                     o.corrupt.replace(parse_count(part, value, "corrupt", usize::MAX)? as u64).is_some()
                 }
@@ -203,6 +214,11 @@ impl SimProfile {
     /// Interrupt coalescing, if on.
     pub fn coalesce(&self) -> Option<Coalesce> {
         self.coalesce
+    }
+
+    /// The host CPU the device thread runs on (`cpu=N`), if pinned.
+    pub fn cpu(&self) -> Option<usize> {
+        self.cpu
     }
 
     /// Every how many results one is corrupted (`corrupt=N`), if the card is faulty.
@@ -247,6 +263,9 @@ impl fmt::Display for SimProfile {
         if let Some(n) = self.corrupt {
             write!(f, ",corrupt={n}")?;
         }
+        if let Some(c) = self.cpu {
+            write!(f, ",cpu={c}")?;
+        }
         Ok(())
     }
 }
@@ -288,6 +307,7 @@ struct Overrides {
     coalesce: Option<Option<usize>>,
     coalesce_time_ns: Option<u64>,
     corrupt: Option<u64>,
+    cpu: Option<usize>,
 }
 
 impl Overrides {
@@ -320,7 +340,8 @@ impl Overrides {
             (None, None) => coalesce,
         };
         let corrupt = self.corrupt.or(base.as_ref().and_then(|b| b.corrupt));
-        Ok(SimProfile { ring, setup_ns, rate, hash_rate, coalesce, corrupt })
+        let cpu = self.cpu.or(base.as_ref().and_then(|b| b.cpu));
+        Ok(SimProfile { ring, setup_ns, rate, hash_rate, coalesce, corrupt, cpu })
     }
 }
 
@@ -373,7 +394,7 @@ impl fmt::Display for ProfileError {
                 write!(f, "{p:?}: a profile name must come first; later parts are key=value")
             }
             ProfileError::UnknownKey(p) => {
-                write!(f, "{p:?}: unknown key (keys: ring, setup, rate, hash_rate, coalesce, coalesce_time)")
+                write!(f, "{p:?}: unknown key (keys: ring, setup, rate, hash_rate, coalesce, coalesce_time, corrupt, cpu)")
             }
             ProfileError::MissingValue(p) => write!(f, "{p:?}: no value after '='"),
             ProfileError::Repeated(k) => write!(f, "{k} is given twice"),
@@ -432,6 +453,17 @@ fn parse_count(part: &str, value: &str, _key: &str, max: usize) -> Result<usize,
         return Err(ProfileError::TooLarge { part: part.to_owned(), limit: "65536" });
     }
     Ok(n)
+}
+
+/// A host CPU number (0 is one; at most 1023, the size of the kernel's default CPU set).
+fn parse_cpu(part: &str, value: &str) -> Result<usize, ProfileError> {
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ProfileError::BadNumber { part: part.to_owned(), number: value.to_owned() });
+    }
+    match value.parse::<usize>() {
+        Ok(n) if n < 1024 => Ok(n),
+        _ => Err(ProfileError::TooLarge { part: part.to_owned(), limit: "1023" }),
+    }
 }
 
 fn parse_duration(part: &str, value: &str, zero_ok: bool, max_ns: u64) -> Result<u64, ProfileError> {

@@ -118,3 +118,18 @@ fn a_card_that_starts_failing_is_routed_around_and_nothing_is_lost() {
         fw.routing()
     );
 }
+
+#[test]
+fn a_card_can_run_on_a_cpu_of_its_own() {
+    let fw = framework(Policy::Priority);
+    let name = ocf_sim::register(&fw, "ring=4,setup=1us,rate=1GB/s,cpu=0").unwrap();
+    let s = fw.new_session_on(&name, &SessionParams::digest(DigestAlg::Sha256)).unwrap();
+    let done = s.run(Request::new(Op::ComputeDigest, b"abc".to_vec())).unwrap();
+    // FIPS 180-2, appendix B.1.
+    assert_eq!(done.tag()[..4], [0xba, 0x78, 0x16, 0xbf]);
+    assert_eq!(ocf_sim::SimProfile::parse("hifn7951,cpu=1").unwrap().cpu(), Some(1));
+    let e = ocf_sim::register(&fw, "hifn7951,cpu=1023").unwrap_err().to_string();
+    assert!(e.contains("cpu=1023"), "a CPU the machine does not have is refused, named: {e}");
+    let e = ocf_sim::SimProfile::parse("hifn7951,cpu=4096").unwrap_err().to_string();
+    assert!(e.contains("cpu=4096"), "{e}");
+}
