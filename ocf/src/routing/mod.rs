@@ -56,6 +56,7 @@ use std::str::FromStr;
 
 use crate::request::Op;
 
+pub(crate) mod cpu;
 pub(crate) mod model;
 pub use model::SAMPLE_EVERY;
 mod state;

@@ -16,7 +16,7 @@ use crate::params::SessionParams;
 use crate::profile;
 use crate::request::{Op, Request};
 use crate::routing::model::{op_index, ModelTable, OPS, SAMPLE_EVERY, WARM_UP};
-use crate::routing::{Policy, RoutingShared, SizeClass, SIZE_CLASSES};
+use crate::routing::{cpu, Policy, RoutingShared, SizeClass, SIZE_CLASSES};
 
 use super::binding::{Binding, DriverEntry};
 use super::SessionShared;
@@ -291,6 +291,7 @@ impl Routes {
         // Any route not yet measured here, or still warming up: exploration is due sooner
         // than a timed decision.
         let mut unmeasured = false;
+        let mut contention = None;
         for (i, r) in self.routes.iter().enumerate() {
             // Failing drivers are tried again by exploration, not here.
             if !self.usable(r) {
@@ -310,7 +311,20 @@ impl Routes {
                 continue;
             };
             unmeasured |= r.model.cell(op, class).samples() < WARM_UP;
-            let total = cost + state.backlog_ns.load(Ordering::Relaxed) as f64;
+            // A card's queue is its backlog; the CPU's is the wait for a core, and a request
+            // on a contended CPU also delays the threads waiting for it: its marginal cost,
+            // `cost × (2f − 1)` for contention `f` (`routing::cpu`), is what it costs
+            // everyone (routing by each request's own time alone leaves cards idle while
+            // threads queue for the CPU). Uncontended (f = 1) it is just `cost`.
+            let total = if r.entry.caps.synchronous {
+                let f = *contention.get_or_insert_with(cpu::contention);
+                cost * (2.0 * f - 1.0)
+            } else {
+                // The request in service is half done on average: the wait is the backlog
+                // less half of one request.
+                let backlog = state.backlog_ns.load(Ordering::Relaxed) as f64;
+                cost + (backlog - cost / 2.0).max(0.0)
+            };
             if best.is_none_or(|(_, t, _)| total < t) {
                 best = Some((i, total, cost));
             }
@@ -325,7 +339,7 @@ impl Routes {
             }
         }
         match best {
-            Some((index, _, cost)) => {
+            Some((index, total, cost)) => {
                 let r = &self.routes[index];
                 // Reusable while nothing else could win: a synchronous driver (no backlog
                 // of its own) that beats every other route even with theirs at zero, all of
@@ -337,7 +351,7 @@ impl Routes {
                         i == index
                             || o.refused()
                             || (o.model.cell(op, class).samples() >= WARM_UP
-                                && o.model.predict(op, class, len).is_some_and(|c| c >= cost))
+                                && o.model.predict(op, class, len).is_some_and(|c| c >= total))
                     });
                 let remembered = if reusable { index as u16 + 1 } else { 0 };
                 self.choice[op_index(op)][class.index()].store(remembered, Ordering::Relaxed);
