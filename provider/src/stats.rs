@@ -98,16 +98,7 @@ fn routing(out: &mut String, r: &ocf::RoutingStats) {
     }
     for d in &r.drivers {
         for m in &d.models {
-            let _ = writeln!(
-                out,
-                "model of {}: {} {}: setup {:.0} ns, {:.0} ns/KiB, {} samples",
-                d.driver,
-                m.algorithm,
-                m.op.map_or("any", ocf::Op::name),
-                m.setup_ns,
-                m.ns_per_kib,
-                m.samples
-            );
+            let _ = writeln!(out, "model of {}: {m}", d.driver);
         }
     }
 }

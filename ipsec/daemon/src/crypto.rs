@@ -44,17 +44,13 @@ fn routed_classes(routed: &[u64]) -> impl Iterator<Item = (SizeClass, u64)> + '_
     SizeClass::all().map(|c| (c, routed[c.index()])).filter(|&(_, n)| n > 0)
 }
 
-fn op_name(op: Option<ocf::Op>) -> &'static str {
-    op.map_or("any", ocf::Op::name)
-}
-
 /// `ipsecctl stats`' routing lines: the policy and its decisions, then per driver what was
 /// routed to it (by size class), explored, and skipped, and the model's estimates.
 ///
 /// ```text
 /// routing: policy cost-model, 94 full decisions, 41 ns per decision
 /// driver soft: routed 1200 (≤128 1000, ≤2K 200), explored 4, skipped 0 blocked 0 unhealthy, in flight 0
-///   model aead AES-GCM-128 encrypt: setup 410 ns, 230 ns/KiB, 75 samples
+///   model aead aes-gcm/128 encrypt: setup 410 ns, 230 ns/KiB, 75 samples
 /// driver sim:qat-like: routed 300 (≤2K 300), explored 300, skipped 2 blocked 0 unhealthy, in flight 1
 /// ```
 pub fn stats(r: &RoutingStats) -> String {
@@ -79,15 +75,7 @@ pub fn stats(r: &RoutingStats) -> String {
             d.in_flight
         );
         for m in &d.models {
-            let _ = writeln!(
-                out,
-                "  model {} {}: setup {:.0} ns, {:.0} ns/KiB, {} samples",
-                m.algorithm,
-                op_name(m.op),
-                m.setup_ns,
-                m.ns_per_kib,
-                m.samples
-            );
+            let _ = writeln!(out, "  model {m}");
         }
     }
     out
@@ -113,7 +101,7 @@ pub fn prometheus(r: &RoutingStats) -> String {
         (
             "routed_requests_total",
             "counter",
-            "Requests routed to a driver by a decision, by payload size class.",
+            "Requests a driver completed, by payload size class (routed there or pinned to it).",
         ),
         (
             "explored_requests_total",
@@ -154,7 +142,7 @@ pub fn prometheus(r: &RoutingStats) -> String {
             writeln!(o, "ocf_routing_skipped_total{{{drv},reason=\"unhealthy\"}} {}", d.skipped_unhealthy);
         let _ = writeln!(o, "ocf_driver_in_flight{{{drv}}} {}", d.in_flight);
         for m in &d.models {
-            let l = format!("{drv},algorithm=\"{}\",op=\"{}\"", label(&m.algorithm), op_name(m.op));
+            let l = format!("{drv},algorithm=\"{}\",op=\"{}\"", label(&m.algorithm), m.op_name());
             let _ = writeln!(o, "ocf_model_setup_ns{{{l}}} {}", m.setup_ns);
             let _ = writeln!(o, "ocf_model_ns_per_kib{{{l}}} {}", m.ns_per_kib);
             let _ = writeln!(o, "ocf_model_samples_total{{{l}}} {}", m.samples);

@@ -227,13 +227,11 @@ impl Routes {
     fn decide_fully(&self, op: Op, len: usize, shared: &RoutingShared, timed: bool) -> Pick {
         // The clock, read for a timed decision (its cost is measured from here).
         let now = if timed { profile::now() } else { 0 };
+        let retry = || if timed { self.retry_failing() } else { None };
         let pick = match self.policy {
             Policy::CostModel => self.least_cost(op, len, timed, now),
-            Policy::LeastLoaded | Policy::RoundRobin if timed && self.retry_failing().is_some() => {
-                self.retry_failing().unwrap_or_default()
-            }
-            Policy::LeastLoaded => self.least_loaded(),
-            Policy::RoundRobin => self.round_robin(),
+            Policy::LeastLoaded => retry().unwrap_or_else(|| self.least_loaded()),
+            Policy::RoundRobin => retry().unwrap_or_else(|| self.round_robin()),
             // A Priority session has one route; the first is its best.
             Policy::Priority => Pick::default(),
         };
