@@ -1,0 +1,363 @@
+//! # ocf-afalg — the Linux kernel crypto API as an ocf driver
+//!
+//! What `/dev/crypto` was to the BSDs, AF_ALG sockets are to Linux: the way from user space
+//! to the kernel's crypto drivers — hardware engines (Intel QAT, AMD CCP, NXP CAAM,
+//! SafeXcel, Atmel…), the CPU's instruction-set code (AES-NI, ARMv8 CE) and its generic C.
+//!
+//! ```text
+//!  AfalgDriver::probe() ─► crate::probe: bind every algorithm, read /proc/crypto
+//!        │                    (Unavailable: says why, registers nothing)
+//!        ▼
+//!  new_session ─► crate::session: bind, set key once (authenc key: crate::names), accept
+//!        ▼
+//!  process(req) ─┬─ sync:  run on the caller's thread ─► Done
+//!                └─ pool:  crate::pool lane ─► worker runs it ─► ctx.done   (full: Busy,
+//!                                                                 then unblock)
+//!  run: op socket ─► crate::socket: sendmsg (copy) or vmsplice+splice (zero-copy from
+//!       `zero_copy_min` bytes) ─► recv into the caller's pages ─► errno → crate::errors
+//! ```
+//!
+//! Each session's algorithm takes the class of the kernel implementation behind it
+//! (`/proc/crypto`'s highest-priority entry whose selftest passed): a hardware engine is
+//! [`Priority::Hardware`], instruction-set code [`Priority::AcceleratedSoftware`], generic C
+//! [`Priority::Software`]. Where the kernel has no AF_ALG, [`AfalgDriver::probe`] returns
+//! [`Unavailable`], whose `Display` is the one line to print.
+//!
+//! Names (as `-d` in cryptotest, `ipsecd --driver`): `afalg` (the default: a worker pool),
+//! `afalg:sync` (every request on the caller's thread), and keys
+//! `afalg:workers=N,queue=N,zero_copy=BYTES|off`; see [`Config::parse`].
+//!
+//! The crate denies `unsafe` but in one place: wrapping the descriptor `accept4` returns
+//! (`crate::socket::Transform::accept`).
+
+#![deny(unsafe_code)]
+
+mod errors;
+mod names;
+mod pool;
+mod probe;
+pub mod proc_crypto;
+mod session;
+mod socket;
+
+use std::fmt;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use ocf::{
+    Capabilities, CipherAlg, DigestAlg, Driver, DriverSession, Error, Failed, Framework, Hint, MacAlg, Mode,
+    Priority, Processed, Request, SessionContext, SessionParams,
+};
+
+pub use crate::errors::{Cause, KernelErrors};
+pub use crate::names::{authenc_key, KernelAlg, SockType};
+use crate::pool::{Job, Pool, PoolCounters};
+pub use crate::probe::{Missing, ProbeReport, Probed, Unavailable};
+use crate::session::SessionCore;
+pub use crate::socket::{AEAD_MAX, CHUNK};
+
+/// The name the driver registers under by default.
+pub const NAME: &str = "afalg";
+
+/// Payloads from this many bytes go to the kernel by vmsplice+splice instead of a copy
+/// (measured in the kernel machine; see the README's afalg section).
+pub const ZERO_COPY_MIN: usize = 16 * 1024;
+
+/// How the driver runs requests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Every request on the caller's thread (a synchronous driver).
+    pub synchronous: bool,
+    /// Worker threads of the pool (ignored when synchronous).
+    pub workers: usize,
+    /// Requests the pool holds before it answers Busy.
+    pub queue: usize,
+    /// Payloads from this many bytes are spliced (`usize::MAX`: never).
+    pub zero_copy_min: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Config { synchronous: false, workers: cpus.clamp(1, 4), queue: 64, zero_copy_min: ZERO_COPY_MIN }
+    }
+}
+
+impl Config {
+    /// Parses what follows `afalg:` in a driver name: `sync`, `workers=N`, `queue=N`,
+    /// `zero_copy=BYTES` or `zero_copy=off`, comma-separated. The error names the bad key.
+    pub fn parse(spec: &str) -> Result<Config, String> {
+        let mut c = Config::default();
+        for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let number = |v: &str| -> Result<usize, String> {
+                v.parse::<usize>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| format!("`{item}`: expected a positive number"))
+            };
+            match item.split_once('=') {
+                None if item == "sync" => c.synchronous = true,
+                Some(("workers", v)) => c.workers = number(v)?,
+                Some(("queue", v)) => c.queue = number(v)?,
+                Some(("zero_copy", "off")) => c.zero_copy_min = usize::MAX,
+                Some(("zero_copy", v)) => c.zero_copy_min = number(v)?,
+                _ => {
+                    return Err(format!(
+                        "unknown afalg option `{item}` (valid: sync, workers=N, queue=N, zero_copy=BYTES|off)"
+                    ))
+                }
+            }
+        }
+        Ok(c)
+    }
+}
+
+/// Why a driver named by a user could not be registered.
+#[derive(Debug)]
+pub enum AfalgError {
+    /// The kernel offers nothing (the usual case on machines without AF_ALG).
+    Unavailable(Unavailable),
+    /// The name is not `afalg` or `afalg:<options>`, or an option is wrong.
+    BadName(String),
+    /// The worker threads could not be started.
+    Spawn(std::io::Error),
+    /// The framework refused the driver.
+    Framework(Error),
+}
+
+impl fmt::Display for AfalgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AfalgError::Unavailable(u) => u.fmt(f),
+            AfalgError::BadName(why) => write!(f, "bad afalg driver name: {why}"),
+            AfalgError::Spawn(e) => write!(f, "afalg: cannot start the worker threads: {e}"),
+            AfalgError::Framework(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for AfalgError {}
+
+/// Counters the framework does not keep.
+pub(crate) struct Shared {
+    pub errors: KernelErrors,
+    pub pool: PoolCounters,
+}
+
+/// The driver's own counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AfalgStats {
+    /// Kernel errors by cause (non-zero ones).
+    pub kernel_errors: Vec<(Cause, u64)>,
+    /// Requests refused because every queue was full.
+    pub busy: u64,
+    /// `unblock` calls after Busy.
+    pub unblocks: u64,
+    /// Completion callbacks that panicked on a worker (the worker went on).
+    pub callback_panics: u64,
+}
+
+/// The AF_ALG driver. Make it with [`AfalgDriver::probe`] (or [`AfalgDriver::with_config`]).
+pub struct AfalgDriver {
+    name: String,
+    config: Config,
+    report: ProbeReport,
+    caps: Capabilities,
+    shared: Arc<Shared>,
+    pool: Option<Arc<Pool>>,
+}
+
+impl fmt::Debug for AfalgDriver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AfalgDriver").field("name", &self.name).field("config", &self.config).finish()
+    }
+}
+
+impl AfalgDriver {
+    /// Probes the kernel with the default configuration (a worker pool).
+    pub fn probe() -> Result<AfalgDriver, Unavailable> {
+        AfalgDriver::with_config(NAME, Config::default()).map_err(|e| match e {
+            AfalgError::Unavailable(u) => u,
+            // Thread creation failing is not a kernel matter, but the caller of `probe`
+            // asked for a driver or a reason; this one reads as the reason.
+            other => Unavailable::ProcCrypto(other.to_string()),
+        })
+    }
+
+    /// Probes the kernel and makes a driver named `name` that runs as `config` says.
+    pub fn with_config(name: &str, config: Config) -> Result<AfalgDriver, AfalgError> {
+        let report = probe::probe_kernel().map_err(AfalgError::Unavailable)?;
+        let caps = capabilities_of(&report, config.synchronous);
+        let shared = Arc::new(Shared { errors: KernelErrors::default(), pool: PoolCounters::default() });
+        let pool = match config.synchronous {
+            true => None,
+            false => Some(Arc::new(
+                Pool::new(config.workers, config.queue, shared.clone()).map_err(AfalgError::Spawn)?,
+            )),
+        };
+        Ok(AfalgDriver { name: name.to_owned(), config, report, caps, shared, pool })
+    }
+
+    /// What the kernel offers and what runs each algorithm.
+    pub fn report(&self) -> &ProbeReport {
+        &self.report
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The driver's counters.
+    pub fn stats(&self) -> AfalgStats {
+        let p = &self.shared.pool;
+        AfalgStats {
+            kernel_errors: self.shared.errors.nonzero(),
+            busy: p.busy.load(Ordering::Relaxed),
+            unblocks: p.unblocks.load(Ordering::Relaxed),
+            callback_panics: p.callback_panics.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Counters of kernel errors by cause.
+    pub fn kernel_errors(&self) -> &KernelErrors {
+        &self.shared.errors
+    }
+}
+
+/// What the probed algorithms make ocf capabilities of. Encrypt-then-MAC is claimed only if
+/// every listed cipher × MAC has its authenc (ocf's `Capabilities` has one flag for it);
+/// `probe_session` answers per combination anyway.
+fn capabilities_of(r: &ProbeReport, synchronous: bool) -> Capabilities {
+    let has = |n: Option<String>| n.is_some_and(|n| r.find(&n).is_some());
+    let ciphers: Vec<CipherAlg> =
+        CipherAlg::ALL.into_iter().filter(|c| has(names::cipher_name(*c).map(str::to_owned))).collect();
+    let macs: Vec<MacAlg> = MacAlg::ALL.into_iter().filter(|m| has(names::mac_name(*m))).collect();
+    let cipher_then_mac = !ciphers.is_empty()
+        && !macs.is_empty()
+        && ciphers.iter().all(|c| macs.iter().all(|m| has(names::authenc_name(*c, *m, false))));
+    Capabilities {
+        aeads: CipherAlg::ALL.into_iter().filter(|c| has(names::aead_name(*c).map(str::to_owned))).collect(),
+        digests: DigestAlg::ALL
+            .into_iter()
+            .filter(|d| has(names::digest_name(*d).map(str::to_owned)))
+            .collect(),
+        ciphers,
+        macs,
+        cipher_then_mac,
+        synchronous,
+        named_only: false,
+        multipart: false,
+    }
+}
+
+impl Driver for AfalgDriver {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.caps.clone()
+    }
+
+    fn probe_session(&self, params: &SessionParams) -> Option<Priority> {
+        if params.multipart {
+            return None;
+        }
+        // A MAC truncated below what the kernel's authenc accepts is still fine: authsize
+        // takes any length up to the digest's.
+        let alg = names::kernel_alg(params)?;
+        let probed = self.report.find(&alg.name)?;
+        if let Mode::Cipher { alg: CipherAlg::Null, .. } = params.mode {
+            // Copying through the kernel is never better than the CPU copying.
+            return Some(Priority::Software);
+        }
+        Some(probed.class)
+    }
+
+    fn new_session(
+        &self,
+        params: &SessionParams,
+        ctx: SessionContext,
+    ) -> Result<Box<dyn DriverSession>, Error> {
+        let core =
+            SessionCore::new(params, self.config.zero_copy_min).map_err(|c| self.shared.errors.record(c))?;
+        Ok(Box::new(AfalgSession {
+            core: Arc::new(core),
+            ctx,
+            shared: self.shared.clone(),
+            pool: self.pool.clone(),
+        }))
+    }
+}
+
+/// One session: its kernel state, and where its requests run.
+struct AfalgSession {
+    core: Arc<SessionCore>,
+    ctx: SessionContext,
+    shared: Arc<Shared>,
+    /// `None`: synchronous.
+    pool: Option<Arc<Pool>>,
+}
+
+impl DriverSession for AfalgSession {
+    fn process(&self, mut req: Request, _hint: Hint) -> Processed {
+        match &self.pool {
+            Some(pool) => {
+                pool.submit(Job { core: self.core.clone(), req, ctx: self.ctx.clone() }, &self.shared)
+            }
+            None => Processed::Done(match self.core.run(&mut req, &self.shared.errors) {
+                Ok(()) => Ok(req),
+                Err(e) => Err(Failed::new(e, req)),
+            }),
+        }
+    }
+}
+
+/// Makes the driver a name stands for: `afalg` or `afalg:<options>` ([`Config::parse`]).
+pub fn driver_named(name: &str) -> Result<AfalgDriver, AfalgError> {
+    let name = name.trim();
+    let config = match name.strip_prefix(NAME) {
+        Some("") => Config::default(),
+        Some(rest) => match rest.strip_prefix(':') {
+            Some(spec) => Config::parse(spec).map_err(AfalgError::BadName)?,
+            None => return Err(AfalgError::BadName(format!("{name:?} is not afalg or afalg:<options>"))),
+        },
+        None => return Err(AfalgError::BadName(format!("{name:?} is not afalg or afalg:<options>"))),
+    };
+    AfalgDriver::with_config(name, config)
+}
+
+/// Registers the driver `name` stands for (see [`driver_named`]); returns it.
+pub fn register_named(fw: &Framework, name: &str) -> Result<Arc<AfalgDriver>, AfalgError> {
+    let driver = Arc::new(driver_named(name)?);
+    fw.register(driver.clone()).map_err(AfalgError::Framework)?;
+    Ok(driver)
+}
+
+/// Registers the default `afalg` driver.
+pub fn register(fw: &Framework) -> Result<Arc<AfalgDriver>, AfalgError> {
+    register_named(fw, NAME)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_into_configs_and_bad_ones_say_why() {
+        assert!(Config::parse("sync").unwrap().synchronous);
+        let c = Config::parse("workers=3,queue=9,zero_copy=4096").unwrap();
+        assert_eq!((c.workers, c.queue, c.zero_copy_min, c.synchronous), (3, 9, 4096, false));
+        assert_eq!(Config::parse("zero_copy=off").unwrap().zero_copy_min, usize::MAX);
+        let e = Config::parse("workers=0").unwrap_err();
+        assert!(e.contains("workers=0"), "{e}");
+        let e = Config::parse("turbo").unwrap_err();
+        assert!(e.contains("unknown afalg option `turbo`"), "{e}");
+        for bad in ["afalgx", "soft", "afalg:turbo"] {
+            match driver_named(bad) {
+                Err(AfalgError::BadName(why)) => assert!(!why.is_empty()),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+    }
+}
