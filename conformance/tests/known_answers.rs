@@ -209,7 +209,9 @@ fn run_all_routed_is_clean_under_every_policy() {
         let routed = fw.routing();
         let used = routed.drivers.iter().filter(|d| d.routed_total() > 0).count();
         if policy == ocf::Policy::RoundRobin {
-            assert_eq!(used, 2, "round-robin uses both drivers: {routed:?}");
+            // soft and the simulated card, and afalg where the kernel has it.
+            let drivers = fw.drivers().len();
+            assert_eq!(used, drivers, "round-robin uses every driver: {routed:?}");
         }
     }
 }

@@ -23,9 +23,10 @@
 //! [`Priority::Software`]. Where the kernel has no AF_ALG, [`AfalgDriver::probe`] returns
 //! [`Unavailable`], whose `Display` is the one line to print.
 //!
-//! Names (as `-d` in cryptotest, `ipsecd --driver`): `afalg` (the default: a worker pool),
-//! `afalg:sync` (every request on the caller's thread), and keys
-//! `afalg:workers=N,queue=N,zero_copy=BYTES|off`; see [`Config::parse`].
+//! Names (as `-d` in cryptotest): `afalg` (hardware-backed sessions on a worker pool, the
+//! rest on the caller's thread: [`RunMode::ByClass`]), `afalg:sync` (everything on the
+//! caller's thread), `afalg:pool` (everything on the pool), and keys
+//! `workers=N,queue=N,zero_copy=BYTES|off`; see [`Config::parse`].
 //!
 //! The crate denies `unsafe` but in one place: wrapping the descriptor `accept4` returns
 //! (`crate::socket::Transform::accept`).
@@ -63,12 +64,26 @@ pub const NAME: &str = "afalg";
 /// (measured in the kernel machine; see the README's afalg section).
 pub const ZERO_COPY_MIN: usize = 16 * 1024;
 
+/// Where a session's requests run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunMode {
+    /// By the class of the kernel implementation: hardware on the pool (the kernel sleeps
+    /// while the engine works, so a pool keeps several requests in flight for one
+    /// submitter), the rest on the caller's thread (the kernel computes on the calling CPU:
+    /// a hop to a worker costs and gains nothing; measured in the kernel machine, see the
+    /// README's afalg section).
+    ByClass,
+    /// Every request on the caller's thread (`afalg:sync`).
+    Sync,
+    /// Every request on the pool (`afalg:pool`).
+    Pool,
+}
+
 /// How the driver runs requests.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
-    /// Every request on the caller's thread (a synchronous driver).
-    pub synchronous: bool,
-    /// Worker threads of the pool (ignored when synchronous).
+    pub run: RunMode,
+    /// Worker threads of the pool.
     pub workers: usize,
     /// Requests the pool holds before it answers Busy.
     pub queue: usize,
@@ -79,15 +94,17 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Config {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        Config { synchronous: false, workers: cpus.clamp(1, 4), queue: 64, zero_copy_min: ZERO_COPY_MIN }
+        Config { run: RunMode::ByClass, workers: cpus.clamp(2, 4), queue: 64, zero_copy_min: ZERO_COPY_MIN }
     }
 }
 
 impl Config {
-    /// Parses what follows `afalg:` in a driver name: `sync`, `workers=N`, `queue=N`,
-    /// `zero_copy=BYTES` or `zero_copy=off`, comma-separated. The error names the bad key.
+    /// Parses what follows `afalg:` in a driver name: `sync` or `pool`, `workers=N`,
+    /// `queue=N` (these two imply `pool` unless `sync` is given), `zero_copy=BYTES` or
+    /// `zero_copy=off`, comma-separated. The error names the bad item.
     pub fn parse(spec: &str) -> Result<Config, String> {
         let mut c = Config::default();
+        let mut sized = false;
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let number = |v: &str| -> Result<usize, String> {
                 v.parse::<usize>()
@@ -96,17 +113,21 @@ impl Config {
                     .ok_or_else(|| format!("`{item}`: expected a positive number"))
             };
             match item.split_once('=') {
-                None if item == "sync" => c.synchronous = true,
-                Some(("workers", v)) => c.workers = number(v)?,
-                Some(("queue", v)) => c.queue = number(v)?,
+                None if item == "sync" => c.run = RunMode::Sync,
+                None if item == "pool" => c.run = RunMode::Pool,
+                Some(("workers", v)) => (c.workers, sized) = (number(v)?, true),
+                Some(("queue", v)) => (c.queue, sized) = (number(v)?, true),
                 Some(("zero_copy", "off")) => c.zero_copy_min = usize::MAX,
                 Some(("zero_copy", v)) => c.zero_copy_min = number(v)?,
                 _ => {
                     return Err(format!(
-                        "unknown afalg option `{item}` (valid: sync, workers=N, queue=N, zero_copy=BYTES|off)"
+                        "unknown afalg option `{item}` (valid: sync, pool, workers=N, queue=N, zero_copy=BYTES|off)"
                     ))
                 }
             }
+        }
+        if sized && c.run == RunMode::ByClass {
+            c.run = RunMode::Pool;
         }
         Ok(c)
     }
@@ -187,11 +208,17 @@ impl AfalgDriver {
     /// Probes the kernel and makes a driver named `name` that runs as `config` says.
     pub fn with_config(name: &str, config: Config) -> Result<AfalgDriver, AfalgError> {
         let report = probe::probe_kernel().map_err(AfalgError::Unavailable)?;
-        let caps = capabilities_of(&report, config.synchronous);
+        let any_hardware = report.probed.iter().any(|p| p.class == Priority::Hardware);
+        let pooled = match config.run {
+            RunMode::Sync => false,
+            RunMode::Pool => true,
+            RunMode::ByClass => any_hardware,
+        };
+        let caps = capabilities_of(&report, !pooled);
         let shared = Arc::new(Shared { errors: KernelErrors::default(), pool: PoolCounters::default() });
-        let pool = match config.synchronous {
-            true => None,
-            false => Some(Arc::new(
+        let pool = match pooled {
+            false => None,
+            true => Some(Arc::new(
                 Pool::new(config.workers, config.queue, shared.clone()).map_err(AfalgError::Spawn)?,
             )),
         };
@@ -281,12 +308,13 @@ impl Driver for AfalgDriver {
     ) -> Result<Box<dyn DriverSession>, Error> {
         let core =
             SessionCore::new(params, self.config.zero_copy_min).map_err(|c| self.shared.errors.record(c))?;
-        Ok(Box::new(AfalgSession {
-            core: Arc::new(core),
-            ctx,
-            shared: self.shared.clone(),
-            pool: self.pool.clone(),
-        }))
+        let pooled = match self.config.run {
+            RunMode::Sync => false,
+            RunMode::Pool => true,
+            RunMode::ByClass => self.probe_session(params) == Some(Priority::Hardware),
+        };
+        let pool = self.pool.clone().filter(|_| pooled);
+        Ok(Box::new(AfalgSession { core: Arc::new(core), ctx, shared: self.shared.clone(), pool }))
     }
 }
 
@@ -345,9 +373,12 @@ mod tests {
 
     #[test]
     fn names_parse_into_configs_and_bad_ones_say_why() {
-        assert!(Config::parse("sync").unwrap().synchronous);
+        assert_eq!(Config::parse("").unwrap().run, RunMode::ByClass);
+        assert_eq!(Config::parse("sync").unwrap().run, RunMode::Sync);
+        assert_eq!(Config::parse("pool").unwrap().run, RunMode::Pool);
         let c = Config::parse("workers=3,queue=9,zero_copy=4096").unwrap();
-        assert_eq!((c.workers, c.queue, c.zero_copy_min, c.synchronous), (3, 9, 4096, false));
+        assert_eq!((c.workers, c.queue, c.zero_copy_min, c.run), (3, 9, 4096, RunMode::Pool));
+        assert_eq!(Config::parse("sync,workers=3").unwrap().run, RunMode::Sync);
         assert_eq!(Config::parse("zero_copy=off").unwrap().zero_copy_min, usize::MAX);
         let e = Config::parse("workers=0").unwrap_err();
         assert!(e.contains("workers=0"), "{e}");

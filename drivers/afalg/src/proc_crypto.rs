@@ -173,7 +173,7 @@ pub fn classify(driver: &str) -> Priority {
         // `qat_aes_gcm`, `sun8i_ce`: the prefix before an underscore names the engine.
         let head = lower.split('_').next().unwrap_or("");
         let words: Vec<&str> = lower.split('_').collect();
-        if HARDWARE.iter().any(|h| head == *h) {
+        if HARDWARE.contains(&head) {
             return Priority::Hardware;
         }
         if INSTRUCTIONS.contains(&lower.as_str()) || words.iter().any(|w| INSTRUCTIONS.contains(w)) {

@@ -20,7 +20,7 @@ use zeroize::Zeroizing;
 
 use crate::errors::{Cause, KernelErrors};
 use crate::names::{self, SockType};
-use crate::socket::{OpSocket, Transform};
+use crate::socket::{AeadRequest, OpSocket, Transform};
 
 /// What a session's requests do.
 enum Work {
@@ -160,15 +160,18 @@ impl SessionCore {
     }
 
     fn aead(&self, keyed: &Keyed, encrypt: bool, v: Views<'_>, esn: bool) -> Result<(), Cause> {
-        let zc = v.payload.len() >= self.zero_copy_min;
+        let zero_copy = v.payload.len() >= self.zero_copy_min;
+        let esn_hi = if esn { v.esn } else { &[] };
         let result = keyed.with_socket(|s| {
-            if esn {
-                let mut assoc = std::mem::take(&mut s.assoc);
-                let built = names::esn_assoc(v.aad, v.esn, &mut assoc);
-                s.assoc = assoc;
-                built.ok_or(Cause::EsnAad)?;
-            }
-            s.aead(encrypt, v.iv, v.aad, esn, v.payload, v.tag, zc)
+            s.aead(AeadRequest {
+                encrypt,
+                iv: v.iv,
+                aad: v.aad,
+                esn_hi,
+                data: v.payload,
+                tag: v.tag,
+                zero_copy,
+            })
         });
         if result.is_err() && !encrypt {
             // The kernel writes plaintext into the caller's pages before it compares the

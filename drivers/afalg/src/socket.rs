@@ -32,7 +32,7 @@ use nix::sys::socket::{
 };
 
 use crate::errors::Cause;
-use crate::names::SockType;
+use crate::names::{self, SockType};
 
 /// Skcipher requests go to the kernel in pieces of at most this many bytes (the IV chains
 /// from one to the next, `MSG_MORE`): a socket's buffer holds about 200 KiB.
@@ -94,7 +94,20 @@ pub struct OpSocket {
     pipe: Option<(OwnedFd, OwnedFd)>,
     scratch: Vec<u8>,
     /// `authencesn`'s associated data (see `crate::names::esn_assoc`).
-    pub assoc: Vec<u8>,
+    assoc: Vec<u8>,
+}
+
+/// One AEAD request's views: `aad` authenticated, `data` encrypted or decrypted in place,
+/// `tag` written (encrypt) or checked (decrypt). `esn_hi` non-empty: the transform is
+/// `authencesn`, and the AAD goes to it reordered (`crate::names::esn_assoc`).
+pub struct AeadRequest<'a> {
+    pub encrypt: bool,
+    pub iv: &'a [u8],
+    pub aad: &'a [u8],
+    pub esn_hi: &'a [u8],
+    pub data: &'a mut [u8],
+    pub tag: &'a mut [u8],
+    pub zero_copy: bool,
 }
 
 /// `ALG_OP_*` for `ALG_SET_OP`.
@@ -216,23 +229,17 @@ impl OpSocket {
         Ok(())
     }
 
-    /// One AEAD (or authenc) request: `assoc` authenticated, `data` encrypted or decrypted
-    /// in place, `tag` written (encrypt) or checked (decrypt). `assoc` is `self.assoc` when
-    /// `esn` (the ESN-ordered AAD built there).
-    pub fn aead(
-        &mut self,
-        encrypt: bool,
-        iv: &[u8],
-        aad: &[u8],
-        esn: bool,
-        data: &mut [u8],
-        tag: &mut [u8],
-        zero_copy: bool,
-    ) -> Result<(), Cause> {
-        let assoc_owned = std::mem::take(&mut self.assoc);
-        let assoc: &[u8] = if esn { &assoc_owned } else { aad };
-        let result = self.aead_with(encrypt, iv, assoc, data, tag, zero_copy);
-        self.assoc = assoc_owned;
+    /// One AEAD (or authenc/authencesn) request (see [`AeadRequest`]).
+    pub fn aead(&mut self, r: AeadRequest<'_>) -> Result<(), Cause> {
+        if r.esn_hi.is_empty() {
+            return self.aead_with(r.encrypt, r.iv, r.aad, r.data, r.tag, r.zero_copy);
+        }
+        let mut assoc = std::mem::take(&mut self.assoc);
+        let result = match names::esn_assoc(r.aad, r.esn_hi, &mut assoc) {
+            Some(()) => self.aead_with(r.encrypt, r.iv, &assoc, r.data, r.tag, r.zero_copy),
+            None => Err(Cause::EsnAad),
+        };
+        self.assoc = assoc;
         result
     }
 
@@ -263,10 +270,14 @@ impl OpSocket {
                 self.send(&parts, cmsgs, false)?;
             }
         }
-        // Out: AAD (a copy, into scratch) ‖ result ‖ tag (encrypt only).
-        self.scratch.resize(assoc.len(), 0);
+        // Out: AAD (a copy, into scratch) ‖ result ‖ tag (encrypt only). A decryption with
+        // neither AAD nor payload has no output, but algif_aead's recvmsg loops only while
+        // the caller's buffer has room: with an empty one it returns 0 without checking the
+        // tag (a forgery accepted) and leaves the request in the socket. One byte of room
+        // more makes it run the check; it writes nothing there.
+        let want = assoc.len() + data.len() + if encrypt { tag.len() } else { 0 };
+        self.scratch.resize(assoc.len() + usize::from(want == 0), 0);
         let tag_out: &mut [u8] = if encrypt { tag } else { &mut [] };
-        let want = assoc.len() + data.len() + tag_out.len();
         let mut iov = [IoSliceMut::new(&mut self.scratch), IoSliceMut::new(data), IoSliceMut::new(tag_out)];
         let msg =
             recvmsg::<()>(self.fd.as_raw_fd(), &mut iov, None, MsgFlags::MSG_DONTWAIT).map_err(recv_err)?;

@@ -645,6 +645,12 @@ fn listing() -> String {
     s.push_str(
         "                  each -d sim:… is a card of its own: the same twice is two cards (…, …#2)\n",
     );
+    s.push_str(
+        "  afalg         the Linux kernel crypto API (AF_ALG): hardware engines, instruction-set code or\n\
+         \x20               generic C, as /proc/crypto ranks them; hardware on a worker pool, the rest on\n\
+         \x20               the caller's thread. afalg:sync / afalg:pool force one; options workers=N,\n\
+         \x20               queue=N, zero_copy=BYTES|off. Skipped, with the reason, without AF_ALG\n",
+    );
     s.push_str("  all           soft, null and every named sim profile\n");
     s.push_str(
         "  auto          ocf chooses per request among the other drivers given (not null), by --policy\n",
