@@ -1,4 +1,5 @@
-//! The known-answer suite on every driver of the workspace (today: soft).
+//! The known-answer suite on every driver of the workspace (soft, the simulated card, and
+//! afalg where the kernel has AF_ALG: see `common`).
 //!
 //! Each suite is its own test so they run in parallel. Each asserts that nothing failed,
 //! and that the soft driver passed at least the expected number of cases in every layout

@@ -195,6 +195,9 @@ mod tests {
         // as testmgr.h's authenc vectors begin.
         #[cfg(target_endian = "little")]
         assert_eq!(&k[..8], &[8, 0, 1, 0, 0, 0, 0, 16]);
+        // The copy holds both keys: it wipes itself when dropped.
+        fn wipes_on_drop<T: zeroize::ZeroizeOnDrop>(_: &T) {}
+        wipes_on_drop(&k);
     }
 
     #[test]

@@ -651,6 +651,19 @@ fn listing() -> String {
          \x20               the caller's thread. afalg:sync / afalg:pool force one; options workers=N,\n\
          \x20               queue=N, zero_copy=BYTES|off. Skipped, with the reason, without AF_ALG\n",
     );
+    // What this kernel offers (the probe binds each algorithm and reads /proc/crypto).
+    match ocf_afalg::AfalgDriver::probe() {
+        Ok(d) => {
+            s.push_str(
+                "                  this kernel: type, name, implementation, kernel priority, class
+",
+            );
+            for line in d.report().to_string().lines() {
+                s.push_str(&format!("                {line}\n"));
+            }
+        }
+        Err(why) => s.push_str(&format!("                  this kernel: {why}\n")),
+    }
     s.push_str("  all           soft, null and every named sim profile\n");
     s.push_str(
         "  auto          ocf chooses per request among the other drivers given (not null), by --policy\n",
