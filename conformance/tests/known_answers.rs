@@ -59,6 +59,37 @@ fn run_and_check(suite: Suite, expected: &[Expected], sources: &[&str]) {
             e.rejected_at_setup
         );
         assert_eq!(tally.skipped, 0, "{}: the soft driver skipped cases\n{report}", e.family);
+        // Every other driver that lists the family passes every case soft passes (afalg in
+        // the kernel machine: the kernel's implementation on every known answer).
+        for d in fw.drivers().iter().filter(|d| d.name != ocf_soft::NAME && lists(&d.capabilities, e.family))
+        {
+            let theirs = report.tally(&d.name, e.family);
+            for layout in Layout::ALL {
+                assert_eq!(
+                    theirs.passed(layout),
+                    tally.passed(layout),
+                    "{}: {} passed {} cases {}, soft {}\n{report}",
+                    e.family,
+                    d.name,
+                    theirs.passed(layout),
+                    layout.name(),
+                    tally.passed(layout)
+                );
+            }
+        }
+    }
+}
+
+/// Whether a driver's capabilities list the algorithm of `family`.
+fn lists(caps: &ocf::Capabilities, family: Family) -> bool {
+    match family {
+        Family::Cipher(c) => caps.ciphers.contains(&c) || caps.aeads.contains(&c),
+        Family::Digest(d) => caps.digests.contains(&d),
+        Family::Mac(m) => caps.macs.contains(&m),
+        Family::CipherThenMac(c, m) => {
+            caps.cipher_then_mac && caps.ciphers.contains(&c) && caps.macs.contains(&m)
+        }
+        Family::Other(_) => false,
     }
 }
 
