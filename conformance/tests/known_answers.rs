@@ -1,4 +1,5 @@
-//! The known-answer suite on every driver of the workspace (today: soft).
+//! The known-answer suite on every driver of the workspace (soft, the simulated card, and
+//! afalg where the kernel has AF_ALG: see `common`).
 //!
 //! Each suite is its own test so they run in parallel. Each asserts that nothing failed,
 //! and that the soft driver passed at least the expected number of cases in every layout
@@ -58,6 +59,37 @@ fn run_and_check(suite: Suite, expected: &[Expected], sources: &[&str]) {
             e.rejected_at_setup
         );
         assert_eq!(tally.skipped, 0, "{}: the soft driver skipped cases\n{report}", e.family);
+        // Every other driver that lists the family passes every case soft passes (afalg in
+        // the kernel machine: the kernel's implementation on every known answer).
+        for d in fw.drivers().iter().filter(|d| d.name != ocf_soft::NAME && lists(&d.capabilities, e.family))
+        {
+            let theirs = report.tally(&d.name, e.family);
+            for layout in Layout::ALL {
+                assert_eq!(
+                    theirs.passed(layout),
+                    tally.passed(layout),
+                    "{}: {} passed {} cases {}, soft {}\n{report}",
+                    e.family,
+                    d.name,
+                    theirs.passed(layout),
+                    layout.name(),
+                    tally.passed(layout)
+                );
+            }
+        }
+    }
+}
+
+/// Whether a driver's capabilities list the algorithm of `family`.
+fn lists(caps: &ocf::Capabilities, family: Family) -> bool {
+    match family {
+        Family::Cipher(c) => caps.ciphers.contains(&c) || caps.aeads.contains(&c),
+        Family::Digest(d) => caps.digests.contains(&d),
+        Family::Mac(m) => caps.macs.contains(&m),
+        Family::CipherThenMac(c, m) => {
+            caps.cipher_then_mac && caps.ciphers.contains(&c) && caps.macs.contains(&m)
+        }
+        Family::Other(_) => false,
     }
 }
 
@@ -209,7 +241,9 @@ fn run_all_routed_is_clean_under_every_policy() {
         let routed = fw.routing();
         let used = routed.drivers.iter().filter(|d| d.routed_total() > 0).count();
         if policy == ocf::Policy::RoundRobin {
-            assert_eq!(used, 2, "round-robin uses both drivers: {routed:?}");
+            // soft and the simulated card, and afalg where the kernel has it.
+            let drivers = fw.drivers().len();
+            assert_eq!(used, drivers, "round-robin uses every driver: {routed:?}");
         }
     }
 }

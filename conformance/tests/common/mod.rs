@@ -20,5 +20,21 @@ pub fn framework_with_all_drivers_and(policy: ocf::Policy) -> Framework {
     // driver, but through its own ring, device thread and asynchronous completion, so the
     // suite checks that path end to end.
     ocf_sim::register(&fw, SIM).expect("registering the simulated accelerator");
+    register_afalg(&fw);
     fw
+}
+
+/// The Linux kernel's crypto API, where the kernel has AF_ALG: it gets every algorithm the
+/// kernel offers. Elsewhere (this host) it is skipped with the reason, once per process;
+/// with `OCF_REQUIRE_AFALG=1` (the kernel machine's suite, `tests/kernel/afalg`) a driver
+/// that registers nothing fails the test instead.
+pub fn register_afalg(fw: &Framework) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    match ocf_afalg::register(fw) {
+        Ok(_) => {}
+        Err(e) if std::env::var_os("OCF_REQUIRE_AFALG").is_some_and(|v| v == "1") => {
+            panic!("OCF_REQUIRE_AFALG=1, but: {e}")
+        }
+        Err(e) => SAID.call_once(|| eprintln!("conformance: afalg skipped: {e}")),
+    }
 }

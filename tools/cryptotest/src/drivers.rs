@@ -1,5 +1,5 @@
 //! The drivers cryptotest can measure, by the names given to `-d`: `soft`, `null`,
-//! `sim:PROFILE`, `all`, and `auto`. Resolving checks every name before anything runs;
+//! `sim:PROFILE`, `afalg` (and `afalg:OPTIONS`), `all`, and `auto`. Resolving checks every name before anything runs;
 //! registering puts them (and `soft`, the reference for `--verify`) into one framework.
 //!
 //! `auto` is no driver but a column in which ocf chooses among the others: its sessions
@@ -9,6 +9,11 @@
 //! Each `sim:` value is a card of its own: `-d sim:hifn7951 -d sim:hifn7951` is two cards,
 //! named as `ocf_sim::register` names them (`sim:hifn7951`, then `sim:hifn7951#2`); `soft`,
 //! `null` and `auto` count once.
+//!
+//! `afalg` is the Linux kernel's crypto API: where the kernel has no AF_ALG (or offers
+//! nothing), registering it prints the reason on stderr and leaves its column out; the
+//! run goes on with the other drivers. `-d all` does not include it (it would probe the
+//! kernel on every run): name it.
 
 use ocf::Framework;
 use ocf_sim::{SimProfile, PROFILE_NAMES};
@@ -20,6 +25,8 @@ pub enum DriverSpec {
     Null,
     /// A simulated accelerator with this profile string (as given, after `sim:`).
     Sim(String),
+    /// The kernel's crypto API, by its whole name (`afalg`, `afalg:sync`, …).
+    Afalg(String),
     /// ocf's choice among the other drivers listed.
     Auto,
 }
@@ -37,7 +44,7 @@ pub fn all() -> Vec<DriverSpec> {
 /// The valid `-d` values, for error messages and `--list`.
 pub fn valid_names() -> String {
     format!(
-        "soft, null, sim:PROFILE (PROFILE: {} or ring=N,setup=TIME,rate=RATE[,…]), all, auto",
+        "soft, null, sim:PROFILE (PROFILE: {} or ring=N,setup=TIME,rate=RATE[,…]), afalg[:sync|pool,workers=N,queue=N,zero_copy=BYTES|off], all, auto",
         PROFILE_NAMES.join(", ")
     )
 }
@@ -53,6 +60,14 @@ pub fn resolve(names: &[String]) -> Result<Vec<DriverSpec>, String> {
             "soft" => vec![DriverSpec::Soft],
             "null" => vec![DriverSpec::Null],
             AUTO => vec![DriverSpec::Auto],
+            _ if name == ocf_afalg::NAME || name.starts_with("afalg:") => {
+                // Check the options now; whether the kernel has AF_ALG is found at registration.
+                if let Some(opts) = name.strip_prefix("afalg:") {
+                    ocf_afalg::Config::parse(opts)
+                        .map_err(|e| format!("bad driver `{name}`: {e}\nvalid drivers: {}", valid_names()))?;
+                }
+                vec![DriverSpec::Afalg(name.to_owned())]
+            }
             _ => match name.strip_prefix("sim:") {
                 Some(profile) => {
                     // Parse now so a bad profile is a usage error, not a failure mid-run.
@@ -83,22 +98,33 @@ pub fn resolve(names: &[String]) -> Result<Vec<DriverSpec>, String> {
 
 /// Whether `auto` routes to this driver.
 fn routable(s: &DriverSpec) -> bool {
-    matches!(s, DriverSpec::Soft | DriverSpec::Sim(_))
+    matches!(s, DriverSpec::Soft | DriverSpec::Sim(_) | DriverSpec::Afalg(_))
 }
 
-/// Registers one driver; returns its name.
-fn register_one(fw: &Framework, spec: &DriverSpec) -> Result<String, String> {
+/// Registers one driver; returns its name, or `None` for an `afalg` the kernel cannot
+/// give (the reason printed on stderr).
+fn register_one(fw: &Framework, spec: &DriverSpec) -> Result<Option<String>, String> {
     match spec {
         DriverSpec::Soft => {
             ocf_soft::register(fw).map_err(|e| format!("cannot register soft: {e}"))?;
-            Ok(ocf_soft::NAME.to_owned())
+            Ok(Some(ocf_soft::NAME.to_owned()))
         }
         DriverSpec::Null => {
             ocf_null::register(fw).map_err(|e| format!("cannot register null: {e}"))?;
-            Ok(ocf_null::NAME.to_owned())
+            Ok(Some(ocf_null::NAME.to_owned()))
         }
-        DriverSpec::Sim(p) => ocf_sim::register(fw, p).map_err(|e| format!("cannot register sim:{p}: {e}")),
-        DriverSpec::Auto => Ok(AUTO.to_owned()),
+        DriverSpec::Sim(p) => {
+            ocf_sim::register(fw, p).map(Some).map_err(|e| format!("cannot register sim:{p}: {e}"))
+        }
+        DriverSpec::Afalg(name) => match ocf_afalg::register_named(fw, name) {
+            Ok(_) => Ok(Some(name.clone())),
+            Err(ocf_afalg::AfalgError::Unavailable(why)) => {
+                eprintln!("cryptotest: {name} skipped: {why}");
+                Ok(None)
+            }
+            Err(e) => Err(format!("cannot register {name}: {e}")),
+        },
+        DriverSpec::Auto => Ok(Some(AUTO.to_owned())),
     }
 }
 
@@ -108,16 +134,16 @@ fn register_one(fw: &Framework, spec: &DriverSpec) -> Result<String, String> {
 pub fn register(fw: &Framework, specs: &[DriverSpec]) -> Result<Vec<String>, String> {
     register_one(fw, &DriverSpec::Soft)?;
     let name = |s: &DriverSpec| match s {
-        DriverSpec::Soft => Ok(ocf_soft::NAME.to_owned()),
+        DriverSpec::Soft => Ok(Some(ocf_soft::NAME.to_owned())),
         _ => register_one(fw, s),
     };
-    specs.iter().map(name).collect()
+    specs.iter().filter_map(|s| name(s).transpose()).collect()
 }
 
 /// Registers, into `auto`'s own framework, exactly the drivers it routes to: those listed
 /// but `null` (and `auto`). Returns their names in order (the first is `--oracle`'s A).
 pub fn register_routed(fw: &Framework, specs: &[DriverSpec]) -> Result<Vec<String>, String> {
-    specs.iter().filter(|s| routable(s)).map(|s| register_one(fw, s)).collect()
+    specs.iter().filter(|s| routable(s)).filter_map(|s| register_one(fw, s).transpose()).collect()
 }
 
 #[cfg(test)]
@@ -183,6 +209,22 @@ mod tests {
         assert!(e.contains("unknown driver `gpu`") && e.contains("sim:PROFILE"), "{e}");
         let e = resolve(&["sim:hifn9999".into()]).unwrap_err();
         assert!(e.contains("hifn9999") && e.contains("hifn7951"), "{e}");
+    }
+
+    /// `afalg` resolves (its options checked); where the kernel has no AF_ALG (this host)
+    /// registering it skips its column with the reason instead of failing the run.
+    #[test]
+    fn afalg_resolves_and_skips_where_the_kernel_lacks_it() {
+        let specs = resolve(&names(&["soft", "afalg", "afalg:sync", "auto"])).unwrap();
+        assert_eq!(specs[1], DriverSpec::Afalg("afalg".into()));
+        let e = resolve(&names(&["afalg:turbo"])).unwrap_err();
+        assert!(e.contains("afalg:turbo") && e.contains("unknown afalg option"), "{e}");
+        let fw = Framework::new();
+        let cols = register(&fw, &specs).unwrap();
+        match ocf_afalg::AfalgDriver::probe() {
+            Ok(_) => assert_eq!(cols, ["soft", "afalg", "afalg:sync", "auto"]),
+            Err(_) => assert_eq!(cols, ["soft", "auto"], "afalg left out, the run goes on"),
+        }
     }
 
     #[test]

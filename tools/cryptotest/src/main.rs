@@ -645,6 +645,25 @@ fn listing() -> String {
     s.push_str(
         "                  each -d sim:… is a card of its own: the same twice is two cards (…, …#2)\n",
     );
+    s.push_str(
+        "  afalg         the Linux kernel crypto API (AF_ALG): hardware engines, instruction-set code or\n\
+         \x20               generic C, as /proc/crypto ranks them; hardware on a worker pool, the rest on\n\
+         \x20               the caller's thread. afalg:sync / afalg:pool force one; options workers=N,\n\
+         \x20               queue=N, zero_copy=BYTES|off. Skipped, with the reason, without AF_ALG\n",
+    );
+    // What this kernel offers (the probe binds each algorithm and reads /proc/crypto).
+    match ocf_afalg::AfalgDriver::probe() {
+        Ok(d) => {
+            s.push_str(
+                "                  this kernel: type, name, implementation, kernel priority, class
+",
+            );
+            for line in d.report().to_string().lines() {
+                s.push_str(&format!("                {line}\n"));
+            }
+        }
+        Err(why) => s.push_str(&format!("                  this kernel: {why}\n")),
+    }
     s.push_str("  all           soft, null and every named sim profile\n");
     s.push_str(
         "  auto          ocf chooses per request among the other drivers given (not null), by --policy\n",
