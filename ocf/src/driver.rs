@@ -10,6 +10,12 @@
 //!   later completion through [`SessionContext::done`], or refuses it as momentarily
 //!   [`Processed::Busy`] (the paper's ERESTART).
 //!
+//! A request that fails by the driver's own fault (a device error, a kernel error) fails
+//! with [`Error::DriverFailure`] when its buffer is as it came — a routed session then
+//! redoes it once on another driver — or with [`Error::DriverFailureMidway`], its buffer
+//! wiped, when the driver had already begun writing it (the input is gone; it is not
+//! redone). Either way routing counts the driver as failing until it succeeds again.
+//!
 //! Parameters reaching a driver were validated by [`crate::SessionParams::validate`], and
 //! requests by the session's request rules: a driver re-checks nothing.
 //!

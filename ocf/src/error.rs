@@ -94,8 +94,14 @@ pub enum Error {
     DetachTimeout {
         in_flight: usize,
     },
-    /// The driver reported a failure of its own (hardware fault, library error).
+    /// The driver reported a failure of its own (hardware fault, library error) and handed
+    /// the request back as it came: a routed session redoes it once on another driver.
     DriverFailure(&'static str),
+    /// The driver failed by a fault of its own after it had begun writing the request's
+    /// buffer (a kernel or device error part-way through a message): the buffer was wiped,
+    /// and unlike [`Error::DriverFailure`] the request is not redone elsewhere — its input
+    /// is gone.
+    DriverFailureMidway(&'static str),
     /// A completion callback panicked on a framework thread. Only counted (nobody is there
     /// to receive it); the thread goes on with the next request.
     CallbackPanicked,
@@ -132,6 +138,7 @@ impl Error {
             Error::WouldBlock => ErrorKind::WouldBlock,
             Error::DetachTimeout { .. } => ErrorKind::DetachTimeout,
             Error::DriverFailure(_) => ErrorKind::DriverFailure,
+            Error::DriverFailureMidway(_) => ErrorKind::DriverFailureMidway,
             Error::CallbackPanicked => ErrorKind::CallbackPanicked,
             Error::BadPart(_) => ErrorKind::BadPart,
         }
@@ -185,6 +192,9 @@ impl fmt::Display for Error {
                 write!(f, "unregistered driver still holds {in_flight} requests after the drain timeout")
             }
             Error::DriverFailure(why) => write!(f, "driver failure: {why}"),
+            Error::DriverFailureMidway(why) => {
+                write!(f, "driver failure part-way through the request (its buffer was wiped): {why}")
+            }
             Error::CallbackPanicked => f.write_str("a completion callback panicked"),
             Error::BadPart(why) => write!(f, "bad part of a multi-part message: {why}"),
         }
@@ -221,11 +231,12 @@ pub enum ErrorKind {
     DriverFailure,
     CallbackPanicked,
     BadPart,
+    DriverFailureMidway,
 }
 
 impl ErrorKind {
     /// Number of kinds (length of a counter array).
-    pub const COUNT: usize = ErrorKind::BadPart as usize + 1;
+    pub const COUNT: usize = ErrorKind::DriverFailureMidway as usize + 1;
 
     /// Every kind, in counter order.
     pub const ALL: [ErrorKind; ErrorKind::COUNT] = [
@@ -252,6 +263,7 @@ impl ErrorKind {
         ErrorKind::DriverFailure,
         ErrorKind::CallbackPanicked,
         ErrorKind::BadPart,
+        ErrorKind::DriverFailureMidway,
     ];
 
     /// A stable snake_case name, for statistics output.
@@ -280,6 +292,7 @@ impl ErrorKind {
             ErrorKind::DriverFailure => "driver_failure",
             ErrorKind::CallbackPanicked => "callback_panicked",
             ErrorKind::BadPart => "bad_part",
+            ErrorKind::DriverFailureMidway => "driver_failure_midway",
         }
     }
 }

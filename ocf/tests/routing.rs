@@ -1,6 +1,7 @@
 //! Routing each request (crate `routing`): small requests on the CPU, large ones on a device
 //! that wins there, a Busy, failing or stalled device routed around with nothing lost, two
-//! identical devices balanced, and every policy serving every request.
+//! identical devices balanced, and every policy serving every request. A device that fails a
+//! request part-way (its buffer wiped) is routed around too, but that request is not redone.
 //!
 //! The drivers here take a known time per request (`setup + bytes × per_byte`; spun on the
 //! CPU so that it is exact, slept through if long): `Cpu` finishes in `process`, `Card` completes later on its own
@@ -90,6 +91,8 @@ struct CardShared {
     wake: Condvar,
     /// Deliver every request as a device fault, untouched.
     failing: AtomicBool,
+    /// Deliver every request as a device fault part-way through, its buffer wiped.
+    midway: AtomicBool,
     /// Fetch nothing while set.
     paused: AtomicBool,
     completed: AtomicU64,
@@ -112,6 +115,7 @@ impl Card {
             queue: Mutex::default(),
             wake: Condvar::new(),
             failing: AtomicBool::new(false),
+            midway: AtomicBool::new(false),
             paused: AtomicBool::new(false),
             completed: AtomicU64::new(0),
         });
@@ -156,6 +160,9 @@ impl CardShared {
             spin(self.setup_ns + (req.buf.len() as f64 * self.per_byte_ns) as u64);
             let outcome = if self.failing.load(Ordering::SeqCst) {
                 Err(Failed::new(Error::DriverFailure("test card: device fault"), req))
+            } else if self.midway.load(Ordering::SeqCst) {
+                req.buf = vec![0; req.buf.len()].into();
+                Err(Failed::new(Error::DriverFailureMidway("test card: fault mid-request"), req))
             } else {
                 xor(&mut req);
                 Ok(req)
@@ -319,6 +326,45 @@ fn a_failing_card_is_routed_around_and_its_failed_requests_are_redone_elsewhere(
         run_many(&s, 20, 512);
     }
     assert!(routed(&fw, "card", 512) >= start + 50, "a recovered card is used again");
+}
+
+#[test]
+fn a_card_failing_midway_is_routed_around_but_its_wiped_requests_are_not_redone() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let fw = framework(Policy::CostModel);
+    fw.register(Arc::new(Cpu { name: "cpu", setup_ns: 50_000, per_byte_ns: 0.0 })).unwrap();
+    let card = Card::new("card", 5_000, 0.0, 16);
+    fw.register(card.clone()).unwrap();
+    let s = fw.new_session(&params()).unwrap();
+    run_many(&s, 200, 512);
+    assert!(routed(&fw, "card", 512) > 150, "the faster card serves first");
+    card.shared.midway.store(true, Ordering::SeqCst);
+    let before = card.shared.completed.load(Ordering::SeqCst);
+    let (mut failed, mut good) = (0, 0);
+    for i in 0..200 {
+        let data: Vec<u8> = (0..512).map(|b| (b + i) as u8).collect();
+        match s.run(Request::new(Op::Encrypt, data.clone())) {
+            Ok(done) => {
+                assert!(done.buf.to_vec() == data.iter().map(|b| b ^ 0x5a).collect::<Vec<_>>());
+                good += 1;
+            }
+            Err(f) => {
+                // Not redone on the CPU: the card had already written the buffer.
+                assert!(matches!(f.error(), Error::DriverFailureMidway(_)), "{}", f.error());
+                assert!(f.request.buf.to_vec().iter().all(|b| *b == 0), "the buffer comes back wiped");
+                failed += 1;
+            }
+        }
+    }
+    let faults = card.shared.completed.load(Ordering::SeqCst) - before;
+    assert_eq!(failed, faults, "each fault reaches its caller, none is redone");
+    assert!((1..=5).contains(&faults), "then the card is left alone: {faults}");
+    assert_eq!(good + failed, 200);
+    let st = fw.driver_stats("card").unwrap();
+    assert_eq!(st.errors.get(ErrorKind::DriverFailureMidway), faults, "counted under its own cause");
+    assert_eq!(st.errors.get(ErrorKind::DriverFailure), 0);
+    let r = fw.routing();
+    assert!(r.drivers.iter().find(|d| d.driver == "card").unwrap().skipped_unhealthy > 0, "{r:?}");
 }
 
 #[test]

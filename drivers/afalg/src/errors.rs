@@ -5,6 +5,11 @@
 //! (a bad tag, an invalid request, no memory, a message larger than the socket takes), so
 //! the driver keeps its own counter per cause, read with `AfalgDriver::kernel_errors`.
 //! A bad tag (`EBADMSG`) is ocf's `AuthFailed`, which ocf counts under `auth_failed` too.
+//!
+//! A failure before the kernel wrote into the request's pages leaves the request as it came:
+//! `DriverFailure`, which a routed session redoes on another driver. One after (a
+//! [`Fault`] with `midway`: the receive had begun, or a later piece of a long message
+//! failed) wipes the payload and is `DriverFailureMidway`, never redone.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -92,9 +97,10 @@ impl Cause {
         }
     }
 
-    /// The ocf error a request fails with.
-    pub fn error(self) -> Error {
-        Error::DriverFailure(match self {
+    /// The ocf error a request fails with; `midway`: the kernel had begun writing the
+    /// request's buffer (see the module docs).
+    pub fn error(self, midway: bool) -> Error {
+        let why = match self {
             Cause::BadTag => return Error::AuthFailed,
             Cause::Invalid => "afalg: the kernel refused the request as invalid (EINVAL)",
             Cause::NoMemory => "afalg: the kernel is out of memory (ENOMEM)",
@@ -107,7 +113,26 @@ impl Cause {
             Cause::Setup => "afalg: the kernel refused the session's key or tag length",
             Cause::EsnAad => "afalg: ESN needs at least 4 bytes of AAD (authencesn)",
             Cause::Other => "afalg: unexpected kernel error",
-        })
+        };
+        match midway {
+            true => Error::DriverFailureMidway(why),
+            false => Error::DriverFailure(why),
+        }
+    }
+}
+
+/// A request's failure: its cause, and whether the kernel had begun writing the request's
+/// pages (the receive had started) when it came.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fault {
+    pub cause: Cause,
+    pub midway: bool,
+}
+
+impl From<Cause> for Fault {
+    /// A failure before anything was written.
+    fn from(cause: Cause) -> Fault {
+        Fault { cause, midway: false }
     }
 }
 
@@ -122,10 +147,11 @@ impl fmt::Display for Cause {
 pub struct KernelErrors([AtomicU64; Cause::COUNT]);
 
 impl KernelErrors {
-    /// Counts `cause` and returns its ocf error.
-    pub fn record(&self, cause: Cause) -> Error {
+    /// Counts the fault's cause and returns its ocf error.
+    pub fn record(&self, fault: impl Into<Fault>) -> Error {
+        let Fault { cause, midway } = fault.into();
         self.0[cause as usize].fetch_add(1, Ordering::Relaxed);
-        cause.error()
+        cause.error(midway)
     }
 
     pub fn get(&self, cause: Cause) -> u64 {
@@ -144,7 +170,8 @@ mod tests {
 
     #[test]
     fn every_errno_has_its_cause_and_error() {
-        assert_eq!(Cause::of(Errno::EBADMSG, false).error(), Error::AuthFailed);
+        assert_eq!(Cause::of(Errno::EBADMSG, false).error(false), Error::AuthFailed);
+        assert_eq!(Cause::of(Errno::EBADMSG, false).error(true), Error::AuthFailed);
         assert_eq!(Cause::of(Errno::EINVAL, true), Cause::Invalid);
         assert_eq!(Cause::of(Errno::ENOMEM, false), Cause::NoMemory);
         assert_eq!(Cause::of(Errno::EAGAIN, true), Cause::TooLarge);
@@ -152,9 +179,12 @@ mod tests {
         assert_eq!(Cause::of(Errno::ENOKEY, false), Cause::NoKey);
         assert_eq!(Cause::of(Errno::EIO, false), Cause::Other);
         for c in Cause::ALL {
-            match c.error() {
-                Error::AuthFailed => assert_eq!(c, Cause::BadTag),
-                Error::DriverFailure(why) => assert!(why.starts_with("afalg: "), "{why}"),
+            match (c.error(false), c.error(true)) {
+                (Error::AuthFailed, Error::AuthFailed) => assert_eq!(c, Cause::BadTag),
+                (Error::DriverFailure(why), Error::DriverFailureMidway(why2)) => {
+                    assert!(why.starts_with("afalg: "), "{why}");
+                    assert_eq!(why, why2);
+                }
                 e => panic!("{c}: {e:?}"),
             }
         }
@@ -170,7 +200,7 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), Cause::COUNT);
         let k = KernelErrors::default();
-        assert_eq!(k.record(Cause::Invalid), Cause::Invalid.error());
+        assert_eq!(k.record(Cause::Invalid), Cause::Invalid.error(false));
         k.record(Cause::Invalid);
         k.record(Cause::BadTag);
         assert_eq!(k.nonzero(), vec![(Cause::BadTag, 1), (Cause::Invalid, 2)]);

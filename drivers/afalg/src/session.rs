@@ -18,7 +18,7 @@ use ocf::{Error, Mode, Op, Request, SessionParams, Views, MAX_TAG_LEN};
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
-use crate::errors::{Cause, KernelErrors};
+use crate::errors::{Cause, Fault, KernelErrors};
 use crate::names::{self, SockType};
 use crate::socket::{AeadRequest, OpSocket, Transform};
 
@@ -53,18 +53,21 @@ impl Keyed {
     }
 
     /// Runs `f` on a free operation socket (accepting one if none is free), then keeps the
-    /// socket unless `f` failed with anything but a bad tag.
-    fn with_socket(&self, f: impl FnOnce(&mut OpSocket) -> Result<(), Cause>) -> Result<(), Cause> {
+    /// socket unless `f` failed with anything but a bad tag. A failure says whether the
+    /// kernel had begun writing the request's pages.
+    fn with_socket(&self, f: impl FnOnce(&mut OpSocket) -> Result<(), Cause>) -> Result<(), Fault> {
         let taken = self.free.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let mut sock = match taken {
             Some(s) => s,
             None => self.tfm.accept().map_err(|_| Cause::Accept)?,
         };
+        sock.begin();
         let result = f(&mut sock);
+        let midway = sock.wrote();
         if matches!(result, Ok(()) | Err(Cause::BadTag)) {
             self.free.lock().unwrap_or_else(|p| p.into_inner()).push(sock);
         }
-        result
+        result.map_err(|cause| Fault { cause, midway })
     }
 }
 
@@ -124,21 +127,24 @@ impl SessionCore {
     /// Does one request; the error is counted in `errors`.
     pub(crate) fn run(&self, req: &mut Request, errors: &KernelErrors) -> Result<(), Error> {
         let op = req.op;
-        req.with_views(|v| self.run_views(op, v)).map_err(|cause| errors.record(cause))
+        req.with_views(|v| self.run_views(op, v)).map_err(|fault| errors.record(fault))
     }
 
-    fn run_views(&self, op: Op, v: Views<'_>) -> Result<(), Cause> {
+    fn run_views(&self, op: Op, v: Views<'_>) -> Result<(), Fault> {
         let zc = v.payload.len() >= self.zero_copy_min;
         let encrypt = op == Op::Encrypt;
         match &self.work {
             Work::Skcipher if v.payload.is_empty() => Ok(()),
-            Work::Skcipher => self.keyed.with_socket(|s| s.skcipher(encrypt, v.iv, v.payload, zc)),
+            Work::Skcipher => {
+                let result = self.keyed.with_socket(|s| s.skcipher(encrypt, v.iv, &mut *v.payload, zc));
+                wipe_if_midway(v.payload, result)
+            }
             Work::Aead => self.aead(&self.keyed, encrypt, v, false),
             Work::AuthEnc { esn_name, key, esn } if !v.esn.is_empty() => {
                 let keyed = esn
                     .get_or_init(|| bind_keyed(SockType::Aead, esn_name, Some(key), Some(self.tag_len)))
                     .as_ref()
-                    .map_err(|c| *c)?;
+                    .map_err(|c| Fault::from(*c))?;
                 self.aead(keyed, encrypt, v, true)
             }
             Work::AuthEnc { .. } => self.aead(&self.keyed, encrypt, v, false),
@@ -149,7 +155,7 @@ impl SessionCore {
                 let mine = &mine[..v.tag.len()];
                 match op {
                     Op::VerifyDigest if bool::from(mine.ct_eq(v.tag)) => Ok(()),
-                    Op::VerifyDigest => Err(Cause::BadTag),
+                    Op::VerifyDigest => Err(Cause::BadTag.into()),
                     _ => {
                         v.tag.copy_from_slice(mine);
                         Ok(())
@@ -159,7 +165,7 @@ impl SessionCore {
         }
     }
 
-    fn aead(&self, keyed: &Keyed, encrypt: bool, v: Views<'_>, esn: bool) -> Result<(), Cause> {
+    fn aead(&self, keyed: &Keyed, encrypt: bool, v: Views<'_>, esn: bool) -> Result<(), Fault> {
         let zero_copy = v.payload.len() >= self.zero_copy_min;
         let esn_hi = if esn { v.esn } else { &[] };
         let result = keyed.with_socket(|s| {
@@ -168,16 +174,44 @@ impl SessionCore {
                 iv: v.iv,
                 aad: v.aad,
                 esn_hi,
-                data: v.payload,
+                data: &mut *v.payload,
                 tag: v.tag,
                 zero_copy,
             })
         });
-        if result.is_err() && !encrypt {
-            // The kernel writes plaintext into the caller's pages before it compares the
-            // tag: release none of it.
-            v.payload.fill(0);
-        }
-        result
+        // A decryption writes plaintext into the caller's pages before the kernel compares
+        // the tag: a bad tag (a receive that had begun) releases none of it.
+        wipe_if_midway(v.payload, result)
+    }
+}
+
+/// A failure after the kernel began writing the request's pages leaves them neither input
+/// nor output: wipe them (`crate::errors::Fault`).
+fn wipe_if_midway(payload: &mut [u8], result: Result<(), Fault>) -> Result<(), Fault> {
+    if let Err(Fault { midway: true, .. }) = result {
+        payload.fill(0);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_failure_after_the_kernel_began_writing_wipes_the_payload() {
+        let mut p = [7u8; 16];
+        let before = Fault { cause: Cause::Invalid, midway: false };
+        assert_eq!(wipe_if_midway(&mut p, Err(before)), Err(before));
+        assert_eq!(p, [7; 16], "redoable elsewhere: left as it came");
+        assert_eq!(wipe_if_midway(&mut p, Ok(())), Ok(()));
+        assert_eq!(p, [7; 16]);
+        let after = Fault { cause: Cause::NoMemory, midway: true };
+        assert_eq!(wipe_if_midway(&mut p, Err(after)), Err(after));
+        assert_eq!(p, [0; 16]);
+        let errors = KernelErrors::default();
+        assert!(matches!(errors.record(after), Error::DriverFailureMidway(_)));
+        assert!(matches!(errors.record(before), Error::DriverFailure(_)));
+        assert_eq!(errors.record(Fault { cause: Cause::BadTag, midway: true }), Error::AuthFailed);
     }
 }

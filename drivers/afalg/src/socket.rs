@@ -83,7 +83,7 @@ impl Transform {
         // returns a bare `RawFd`; this is the one `unsafe` of the crate. The tests in
         // `tests/kernel.rs` accept, use and drop thousands of them.)
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        Ok(OpSocket { fd, pipe: None, scratch: Vec::new(), assoc: Vec::new() })
+        Ok(OpSocket { fd, pipe: None, scratch: Vec::new(), assoc: Vec::new(), wrote: false })
     }
 }
 
@@ -95,6 +95,9 @@ pub struct OpSocket {
     scratch: Vec<u8>,
     /// `authencesn`'s associated data (see `crate::names::esn_assoc`).
     assoc: Vec<u8>,
+    /// The current request's receive has begun: the kernel may have written the caller's
+    /// pages (see `crate::errors::Fault`).
+    wrote: bool,
 }
 
 /// One AEAD request's views: `aad` authenticated, `data` encrypted or decrypted in place,
@@ -154,6 +157,17 @@ fn exactly(got: usize, want: usize) -> Result<(), Cause> {
 }
 
 impl OpSocket {
+    /// Whether the last request's receive had begun (the kernel may have written the
+    /// caller's pages); reset by [`OpSocket::begin`].
+    pub fn wrote(&self) -> bool {
+        self.wrote
+    }
+
+    /// Marks the start of a request.
+    pub fn begin(&mut self) {
+        self.wrote = false;
+    }
+
     /// Sends `cmsgs` and `parts` whole; with `more`, the request continues. (nix's `sendmsg`
     /// allocates its control-message buffer, about 60 bytes, per call: not measured apart,
     /// but a small allocation is tens of nanoseconds and a request through AF_ALG cost
@@ -229,6 +243,7 @@ impl OpSocket {
             } else {
                 self.send(&[chunk], first, more)?;
             }
+            self.wrote = true;
             let n = recv(self.fd.as_raw_fd(), chunk, MsgFlags::MSG_DONTWAIT).map_err(recv_err)?;
             exactly(n, chunk.len())?;
         }
@@ -284,6 +299,7 @@ impl OpSocket {
         let want = assoc.len() + data.len() + if encrypt { tag.len() } else { 0 };
         self.scratch.resize(assoc.len() + usize::from(want == 0), 0);
         let tag_out: &mut [u8] = if encrypt { tag } else { &mut [] };
+        self.wrote = true;
         let mut iov = [IoSliceMut::new(&mut self.scratch), IoSliceMut::new(data), IoSliceMut::new(tag_out)];
         let msg =
             recvmsg::<()>(self.fd.as_raw_fd(), &mut iov, None, MsgFlags::MSG_DONTWAIT).map_err(recv_err)?;

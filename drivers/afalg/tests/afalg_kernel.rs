@@ -272,7 +272,7 @@ fn kernel_errors_are_mapped_and_counted() {
     let gcm =
         fw.new_session_on("afalg:sync", &SessionParams::aead(CipherAlg::AesGcm, &key(16, 1)[..])).unwrap();
     let big = gcm.run(Request::new(Op::Encrypt, vec![0; ocf_afalg::AEAD_MAX]).with_iv(&[0; 12])).unwrap_err();
-    assert_eq!(big.error(), &Cause::TooLarge.error());
+    assert_eq!(big.error(), &Cause::TooLarge.error(false));
     assert_eq!(d.kernel_errors().get(Cause::TooLarge), 1);
     let bad =
         gcm.run(Request::new(Op::Decrypt, vec![1; 32]).with_iv(&[0; 12]).with_tag(&[0; 16])).unwrap_err();
@@ -289,7 +289,7 @@ fn kernel_errors_are_mapped_and_counted() {
     let short = etm
         .run(Request::new(Op::Encrypt, vec![0; 16]).with_iv(&[0; 16]).with_aad(&[1, 2]).with_esn_high(1))
         .unwrap_err();
-    assert_eq!(short.error(), &Cause::EsnAad.error());
+    assert_eq!(short.error(), &Cause::EsnAad.error(false));
     assert_eq!(d.kernel_errors().get(Cause::EsnAad), 1);
     // The session still works after each failure (failed sockets are replaced).
     gcm.run(Request::new(Op::Encrypt, vec![0; 64]).with_iv(&[0; 12])).unwrap();

@@ -95,7 +95,7 @@ impl SessionCore {
     #[inline(never)]
     fn complete_routed(this: &Arc<SessionCore>, mut outcome: Outcome) -> Option<Outcome> {
         let route = this.routed_back(&mut outcome);
-        if !route.redone && failed_by_driver(&outcome) {
+        if !route.redone && redoable(&outcome) {
             match this.redo(outcome) {
                 Ok(()) => return None,
                 Err(o) => outcome = o,
@@ -291,6 +291,11 @@ const REDO_NOWHERE: &str = "the driver failed and no other driver could take the
 
 /// The outcome is a failure the driver owns (not the caller's input, not a verification).
 fn failed_by_driver(outcome: &Outcome) -> bool {
+    matches!(outcome, Err(f) if matches!(f.error().kind(), ErrorKind::DriverFailure | ErrorKind::DriverFailureMidway))
+}
+
+/// The driver failed the request and handed it back as it came: another driver may do it.
+fn redoable(outcome: &Outcome) -> bool {
     matches!(outcome, Err(f) if f.error().kind() == ErrorKind::DriverFailure)
 }
 
