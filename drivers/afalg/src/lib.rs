@@ -348,18 +348,29 @@ impl DriverSession for AfalgSession {
     }
 }
 
+/// The configuration a driver name stands for: `afalg` or `afalg:<options>`
+/// ([`Config::parse`]), without probing the kernel (for checking a command line early).
+pub fn parse_name(name: &str) -> Result<Config, AfalgError> {
+    let name = name.trim();
+    match name.strip_prefix(NAME) {
+        Some("") => Ok(Config::default()),
+        Some(rest) => match rest.strip_prefix(':') {
+            Some(spec) => Config::parse(spec).map_err(AfalgError::BadName),
+            None => Err(AfalgError::BadName(format!("{name:?} is not afalg or afalg:<options>"))),
+        },
+        None => Err(AfalgError::BadName(format!("{name:?} is not afalg or afalg:<options>"))),
+    }
+}
+
+/// Whether a driver name is this driver's (`afalg` or `afalg:…`), good or bad.
+pub fn is_afalg_name(name: &str) -> bool {
+    let name = name.trim();
+    name == NAME || name.strip_prefix(NAME).is_some_and(|r| r.starts_with(':'))
+}
+
 /// Makes the driver a name stands for: `afalg` or `afalg:<options>` ([`Config::parse`]).
 pub fn driver_named(name: &str) -> Result<AfalgDriver, AfalgError> {
-    let name = name.trim();
-    let config = match name.strip_prefix(NAME) {
-        Some("") => Config::default(),
-        Some(rest) => match rest.strip_prefix(':') {
-            Some(spec) => Config::parse(spec).map_err(AfalgError::BadName)?,
-            None => return Err(AfalgError::BadName(format!("{name:?} is not afalg or afalg:<options>"))),
-        },
-        None => return Err(AfalgError::BadName(format!("{name:?} is not afalg or afalg:<options>"))),
-    };
-    AfalgDriver::with_config(name, config)
+    AfalgDriver::with_config(name.trim(), parse_name(name)?)
 }
 
 /// Registers the driver `name` stands for (see [`driver_named`]); returns it.

@@ -1,12 +1,13 @@
 //! ocf for the gateway: the framework the SAs get their sessions from — `soft`, the
-//! simulated cards `--driver` names (for experiments: how ocf spreads ESP over a CPU and
-//! cards), the routing policy `--policy` chooses — and what routing did, for
-//! `ipsecctl stats` ([`stats`]) and the metrics ([`prometheus`]).
+//! drivers `--driver` names (`afalg`: the kernel's crypto drivers, a real accelerator
+//! where the machine has one; `sim:<profile>`: simulated cards, for experiments: how ocf
+//! spreads ESP over a CPU and cards), the routing policy `--policy` chooses — and what
+//! routing did, for `ipsecctl stats` ([`stats`]) and the metrics ([`prometheus`]).
 //!
 //! ```text
-//! ipsecd --driver sim:qat-like --policy cost-model
-//!    └─ framework(): Config { policy } ─ soft ─ sim:qat-like ─► Ipsec::new(fw) ─► each SA's
-//!                                                              session routes its requests
+//! ipsecd --driver afalg --driver sim:qat-like --policy cost-model
+//!    └─ framework(): Config { policy } ─ soft ─ afalg ─ sim:qat-like ─► Ipsec::new(fw) ─►
+//!                                                each SA's session routes its requests
 //! ipsecctl stats / GET /metrics ◄─ stats() / prometheus() ◄─ Framework::routing()
 //! ```
 
@@ -15,10 +16,14 @@ use std::fmt::Write as _;
 use ocf::{Config, Framework, Policy, RoutingStats, SizeClass};
 use ocf_sim::{SimError, SimProfile};
 
-/// Checks a `--driver` value (clap's value parser): `sim:<profile>` with a profile ocf-sim
-/// takes. The error names what is wrong.
+/// Checks a `--driver` value (clap's value parser): `afalg[:<options>]`, or `sim:<profile>`
+/// with a profile ocf-sim takes. The error names what is wrong. (Whether the kernel has
+/// AF_ALG is found when the framework is made.)
 pub fn driver_spec(s: &str) -> Result<String, String> {
     let s = s.trim();
+    if ocf_afalg::is_afalg_name(s) {
+        return ocf_afalg::parse_name(s).map(|_| s.to_owned()).map_err(|e| e.to_string());
+    }
     match s.strip_prefix(ocf_sim::NAME_PREFIX) {
         Some(spec) => match SimProfile::parse(spec) {
             Ok(_) => Ok(s.to_owned()),
@@ -28,13 +33,18 @@ pub fn driver_spec(s: &str) -> Result<String, String> {
     }
 }
 
-/// The framework: `policy`, `soft`, then a card for each of `drivers` (`sim:<profile>`; the
-/// same profile twice is two cards, `sim:X` and `sim:X#2`).
+/// The framework: `policy`, `soft`, then each of `drivers` (`afalg[:<options>]`, which
+/// fails naming why where the kernel has no AF_ALG; `sim:<profile>`, the same profile twice
+/// being two cards, `sim:X` and `sim:X#2`).
 pub fn framework(drivers: &[String], policy: Policy) -> Result<Framework, String> {
     let fw = Framework::with_config(Config { policy, ..Config::default() });
     ocf_soft::register(&fw).map_err(|e| format!("ocf: {e}"))?;
     for d in drivers {
-        ocf_sim::register_named(&fw, d).map_err(|e| format!("--driver '{d}': {e}"))?;
+        let registered = match ocf_afalg::is_afalg_name(d) {
+            true => ocf_afalg::register_named(&fw, d).map(drop).map_err(|e| e.to_string()),
+            false => ocf_sim::register_named(&fw, d).map(drop).map_err(|e| e.to_string()),
+        };
+        registered.map_err(|e| format!("--driver '{d}': {e}"))?;
     }
     Ok(fw)
 }
@@ -275,6 +285,15 @@ mod tests {
         assert!(e.contains("bad sim device profile") && e.contains("hifn9999"), "{e}");
         let e = driver_spec("soft").unwrap_err();
         assert!(e.contains("\"soft\"") && e.contains("sim:<profile>"), "{e}");
+        assert_eq!(driver_spec("afalg:sync"), Ok("afalg:sync".into()));
+        let e = driver_spec("afalg:turbo").unwrap_err();
+        assert!(e.contains("unknown afalg option `turbo`"), "{e}");
+        // afalg is registered where the kernel has AF_ALG, and refused naming why where not.
+        match (ocf_afalg::AfalgDriver::probe(), framework(&["afalg".into()], Policy::CostModel)) {
+            (Ok(_), Ok(fw)) => assert!(fw.drivers().iter().any(|d| d.name == "afalg")),
+            (Err(why), Err(e)) => assert_eq!(e, format!("--driver 'afalg': {why}")),
+            (probe, made) => panic!("probe {:?} but framework {:?}", probe.err(), made.err()),
+        }
         let e = framework(&["sim:ring=0".into()], Policy::CostModel).err().unwrap();
         assert!(e.starts_with("--driver 'sim:ring=0': bad sim device profile"), "{e}");
     }

@@ -46,10 +46,12 @@ struct Args {
     /// Serve every counter in Prometheus' text format on this address (e.g. 127.0.0.1:9530).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<std::net::SocketAddr>,
-    /// Register another driver beside `soft`, for experiments: `sim:PROFILE` is a simulated
-    /// card (`sim:qat-like`, `sim:hifn7951,ring=8`: a profile string of ocf-sim).
-    /// Repeatable; a profile given twice is two cards (`sim:X` and `sim:X#2`). ocf spreads
-    /// each SA's requests over the drivers with --policy; `ipsecctl stats` shows how.
+    /// Register another driver beside `soft`: `afalg` (or `afalg:OPTIONS`) is the kernel's
+    /// crypto API, a real accelerator where the machine has one (start-up fails naming why
+    /// if the kernel has no AF_ALG); `sim:PROFILE` is a simulated card, for experiments
+    /// (`sim:qat-like`, `sim:hifn7951,ring=8`: a profile string of ocf-sim). Repeatable; a
+    /// profile given twice is two cards (`sim:X` and `sim:X#2`). ocf spreads each SA's
+    /// requests over the drivers with --policy; `ipsecctl stats` shows how.
     #[arg(long = "driver", value_name = "SPEC", value_parser = crypto::driver_spec)]
     drivers: Vec<String>,
     /// How ocf chooses a driver for each request: cost-model (the least predicted time,
