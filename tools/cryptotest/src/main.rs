@@ -236,9 +236,21 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
     let config = Config { profile_every: u32::from(cli.profile), ..Config::default() };
     let fw = Framework::with_config(config.clone());
     let driver_names = drivers::register(&fw, &drivers).map_err(Stop::Failure)?;
+    if driver_names.is_empty() && !with_auto {
+        // Every driver asked for was skipped (afalg on a kernel without AF_ALG): nothing to
+        // measure is a failure, not an empty table.
+        return Err(Stop::Failure(
+            "no driver left to measure (each one asked for was skipped, above)".into(),
+        ));
+    }
     let auto = if with_auto {
         let fw = Framework::with_config(Config { policy: cli.policy, ..config });
         let drivers = drivers::register_routed(&fw, &drivers).map_err(Stop::Failure)?;
+        if drivers.is_empty() {
+            return Err(Stop::Failure(
+                "auto has no driver left to route to (each was skipped, above)".into(),
+            ));
+        }
         Some(Auto { fw, drivers })
     } else {
         None

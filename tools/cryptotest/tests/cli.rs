@@ -486,3 +486,22 @@ fn the_routing_table_counts_every_auto_request() {
         );
     }
 }
+
+#[test]
+fn a_driver_the_kernel_lacks_is_skipped_with_its_reason_and_nothing_left_is_a_failure() {
+    if ocf_afalg::AfalgDriver::probe().is_ok() {
+        return; // a kernel with AF_ALG (the kernel machine): afalg registers there
+    }
+    let out = cryptotest(&["-d", "afalg", "-a", "aes-128-gcm", "-s", "64", "-n", "10"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("afalg skipped: afalg: unavailable: this kernel has no AF_ALG"), "{stderr}");
+    assert!(stderr.contains("no driver left to measure"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let out = cryptotest(&["-d", "afalg", "-d", "auto", "-a", "aes-128-gcm", "-s", "64", "-n", "10"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).1.contains("auto has no driver left to route to"), "{:?}", text(&out));
+    // Beside a driver that is there, the run goes on without it.
+    let out = cryptotest(&["-d", "afalg", "-d", "soft", "-a", "aes-128-gcm", "-s", "64", "-n", "10"]);
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+}
