@@ -50,7 +50,8 @@ topology() {
     ip -n $B addr add fd00:98:2::1/128 dev lo nodad
 }
 
-hex() { $PY -c "import os; print('0x' + os.urandom($1).hex())"; }
+# hex N: N random bytes as 0x and hex digits.
+hex() { printf '0x%s\n' "$(od -An -vtx1 -N"$1" /dev/urandom | tr -d ' \n')"; }
 
 # addresses OUTER INNER MODE (4 or 6 each; tunnel or transport): sets the tunnel endpoints
 # o1/o2, the protected networks n1/n2 and the hosts h1/h2 on them. In transport mode the
