@@ -190,5 +190,84 @@ stop_all() {
     pids=()
 }
 
+# inject NS IFACE SRC: while NS (A or B) pings the other side's host, captures one ESP packet
+# that NS sends from SRC (raw or in UDP, IPv4 or IPv6) as it leaves IFACE, and sends it
+# again twice through IFACE: as it was (a replay), then with its sequence number 1000 ahead
+# (so that the window lets it through to the ICV check) and the last ICV byte flipped (a
+# forgery). The receiver must drop both and count one replay and one authentication failure.
+inject() {
+    local ns=$1 ifc=$2 src=$3 dst pinger
+    if [ "$ns" = $A ]; then dst=$h2; else dst=$h1; fi
+    ip netns exec "$ns" ping -q -c 20 -i 0.05 -W 2 -I "$([ "$ns" = $A ] && echo "$h1" || echo "$h2")" "$dst" >/dev/null &
+    pinger=$!
+    ip netns exec "$ns" $PY - "$ifc" "$src" <<'EOF' 2>"$work/inject.err" || fail "capturing and injecting ESP from $ns: $(cat "$work/inject.err")"
+import socket, struct, sys
+ifc, src = sys.argv[1], sys.argv[2]
+v6 = ":" in src
+srcb = socket.inet_pton(socket.AF_INET6 if v6 else socket.AF_INET, src)
+
+def csum(data):
+    if len(data) % 2:
+        data += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(data) // 2), data))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+def esp_offset(f):
+    """(offset of the ESP header, offset of the UDP header or None) in Ethernet frame f, a
+    whole packet (no fragment) sent from src; None if it is no such ESP packet."""
+    if v6:
+        if f[12:14] != b"\x86\xdd" or f[22:38] != srcb or len(f) != 54 + struct.unpack("!H", f[18:20])[0]:
+            return None
+        nh, hl = f[20], 40
+    else:
+        if f[12:14] != b"\x08\x00" or f[26:30] != srcb or len(f) < 14 + struct.unpack("!H", f[16:18])[0]:
+            return None
+        if struct.unpack("!H", f[20:22])[0] & 0x3FFF:
+            return None
+        nh, hl = f[23], (f[14] & 15) * 4
+    if nh == 50:
+        return 14 + hl, None
+    # ESP in UDP: port 4500, not a keepalive (one byte) or IKE (non-ESP marker, 4 zero bytes).
+    u = 14 + hl
+    if nh == 17 and struct.unpack("!H", f[u + 2:u + 4])[0] == 4500:
+        if len(f) - u > 16 and f[u + 8:u + 12] != bytes(4):
+            return u + 8, u
+    return None
+
+def fix_udp(f, u):
+    """A valid UDP checksum again (the capture may hold a partial one from the offload)."""
+    if u is None:
+        return f
+    f[u + 6:u + 8] = b"\0\0"
+    n = struct.unpack("!H", f[u + 4:u + 6])[0]
+    if v6:
+        pseudo = f[22:54] + struct.pack("!IxxxB", n, 17)
+    else:
+        pseudo = f[26:34] + struct.pack("!xBH", 17, n)
+    c = csum(bytes(pseudo) + bytes(f[u:u + n])) or 0xFFFF
+    f[u + 6:u + 8] = struct.pack("!H", c)
+    return f
+
+# ETH_P_ALL on the interface: outgoing frames too.
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+s.bind((ifc, 0))
+s.settimeout(5)
+while True:
+    f, addr = s.recvfrom(65535)
+    if addr[2] == socket.PACKET_OUTGOING and (at := esp_offset(f)) is not None:
+        break
+(esp, udp), f = at, bytearray(f)
+s.send(bytes(fix_udp(f, udp)))
+seq = struct.unpack("!I", f[esp + 4:esp + 8])[0]
+f[esp + 4:esp + 8] = struct.pack("!I", (seq + 1000) & 0xFFFFFFFF)
+f[-1] ^= 1
+s.send(bytes(fix_udp(f, udp)))
+EOF
+    wait $pinger || fail "ping from $ns during the injection"
+    sleep 0.2
+}
+
 # counter SIDE NAME: a total of `ipsecctl stats` (a drop reason, or keepalives).
 counter() { ctl "$1" stats | awk -v n="$2" '$1 == n || $1 == n ":" { print $2; exit }'; }
