@@ -105,7 +105,9 @@ keys() {
     case $1 in
     aes-gcm) e=aes-gcm-16 elen=20 a= alen=0 t_enc="AES-GCM with 16 octet ICV [RFC4106]" t_auth=NULL ;;
     chacha20-poly1305) e=chacha20-poly1305 elen=36 a= alen=0 t_enc= t_auth= ;;
+    aes256-gcm) e=aes-gcm-16 elen=36 a= alen=0 t_enc="AES-GCM with 16 octet ICV [RFC4106]" t_auth=NULL ;;
     aes-cbc-sha256) e=aes-cbc elen=16 a=hmac-sha2-256 alen=32 t_enc="AES-CBC [RFC3602]" t_auth="HMAC-SHA-256-128 [RFC4868]" ;;
+    aes256-cbc-sha512) e=aes-cbc elen=32 a=hmac-sha2-512 alen=64 t_enc="AES-CBC [RFC3602]" t_auth="HMAC-SHA-512-256 [RFC4868]" ;;
     3des-sha1) e=3des-cbc elen=24 a=hmac-sha1 alen=20 t_enc="TripleDES-CBC [RFC2451]" t_auth="HMAC-SHA-1-96 [RFC2404]" ;;
     *) fail "unknown algorithm $1" ;;
     esac
