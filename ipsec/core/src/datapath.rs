@@ -618,12 +618,15 @@ impl Shared {
         };
         let body = payload.start;
         data.truncate(body + len);
+        // Counters and volume lifetimes count the payload ESP carried, TFC padding included
+        // (as Linux counts an SA's bytes), though the padding is not delivered.
         let stats_len = len;
         let packet = match next {
             // A dummy packet (RFC 4303 §2.6, traffic flow confidentiality): discard quietly.
             PROTO_NONE => return,
             // Tunnel mode: ESP carried an IP packet; IP-in-IP's decapsulation is to start
-            // there (the outer header is left behind in the buffer).
+            // there (the outer header is left behind in the buffer), and cuts any TFC
+            // padding after it.
             PROTO_IPV4 | PROTO_IPV6 => match ipip::decapsulate(Packet { data, head: body }, next) {
                 Some(p) => p,
                 None => {

@@ -31,6 +31,26 @@ use crate::control::{AuthAlg, EncAlg, SaSpec};
 /// ESP header: SPI and sequence number.
 pub const ESP_HEADER_LEN: usize = 8;
 
+/// The longest explicit IV of any transform (AES-CBC's block).
+const MAX_IV_LEN: usize = 16;
+/// The largest alignment of payload ‖ padding ‖ trailer (AES-CBC's block).
+const MAX_ALIGN: usize = 16;
+/// The longest ICV (HMAC-SHA2-512 truncated to 256 bits, RFC 4868 §2.3).
+const MAX_ICV_LEN: usize = 32;
+
+/// The longest packet that ESP carries in at most `wire_mtu` bytes whatever the SA: below an
+/// outer IPv6 header (40), UDP (8, ESP in UDP), the ESP header, AES-CBC's 16-byte IV, its
+/// 16-byte blocks holding payload, padding and the 2-byte trailer, and HMAC-SHA2-512's
+/// 32-byte ICV. A TUN whose MTU is at most this never makes an ESP packet longer than the
+/// wire's MTU: 1390 for Ethernet's 1500 (AES-CBC with HMAC-SHA2-512 over IPv6 in UDP needs
+/// 122 bytes around a 1400-byte packet). Linux sizes each SA's packets the same way (the
+/// MTU of an XFRM bundle is the path's less that SA's overhead). `wire_mtu` is at least 1280,
+/// IPv6's minimum.
+pub const fn max_inner_len(wire_mtu: usize) -> usize {
+    let room = wire_mtu - 40 - 8 - ESP_HEADER_LEN - MAX_IV_LEN - MAX_ICV_LEN;
+    (room & !(MAX_ALIGN - 1)) - 2
+}
+
 /// How an SA's packets are laid out and authenticated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transform {

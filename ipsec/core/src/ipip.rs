@@ -39,14 +39,27 @@ pub(crate) fn encapsulate(inner: Packet, src: IpAddr, dst: IpAddr, room: usize, 
     (Packet { data, head }, Split { keep: outer, next: proto, field })
 }
 
-/// The inner packet, where ESP left it: `None` unless it is an IP packet of the version
-/// the next-header value `proto` names.
+/// The inner packet, where ESP left it, cut to the length its IP header gives: `None`
+/// unless it is an IP packet of the version the next-header value `proto` names, whose
+/// header fits and claims no more than ESP carried.
+///
+/// What follows the inner packet is traffic flow confidentiality padding, which a sender
+/// may add in tunnel mode to hide the packet's length (RFC 4303 §2.4: "This length
+/// information will enable the receiver to discard the TFC padding"); Linux sends it with
+/// `ip xfrm state … tfcpad N`. It is no part of the packet, so it is not delivered.
 pub(crate) fn decapsulate(inner: Packet, proto: u8) -> Option<Packet> {
-    let version = inner.bytes().first()? >> 4;
-    match (proto, version) {
-        (PROTO_IPV4, 4) | (PROTO_IPV6, 6) => Some(inner),
-        _ => None,
+    let b = inner.bytes();
+    let len = match (proto, b.first()? >> 4) {
+        (PROTO_IPV4, 4) if b.len() >= 20 => usize::from(u16::from_be_bytes([b[2], b[3]])),
+        (PROTO_IPV6, 6) if b.len() >= 40 => 40 + usize::from(u16::from_be_bytes([b[4], b[5]])),
+        _ => return None,
+    };
+    if len > b.len() {
+        return None;
     }
+    let Packet { mut data, head } = inner;
+    data.truncate(head + len);
+    Some(Packet { data, head })
 }
 
 /// The DSCP and ECN byte of an IPv4 or IPv6 header.
@@ -86,5 +99,40 @@ fn write_outer(b: &mut [u8], src: IpAddr, dst: IpAddr, total: usize, proto: u8, 
         }
         // An SA's endpoints are of one family (setkey and the SAD give them so).
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn packet(b: &[u8]) -> Packet {
+        Packet { data: [&[0u8; 8][..], b].concat(), head: 8 }
+    }
+
+    #[test]
+    fn decapsulate_cuts_tfc_padding_and_refuses_short_or_mislabelled_packets() {
+        let mut v4 = vec![0u8; 28];
+        v4[0] = 0x45;
+        v4[3] = 28;
+        let mut v6 = vec![0u8; 48];
+        v6[0] = 0x60;
+        v6[5] = 8;
+        for (p, proto) in [(&v4, PROTO_IPV4), (&v6, PROTO_IPV6)] {
+            // Exactly the packet, and the packet followed by TFC padding: the packet.
+            for pad in [0, 1, 100] {
+                let mut b = p.clone();
+                b.resize(p.len() + pad, 0xAA);
+                assert_eq!(decapsulate(packet(&b), proto).unwrap().bytes(), &p[..], "pad {pad}");
+            }
+            // A header claiming a byte more than there is; a header cut short.
+            assert!(decapsulate(packet(&p[..p.len() - 1]), proto).is_none());
+            let hdr = if proto == PROTO_IPV4 { 20 } else { 40 };
+            assert!(decapsulate(packet(&p[..hdr - 1]), proto).is_none());
+        }
+        // The next header names the other version; nothing at all.
+        assert!(decapsulate(packet(&v4), PROTO_IPV6).is_none());
+        assert!(decapsulate(packet(&v6), PROTO_IPV4).is_none());
+        assert!(decapsulate(packet(&[]), PROTO_IPV4).is_none());
     }
 }

@@ -655,3 +655,35 @@ fn a_drop_counted_by_the_reader_is_in_the_totals() {
     assert_eq!(right.stats().drops(Drop::Truncated), 1);
     assert_eq!(right.stats().to_string(), "out 0 packets 0 bytes, in 0 packets 0 bytes, truncated 1");
 }
+
+/// `esp::max_inner_len(1500)`, ipsecd's default TUN MTU, is the longest packet that every
+/// transform carries within an Ethernet MTU, even over IPv6 with ESP in UDP (the largest
+/// overhead): every algorithm's ESP packet of that inner length fits in 1500 bytes, and one
+/// byte more does not fit for AES-CBC with HMAC-SHA2-512 (the bound is tight). With the
+/// TUN MTU of 1400 that ipsecd had, that transform's full-size packets were 1512 bytes and
+/// their sends failed (seen against Linux in tests/kernel/xfrm).
+#[test]
+fn the_longest_inner_packet_fits_every_transform_in_1500_bytes() {
+    let max = ipsec_core::esp::max_inner_len(1500);
+    assert_eq!(max, 1390);
+    let v6 = (ip("2001:db8::1"), ip("2001:db8::2"));
+    let in6 = (ip("fd00:1::1"), ip("fd00:2::1"));
+    for natt in [false, true] {
+        let s = Setup { tunnel: true, outer: v6, inner: in6, esn: false, natt };
+        for a in all_algs() {
+            let (left, ls, _, _) = pair(&s, &a);
+            let name = format!("{:?}/{:?} natt={natt}", a.enc, a.auth.as_ref().map(|x| x.0));
+            for n in [max, max + 1] {
+                left.output(Packet::new(udp_packet(in6.0, in6.1, n - 48))).unwrap();
+                let sent = ls.take_sent();
+                let len = sent[0].len();
+                if n == max {
+                    assert!(len <= 1500, "{name}: a {n}-byte packet became {len} bytes of ESP");
+                } else if natt && a.enc == EncAlg::AesCbc && a.auth.as_ref().unwrap().0 == AuthAlg::HmacSha512
+                {
+                    assert!(len > 1500, "{name}: the bound is not tight ({n} -> {len})");
+                }
+            }
+        }
+    }
+}

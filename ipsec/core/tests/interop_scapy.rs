@@ -261,3 +261,42 @@ fn esp_interoperates_with_scapy_in_both_directions() {
     println!("{cases} directed cases, {} failed", failures.len());
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
+
+/// Traffic flow confidentiality padding (RFC 4303 §2.4): in tunnel mode a sender may put
+/// bytes after the inner packet, inside ESP, to hide its length; the receiver knows the true
+/// length from the inner IP header and discards the rest. Linux sends it with `ip xfrm state
+/// … tfcpad N` (tests/kernel/xfrm). scapy encrypts the inner packet followed by zero bytes;
+/// ours must deliver the inner packet alone, for IPv4 and IPv6 inside, and count no drop.
+/// An inner packet whose header claims more than ESP carried is refused as `bad_inner`.
+#[test]
+fn tfc_padding_after_the_inner_packet_is_discarded() {
+    let Some(peer) = ScapyPeer::for_test() else { return };
+    for sh in shapes().into_iter().filter(|sh| sh.tunnel) {
+        let sa = spec(&sh, EncAlg::AesGcm16, 20, None, false, false);
+        let (g, sink) = gateway(&sh, &sa, Dir::In);
+        let tunnel = Some(sh.outer);
+        for (seq, n, pad) in [(1, 0, 1), (2, 63, 900), (3, 1200, 3)] {
+            let plain = udp_packet(sh.inner.0, sh.inner.1, n);
+            let mut padded = plain.clone();
+            padded.resize(plain.len() + pad, 0);
+            let esp = peer.encrypt(&sa, tunnel, seq, &padded).unwrap();
+            g.input(Packet::new(esp)).unwrap_or_else(|d| panic!("{}: dropped: {d}", sh.name));
+            assert_eq!(sink.take(), vec![plain], "{}: {pad} bytes of TFC padding delivered", sh.name);
+        }
+        assert_eq!(g.stats().total_drops(), 0, "{}: {}", sh.name, g.stats());
+        // A header that claims one byte more than the packet it heads.
+        let mut long = udp_packet(sh.inner.0, sh.inner.1, 20);
+        let at = if sh.inner.0.is_ipv4() { 2 } else { 4 };
+        let claimed = u16::from_be_bytes([long[at], long[at + 1]]) + 1;
+        long[at..at + 2].copy_from_slice(&claimed.to_be_bytes());
+        let esp = peer.encrypt(&sa, tunnel, 10, &long).unwrap();
+        // The drop comes after decryption: counted, not returned by `input`.
+        let _ = g.input(Packet::new(esp));
+        assert!(
+            sink.take().is_empty(),
+            "{}: an inner packet longer than ESP's payload was delivered",
+            sh.name
+        );
+        assert_eq!(g.stats().drops(ipsec_core::stats::Drop::BadInner), 1, "{}: {}", sh.name, g.stats());
+    }
+}

@@ -21,6 +21,13 @@ use crate::routing::Routing;
 use crate::serve::{self, Counters, Refused};
 use crate::service;
 
+/// The TUN's MTU unless `--mtu` says otherwise: the longest packet that every transform
+/// carries in an ESP packet within Ethernet's 1500 bytes, over IPv6 and ESP in UDP too
+/// (1390; see [`ipsec_core::esp::max_inner_len`]). It was 1400, which left AES-CBC with
+/// HMAC-SHA2-384 or -512 over IPv6 in UDP 4 or 12 bytes short: their full-size packets
+/// could not be sent.
+pub const DEFAULT_MTU: u16 = ipsec_core::esp::max_inner_len(1500) as u16;
+
 /// How ipsecd is started.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -28,6 +35,7 @@ pub struct Options {
     pub config: Option<PathBuf>,
     /// The TUN device's name.
     pub tun: String,
+    /// The TUN device's MTU (default [`DEFAULT_MTU`]).
     pub mtu: u16,
     /// The control socket's path.
     pub socket: PathBuf,

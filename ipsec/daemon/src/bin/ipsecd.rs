@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use ipsecd::crypto;
 use ipsecd::ctl::DEFAULT_SOCKET;
-use ipsecd::daemon::{run, Options};
+use ipsecd::daemon::{run, Options, DEFAULT_MTU};
 use ipsecd::routing::{DEFAULT_MARK, DEFAULT_TABLE};
 
 /// A user-space IPsec gateway over TUN: raw ESP and ESP in UDP, configured in setkey syntax.
@@ -19,8 +19,9 @@ struct Args {
     /// TUN device to create (or attach to).
     #[arg(long, default_value = "ipsec0")]
     tun: String,
-    /// MTU of the TUN device (room for ESP's overhead below the network's MTU).
-    #[arg(long, default_value_t = 1400)]
+    /// MTU of the TUN device (room for ESP's overhead below the network's MTU; the default
+    /// leaves room for every transform's below 1500 bytes).
+    #[arg(long, default_value_t = DEFAULT_MTU)]
     mtu: u16,
     /// Control socket (mode 0600).
     #[arg(short = 's', long, default_value = DEFAULT_SOCKET)]
