@@ -130,8 +130,10 @@ start() {
     eval "pid_$side=$!"
     # The control socket is bound before the TUN, the routes and the packet loops are set
     # up, and served once they are: the first answer means ipsecd is ready (a ping sent as
-    # soon as the socket appeared could find no route into the TUN yet).
-    for _ in $(seq 50); do
+    # soon as the socket appeared could find no route into the TUN yet). Up to 30 s: with
+    # --driver afalg, the first probe of a kernel machine loads and instantiates some forty
+    # crypto templates, a modprobe process each (about 9 s under user-mode-linux).
+    for _ in $(seq 300); do
         [ -S "$work/$side.sock" ] && ctl "$side" stats >/dev/null 2>&1 && return 0
         sleep 0.1
     done
