@@ -11,26 +11,32 @@
 //! The kernel counts, per thread, the time it ran and the time it waited on a run queue
 //! (`/proc/thread-self/schedstat`, Linux's schedstats). Their ratio over the last interval
 //! is the thread's contention: a request that computes for `t` takes `t × (1 + wait/run)`.
-//! The file is read at most every [`INTERVAL_NS`] per thread (a read costs a few µs).
+//! The file is read at most every [`INTERVAL_NS`] per thread (a read costs a few µs). The
+//! interval is timed with ocf's own clock (`crate::profile::now`, the TSC): `Instant::now`
+//! is a system call where the kernel offers no vDSO clock, 60 µs a call under
+//! user-mode-linux, where it made every full routing decision cost that much (auto at 0.24×
+//! the CPU alone for 16-byte AES-GCM, `scripts/kernel-vm afalg` with `KVM_AFALG_BENCH=1`).
 
 use std::cell::Cell;
-use std::time::Instant;
+
+use crate::profile;
 
 /// How often a thread reads its scheduler statistics.
-const INTERVAL_NS: u128 = 10_000_000;
+const INTERVAL_NS: u64 = 10_000_000;
 /// The factor's cap: beyond it the numbers are no longer a queue for the CPU.
 const MAX_FACTOR: f64 = 64.0;
 
 #[derive(Clone, Copy)]
 struct Seen {
-    at: Option<Instant>,
+    /// When the file was last read ([`profile::now`] ticks; 0: never).
+    at: u64,
     run_ns: u64,
     wait_ns: u64,
     factor: f64,
 }
 
 thread_local! {
-    static SEEN: Cell<Seen> = const { Cell::new(Seen { at: None, run_ns: 0, wait_ns: 0, factor: 1.0 }) };
+    static SEEN: Cell<Seen> = const { Cell::new(Seen { at: 0, run_ns: 0, wait_ns: 0, factor: 1.0 }) };
 }
 
 /// The calling thread's CPU contention: 1 when it never waits for a core, `n` when it waits
@@ -38,18 +44,18 @@ thread_local! {
 pub(crate) fn contention() -> f64 {
     SEEN.with(|seen| {
         let mut s = seen.get();
-        let now = Instant::now();
-        if s.at.is_some_and(|at| now.duration_since(at).as_nanos() < INTERVAL_NS) {
+        let now = profile::now();
+        if s.at != 0 && profile::elapsed_ns(s.at, now) < INTERVAL_NS {
             return s.factor;
         }
         if let Some((run_ns, wait_ns)) = read() {
             let (run, wait) = (run_ns.saturating_sub(s.run_ns), wait_ns.saturating_sub(s.wait_ns));
-            if s.at.is_some() && run > 0 {
+            if s.at != 0 && run > 0 {
                 s.factor = (1.0 + wait as f64 / run as f64).min(MAX_FACTOR);
             }
             (s.run_ns, s.wait_ns) = (run_ns, wait_ns);
         }
-        s.at = Some(now);
+        s.at = now.max(1);
         seen.set(s);
         s.factor
     })
@@ -64,6 +70,8 @@ fn read() -> Option<(u64, u64)> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Instant;
+
     use super::*;
 
     fn spin_ms(ms: u128) {
