@@ -298,9 +298,9 @@ fn a_busy_card_sends_the_next_requests_elsewhere_and_loses_none() {
     assert_eq!(fw.stats().total_errors().total(), 0);
 }
 
-#[test]
-fn a_failing_card_is_routed_around_and_its_failed_requests_are_redone_elsewhere() {
-    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+/// A CPU (50 µs a request) and a card ten times faster, and a session that has run 200
+/// requests of 512 bytes, most of them on the card.
+fn a_cpu_and_a_faster_card_in_use() -> (Framework, Arc<Card>, ocf::Session) {
     let fw = framework(Policy::CostModel);
     fw.register(Arc::new(Cpu { name: "cpu", setup_ns: 50_000, per_byte_ns: 0.0 })).unwrap();
     let card = Card::new("card", 5_000, 0.0, 16);
@@ -308,6 +308,13 @@ fn a_failing_card_is_routed_around_and_its_failed_requests_are_redone_elsewhere(
     let s = fw.new_session(&params()).unwrap();
     run_many(&s, 200, 512);
     assert!(routed(&fw, "card", 512) > 150, "the faster card serves first");
+    (fw, card, s)
+}
+
+#[test]
+fn a_failing_card_is_routed_around_and_its_failed_requests_are_redone_elsewhere() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (fw, card, s) = a_cpu_and_a_faster_card_in_use();
     card.shared.failing.store(true, Ordering::SeqCst);
     let before = card.shared.completed.load(Ordering::SeqCst);
     run_many(&s, 200, 512); // every result checked: nothing lost, nothing wrong
@@ -331,13 +338,7 @@ fn a_failing_card_is_routed_around_and_its_failed_requests_are_redone_elsewhere(
 #[test]
 fn a_card_failing_midway_is_routed_around_but_its_wiped_requests_are_not_redone() {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let fw = framework(Policy::CostModel);
-    fw.register(Arc::new(Cpu { name: "cpu", setup_ns: 50_000, per_byte_ns: 0.0 })).unwrap();
-    let card = Card::new("card", 5_000, 0.0, 16);
-    fw.register(card.clone()).unwrap();
-    let s = fw.new_session(&params()).unwrap();
-    run_many(&s, 200, 512);
-    assert!(routed(&fw, "card", 512) > 150, "the faster card serves first");
+    let (fw, card, s) = a_cpu_and_a_faster_card_in_use();
     card.shared.midway.store(true, Ordering::SeqCst);
     let before = card.shared.completed.load(Ordering::SeqCst);
     let (mut failed, mut good) = (0, 0);
