@@ -201,12 +201,14 @@ impl SessionCore {
         let trip = req.trip_mut();
         match std::mem::take(&mut trip.notify) {
             Notify::Waiter(w) => {
-                let credit = trip.credit.take();
                 if trip.profiled {
                     this.entry.profile.record_request(&trip.stamps, 0);
                 }
+                // The credit goes back before the waiter wakes: a caller whose `run` has
+                // returned sees its request out of the driver's in-flight count (read
+                // after, it was sometimes still 1 on a loaded machine).
+                give_back(trip.credit.take());
                 w.complete(outcome);
-                give_back(credit);
             }
             Notify::Callback(cb) if immediate => SessionCore::run_callback(&cb, outcome),
             Notify::Callback(cb) => {
