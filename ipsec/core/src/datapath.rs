@@ -7,7 +7,7 @@
 //!                                   └─ protect ─ SA ─ seq ─ lay out ESP ─ ocf submit
 //!                                                                  └─ completion: sink.transmit
 //! input(packet, via) ─ parse ─┬─ ESP, ESP in UDP ─ SAD (SPI, dst) ─ encapsulation as the SA's? ─ replay check ─ ocf submit
-//!                              │        └─ completion: replay update ─ trailer ─ strip ─ SPD in ─► sink.deliver
+//!                              │        └─ completion: replay update ─ (UDP: peer moved? ─ float) ─ trailer ─ strip ─ SPD in ─► sink.deliver
 //!                              ├─ NAT-keepalive: counted ·  IKE, not ESP, short ESP: drop
 //!                              └─ clear (via Ip only) ─ SPD in (ESP required? drop) ──────────► sink.deliver
 //! ```
@@ -470,8 +470,9 @@ impl Shared {
             let total = bytes.len() - base;
             let proto = if natt.is_some() { PROTO_UDP } else { PROTO_ESP };
             fix_transport_header(&mut bytes[base..], &split, total, proto);
-            if let Some(n) = natt {
-                write_udp(&mut bytes[base + outer_len..], n.sport, n.dport, total - outer_len);
+            if let (Some(n), Some(dport)) = (natt, sa.send_port()) {
+                // To the port the peer was last heard from (it may have moved behind a NAT).
+                write_udp(&mut bytes[base + outer_len..], n.sport, dport, total - outer_len);
             }
         }
         // The completion needs where the packet starts and, for UDP over IPv6, where the UDP
@@ -605,9 +606,20 @@ impl Shared {
         let seq = u64::from(seq_hi_of(&req)) << 32 | u64::from(seq_lo);
         esp::recycle(req);
         // Only now, with the ICV verified, does the window move (RFC 4303 §3.4.3).
-        if let Err(e) = sa.replay.lock().unwrap_or_else(PoisonError::into_inner).update(seq) {
-            self.drop(Some(sa), e.drop_reason());
-            return;
+        let newest = {
+            let mut w = sa.replay.lock().unwrap_or_else(PoisonError::into_inner);
+            let newest = seq > w.top();
+            if let Err(e) = w.update(seq) {
+                drop(w);
+                self.drop(Some(sa), e.drop_reason());
+                return;
+            }
+            newest
+        };
+        // Port floating: only the newest authenticated packet may move the peer (a late one
+        // from before a move must not move it back).
+        if c.udp && newest {
+            self.follow_peer(sa, &data[head..esp_at]);
         }
         let (len, next) = match esp::trailer(&data[payload.clone()]) {
             Ok(t) => t,
@@ -671,6 +683,18 @@ impl Shared {
         sa.counters.received(stats_len);
         self.counters.received(stats_len);
         self.sink.deliver(packet);
+    }
+
+    /// An authenticated ESP-in-UDP packet (`outer`: its IP and UDP headers) may come from
+    /// another UDP source port than the peer's known one: the SAs to the peer follow it
+    /// ([`crate::sad::Sad::float`]), counted and reported once per change.
+    fn follow_peer(&self, sa: &Sa, outer: &[u8]) {
+        let Some(udp) = outer.len().checked_sub(8).and_then(|at| outer.get(at..)) else { return };
+        let port = ipsec_wire::udp::Packet::new_unchecked(udp).src_port();
+        if let Some(from) = self.db.sad.float(sa, port) {
+            self.counters.peer_moved();
+            self.push_events([Event::PeerMoved { sa: sa.id, from, to: port }]);
+        }
     }
 
     /// A packet that arrived without ESP: allowed unless policy requires protection.

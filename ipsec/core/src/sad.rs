@@ -26,11 +26,26 @@
 //! reqid or ports deletes and adds it in one transaction: it is continued. Deleting it in
 //! one request and adding it in another, or moving its key to another SPI, is refused. A
 //! restart of the process cannot be seen from here: ipsecd warns at start-up.
+//!
+//! # A peer behind a NAT moves (port floating)
+//!
+//! A NAT may give an ESP-in-UDP peer a new source port at any time (its mapping timed out,
+//! the NAT restarted). When the newest authenticated packet of an esp-udp SA comes from
+//! another UDP source port than the one known for the peer ([`Sad::float`], called by the
+//! packet path after the ICV and replay checks), the SA and every esp-udp SA the other way
+//! between the same two addresses learn the new port, and the outbound ones send to it
+//! from then on (RFC 3948 §3.1, RFC 7296 §2.23). The learned port lives in each SA
+//! (`peer_port`, one atomic the packet path reads): a new SA (a reload, a control request)
+//! takes it from the SAs the other way, a continued one from its previous version unless
+//! its ports changed (the operator said where the peer is); SAs whose keys changed start
+//! from the config if nothing is left to learn from. Only the port floats: a packet from
+//! another source address is accepted (the SA is found by SPI and destination) but
+//! moves nothing, since the address is part of the SA's identity.
 
 use std::hash::BuildHasher;
 use std::net::IpAddr;
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -72,7 +87,13 @@ pub struct Sa {
     /// The packet path's completions for this SA (set by [`crate::Ipsec`] when it installs it).
     pub(crate) callbacks: OnceLock<crate::datapath::SaCallbacks>,
     state: AtomicU8,
+    /// The peer's UDP port as learned from its authenticated packets (ESP in UDP only):
+    /// `LEARNED | port`, or 0 while the configured port holds (see the module docs).
+    peer_port: AtomicU32,
 }
+
+/// The flag in [`Sa`]'s `peer_port` that says a port was learned (port 0 is a port too).
+const LEARNED: u32 = 1 << 16;
 
 /// What lives as long as an SA's key (see [`Sa`]); opaque outside the core.
 pub struct Keyed {
@@ -117,6 +138,9 @@ impl std::fmt::Debug for Sa {
 /// What happened to an SA that its owner should hear about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
+    /// The peer of an ESP-in-UDP SA sent an authenticated packet from another UDP port:
+    /// the SAs to it now send there ([`Sad::float`]).
+    PeerMoved { sa: SaId, from: u16, to: u16 },
     /// A soft lifetime ran out: re-key soon.
     SoftExpired(SaId),
     /// A hard lifetime ran out: the SA was removed.
@@ -132,6 +156,28 @@ impl Sa {
             1 => SaState::Dying,
             _ => SaState::Dead,
         }
+    }
+
+    /// The UDP port of the peer as learned from its authenticated packets, if it moved
+    /// away from the configured one (ESP in UDP).
+    pub fn learned_port(&self) -> Option<u16> {
+        let v = self.peer_port.load(Ordering::Relaxed);
+        (v & LEARNED != 0).then_some(v as u16)
+    }
+
+    /// Where this SA's packets go, as a UDP destination port: the learned port, or the
+    /// configured one. `None` for plain ESP.
+    #[inline]
+    pub fn send_port(&self) -> Option<u16> {
+        let n = self.spec.natt?;
+        Some(self.learned_port().unwrap_or(n.dport))
+    }
+
+    /// The source port the peer's packets on this SA are expected from: the learned port,
+    /// or the configured one. `None` for plain ESP.
+    pub fn peer_source_port(&self) -> Option<u16> {
+        let n = self.spec.natt?;
+        Some(self.learned_port().unwrap_or(n.sport))
     }
 
     /// This SA's counters.
@@ -365,6 +411,27 @@ impl Sad {
         self.tables.load().inbound.get(&(spi, dst)).cloned()
     }
 
+    /// An authenticated packet of `sa` (ESP in UDP, the newest the replay window has seen)
+    /// came from UDP source port `port`: if that is not the port known for the peer, `sa`
+    /// and every ESP-in-UDP SA the other way between the same addresses learn it, and the
+    /// port it replaces is returned (once per change, even if packets race: the change is
+    /// one compare-and-swap on `sa`). The caller counts and reports it.
+    pub fn float(&self, sa: &Sa, port: u16) -> Option<u16> {
+        let from = sa.peer_source_port()?;
+        if from == port {
+            return None;
+        }
+        let now = sa.peer_port.load(Ordering::Relaxed);
+        let learned = LEARNED | u32::from(port);
+        sa.peer_port.compare_exchange(now, learned, Ordering::Relaxed, Ordering::Relaxed).ok()?;
+        if let Some(back) = self.tables.load().outbound.get(&(sa.id.dst, sa.id.src)) {
+            for other in back.iter().filter(|o| o.spec.natt.is_some()) {
+                other.peer_port.store(learned, Ordering::Relaxed);
+            }
+        }
+        Some(from)
+    }
+
     /// The SA to send with from `src` to `dst`: the newest usable one whose mode fits and,
     /// if `reqid` is non-zero, whose reqid is that (setkey `unique:N`).
     #[inline]
@@ -449,6 +516,7 @@ impl Sa {
             keyed,
             callbacks: OnceLock::new(),
             state: AtomicU8::new(0),
+            peer_port: AtomicU32::new(0),
         }
     }
 
@@ -534,6 +602,9 @@ impl<'a> Writer<'a> {
                     KeyedIn::First(first) => first.clone(),
                 };
                 let sa = Arc::new(Sa::around(spec, transform, KeyedIn::First(first)));
+                if sa.spec.natt == old.spec.natt {
+                    sa.peer_port.store(old.peer_port.load(Ordering::Relaxed), Ordering::Relaxed);
+                }
                 if sa.spec.replay_window != old.spec.replay_window {
                     self.resized.push(sa.clone());
                 }
@@ -546,6 +617,15 @@ impl<'a> Writer<'a> {
                     return Err(SadError::KeyReused(*by));
                 }
                 let sa = Arc::new(self.sad.build(spec)?);
+                if sa.spec.natt.is_some() {
+                    let learned = self.read(|t| {
+                        let back = t.outbound.get(&(sa.id.dst, sa.id.src))?;
+                        back.iter().rev().find_map(|o| o.spec.natt.and(o.learned_port()))
+                    });
+                    if let Some(p) = learned {
+                        sa.peer_port.store(LEARNED | u32::from(p), Ordering::Relaxed);
+                    }
+                }
                 if let Some(k) = fp {
                     self.new_keys.insert(k, id);
                 }

@@ -136,6 +136,7 @@ pub(crate) struct Counters {
     pub(crate) packets_in: AtomicU64,
     pub(crate) bytes_in: AtomicU64,
     pub(crate) keepalives: AtomicU64,
+    pub(crate) peer_moved: AtomicU64,
     drops: [AtomicU64; Drop::COUNT],
 }
 
@@ -149,6 +150,11 @@ impl Counters {
     #[inline]
     pub(crate) fn keepalive(&self) {
         self.keepalives.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An ESP-in-UDP peer moved to another UDP port (port floating, [`crate::sad::Sad::float`]).
+    pub(crate) fn peer_moved(&self) {
+        self.peer_moved.fetch_add(1, Ordering::Relaxed);
     }
 
     #[inline]
@@ -174,6 +180,7 @@ impl Counters {
             packets_in: self.packets_in.load(Ordering::Relaxed),
             bytes_in: self.bytes_in.load(Ordering::Relaxed),
             keepalives: self.keepalives.load(Ordering::Relaxed),
+            peer_moved: self.peer_moved.load(Ordering::Relaxed),
             drops,
         }
     }
@@ -192,6 +199,8 @@ pub struct Stats {
     pub packets_in: u64,
     pub bytes_in: u64,
     pub keepalives: u64,
+    /// ESP-in-UDP peers that moved to another UDP port (port floating): not drops either.
+    pub peer_moved: u64,
     drops: [u64; Drop::COUNT],
 }
 
@@ -219,6 +228,9 @@ impl fmt::Display for Stats {
         )?;
         if self.keepalives > 0 {
             write!(f, ", keepalives {}", self.keepalives)?;
+        }
+        if self.peer_moved > 0 {
+            write!(f, ", peer moved {}", self.peer_moved)?;
         }
         for (d, n) in self.nonzero_drops() {
             write!(f, ", {d} {n}")?;

@@ -687,3 +687,71 @@ fn the_longest_inner_packet_fits_every_transform_in_1500_bytes() {
         }
     }
 }
+
+/// `esp` (ESP in UDP over IPv4, as a peer sent it) as it arrives after a NAT gave it the
+/// source port `port`.
+fn from_port(esp: &[u8], port: u16) -> Packet {
+    let mut b = esp.to_vec();
+    b[20..22].copy_from_slice(&port.to_be_bytes());
+    Packet::new(b)
+}
+
+/// Port floating (RFC 3948 §3.1, RFC 7296 §2.23): after an authenticated packet from a new
+/// UDP source port, the SAs back to the peer send to that port; a forged, replayed or late
+/// packet from another port moves nothing.
+#[test]
+fn the_newest_authenticated_packet_moves_the_peer_and_nothing_else_does() {
+    let (mut s, a) = gcm_tunnel();
+    s.natt = true;
+    let (left, ls, right, rs) = pair(&s, &a);
+    let (o, i) = (s.outer, s.inner);
+    right.control(&Request::AddPolicy(policy(&s, Dir::Out, i.1, i.0, (o.1, o.0)))).unwrap();
+    let plain = udp_packet(i.0, i.1, 64);
+    let esp: Vec<Vec<u8>> = (0..4)
+        .map(|_| {
+            left.output(Packet::new(plain.clone())).unwrap();
+            ls.take_sent().remove(0)
+        })
+        .collect();
+    // Where right sends now: the UDP destination port of its next packet to left.
+    let sends_to = || {
+        right.output(Packet::new(udp_packet(i.1, i.0, 32))).unwrap();
+        let b = rs.take_sent().remove(0);
+        u16::from_be_bytes([b[22], b[23]])
+    };
+    assert_eq!(sends_to(), 4500);
+
+    // Forged (the ICV fails) from another port: no move.
+    let mut forged = esp[2].clone();
+    *forged.last_mut().unwrap() ^= 1;
+    right.input_via(from_port(&forged, 4600), Via::Udp).unwrap();
+    assert_eq!(right.stats().drops(Drop::AuthFailed), 1);
+    // Authentic from the configured port: no move either.
+    right.input_via(from_port(&esp[0], 4500), Via::Udp).unwrap();
+    assert_eq!((right.stats().peer_moved, sends_to()), (0, 4500));
+
+    // Authentic and the newest, from 4600: followed, counted and reported once.
+    right.input_via(from_port(&esp[2], 4600), Via::Udp).unwrap();
+    assert_eq!(rs.take_delivered().len(), 2);
+    assert_eq!(sends_to(), 4600);
+    assert_eq!(right.stats().peer_moved, 1);
+    let moved: Vec<_> = right.take_events();
+    assert!(matches!(moved.as_slice(), [Event::PeerMoved { from: 4500, to: 4600, .. }]), "{moved:?}");
+
+    // A replay from yet another port: dropped, no move.
+    assert_eq!(right.input_via(from_port(&esp[2], 4700), Via::Udp), Err(Drop::Replay));
+    // A late packet (in the window, older than the newest) from the old port: delivered,
+    // but it does not move the peer back.
+    right.input_via(from_port(&esp[1], 4500), Via::Udp).unwrap();
+    assert_eq!(rs.take_delivered().len(), 1);
+    // The next packets from the new port: no new change.
+    right.input_via(from_port(&esp[3], 4600), Via::Udp).unwrap();
+    assert_eq!((right.stats().peer_moved, sends_to()), (1, 4600));
+    assert!(right.take_events().is_empty());
+
+    // A new SA to the peer (a reload with new keys) takes the learned port.
+    right.control(&Request::AddSa(sa(&s, &a, 0x2001, o.1, o.0))).unwrap();
+    let newest = right.databases().sad.outbound(o.1, o.0, Mode::Tunnel, 0).unwrap();
+    assert_eq!((newest.id.spi, newest.send_port()), (0x2001, Some(4600)));
+    assert_eq!(sends_to(), 4600);
+}

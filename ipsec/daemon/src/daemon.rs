@@ -1,6 +1,6 @@
 //! `ipsecd` itself: start-up (config, TUN, sockets, control socket), the threads, routes,
 //! signals (SIGTERM stops cleanly, SIGHUP re-reads the config), and the tick that applies
-//! SA lifetimes (every 200 ms, with the signal check).
+//! SA lifetimes and sends NAT-keepalives when due (every 200 ms, with the signal check).
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -16,6 +16,7 @@ use crate::config;
 use crate::crypto;
 use crate::ctl::Reply;
 use crate::ctl_server::{self, Handler, Server};
+use crate::keepalive::Keepalives;
 use crate::net::{self, Family, IoCounters, NetSink};
 use crate::routing::Routing;
 use crate::serve::{self, Counters, Refused};
@@ -54,7 +55,13 @@ pub struct Options {
     pub drivers: Vec<String>,
     /// ocf's routing policy.
     pub policy: ocf::Policy,
+    /// Send a NAT-keepalive to each ESP-in-UDP peer that was sent nothing for this long
+    /// (RFC 3948 §4); zero for none ([`crate::keepalive`]).
+    pub nat_keepalive: Duration,
 }
+
+/// The NAT-keepalive interval unless `--nat-keepalive` says otherwise (RFC 3948 §4: 20 s).
+pub const DEFAULT_NAT_KEEPALIVE: u64 = 20;
 
 /// Runs the daemon until SIGTERM or SIGINT. `Err` for a start-up failure (a bad config
 /// names its line and column; a second daemon on the same socket is refused).
@@ -186,6 +193,7 @@ pub fn run(opts: Options) -> Result<(), String> {
         move || control.serve(&listener)
     })?;
 
+    let mut keepalives = Keepalives::new(opts.nat_keepalive);
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
         .map_err(|e| format!("signals: {e}"))?;
     loop {
@@ -205,6 +213,9 @@ pub fn run(opts: Options) -> Result<(), String> {
         core.tick();
         for ev in core.take_events() {
             tracing::info!("{ev:?}");
+        }
+        if let Some(k) = &mut keepalives {
+            k.run(&core, &sink);
         }
         std::thread::sleep(Duration::from_millis(200));
     }

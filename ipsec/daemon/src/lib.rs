@@ -9,6 +9,7 @@
 //!   did, for stats and metrics.
 //! - [`daemon`]: start-up, threads, routes, signals, the lifetime tick.
 //! - [`net`]: the TUN and sockets, and the loops that feed the core.
+//! - [`keepalive`]: NAT-keepalives to the peers of ESP-in-UDP SAs, from the main loop.
 //! - [`batch`]: what the core makes of one batch of packets, sent together at its end.
 //! - [`coalesce`]: decrypted TCP segments merged back into super-packets for the TUN.
 //! - [`routing`]: the routes into the TUN and the rule that keeps ipsecd's own ESP out.
@@ -26,6 +27,7 @@ pub mod crypto;
 pub mod ctl;
 pub mod ctl_server;
 pub mod daemon;
+pub mod keepalive;
 pub mod net;
 pub mod routing;
 pub mod serve;

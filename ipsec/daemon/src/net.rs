@@ -57,7 +57,8 @@ pub fn max_packet(mtu: u16) -> usize {
 }
 
 /// The gateway's own I/O counters (the core counts its drops): errors of the I/O itself,
-/// and the kernel's link-scope packets the TUN loop drops before the core.
+/// the kernel's link-scope packets the TUN loop drops before the core, and the
+/// NAT-keepalives sent.
 #[derive(Default)]
 pub struct IoCounters {
     pub send_errors: AtomicU64,
@@ -68,17 +69,20 @@ pub struct IoCounters {
     /// policy carries them; sent as they are, they would come straight back into the TUN
     /// (or leak out of another interface).
     pub tun_link_scope: AtomicU64,
+    /// NAT-keepalives sent ([`crate::keepalive`]).
+    pub keepalives_sent: AtomicU64,
 }
 
 impl IoCounters {
     /// Every counter, by the name `ipsecctl stats` and the metrics give it.
-    pub fn all(&self) -> [(&'static str, u64); 4] {
+    pub fn all(&self) -> [(&'static str, u64); 5] {
         let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
         [
             ("send_errors", r(&self.send_errors)),
             ("tun_write_errors", r(&self.tun_write_errors)),
             ("receive_errors", r(&self.recv_errors)),
             ("tun_link_scope", r(&self.tun_link_scope)),
+            ("keepalives_sent", r(&self.keepalives_sent)),
         ]
     }
 }
@@ -212,16 +216,47 @@ impl NetSink {
     }
 
     /// Sends the UDP payloads (ESP) of a run of datagrams to one peer with one sendmsg: the
-    /// payloads as the I/O vector, the segment size in UDP_SEGMENT, and the source address
-    /// in the packet-info option (the socket is bound to the wildcard address).
+    /// payloads as the I/O vector, the segment size in UDP_SEGMENT.
     fn send_gso(&self, run: &[Packet], first: &Datagram) {
         let iovs: Vec<IoSlice<'_>> = run.iter().map(|p| IoSlice::new(&p.bytes()[first.headers..])).collect();
         let segment = first.payload as u16;
-        let mut cmsgs = Vec::with_capacity(2);
-        if run.len() > 1 {
-            cmsgs.push(ControlMessage::UdpGsoSegments(&segment));
+        let gso = (run.len() > 1).then_some(&segment);
+        if let Err(e) = self.send_udp(&iovs, gso, first.src, first.dst) {
+            self.io.send_errors.fetch_add(run.len() as u64, Ordering::Relaxed);
+            tracing::debug!("sending {} datagrams to {}: {e}", run.len(), first.dst);
         }
-        let r = match (first.src, first.dst) {
+    }
+
+    /// Sends a NAT-keepalive (RFC 3948 §2.3: the one octet 0xFF) from our address `src` and
+    /// UDP port to `dst` ([`crate::keepalive`]); counted as sent, or as a send error.
+    pub fn send_keepalive(&self, src: IpAddr, dst: SocketAddr) {
+        let payload = [ipsec_wire::udp_encap::KEEPALIVE];
+        match self.send_udp(&[IoSlice::new(&payload)], None, src, dst) {
+            Ok(_) => {
+                self.io.keepalives_sent.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                self.io.send_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!("sending a NAT-keepalive to {dst}: {e}");
+            }
+        }
+    }
+
+    /// One sendmsg on the UDP socket of `dst`'s family: `iovs` as one datagram, or with
+    /// `gso` (UDP_SEGMENT) one per segment, from our address `src` (the packet-info option:
+    /// the socket is bound to the wildcard address).
+    fn send_udp(
+        &self,
+        iovs: &[IoSlice<'_>],
+        gso: Option<&u16>,
+        src: IpAddr,
+        dst: SocketAddr,
+    ) -> nix::Result<usize> {
+        let mut cmsgs = Vec::with_capacity(2);
+        if let Some(segment) = gso {
+            cmsgs.push(ControlMessage::UdpGsoSegments(segment));
+        }
+        match (src, dst) {
             (IpAddr::V4(src), SocketAddr::V4(dst)) => {
                 let pi = nix::libc::in_pktinfo {
                     ipi_ifindex: 0,
@@ -229,7 +264,7 @@ impl NetSink {
                     ipi_addr: nix::libc::in_addr { s_addr: 0 },
                 };
                 cmsgs.push(ControlMessage::Ipv4PacketInfo(&pi));
-                sendmsg(self.udp4.as_raw_fd(), &iovs, &cmsgs, MsgFlags::empty(), Some(&SockaddrIn::from(dst)))
+                sendmsg(self.udp4.as_raw_fd(), iovs, &cmsgs, MsgFlags::empty(), Some(&SockaddrIn::from(dst)))
             }
             (IpAddr::V6(src), SocketAddr::V6(dst)) => {
                 let pi = nix::libc::in6_pktinfo {
@@ -237,20 +272,10 @@ impl NetSink {
                     ipi6_ifindex: 0,
                 };
                 cmsgs.push(ControlMessage::Ipv6PacketInfo(&pi));
-                sendmsg(
-                    self.udp6.as_raw_fd(),
-                    &iovs,
-                    &cmsgs,
-                    MsgFlags::empty(),
-                    Some(&SockaddrIn6::from(dst)),
-                )
+                sendmsg(self.udp6.as_raw_fd(), iovs, &cmsgs, MsgFlags::empty(), Some(&SockaddrIn6::from(dst)))
             }
-            // Datagram::of takes both addresses from one header.
-            _ => return,
-        };
-        if let Err(e) = r {
-            self.io.send_errors.fetch_add(run.len() as u64, Ordering::Relaxed);
-            tracing::debug!("sending {} datagrams to {}: {e}", run.len(), first.dst);
+            // An SA's (and a datagram's) two addresses are of one family.
+            _ => Err(nix::errno::Errno::EAFNOSUPPORT),
         }
     }
 

@@ -97,6 +97,7 @@ pub fn stats(core: &Ipsec, io: &crate::net::IoCounters, reloads: &Reloads) -> St
         t.packets_out, t.bytes_out, t.packets_in, t.bytes_in
     );
     let _ = writeln!(out, "keepalives: {}", t.keepalives);
+    let _ = writeln!(out, "peer_moved: {}", t.peer_moved);
     let _ = writeln!(out, "drops: {}", t.total_drops());
     for d in Drop::ALL {
         let _ = writeln!(out, "  {:<16} {}", d.name(), t.drops(d));
@@ -156,6 +157,11 @@ pub fn prometheus(core: &Ipsec, io: &crate::net::IoCounters, reloads: &Reloads) 
         ("packets_total", "counter", "Packets through the ESP core, by direction."),
         ("bytes_total", "counter", "Payload bytes through the ESP core, by direction."),
         ("keepalives_total", "counter", "NAT-keepalives received (RFC 3948), not dropped: counted apart."),
+        (
+            "peer_moved_total",
+            "counter",
+            "ESP-in-UDP peers that moved to another UDP port (an authenticated packet from it): followed.",
+        ),
         ("drops_total", "counter", "Packets dropped, by reason."),
         ("sa_packets_total", "counter", "Packets per SA, by direction."),
         ("sa_drops_total", "counter", "Packets dropped per SA, by reason."),
@@ -165,6 +171,7 @@ pub fn prometheus(core: &Ipsec, io: &crate::net::IoCounters, reloads: &Reloads) 
             "counter",
             "Packets into the TUN to a link-local or multicast address (the kernel's own chatter), dropped.",
         ),
+        ("keepalives_sent_total", "counter", "NAT-keepalives sent to ESP-in-UDP peers (--nat-keepalive)."),
         ("sas", "gauge", "Installed SAs."),
         ("reloads_total", "counter", "Reloads of the config file (SIGHUP), by outcome: ok or why it failed."),
         ("last_reload_failed", "gauge", "1 if the last reload failed (and changed nothing), else 0."),
@@ -176,6 +183,7 @@ pub fn prometheus(core: &Ipsec, io: &crate::net::IoCounters, reloads: &Reloads) 
     let _ = writeln!(o, "ipsecd_bytes_total{{dir=\"out\"}} {}", t.bytes_out);
     let _ = writeln!(o, "ipsecd_bytes_total{{dir=\"in\"}} {}", t.bytes_in);
     let _ = writeln!(o, "ipsecd_keepalives_total {}", t.keepalives);
+    let _ = writeln!(o, "ipsecd_peer_moved_total {}", t.peer_moved);
     for d in Drop::ALL {
         let _ = writeln!(o, "ipsecd_drops_total{{reason=\"{}\"}} {}", d.name(), t.drops(d));
     }

@@ -258,6 +258,10 @@ fn metrics_give_every_counter_in_prometheus_text() {
         assert!(m.contains(&format!("ipsecd_drops_total{{reason=\"{}\"}} 0\n", d.name())), "{d}");
     }
     assert!(m.contains("ipsecd_keepalives_total 0\n"), "{m}");
+    io.keepalives_sent.fetch_add(2, std::sync::atomic::Ordering::Relaxed);
+    let m = ipsecd::service::prometheus(&c, &io, &Reloads::default());
+    assert!(m.contains("ipsecd_keepalives_sent_total 2\n"), "{m}");
+    assert!(m.contains("ipsecd_peer_moved_total 0\n"), "{m}");
     assert!(m.contains("ipsecd_sas 2\n"));
     // Every sample line is NAME{LABELS} VALUE or NAME VALUE, and every family is declared.
     for line in m.lines().filter(|l| !l.starts_with('#')) {

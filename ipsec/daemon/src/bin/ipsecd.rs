@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use ipsecd::crypto;
 use ipsecd::ctl::DEFAULT_SOCKET;
-use ipsecd::daemon::{run, Options, DEFAULT_MTU};
+use ipsecd::daemon::{run, Options, DEFAULT_MTU, DEFAULT_NAT_KEEPALIVE};
 use ipsecd::routing::{DEFAULT_MARK, DEFAULT_TABLE};
 
 /// A user-space IPsec gateway over TUN: raw ESP and ESP in UDP, configured in setkey syntax.
@@ -60,6 +60,11 @@ struct Args {
     /// least-loaded or round-robin.
     #[arg(long, value_name = "NAME", default_value = "cost-model")]
     policy: ocf::Policy,
+    /// Send a NAT-keepalive (RFC 3948: one octet 0xFF over UDP) to each peer of an esp-udp
+    /// SA that ipsecd sent nothing else for this many seconds, so that a NAT in between
+    /// keeps its mapping; 0 for none.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_NAT_KEEPALIVE)]
+    nat_keepalive: u64,
 }
 
 fn main() -> ExitCode {
@@ -83,6 +88,7 @@ fn main() -> ExitCode {
         metrics: a.metrics,
         drivers: a.drivers,
         policy: a.policy,
+        nat_keepalive: std::time::Duration::from_secs(a.nat_keepalive),
     };
     match run(opts) {
         Ok(()) => ExitCode::SUCCESS,
