@@ -33,13 +33,13 @@
 //! the NAT restarted). When the newest authenticated packet of an esp-udp SA comes from
 //! another UDP source port than the one known for the peer ([`Sad::float`], called by the
 //! packet path after the ICV and replay checks), the SA and every esp-udp SA the other way
-//! between the same two addresses learn the new port, and the outbound ones send to it
-//! from then on (RFC 3948 §3.1, RFC 7296 §2.23). The learned port lives in each SA
-//! (`peer_port`, one atomic the packet path reads): a new SA (a reload, a control request)
-//! takes it from the SAs the other way, a continued one from its previous version unless
-//! its ports changed (the operator said where the peer is); SAs whose keys changed start
-//! from the config if nothing is left to learn from. Only the port floats: a packet from
-//! another source address is accepted (the SA is found by SPI and destination) but
+//! between the same two addresses learn the new port, and the outbound ones send to it from
+//! then on (as IKEv2 does for its own packets, RFC 7296 §2.23). The learned port lives in
+//! each SA (`peer_port`, one atomic the packet path reads): a new SA (a reload, a control
+//! request) takes it from the SAs the other way, a continued one from its previous version
+//! unless its ports changed (the operator said where the peer is); SAs whose keys changed
+//! start from the config if nothing is left to learn from. Only the port floats: a packet
+//! from another source address is accepted (the SA is found by SPI and destination) but
 //! moves nothing, since the address is part of the SA's identity.
 
 use std::hash::BuildHasher;
