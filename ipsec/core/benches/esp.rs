@@ -15,7 +15,9 @@
 //! same round); the report gives the median share and its quartiles over the rounds.
 //!
 //! Options (after `--`): `--rounds N` (default 600), `--iters N` packets per case per round
-//! (default 500), `--profile NAME SECS` runs one case alone for `perf record`.
+//! (default 500), `--profile NAME SECS` runs one case alone for `perf record`, `--ce`: the
+//! inner packet is ECT(0) and the outer header arrives CE, so every decapsulation marks the
+//! inner header CE and updates its checksum (RFC 6040; without it nothing changes there).
 //!
 //! Buffers are recycled through the sink, so neither side allocates a packet buffer per
 //! iteration; both decrypt sides copy a fresh ciphertext in first (decryption is in place),
@@ -162,6 +164,7 @@ fn main() {
             .map_or(default, |v| v.parse().expect("a number"))
     };
     let (rounds, iters) = (opt("--rounds", 600), opt("--iters", 500));
+    let ce = args.iter().any(|a| a == "--ce");
     let profile = args.iter().position(|a| a == "--profile").map(|i| {
         let name = args.get(i + 1).expect("--profile NAME SECS").clone();
         (name, Duration::from_secs_f64(args.get(i + 2).and_then(|s| s.parse().ok()).unwrap_or(5.0)))
@@ -231,8 +234,15 @@ fn main() {
 
     // ESP input: a valid packet copied in, then SA lookup, (window off: the same packet
     // every time), open, trailer, inbound policy.
-    out.output(Packet::with_headroom(&plain)).unwrap();
-    let esp = last().bytes().to_vec();
+    let mut sent = plain.clone();
+    if ce {
+        ipsec_wire::ipv4::Packet::new_unchecked(&mut sent[..]).set_ecn_updating_checksum(0b10);
+    }
+    out.output(Packet::with_headroom(&sent)).unwrap();
+    let mut esp = last().bytes().to_vec();
+    if ce {
+        ipsec_wire::ipv4::Packet::new_unchecked(&mut esp[..]).set_ecn_updating_checksum(0b11);
+    }
     let inp = gateway(&fw, Dir::In, 0);
     let mut spare_in = Packet::new(esp.clone());
     let esp_input = || {

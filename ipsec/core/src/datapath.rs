@@ -637,15 +637,18 @@ impl Shared {
             // A dummy packet (RFC 4303 §2.6, traffic flow confidentiality): discard quietly.
             PROTO_NONE => return,
             // Tunnel mode: ESP carried an IP packet; IP-in-IP's decapsulation is to start
-            // there (the outer header is left behind in the buffer), and cuts any TFC
-            // padding after it.
-            PROTO_IPV4 | PROTO_IPV6 => match ipip::decapsulate(Packet { data, head: body }, next) {
-                Some(p) => p,
-                None => {
-                    self.drop(Some(sa), Drop::BadInner);
-                    return;
+            // there (the outer header is left behind in the buffer), cuts any TFC padding
+            // after it and carries the outer header's ECN mark in (RFC 6040).
+            PROTO_IPV4 | PROTO_IPV6 => {
+                let outer_ecn = ipip::ecn(&data[head..]);
+                match ipip::decapsulate(Packet { data, head: body }, next, outer_ecn) {
+                    Ok(p) => p,
+                    Err(why) => {
+                        self.drop(Some(sa), why);
+                        return;
+                    }
                 }
-            },
+            }
             _ => {
                 // Transport: the IP header (without any UDP encapsulation) moves up to meet
                 // the payload.

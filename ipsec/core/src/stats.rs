@@ -46,6 +46,10 @@ pub enum Drop {
     /// The decapsulated packet is not what the SA's mode says (tunnel: not an IP packet of
     /// the right version; transport: unknown next header).
     BadInner,
+    /// Tunnel mode: the outer header arrived marked CE (congestion experienced) but the
+    /// inner packet is Not-ECT, so its transport cannot hear of the congestion; RFC 6040
+    /// §4.2 says drop it (a router on the path would have dropped it rather than mark it).
+    CeNotEct,
     /// Inbound: the packet is not allowed by policy (clear text where ESP is required, or
     /// through an SA other than the policy's). Outbound: a policy says discard.
     Policy,
@@ -84,6 +88,7 @@ impl Drop {
         Drop::BadLength,
         Drop::BadPadding,
         Drop::BadInner,
+        Drop::CeNotEct,
         Drop::Policy,
         Drop::NoPolicy,
         Drop::NoSa,
@@ -111,6 +116,7 @@ impl Drop {
             Drop::BadLength => "bad_length",
             Drop::BadPadding => "bad_padding",
             Drop::BadInner => "bad_inner",
+            Drop::CeNotEct => "ce_not_ect",
             Drop::Policy => "policy",
             Drop::NoPolicy => "no_policy",
             Drop::NoSa => "no_sa",

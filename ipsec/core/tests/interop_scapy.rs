@@ -300,3 +300,45 @@ fn tfc_padding_after_the_inner_packet_is_discarded() {
         assert_eq!(g.stats().drops(ipsec_core::stats::Drop::BadInner), 1, "{}: {}", sh.name, g.stats());
     }
 }
+
+/// Sets the ECN field of the IPv4 or IPv6 header `b` starts with, as a router marking it
+/// would (the IPv4 checksum follows).
+fn mark_ecn(b: &mut [u8], ecn: u8) {
+    use ipsec_wire::{ipv4, ipv6};
+    if b[0] >> 4 == 4 {
+        ipv4::Packet::new_unchecked(b).set_ecn_updating_checksum(ecn);
+    } else {
+        ipv6::Packet::new_unchecked(b).set_ecn(ecn);
+    }
+}
+
+/// RFC 6040 §4.2 against scapy: scapy encrypts an inner packet, a router on the path marks
+/// the outer header CE (ESP's ICV does not cover it), and ours must deliver the inner packet
+/// marked CE where it is ECN-capable (ECT(0), ECT(1), CE: the IPv4 checksum updated) and
+/// drop it as `ce_not_ect` where it is Not-ECT; every tunnel family, mixed ones too.
+#[test]
+fn a_ce_mark_on_the_outer_header_reaches_the_inner_packet() {
+    use ipsec_core::stats::Drop;
+    let Some(peer) = ScapyPeer::for_test() else { return };
+    for sh in shapes().into_iter().filter(|sh| sh.tunnel) {
+        let sa = spec(&sh, EncAlg::AesGcm16, 20, None, false, false);
+        let (g, sink) = gateway(&sh, &sa, Dir::In);
+        for (seq, inner_ecn) in [(1, 0b10), (2, 0b01), (3, 0b11), (4, 0b00)] {
+            let mut plain = udp_packet(sh.inner.0, sh.inner.1, 100);
+            mark_ecn(&mut plain, inner_ecn);
+            let mut esp = peer.encrypt(&sa, Some(sh.outer), seq, &plain).unwrap();
+            mark_ecn(&mut esp, 0b11);
+            let _ = g.input(Packet::new(esp));
+            let got = sink.take();
+            if inner_ecn == 0 {
+                assert!(got.is_empty(), "{}: Not-ECT under CE delivered", sh.name);
+                continue;
+            }
+            let mut want = plain.clone();
+            mark_ecn(&mut want, 0b11);
+            assert_eq!(got, vec![want], "{}: inner ECN {inner_ecn:#04b} under CE", sh.name);
+        }
+        assert_eq!(g.stats().drops(Drop::CeNotEct), 1, "{}: {}", sh.name, g.stats());
+        assert_eq!(g.stats().total_drops(), 1, "{}: {}", sh.name, g.stats());
+    }
+}

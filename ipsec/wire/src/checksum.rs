@@ -57,6 +57,14 @@ pub fn verifies(data: &[u8]) -> bool {
     sum(data) == 0xffff
 }
 
+/// The checksum field after one 16-bit word it covers changed from `old` to `new`, without
+/// summing the data again: RFC 1624 §3, eqn. 3, `HC' = ~(~HC + ~m + m')` (the form that
+/// never yields the 0x0000 eqn. 2 could give for a sum of zero).
+#[inline]
+pub fn update(field: u16, old: u16, new: u16) -> u16 {
+    !fold(u64::from(!field) + u64::from(!old) + u64::from(new))
+}
+
 #[inline]
 fn fold(mut acc: u64) -> u16 {
     while acc > 0xffff {
@@ -120,6 +128,30 @@ mod tests {
             }
         }
         assert_eq!(sum(&[0xff; 8]), 0xffff);
+    }
+
+    #[test]
+    fn incremental_update_equals_recomputing() {
+        // RFC 1624 §4's example: a checksum of 0xDD2F over a word 0x5555 that becomes 0x3285
+        // gives 0x0000 by eqn. 3 (not the 0xFFFF of the older RFC 1141 formula).
+        assert_eq!(update(0xdd2f, 0x5555, 0x3285), 0x0000);
+        // An IPv4 header whose TOS byte goes through every value: the updated checksum is
+        // the recomputed one and verifies.
+        let mut h =
+            [0x45, 0x00, 0x05, 0xdc, 0x12, 0x34, 0x40, 0x00, 0x40, 0x06, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
+        let c = checksum(&h);
+        h[10..12].copy_from_slice(&c.to_be_bytes());
+        for tos in 0..=255u8 {
+            let old = u16::from_be_bytes([h[0], h[1]]);
+            let field = u16::from_be_bytes([h[10], h[11]]);
+            h[1] = tos;
+            let c = update(field, old, u16::from_be_bytes([h[0], h[1]]));
+            h[10..12].copy_from_slice(&c.to_be_bytes());
+            assert!(verifies(&h), "tos {tos:#04x}");
+            h[10..12].fill(0);
+            assert_eq!(c, checksum(&h), "tos {tos:#04x}");
+            h[10..12].copy_from_slice(&c.to_be_bytes());
+        }
     }
 
     #[test]

@@ -228,6 +228,20 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         *b = (*b & 0xfc) | (ecn & 0x03);
     }
 
+    /// Sets the ECN bits and updates the header checksum for the change (RFC 1624), for a
+    /// header already in flight, as a tunnel's decapsulation marks it (RFC 6040 §4.2): two
+    /// additions instead of summing the header again. A header whose checksum was wrong
+    /// stays wrong.
+    #[inline]
+    pub fn set_ecn_updating_checksum(&mut self, ecn: u8) {
+        let word = |b: &[u8]| u16::from_be_bytes([b[field::VER_IHL], b[field::TOS]]);
+        let old = word(self.buffer.as_ref());
+        self.set_ecn(ecn);
+        let new = word(self.buffer.as_ref());
+        let sum = checksum::update(self.checksum(), old, new);
+        self.set_checksum(sum);
+    }
+
     /// Sets the total length.
     #[inline]
     pub fn set_total_len(&mut self, len: u16) {
@@ -585,6 +599,29 @@ mod tests {
         let p = Packet::new_unchecked(&out[..]);
         assert_eq!(p.options(), &[0; 4]);
         assert!(p.payload().is_empty());
+    }
+
+    #[test]
+    fn set_ecn_updating_checksum_keeps_the_header_valid() {
+        // DSCP 46 (EF), with a 4-byte option: every ECN value from every ECN value, the
+        // DSCP kept and the checksum the recomputed one.
+        let mut h = [
+            0x46, 0xb8, 0x00, 0x18, 0x12, 0x34, 0x40, 0x00, 0x40, 0x01, 0x00, 0x00, 10, 0, 0, 1, 10, 0, 0, 2,
+            1, 1, 1, 0,
+        ];
+        Packet::new_unchecked(&mut h[..]).fill_checksum();
+        for from in 0..4 {
+            for to in 0..4 {
+                let mut p = Packet::new_unchecked(&mut h[..]);
+                p.set_ecn_updating_checksum(from);
+                p.set_ecn_updating_checksum(to);
+                assert!(p.verify_checksum(), "{from} -> {to}");
+                assert_eq!((p.dscp(), p.ecn()), (46, to));
+                let sum = p.checksum();
+                p.fill_checksum();
+                assert_eq!(p.checksum(), sum, "{from} -> {to}");
+            }
+        }
     }
 
     #[test]

@@ -278,6 +278,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         self.set_first_word(0x0ff0_0000, u32::from(tc) << 20);
     }
 
+    /// Sets the ECN bits: the lower 2 bits of the Traffic Class (higher bits are dropped).
+    #[inline]
+    pub fn set_ecn(&mut self, ecn: u8) {
+        self.set_first_word(0x0030_0000, u32::from(ecn) << 20);
+    }
+
     /// Sets the Flow Label (20 bits; higher bits are dropped).
     #[inline]
     pub fn set_flow_label(&mut self, label: u32) {
@@ -530,6 +536,16 @@ mod tests {
         assert_eq!(p.src_addr(), "2001:db8::1".parse::<Ipv6Addr>().expect("address"));
         assert_eq!(p.dst_addr(), "2001:db8::2".parse::<Ipv6Addr>().expect("address"));
         assert_eq!(p.payload(), &[1, 2, 3, 4], "link-layer padding excluded");
+    }
+
+    #[test]
+    fn set_ecn_keeps_dscp_and_flow_label() {
+        let mut bytes = fixed_header(0, 17);
+        for ecn in [3, 1, 2, 0, 7] {
+            let mut p = Packet::new_unchecked(&mut bytes[..]);
+            p.set_ecn(ecn);
+            assert_eq!((p.version(), p.dscp(), p.ecn(), p.flow_label()), (6, 46, ecn & 3, 0x12345));
+        }
     }
 
     #[test]
