@@ -63,7 +63,7 @@ pub const NAME: &str = "afalg";
 /// Payloads from this many bytes go to the kernel by vmsplice+splice instead of a copy.
 ///
 /// Measured side by side (`afalg:sync,zero_copy=off` against `zero_copy=1`, cryptotest,
-/// 0.3 s per case): under QEMU TCG with Debian's amd64 kernel (`bench/afalg-qemu`), splicing
+/// 0.3 s per case): under QEMU TCG with Debian's amd64 kernel (`KVM_MACHINE=qemu`), splicing
 /// gained 2-10% from 16 KiB for AES-CBC (64 KiB: 452 vs 414 Mb/s), and from 64 KiB for
 /// AES-GCM (281 vs 257) and SHA-256 (455 vs 447), and lost below 4 KiB (1 KiB AES-CBC: 122
 /// vs 138). Under user-mode-linux copying won at every size to 1 MiB (64 KiB AES-CBC: 1,012
@@ -77,8 +77,8 @@ pub enum RunMode {
     /// By the class of the kernel implementation: hardware on the pool (the kernel sleeps
     /// while the engine works, so a pool keeps several requests in flight for one
     /// submitter), the rest on the caller's thread (the kernel computes on the calling CPU:
-    /// a hop to a worker costs and gains nothing; measured in the kernel machine, see the
-    /// README's afalg section).
+    /// a hop to a worker costs and gains nothing; measured in the kernel machine:
+    /// docs/afalg.md, "Measured").
     ByClass,
     /// Every request on the caller's thread (`afalg:sync`).
     Sync,
