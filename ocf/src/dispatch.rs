@@ -17,7 +17,9 @@
 //! ```
 //!
 //! - **Direct dispatch.** A request not marked [`crate::Flags::BATCH`] goes from the
-//!   submitting thread straight into the driver: no queue, no thread hop.
+//!   submitting thread straight into the driver: no queue, no thread hop. A submitter with a
+//!   run of requests marks all but the last [`crate::Flags::MORE`], and the driver gets them
+//!   with [`crate::Hint::more`] as from the dispatch worker (the IPsec core does, per batch).
 //! - **Batched dispatch.** Batchable requests go to the dispatch queue; one dispatch worker
 //!   hands them to drivers with [`crate::Hint::more`] set while more for the same driver
 //!   follow, so a device can ring its doorbell once per batch.

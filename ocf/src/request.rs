@@ -206,6 +206,12 @@ impl Flags {
     /// instead of on a return worker (FreeBSD's CRYPTO_F_CBIMM). For short callbacks that
     /// do not block: it saves a thread hop per request.
     pub const CALLBACK_IMMEDIATE: Flags = Flags(2);
+    /// More requests for this session follow from this submitter at once: direct dispatch
+    /// hands the driver [`crate::Hint::more`], so a device can post them all and ring its
+    /// doorbell once (the paper's "more follow" hint without the dispatch worker's thread
+    /// hop). The submitter must send the last of its run without it; a device that was
+    /// promised more and got none only learns it from its own timeout.
+    pub const MORE: Flags = Flags(4);
 
     pub fn contains(self, other: Flags) -> bool {
         self.0 & other.0 == other.0

@@ -236,6 +236,29 @@ fn a_batch_reaches_the_driver_with_the_more_follow_hint() {
     assert_eq!(got, (0..100).collect::<Vec<_>>());
 }
 
+/// Direct dispatch with [`Flags::MORE`]: the submitter's own thread hands the driver every
+/// request of its run with the hint but the last (no dispatch worker, no thread hop).
+#[test]
+fn direct_dispatch_passes_the_submitters_more_follow_hint() {
+    let fw = Framework::with_config(config());
+    let ring = Ring::new("ring", Priority::Hardware, 1024, Duration::ZERO, false);
+    fw.register(ring.clone()).unwrap();
+    let s = fw.new_session(&params()).unwrap();
+    let c = Arc::new(Collector::default());
+    let cb = c.callback();
+    for i in 0..10 {
+        let mut r = request(i);
+        if i < 9 {
+            r.flags = Flags::MORE;
+        }
+        s.submit(r, &cb);
+    }
+    c.wait_for(10);
+    let (more, last) =
+        (ring.state.hints_more.load(Ordering::SeqCst), ring.state.hints_last.load(Ordering::SeqCst));
+    assert_eq!((more, last), (9, 1), "the hint as the submitter gave it");
+}
+
 #[test]
 fn a_batchable_request_goes_through_the_dispatch_worker() {
     let fw = Framework::with_config(config());

@@ -23,7 +23,6 @@
 //! iteration; both decrypt sides copy a fresh ciphertext in first (decryption is in place),
 //! so both pay the same copy.
 
-use std::cell::RefCell;
 use std::hint::black_box;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -33,31 +32,22 @@ use ipsec_core::control::{
     Action, Dir, EncAlg, KeyBytes, Level, Lifetime, Mode, PolicySpec, Prefix, Proto, Request as Ctl, Rule,
     SaSpec, Selector, Upper,
 };
-use ipsec_core::{Ipsec, Packet, Sink, HEADROOM, TAILROOM};
+use ipsec_core::{Ipsec, Packet, Results, Sink, Via, HEADROOM, TAILROOM};
 use ocf::{Aad, CipherAlg, Framework, Op, Request, SessionParams, TagPlace};
 
 const SIZE: usize = 1400;
 
-thread_local! {
-    /// The packet the sink got last, so the next iteration reuses its buffer. The soft
-    /// driver completes on the submitting thread, so a thread-local slot works, and it
-    /// costs what a gateway's per-thread batch would (no lock).
-    static LAST: RefCell<Option<Packet>> = const { RefCell::new(None) };
-}
+/// The soft driver finishes every packet in the call, into its `Results`: nothing reaches
+/// the sink.
+struct Unused;
 
-struct Recycle;
-
-impl Sink for Recycle {
-    fn transmit(&self, p: Packet) {
-        LAST.with(|l| *l.borrow_mut() = Some(p));
+impl Sink for Unused {
+    fn transmit(&self, _: Packet) {
+        unreachable!("a synchronous driver's packet came through the sink")
     }
-    fn deliver(&self, p: Packet) {
-        LAST.with(|l| *l.borrow_mut() = Some(p));
+    fn deliver(&self, _: Packet) {
+        unreachable!("a synchronous driver's packet came through the sink")
     }
-}
-
-fn last() -> Packet {
-    LAST.with(|l| l.borrow_mut().take()).expect("the sink got the packet")
 }
 
 fn ip(s: &str) -> IpAddr {
@@ -77,7 +67,7 @@ fn inner_packet() -> Vec<u8> {
 }
 
 fn gateway(fw: &Framework, dir: Dir, window: u32) -> Ipsec {
-    let g = Ipsec::new(fw.clone(), Arc::new(Recycle));
+    let g = Ipsec::new(fw.clone(), Arc::new(Unused));
     let spec = SaSpec {
         src: ip("192.0.2.1"),
         dst: ip("192.0.2.2"),
@@ -221,6 +211,7 @@ fn main() {
     let out = gateway(&fw, Dir::Out, 64);
     let plain = inner_packet();
     let mut spare = Packet::with_headroom(&plain);
+    let mut res = Results::with_capacity(1);
     let esp_output = || {
         let mut p = std::mem::take(&mut spare);
         p.data.clear();
@@ -228,8 +219,8 @@ fn main() {
         p.data.extend_from_slice(&plain);
         p.data.reserve(TAILROOM);
         p.head = HEADROOM;
-        out.output(black_box(p)).unwrap();
-        spare = last();
+        out.output_one(black_box(p), &mut res).unwrap();
+        spare = res.transmit.pop().expect("the ESP packet");
     };
 
     // ESP input: a valid packet copied in, then SA lookup, (window off: the same packet
@@ -238,20 +229,22 @@ fn main() {
     if ce {
         ipsec_wire::ipv4::Packet::new_unchecked(&mut sent[..]).set_ecn_updating_checksum(0b10);
     }
-    out.output(Packet::with_headroom(&sent)).unwrap();
-    let mut esp = last().bytes().to_vec();
+    let mut first = Results::default();
+    out.output_one(Packet::with_headroom(&sent), &mut first).unwrap();
+    let mut esp = first.transmit[0].bytes().to_vec();
     if ce {
         ipsec_wire::ipv4::Packet::new_unchecked(&mut esp[..]).set_ecn_updating_checksum(0b11);
     }
     let inp = gateway(&fw, Dir::In, 0);
     let mut spare_in = Packet::new(esp.clone());
+    let mut res_in = Results::with_capacity(1);
     let esp_input = || {
         let mut p = std::mem::take(&mut spare_in);
         p.data.clear();
         p.data.extend_from_slice(&esp);
         p.head = 0;
-        inp.input(black_box(p)).unwrap();
-        spare_in = last();
+        inp.input_one(black_box(p), Via::Ip, &mut res_in).unwrap();
+        spare_in = res_in.deliver.pop().expect("the inner packet");
     };
 
     let mut cases = [

@@ -14,44 +14,33 @@
 //! The DSCP is copied out and not back: the outer's DSCP belongs to the path between the
 //! gateways, and the inner packet keeps its own (RFC 2983's uniform model is not taken).
 
-use std::net::IpAddr;
-
 use ipsec_wire::{ipv4, ipv6};
 
-use crate::datapath::{Packet, Split, HEADROOM};
+use crate::path::{Packet, HEADROOM};
 use crate::stats::Drop;
 
 const PROTO_IPV4: u8 = 4;
 const PROTO_IPV6: u8 = 41;
 
-/// Puts an outer header from `src` to `dst` in front of `inner`, leaving at least `room`
-/// bytes of headroom before it for the next step. The inner packet's DSCP and ECN are
-/// copied out (RFC 4301 §5.1.2.1; RFC 6040's normal mode copies ECN). Moves the packet to
-/// a new buffer only if it lacks the headroom. Also returns what of the result stays in
-/// front of ESP (the outer header) and the protocol ESP's trailer names (the inner IP
-/// version's).
-///
-/// `id` is the outer IPv4 header's identification. DF is set, so the datagram is atomic
-/// and the field only has to vary (RFC 6864 §4.1): the caller passes the low bits of the
-/// SA's sequence number, which costs nothing, where a shared counter would be an atomic
-/// that every core's packets contend for.
-pub(crate) fn encapsulate(inner: Packet, src: IpAddr, dst: IpAddr, room: usize, id: u16) -> (Packet, Split) {
-    let outer = if dst.is_ipv6() { 40 } else { 20 };
+/// Makes room for an outer header of `outer` bytes in front of `inner`, with at least
+/// `room` bytes of headroom before it for the next step; moves the packet to a new buffer
+/// only if it lacks the headroom. Returns the packet starting where the outer header goes,
+/// the inner packet's DSCP and ECN byte, which the outer header copies (RFC 4301
+/// §5.1.2.1; RFC 6040's normal mode copies ECN), and the protocol ESP's trailer names
+/// (the inner IP version's). The outer header itself is written by the caller once the
+/// whole packet's length is known (`outbound::emit_outer`).
+pub(crate) fn encapsulate(inner: Packet, outer: usize, room: usize) -> (Packet, u8, u8) {
     let Packet { mut data, mut head } = inner;
     if head < outer + room {
         let front = HEADROOM.max(outer + room);
-        let mut v = Vec::with_capacity(front + data.len() - head + crate::datapath::TAILROOM);
+        let mut v = Vec::with_capacity(front + data.len() - head + crate::path::TAILROOM);
         v.resize(front, 0);
         v.extend_from_slice(&data[head..]);
         (data, head) = (v, front);
     }
     let tos = traffic_class(&data[head..]);
     let proto = if data[head] >> 4 == 6 { PROTO_IPV6 } else { PROTO_IPV4 };
-    let total = data.len() - head + outer;
-    head -= outer;
-    write_outer(&mut data[head..head + outer], src, dst, total, proto, tos, id);
-    let field = if dst.is_ipv6() { 6 } else { 9 };
-    (Packet { data, head }, Split { keep: outer, next: proto, field })
+    (Packet { data, head: head - outer }, tos, proto)
 }
 
 /// The inner packet, where ESP left it, cut to the length its IP header gives, its ECN
@@ -137,37 +126,6 @@ fn traffic_class(b: &[u8]) -> u8 {
         }
         Some(6) if b.len() >= 40 => ipv6::Packet::new_unchecked(b).traffic_class(),
         _ => 0,
-    }
-}
-
-/// Writes an outer IPv4 (DF set, TTL 64) or IPv6 (hop limit 64) header of `total` bytes.
-fn write_outer(b: &mut [u8], src: IpAddr, dst: IpAddr, total: usize, proto: u8, tos: u8, id: u16) {
-    match (src, dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            b[0] = 0x45;
-            b[1] = tos;
-            b[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-            b[4..6].copy_from_slice(&id.to_be_bytes());
-            b[6..8].copy_from_slice(&[0x40, 0]);
-            b[8] = 64;
-            b[9] = proto;
-            b[10..12].copy_from_slice(&[0, 0]);
-            b[12..16].copy_from_slice(&s.octets());
-            b[16..20].copy_from_slice(&d.octets());
-            // The checksum is filled in once the next step has set protocol and length.
-        }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            b[0] = 0x60 | tos >> 4;
-            b[1] = tos << 4;
-            b[2..4].copy_from_slice(&[0, 0]);
-            b[4..6].copy_from_slice(&((total - 40) as u16).to_be_bytes());
-            b[6] = proto;
-            b[7] = 64;
-            b[8..24].copy_from_slice(&s.octets());
-            b[24..40].copy_from_slice(&d.octets());
-        }
-        // An SA's endpoints are of one family (setkey and the SAD give them so).
-        _ => {}
     }
 }
 
@@ -266,17 +224,16 @@ mod tests {
     }
 
     #[test]
-    fn encapsulation_copies_dscp_and_ecn_out_for_every_family() {
-        let (a4, b4) = ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap());
-        let (a6, b6) = ("2001:db8::1".parse().unwrap(), "2001:db8::2".parse().unwrap());
+    fn encapsulation_takes_dscp_and_ecn_out_and_leaves_room() {
         for v6 in [false, true] {
-            for (src, dst) in [(a4, b4), (a6, b6)] {
+            for outer in [20, 40] {
                 for ecn in OUTERS {
-                    let (b, _) = inner(v6, ecn);
-                    let (out, split) = encapsulate(packet(&b), src, dst, 0, 7);
-                    let o = &out.bytes()[..split.keep];
-                    assert_eq!(traffic_class(o), 46 << 2 | ecn, "v6 {v6} in {dst}, ecn {ecn}");
-                    assert_eq!(&out.bytes()[split.keep..], &b[..]);
+                    let (b, proto) = inner(v6, ecn);
+                    // From a buffer with no headroom: moved once, with the room asked for.
+                    let (out, tos, next) = encapsulate(packet(&b), outer, 24);
+                    assert_eq!((tos, next), (46 << 2 | ecn, proto), "v6 {v6}, outer {outer}, ecn {ecn}");
+                    assert!(out.head >= 24);
+                    assert_eq!(&out.bytes()[outer..], &b[..]);
                 }
             }
         }

@@ -22,11 +22,14 @@ pub mod control;
 pub mod datapath;
 pub mod db;
 pub mod esp;
+mod inbound;
 mod ipip;
+mod outbound;
+mod path;
 pub mod replay;
 pub mod sad;
 pub mod setkey;
 pub mod spd;
 pub mod stats;
 
-pub use datapath::{DefaultPolicy, Ipsec, Packet, Sink, Via, HEADROOM, TAILROOM};
+pub use datapath::{DefaultPolicy, Ipsec, Packet, Payload, Results, Sink, Via, HEADROOM, TAILROOM};

@@ -50,7 +50,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use ocf::{Framework, Session};
+use ocf::{Callback, Framework, Session};
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::control::{Lifetime, Mode, Proto, SaId, SaSpec, MAX_REPLAY_WINDOW};
@@ -66,6 +66,13 @@ pub enum SaState {
     Dying,
     /// Past a hard lifetime (or removed): never used again.
     Dead,
+}
+
+/// Per SA, the two completions of an asynchronous driver (made when the SA is installed,
+/// so the packet path allocates none).
+pub(crate) struct SaCallbacks {
+    pub(crate) output: Callback,
+    pub(crate) input: Callback,
 }
 
 /// An installed SA: its spec and transform, and the state that belongs to its key.
@@ -85,7 +92,7 @@ pub struct Sa {
     pub(crate) transform: Transform,
     keyed: KeyedIn,
     /// The packet path's completions for this SA (set by [`crate::Ipsec`] when it installs it).
-    pub(crate) callbacks: OnceLock<crate::datapath::SaCallbacks>,
+    pub(crate) callbacks: OnceLock<SaCallbacks>,
     state: AtomicU8,
     /// The peer's UDP port as learned from its authenticated packets (ESP in UDP only):
     /// `LEARNED | port`, or 0 while the configured port holds (see the module docs).

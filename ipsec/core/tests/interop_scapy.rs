@@ -22,7 +22,12 @@ use ipsec_core::control::{
     Action, AuthAlg, Dir, EncAlg, KeyBytes, Level, Lifetime, Mode, NatT, PolicySpec, Prefix, Proto, Request,
     Rule, SaSpec, Selector, Upper,
 };
-use ipsec_core::{Ipsec, Packet, Sink};
+use ipsec_core::{Packet, Sink};
+
+use common::gateway::Gateway;
+
+/// A core whose results land in its `Collect`.
+type Gw = Gateway<Collect>;
 
 #[derive(Default)]
 struct Collect(Mutex<Vec<Vec<u8>>>);
@@ -148,11 +153,11 @@ fn spec(sh: &Shape, enc: EncAlg, klen: usize, auth: Option<AuthAlg>, esn: bool, 
     }
 }
 
-fn gateway(sh: &Shape, sa: &SaSpec, dir: Dir) -> (Ipsec, Arc<Collect>) {
+fn gateway(sh: &Shape, sa: &SaSpec, dir: Dir) -> (Gw, Arc<Collect>) {
     let fw = ocf::Framework::new();
     ocf_soft::register(&fw).unwrap();
     let sink = Arc::new(Collect::default());
-    let g = Ipsec::new(fw, sink.clone());
+    let g = Gateway::new(fw, sink.clone());
     g.control(&Request::AddSa(sa.clone())).unwrap();
     let host = |a: IpAddr| Prefix { addr: a, len: if a.is_ipv4() { 32 } else { 128 } };
     g.control(&Request::AddPolicy(PolicySpec {

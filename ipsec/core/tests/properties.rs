@@ -3,6 +3,8 @@
 //! and any single flipped bit in the ESP packet makes it a counted drop, never a delivery
 //! of something else.
 
+mod common;
+
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
@@ -10,8 +12,10 @@ use ipsec_core::control::{
     Action, AuthAlg, Dir, EncAlg, KeyBytes, Level, Lifetime, Mode, NatT, PolicySpec, Prefix, Proto, Request,
     Rule, SaSpec, Selector, Upper,
 };
-use ipsec_core::{Ipsec, Packet, Sink};
+use ipsec_core::{Packet, Sink};
 use proptest::prelude::*;
+
+use common::gateway::Gateway;
 
 #[derive(Default)]
 struct Collect(Mutex<Vec<Vec<u8>>>);
@@ -122,7 +126,7 @@ proptest! {
         let fw = ocf::Framework::new();
         ocf_soft::register(&fw).unwrap();
         let (ls, rs) = (Arc::new(Collect::default()), Arc::new(Collect::default()));
-        let (left, right) = (Ipsec::new(fw.clone(), ls.clone()), Ipsec::new(fw, rs.clone()));
+        let (left, right) = (Gateway::new(fw.clone(), ls.clone()), Gateway::new(fw, rs.clone()));
         for (g, dir) in [(&left, Dir::Out), (&right, Dir::In)] {
             g.control(&Request::AddSa(spec.clone())).unwrap();
             g.control(&Request::AddPolicy(pol(dir))).unwrap();

@@ -167,6 +167,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         let mut chain = HeaderChain {
             next_header: next,
             offset: at,
+            next_header_field: field::NEXT_HEADER,
             ext_headers: 0,
             fragment: None,
             esp_insert: EspInsertPoint {
@@ -225,6 +226,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
             next = after;
             chain.next_header = next;
             chain.offset = at;
+            chain.next_header_field = this_at;
             // ESP goes after the headers every router on the path (or the reassembler)
             // must see. A Destination Options header before a Routing header is covered:
             // the Routing header after it moves the insertion point past both.
@@ -320,6 +322,18 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         self.buffer.as_mut()[field::DST..field::DST + 16].copy_from_slice(&addr.octets());
     }
 
+    /// Sets the next-header byte at `field` of the header chain, an offset that
+    /// [`Packet::walk_extension_headers`] reported ([`EspInsertPoint::next_header_field`]):
+    /// the fixed header's own field (6) or an extension header's first byte. Transport
+    /// mode rewrites it to name ESP on the way out and the carried protocol on the way in.
+    /// `Err(Truncated)` if the buffer ends before `field`.
+    #[inline]
+    pub fn set_chain_next_header(&mut self, field: usize, next: IpProtocol) -> Result<()> {
+        need(self.buffer.as_ref(), field + 1)?;
+        self.buffer.as_mut()[field] = next.0;
+        Ok(())
+    }
+
     /// The payload, mutable (bounds as for [`Packet::payload`]).
     #[inline]
     pub fn payload_mut(&mut self) -> &mut [u8] {
@@ -337,6 +351,9 @@ pub struct HeaderChain {
     pub next_header: IpProtocol,
     /// Where that header starts, from the start of the IPv6 packet.
     pub offset: usize,
+    /// The offset of the Next Header byte that named it: the fixed header's (6) or the last
+    /// extension header's first byte (transport mode rewrites it on the way in).
+    pub next_header_field: usize,
     /// How many extension headers the walk stepped over.
     pub ext_headers: usize,
     /// The last Fragment header seen, if any.
@@ -638,6 +655,7 @@ mod tests {
         let chain = p.walk_extension_headers().expect("valid");
         assert_eq!(chain.next_header, IpProtocol::ESP);
         assert_eq!(chain.offset, 64);
+        assert_eq!(chain.next_header_field, 56, "the Fragment header named ESP");
         assert_eq!(chain.ext_headers, 3);
         assert!(chain.saw_fragment());
         assert!(!chain.is_fragment(), "atomic fragment");
@@ -661,6 +679,7 @@ mod tests {
         let chain = Packet::new_unchecked(&bytes[..]).walk_extension_headers().expect("valid");
         assert_eq!(chain.next_header, IpProtocol::UDP);
         assert_eq!(chain.offset, 40);
+        assert_eq!(chain.next_header_field, 6, "the fixed header named UDP");
         assert_eq!(chain.ext_headers, 0);
         assert!(!chain.saw_fragment());
         assert_eq!(
@@ -700,6 +719,7 @@ mod tests {
         let chain = Packet::new_unchecked(&bytes[..]).walk_extension_headers().expect("valid");
         assert_eq!(chain.next_header, IpProtocol::TCP);
         assert_eq!(chain.offset, 40 + 16 + 8 + 8 + 24);
+        assert_eq!(chain.next_header_field, 72, "AH named TCP");
         assert_eq!(chain.ext_headers, 4);
         assert!(!chain.saw_fragment());
         // ESP goes after the Routing header (and so after the Destination Options before

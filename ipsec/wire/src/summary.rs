@@ -209,6 +209,16 @@ fn parse_upper(
     }
 }
 
+impl Encap {
+    /// What an ESP-in-UDP payload is (for a caller whose socket took the IP and UDP headers
+    /// off): [`udp_encap::classify`]'s answer, with what it refuses told apart into short
+    /// ESP and the rest.
+    #[inline]
+    pub fn of(payload: &[u8]) -> Encap {
+        classify(payload)
+    }
+}
+
 /// What an ESP-in-UDP payload is; what [`udp_encap::classify`] refuses is told apart into
 /// short ESP (an SPI, so ESP by RFC 3948 §2.1, but no whole header) and the rest.
 #[inline(always)]

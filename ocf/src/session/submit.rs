@@ -58,7 +58,8 @@ impl SessionShared {
             b.core.workers.dispatch().push(Work::Request(self.clone(), b.clone(), req));
             return Started::Later(waiter);
         }
-        match self.offer(b, req, Hint::default(), false, Some((target, how)), None) {
+        let hint = Hint { more: req.flags.contains(Flags::MORE) };
+        match self.offer(b, req, hint, false, Some((target, how)), None) {
             Offered::Now(o) => {
                 if let (Target::Wait, Some(stamps)) = (target, stamps(&o)) {
                     // A waiting caller on the fast path: its only stages are dispatch and

@@ -3,4 +3,5 @@
 // Each test binary compiles this module for itself and uses only part of it.
 #![allow(dead_code)]
 
+pub mod gateway;
 pub mod scapy;

@@ -1,0 +1,485 @@
+//! Inbound: ESP decapsulation and the policy check after it.
+//!
+//! ```text
+//! whole packet (Via) ─ parse ─┬─ ESP, ESP in UDP ───────────────┐
+//!                             ├─ NAT-keepalive: counted · IKE, not ESP, short ESP: drop
+//!                             └─ clear (Via::Ip only) ─ SPD in (ESP required? drop) ─► results.deliver
+//! payload (headers taken off by the socket) ─ UDP: keepalive? IKE? ─┤
+//!                                                                   ▼
+//!        SAD (SPI, dst) ─ encapsulation as the SA's? ─ replay check ─ batch (ocf)
+//!        ─ input_done: replay update ─ (UDP: peer moved? ─ float) ─ trailer
+//!          ─ tunnel: inner packet (ipip, RFC 6040 ECN) · transport: an IP header in front
+//!          ─ SPD in ─► results.deliver
+//! ```
+//!
+//! A whole packet says where it came from ([`Via`]): a host's IP stack hands over any
+//! packet, a raw ESP socket only ESP. A [`Payload`] is ESP (or, over UDP, what a NAT-T
+//! socket carries) whose headers the socket already took off: nothing is rebuilt, the
+//! addresses and ports the socket reported stand for them. Which datagrams are ESP in UDP
+//! is the socket's to say, not a port number's.
+
+use std::net::IpAddr;
+use std::sync::PoisonError;
+
+use ipsec_wire::udp_encap::NAT_T_PORT;
+use ipsec_wire::Upper as Wire;
+use ipsec_wire::{esp as wire_esp, ipv4, ipv6, udp, ChecksumPolicy, Encap, EncapPort, IpProtocol, Summary};
+use ocf::{Error as OcfError, Flags, Outcome};
+
+use crate::control::{Action, Dir, Level, Proto};
+use crate::esp::{self, OpenError, Trailer};
+use crate::ipip;
+use crate::path::{flow, into_vec, parse_trusted, Batch, Packet, Payload, Results, Shared, Via, Way};
+use crate::sad::{Event, Sa, SaState};
+use crate::stats::Drop;
+
+const PROTO_IPV4: u8 = 4;
+const PROTO_ESP: u8 = 50;
+const PROTO_IPV6: u8 = 41;
+const PROTO_NONE: u8 = 59;
+
+/// How an inbound packet arrived, for its completion.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Arrival {
+    /// Its IP header is in the buffer, ESP right behind it (or its extension headers).
+    Esp,
+    /// Its IP and UDP headers are in the buffer.
+    Udp,
+    /// Only ESP is in the buffer (a [`Payload`]); `udp`: it came over UDP.
+    Bare { udp: bool },
+}
+
+/// What the completion needs to finish an inbound packet, packed into the request's cookie.
+/// (The sequence number's high half rides in the request itself: in its AAD or ESN bits.)
+#[derive(Clone, Copy)]
+struct InCookie {
+    /// Where the packet starts in its buffer (below 2^24: a buffer holds one IP packet).
+    head: u32,
+    /// ESP's offset from `head` (within one IP packet, so below 2^16; 0 for a payload).
+    esp: u16,
+    arrival: Arrival,
+    /// The outer header's ECN field.
+    ecn: u8,
+    /// A payload over UDP: the sender's port (a whole packet has it in its UDP header).
+    sport: u16,
+}
+
+impl InCookie {
+    /// The largest `head` the cookie holds.
+    const MAX_HEAD: usize = (1 << 24) - 1;
+
+    fn pack(self) -> u64 {
+        let arrival = match self.arrival {
+            Arrival::Esp => 0u64,
+            Arrival::Udp => 1,
+            Arrival::Bare { udp: false } => 2,
+            Arrival::Bare { udp: true } => 3,
+        };
+        u64::from(self.head)
+            | u64::from(self.esp) << 24
+            | arrival << 40
+            | u64::from(self.ecn & 3) << 42
+            | u64::from(self.sport) << 48
+    }
+
+    fn unpack(v: u64) -> InCookie {
+        let arrival = match v >> 40 & 3 {
+            0 => Arrival::Esp,
+            1 => Arrival::Udp,
+            2 => Arrival::Bare { udp: false },
+            _ => Arrival::Bare { udp: true },
+        };
+        InCookie {
+            head: (v & Self::MAX_HEAD as u64) as u32,
+            esp: (v >> 24) as u16,
+            arrival,
+            ecn: (v >> 42 & 3) as u8,
+            sport: (v >> 48) as u16,
+        }
+    }
+}
+
+/// The high half of the sequence number a request was opened with.
+fn seq_hi_of(req: &ocf::Request) -> u32 {
+    if let Some(h) = req.esn_high() {
+        return h;
+    }
+    match req.aad.separate() {
+        Some(b) if b.len() == 12 => u32::from_be_bytes([b[4], b[5], b[6], b[7]]),
+        _ => 0,
+    }
+}
+
+/// Parses a whole packet from the network as `via` says: through an IP stack every
+/// checksum is verified; from a raw ESP socket, what the kernel checked is not checked
+/// again.
+///
+/// (Callers borrow the summary from the result instead of moving it out: the parser writes
+/// it field by field, and copying it right after in 16-byte pieces stalled on store
+/// forwarding, measured on the ESP packet path. For the same reason there is one call to
+/// the parser, with the options chosen first: one call per `via`, whose results were then
+/// moved into one place, cost 4 to 10% of `esp-input` in `benches/esp.rs`.)
+#[inline(always)]
+fn parse(bytes: &[u8], via: Via) -> ipsec_wire::Result<Summary> {
+    let policy = match via {
+        Via::Ip => ChecksumPolicy::Verify,
+        Via::Esp => ChecksumPolicy::Ignore,
+    };
+    ipsec_wire::parse_any_encap(bytes, policy, EncapPort::Port(NAT_T_PORT))
+}
+
+impl Shared {
+    /// One whole packet from the network.
+    pub(crate) fn input(&self, packet: Packet, via: Via, b: &mut Batch<'_>) -> Result<(), Drop> {
+        let parsed = parse(packet.bytes(), via);
+        let Ok(s) = &parsed else {
+            return Err(self.drop(None, Drop::Malformed));
+        };
+        let arrival = match s.upper {
+            Wire::Esp(_) => Arrival::Esp,
+            Wire::UdpEncap(_, Encap::Esp(_)) => Arrival::Udp,
+            Wire::UdpEncap(_, ref encap) => return self.not_esp_in_udp(encap),
+            Wire::BadEsp(ipsec_wire::Error::Truncated { .. }) => {
+                return Err(self.drop(None, Drop::EspTruncated))
+            }
+            // SPI 0 is reserved (RFC 4303 §2.1): no SA has it.
+            Wire::BadEsp(_) => return Err(self.drop(None, Drop::UnknownSpi)),
+            // ESP needs whole packets (the kernel reassembles before a socket sees them).
+            Wire::Fragment if via != Via::Ip || s.protocol.0 == PROTO_ESP => {
+                return Err(self.drop(None, Drop::Fragment))
+            }
+            _ if via == Via::Ip => return self.clear_input(packet, s, b),
+            _ => return Err(self.drop(None, Drop::NotEsp)),
+        };
+        let esp = s.offset + if arrival == Arrival::Udp { udp::HEADER_LEN } else { 0 };
+        let ecn = ipip::ecn(packet.bytes());
+        let cookie = InCookie { head: 0, esp: esp as u16, arrival, ecn, sport: 0 };
+        self.open(b, packet, s.ip_len, s.dst, cookie)
+    }
+
+    /// One ESP packet (or, over UDP, one datagram's payload) whose headers its socket took
+    /// off.
+    pub(crate) fn input_payload(&self, p: Payload, b: &mut Batch<'_>) -> Result<(), Drop> {
+        let bytes = p.packet.bytes();
+        if p.udp {
+            match Encap::of(bytes) {
+                Encap::Esp(_) => {}
+                other => return self.not_esp_in_udp(&other),
+            }
+        } else {
+            match wire_esp::Packet::new_checked(bytes).and_then(|e| wire_esp::Repr::parse(&e)) {
+                Ok(_) => {}
+                Err(ipsec_wire::Error::Truncated { .. }) => return Err(self.drop(None, Drop::EspTruncated)),
+                Err(_) => return Err(self.drop(None, Drop::UnknownSpi)),
+            }
+        }
+        let len = bytes.len();
+        let arrival = Arrival::Bare { udp: p.udp };
+        let cookie = InCookie { head: 0, esp: 0, arrival, ecn: p.ecn, sport: p.src.port() };
+        self.open(b, p.packet, len, p.dst, cookie)
+    }
+
+    /// What a NAT-T socket carries besides ESP: a NAT-keepalive only keeps a NAT mapping
+    /// open (counted, not a drop); the rest is dropped under its cause.
+    fn not_esp_in_udp(&self, encap: &Encap) -> Result<(), Drop> {
+        Err(self.drop(
+            None,
+            match encap {
+                Encap::Keepalive => {
+                    self.counters.keepalive();
+                    return Ok(());
+                }
+                Encap::Ike => Drop::Ike,
+                Encap::EspTruncated => Drop::EspTruncated,
+                Encap::Esp(_) | Encap::Invalid(_) => Drop::NotEsp,
+            },
+        ))
+    }
+
+    /// The ESP packet at `c.esp` of `packet` (`ip_len` bytes from its head), sent to `dst`:
+    /// its SA, the checks before the crypto, and the request to the batch.
+    fn open(
+        &self,
+        b: &mut Batch<'_>,
+        packet: Packet,
+        ip_len: usize,
+        dst: IpAddr,
+        mut c: InCookie,
+    ) -> Result<(), Drop> {
+        let esp_off = usize::from(c.esp);
+        let Some(h) = packet.bytes().get(esp_off..).and_then(|e| wire_esp::Packet::new_checked(e).ok())
+        else {
+            return Err(self.drop(None, Drop::EspTruncated));
+        };
+        let (spi, seq_lo) = (h.spi(), h.sequence_number());
+        let Some(sa) = self.db.sad.inbound(spi, dst) else {
+            return Err(self.drop(None, Drop::UnknownSpi));
+        };
+        // An SA is ESP in UDP or plain ESP, never both (a peer that switches must say so
+        // with a new SA; Linux drops the same).
+        let udp = matches!(c.arrival, Arrival::Udp | Arrival::Bare { udp: true });
+        if sa.spec.natt.is_some() != udp {
+            return Err(self.drop(Some(&sa), Drop::EncapMismatch));
+        }
+        if sa.state() == SaState::Dead {
+            return Err(self.drop(Some(&sa), Drop::Expired));
+        }
+        // Malformed before replay: a truncated packet says nothing about the window.
+        match sa.transform.check_len(ip_len - esp_off) {
+            Ok(()) => {}
+            Err(OpenError::Truncated) => return Err(self.drop(Some(&sa), Drop::EspTruncated)),
+            Err(OpenError::NotBlocks) => return Err(self.drop(Some(&sa), Drop::BadLength)),
+        }
+        if packet.head > InCookie::MAX_HEAD {
+            return Err(self.drop(Some(&sa), Drop::TooBig));
+        }
+        let seq = sa.replay.lock().unwrap_or_else(PoisonError::into_inner).check(seq_lo);
+        let seq = seq.map_err(|e| self.drop(Some(&sa), e.drop_reason()))?;
+        let Packet { mut data, head } = packet;
+        data.truncate(head + ip_len);
+        let mut req = match sa.transform.open(data, head + esp_off, seq, sa.spec.esn) {
+            Ok(r) => r,
+            Err((OpenError::Truncated, _)) => return Err(self.drop(Some(&sa), Drop::EspTruncated)),
+            Err((OpenError::NotBlocks, _)) => return Err(self.drop(Some(&sa), Drop::BadLength)),
+        };
+        c.head = head as u32;
+        req.user = c.pack();
+        req.flags = Flags::CALLBACK_IMMEDIATE;
+        self.submit(b, sa, req, Way::In, finish_input);
+        Ok(())
+    }
+
+    /// An inbound request's outcome: the inner packet, nothing (a dummy packet), or a drop.
+    pub(crate) fn input_done(&self, sa: &Sa, outcome: Outcome) -> Result<Option<Packet>, Drop> {
+        let mut req = match outcome {
+            Ok(r) => r,
+            Err(f) => {
+                let why =
+                    if f.error() == &OcfError::AuthFailed { Drop::AuthFailed } else { Drop::CryptoError };
+                return Err(self.drop(Some(sa), why));
+            }
+        };
+        let c = InCookie::unpack(req.user);
+        let payload = req.payload_range();
+        let mut data = into_vec(req.buf.take());
+        let (head, esp_at) = (c.head as usize, c.head as usize + usize::from(c.esp));
+        let seq_lo = wire_esp::Packet::new_unchecked(&data[esp_at..]).sequence_number();
+        let seq = u64::from(seq_hi_of(&req)) << 32 | u64::from(seq_lo);
+        esp::recycle(req);
+        // Only now, with the ICV verified, does the window move (RFC 4303 §3.4.3).
+        let newest = {
+            let mut w = sa.replay.lock().unwrap_or_else(PoisonError::into_inner);
+            let newest = seq > w.top();
+            if let Err(e) = w.update(seq) {
+                drop(w);
+                return Err(self.drop(Some(sa), e.drop_reason()));
+            }
+            newest
+        };
+        // Port floating: only the newest authenticated packet may move the peer (a late one
+        // from before a move must not move it back).
+        if newest {
+            match c.arrival {
+                Arrival::Udp => {
+                    let port = udp::Packet::new_unchecked(&data[esp_at - udp::HEADER_LEN..]).src_port();
+                    self.follow_peer(sa, port);
+                }
+                Arrival::Bare { udp: true } => self.follow_peer(sa, c.sport),
+                _ => {}
+            }
+        }
+        let (len, next) = match esp::trailer(&data[payload.clone()]) {
+            Ok(t) => t,
+            Err(Trailer::BadPadding | Trailer::Short | Trailer::PadTooLong) => {
+                return Err(self.drop(Some(sa), Drop::BadPadding));
+            }
+        };
+        let body = payload.start;
+        data.truncate(body + len);
+        // Counters and volume lifetimes count the payload ESP carried, TFC padding included
+        // (as Linux counts an SA's bytes), though the padding is not delivered.
+        let stats_len = len;
+        let packet = match next {
+            // A dummy packet (RFC 4303 §2.6, traffic flow confidentiality): discard quietly.
+            PROTO_NONE => return Ok(None),
+            // Tunnel mode: ESP carried an IP packet; IP-in-IP's decapsulation is to start
+            // there (the outer header is left behind in the buffer), cuts any TFC padding
+            // after it and carries the outer header's ECN mark in (RFC 6040).
+            PROTO_IPV4 | PROTO_IPV6 => ipip::decapsulate(Packet { data, head: body }, next, c.ecn)
+                .map_err(|why| self.drop(Some(sa), why))?,
+            // Transport mode: an IP header in front of the payload again.
+            _ => match c.arrival {
+                Arrival::Bare { .. } => transport_header_for(data, body, sa, next, c.ecn),
+                Arrival::Esp | Arrival::Udp => {
+                    // The packet's own IP header (without any UDP encapsulation) moves up
+                    // to meet the payload.
+                    let hdr = esp_at - head - if c.arrival == Arrival::Udp { udp::HEADER_LEN } else { 0 };
+                    let new_head = body - hdr;
+                    data.copy_within(head..head + hdr, new_head);
+                    restore_transport_header(&mut data[new_head..], hdr, next)
+                        .map(|()| Packet { data, head: new_head })
+                }
+            }
+            .map_err(|()| self.drop(Some(sa), Drop::BadInner))?,
+        };
+        let parsed = parse_trusted(packet.bytes());
+        let Ok(inner) = &parsed else {
+            return Err(self.drop(Some(sa), Drop::BadInner));
+        };
+        // The policy check after decapsulation: the packet must be one this SA may carry.
+        if let Some(p) = self.db.spd.lookup(Dir::In, &flow(inner, packet.bytes())) {
+            let ok = match &p.spec.action {
+                Action::Protect(rules) => rules.iter().any(|r| rule_allows(r, sa)),
+                Action::Bypass | Action::Discard => false,
+            };
+            if !ok {
+                return Err(self.drop(Some(sa), Drop::Policy));
+            }
+        }
+        if self.expire_by_volume(sa, stats_len) {
+            return Err(self.drop(Some(sa), Drop::Expired));
+        }
+        sa.counters.received(stats_len);
+        self.counters.received(stats_len);
+        Ok(Some(packet))
+    }
+
+    /// An authenticated ESP-in-UDP packet may come from another UDP source port than the
+    /// peer's known one: the SAs to the peer follow it ([`crate::sad::Sad::float`]),
+    /// counted and reported once per change.
+    fn follow_peer(&self, sa: &Sa, port: u16) {
+        if let Some(from) = self.db.sad.float(sa, port) {
+            self.counters.peer_moved();
+            self.push_events([Event::PeerMoved { sa: sa.id, from, to: port }]);
+        }
+    }
+
+    /// A packet that arrived without ESP: allowed unless policy requires protection.
+    fn clear_input(&self, packet: Packet, s: &Summary, b: &mut Batch<'_>) -> Result<(), Drop> {
+        match self.db.spd.lookup(Dir::In, &flow(s, packet.bytes())).map(|p| p.spec.action.clone()) {
+            Some(Action::Protect(rules)) if rules.iter().all(|r| r.level == Level::Use) => {}
+            Some(Action::Protect(_) | Action::Discard) => return Err(self.drop(None, Drop::Policy)),
+            _ => {}
+        }
+        b.deliver(packet);
+        Ok(())
+    }
+}
+
+/// The inbound continuation: a synchronous driver's outcome into the batch's results.
+fn finish_input(s: &Shared, sa: &Sa, outcome: Outcome, out: &mut Results) -> Result<(), Drop> {
+    out.deliver.extend(s.input_done(sa, outcome)?);
+    Ok(())
+}
+
+/// Whether a policy rule is satisfied by a packet that came through `sa`.
+fn rule_allows(r: &crate::control::Rule, sa: &Sa) -> bool {
+    matches!(r.proto, Proto::Esp | Proto::EspUdp)
+        && match r.tunnel {
+            Some((src, dst)) => src == sa.id.src && dst == sa.id.dst,
+            None => true,
+        }
+        && match r.level {
+            Level::Unique(n) if n != 0 => sa.spec.reqid == n,
+            _ => true,
+        }
+}
+
+/// Transport mode inbound, with the header left in the buffer: it names the protocol ESP
+/// carried and gets the new length (IPv6: in the header that named ESP). `hdr` is the
+/// header's length, chain included.
+fn restore_transport_header(packet: &mut [u8], hdr: usize, next: u8) -> Result<(), ()> {
+    let total = packet.len();
+    match packet.first().map(|v| v >> 4) {
+        Some(4) if hdr >= ipv4::MIN_HEADER_LEN => {
+            let mut p = ipv4::Packet::new_unchecked(packet);
+            p.set_protocol(IpProtocol(next));
+            p.set_total_len(total as u16);
+            p.fill_checksum();
+            Ok(())
+        }
+        Some(6) if hdr >= ipv6::HEADER_LEN => {
+            let mut p = ipv6::Packet::new_unchecked(packet);
+            p.set_payload_len((total - ipv6::HEADER_LEN) as u16);
+            // The header that named ESP (or UDP, for ESP in UDP): the chain must end
+            // exactly where that was.
+            let chain = p.walk_extension_headers().map_err(|_| ())?;
+            if chain.offset != hdr {
+                return Err(());
+            }
+            p.set_chain_next_header(chain.next_header_field, IpProtocol(next)).map_err(|_| ())
+        }
+        _ => Err(()),
+    }
+}
+
+/// Transport mode inbound, for ESP whose socket took the IP header off: a new header in
+/// front of the payload at `body`, from the SA's peer to us, naming `next`, with the ECN
+/// field the outer header had (TTL and hop limit 64, as a fresh packet; IPv4 with DF).
+fn transport_header_for(data: Vec<u8>, body: usize, sa: &Sa, next: u8, ecn: u8) -> Result<Packet, ()> {
+    let hdr = if sa.id.dst.is_ipv6() { ipv6::HEADER_LEN } else { ipv4::MIN_HEADER_LEN };
+    let (mut data, head) = if body >= hdr {
+        (data, body - hdr)
+    } else {
+        // ESP's header and IV are shorter than an IP header: the payload moves back.
+        let mut data = data;
+        let len = data.len() - body;
+        data.resize(hdr + len, 0);
+        data.copy_within(body..body + len, hdr);
+        data.truncate(hdr + len);
+        (data, 0)
+    };
+    let payload_len = data.len() - head - hdr;
+    let packet = &mut data[head..];
+    let emitted = match (sa.id.src, sa.id.dst) {
+        (IpAddr::V4(src_addr), IpAddr::V4(dst_addr)) => ipv4::Repr {
+            src_addr,
+            dst_addr,
+            protocol: IpProtocol(next),
+            payload_len,
+            ttl: 64,
+            dscp: 0,
+            ecn,
+            ident: 0,
+            dont_frag: true,
+            more_frags: false,
+            frag_offset: 0,
+        }
+        .emit(&mut ipv4::Packet::new_unchecked(packet)),
+        (IpAddr::V6(src_addr), IpAddr::V6(dst_addr)) => ipv6::Repr {
+            src_addr,
+            dst_addr,
+            next_header: IpProtocol(next),
+            payload_len,
+            hop_limit: 64,
+            dscp: 0,
+            ecn,
+            flow_label: 0,
+        }
+        .emit(&mut ipv6::Packet::new_unchecked(packet)),
+        _ => return Err(()),
+    };
+    emitted.map_err(|_| ())?;
+    Ok(Packet { data, head })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cookie_keeps_every_field() {
+        for arrival in [Arrival::Esp, Arrival::Udp, Arrival::Bare { udp: false }, Arrival::Bare { udp: true }]
+        {
+            for (head, esp, ecn, sport) in
+                [(0, 0, 0, 0), (InCookie::MAX_HEAD as u32, u16::MAX, 3, u16::MAX), (72, 28, 2, 4500)]
+            {
+                let c = InCookie::unpack(InCookie { head, esp, arrival, ecn, sport }.pack());
+                assert_eq!(
+                    (c.head, c.esp, c.arrival == arrival, c.ecn, c.sport),
+                    (head, esp, true, ecn, sport)
+                );
+            }
+        }
+    }
+}

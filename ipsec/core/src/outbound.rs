@@ -1,0 +1,302 @@
+//! Outbound: policy lookup and ESP encapsulation.
+//!
+//! ```text
+//! packet ─ parse ─ SPD out ─┬─ bypass ─────────────────────────────────────────► results.transmit
+//!                           ├─ discard ─► drop (policy)
+//!                           └─ protect ─ SA ─ seq ─ tunnel: room for the outer header (ipip)
+//!                                                   transport: the header stays in front
+//!                              ─ ESP laid out around the payload ─ outer headers emitted
+//!                              ─ batch (ocf) ─ output_done: IPv6 UDP checksum ─► results.transmit
+//! ```
+//!
+//! Every header is written through ipsec-wire: the outer IPv4/IPv6 header by its `Repr`,
+//! once, with its final protocol and length (both are known before the crypto: ESP's
+//! padding depends only on the payload's length), the UDP header of ESP in UDP by its
+//! `Repr`, and transport mode's kept header through the packet's setters.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use ipsec_wire::{ipv4, ipv6, udp, IpProtocol, PseudoHeader, Summary};
+use ocf::{Flags, Outcome};
+
+use crate::control::{Action, Dir, Level, Mode};
+use crate::esp::{self, ESP_HEADER_LEN};
+use crate::ipip;
+use crate::path::{flow, into_vec, parse_trusted, Batch, Packet, Results, Shared, Way, TAILROOM};
+use crate::sad::{Event, Sa};
+use crate::stats::Drop;
+
+const PROTO_UDP: u8 = 17;
+const PROTO_ESP: u8 = 50;
+
+/// What of a packet stays in front of ESP.
+#[derive(Clone, Copy)]
+enum Front {
+    /// Tunnel mode: the outer header to be written (`len` bytes), the inner packet's DSCP
+    /// and ECN byte to copy into it, and the next header ESP's trailer names (4 or 41).
+    Tunnel { len: usize, tos: u8, next: u8 },
+    /// Transport mode: the packet's own header.
+    Transport(Split),
+}
+
+/// Transport mode: what of a packet stays in front of ESP.
+#[derive(Clone, Copy)]
+pub(crate) struct Split {
+    /// Bytes of IP header (IPv4 with options; IPv6 with the headers before ESP's place).
+    pub(crate) keep: usize,
+    /// The protocol ESP's trailer will name.
+    pub(crate) next: u8,
+    /// The byte that named it, which will name ESP (IPv6: in the header chain).
+    pub(crate) field: usize,
+}
+
+impl Front {
+    fn keep(self) -> usize {
+        match self {
+            Front::Tunnel { len, .. } => len,
+            Front::Transport(s) => s.keep,
+        }
+    }
+
+    fn next(self) -> u8 {
+        match self {
+            Front::Tunnel { next, .. } => next,
+            Front::Transport(s) => s.next,
+        }
+    }
+}
+
+impl Shared {
+    /// One packet leaving the protected side: to the batch's results at once (bypass), to
+    /// ocf (protect), or dropped.
+    pub(crate) fn output(&self, packet: Packet, b: &mut Batch<'_>) -> Result<(), Drop> {
+        let parsed = parse_trusted(packet.bytes());
+        let Ok(s) = &parsed else {
+            return Err(self.drop(None, Drop::Malformed));
+        };
+        let f = flow(s, packet.bytes());
+        let Some(policy) = self.db.spd.lookup(Dir::Out, &f) else {
+            if self.discard_unmatched.load(Ordering::Relaxed) {
+                return Err(self.drop(None, Drop::NoPolicy));
+            }
+            b.transmit(packet);
+            return Ok(());
+        };
+        let rule = match &policy.spec.action {
+            Action::Bypass => {
+                b.transmit(packet);
+                return Ok(());
+            }
+            Action::Discard => return Err(self.drop(None, Drop::Policy)),
+            Action::Protect(rules) => match rules.first() {
+                Some(r) => *r,
+                None => return Err(self.drop(None, Drop::Policy)),
+            },
+        };
+        let (src, dst) = rule.tunnel.unwrap_or((s.src, s.dst));
+        let reqid = if let Level::Unique(n) = rule.level { n } else { 0 };
+        let Some(sa) = self.db.sad.outbound(src, dst, rule.mode, reqid) else {
+            if rule.level == Level::Use {
+                b.transmit(packet);
+                return Ok(());
+            }
+            return Err(self.drop(None, Drop::NoSa));
+        };
+        let tunnel = rule.mode == Mode::Tunnel || (rule.mode == Mode::Any && sa.spec.mode == Mode::Tunnel);
+        if !tunnel && s.is_fragment {
+            return Err(self.drop(Some(&sa), Drop::Fragment));
+        }
+        self.seal(b, sa, packet, s, tunnel)
+    }
+
+    fn seal(
+        &self,
+        b: &mut Batch<'_>,
+        sa: Arc<Sa>,
+        packet: Packet,
+        s: &Summary,
+        tunnel: bool,
+    ) -> Result<(), Drop> {
+        let seq = match sa.seq.next() {
+            Ok(n) => n,
+            Err(_) => {
+                if sa.exhausted_first() {
+                    self.push_events([Event::SeqExhausted(sa.id)]);
+                }
+                return Err(self.drop(Some(&sa), Drop::SeqExhausted));
+            }
+        };
+        if self.expire_by_volume(&sa, s.ip_len) {
+            return Err(self.drop(Some(&sa), Drop::Expired));
+        }
+        let t = &sa.transform;
+        let natt = sa.spec.natt;
+        let v6_out = sa.id.dst.is_ipv6();
+        let udp = if natt.is_some() { udp::HEADER_LEN } else { 0 };
+        let esp_len = ESP_HEADER_LEN + t.iv_len;
+        let Packet { mut data, mut head } = packet;
+        data.truncate(head + s.ip_len);
+        let front = if tunnel {
+            // Tunnel mode is two steps, as in Fast IPsec: IP-in-IP gives the inner packet an
+            // outer header; ESP then protects that packet as in transport mode. The outer
+            // header is written below, once every length is known.
+            let len = if v6_out { ipv6::HEADER_LEN } else { ipv4::MIN_HEADER_LEN };
+            let (p, tos, next) = ipip::encapsulate(Packet { data, head }, len, udp + esp_len);
+            (data, head) = (p.data, p.head);
+            Front::Tunnel { len, tos, next }
+        } else {
+            Front::Transport(
+                transport_split(&data[head..], s).ok_or_else(|| self.drop(Some(&sa), Drop::Malformed))?,
+            )
+        };
+        let keep = front.keep();
+        let len = data.len() - head - keep;
+        let total = keep + udp + esp_len + t.padded_len(len) + t.icv_len;
+        if total - if v6_out { ipv6::HEADER_LEN } else { 0 } > 0xffff {
+            return Err(self.drop(Some(&sa), Drop::TooBig));
+        }
+        // The payload must end up right after the ESP header and IV: the IP header moves
+        // forward into the headroom, or, without room, everything is copied once.
+        let (mut buf, base) = if head >= udp + esp_len {
+            let base = head - (udp + esp_len);
+            data.copy_within(head..head + keep, base);
+            (data, base)
+        } else {
+            let front = keep + udp + esp_len;
+            let mut v = Vec::with_capacity(front + len + TAILROOM);
+            v.resize(front, 0);
+            v[..keep].copy_from_slice(&data[head..head + keep]);
+            v.extend_from_slice(&data[head + keep..]);
+            (v, 0)
+        };
+        let esp_at = base + keep + udp;
+        let mut req =
+            t.seal(std::mem::take(&mut buf), esp_at, len, front.next(), sa.id.spi, seq, sa.spec.esn, None);
+        // Outer headers, now that the packet has its whole length (the ICV is written in
+        // place later).
+        if let Some(bytes) = req.buf.as_contiguous_mut() {
+            let packet = &mut bytes[base..base + total];
+            let proto = IpProtocol(if natt.is_some() { PROTO_UDP } else { PROTO_ESP });
+            match front {
+                Front::Tunnel { tos, .. } => emit_outer(packet, &sa, proto, tos, seq as u16),
+                Front::Transport(split) => fix_transport_header(packet, &split, proto),
+            }
+            if let (Some(n), Some(dport)) = (natt, sa.send_port()) {
+                // To the port the peer was last heard from (it may have moved behind a NAT).
+                // RFC 3948 §2.1: checksum zero over IPv4; over IPv6 it is required, and
+                // output_done fills it in once the ICV is there.
+                let repr = udp::Repr { src_port: n.sport, dst_port: dport, payload_len: total - keep - udp };
+                let _ = repr.emit(&mut udp::Packet::new_unchecked(&mut packet[keep..]), None);
+            }
+        }
+        // The completion needs where the packet starts and, for UDP over IPv6, where the UDP
+        // header is.
+        let udp_at = if natt.is_some() && v6_out { keep } else { 0 };
+        req.user = base as u64 | (udp_at as u64) << 32;
+        req.flags = Flags::CALLBACK_IMMEDIATE;
+        sa.counters.sent(len);
+        self.counters.sent(len);
+        self.submit(b, sa, req, Way::Out, finish_output);
+        Ok(())
+    }
+
+    /// An outbound request's outcome: the ESP packet, or a drop.
+    pub(crate) fn output_done(&self, sa: &Sa, outcome: Outcome) -> Result<Packet, Drop> {
+        let mut req = outcome.map_err(|_| self.drop(Some(sa), Drop::CryptoError))?;
+        let (head, udp_at) = (req.user as u32 as usize, (req.user >> 32) as usize);
+        let mut data = into_vec(req.buf.take());
+        esp::recycle(req);
+        if udp_at != 0 {
+            udp6_checksum(&mut data[head..], udp_at);
+        }
+        Ok(Packet { data, head })
+    }
+}
+
+/// The outbound continuation: a synchronous driver's outcome into the batch's results.
+fn finish_output(s: &Shared, sa: &Sa, outcome: Outcome, out: &mut Results) -> Result<(), Drop> {
+    out.transmit.push(s.output_done(sa, outcome)?);
+    Ok(())
+}
+
+/// Tunnel mode's outer header from the SA's source to its destination, carrying `proto`,
+/// over the whole `packet`: IPv4 with DF set (so `id` only has to vary, RFC 6864 §4.1: the
+/// low bits of the SA's sequence number, where a shared counter would be an atomic every
+/// core's packets contend for) and TTL 64, or IPv6 with hop limit 64; the inner packet's
+/// DSCP and ECN (`tos`) copied out (RFC 4301 §5.1.2.1, RFC 6040's normal mode).
+fn emit_outer(packet: &mut [u8], sa: &Sa, proto: IpProtocol, tos: u8, id: u16) {
+    let (dscp, ecn) = (tos >> 2, tos & 3);
+    // An SA's endpoints are of one family (setkey and the SAD give them so), and the
+    // packet is as long as the lengths say: emit cannot refuse.
+    let _ = match (sa.id.src, sa.id.dst) {
+        (std::net::IpAddr::V4(src_addr), std::net::IpAddr::V4(dst_addr)) => ipv4::Repr {
+            src_addr,
+            dst_addr,
+            protocol: proto,
+            payload_len: packet.len() - ipv4::MIN_HEADER_LEN,
+            ttl: 64,
+            dscp,
+            ecn,
+            ident: id,
+            dont_frag: true,
+            more_frags: false,
+            frag_offset: 0,
+        }
+        .emit(&mut ipv4::Packet::new_unchecked(packet)),
+        (std::net::IpAddr::V6(src_addr), std::net::IpAddr::V6(dst_addr)) => ipv6::Repr {
+            src_addr,
+            dst_addr,
+            next_header: proto,
+            payload_len: packet.len() - ipv6::HEADER_LEN,
+            hop_limit: 64,
+            dscp,
+            ecn,
+            flow_label: 0,
+        }
+        .emit(&mut ipv6::Packet::new_unchecked(packet)),
+        _ => Ok(()),
+    };
+}
+
+fn transport_split(b: &[u8], s: &Summary) -> Option<Split> {
+    if s.src.is_ipv4() {
+        Some(Split { keep: s.offset, next: s.protocol.0, field: 9 })
+    } else {
+        let chain = ipv6::Packet::new_checked(b).ok()?.walk_extension_headers().ok()?;
+        let p = chain.esp_insert;
+        Some(Split { keep: p.offset, next: p.next_header.0, field: p.next_header_field })
+    }
+}
+
+/// Transport mode: the original IP header, now in front of ESP, names `proto` (IPv6: in
+/// the header just before ESP's place) and gets the whole `packet`'s length.
+fn fix_transport_header(packet: &mut [u8], sp: &Split, proto: IpProtocol) {
+    let total = packet.len();
+    if packet[0] >> 4 == 4 {
+        let mut p = ipv4::Packet::new_unchecked(packet);
+        p.set_protocol(proto);
+        p.set_total_len(total as u16);
+        p.fill_checksum();
+    } else {
+        let mut p = ipv6::Packet::new_unchecked(packet);
+        p.set_payload_len((total - ipv6::HEADER_LEN) as u16);
+        // The split came from walking this header chain: the field is inside it.
+        let _ = p.set_chain_next_header(sp.field, proto);
+    }
+}
+
+/// Fills in the UDP checksum of an IPv6 packet whose UDP header is at `udp_at` (RFC 8200
+/// §8.1: mandatory over IPv6).
+fn udp6_checksum(packet: &mut [u8], udp_at: usize) {
+    if packet.len() < ipv6::HEADER_LEN {
+        return;
+    }
+    let ip = ipv6::Packet::new_unchecked(&*packet);
+    let pseudo = PseudoHeader::V6 { src: ip.src_addr(), dst: ip.dst_addr() };
+    if let Some(b) = packet.get_mut(udp_at..) {
+        let mut p = udp::Packet::new_unchecked(b);
+        p.set_checksum(0);
+        p.fill_checksum(&pseudo);
+    }
+}

@@ -1,0 +1,56 @@
+//! A core and the sink its tests read: one packet at a time through the per-packet calls,
+//! whatever finished at once (a synchronous driver) passed to the sink as an asynchronous
+//! driver's completions are, so a test reads every result in one place.
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use ipsec_core::stats::Drop;
+use ipsec_core::{Ipsec, Packet, Payload, Results, Sink, Via};
+
+pub struct Gateway<S: Sink + 'static> {
+    core: Ipsec,
+    sink: Arc<S>,
+}
+
+impl<S: Sink + 'static> Gateway<S> {
+    pub fn new(fw: ocf::Framework, sink: Arc<S>) -> Gateway<S> {
+        Gateway { core: Ipsec::new(fw, sink.clone()), sink }
+    }
+
+    fn pass<T>(&self, r: T, out: Results) -> T {
+        for p in out.transmit {
+            self.sink.transmit(p);
+        }
+        for p in out.deliver {
+            self.sink.deliver(p);
+        }
+        r
+    }
+
+    pub fn output(&self, p: Packet) -> Result<(), Drop> {
+        let mut out = Results::default();
+        self.pass(self.core.output_one(p, &mut out), out)
+    }
+
+    pub fn input(&self, p: Packet) -> Result<(), Drop> {
+        self.input_via(p, Via::Ip)
+    }
+
+    pub fn input_via(&self, p: Packet, via: Via) -> Result<(), Drop> {
+        let mut out = Results::default();
+        self.pass(self.core.input_one(p, via, &mut out), out)
+    }
+
+    pub fn input_payload(&self, p: Payload) -> Result<(), Drop> {
+        let mut out = Results::default();
+        self.pass(self.core.input_payload(p, &mut out), out)
+    }
+}
+
+impl<S: Sink + 'static> Deref for Gateway<S> {
+    type Target = Ipsec;
+    fn deref(&self) -> &Ipsec {
+        &self.core
+    }
+}
