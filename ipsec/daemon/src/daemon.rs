@@ -162,8 +162,8 @@ pub fn run(opts: Options) -> Result<(), String> {
             move || net::esp_loop(&core, &sink, &esp, f, max)
         })?;
         spawn(&format!("ipsecd-udp{name}"), {
-            let (core, sink, port) = (core.clone(), sink.clone(), opts.udp_port);
-            move || net::udp_loop(&core, &sink, &udp, f, port, max)
+            let (core, sink) = (core.clone(), sink.clone());
+            move || net::udp_loop(&core, &sink, &udp, f, max)
         })?;
     }
     let metrics = Arc::new(Counters::default());

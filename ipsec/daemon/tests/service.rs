@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use ipsec_core::{Ipsec, Packet, Sink};
+use ipsec_core::{Ipsec, Packet, Results, Sink};
 use ipsecd::config::{reload, reload_file, Desired, Reloads};
 use ipsecd::service::{apply_setkey, parse, stats};
 
@@ -41,7 +41,7 @@ fn configured_after(n: usize) -> Ipsec {
     let c = core();
     apply_setkey(&c, "f", CONF).unwrap();
     for _ in 0..n {
-        c.output(packet()).unwrap();
+        c.output_one(packet(), &mut Results::default()).unwrap();
     }
     c
 }
@@ -145,7 +145,7 @@ fn reload_keeps_unchanged_sas_with_their_sequence_numbers_and_replaces_changed_o
     let r = reload(&c, &same).unwrap();
     assert_eq!((r.kept, r.updated, r.added, r.removed, r.policies), (2, 0, 0, 0, 1));
     assert_eq!(last_seq(&c, 0x1001), 5, "an unchanged SA keeps its sequence number");
-    c.output(packet()).unwrap();
+    c.output_one(packet(), &mut Results::default()).unwrap();
     assert_eq!(last_seq(&c, 0x1001), 6);
 
     // A new key for 0x1001 is a new SA: it starts again at 1 (a new key, so no nonce reuse).
@@ -170,7 +170,7 @@ fn reload_continues_the_sequence_of_an_sa_whose_key_stayed() {
     let sa = c.databases().sad.dump(None).into_iter().find(|sa| sa.id.spi == 0x1001).unwrap();
     assert_eq!((sa.spec.replay_window, sa.spec.hard.seconds), (128, Some(3600)));
     assert_eq!(sa.last_sequence(), 5, "the sequence number goes on");
-    c.output(packet()).unwrap();
+    c.output_one(packet(), &mut Results::default()).unwrap();
     assert_eq!(sa.last_sequence(), 6);
     assert_eq!(held.last_sequence(), 6, "the old version (a packet may still hold it) shares the counter");
     assert_ne!(held.state(), ipsec_core::sad::SaState::Dead, "and is not killed under that packet");

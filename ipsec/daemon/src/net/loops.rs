@@ -1,0 +1,205 @@
+//! The loops, one thread each: read a batch, hand it to the core, send its results.
+
+use std::net::IpAddr;
+use std::sync::atomic::Ordering;
+
+use ipsec_core::stats::Drop;
+use ipsec_core::{Ipsec, Packet, Payload, Results, Via, HEADROOM};
+use nix::sys::socket::{MultiHeaders, SockaddrIn, SockaddrIn6};
+use socket2::Socket;
+use tun_rs::VIRTIO_NET_HDR_LEN;
+
+use super::receive::{Received, Receiver, LARGEST};
+use super::sockets::{buffer_size, Family};
+use super::transmit::{destination, NetSink};
+use crate::batch::{Pool, BATCH};
+use crate::coalesce::Coalescer;
+
+/// Whether a packet the kernel routed into the TUN is for a link-local or multicast
+/// address (which no policy of a point-to-point tunnel carries).
+fn link_scope(b: &[u8]) -> bool {
+    match destination(b) {
+        Some(IpAddr::V4(a)) => a.is_multicast() || a.is_broadcast() || a.is_link_local(),
+        Some(IpAddr::V6(a)) => a.is_multicast() || a.is_unicast_link_local(),
+        None => false,
+    }
+}
+
+/// What a loop needs for a batch: the packets it read, what the core made of them, the
+/// sendmmsg headers per family and the TUN's coalescing table — all kept from one batch to
+/// the next, so a batch allocates nothing.
+struct Flush {
+    batch: Vec<Packet>,
+    payloads: Vec<Payload>,
+    results: Results,
+    out4: MultiHeaders<SockaddrIn>,
+    out6: MultiHeaders<SockaddrIn6>,
+    coalescer: Coalescer,
+}
+
+impl Flush {
+    fn new() -> Flush {
+        Flush {
+            batch: Vec::with_capacity(BATCH),
+            payloads: Vec::with_capacity(BATCH),
+            results: Results::with_capacity(BATCH),
+            out4: MultiHeaders::preallocate(BATCH, None),
+            out6: MultiHeaders::preallocate(BATCH, None),
+            coalescer: Coalescer::default(),
+        }
+    }
+
+    /// Sends what the core made of this batch and gives the buffers back to `pool`.
+    fn run(&mut self, sink: &NetSink, pool: &mut Pool) {
+        let r = &mut self.results;
+        if !r.transmit.is_empty() {
+            sink.transmit_batch(&mut self.out4, &mut self.out6, &r.transmit);
+            for p in r.transmit.drain(..) {
+                pool.put(p.data);
+            }
+        }
+        if !r.deliver.is_empty() {
+            // Runs of one TCP flow's segments go up as one super-packet (coalesce.rs).
+            let mut write = |b: &[u8]| {
+                if let Err(e) = sink.tun.send(b) {
+                    sink.io.tun_write_errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!("writing {} bytes to the TUN: {e}", b.len());
+                }
+            };
+            for p in r.deliver.drain(..) {
+                self.coalescer.push(p.bytes(), &mut write);
+                pool.put(p.data);
+            }
+            self.coalescer.finish(&mut write);
+        }
+    }
+}
+
+/// Protected side → core. The TUN has offloads on: the kernel hands over TCP super-packets
+/// of up to 64 KiB (GSO) with checksums left to us, which `recv_multiple` cuts into
+/// MTU-sized segments with their checksums, each in its own buffer behind the core's
+/// headroom. One read is thus up to [`BATCH`] packets, and their ESP leaves in one sendmmsg.
+pub fn tun_loop(core: &Ipsec, sink: &NetSink, max: usize) {
+    let mut pool = Pool::new(buffer_size(max));
+    let mut flush = Flush::new();
+    let mut bufs: Vec<Vec<u8>> = (0..BATCH).map(|_| pool.get()).collect();
+    let mut sizes = vec![0usize; BATCH];
+    let mut gso = vec![0u8; VIRTIO_NET_HDR_LEN + 65535];
+    loop {
+        let n = match sink.tun.recv_multiple(&mut gso, &mut bufs, &mut sizes, HEADROOM) {
+            Ok(n) => n,
+            Err(e) => {
+                sink.io.recv_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!("reading the TUN: {e}");
+                continue;
+            }
+        };
+        for i in 0..n {
+            if link_scope(&bufs[i][HEADROOM..HEADROOM + sizes[i]]) {
+                sink.io.tun_link_scope.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            let mut data = std::mem::replace(&mut bufs[i], pool.get());
+            data.truncate(HEADROOM + sizes[i]);
+            flush.batch.push(Packet { data, head: HEADROOM });
+        }
+        // Drops are counted by the core under their reasons.
+        core.output(flush.batch.drain(..), &mut flush.results);
+        flush.run(sink, &mut pool);
+    }
+}
+
+/// Network → core: ESP from the raw socket, a batch per recvmmsg. IPv4 raw sockets return
+/// the whole packet (its header checked by the kernel: [`Via::Esp`]); IPv6 ones only the
+/// payload, which goes in as a [`Payload`] with the addresses.
+pub fn esp_loop(core: &Ipsec, sink: &NetSink, sock: &Socket, family: Family, max: usize) {
+    let mut rx = Receiver::new(family, max, HEADROOM);
+    let mut flush = Flush::new();
+    loop {
+        if let Err(e) = rx.receive(sock) {
+            sink.io.recv_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!("reading the ESP socket: {e}");
+            continue;
+        }
+        for i in 0..rx.got.len() {
+            let Received { len, src, dst, truncated, .. } = rx.got[i];
+            if truncated {
+                core.count_drop(Drop::Truncated);
+                tracing::debug!("an ESP packet from {src} longer than {LARGEST} bytes, cut short");
+                continue;
+            }
+            let mut data = rx.take(i, len);
+            data.truncate(HEADROOM + len);
+            let packet = Packet { data, head: HEADROOM };
+            match (family, dst) {
+                (Family::V4, _) if len > 0 => flush.batch.push(packet),
+                (Family::V6, Some(dst)) => {
+                    let ecn = rx.got[i].ecn;
+                    flush.payloads.push(Payload { packet, src, dst, udp: false, ecn });
+                }
+                _ => {
+                    sink.io.recv_errors.fetch_add(1, Ordering::Relaxed);
+                    rx.pool.put(packet.data);
+                }
+            }
+        }
+        core.input(flush.batch.drain(..), Via::Esp, &mut flush.results);
+        core.input_payloads(flush.payloads.drain(..), &mut flush.results);
+        flush.run(sink, &mut rx.pool);
+    }
+}
+
+/// Network → core: ESP in UDP, a batch per recvmmsg. The socket has UDP GRO on: a run of
+/// datagrams from one peer (one UDP GSO send of the peer's, or ones the kernel coalesced)
+/// arrives as one message with its segment size, and is cut here into its datagrams. Each
+/// datagram's payload is copied into a packet buffer behind the core's headroom and goes to
+/// the core as a [`Payload`] with the addresses and ports: every datagram from this socket
+/// is ESP in UDP, whatever the port.
+pub fn udp_loop(core: &Ipsec, sink: &NetSink, sock: &Socket, family: Family, max: usize) {
+    let mut rx = Receiver::coalescing(family, max, UDP_BATCH);
+    let mut flush = Flush::new();
+    loop {
+        if let Err(e) = rx.receive(sock) {
+            sink.io.recv_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!("reading the UDP socket: {e}");
+            continue;
+        }
+        for i in 0..rx.got.len() {
+            let Received { len, src, dst, segment, truncated, ecn } = rx.got[i];
+            if truncated {
+                core.count_drop(Drop::Truncated);
+                tracing::debug!("a datagram from {src} longer than 64 KiB, cut short");
+                continue;
+            }
+            let Some(dst) = dst else {
+                sink.io.recv_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!("a datagram of {len} bytes from {src} without its local address");
+                continue;
+            };
+            let step = if segment == 0 { len.max(1) } else { segment };
+            // Every datagram goes to the core, an empty one too (it counts it).
+            let mut at = 0;
+            while at == 0 || at < len {
+                let payload = &rx.bufs[i][at..len.min(at + step)];
+                at += step;
+                let end = HEADROOM + payload.len();
+                let mut data = rx.pool.get();
+                if end > data.len() {
+                    // Longer than any packet of ours (a peer's kernel fragmented it, ours
+                    // reassembled it): a buffer of its own.
+                    data.resize(end, 0);
+                }
+                data[HEADROOM..end].copy_from_slice(payload);
+                data.truncate(end);
+                let packet = Packet { data, head: HEADROOM };
+                flush.payloads.push(Payload { packet, src, dst, udp: true, ecn });
+            }
+            // A batch of coalesced datagrams can be hundreds: to the core as they come.
+            core.input_payloads(flush.payloads.drain(..), &mut flush.results);
+        }
+        flush.run(sink, &mut rx.pool);
+    }
+}
+
+/// Messages per recvmmsg on a UDP socket: each may hold up to 64 KiB of coalesced datagrams.
+const UDP_BATCH: usize = 8;

@@ -1,0 +1,124 @@
+//! The sockets of the network side: raw IP out (the core writes every header; the kernel
+//! only routes), raw ESP in, and the UDP socket of ESP in UDP.
+
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use nix::sys::socket::{setsockopt, sockopt};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use ipsec_core::{HEADROOM, TAILROOM};
+
+/// The raw socket every outbound packet of `family` leaves through (IPPROTO_RAW: the
+/// header is ours; the kernel only routes the packet).
+pub fn raw_out(family: Family, mark: u32) -> std::io::Result<Socket> {
+    let s = Socket::new(family.domain(), Type::RAW, Some(Protocol::from(libc_ipproto_raw())))?;
+    set_mark(&s, mark)?;
+    match family {
+        Family::V4 => s.set_header_included_v4(true)?,
+        Family::V6 => s.set_header_included_v6(true)?,
+    }
+    Ok(s)
+}
+
+/// Marks what `s` sends with `mark` (0: leaves it unmarked), so that the rule ipsecd
+/// installs keeps it out of the TUN's routing table (see [`crate::routing`]).
+fn set_mark(s: &Socket, mark: u32) -> std::io::Result<()> {
+    if mark != 0 {
+        s.set_mark(mark)?;
+    }
+    Ok(())
+}
+
+/// The network side's address family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    V4,
+    V6,
+}
+
+impl Family {
+    fn domain(self) -> Domain {
+        match self {
+            Family::V4 => Domain::IPV4,
+            Family::V6 => Domain::IPV6,
+        }
+    }
+}
+
+/// IPPROTO_RAW (255), which socket2 has no constant for.
+const fn libc_ipproto_raw() -> i32 {
+    255
+}
+
+/// Receive buffers of the network sockets. The kernel's default (about 200 KiB, 150
+/// full-size packets) overflowed under a TCP transfer while the receiving thread was busy
+/// decrypting (TCP then retransmitted a fifth of the packets).
+const RECV_BUFFER: usize = 8 << 20;
+
+pub(super) fn big_receive_buffer(s: &Socket) {
+    // As root, past net.core.rmem_max; otherwise as large as that allows.
+    if setsockopt(s, sockopt::RcvBufForce, &RECV_BUFFER).is_err() {
+        let _ = s.set_recv_buffer_size(RECV_BUFFER);
+    }
+}
+
+/// The raw socket ESP of `family` arrives on, with the packet-info option that tells the
+/// local address each packet was sent to.
+pub fn esp_in(family: Family) -> std::io::Result<Socket> {
+    let s = Socket::new(family.domain(), Type::RAW, Some(Protocol::from(50)))?;
+    packet_info(&s, family)?;
+    if family == Family::V6 {
+        outer_tos(&s, family)?;
+    }
+    big_receive_buffer(&s);
+    Ok(s)
+}
+
+/// Asks for the IP header's ECN field with each packet (for RFC 6040 at decapsulation: the
+/// core reads it from an IPv4 raw socket's packets itself).
+fn outer_tos(s: &Socket, family: Family) -> std::io::Result<()> {
+    match family {
+        Family::V4 => setsockopt(s, sockopt::IpRecvTos, &true),
+        Family::V6 => setsockopt(s, sockopt::Ipv6RecvTClass, &true),
+    }
+    .map_err(std::io::Error::from)
+}
+
+fn packet_info(s: &Socket, family: Family) -> std::io::Result<()> {
+    match family {
+        Family::V4 => setsockopt(s, sockopt::Ipv4PacketInfo, &true),
+        Family::V6 => setsockopt(s, sockopt::Ipv6RecvPacketInfo, &true),
+    }
+    .map_err(std::io::Error::from)
+}
+
+/// The UDP socket of ESP in UDP (RFC 3948) for `family`, with packet info so the local
+/// address of each datagram is known.
+pub fn udp(family: Family, port: u16, mark: u32) -> std::io::Result<Socket> {
+    let s = Socket::new(family.domain(), Type::DGRAM, Some(Protocol::UDP))?;
+    set_mark(&s, mark)?;
+    s.set_reuse_address(true)?;
+    let any = match family {
+        Family::V4 => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port),
+        Family::V6 => {
+            s.set_only_v6(true)?;
+            SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), port)
+        }
+    };
+    s.bind(&SockAddr::from(any))?;
+    packet_info(&s, family)?;
+    outer_tos(&s, family)?;
+    big_receive_buffer(&s);
+    // Coalesced datagrams (udp_loop cuts them up); a kernel without UDP GRO gives them
+    // one by one.
+    if let Err(e) = setsockopt(&s, sockopt::UdpGroSegment, &true) {
+        tracing::info!("UDP GRO not available ({family:?}): {e}");
+    }
+    Ok(s)
+}
+
+/// The size of every packet buffer: room for the core's headers in front, a packet of up
+/// to `max` bytes, and the trailer behind.
+pub(super) fn buffer_size(max: usize) -> usize {
+    HEADROOM + max + TAILROOM
+}
