@@ -189,8 +189,9 @@ impl Transform {
         let pad = padded - len - 2;
         let icv = body + padded;
         buf.resize(icv + self.icv_len, 0);
-        buf[esp..esp + 4].copy_from_slice(&spi.to_be_bytes());
-        buf[esp + 4..esp + 8].copy_from_slice(&(seq as u32).to_be_bytes());
+        let mut h = ipsec_wire::esp::Packet::new_unchecked(&mut buf[esp..]);
+        h.set_spi(spi);
+        h.set_sequence_number(seq as u32);
         let ivr = esp + ESP_HEADER_LEN..body;
         match iv {
             Some(iv) => buf[ivr.clone()].copy_from_slice(iv),

@@ -15,19 +15,11 @@
 //! the merged packet goes up with the checksum left to be trusted (NEEDS_CSUM) and would
 //! otherwise hide a bad one. Order is kept: a packet that cannot join ends the run first.
 
-use std::net::{Ipv4Addr, Ipv6Addr};
+use ipsec_wire::tcp::{self, flags};
+use ipsec_wire::{ipv4, ipv6, virtio, IpProtocol, PseudoHeader};
 
-use ipsec_wire::checksum;
-use ipsec_wire::{IpProtocol, PseudoHeader};
-
-/// struct virtio_net_hdr (without num_buffers): flags, gso_type, hdr_len, gso_size,
-/// csum_start, csum_offset; the 16-bit fields little-endian.
-pub const VIRTIO_HDR: usize = 10;
-const F_NEEDS_CSUM: u8 = 1;
-const GSO_TCPV4: u8 = 1;
-const GSO_TCPV6: u8 = 4;
-const TCP_ACK: u8 = 0x10;
-const TCP_PSH: u8 = 0x08;
+/// The virtio-net header's length (in front of every packet to and from the TUN).
+pub const VIRTIO_HDR: usize = virtio::HEADER_LEN;
 /// The largest merged packet: the IP length fields are 16 bits.
 const MAX_PACKET: usize = 65_535;
 
@@ -46,52 +38,65 @@ impl Segment {
     /// without extension headers; only ACK, or ACK and PSH, set) whose checksum verifies.
     fn of(b: &[u8]) -> Option<Segment> {
         let (v6, ip) = match b.first()? >> 4 {
-            4 if b.len() >= 20
-                && b[0] == 0x45
-                && b[9] == 6
-                && usize::from(u16::from_be_bytes([b[2], b[3]])) == b.len()
-                && b[6] & 0x3f == 0
-                && b[7] == 0 =>
-            {
-                (false, 20)
+            4 => {
+                let p = ipv4::Packet::new_checked(b).ok()?;
+                let whole = usize::from(p.total_len()) == b.len() && !p.is_fragment();
+                if p.header_len() != ipv4::MIN_HEADER_LEN || p.protocol() != IpProtocol::TCP || !whole {
+                    return None;
+                }
+                (false, ipv4::MIN_HEADER_LEN)
             }
-            6 if b.len() >= 40
-                && b[6] == 6
-                && usize::from(u16::from_be_bytes([b[4], b[5]])) + 40 == b.len() =>
-            {
-                (true, 40)
+            6 => {
+                let p = ipv6::Packet::new_checked(b).ok()?;
+                if p.next_header() != IpProtocol::TCP || p.total_len() != b.len() {
+                    return None;
+                }
+                (true, ipv6::HEADER_LEN)
             }
             _ => return None,
         };
-        let t = b.get(ip..ip + 20)?;
-        let tcp = usize::from(t[12] >> 4) * 4;
-        let flags = t[13];
-        if tcp < 20 || b.len() <= ip + tcp || (flags != TCP_ACK && flags != TCP_ACK | TCP_PSH) {
+        let t = tcp::Packet::new_checked(&b[ip..]).ok()?;
+        let f = t.flags();
+        if t.payload().is_empty() || (f != flags::ACK && f != flags::ACK | flags::PSH) {
             return None;
         }
-        if checksum::combine(&[
-            pseudo(b, v6).sum(IpProtocol::TCP, (b.len() - ip) as u32),
-            checksum::sum(&b[ip..]),
-        ]) != 0xffff
-        {
+        if !t.verify_checksum(&pseudo(b, v6)) {
             return None;
         }
-        let seq = u32::from_be_bytes([t[4], t[5], t[6], t[7]]);
-        Some(Segment { v6, ip, tcp, seq, psh: flags & TCP_PSH != 0 })
+        Some(Segment { v6, ip, tcp: t.header_len(), seq: t.seq_number(), psh: f & flags::PSH != 0 })
     }
 }
 
+/// The pseudo-header of the IPv4 or IPv6 packet `b` (its header already checked).
 fn pseudo(b: &[u8], v6: bool) -> PseudoHeader {
     if v6 {
-        let (mut s, mut d) = ([0u8; 16], [0u8; 16]);
-        s.copy_from_slice(&b[8..24]);
-        d.copy_from_slice(&b[24..40]);
-        PseudoHeader::V6 { src: Ipv6Addr::from(s), dst: Ipv6Addr::from(d) }
+        let p = ipv6::Packet::new_unchecked(b);
+        PseudoHeader::V6 { src: p.src_addr(), dst: p.dst_addr() }
     } else {
-        PseudoHeader::V4 {
-            src: Ipv4Addr::new(b[12], b[13], b[14], b[15]),
-            dst: Ipv4Addr::new(b[16], b[17], b[18], b[19]),
-        }
+        let p = ipv4::Packet::new_unchecked(b);
+        PseudoHeader::V4 { src: p.src_addr(), dst: p.dst_addr() }
+    }
+}
+
+/// Whether two IP headers of one family (checked) are the same but for what each segment
+/// of a super-packet has of its own: IPv4's total length, identification and checksum;
+/// IPv6's payload length.
+fn same_ip_header(a: &[u8], b: &[u8], v6: bool) -> bool {
+    if v6 {
+        let (a, b) = (ipv6::Packet::new_unchecked(a), ipv6::Packet::new_unchecked(b));
+        a.traffic_class() == b.traffic_class()
+            && a.flow_label() == b.flow_label()
+            && a.hop_limit() == b.hop_limit()
+            && a.src_addr() == b.src_addr()
+            && a.dst_addr() == b.dst_addr()
+    } else {
+        let (a, b) = (ipv4::Packet::new_unchecked(a), ipv4::Packet::new_unchecked(b));
+        a.dscp() == b.dscp()
+            && a.ecn() == b.ecn()
+            && a.dont_frag() == b.dont_frag()
+            && a.ttl() == b.ttl()
+            && a.src_addr() == b.src_addr()
+            && a.dst_addr() == b.dst_addr()
     }
 }
 
@@ -137,7 +142,8 @@ impl Coalescer {
                 run.closed = s.psh || payload.len() < run.gso;
                 if s.psh {
                     // PSH belongs on the merged packet (it was on its last segment).
-                    self.buf[VIRTIO_HDR + s.ip + 13] |= TCP_PSH;
+                    let mut t = tcp::Packet::new_unchecked(&mut self.buf[VIRTIO_HDR + s.ip..]);
+                    t.set_flags(t.flags() | flags::PSH);
                 }
                 return;
             }
@@ -160,7 +166,9 @@ impl Coalescer {
                 });
             }
             None => {
-                self.buf[..VIRTIO_HDR].fill(0);
+                // A zeroed header: one packet, checksums complete. (Cannot fail: the
+                // buffer is longer than the header.)
+                let _ = virtio::Repr::default().emit(&mut self.buf);
                 write(&self.buf[..VIRTIO_HDR + pkt.len()]);
             }
         }
@@ -181,21 +189,9 @@ impl Coalescer {
         {
             return false;
         }
-        let same_ip = if s.v6 {
-            // Version, traffic class, flow label; next header, hop limit; addresses.
-            head[0..4] == pkt[0..4] && head[6..40] == pkt[6..40]
-        } else {
-            // TOS; DF; TTL, protocol; addresses.
-            head[1] == pkt[1] && head[6] == pkt[6] && head[8..10] == pkt[8..10] && head[12..20] == pkt[12..20]
-        };
         let (a, b) = (&head[f.ip..], &pkt[s.ip..s.ip + s.tcp]);
-        // Ports; acknowledgment; data offset; flags but PSH; window; urgent pointer; options.
-        same_ip
-            && a[0..4] == b[0..4]
-            && a[8..13] == b[8..13]
-            && (a[13] | TCP_PSH) == (b[13] | TCP_PSH)
-            && a[14..16] == b[14..16]
-            && a[18..] == b[18..]
+        same_ip_header(head, pkt, s.v6)
+            && tcp::Packet::new_unchecked(a).same_header_but_seq(&tcp::Packet::new_unchecked(b))
     }
 
     /// Writes the run in progress, if any: as it came when it is one segment, else as one
@@ -204,35 +200,47 @@ impl Coalescer {
         let Some(run) = self.run.take() else { return };
         let f = run.first;
         let p = &mut self.buf[VIRTIO_HDR..VIRTIO_HDR + run.len];
-        let mut hdr = [0u8; VIRTIO_HDR];
+        let mut hdr = virtio::Repr::default();
         if run.count > 1 {
             if f.v6 {
-                p[4..6].copy_from_slice(&((run.len - 40) as u16).to_be_bytes());
+                ipv6::Packet::new_unchecked(&mut *p).set_payload_len((run.len - f.ip) as u16);
             } else {
-                p[2..4].copy_from_slice(&(run.len as u16).to_be_bytes());
-                p[10..12].fill(0);
-                let c = checksum::checksum(&p[..20]);
-                p[10..12].copy_from_slice(&c.to_be_bytes());
+                let mut ip = ipv4::Packet::new_unchecked(&mut *p);
+                ip.set_total_len(run.len as u16);
+                ip.fill_checksum();
             }
             // With NEEDS_CSUM the checksum field holds the pseudo-header's sum (not
             // complemented), as the kernel's own TCP leaves it for a NIC.
-            let ps = pseudo(p, f.v6).sum(IpProtocol::TCP, (run.len - f.ip) as u32);
-            p[f.ip + 16..f.ip + 18].copy_from_slice(&ps.to_be_bytes());
-            hdr[0] = F_NEEDS_CSUM;
-            hdr[1] = if f.v6 { GSO_TCPV6 } else { GSO_TCPV4 };
-            hdr[2..4].copy_from_slice(&((f.ip + f.tcp) as u16).to_le_bytes());
-            hdr[4..6].copy_from_slice(&(run.gso as u16).to_le_bytes());
-            hdr[6..8].copy_from_slice(&(f.ip as u16).to_le_bytes());
-            hdr[8..10].copy_from_slice(&16u16.to_le_bytes());
+            let ps = pseudo(p, f.v6);
+            tcp::Packet::new_unchecked(&mut p[f.ip..]).set_partial_checksum(&ps, run.len - f.ip);
+            hdr = virtio::Repr {
+                flags: virtio::F_NEEDS_CSUM,
+                gso_type: if f.v6 { virtio::gso::TCPV6 } else { virtio::gso::TCPV4 },
+                hdr_len: (f.ip + f.tcp) as u16,
+                gso_size: run.gso as u16,
+                csum_start: f.ip as u16,
+                csum_offset: 16,
+            };
         }
-        self.buf[..VIRTIO_HDR].copy_from_slice(&hdr);
+        // The buffer is longer than the header: emit cannot fail.
+        let _ = hdr.emit(&mut self.buf);
         write(&self.buf[..VIRTIO_HDR + run.len]);
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::net::Ipv6Addr;
+
+    use ipsec_wire::checksum;
+
     use super::*;
+
+    const TCP_ACK: u8 = flags::ACK;
+    const TCP_PSH: u8 = flags::PSH;
+    const F_NEEDS_CSUM: u8 = virtio::F_NEEDS_CSUM;
+    const GSO_TCPV4: u8 = virtio::gso::TCPV4;
+    const GSO_TCPV6: u8 = virtio::gso::TCPV6;
 
     /// A TCP segment from 10.0.0.1:1000 to 10.0.0.2:2000 (IPv4) or fd00::1 to fd00::2, ACK
     /// (and PSH if `psh`), with a timestamp option and `n` bytes of payload, checksums right.

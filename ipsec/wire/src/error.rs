@@ -50,6 +50,9 @@ pub enum Error {
     BadBlockSize(usize),
     /// A one-byte UDP payload on the NAT-T port is not the NAT-keepalive 0xFF (RFC 3948 §2.3).
     BadKeepalive(u8),
+    /// The TCP Data Offset (in 32-bit words) is below 5, or the header it gives runs past
+    /// the segment.
+    BadTcpHeaderLen(u8),
     /// A length to emit does not fit its field: `got` is above `max`.
     TooLong {
         /// The most that fits.
@@ -85,6 +88,9 @@ impl fmt::Display for Error {
             Error::PadTooLong => f.write_str("ESP pad length longer than the decrypted data"),
             Error::BadBlockSize(b) => write!(f, "ESP block size {b} cannot be padded to (maximum 256)"),
             Error::BadKeepalive(b) => write!(f, "one-byte NAT-T payload {b:#04x} is not a keepalive (0xff)"),
+            Error::BadTcpHeaderLen(off) => {
+                write!(f, "bad TCP data offset {off}: below 5 words or past the segment")
+            }
             Error::TooLong { max, got } => write!(f, "too long: {got} bytes, at most {max} fit"),
         }
     }

@@ -15,6 +15,9 @@
 //!   Pad Length, Next Header): parsed after decryption, computed and written before
 //!   encryption.
 //! - [`udp`]: RFC 768 header and checksum over the IPv4 or IPv6 pseudo-header.
+//! - [`tcp`]: the RFC 9293 header as far as merging a flow's segments needs it, and its
+//!   checksum.
+//! - [`virtio`]: the virtio-net header a Linux TUN with offloads puts before each packet.
 //! - [`udp_encap`]: RFC 3948 — keepalive, IKE behind the Non-ESP Marker, or ESP on the
 //!   encapsulation port (4500, or the one the caller names: [`EncapPort`]).
 //! - [`checksum`]: the RFC 1071 Internet checksum.
@@ -55,8 +58,10 @@ pub mod ipv4;
 pub mod ipv6;
 pub mod ipv6_ext;
 mod summary;
+pub mod tcp;
 pub mod udp;
 pub mod udp_encap;
+pub mod virtio;
 
 pub use error::{Error, Result};
 pub use ip::{ChecksumPolicy, IpProtocol, PseudoHeader};
