@@ -1,12 +1,14 @@
 //! The inbound packet path on arbitrary bytes, with real SAs installed (AES-GCM tunnel,
 //! AES-CBC+HMAC transport with ESN, over IPv4 and IPv6, with and without UDP
-//! encapsulation), as an IP stack and each of the gateway's sockets hand it over: every
-//! packet is delivered or dropped and counted, never a panic.
+//! encapsulation), as an IP stack and each of the gateway's sockets hand it over (whole, or
+//! as a socket's payload with the headers taken off, raw and over UDP, as one packet and
+//! as a batch of the input cut in pieces): every packet is delivered or dropped and
+//! counted, never a panic.
 #![no_main]
 
 use std::sync::{Arc, OnceLock};
 
-use ipsec_core::{setkey, Ipsec, Packet, Sink, Via};
+use ipsec_core::{setkey, Ipsec, Packet, Payload, Results, Sink, Via};
 use libfuzzer_sys::fuzz_target;
 
 struct Nowhere;
@@ -38,7 +40,25 @@ fn core() -> &'static Ipsec {
 }
 
 fuzz_target!(|data: &[u8]| {
-    for via in [Via::Ip, Via::Esp, Via::Udp] {
-        let _ = core().input_via(Packet::new(data.to_vec()), via);
+    let mut out = Results::default();
+    for via in [Via::Ip, Via::Esp] {
+        let _ = core().input_one(Packet::new(data.to_vec()), via, &mut out);
     }
+    let src = "192.0.2.1:4500".parse().expect("an address");
+    for udp in [false, true] {
+        let packet = Packet::new(data.to_vec());
+        let _ = core().input_payload(
+            Payload {
+                packet,
+                src,
+                dst: "192.0.2.2".parse().expect("an address"),
+                udp,
+                ecn: data.len() as u8 & 3,
+            },
+            &mut out,
+        );
+    }
+    // A batch: the input cut where its first byte says, each piece as its own packet.
+    let cut = usize::from(data.first().copied().unwrap_or(1).max(1));
+    core().input(data.chunks(cut).map(|c| Packet::new(c.to_vec())), Via::Ip, &mut out);
 });
