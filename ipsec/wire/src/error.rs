@@ -50,6 +50,14 @@ pub enum Error {
     BadBlockSize(usize),
     /// A one-byte UDP payload on the NAT-T port is not the NAT-keepalive 0xFF (RFC 3948 §2.3).
     BadKeepalive(u8),
+    /// An ICMP message of another type or code than the path MTU errors
+    /// ([`icmp`](crate::icmp): ICMPv4 3/4, ICMPv6 2).
+    NotPathMtu {
+        /// The ICMP type.
+        msg_type: u8,
+        /// The ICMP code.
+        code: u8,
+    },
     /// A length to emit does not fit its field: `got` is above `max`.
     TooLong {
         /// The most that fits.
@@ -85,6 +93,9 @@ impl fmt::Display for Error {
             Error::PadTooLong => f.write_str("ESP pad length longer than the decrypted data"),
             Error::BadBlockSize(b) => write!(f, "ESP block size {b} cannot be padded to (maximum 256)"),
             Error::BadKeepalive(b) => write!(f, "one-byte NAT-T payload {b:#04x} is not a keepalive (0xff)"),
+            Error::NotPathMtu { msg_type, code } => {
+                write!(f, "ICMP type {msg_type} code {code} is not a path MTU error")
+            }
             Error::TooLong { max, got } => write!(f, "too long: {got} bytes, at most {max} fit"),
         }
     }

@@ -17,6 +17,8 @@
 //! - [`udp`]: RFC 768 header and checksum over the IPv4 or IPv6 pseudo-header.
 //! - [`udp_encap`]: RFC 3948 — keepalive, IKE behind the Non-ESP Marker, or ESP on the
 //!   encapsulation port (4500, or the one the caller names: [`EncapPort`]).
+//! - [`icmp`]: the ICMP errors that carry a path MTU — ICMPv4 "fragmentation needed"
+//!   (RFC 792, RFC 1191) and ICMPv6 Packet Too Big (RFC 4443) — parsed and emitted.
 //! - [`checksum`]: the RFC 1071 Internet checksum.
 //! - [`parse_any`]: from raw bytes to a [`Summary`] — version, addresses, the header after
 //!   the IP headers and where it starts, fragment or not, ESP/UDP header and what an
@@ -49,6 +51,7 @@
 mod bytes;
 pub mod checksum;
 mod error;
+pub mod icmp;
 pub mod esp;
 mod ip;
 pub mod ipv4;
