@@ -33,6 +33,7 @@
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Instant;
 
 use ipsec_wire::{ChecksumPolicy, Encap, EncapPort, PseudoHeader, Summary, Upper as Wire};
 use ocf::Buffer;
@@ -42,6 +43,7 @@ use crate::control::{Action, Dir, Level, Mode, Proto, Request};
 use crate::db::{ControlError, Databases, Response, Transaction};
 use crate::esp::{self, OpenError, Trailer, ESP_HEADER_LEN};
 use crate::ipip;
+use crate::pmtu::{self, IcmpFrom, Learned};
 use crate::sad::{Event, Sa, SaState};
 use crate::spd::Flow;
 use crate::stats::{Counters, Drop, Stats};
@@ -104,6 +106,10 @@ struct Shared {
     counters: Counters,
     sink: Arc<dyn Sink>,
     events: Mutex<Vec<Event>>,
+    /// Path MTU ([`crate::pmtu`]): the coarse clock learned MTUs age on, and the rate of
+    /// ICMP errors to inner senders.
+    clock: pmtu::Clock,
+    icmp_limit: pmtu::RateLimit,
 }
 
 /// Per SA, the two completions (made when the SA is installed, so the packet path
@@ -123,6 +129,8 @@ impl Ipsec {
                 counters: Counters::default(),
                 sink,
                 events: Mutex::new(Vec::new()),
+                clock: pmtu::Clock::new(),
+                icmp_limit: pmtu::RateLimit::new(),
             }),
         }
     }
@@ -166,6 +174,13 @@ impl Ipsec {
     /// Applies time lifetimes (whole seconds): call it at least once a second (ipsecd does
     /// every 200 ms, between signal checks).
     pub fn tick(&self) {
+        self.tick_at(Instant::now());
+    }
+
+    /// [`Ipsec::tick`] with the time given: the clock that learned path MTUs age on
+    /// ([`crate::pmtu::PMTU_AGE`]) moves to `now` (never back); lifetimes go by the SAs' age.
+    pub fn tick_at(&self, now: Instant) {
+        self.shared.clock.set(now);
         let ev = self.shared.db.sad.tick();
         self.shared.push_events(ev);
     }
@@ -192,6 +207,22 @@ impl Ipsec {
     /// only ESP, whatever is not ESP is counted and dropped, never delivered.
     pub fn input_via(&self, packet: Packet, via: Via) -> Result<(), Drop> {
         self.shared.input(packet, via)
+    }
+
+    /// An ICMP error from the network (the ICMP message; see [`IcmpFrom`]): a path MTU
+    /// error about one of our ESP packets lowers its SA's path MTU ([`crate::pmtu`]).
+    /// `Err`: dropped and counted under its reason.
+    pub fn icmp_error(&self, msg: &[u8], from: IcmpFrom) -> Result<Learned, Drop> {
+        let learned = pmtu::learn(&self.shared.db.sad, msg, from, self.shared.clock.now());
+        self.shared.learned(learned)
+    }
+
+    /// An ESP packet of ours (`outer`, whole) that the local IP stack refused to send as
+    /// larger than `mtu`, its route's MTU (EMSGSIZE): lowers its SA's path MTU as an ICMP
+    /// error quoting it would ([`crate::pmtu`]).
+    pub fn local_path_mtu(&self, outer: &[u8], mtu: u32) -> Result<Learned, Drop> {
+        let learned = pmtu::learn_local(&self.shared.db.sad, outer, mtu, self.shared.clock.now());
+        self.shared.learned(learned)
     }
 
     /// Counts a packet that its reader dropped before the core could look at it (ipsecd:
@@ -408,10 +439,26 @@ impl Shared {
         if !tunnel && s.is_fragment {
             return Err(self.drop(Some(&sa), Drop::Fragment));
         }
-        self.seal(&sa, packet, s, tunnel)
+        // Does it fit the path (crate::pmtu)? One atomic load while no path MTU is known.
+        let keep = || if tunnel { 0 } else { transport_split(packet.bytes(), s).map_or(0, |sp| sp.keep) };
+        let fragmentable = match pmtu::check(&sa, packet.bytes(), s, keep, self.clock.now()) {
+            pmtu::Verdict::Fits => false,
+            pmtu::Verdict::Fragmentable => true,
+            pmtu::Verdict::TooBig(mtu) => return Err(self.too_big_for_path(&sa, &packet, s, mtu)),
+        };
+        self.seal(&sa, packet, s, tunnel, fragmentable)
     }
 
-    fn seal(&self, sa: &Arc<Sa>, packet: Packet, s: &Summary, tunnel: bool) -> Result<(), Drop> {
+    /// `fragmentable`: the packet exceeds the path MTU but may be fragmented, so the outer
+    /// IPv4 header goes without DF ([`crate::pmtu`]).
+    fn seal(
+        &self,
+        sa: &Arc<Sa>,
+        packet: Packet,
+        s: &Summary,
+        tunnel: bool,
+        fragmentable: bool,
+    ) -> Result<(), Drop> {
         let seq = match sa.seq.next() {
             Ok(n) => n,
             Err(_) => {
@@ -438,6 +485,9 @@ impl Shared {
             let (p, split) =
                 ipip::encapsulate(Packet { data, head }, sa.id.src, sa.id.dst, udp + esp_len, seq as u16);
             (data, head) = (p.data, p.head);
+            if fragmentable {
+                ipip::allow_fragments(&mut data[head..]);
+            }
             split
         } else {
             transport_split(&data[head..], s).ok_or_else(|| self.drop(Some(sa), Drop::Malformed))?
@@ -508,6 +558,40 @@ impl Shared {
             Err(_) => {
                 self.drop(Some(sa), Drop::CryptoError);
             }
+        }
+    }
+
+    /// A packet too big for its SA's path (`mtu`: the largest that fits): dropped, and its
+    /// sender told, within the rate limit ([`crate::pmtu`]).
+    fn too_big_for_path(&self, sa: &Sa, packet: &Packet, s: &Summary, mtu: u32) -> Drop {
+        if let Some(icmp) = pmtu::error_to_sender(packet.bytes(), s, mtu) {
+            if self.icmp_limit.allow(Instant::now()) {
+                Counters::count(&self.counters.icmp_sent);
+                self.to_protected_side(icmp);
+            } else {
+                Counters::count(&self.counters.icmp_rate_limited);
+            }
+        }
+        self.drop(Some(sa), Drop::PathMtu)
+    }
+
+    /// A packet the core itself made for the protected side (an ICMP error to an inner
+    /// sender) goes where decapsulated packets go. The one place that sends such packets.
+    fn to_protected_side(&self, packet: Packet) {
+        self.sink.deliver(packet);
+    }
+
+    /// Counts and reports what a path MTU signal did.
+    fn learned(&self, outcome: Result<(Learned, Option<Arc<Sa>>), Drop>) -> Result<Learned, Drop> {
+        match outcome {
+            Ok((learned, sa)) => {
+                if let (Learned::Lowered(mtu), Some(sa)) = (learned, &sa) {
+                    Counters::count(&self.counters.pmtu_learned);
+                    self.push_events([Event::PathMtu { sa: sa.id, mtu }]);
+                }
+                Ok(learned)
+            }
+            Err(why) => Err(self.drop(None, why)),
         }
     }
 
@@ -767,7 +851,7 @@ pub(crate) struct Split {
     pub(crate) field: usize,
 }
 
-fn transport_split(b: &[u8], s: &Summary) -> Option<Split> {
+pub(crate) fn transport_split(b: &[u8], s: &Summary) -> Option<Split> {
     if s.src.is_ipv4() {
         Some(Split { keep: s.offset, next: s.protocol.0, field: 9 })
     } else {

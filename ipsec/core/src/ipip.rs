@@ -54,6 +54,15 @@ pub(crate) fn encapsulate(inner: Packet, src: IpAddr, dst: IpAddr, room: usize, 
     (Packet { data, head }, Split { keep: outer, next: proto, field })
 }
 
+/// Clears DF in an outer IPv4 header (nothing for IPv6): the packet exceeds the path MTU
+/// but its inner packet may be fragmented ([`crate::pmtu`]), so the path may fragment it.
+/// (The checksum is filled in later, as for every outer header.)
+pub(crate) fn allow_fragments(outer: &mut [u8]) {
+    if outer.first().map(|b| b >> 4) == Some(4) && outer.len() >= 20 {
+        ipv4::Packet::new_unchecked(outer).set_dont_frag(false);
+    }
+}
+
 /// The inner packet, where ESP left it, cut to the length its IP header gives, its ECN
 /// field combined with the outer header's `outer_ecn` ([`decap_ecn`]). Errors:
 /// [`Drop::BadInner`] unless it is an IP packet of the version the next-header value
