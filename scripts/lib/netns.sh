@@ -17,6 +17,8 @@ cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     ip netns del $A 2>/dev/null || true
     ip netns del $B 2>/dev/null || true
+    # A router between them, where a caller made one (scripts/e2e's path MTU check).
+    [ -z "${R:-}" ] || ip netns del "$R" 2>/dev/null || true
 }
 trap 'cleanup; rm -rf "$work"' EXIT
 

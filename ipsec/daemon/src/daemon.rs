@@ -117,8 +117,10 @@ pub fn run(opts: Options) -> Result<(), String> {
         udp6: inputs[1].2.clone(),
         udp_port: opts.udp_port,
         io: io.clone(),
+        too_big: crate::icmp::SendTooBig::new(opts.fwmark),
     });
     let core = Arc::new(Ipsec::new(fw.clone(), sink.clone()));
+    sink.too_big.attach(&core);
     // Only traffic for the tunnels belongs in the TUN: what no policy covers is dropped and
     // counted (`no_policy`), never sent on in clear.
     core.set_default_policy(DefaultPolicy::Discard);
@@ -165,6 +167,17 @@ pub fn run(opts: Options) -> Result<(), String> {
             let (core, sink, port) = (core.clone(), sink.clone(), opts.udp_port);
             move || net::udp_loop(&core, &sink, &udp, f, port, max)
         })?;
+    }
+    // ICMP path MTU errors from the network side (crate::icmp); without the sockets the
+    // gateway still runs, with no path MTU learned.
+    for f in [Family::V4, Family::V6] {
+        match crate::icmp::socket(f) {
+            Ok(sock) => spawn(&format!("ipsecd-icmp{}", if f == Family::V4 { 4 } else { 6 }), {
+                let (core, io) = (core.clone(), io.clone());
+                move || crate::icmp::icmp_loop(&core, &io, &sock, f)
+            })?,
+            Err(e) => tracing::warn!("ICMP socket ({f:?}): {e}: no path MTU learned"),
+        }
     }
     let metrics = Arc::new(Counters::default());
     let control = Server::new(

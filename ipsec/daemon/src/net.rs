@@ -123,6 +123,8 @@ pub struct NetSink {
     /// Their local port.
     pub udp_port: u16,
     pub io: Arc<IoCounters>,
+    /// Sends the kernel refuses as too big, for the core's path MTU ([`crate::icmp`]).
+    pub too_big: crate::icmp::SendTooBig,
 }
 
 impl Sink for NetSink {
@@ -165,6 +167,9 @@ impl NetSink {
         };
         if let Err(e) = sock.send_to(b, &SockAddr::from(SocketAddr::new(dst, 0))) {
             self.io.send_errors.fetch_add(1, Ordering::Relaxed);
+            if e.raw_os_error() == Some(nix::libc::EMSGSIZE) {
+                self.too_big.refused(b);
+            }
             tracing::debug!("sending {} bytes to {dst}: {e}", b.len());
         }
     }
@@ -223,6 +228,10 @@ impl NetSink {
         let gso = (run.len() > 1).then_some(&segment);
         if let Err(e) = self.send_udp(&iovs, gso, first.src, first.dst) {
             self.io.send_errors.fetch_add(run.len() as u64, Ordering::Relaxed);
+            // A GSO send whose segments exceed the route's MTU is EINVAL.
+            if e == nix::errno::Errno::EMSGSIZE || (gso.is_some() && e == nix::errno::Errno::EINVAL) {
+                self.too_big.refused(run[0].bytes());
+            }
             tracing::debug!("sending {} datagrams to {}: {e}", run.len(), first.dst);
         }
     }
@@ -296,6 +305,11 @@ impl NetSink {
             Ok(r) => r.count(),
             Err(e) => {
                 tracing::debug!("sending {} packets: {e}", pkts.len());
+                // An error is about the first packet (sendmmsg reports later ones as a
+                // shorter count, and the next call starts at the failed one).
+                if e == nix::errno::Errno::EMSGSIZE {
+                    self.too_big.refused(pkts[0].bytes());
+                }
                 0
             }
         }
