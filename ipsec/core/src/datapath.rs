@@ -4,7 +4,8 @@
 //! ```text
 //! output(packet) ─ parse ─ SPD out ─┬─ bypass ─────────────────────────────► sink.transmit
 //!                                   ├─ discard ─► drop (policy)
-//!                                   └─ protect ─ SA ─ seq ─ lay out ESP ─ ocf submit
+//!                                   └─ protect ─ SA ─ fits the path MTU? ─ seq ─ lay out ESP ─ ocf submit
+//!                                                    └─ no: drop, ICMP to the sender ─► sink.deliver (pmtu.rs)
 //!                                                                  └─ completion: sink.transmit
 //! input(packet, via) ─ parse ─┬─ ESP, ESP in UDP ─ SAD (SPI, dst) ─ encapsulation as the SA's? ─ replay check ─ ocf submit
 //!                              │        └─ completion: replay update ─ (UDP: peer moved? ─ float) ─ trailer ─ strip ─ SPD in ─► sink.deliver

@@ -34,7 +34,9 @@ const PROTO_IPV6: u8 = 41;
 /// `id` is the outer IPv4 header's identification. DF is set, so the datagram is atomic
 /// and the field only has to vary (RFC 6864 §4.1): the caller passes the low bits of the
 /// SA's sequence number, which costs nothing, where a shared counter would be an atomic
-/// that every core's packets contend for.
+/// that every core's packets contend for. (DF is cleared afterwards only for a packet over
+/// the SA's path MTU whose inner packet may be fragmented, [`allow_fragments`]; its ID is
+/// then still unique among the SA's last 65,536 packets.)
 pub(crate) fn encapsulate(inner: Packet, src: IpAddr, dst: IpAddr, room: usize, id: u16) -> (Packet, Split) {
     let outer = if dst.is_ipv6() { 40 } else { 20 };
     let Packet { mut data, mut head } = inner;

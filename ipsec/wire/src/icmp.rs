@@ -134,7 +134,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
         let b = self.buffer.as_ref();
         match pseudo {
             None => checksum::verifies(b),
-            Some(p) => checksum::combine(&[p.sum(IpProtocol::ICMPV6, b.len() as u32), checksum::sum(b)]) == 0xffff,
+            Some(p) => {
+                checksum::combine(&[p.sum(IpProtocol::ICMPV6, b.len() as u32), checksum::sum(b)]) == 0xffff
+            }
         }
     }
 }
@@ -215,7 +217,10 @@ impl<'a> Repr<'a> {
     /// Parses an ICMPv4 message (the IPv4 payload): Destination Unreachable with code 4,
     /// checksum verified unless `policy` says not. Another type or code is
     /// [`Error::NotPathMtu`].
-    pub fn parse_v4<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&'a T>, policy: ChecksumPolicy) -> Result<Repr<'a>> {
+    pub fn parse_v4<T: AsRef<[u8]> + ?Sized>(
+        packet: &Packet<&'a T>,
+        policy: ChecksumPolicy,
+    ) -> Result<Repr<'a>> {
         packet.check_len()?;
         if policy == ChecksumPolicy::Verify && !packet.verify_checksum(None) {
             return Err(Error::BadChecksum);
@@ -268,11 +273,19 @@ impl<'a> Repr<'a> {
     /// [`buffer_len`](Repr::buffer_len) bytes. Packet Too Big needs the IPv6 pseudo-header
     /// it will be sent under (another is [`Error::BadVersion`]); the ICMPv4 checksum covers
     /// the message alone and `pseudo` is not looked at.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>, pseudo: &PseudoHeader) -> Result<()> {
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        packet: &mut Packet<T>,
+        pseudo: &PseudoHeader,
+    ) -> Result<()> {
         let len = self.buffer_len();
         let got = packet.buffer.as_ref().len();
         if got != len {
-            return Err(if got < len { Error::Truncated { needed: len, got } } else { Error::TooLong { max: len, got } });
+            return Err(if got < len {
+                Error::Truncated { needed: len, got }
+            } else {
+                Error::TooLong { max: len, got }
+            });
         }
         let pseudo = match *self {
             Repr::FragNeeded { mtu, .. } => {
@@ -308,7 +321,8 @@ mod tests {
     /// quote is an outer ESP header of SPI 0x1001, sequence number 7.
     const SCAPY_FRAG_NEEDED: [u8; 36] = [
         0x03, 0x04, 0xe7, 0xdf, 0x00, 0x00, 0x05, 0x14, // type, code, checksum, unused, MTU 1300
-        0x45, 0x00, 0x05, 0xac, 0x00, 0x07, 0x40, 0x00, 0x40, 0x32, 0x1f, 0x51, 10, 99, 0, 1, 10, 99, 1, 2, //
+        0x45, 0x00, 0x05, 0xac, 0x00, 0x07, 0x40, 0x00, 0x40, 0x32, 0x1f, 0x51, 10, 99, 0, 1, 10, 99, 1,
+        2, //
         0x00, 0x00, 0x10, 0x01, 0x00, 0x00, 0x00, 0x07,
     ];
 
@@ -380,7 +394,10 @@ mod tests {
         );
         for n in 0..HEADER_LEN {
             let p = Packet::new_unchecked(&SCAPY_FRAG_NEEDED[..n]);
-            assert_eq!(Repr::parse_v4(&p, ChecksumPolicy::Ignore), Err(Error::Truncated { needed: 8, got: n }));
+            assert_eq!(
+                Repr::parse_v4(&p, ChecksumPolicy::Ignore),
+                Err(Error::Truncated { needed: 8, got: n })
+            );
             assert!(Packet::new_checked(&SCAPY_PTB[..n]).is_err());
         }
         // emit wants the exact length.
@@ -390,7 +407,10 @@ mod tests {
             r.emit(&mut Packet::new_unchecked(&mut [0u8; 10][..]), &any),
             Err(Error::Truncated { needed: 11, got: 10 })
         );
-        assert_eq!(r.emit(&mut Packet::new_unchecked(&mut [0u8; 12][..]), &any), Err(Error::TooLong { max: 11, got: 12 }));
+        assert_eq!(
+            r.emit(&mut Packet::new_unchecked(&mut [0u8; 12][..]), &any),
+            Err(Error::TooLong { max: 11, got: 12 })
+        );
     }
 
     #[test]

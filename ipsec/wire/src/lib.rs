@@ -51,8 +51,8 @@
 mod bytes;
 pub mod checksum;
 mod error;
-pub mod icmp;
 pub mod esp;
+pub mod icmp;
 mod ip;
 pub mod ipv4;
 pub mod ipv6;

@@ -5,8 +5,8 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use ipsec_wire::esp::Trailer;
-use ipsec_wire::ipv6_ext::{AuthHeader, ExtHeader, FragmentHeader};
 use ipsec_wire::icmp;
+use ipsec_wire::ipv6_ext::{AuthHeader, ExtHeader, FragmentHeader};
 use ipsec_wire::udp_encap::{self, Encapsulated};
 use ipsec_wire::{
     esp, ipv4, ipv6, parse_any, parse_any_with, udp, ChecksumPolicy, Encap, IpProtocol, PseudoHeader, Upper,
