@@ -442,7 +442,7 @@ impl Shared {
         }
         // Does it fit the path (crate::pmtu)? One atomic load while no path MTU is known.
         let keep = || if tunnel { 0 } else { transport_split(packet.bytes(), s).map_or(0, |sp| sp.keep) };
-        let fragmentable = match pmtu::check(&sa, packet.bytes(), s, keep, self.clock.now()) {
+        let fragmentable = match pmtu::check(&sa, packet.bytes(), s, keep, &self.clock) {
             pmtu::Verdict::Fits => false,
             pmtu::Verdict::Fragmentable => true,
             pmtu::Verdict::TooBig(mtu) => return Err(self.too_big_for_path(&sa, &packet, s, mtu)),

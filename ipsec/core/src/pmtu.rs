@@ -304,12 +304,22 @@ pub(crate) enum Verdict {
     TooBig(u32),
 }
 
-/// Whether the packet `bytes` (parsed as `s`) fits `sa`'s path at time `now`. `keep`
-/// gives the bytes of it that stay in front of ESP (transport mode; 0 in tunnel mode),
-/// asked only when a path MTU is known.
+/// Whether the packet `bytes` (parsed as `s`) fits `sa`'s path by `clock`. `keep` gives
+/// the bytes of it that stay in front of ESP (transport mode; 0 in tunnel mode). While the
+/// SA knows no path MTU this is one relaxed load of it: the clock and `keep` are read only
+/// when one is known.
 #[inline]
-pub(crate) fn check(sa: &Sa, bytes: &[u8], s: &Summary, keep: impl FnOnce() -> usize, now: u64) -> Verdict {
-    let Some(mtu) = sa.path_mtu.get(now) else { return Verdict::Fits };
+pub(crate) fn check(
+    sa: &Sa,
+    bytes: &[u8],
+    s: &Summary,
+    keep: impl FnOnce() -> usize,
+    clock: &Clock,
+) -> Verdict {
+    if sa.path_mtu.mtu.load(Ordering::Relaxed) == 0 {
+        return Verdict::Fits;
+    }
+    let Some(mtu) = sa.path_mtu.get(clock.now()) else { return Verdict::Fits };
     let max = inner_mtu(sa, keep(), mtu as usize);
     if s.ip_len <= max {
         return Verdict::Fits;
@@ -433,4 +443,47 @@ pub(crate) fn error_to_sender(inner: &[u8], s: &Summary, mtu: u32) -> Option<Pac
     };
     repr.emit(&mut icmp::Packet::new_unchecked(&mut b[ip..]), &pseudo).ok()?;
     Some(Packet { data, head: HEADROOM })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_mtu_only_goes_down_and_ages_out_after_pmtu_age() {
+        let p = PathMtu::default();
+        assert_eq!(p.get(0), None);
+        assert!(p.lower(1400, 10));
+        assert!(!p.lower(1400, 11) && !p.lower(1500, 11), "never raised, not refreshed by the same");
+        assert!(p.lower(1300, 20));
+        let age = PMTU_AGE.as_secs();
+        assert_eq!(p.get(20 + age - 1), Some(1300));
+        assert_eq!(p.get(20 + age), None, "aged out {age} s after it was last lowered");
+        // Once aged out, any value is learned again.
+        assert!(p.lower(1450, 20 + age));
+        assert_eq!(p.get(20 + age), Some(1450));
+    }
+
+    #[test]
+    fn the_rate_limit_allows_a_burst_then_the_rate() {
+        let r = RateLimit::new();
+        let t0 = Instant::now();
+        let n = ICMP_PER_SECOND as usize;
+        assert_eq!((0..n + 10).filter(|_| r.allow(t0)).count(), n, "the burst");
+        // A tenth of a second later, a tenth of the rate; a clock that goes back gives none.
+        let t1 = t0 + Duration::from_millis(100);
+        assert_eq!((0..n).filter(|_| r.allow(t1)).count(), n / 10);
+        assert!(!r.allow(t0));
+        // After a long quiet, no more than the burst.
+        let t2 = t1 + Duration::from_secs(60);
+        assert_eq!((0..2 * n).filter(|_| r.allow(t2)).count(), n);
+    }
+
+    #[test]
+    fn the_clock_never_goes_back() {
+        let c = Clock::new();
+        c.set(c.base + Duration::from_secs(5));
+        c.set(c.base);
+        assert_eq!(c.now(), 5);
+    }
 }

@@ -16,6 +16,7 @@ use crate::config;
 use crate::crypto;
 use crate::ctl::Reply;
 use crate::ctl_server::{self, Handler, Server};
+use crate::icmp;
 use crate::keepalive::Keepalives;
 use crate::net::{self, Family, IoCounters, NetSink};
 use crate::routing::Routing;
@@ -117,7 +118,7 @@ pub fn run(opts: Options) -> Result<(), String> {
         udp6: inputs[1].2.clone(),
         udp_port: opts.udp_port,
         io: io.clone(),
-        too_big: crate::icmp::SendTooBig::new(opts.fwmark),
+        too_big: icmp::SendTooBig::new(opts.fwmark),
     });
     let core = Arc::new(Ipsec::new(fw.clone(), sink.clone()));
     sink.too_big.attach(&core);
@@ -170,11 +171,11 @@ pub fn run(opts: Options) -> Result<(), String> {
     }
     // ICMP path MTU errors from the network side (crate::icmp); without the sockets the
     // gateway still runs, with no path MTU learned.
-    for f in [Family::V4, Family::V6] {
-        match crate::icmp::socket(f) {
-            Ok(sock) => spawn(&format!("ipsecd-icmp{}", if f == Family::V4 { 4 } else { 6 }), {
+    for (f, name) in [(icmp::Family::V4, "ipsecd-icmp4"), (icmp::Family::V6, "ipsecd-icmp6")] {
+        match icmp::socket(f) {
+            Ok(sock) => spawn(name, {
                 let (core, io) = (core.clone(), io.clone());
-                move || crate::icmp::icmp_loop(&core, &io, &sock, f)
+                move || icmp::icmp_loop(&core, &io.recv_errors, &sock, f)
             })?,
             Err(e) => tracing::warn!("ICMP socket ({f:?}): {e}: no path MTU learned"),
         }

@@ -28,7 +28,7 @@
 
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
 use ipsec_core::{IcmpFrom, Ipsec, Learned};
@@ -37,7 +37,13 @@ use ipsec_wire::{ipv4, ipv6};
 use nix::sys::socket::{getsockopt, sockopt};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use crate::net::{Family, IoCounters};
+/// The address family of an ICMP socket. (Not `net::Family`: `net` holds a
+/// [`SendTooBig`], and modules import each other in no cycle.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    V4,
+    V6,
+}
 
 /// The raw ICMP (IPv4) or ICMPv6 socket path MTU errors arrive on.
 pub fn socket(family: Family) -> std::io::Result<Socket> {
@@ -61,8 +67,9 @@ fn path_mtu_error(family: Family, read: &[u8]) -> Option<(&[u8], IcmpFrom)> {
     (msg.first() == Some(&path_mtu_type)).then_some((msg, from))
 }
 
-/// Network → core: the path MTU errors of one family, for as long as the daemon runs.
-pub fn icmp_loop(core: &Ipsec, io: &IoCounters, sock: &Socket, family: Family) {
+/// Network → core: the path MTU errors of one family, for as long as the daemon runs; a
+/// failed read counts in `recv_errors`.
+pub fn icmp_loop(core: &Ipsec, recv_errors: &AtomicU64, sock: &Socket, family: Family) {
     // ICMP errors are at most 576 (IPv4) or 1280 (IPv6) bytes; routers that quote more
     // (RFC 4884) are read whole up to the largest IP packet.
     let mut buf = vec![0u8; 65_535];
@@ -71,7 +78,7 @@ pub fn icmp_loop(core: &Ipsec, io: &IoCounters, sock: &Socket, family: Family) {
         let n = match reader.read(&mut buf) {
             Ok(n) => n,
             Err(e) => {
-                io.recv_errors.fetch_add(1, Ordering::Relaxed);
+                recv_errors.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!("reading the ICMP socket ({family:?}): {e}");
                 continue;
             }
