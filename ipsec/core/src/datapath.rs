@@ -529,7 +529,13 @@ impl Shared {
         // The completion needs where the packet starts and, for UDP over IPv6, where the UDP
         // header is: its checksum covers the ESP packet, so it is computed after the ICV.
         let udp_at = if natt.is_some() && v6_out { outer_len } else { 0 };
-        req.user = base as u64 | (udp_at as u64) << 32;
+        // And, for a tunnel-mode packet over the path MTU that may be fragmented, that MTU:
+        // the completion cuts it into fragments (crate::pmtu::fragment).
+        let frag_mtu = match (fragmentable && tunnel, sa.path_mtu.get(self.clock.now())) {
+            (true, Some(m)) => m.min(0xffff),
+            _ => 0,
+        };
+        req.user = base as u64 | (udp_at as u64) << 32 | u64::from(frag_mtu) << 48;
         req.flags = Flags::CALLBACK_IMMEDIATE;
         sa.counters.sent(len);
         self.counters.sent(len);
@@ -548,11 +554,18 @@ impl Shared {
     fn output_done(&self, sa: &Sa, outcome: Outcome) {
         match outcome {
             Ok(mut req) => {
-                let (head, udp_at) = (req.user as u32 as usize, (req.user >> 32) as usize);
+                let (head, udp_at) = (req.user as u32 as usize, (req.user >> 32) as u16 as usize);
+                let frag_mtu = (req.user >> 48) as usize;
                 let mut data = into_vec(req.buf.take());
                 esp::recycle(req);
                 if udp_at != 0 {
                     udp6_checksum(&mut data[head..], udp_at);
+                }
+                if frag_mtu != 0 {
+                    if let Some(fragments) = pmtu::fragment(&data[head..], frag_mtu) {
+                        fragments.into_iter().for_each(|f| self.sink.transmit(f));
+                        return;
+                    }
                 }
                 self.sink.transmit(Packet { data, head });
             }

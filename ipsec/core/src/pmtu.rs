@@ -12,7 +12,7 @@
 //!  acting:    output ─ SA ─ path MTU known? ─ no ────────────────────────────────► seal
 //!                                └ outer length fits? ─ yes ─────────────────────► seal
 //!                                     └ no ─ inner may be fragmented (IPv4 without DF,
-//!                                            IPv6 ≤ 1280)? ─ yes ─ seal, outer DF clear
+//!                                            IPv6 ≤ 1280)? ─ yes ─ seal, outer fragmented
 //!                                                            └ no ─ drop (too_big_for_path)
 //!                                                                   + ICMP to the sender
 //!                                                                     (rate-limited)
@@ -40,10 +40,12 @@
 //!   the same way (`xfrm_state_mtu`).
 //! - **Inner packets that may be fragmented** (IPv4 without DF; IPv6 of at most 1280 bytes,
 //!   which every IPv6 link — the tunnel included — must carry, RFC 8200 §5 and RFC 2473
-//!   §7.1) are not refused: the outer IPv4 header then goes without DF so that the path may
-//!   fragment it (RFC 4301 §8.1's "copy" of the inner DF; today every other outer packet
-//!   has DF). An IPv6 outer header cannot be fragmented on the path: such a packet goes out
-//!   as it is.
+//!   §7.1) are not refused: in tunnel mode the gateway fragments the outer packet to the
+//!   path MTU itself ([`fragment`], as Linux's XFRM does), the outer IPv4 header without DF
+//!   (RFC 4301 §8.1's "copy" of the inner DF; every other outer packet has DF). A router
+//!   may not fragment IPv6, and the IP_HDRINCL socket never fragments. In transport mode
+//!   (the gateway's own traffic, whose stack does its own path MTU discovery) such a packet
+//!   goes out as it is.
 //! - **The error's source** is the inner packet's destination. It is sure to be routed
 //!   back through the tunnel on the sender's side (that is why the packet came into the
 //!   TUN), and it is never one of the gateway's own addresses, which the gateway's own
@@ -61,7 +63,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use ipsec_wire::{icmp, ipv4, ipv6, ChecksumPolicy, IpProtocol, PseudoHeader, Summary};
+use ipsec_wire::{icmp, ipv4, ipv6, ipv6_ext, ChecksumPolicy, IpProtocol, PseudoHeader, Summary};
 
 use crate::datapath::{Packet, HEADROOM};
 use crate::esp::ESP_HEADER_LEN;
@@ -298,7 +300,8 @@ impl<'a> Quote<'a> {
 pub(crate) enum Verdict {
     /// Its ESP packet fits the path (or no path MTU is known).
     Fits,
-    /// It does not fit, but may be fragmented: sent with the outer DF clear.
+    /// It does not fit, but may be fragmented: sent in fragments ([`fragment`]; tunnel
+    /// mode), the outer IPv4 header without DF.
     Fragmentable,
     /// It does not fit and may not be fragmented: the largest inner packet that fits.
     TooBig(u32),
@@ -374,6 +377,61 @@ impl RateLimit {
         *s = (now.max(last), left);
         allowed
     }
+}
+
+/// A tunnel-mode ESP packet (`outer`: the outer IPv4 header without options, or the
+/// IPv6 fixed header alone, as `ipip` builds them) cut into fragments of at most `mtu`
+/// bytes, for an inner packet that may be fragmented but no longer fits the path whole
+/// ([`Verdict::Fragmentable`]): the fragments are the gateway's, as in Linux's
+/// `__xfrm6_output`, because a router may not fragment IPv6 (RFC 8200 §5; RFC 2473 §7.1
+/// has the tunnel entry point do it) and the IP_HDRINCL socket the gateway sends through
+/// never fragments (EMSGSIZE over its link's MTU). IPv4 fragments keep the outer header's
+/// Identification (the SA's sequence number's low bits); IPv6 fragments are identified by
+/// the ESP sequence number's low 32 bits, unique for the SA's packets. `None` if `outer` is
+/// not such a packet or `mtu` leaves no room for 8 bytes of payload.
+pub(crate) fn fragment(outer: &[u8], mtu: usize) -> Option<Vec<Packet>> {
+    let (hl, v6) = match outer.first()? >> 4 {
+        4 if outer.len() >= 20 && outer[0] == 0x45 => (20, false),
+        6 if outer.len() >= 48 => (40, true),
+        _ => return None,
+    };
+    let frag_hl = if v6 { hl + ipv6_ext::FragmentHeader::LEN } else { hl };
+    let chunk = mtu.checked_sub(frag_hl)? & !7;
+    if chunk == 0 {
+        return None;
+    }
+    let (header, payload) = outer.split_at(hl);
+    // The ESP sequence number (behind UDP for ESP in UDP): the IPv6 fragments' identity.
+    let next = if v6 { ipv6::Packet::new_unchecked(header).next_header() } else { IpProtocol::ESP };
+    let seq_at = if next == IpProtocol::UDP { 8 + 4 } else { 4 };
+    let ident = payload.get(seq_at..seq_at + 4).map_or(0, |s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]));
+    let mut out = Vec::with_capacity(payload.len().div_ceil(chunk));
+    for (i, piece) in payload.chunks(chunk).enumerate() {
+        let (offset, more) = ((i * chunk) as u16, (i + 1) * chunk < payload.len());
+        let mut b = Vec::with_capacity(frag_hl + piece.len());
+        b.extend_from_slice(header);
+        if v6 {
+            b.extend_from_slice(&[0; ipv6_ext::FragmentHeader::LEN]);
+            let mut h = ipv6::Packet::new_unchecked(&mut b[..]);
+            h.set_payload_len((ipv6_ext::FragmentHeader::LEN + piece.len()) as u16);
+            h.set_next_header(IpProtocol::FRAGMENT);
+            let mut f = ipv6_ext::FragmentHeader::new_unchecked(&mut b[hl..]);
+            f.set_next_header(next);
+            f.set_frag_offset_and_more(offset, more);
+            f.set_ident(ident);
+            b.extend_from_slice(piece);
+        } else {
+            b.extend_from_slice(piece);
+            let mut h = ipv4::Packet::new_unchecked(&mut b[..]);
+            h.set_total_len((hl + piece.len()) as u16);
+            h.set_dont_frag(false);
+            h.set_more_frags(more);
+            h.set_frag_offset(offset);
+            h.fill_checksum();
+        }
+        out.push(Packet { data: b, head: 0 });
+    }
+    Some(out)
 }
 
 /// The ICMP error that tells the sender of `inner` (parsed as `s`) that at most `mtu`
@@ -477,6 +535,56 @@ mod tests {
         // After a long quiet, no more than the burst.
         let t2 = t1 + Duration::from_secs(60);
         assert_eq!((0..2 * n).filter(|_| r.allow(t2)).count(), n);
+    }
+
+    /// Puts fragments back together: (the header with the whole length, the payload).
+    fn reassemble(frags: &[Packet], v6: bool) -> Vec<u8> {
+        let mut payload = Vec::new();
+        for (i, f) in frags.iter().enumerate() {
+            let b = f.bytes();
+            let (off, more, body) = if v6 {
+                let h = ipv6_ext::FragmentHeader::new_checked(&b[40..48]).unwrap();
+                assert_eq!(ipv6::Packet::new_unchecked(b).payload_len() as usize, b.len() - 40);
+                (h.frag_offset() as usize, h.more_frags(), &b[48..])
+            } else {
+                let h = ipv4::Packet::new_checked(b).unwrap();
+                assert!(h.verify_checksum() && !h.dont_frag());
+                (h.frag_offset() as usize, h.more_frags(), &b[20..])
+            };
+            assert_eq!(off, payload.len(), "fragment {i}");
+            assert_eq!(more, i + 1 < frags.len());
+            payload.extend_from_slice(body);
+        }
+        payload
+    }
+
+    #[test]
+    fn fragments_fit_the_mtu_and_put_back_together_give_the_packet() {
+        for v6 in [false, true] {
+            for (len, mtu) in [(1400, 1300), (1500, 1280), (3000, 1000), (100, 1300)] {
+                let (hl, mut p) = if v6 {
+                    (40, vec![0x60, 0, 0, 0, 0, 0, 50, 64])
+                } else {
+                    (20, vec![0x45, 0, 0, 0, 0, 7, 0x40, 0, 64, 50, 0, 0])
+                };
+                p.resize(hl, 9);
+                p.extend((0..len - hl).map(|i| i as u8));
+                let frags = fragment(&p, mtu).unwrap();
+                assert!(frags.iter().all(|f| f.bytes().len() <= mtu), "v6 {v6} {len}/{mtu}");
+                assert_eq!(frags.len(), (len - hl).div_ceil((mtu - hl - if v6 { 8 } else { 0 }) & !7));
+                assert_eq!(reassemble(&frags, v6), &p[hl..], "v6 {v6} {len}/{mtu}");
+                if v6 {
+                    // Identified by the ESP sequence number (bytes 4..8 of ESP).
+                    let f = ipv6_ext::FragmentHeader::new_unchecked(&frags[0].bytes()[40..48]);
+                    assert_eq!(
+                        (f.ident(), f.next_header()),
+                        (u32::from_be_bytes([4, 5, 6, 7]), IpProtocol::ESP)
+                    );
+                }
+            }
+        }
+        assert!(fragment(&[0x45; 10], 1300).is_none());
+        assert!(fragment(&[0x60; 100], 47).is_none());
     }
 
     #[test]

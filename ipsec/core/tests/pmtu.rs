@@ -252,12 +252,18 @@ fn a_path_mtu_learned_from_icmp_refuses_what_no_longer_fits_with_an_exact_mtu() 
         assert_eq!(core.output(Packet::with_headroom(&c.packet(mtu + 1, true))), Err(Drop::PathMtu), "{c:?}");
         sink.take_delivered();
         if !c.v6 {
+            // Without DF: in tunnel mode the gateway sends it in fragments within the path
+            // MTU; in transport mode as it is (over the path MTU, DF clear as the sender's).
             core.output(Packet::with_headroom(&c.packet(mtu + 1, false))).unwrap();
-            let over = sink.take_sent().pop().unwrap();
-            assert!(over.len() > path as usize, "{c:?}");
-            let df = ipv4::Packet::new_unchecked(&over[..]).dont_frag();
-            assert!(!df, "{c:?}: the outer DF is clear (tunnel) or the inner's (transport)");
-            assert!(ipv4::Packet::new_unchecked(&over[..]).verify_checksum());
+            let sent = sink.take_sent();
+            assert_eq!(sent.len(), if c.tunnel { 2 } else { 1 }, "{c:?}");
+            let total: usize = sent.iter().map(|f| f.len()).sum();
+            assert!(total > path as usize, "{c:?}");
+            for f in &sent {
+                let h = ipv4::Packet::new_unchecked(&f[..]);
+                assert!(!h.dont_frag() && h.verify_checksum(), "{c:?}");
+                assert!(!c.tunnel || f.len() <= path as usize, "{c:?}");
+            }
         }
     }
 }
@@ -380,5 +386,40 @@ fn a_send_the_local_stack_refused_as_too_big_lowers_the_path_mtu_as_an_icmp_erro
         other[if v6 { 40 + 8 } else { 20 } + 3] ^= 0x55;
         assert!(matches!(core.local_path_mtu(&other, 1400), Ok(Learned::NotOurs) | Err(Drop::IcmpNoSa)));
         assert_eq!(core.local_path_mtu(&esp[..10], 1400), Err(Drop::Malformed));
+    }
+}
+
+#[test]
+fn ipv6_packets_of_up_to_1280_bytes_that_no_longer_fit_go_in_fragments() {
+    // An IPv6 tunnel over IPv6 and over IPv4 on a 1300-byte path: room inside for less
+    // than IPv6's 1280 (RFC 8200 §5), which the tunnel must still carry (RFC 2473 §7.1).
+    for outer_v6 in [true, false] {
+        let c = Case { v6: outer_v6, udp: true, tunnel: true, alg: 1 };
+        let (core, sink) = c.gateway();
+        // The inner packets are IPv6 over an IPv4 path too: a gateway with both policies.
+        let v6_inner = Case { v6: true, ..c };
+        if !outer_v6 {
+            let ((o1, o2), (h1, h2)) = (c.outer(), v6_inner.inner());
+            let text = format!("spdadd {h1} {h2} any -P out ipsec esp/tunnel/{o1}-{o2}/require;");
+            for r in ipsec_core::setkey::parse(&text).unwrap() {
+                core.control(&r.item).unwrap();
+            }
+        }
+        core.output(Packet::with_headroom(&v6_inner.packet(1400, false))).unwrap();
+        let esp = sink.take_sent().pop().unwrap();
+        let (msg, from) = c.router_error(&esp, 1300);
+        assert_eq!(core.icmp_error(&msg, from), Ok(Learned::Lowered(1300)));
+        // Over 1280: refused, Packet Too Big 1280 (never less).
+        assert_eq!(core.output(Packet::with_headroom(&v6_inner.packet(1281, false))), Err(Drop::PathMtu));
+        let err = sink.take_delivered().pop().unwrap();
+        assert_eq!(sender_error(&v6_inner, &err, &v6_inner.packet(1281, false)), 1280);
+        // 1280: sent, in two fragments within the path MTU.
+        core.output(Packet::with_headroom(&v6_inner.packet(1280, false))).unwrap();
+        let frags = sink.take_sent();
+        assert_eq!(frags.len(), 2, "outer v6 {outer_v6}");
+        assert!(frags.iter().all(|f| f.len() <= 1300));
+        if outer_v6 {
+            assert!(frags.iter().all(|f| f[6] == 44), "a Fragment header");
+        }
     }
 }

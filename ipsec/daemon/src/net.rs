@@ -344,11 +344,20 @@ struct Datagram {
 impl Datagram {
     fn of(b: &[u8], port: u16) -> Option<Datagram> {
         let (src, dst, ip): (IpAddr, IpAddr, usize) = match b.first()? >> 4 {
-            4 if b.len() >= 28 && b[0] == 0x45 && b[1] == 0 && b[9] == 17 => (
-                Ipv4Addr::new(b[12], b[13], b[14], b[15]).into(),
-                Ipv4Addr::new(b[16], b[17], b[18], b[19]).into(),
-                20,
-            ),
+            // Not a fragment (the core fragments packets over a path MTU: crate::pmtu).
+            4 if b.len() >= 28
+                && b[0] == 0x45
+                && b[1] == 0
+                && b[6] & 0x3f == 0
+                && b[7] == 0
+                && b[9] == 17 =>
+            {
+                (
+                    Ipv4Addr::new(b[12], b[13], b[14], b[15]).into(),
+                    Ipv4Addr::new(b[16], b[17], b[18], b[19]).into(),
+                    20,
+                )
+            }
             6 if b.len() >= 48 && b[0] == 0x60 && b[1] == 0 && b[2] == 0 && b[3] == 0 && b[6] == 17 => {
                 let mut s = [0u8; 16];
                 let mut d = [0u8; 16];
@@ -968,6 +977,17 @@ mod tests {
         rx.receive(&sock).unwrap();
         let got: Vec<(usize, bool)> = rx.got.iter().map(|r| (r.len, r.truncated)).collect();
         assert_eq!(got, [(100, true), (100, false)]);
+    }
+
+    #[test]
+    fn a_fragment_is_no_datagram_for_the_udp_socket() {
+        // IPv4 10.0.0.1 -> 10.0.0.2, UDP 4500 -> 4500, 4 bytes: a datagram; the same with
+        // More Fragments set (the core fragments packets over a path MTU) is not.
+        let mut b = vec![0x45, 0, 0, 32, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
+        b.extend_from_slice(&[0x11, 0x94, 0x11, 0x94, 0, 12, 0, 0, 1, 2, 3, 4]);
+        assert!(Datagram::of(&b, 4500).is_some());
+        b[6] = 0x20;
+        assert_eq!(Datagram::of(&b, 4500), None);
     }
 
     /// What the spill costs a batch of ordinary packets: recvmmsg of 64 datagrams of 1400
