@@ -531,9 +531,9 @@ impl Shared {
         let udp_at = if natt.is_some() && v6_out { outer_len } else { 0 };
         // And, for a tunnel-mode packet over the path MTU that may be fragmented, that MTU:
         // the completion cuts it into fragments (crate::pmtu::fragment).
-        let frag_mtu = match (fragmentable && tunnel, sa.path_mtu.get(self.clock.now())) {
-            (true, Some(m)) => m.min(0xffff),
-            _ => 0,
+        let frag_mtu = match fragmentable && tunnel {
+            true => sa.path_mtu.get(self.clock.now()).map_or(0, |m| m.min(0xffff)),
+            false => 0,
         };
         req.user = base as u64 | (udp_at as u64) << 32 | u64::from(frag_mtu) << 48;
         req.flags = Flags::CALLBACK_IMMEDIATE;
