@@ -450,8 +450,9 @@ impl Shared {
         self.seal(&sa, packet, s, tunnel, fragmentable)
     }
 
-    /// `fragmentable`: the packet exceeds the path MTU but may be fragmented, so the outer
-    /// IPv4 header goes without DF ([`crate::pmtu`]).
+    /// `fragmentable`: the packet exceeds the path MTU but may be fragmented, so in tunnel
+    /// mode the outer IPv4 header goes without DF and the completion cuts the ESP packet
+    /// into fragments ([`crate::pmtu::fragment`]).
     fn seal(
         &self,
         sa: &Arc<Sa>,
