@@ -36,12 +36,12 @@
 //!   [`crate::Ipsec::tick`] moves: the packet path reads one atomic, never the time.
 //! - **The overhead** is the SA's own: outer IP header (tunnel mode; in transport mode the
 //!   packet's header stays), UDP for ESP in UDP, ESP header, IV, padding to the cipher's
-//!   block with the 2-byte trailer, ICV ([`inner_mtu`]). Linux sizes an XFRM bundle's MTU
+//!   block with the 2-byte trailer, ICV (`inner_mtu`). Linux sizes an XFRM bundle's MTU
 //!   the same way (`xfrm_state_mtu`).
 //! - **Inner packets that may be fragmented** (IPv4 without DF; IPv6 of at most 1280 bytes,
 //!   which every IPv6 link — the tunnel included — must carry, RFC 8200 §5 and RFC 2473
 //!   §7.1) are not refused: in tunnel mode the gateway fragments the outer packet to the
-//!   path MTU itself ([`fragment`], as Linux's XFRM does), the outer IPv4 header without DF
+//!   path MTU itself (`fragment`, as Linux's XFRM does), the outer IPv4 header without DF
 //!   (RFC 4301 §8.1's "copy" of the inner DF; every other outer packet has DF). A router
 //!   may not fragment IPv6, and the IP_HDRINCL socket never fragments. In transport mode
 //!   (the gateway's own traffic, whose stack does its own path MTU discovery) such a packet
@@ -54,7 +54,7 @@
 //!   RFC 1191 host) act on a frag-needed or Packet Too Big whatever its source, once the
 //!   quoted packet matches one of their connections.
 //! - **Rate.** At most [`ICMP_PER_SECOND`] errors a second with a burst of as many
-//!   ([`RateLimit`], one token bucket per core; RFC 4443 §2.4(f) asks for a limit, Linux's
+//!   (`RateLimit`, one token bucket per core; RFC 4443 §2.4(f) asks for a limit, Linux's
 //!   `icmp_msgs_per_sec` is 1000 per host): one error per flow is enough for TCP to lower
 //!   its segment size; what is over is counted (`icmp_rate_limited`).
 
