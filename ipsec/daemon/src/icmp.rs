@@ -13,9 +13,10 @@
 //! socket of raw ESP and of ESP in UDP that carries a mark or ECN, or the UDP socket).
 //! `IP_RECVERR` on the sending sockets would only see errors about what each sent, and an
 //! IPPROTO_RAW socket receives nothing at all. The kernel itself also caches the path MTU
-//! (the raw ESP and UDP sockets' error handlers do), but that does not make our raw sends
-//! fail: an IP_HDRINCL send is checked against the device's MTU only (EMSGSIZE above it),
-//! so without learning here the packets would go on being dropped on the path.
+//! (the raw ESP and UDP sockets' error handlers do) and then refuses our larger sends
+//! (EMSGSIZE, seen in the namespaces: a few per learned MTU, in the moment before the core
+//! has read the same error; [`SendTooBig`]), but it tells no inner sender anything, and an
+//! IP_HDRINCL send over the gateway's own link's MTU fails with no ICMP error at all.
 //!
 //! One thread per family, blocking on its socket: ICMP errors are rare, and a burst of
 //! them costs a read and a parse each. The loop looks only at path MTU errors' type byte
@@ -97,8 +98,8 @@ pub fn icmp_loop(core: &Ipsec, recv_errors: &AtomicU64, sock: &Socket, family: F
 /// the narrow one (a PPPoE uplink of 1492 under a TUN sized for 1500): no router is there
 /// to send an ICMP error, so without this the packets would be refused for ever and their
 /// senders never told. (A path MTU the kernel cached from a router's error refuses our
-/// sends too, briefly, until the core has read the same error: its own learning covers
-/// that.) The route's MTU is asked of the kernel (`IP_MTU` on a UDP socket connected to
+/// sends too, briefly, until the core has read the same error: learned here as well.)
+/// The route's MTU is asked of the kernel (`IP_MTU` on a UDP socket connected to
 /// the packet's destination, with ipsecd's mark, as its own sends are routed) and the core
 /// learns it for the SA that sent the packet ([`Ipsec::local_path_mtu`]). Only on a
 /// refused send: a socket and three system calls each, and once the core knows, the
