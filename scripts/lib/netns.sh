@@ -9,7 +9,8 @@
 #
 # Sourced, not run. The caller sets: A and B (namespace names), work (a scratch directory),
 # PY (python3), IPSECD and IPSECCTL (the binaries), and pids=() (the daemons started, for
-# cleanup and stop_all); optionally sa_ext (extensions added to every SA of `config`, such
+# cleanup and stop_all); optionally R (a third namespace the caller adds, removed by
+# cleanup too), sa_ext (extensions added to every SA of `config`, such
 # as "-f esn -r 64"), TEST_NAME (the prefix of `fail`'s message, default e2e) and on_fail
 # (a command that `fail` runs first, to show more of the state).
 
@@ -17,6 +18,8 @@ cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     ip netns del $A 2>/dev/null || true
     ip netns del $B 2>/dev/null || true
+    # A router between them, where a caller made one (scripts/e2e's path MTU check).
+    [ -z "${R:-}" ] || ip netns del "$R" 2>/dev/null || true
 }
 trap 'cleanup; rm -rf "$work"' EXIT
 

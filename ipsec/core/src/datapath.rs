@@ -35,13 +35,15 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError, Weak};
+use std::time::Instant;
 
 use ocf::{Callback, Framework};
 
 use crate::db::{ControlError, Databases, Response, Transaction};
 use crate::path::{Batch, Shared};
+use crate::pmtu::{self, IcmpFrom, Learned};
 use crate::sad::{Event, Sa, SaCallbacks};
-use crate::stats::{Drop, Stats};
+use crate::stats::{Counters, Drop, Stats};
 
 pub use crate::path::{DefaultPolicy, Packet, Payload, Results, Sink, Via, HEADROOM, TAILROOM};
 
@@ -96,8 +98,31 @@ impl Ipsec {
     /// Applies time lifetimes (whole seconds): call it at least once a second (ipsecd does
     /// every 200 ms, between signal checks).
     pub fn tick(&self) {
+        self.tick_at(Instant::now());
+    }
+
+    /// [`Ipsec::tick`] with the time given: the clock that learned path MTUs age on
+    /// ([`crate::pmtu::PMTU_AGE`]) moves to `now` (never back); lifetimes go by the SAs' age.
+    pub fn tick_at(&self, now: Instant) {
+        self.shared.clock.set(now);
         let ev = self.shared.db.sad.tick();
         self.shared.push_events(ev);
+    }
+
+    /// An ICMP error from the network (the ICMP message; see [`IcmpFrom`]): a path MTU
+    /// error about one of our ESP packets lowers its SA's path MTU ([`crate::pmtu`]).
+    /// `Err`: dropped and counted under its reason.
+    pub fn icmp_error(&self, msg: &[u8], from: IcmpFrom) -> Result<Learned, Drop> {
+        let learned = pmtu::learn(&self.shared.db.sad, msg, from, self.shared.clock.now());
+        self.shared.learned(learned)
+    }
+
+    /// An ESP packet of ours (`outer`, whole) that the local IP stack refused to send as
+    /// larger than `mtu`, its route's MTU (EMSGSIZE): lowers its SA's path MTU as an ICMP
+    /// error quoting it would ([`crate::pmtu`]).
+    pub fn local_path_mtu(&self, outer: &[u8], mtu: u32) -> Result<Learned, Drop> {
+        let learned = pmtu::learn_local(&self.shared.db.sad, outer, mtu, self.shared.clock.now());
+        self.shared.learned(learned)
     }
 
     /// Lifetime and sequence events since the last call.
@@ -170,6 +195,20 @@ impl Ipsec {
 }
 
 impl Shared {
+    /// Counts and reports what a path MTU signal did.
+    fn learned(&self, outcome: Result<(Learned, Option<Arc<Sa>>), Drop>) -> Result<Learned, Drop> {
+        match outcome {
+            Ok((learned, sa)) => {
+                if let (Learned::Lowered(mtu), Some(sa)) = (learned, &sa) {
+                    Counters::count(&self.counters.pmtu_learned);
+                    self.push_events([Event::PathMtu { sa: sa.id, mtu }]);
+                }
+                Ok(learned)
+            }
+            Err(why) => Err(self.drop(None, why)),
+        }
+    }
+
     /// Gives a new SA its completions: an asynchronous driver's outcome is finished as a
     /// synchronous one is, and its packet goes to the sink.
     fn attach(self: &Arc<Shared>, sa: &Arc<Sa>) {
@@ -177,9 +216,7 @@ impl Shared {
         let (s2, a2) = (s1.clone(), a1.clone());
         let output: Callback = Arc::new(move |o| {
             if let (Some(s), Some(sa)) = (Weak::upgrade(&s1), Weak::upgrade(&a1)) {
-                if let Ok(p) = s.output_done(&sa, o) {
-                    s.sink.transmit(p);
-                }
+                let _ = s.output_done(&sa, o, &mut |p| s.sink.transmit(p));
             }
         });
         let input: Callback = Arc::new(move |o| {

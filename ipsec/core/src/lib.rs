@@ -16,6 +16,8 @@
 //! - [`esp`]: the ESP transform: an SA's algorithms as one ocf session, and the packet
 //!   layout one ocf request encrypts and authenticates in place.
 //! - [`spd`]: the security policy database, read lock-free on the packet path.
+//! - [`pmtu`]: path MTU per SA, learned from ICMP errors on the outer path; ICMP errors
+//!   to inner senders whose packets no longer fit (RFC 4301 §8).
 //! - [`stats`]: a counter for every reason a packet is dropped.
 
 pub mod control;
@@ -26,6 +28,7 @@ mod inbound;
 mod ipip;
 mod outbound;
 mod path;
+pub mod pmtu;
 pub mod replay;
 pub mod sad;
 pub mod setkey;
@@ -33,3 +36,4 @@ pub mod spd;
 pub mod stats;
 
 pub use datapath::{DefaultPolicy, Ipsec, Packet, Payload, Results, Sink, Via, HEADROOM, TAILROOM};
+pub use pmtu::{IcmpFrom, Learned};

@@ -3,7 +3,8 @@
 //! ```text
 //! packet ─ parse ─ SPD out ─┬─ bypass ─────────────────────────────────────────► results.transmit
 //!                           ├─ discard ─► drop (policy)
-//!                           └─ protect ─ SA ─ seq ─ tunnel: room for the outer header (ipip)
+//!                           └─ protect ─ SA ─ fits the path MTU? (pmtu) no: drop, ICMP to the sender ─► results.deliver
+//!                                         ─ seq ─ tunnel: room for the outer header (ipip)
 //!                                                   transport: the header stays in front
 //!                              ─ ESP laid out around the payload ─ outer headers emitted
 //!                              ─ batch (ocf) ─ output_done: IPv6 UDP checksum ─► results.transmit
@@ -16,6 +17,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
 use ipsec_wire::{ipv4, ipv6, udp, IpProtocol, PseudoHeader, Summary};
 use ocf::{Flags, Outcome};
@@ -24,8 +26,9 @@ use crate::control::{Action, Dir, Level, Mode};
 use crate::esp::{self, ESP_HEADER_LEN};
 use crate::ipip;
 use crate::path::{flow, into_vec, parse_trusted, Batch, Packet, Results, Shared, Way, TAILROOM};
+use crate::pmtu;
 use crate::sad::{Event, Sa};
-use crate::stats::Drop;
+use crate::stats::{Counters, Drop};
 
 const PROTO_UDP: u8 = 17;
 const PROTO_ESP: u8 = 50;
@@ -107,9 +110,34 @@ impl Shared {
         if !tunnel && s.is_fragment {
             return Err(self.drop(Some(&sa), Drop::Fragment));
         }
-        self.seal(b, sa, packet, s, tunnel)
+        // Does it fit the path (crate::pmtu)? One atomic load while no path MTU is known.
+        let keep = || if tunnel { 0 } else { transport_split(packet.bytes(), s).map_or(0, |sp| sp.keep) };
+        let fragmentable = match pmtu::check(&sa, packet.bytes(), s, keep, &self.clock) {
+            pmtu::Verdict::Fits => false,
+            pmtu::Verdict::Fragmentable => true,
+            pmtu::Verdict::TooBig(mtu) => return Err(self.too_big_for_path(b, &sa, &packet, s, mtu)),
+        };
+        self.seal(b, sa, packet, s, tunnel, fragmentable)
     }
 
+    /// A packet too big for its SA's path (`mtu`: the largest inner packet that fits):
+    /// dropped, and its sender told, within the rate limit ([`crate::pmtu`]). The error goes
+    /// to the protected side with the batch's results.
+    fn too_big_for_path(&self, b: &mut Batch<'_>, sa: &Sa, packet: &Packet, s: &Summary, mtu: u32) -> Drop {
+        if let Some(icmp) = pmtu::error_to_sender(packet.bytes(), s, mtu) {
+            if self.icmp_limit.allow(Instant::now()) {
+                Counters::count(&self.counters.icmp_sent);
+                b.deliver(icmp);
+            } else {
+                Counters::count(&self.counters.icmp_rate_limited);
+            }
+        }
+        self.drop(Some(sa), Drop::PathMtu)
+    }
+
+    /// `fragmentable`: the packet exceeds the path MTU but may be fragmented, so in tunnel
+    /// mode the outer IPv4 header goes without DF and the completion cuts the ESP packet
+    /// into fragments ([`crate::pmtu::fragment`]).
     fn seal(
         &self,
         b: &mut Batch<'_>,
@@ -117,6 +145,7 @@ impl Shared {
         packet: Packet,
         s: &Summary,
         tunnel: bool,
+        fragmentable: bool,
     ) -> Result<(), Drop> {
         let seq = match sa.seq.next() {
             Ok(n) => n,
@@ -179,7 +208,7 @@ impl Shared {
             let packet = &mut bytes[base..base + total];
             let proto = IpProtocol(if natt.is_some() { PROTO_UDP } else { PROTO_ESP });
             match front {
-                Front::Tunnel { tos, .. } => emit_outer(packet, &sa, proto, tos, seq as u16),
+                Front::Tunnel { tos, .. } => emit_outer(packet, &sa, proto, tos, seq as u16, !fragmentable),
                 Front::Transport(split) => fix_transport_header(packet, &split, proto),
             }
             if let (Some(n), Some(dport)) = (natt, sa.send_port()) {
@@ -193,7 +222,13 @@ impl Shared {
         // The completion needs where the packet starts and, for UDP over IPv6, where the UDP
         // header is.
         let udp_at = if natt.is_some() && v6_out { keep } else { 0 };
-        req.user = base as u64 | (udp_at as u64) << 32;
+        // And, for a tunnel-mode packet over the path MTU that may be fragmented, that MTU:
+        // the completion cuts it into fragments (crate::pmtu::fragment).
+        let frag_mtu = match fragmentable && tunnel {
+            true => sa.path_mtu.get(self.clock.now()).map_or(0, |m| m.min(0xffff)),
+            false => 0,
+        };
+        req.user = base as u64 | (udp_at as u64) << 32 | u64::from(frag_mtu) << 48;
         req.flags = Flags::CALLBACK_IMMEDIATE;
         sa.counters.sent(len);
         self.counters.sent(len);
@@ -201,23 +236,36 @@ impl Shared {
         Ok(())
     }
 
-    /// An outbound request's outcome: the ESP packet, or a drop.
-    pub(crate) fn output_done(&self, sa: &Sa, outcome: Outcome) -> Result<Packet, Drop> {
+    /// An outbound request's outcome: the ESP packet (or its fragments) to `emit`, or a
+    /// drop.
+    pub(crate) fn output_done(
+        &self,
+        sa: &Sa,
+        outcome: Outcome,
+        emit: &mut dyn FnMut(Packet),
+    ) -> Result<(), Drop> {
         let mut req = outcome.map_err(|_| self.drop(Some(sa), Drop::CryptoError))?;
-        let (head, udp_at) = (req.user as u32 as usize, (req.user >> 32) as usize);
+        let (head, udp_at) = (req.user as u32 as usize, (req.user >> 32) as u16 as usize);
+        let frag_mtu = (req.user >> 48) as usize;
         let mut data = into_vec(req.buf.take());
         esp::recycle(req);
         if udp_at != 0 {
             udp6_checksum(&mut data[head..], udp_at);
         }
-        Ok(Packet { data, head })
+        if frag_mtu != 0 {
+            if let Some(fragments) = pmtu::fragment(&data[head..], frag_mtu) {
+                fragments.into_iter().for_each(emit);
+                return Ok(());
+            }
+        }
+        emit(Packet { data, head });
+        Ok(())
     }
 }
 
 /// The outbound continuation: a synchronous driver's outcome into the batch's results.
 fn finish_output(s: &Shared, sa: &Sa, outcome: Outcome, out: &mut Results) -> Result<(), Drop> {
-    out.transmit.push(s.output_done(sa, outcome)?);
-    Ok(())
+    s.output_done(sa, outcome, &mut |p| out.transmit.push(p))
 }
 
 /// Tunnel mode's outer header from the SA's source to its destination, carrying `proto`,
@@ -225,7 +273,11 @@ fn finish_output(s: &Shared, sa: &Sa, outcome: Outcome, out: &mut Results) -> Re
 /// low bits of the SA's sequence number, where a shared counter would be an atomic every
 /// core's packets contend for) and TTL 64, or IPv6 with hop limit 64; the inner packet's
 /// DSCP and ECN (`tos`) copied out (RFC 4301 §5.1.2.1, RFC 6040's normal mode).
-fn emit_outer(packet: &mut [u8], sa: &Sa, proto: IpProtocol, tos: u8, id: u16) {
+///
+/// `dont_frag` is false only for a packet over the SA's path MTU whose inner packet may be
+/// fragmented ([`crate::pmtu`]); its ID is then still unique among the SA's last 65,536
+/// packets.
+fn emit_outer(packet: &mut [u8], sa: &Sa, proto: IpProtocol, tos: u8, id: u16, dont_frag: bool) {
     let (dscp, ecn) = (tos >> 2, tos & 3);
     // An SA's endpoints are of one family (setkey and the SAD give them so), and the
     // packet is as long as the lengths say: emit cannot refuse.
@@ -239,7 +291,7 @@ fn emit_outer(packet: &mut [u8], sa: &Sa, proto: IpProtocol, tos: u8, id: u16) {
             dscp,
             ecn,
             ident: id,
-            dont_frag: true,
+            dont_frag,
             more_frags: false,
             frag_offset: 0,
         }
@@ -259,7 +311,7 @@ fn emit_outer(packet: &mut [u8], sa: &Sa, proto: IpProtocol, tos: u8, id: u16) {
     };
 }
 
-fn transport_split(b: &[u8], s: &Summary) -> Option<Split> {
+pub(crate) fn transport_split(b: &[u8], s: &Summary) -> Option<Split> {
     if s.src.is_ipv4() {
         Some(Split { keep: s.offset, next: s.protocol.0, field: 9 })
     } else {

@@ -19,6 +19,7 @@ use ipsec_wire::Summary;
 
 use crate::db::Databases;
 use crate::esp::ESP_HEADER_LEN;
+use crate::pmtu;
 use crate::sad::{Event, Sa, SaState};
 use crate::spd::Flow;
 use crate::stats::{Counters, Drop};
@@ -132,6 +133,10 @@ pub(crate) struct Shared {
     pub(crate) counters: Counters,
     pub(crate) sink: Arc<dyn Sink>,
     pub(crate) events: Mutex<Vec<Event>>,
+    /// Path MTU ([`crate::pmtu`]): the coarse clock learned MTUs age on, and the rate of
+    /// ICMP errors to inner senders.
+    pub(crate) clock: pmtu::Clock,
+    pub(crate) icmp_limit: pmtu::RateLimit,
 }
 
 /// What finishes a synchronous driver's outcome for `sa` into the batch's results (the
@@ -191,6 +196,8 @@ impl Shared {
             counters: Counters::default(),
             sink,
             events: Mutex::new(Vec::new()),
+            clock: pmtu::Clock::new(),
+            icmp_limit: pmtu::RateLimit::new(),
         }
     }
 

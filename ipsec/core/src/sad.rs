@@ -97,6 +97,8 @@ pub struct Sa {
     /// The peer's UDP port as learned from its authenticated packets (ESP in UDP only):
     /// `LEARNED | port`, or 0 while the configured port holds (see the module docs).
     peer_port: AtomicU32,
+    /// The path MTU learned from ICMP errors about this SA's packets ([`crate::pmtu`]).
+    pub(crate) path_mtu: crate::pmtu::PathMtu,
 }
 
 /// The flag in [`Sa`]'s `peer_port` that says a port was learned (port 0 is a port too).
@@ -154,6 +156,8 @@ pub enum Event {
     HardExpired(SaId),
     /// The sequence number space is used up: the SA no longer sends.
     SeqExhausted(SaId),
+    /// An ICMP error from the path lowered the SA's path MTU to `mtu` ([`crate::pmtu`]).
+    PathMtu { sa: SaId, mtu: u32 },
 }
 
 impl Sa {
@@ -524,6 +528,7 @@ impl Sa {
             callbacks: OnceLock::new(),
             state: AtomicU8::new(0),
             peer_port: AtomicU32::new(0),
+            path_mtu: Default::default(),
         }
     }
 

@@ -65,6 +65,19 @@ pub enum Drop {
     SeqExhausted,
     /// The packet would exceed the largest IP packet after encapsulation.
     TooBig,
+    /// Outbound: encapsulated, the packet would exceed the SA's path MTU, and it may not be
+    /// fragmented (IPv4 with DF, IPv6 over 1280 bytes); its sender is sent an ICMP error
+    /// ([`crate::pmtu`]).
+    PathMtu,
+    /// An ICMP path MTU error (frag-needed, Packet Too Big) with a bad checksum, or whose
+    /// quote is too short for the IP header and ESP SPI of the packet it is about.
+    IcmpMalformed,
+    /// An ICMP path MTU error about an ESP packet that none of our SAs sent.
+    IcmpNoSa,
+    /// An ICMP path MTU error reporting less than the protocol's minimum (576 for IPv4,
+    /// 1280 for IPv6; 0 from a router older than RFC 1191), or no less than the length of
+    /// the packet it quotes, which would have fitted.
+    IcmpBogusMtu,
     /// The crypto driver failed the request for a reason other than authentication.
     CryptoError,
 }
@@ -95,6 +108,10 @@ impl Drop {
         Drop::Expired,
         Drop::SeqExhausted,
         Drop::TooBig,
+        Drop::PathMtu,
+        Drop::IcmpMalformed,
+        Drop::IcmpNoSa,
+        Drop::IcmpBogusMtu,
         Drop::CryptoError,
     ];
 
@@ -123,6 +140,10 @@ impl Drop {
             Drop::Expired => "expired",
             Drop::SeqExhausted => "seq_exhausted",
             Drop::TooBig => "too_big",
+            Drop::PathMtu => "too_big_for_path",
+            Drop::IcmpMalformed => "icmp_malformed",
+            Drop::IcmpNoSa => "icmp_no_sa",
+            Drop::IcmpBogusMtu => "icmp_bogus_mtu",
             Drop::CryptoError => "crypto_error",
         }
     }
@@ -143,6 +164,9 @@ pub(crate) struct Counters {
     pub(crate) bytes_in: AtomicU64,
     pub(crate) keepalives: AtomicU64,
     pub(crate) peer_moved: AtomicU64,
+    pub(crate) pmtu_learned: AtomicU64,
+    pub(crate) icmp_sent: AtomicU64,
+    pub(crate) icmp_rate_limited: AtomicU64,
     drops: [AtomicU64; Drop::COUNT],
 }
 
@@ -161,6 +185,11 @@ impl Counters {
     /// An ESP-in-UDP peer moved to another UDP port (port floating, [`crate::sad::Sad::float`]).
     pub(crate) fn peer_moved(&self) {
         self.peer_moved.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Path MTU events ([`crate::pmtu`]): not drops.
+    pub(crate) fn count(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
     }
 
     #[inline]
@@ -187,6 +216,9 @@ impl Counters {
             bytes_in: self.bytes_in.load(Ordering::Relaxed),
             keepalives: self.keepalives.load(Ordering::Relaxed),
             peer_moved: self.peer_moved.load(Ordering::Relaxed),
+            pmtu_learned: self.pmtu_learned.load(Ordering::Relaxed),
+            icmp_sent: self.icmp_sent.load(Ordering::Relaxed),
+            icmp_rate_limited: self.icmp_rate_limited.load(Ordering::Relaxed),
             drops,
         }
     }
@@ -207,6 +239,12 @@ pub struct Stats {
     pub keepalives: u64,
     /// ESP-in-UDP peers that moved to another UDP port (port floating): not drops either.
     pub peer_moved: u64,
+    /// Path MTUs lowered by an ICMP error from the path ([`crate::pmtu`]).
+    pub pmtu_learned: u64,
+    /// ICMP errors (frag-needed, Packet Too Big) sent to inner senders whose packets no
+    /// longer fit the path, and those the rate limit held back.
+    pub icmp_sent: u64,
+    pub icmp_rate_limited: u64,
     drops: [u64; Drop::COUNT],
 }
 
@@ -237,6 +275,10 @@ impl fmt::Display for Stats {
         }
         if self.peer_moved > 0 {
             write!(f, ", peer moved {}", self.peer_moved)?;
+        }
+        if self.pmtu_learned + self.icmp_sent + self.icmp_rate_limited > 0 {
+            let (l, s, r) = (self.pmtu_learned, self.icmp_sent, self.icmp_rate_limited);
+            write!(f, ", pmtu learned {l}, icmp sent {s} (rate-limited {r})")?;
         }
         for (d, n) in self.nonzero_drops() {
             write!(f, ", {d} {n}")?;

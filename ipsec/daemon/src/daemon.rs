@@ -16,6 +16,7 @@ use crate::config;
 use crate::crypto;
 use crate::ctl::Reply;
 use crate::ctl_server::{self, Handler, Server};
+use crate::icmp;
 use crate::keepalive::Keepalives;
 use crate::net::{self, Family, IoCounters, NetSink};
 use crate::routing::Routing;
@@ -117,8 +118,10 @@ pub fn run(opts: Options) -> Result<(), String> {
         udp6: inputs[1].2.clone(),
         udp_port: opts.udp_port,
         io: io.clone(),
+        too_big: icmp::SendTooBig::new(opts.fwmark),
     });
     let core = Arc::new(Ipsec::new(fw.clone(), sink.clone()));
+    sink.too_big.attach(&core);
     // Only traffic for the tunnels belongs in the TUN: what no policy covers is dropped and
     // counted (`no_policy`), never sent on in clear.
     core.set_default_policy(DefaultPolicy::Discard);
@@ -165,6 +168,17 @@ pub fn run(opts: Options) -> Result<(), String> {
             let (core, sink) = (core.clone(), sink.clone());
             move || net::udp_loop(&core, &sink, &udp, f, max)
         })?;
+    }
+    // ICMP path MTU errors from the network side (crate::icmp); without the sockets the
+    // gateway still runs, with no path MTU learned.
+    for (f, name) in [(icmp::Family::V4, "ipsecd-icmp4"), (icmp::Family::V6, "ipsecd-icmp6")] {
+        match icmp::socket(f) {
+            Ok(sock) => spawn(name, {
+                let (core, io) = (core.clone(), io.clone());
+                move || icmp::icmp_loop(&core, &io.recv_errors, &sock, f)
+            })?,
+            Err(e) => tracing::warn!("ICMP socket ({f:?}): {e}: no path MTU learned"),
+        }
     }
     let metrics = Arc::new(Counters::default());
     let control = Server::new(

@@ -9,6 +9,7 @@
 //!   did, for stats and metrics.
 //! - [`daemon`]: start-up, threads, routes, signals, the lifetime tick.
 //! - [`net`]: the TUN and sockets, and the loops that feed the core.
+//! - [`icmp`]: ICMP path MTU errors from the network side, for the core's path MTU.
 //! - [`keepalive`]: NAT-keepalives to the peers of ESP-in-UDP SAs, from the main loop.
 //! - [`batch`]: what the core makes of one batch of packets, sent together at its end.
 //! - [`coalesce`]: decrypted TCP segments merged back into super-packets for the TUN.
@@ -27,6 +28,7 @@ pub mod crypto;
 pub mod ctl;
 pub mod ctl_server;
 pub mod daemon;
+pub mod icmp;
 pub mod keepalive;
 pub mod net;
 pub mod routing;

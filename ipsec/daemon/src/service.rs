@@ -98,6 +98,9 @@ pub fn stats(core: &Ipsec, io: &crate::net::IoCounters, reloads: &Reloads) -> St
     );
     let _ = writeln!(out, "keepalives: {}", t.keepalives);
     let _ = writeln!(out, "peer_moved: {}", t.peer_moved);
+    let _ = writeln!(out, "pmtu_learned: {}", t.pmtu_learned);
+    let _ = writeln!(out, "icmp_sent: {}", t.icmp_sent);
+    let _ = writeln!(out, "icmp_rate_limited: {}", t.icmp_rate_limited);
     let _ = writeln!(out, "drops: {}", t.total_drops());
     for d in Drop::ALL {
         let _ = writeln!(out, "  {:<16} {}", d.name(), t.drops(d));
@@ -162,6 +165,12 @@ pub fn prometheus(core: &Ipsec, io: &crate::net::IoCounters, reloads: &Reloads) 
             "counter",
             "ESP-in-UDP peers that moved to another UDP port (an authenticated packet from it): followed.",
         ),
+        ("pmtu_learned_total", "counter", "SA path MTUs lowered by an ICMP error from the path."),
+        (
+            "icmp_sent_total",
+            "counter",
+            "ICMP frag-needed / Packet Too Big sent to inner senders, by outcome.",
+        ),
         ("drops_total", "counter", "Packets dropped, by reason."),
         ("sa_packets_total", "counter", "Packets per SA, by direction."),
         ("sa_drops_total", "counter", "Packets dropped per SA, by reason."),
@@ -184,6 +193,9 @@ pub fn prometheus(core: &Ipsec, io: &crate::net::IoCounters, reloads: &Reloads) 
     let _ = writeln!(o, "ipsecd_bytes_total{{dir=\"in\"}} {}", t.bytes_in);
     let _ = writeln!(o, "ipsecd_keepalives_total {}", t.keepalives);
     let _ = writeln!(o, "ipsecd_peer_moved_total {}", t.peer_moved);
+    let _ = writeln!(o, "ipsecd_pmtu_learned_total {}", t.pmtu_learned);
+    let _ = writeln!(o, "ipsecd_icmp_sent_total{{outcome=\"sent\"}} {}", t.icmp_sent);
+    let _ = writeln!(o, "ipsecd_icmp_sent_total{{outcome=\"rate_limited\"}} {}", t.icmp_rate_limited);
     for d in Drop::ALL {
         let _ = writeln!(o, "ipsecd_drops_total{{reason=\"{}\"}} {}", d.name(), t.drops(d));
     }

@@ -2,7 +2,7 @@
 //! bounds. Checksums are ignored so that mutated packets reach the deeper parsers.
 #![no_main]
 
-use ipsec_wire::{ipv4, ipv6, udp, udp_encap, ChecksumPolicy, EncapPort};
+use ipsec_wire::{icmp, ipv4, ipv6, udp, udp_encap, ChecksumPolicy, EncapPort};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -19,4 +19,9 @@ fuzz_target!(|data: &[u8]| {
         let _ = udp_encap::classify(p.payload());
     }
     let _ = ipsec_wire::esp::Trailer::parse(data);
+    if let Ok(p) = icmp::Packet::new_checked(data) {
+        let _ = icmp::Repr::parse_v4(&p, ChecksumPolicy::Ignore);
+        let pseudo = ipsec_wire::PseudoHeader::V6 { src: [0; 16].into(), dst: [0; 16].into() };
+        let _ = icmp::Repr::parse_v6(&p, &pseudo, ChecksumPolicy::Verify);
+    }
 });

@@ -53,6 +53,14 @@ pub enum Error {
     /// The TCP Data Offset (in 32-bit words) is below 5, or the header it gives runs past
     /// the segment.
     BadTcpHeaderLen(u8),
+    /// An ICMP message of another type or code than the path MTU errors
+    /// ([`icmp`](crate::icmp): ICMPv4 3/4, ICMPv6 2).
+    NotPathMtu {
+        /// The ICMP type.
+        msg_type: u8,
+        /// The ICMP code.
+        code: u8,
+    },
     /// A length to emit does not fit its field: `got` is above `max`.
     TooLong {
         /// The most that fits.
@@ -90,6 +98,9 @@ impl fmt::Display for Error {
             Error::BadKeepalive(b) => write!(f, "one-byte NAT-T payload {b:#04x} is not a keepalive (0xff)"),
             Error::BadTcpHeaderLen(off) => {
                 write!(f, "bad TCP data offset {off}: below 5 words or past the segment")
+            }
+            Error::NotPathMtu { msg_type, code } => {
+                write!(f, "ICMP type {msg_type} code {code} is not a path MTU error")
             }
             Error::TooLong { max, got } => write!(f, "too long: {got} bytes, at most {max} fit"),
         }

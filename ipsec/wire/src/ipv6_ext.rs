@@ -5,7 +5,7 @@
 //!
 //! Each view checks only its own length; where a header may appear is the walk's business.
 
-use crate::bytes::{be16, be32};
+use crate::bytes::{be16, be32, set_be16, set_be32};
 use crate::error::{need, Error, Result};
 use crate::ip::IpProtocol;
 
@@ -151,6 +151,20 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> FragmentHeader<T> {
     pub fn set_next_header(&mut self, next: IpProtocol) {
         self.buffer.as_mut()[0] = next.0;
     }
+
+    /// Sets the offset (in bytes, a multiple of 8: the low 3 bits are dropped) and the M
+    /// flag, and clears the reserved fields.
+    #[inline]
+    pub fn set_frag_offset_and_more(&mut self, offset: u16, more: bool) {
+        self.buffer.as_mut()[1] = 0;
+        set_be16(self.buffer.as_mut(), 2, (offset & 0xfff8) | u16::from(more));
+    }
+
+    /// Sets the Identification field.
+    #[inline]
+    pub fn set_ident(&mut self, ident: u32) {
+        set_be32(self.buffer.as_mut(), 4, ident);
+    }
 }
 
 /// An IP Authentication Header (RFC 4302 §2): Next Header, Payload Len in 4-byte units
@@ -275,6 +289,13 @@ mod tests {
         let mut h = FragmentHeader::new_unchecked(&mut copy[..]);
         h.set_next_header(IpProtocol::TCP);
         assert_eq!(h.into_inner()[0], 6);
+        // Written back from its fields: the same bytes.
+        let mut out = [0xffu8; 8];
+        let mut h = FragmentHeader::new_unchecked(&mut out[..]);
+        h.set_next_header(IpProtocol::UDP);
+        h.set_frag_offset_and_more(1480, true);
+        h.set_ident(0x0102_0304);
+        assert_eq!(out, bytes);
     }
 
     #[test]

@@ -20,6 +20,8 @@
 //! - [`virtio`]: the virtio-net header a Linux TUN with offloads puts before each packet.
 //! - [`udp_encap`]: RFC 3948 — keepalive, IKE behind the Non-ESP Marker, or ESP on the
 //!   encapsulation port (4500, or the one the caller names: [`EncapPort`]).
+//! - [`icmp`]: the ICMP errors that carry a path MTU — ICMPv4 "fragmentation needed"
+//!   (RFC 792, RFC 1191) and ICMPv6 Packet Too Big (RFC 4443) — parsed and emitted.
 //! - [`checksum`]: the RFC 1071 Internet checksum.
 //! - [`parse_any`]: from raw bytes to a [`Summary`] — version, addresses, the header after
 //!   the IP headers and where it starts, fragment or not, ESP/UDP header and what an
@@ -53,6 +55,7 @@ mod bytes;
 pub mod checksum;
 mod error;
 pub mod esp;
+pub mod icmp;
 mod ip;
 pub mod ipv4;
 pub mod ipv6;

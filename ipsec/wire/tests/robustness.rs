@@ -5,6 +5,7 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use ipsec_wire::esp::Trailer;
+use ipsec_wire::icmp;
 use ipsec_wire::ipv6_ext::{AuthHeader, ExtHeader, FragmentHeader};
 use ipsec_wire::udp_encap::{self, Encapsulated};
 use ipsec_wire::{
@@ -338,6 +339,15 @@ fn exercise_inner(bytes: &[u8]) {
         }
     }
     let _ = udp_encap::classify(bytes);
+    let m = icmp::Packet::new_unchecked(bytes);
+    for policy in [ChecksumPolicy::Verify, ChecksumPolicy::Ignore] {
+        if let Ok(r) = icmp::Repr::parse_v4(&m, policy) {
+            assert_eq!(r.buffer_len(), bytes.len());
+        }
+        if let Ok(r) = icmp::Repr::parse_v6(&m, &pseudos[1], policy) {
+            assert_eq!(r.buffer_len(), bytes.len());
+        }
+    }
     if let Ok(h) = ExtHeader::new_checked(bytes) {
         assert_eq!(h.data().len() + 2, h.header_len());
     }

@@ -35,6 +35,8 @@ pub struct NetSink {
     /// Their local port.
     pub udp_port: u16,
     pub io: Arc<IoCounters>,
+    /// Sends the kernel refuses as too big, for the core's path MTU ([`crate::icmp`]).
+    pub too_big: crate::icmp::SendTooBig,
 }
 
 /// An asynchronous driver's completions, one packet at a time (the loops send what the
@@ -71,6 +73,9 @@ impl NetSink {
         };
         if let Err(e) = sock.send_to(b, &SockAddr::from(SocketAddr::new(dst, 0))) {
             self.io.send_errors.fetch_add(1, Ordering::Relaxed);
+            if e.raw_os_error() == Some(nix::libc::EMSGSIZE) {
+                self.too_big.refused(b);
+            }
             tracing::debug!("sending {} bytes to {dst}: {e}", b.len());
         }
     }
@@ -129,6 +134,10 @@ impl NetSink {
         let gso = (run.len() > 1).then_some(&segment);
         if let Err(e) = self.send_udp(&iovs, gso, first.src, first.dst) {
             self.io.send_errors.fetch_add(run.len() as u64, Ordering::Relaxed);
+            // A GSO send whose segments exceed the route's MTU is EINVAL.
+            if e == nix::errno::Errno::EMSGSIZE || (gso.is_some() && e == nix::errno::Errno::EINVAL) {
+                self.too_big.refused(run[0].bytes());
+            }
             tracing::debug!("sending {} datagrams to {}: {e}", run.len(), first.dst);
         }
     }
@@ -202,6 +211,11 @@ impl NetSink {
             Ok(r) => r.count(),
             Err(e) => {
                 tracing::debug!("sending {} packets: {e}", pkts.len());
+                // An error is about the first packet (sendmmsg reports later ones as a
+                // shorter count, and the next call starts at the failed one).
+                if e == nix::errno::Errno::EMSGSIZE {
+                    self.too_big.refused(pkts[0].bytes());
+                }
                 0
             }
         }
@@ -238,7 +252,12 @@ impl Datagram {
         let (src, dst, ip): (IpAddr, IpAddr, usize) = match b.first()? >> 4 {
             4 => {
                 let p = ipv4::Packet::new_checked(b).ok()?;
-                let plain = p.header_len() == ipv4::MIN_HEADER_LEN && p.dscp() == 0 && p.ecn() == 0;
+                // Not a fragment either (the core fragments packets over a path MTU:
+                // ipsec_core::pmtu).
+                let plain = p.header_len() == ipv4::MIN_HEADER_LEN
+                    && p.dscp() == 0
+                    && p.ecn() == 0
+                    && !p.is_fragment();
                 if !plain || p.protocol() != IpProtocol::UDP {
                     return None;
                 }
@@ -305,4 +324,20 @@ fn at_offset(p: Packet, off: usize) -> Vec<u8> {
         data.truncate(off + len);
     }
     data
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fragment_is_no_datagram_for_the_udp_socket() {
+        // IPv4 10.0.0.1 -> 10.0.0.2, UDP 4500 -> 4500, 4 bytes: a datagram; the same with
+        // More Fragments set (the core fragments packets over a path MTU) is not.
+        let mut b = vec![0x45, 0, 0, 32, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
+        b.extend_from_slice(&[0x11, 0x94, 0x11, 0x94, 0, 12, 0, 0, 1, 2, 3, 4]);
+        assert!(Datagram::of(&b, 4500).is_some());
+        b[6] = 0x20;
+        assert_eq!(Datagram::of(&b, 4500), None);
+    }
 }
