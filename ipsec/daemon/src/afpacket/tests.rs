@@ -1,0 +1,162 @@
+use std::cell::Cell;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use netlink_packet_route::neighbour::NeighbourHeader;
+
+use super::*;
+
+const A: Link = Link { ifindex: 7, mac: [2, 0, 0, 0, 0, 1] };
+const B: Link = Link { ifindex: 7, mac: [2, 0, 0, 0, 0, 2] };
+
+fn v4(a: [u8; 4]) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::from(a))
+}
+
+#[test]
+fn a_destination_is_looked_up_once_per_refresh_and_its_first_packet_goes_through_ip() {
+    let mut peers = HashMap::new();
+    let dst = v4([10, 0, 0, 2]);
+    let t0 = Instant::now();
+    let asked = Cell::new(0);
+    let ask = |link: Link| {
+        let asked = &asked;
+        move |d: IpAddr| {
+            assert_eq!(d, dst);
+            asked.set(asked.get() + 1);
+            Some(link)
+        }
+    };
+    // First sight: asked, and one packet through the raw socket (the kernel's entry).
+    assert_eq!(plan(&mut peers, dst, 5, t0, ask(A)), Plan::Ip(1));
+    // Within REFRESH: the whole run through the packet socket, the kernel not asked.
+    assert_eq!(plan(&mut peers, dst, 4, t0, ask(A)), Plan::Packet(A, 4));
+    assert_eq!(plan(&mut peers, dst, 64, t0 + REFRESH / 2, ask(A)), Plan::Packet(A, 64));
+    assert_eq!(asked.get(), 1);
+    // REFRESH later the neighbour has moved: asked again, one packet through IP, then the
+    // new address.
+    assert_eq!(plan(&mut peers, dst, 64, t0 + REFRESH, ask(B)), Plan::Ip(1));
+    assert_eq!(plan(&mut peers, dst, 63, t0 + REFRESH, ask(B)), Plan::Packet(B, 63));
+    assert_eq!(asked.get(), 2);
+}
+
+#[test]
+fn an_unknown_next_hop_sends_everything_through_ip_until_it_is_known() {
+    let mut peers = HashMap::new();
+    let dst = v4([10, 0, 0, 3]);
+    let t0 = Instant::now();
+    assert_eq!(plan(&mut peers, dst, 8, t0, |_| None), Plan::Ip(1));
+    assert_eq!(plan(&mut peers, dst, 8, t0, |_| panic!("asked within REFRESH")), Plan::Ip(8));
+    assert_eq!(plan(&mut peers, dst, 8, t0 + REFRESH, |_| Some(A)), Plan::Ip(1));
+    assert_eq!(plan(&mut peers, dst, 8, t0 + REFRESH, |_| None), Plan::Packet(A, 8));
+    // Another destination is its own entry.
+    assert_eq!(plan(&mut peers, v4([10, 0, 0, 4]), 3, t0 + REFRESH, |_| None), Plan::Ip(1));
+}
+
+fn route(kind: RouteType, attrs: Vec<RouteAttribute>) -> RouteMessage {
+    let mut r = RouteMessage::default();
+    r.header.kind = kind;
+    r.attributes = attrs;
+    r
+}
+
+#[test]
+fn the_next_hop_is_the_gateway_or_the_destination_of_a_unicast_route_only() {
+    let dst = v4([192, 0, 2, 9]);
+    let gw = Ipv4Addr::new(192, 0, 2, 1);
+    let direct = route(RouteType::Unicast, vec![RouteAttribute::Oif(3)]);
+    assert_eq!(next_hop(&direct, dst), Some((3, dst)));
+    let via = route(
+        RouteType::Unicast,
+        vec![RouteAttribute::Gateway(RouteAddress::Inet(gw)), RouteAttribute::Oif(4)],
+    );
+    assert_eq!(next_hop(&via, dst), Some((4, IpAddr::V4(gw))));
+    // Our own address, or a blackhole: not for the packet socket.
+    assert_eq!(next_hop(&route(RouteType::Local, vec![RouteAttribute::Oif(1)]), dst), None);
+    assert_eq!(next_hop(&route(RouteType::BlackHole, vec![]), dst), None);
+    // No interface; an IPv6 gateway for IPv4 (RFC 5549): not taken.
+    assert_eq!(next_hop(&route(RouteType::Unicast, vec![]), dst), None);
+    let v6gw = RouteAttribute::Gateway(RouteAddress::Inet6(Ipv6Addr::LOCALHOST));
+    assert_eq!(next_hop(&route(RouteType::Unicast, vec![v6gw, RouteAttribute::Oif(4)]), dst), None);
+}
+
+fn neighbour(state: NeighbourState, mac: &[u8]) -> NeighbourMessage {
+    let mut n = NeighbourMessage::default();
+    n.header = NeighbourHeader { state, ..Default::default() };
+    n.attributes.push(NeighbourAttribute::LinkLocalAddress(mac.to_vec()));
+    n
+}
+
+#[test]
+fn only_a_resolved_neighbour_with_an_ethernet_address_is_taken() {
+    let mac = [2, 0xaa, 0, 0, 0, 5];
+    for s in [
+        NeighbourState::Reachable,
+        NeighbourState::Stale,
+        NeighbourState::Delay,
+        NeighbourState::Probe,
+        NeighbourState::Permanent,
+    ] {
+        assert_eq!(neighbour_mac(&neighbour(s, &mac)), Some(mac), "{s:?}");
+    }
+    for s in [NeighbourState::Incomplete, NeighbourState::Failed, NeighbourState::Noarp, NeighbourState::None]
+    {
+        assert_eq!(neighbour_mac(&neighbour(s, &mac)), None, "{s:?}");
+    }
+    // All zeros (an entry being resolved), an InfiniBand-sized address, none at all.
+    assert_eq!(neighbour_mac(&neighbour(NeighbourState::Reachable, &[0; 6])), None);
+    assert_eq!(neighbour_mac(&neighbour(NeighbourState::Reachable, &[1; 20])), None);
+    let mut bare = neighbour(NeighbourState::Reachable, &mac);
+    bare.attributes.clear();
+    assert_eq!(neighbour_mac(&bare), None);
+}
+
+fn root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// The kernel's own answers: our address is local (not for the packet socket); a
+/// destination with no route is refused.
+#[test]
+fn the_kernel_says_a_local_destination_has_no_link() {
+    if !root() {
+        eprintln!("skipped: needs root (netlink route queries with a mark)");
+        return;
+    }
+    let mut r = Resolver::open().unwrap();
+    assert_eq!(r.link(v4([127, 0, 0, 1]), 0), None);
+    assert_eq!(r.link(IpAddr::V6(Ipv6Addr::LOCALHOST), 0x4f43), None);
+}
+
+/// An IPv4 packet sent through the packet socket to the loopback device (whose link layer
+/// is Ethernet's, all-zero addresses) comes back up the kernel's IP stack to a raw socket,
+/// byte for byte: the link header was the kernel's, the IP packet ours.
+#[test]
+fn a_packet_sent_through_the_packet_socket_arrives_whole() {
+    if !root() {
+        eprintln!("skipped: needs root (AF_PACKET)");
+        return;
+    }
+    // Protocol 253 (RFC 3692, for experiments): nothing else on the host answers it.
+    let rx: std::net::UdpSocket =
+        Socket::new(Domain::IPV4, Type::RAW, Some(socket2::Protocol::from(253))).unwrap().into();
+    rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let tx = PacketSocket::open(0x4f43).unwrap();
+    let lo = nix::net::if_::if_nametoindex("lo").unwrap();
+    let mut pkts = Vec::new();
+    for i in 0..3u8 {
+        let len = 20 + 100 + usize::from(i);
+        let mut b = vec![0x45, 0, 0, len as u8, 0, i, 0x40, 0, 64, 253, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1];
+        let sum = ipsec_wire::checksum::checksum(&b);
+        b[10..12].copy_from_slice(&sum.to_be_bytes());
+        b.extend((0..100 + usize::from(i)).map(|j| (j as u8).wrapping_mul(7) ^ i));
+        pkts.push(Packet::new(b));
+    }
+    let mut hdrs = MultiHeaders::preallocate(pkts.len(), None);
+    let link = Link { ifindex: lo, mac: [0; 6] };
+    assert_eq!(tx.send(&mut hdrs, &pkts, link).unwrap(), 3);
+    for p in &pkts {
+        let mut buf = [0u8; 2048];
+        let n = rx.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], p.bytes());
+    }
+}
