@@ -27,7 +27,8 @@
 //! unreachable destination, a tunnel device, a neighbour not yet resolved) goes through the
 //! raw socket, which makes the kernel resolve it.
 //!
-//! How the answer stays right: it is asked again every [`REFRESH`] per destination, and the
+//! How the answer stays right: it is asked again every [`REFRESH`] per destination (every
+//! [`RETRY`] while there is none), and the
 //! packet that comes due then goes through the raw socket. That packet passes through the
 //! kernel's neighbour entry like any routed packet, so the kernel keeps the entry alive as
 //! it would for its own traffic: a stale entry is probed (unicast, then broadcast) and a
@@ -71,6 +72,13 @@ pub enum EspOut {
 /// How often a destination's link is asked of the kernel again (and one packet sent
 /// through the raw socket to keep the kernel's neighbour entry alive).
 pub const REFRESH: Duration = Duration::from_secs(1);
+
+/// How soon a destination without a link is asked again: the kernel resolves a new
+/// neighbour within milliseconds of the first packet the raw socket sends it (a transfer
+/// that starts with an unresolved neighbour waited a whole [`REFRESH`] on the slow path).
+/// A destination that never has one (a tunnel device, a local address) costs two netlink
+/// requests per retry, about 20 a second.
+pub const RETRY: Duration = Duration::from_millis(50);
 
 /// Where the packets to one destination leave: the interface and the next hop's address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -221,8 +229,8 @@ impl Links {
 }
 
 /// The plan for a run of `run` packets to `dst` at `now`: a destination not checked within
-/// [`REFRESH`] is looked up again (`resolve`) and its first packet goes through the raw
-/// socket; one without a link goes there whole.
+/// [`REFRESH`] ([`RETRY`] if it had no link) is looked up again (`resolve`) and its first
+/// packet goes through the raw socket; one without a link goes there whole.
 fn plan(
     peers: &mut HashMap<IpAddr, Peer>,
     dst: IpAddr,
@@ -231,10 +239,12 @@ fn plan(
     resolve: impl FnOnce(IpAddr) -> Option<Link>,
 ) -> Plan {
     match peers.get(&dst) {
-        Some(p) if now.duration_since(p.checked) < REFRESH => match p.link {
-            Some(link) => Plan::Packet(link, run),
-            None => Plan::Ip(run),
-        },
+        Some(p) if now.duration_since(p.checked) < if p.link.is_some() { REFRESH } else { RETRY } => {
+            match p.link {
+                Some(link) => Plan::Packet(link, run),
+                None => Plan::Ip(run),
+            }
+        }
         _ => {
             peers.insert(dst, Peer { link: resolve(dst), checked: now });
             Plan::Ip(1)
