@@ -170,3 +170,63 @@ fn a_packet_sent_through_the_packet_socket_arrives_whole() {
     let want: Vec<&[u8]> = pkts.iter().map(|p| p.bytes()).collect();
     assert_eq!(got, want);
 }
+
+/// What sending costs per packet, the raw IP socket against the packet socket: batches of
+/// 64 IPv4 packets of 1400 bytes (protocol 50) from `OCF_SEND_COST_SRC` to
+/// `OCF_SEND_COST_DST`, a neighbour over a veth pair, one sendmmsg per batch, the two ways
+/// taking turns. On veth the peer's receive (its IP input, up to its protocol handler)
+/// runs in the sender's system call, so the time is the whole kernel's per packet. Run as
+/// root (two namespaces, no listener on the peer):
+///
+/// ```text
+/// ip netns add sc-a; ip netns add sc-b; ip link add sc-va netns sc-a type veth peer sc-vb netns sc-b
+/// ip -n sc-a addr add 10.77.0.1/24 dev sc-va; ip -n sc-b addr add 10.77.0.2/24 dev sc-vb
+/// ip -n sc-a link set sc-va up; ip -n sc-b link set sc-vb up
+/// OCF_SEND_COST_SRC=10.77.0.1 OCF_SEND_COST_DST=10.77.0.2 ip netns exec sc-a \
+///   cargo test --release -p ipsecd --lib -- --ignored --nocapture send_cost
+/// ```
+#[test]
+#[ignore = "a measurement"]
+fn send_cost() {
+    use nix::sys::socket::SockaddrIn;
+    let env = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("{k} not set (see the doc comment)"));
+    let src: Ipv4Addr = env("OCF_SEND_COST_SRC").parse().unwrap();
+    let dst: Ipv4Addr = env("OCF_SEND_COST_DST").parse().unwrap();
+    let pkts: Vec<Packet> = (0..crate::batch::BATCH)
+        .map(|i| {
+            let mut b = vec![0x45, 0, 0x05, 0x78, 0, i as u8, 0x40, 0, 64, 50, 0, 0];
+            b.extend_from_slice(&src.octets());
+            b.extend_from_slice(&dst.octets());
+            let sum = ipsec_wire::checksum::checksum(&b);
+            b[10..12].copy_from_slice(&sum.to_be_bytes());
+            b.resize(1400, 0x5a);
+            Packet::new(b)
+        })
+        .collect();
+    let raw = crate::net::raw_out(crate::net::Family::V4, 0).unwrap();
+    let ps = PacketSocket::open(0).unwrap();
+    let iovs: Vec<[std::io::IoSlice<'_>; 1]> =
+        pkts.iter().map(|p| [std::io::IoSlice::new(p.bytes())]).collect();
+    let addrs = vec![Some(SockaddrIn::from(std::net::SocketAddrV4::new(dst, 0))); pkts.len()];
+    let mut raw_hdrs = MultiHeaders::<SockaddrIn>::preallocate(pkts.len(), None);
+    let mut raw_send =
+        || sendmmsg(raw.as_raw_fd(), &mut raw_hdrs, &iovs, &addrs, [], MsgFlags::empty()).unwrap().count();
+    // The first batch through the raw socket resolves the neighbour.
+    raw_send();
+    std::thread::sleep(Duration::from_millis(100));
+    let link = Resolver::open().unwrap().link(IpAddr::V4(dst), 0).expect("the neighbour's link");
+    let mut ll_hdrs = MultiHeaders::<LinkAddr>::preallocate(pkts.len(), None);
+    let mut ns: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    for round in 0..4000 {
+        let packet = round % 2 == 1;
+        let t = Instant::now();
+        let sent = if packet { ps.send(&mut ll_hdrs, &pkts, link).unwrap() } else { raw_send() };
+        ns[usize::from(packet)].push(t.elapsed().as_nanos() as f64 / sent as f64);
+        assert_eq!(sent, pkts.len());
+    }
+    for (name, v) in ["raw IP socket", "packet socket"].iter().zip(ns.iter_mut()) {
+        v.sort_by(f64::total_cmp);
+        let (p10, med, p90) = (v[v.len() / 10], v[v.len() / 2], v[v.len() * 9 / 10]);
+        println!("{name}: median {med:.0} ns per packet (p10 {p10:.0}, p90 {p90:.0}), {:.0} kpps", 1e6 / med);
+    }
+}
