@@ -67,9 +67,9 @@ struct Args {
     #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_NAT_KEEPALIVE)]
     nat_keepalive: u64,
     /// How raw ESP leaves: `packet` through a packet socket straight to the device (no
-    /// route lookup, netfilter OUTPUT/POSTROUTING or qdisc per packet) where the next hop's
+    /// route lookup and no netfilter OUTPUT/POSTROUTING per packet) where the next hop's
     /// link address is known, the raw IP socket elsewhere; `ip` always through the raw IP
-    /// socket (for netfilter rules or shaping on ESP leaving this host).
+    /// socket (for netfilter rules on ESP leaving this host).
     #[arg(long, value_name = "WAY", value_enum, default_value_t = EspOut::Packet)]
     esp_out: EspOut,
 }
