@@ -190,7 +190,8 @@ impl Links {
 
     /// Sends the run of packets to one destination at the front of `pkts` (all raw IP
     /// packets, none for the UDP socket) through `sock` when its link is known: `Ok(n)`,
-    /// the kernel took `n`. `Err(n)`: the first `n` are for the raw socket.
+    /// the kernel took `n`. `Err(n)`: the first `n` are for the raw socket (after a failed
+    /// send the link is forgotten and asked again, but for a packet too long for the device).
     pub fn send(&mut self, sock: &PacketSocket, pkts: &[Packet], now: Instant) -> Result<usize, usize> {
         let Some(dst) = pkts.first().and_then(|p| crate::net::destination(p.bytes())) else {
             return Err(1);
@@ -211,6 +212,11 @@ impl Links {
             Plan::Packet(link, n) => {
                 match sock.send(&mut self.hdrs, &pkts[..n.min(crate::batch::BATCH)], link) {
                     Ok(sent) if sent > 0 => Ok(sent),
+                    // The first packet is longer than the device takes: its fault, not the
+                    // link's. It goes to the raw socket, which fails it as before (counted
+                    // as a send error); the link stays (forgetting it would cost two
+                    // netlink requests per batch while such packets come).
+                    Err(nix::errno::Errno::EMSGSIZE) => Err(1),
                     r => {
                         tracing::debug!("packet socket to {dst} ({link:?}): {r:?}; through the IP socket");
                         self.peers.remove(&dst);

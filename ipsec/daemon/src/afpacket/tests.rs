@@ -230,3 +230,35 @@ fn send_cost() {
         println!("{name}: median {med:.0} ns per packet (p10 {p10:.0}, p90 {p90:.0}), {:.0} kpps", 1e6 / med);
     }
 }
+
+/// A packet longer than the device takes (EMSGSIZE) goes to the raw socket alone, and the
+/// link stays: the next packets still leave through the packet socket, with no new question
+/// to the kernel. (Forgetting the link cost two netlink requests per batch while such
+/// packets came.)
+#[test]
+fn a_packet_too_long_for_the_device_leaves_the_link_known() {
+    let sock = match PacketSocket::open(0) {
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            eprintln!("skipped: a packet socket needs CAP_NET_RAW: {e}");
+            return;
+        }
+        r => r.unwrap(),
+    };
+    let lo = nix::net::if_::if_nametoindex("lo").unwrap();
+    let dst = v4([127, 0, 0, 1]);
+    let mut links = Links::new();
+    let now = Instant::now();
+    let link = Link { ifindex: lo, mac: [0; 6] };
+    links.peers.insert(dst, Peer { link: Some(link), checked: now });
+    // Longer than the loopback's MTU (65536), then one of 100 bytes (protocol 253, TTL 0:
+    // the loopback's IP input drops it).
+    let packet = |len: usize| {
+        let mut b = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 0, 253, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1];
+        b.resize(len, 0);
+        Packet::new(b)
+    };
+    let pkts = [packet(70_000), packet(100)];
+    assert_eq!(links.send(&sock, &pkts, now), Err(1));
+    assert_eq!(links.peers.get(&dst).and_then(|p| p.link), Some(link));
+    assert_eq!(links.send(&sock, &pkts[1..], now), Ok(1));
+}
