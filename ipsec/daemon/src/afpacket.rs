@@ -193,10 +193,10 @@ impl Links {
     /// the kernel took `n`. `Err(n)`: the first `n` are for the raw socket (after a failed
     /// send the link is forgotten and asked again, but for a packet too long for the device).
     pub fn send(&mut self, sock: &PacketSocket, pkts: &[Packet], now: Instant) -> Result<usize, usize> {
-        let Some(dst) = pkts.first().and_then(|p| crate::net::destination(p.bytes())) else {
+        let Some(dst) = pkts.first().and_then(|p| destination(p.bytes())) else {
             return Err(1);
         };
-        let run = pkts.iter().take_while(|p| crate::net::destination(p.bytes()) == Some(dst)).count();
+        let run = pkts.iter().take_while(|p| destination(p.bytes()) == Some(dst)).count();
         let mark = sock.mark;
         let resolver = &mut self.resolver;
         let plan = plan(&mut self.peers, dst, run, now, |d| {
@@ -225,6 +225,15 @@ impl Links {
                 }
             }
         }
+    }
+}
+
+/// Where a whole outbound IP packet goes (read through ipsec-wire; `None` if it is not one).
+fn destination(b: &[u8]) -> Option<IpAddr> {
+    match b.first()? >> 4 {
+        4 => ipsec_wire::ipv4::Packet::new_checked(b).ok().map(|p| IpAddr::V4(p.dst_addr())),
+        6 => ipsec_wire::ipv6::Packet::new_checked(b).ok().map(|p| IpAddr::V6(p.dst_addr())),
+        _ => None,
     }
 }
 

@@ -147,7 +147,7 @@ impl Sink for NetSink {
 }
 
 /// Where a whole outbound packet goes: its family and destination address.
-pub(crate) fn destination(b: &[u8]) -> Option<IpAddr> {
+fn destination(b: &[u8]) -> Option<IpAddr> {
     match b.first().map(|v| v >> 4) {
         Some(4) if b.len() >= 20 => Some(IpAddr::V4(Ipv4Addr::new(b[16], b[17], b[18], b[19]))),
         Some(6) if b.len() >= 40 => {

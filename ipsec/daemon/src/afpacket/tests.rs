@@ -203,7 +203,9 @@ fn send_cost() {
             Packet::new(b)
         })
         .collect();
-    let raw = crate::net::raw_out(crate::net::Family::V4, 0).unwrap();
+    // As net.rs opens it: IPPROTO_RAW, the header ours.
+    let raw = Socket::new(Domain::IPV4, Type::RAW, Some(socket2::Protocol::from(255))).unwrap();
+    raw.set_header_included_v4(true).unwrap();
     let ps = PacketSocket::open(0).unwrap();
     let iovs: Vec<[std::io::IoSlice<'_>; 1]> =
         pkts.iter().map(|p| [std::io::IoSlice::new(p.bytes())]).collect();
@@ -252,8 +254,11 @@ fn a_packet_too_long_for_the_device_leaves_the_link_known() {
     links.peers.insert(dst, Peer { link: Some(link), checked: now });
     // Longer than the loopback's MTU (65536), then one of 100 bytes (protocol 253, TTL 0:
     // the loopback's IP input drops it).
+    // (The longer one's header says 65,535 bytes, the most it can; the buffer goes on.)
     let packet = |len: usize| {
+        let total = len.min(65_535) as u16;
         let mut b = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 0, 253, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1];
+        b[2..4].copy_from_slice(&total.to_be_bytes());
         b.resize(len, 0);
         Packet::new(b)
     };
@@ -261,4 +266,21 @@ fn a_packet_too_long_for_the_device_leaves_the_link_known() {
     assert_eq!(links.send(&sock, &pkts, now), Err(1));
     assert_eq!(links.peers.get(&dst).and_then(|p| p.link), Some(link));
     assert_eq!(links.send(&sock, &pkts[1..], now), Ok(1));
+}
+
+#[test]
+fn the_destination_is_read_from_a_whole_ipv4_or_ipv6_packet_only() {
+    let mut v4p = vec![0x45, 0, 0, 28, 0, 0, 0x40, 0, 64, 50, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
+    v4p.resize(28, 0);
+    assert_eq!(destination(&v4p), Some(v4([10, 0, 0, 2])));
+    let mut v6p = vec![0x60, 0, 0, 0, 0, 8, 50, 64];
+    v6p.extend_from_slice(&Ipv6Addr::LOCALHOST.octets());
+    v6p.extend_from_slice(&Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2).octets());
+    v6p.resize(48, 0);
+    assert_eq!(destination(&v6p), Some("2001:db8::2".parse().unwrap()));
+    // Cut short, claiming more than there is, another version, nothing.
+    assert_eq!(destination(&v4p[..19]), None);
+    assert_eq!(destination(&v6p[..47]), None);
+    assert_eq!(destination(&[0x50; 40]), None);
+    assert_eq!(destination(&[]), None);
 }
