@@ -59,10 +59,24 @@ pub struct Options {
     /// Send a NAT-keepalive to each ESP-in-UDP peer that was sent nothing for this long
     /// (RFC 3948 §4); zero for none ([`crate::keepalive`]).
     pub nat_keepalive: Duration,
+    /// How raw ESP leaves: a packet socket where it can, or always the raw IP socket.
+    pub esp_out: crate::afpacket::EspOut,
 }
 
 /// The NAT-keepalive interval unless `--nat-keepalive` says otherwise (RFC 3948 §4: 20 s).
 pub const DEFAULT_NAT_KEEPALIVE: u64 = 20;
+
+/// The packet socket raw ESP leaves through (`--esp-out packet`); `None` (the raw IP
+/// socket for everything) when asked, or when the kernel refuses one (no CAP_NET_RAW, no
+/// AF_PACKET).
+fn packet_socket(esp_out: crate::afpacket::EspOut, mark: u32) -> Option<crate::afpacket::PacketSocket> {
+    match esp_out {
+        crate::afpacket::EspOut::Ip => None,
+        crate::afpacket::EspOut::Packet => crate::afpacket::PacketSocket::open(mark)
+            .map_err(|e| tracing::info!("raw ESP through the IP socket only: no packet socket: {e}"))
+            .ok(),
+    }
+}
 
 /// Runs the daemon until SIGTERM or SIGINT. `Err` for a start-up failure (a bad config
 /// names its line and column; a second daemon on the same socket is refused).
@@ -119,6 +133,7 @@ pub fn run(opts: Options) -> Result<(), String> {
         udp_port: opts.udp_port,
         io: io.clone(),
         too_big: icmp::SendTooBig::new(opts.fwmark),
+        packet: packet_socket(opts.esp_out, opts.fwmark),
     });
     let core = Arc::new(Ipsec::new(fw.clone(), sink.clone()));
     sink.too_big.attach(&core);

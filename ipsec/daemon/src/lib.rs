@@ -10,6 +10,7 @@
 //! - [`daemon`]: start-up, threads, routes, signals, the lifetime tick.
 //! - [`net`]: the TUN and sockets, and the loops that feed the core.
 //! - [`icmp`]: ICMP path MTU errors from the network side, for the core's path MTU.
+//! - [`afpacket`]: raw ESP out through a packet socket, past the IP output path.
 //! - [`keepalive`]: NAT-keepalives to the peers of ESP-in-UDP SAs, from the main loop.
 //! - [`batch`]: what the core makes of one batch of packets, sent together at its end.
 //! - [`coalesce`]: decrypted TCP segments merged back into super-packets for the TUN.
@@ -21,6 +22,7 @@
 //! - [`serve`]: a thread per connection up to a bound, whole-request and whole-reply
 //!   deadlines (the control socket and the metrics endpoint).
 
+pub mod afpacket;
 pub mod batch;
 pub mod coalesce;
 pub mod config;

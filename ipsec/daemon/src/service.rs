@@ -181,6 +181,11 @@ pub fn prometheus(core: &Ipsec, io: &crate::net::IoCounters, reloads: &Reloads) 
             "Packets into the TUN to a link-local or multicast address (the kernel's own chatter), dropped.",
         ),
         ("keepalives_sent_total", "counter", "NAT-keepalives sent to ESP-in-UDP peers (--nat-keepalive)."),
+        (
+            "packet_socket_sent_total",
+            "counter",
+            "Raw ESP packets sent through the packet socket (--esp-out packet).",
+        ),
         ("sas", "gauge", "Installed SAs."),
         ("reloads_total", "counter", "Reloads of the config file (SIGHUP), by outcome: ok or why it failed."),
         ("last_reload_failed", "gauge", "1 if the last reload failed (and changed nothing), else 0."),

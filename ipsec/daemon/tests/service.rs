@@ -261,6 +261,9 @@ fn metrics_give_every_counter_in_prometheus_text() {
     io.keepalives_sent.fetch_add(2, std::sync::atomic::Ordering::Relaxed);
     let m = ipsecd::service::prometheus(&c, &io, &Reloads::default());
     assert!(m.contains("ipsecd_keepalives_sent_total 2\n"), "{m}");
+    io.packet_socket_sent.fetch_add(5, std::sync::atomic::Ordering::Relaxed);
+    let m = ipsecd::service::prometheus(&c, &io, &Reloads::default());
+    assert!(m.contains("ipsecd_packet_socket_sent_total 5\n"), "{m}");
     assert!(m.contains("ipsecd_peer_moved_total 0\n"), "{m}");
     assert!(m.contains("ipsecd_sas 2\n"));
     // Every sample line is NAME{LABELS} VALUE or NAME VALUE, and every family is declared.

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use ipsecd::afpacket::EspOut;
 use ipsecd::crypto;
 use ipsecd::ctl::DEFAULT_SOCKET;
 use ipsecd::daemon::{run, Options, DEFAULT_MTU, DEFAULT_NAT_KEEPALIVE};
@@ -65,6 +66,12 @@ struct Args {
     /// keeps its mapping; 0 for none.
     #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_NAT_KEEPALIVE)]
     nat_keepalive: u64,
+    /// How raw ESP leaves: `packet` through a packet socket straight to the device (no
+    /// route lookup and no netfilter OUTPUT/POSTROUTING per packet) where the next hop's
+    /// link address is known, the raw IP socket elsewhere; `ip` always through the raw IP
+    /// socket (for netfilter rules on ESP leaving this host).
+    #[arg(long, value_name = "WAY", value_enum, default_value_t = EspOut::Packet)]
+    esp_out: EspOut,
 }
 
 fn main() -> ExitCode {
@@ -89,6 +96,7 @@ fn main() -> ExitCode {
         drivers: a.drivers,
         policy: a.policy,
         nat_keepalive: std::time::Duration::from_secs(a.nat_keepalive),
+        esp_out: a.esp_out,
     };
     match run(opts) {
         Ok(()) => ExitCode::SUCCESS,

@@ -17,11 +17,13 @@ pub struct IoCounters {
     pub tun_link_scope: AtomicU64,
     /// NAT-keepalives sent ([`crate::keepalive`]).
     pub keepalives_sent: AtomicU64,
+    /// Raw ESP packets sent through the packet socket ([`crate::afpacket`]).
+    pub packet_socket_sent: AtomicU64,
 }
 
 impl IoCounters {
     /// Every counter, by the name `ipsecctl stats` and the metrics give it.
-    pub fn all(&self) -> [(&'static str, u64); 5] {
+    pub fn all(&self) -> [(&'static str, u64); 6] {
         let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
         [
             ("send_errors", r(&self.send_errors)),
@@ -29,6 +31,7 @@ impl IoCounters {
             ("receive_errors", r(&self.recv_errors)),
             ("tun_link_scope", r(&self.tun_link_scope)),
             ("keepalives_sent", r(&self.keepalives_sent)),
+            ("packet_socket_sent", r(&self.packet_socket_sent)),
         ]
     }
 }

@@ -12,6 +12,7 @@ use tun_rs::VIRTIO_NET_HDR_LEN;
 use super::receive::{Received, Receiver, LARGEST};
 use super::sockets::{buffer_size, Family};
 use super::transmit::{destination, NetSink};
+use crate::afpacket::Links;
 use crate::batch::{Pool, BATCH};
 use crate::coalesce::Coalescer;
 
@@ -34,6 +35,8 @@ struct Flush {
     results: Results,
     out4: MultiHeaders<SockaddrIn>,
     out6: MultiHeaders<SockaddrIn6>,
+    /// Next hops for the packet socket (crate::afpacket).
+    links: Links,
     coalescer: Coalescer,
 }
 
@@ -45,6 +48,7 @@ impl Flush {
             results: Results::with_capacity(BATCH),
             out4: MultiHeaders::preallocate(BATCH, None),
             out6: MultiHeaders::preallocate(BATCH, None),
+            links: Links::new(),
             coalescer: Coalescer::default(),
         }
     }
@@ -53,7 +57,7 @@ impl Flush {
     fn run(&mut self, sink: &NetSink, pool: &mut Pool) {
         let r = &mut self.results;
         if !r.transmit.is_empty() {
-            sink.transmit_batch(&mut self.out4, &mut self.out6, &r.transmit);
+            sink.transmit_batch(&mut self.out4, &mut self.out6, &mut self.links, &r.transmit);
             for p in r.transmit.drain(..) {
                 pool.put(p.data);
             }

@@ -16,6 +16,7 @@ use socket2::{SockAddr, Socket};
 use tun_rs::{SyncDevice, VIRTIO_NET_HDR_LEN};
 
 use super::counters::IoCounters;
+use crate::afpacket::Links;
 use crate::batch::BATCH;
 
 /// Where the core's results go: ESP to the network, decapsulated packets to the TUN. The
@@ -37,6 +38,9 @@ pub struct NetSink {
     pub io: Arc<IoCounters>,
     /// Sends the kernel refuses as too big, for the core's path MTU ([`crate::icmp`]).
     pub too_big: crate::icmp::SendTooBig,
+    /// Raw ESP out past the IP output path where the next hop is known (`--esp-out
+    /// packet`, [`crate::afpacket`]); `None`: everything through `raw4`/`raw6`.
+    pub packet: Option<crate::afpacket::PacketSocket>,
 }
 
 /// An asynchronous driver's completions, one packet at a time (the loops send what the
@@ -88,6 +92,7 @@ impl NetSink {
         &self,
         out4: &mut MultiHeaders<SockaddrIn>,
         out6: &mut MultiHeaders<SockaddrIn6>,
+        links: &mut Links,
         pkts: &[Packet],
     ) {
         let is_v4 = |p: &Packet| matches!(destination(p.bytes()), Some(IpAddr::V4(_)));
@@ -104,7 +109,19 @@ impl NetSink {
                 .iter()
                 .take_while(|p| is_v4(p) == v4 && Datagram::of(p.bytes(), self.udp_port).is_none())
                 .count();
-            let now = &pkts[i..i + run];
+            let mut now = &pkts[i..i + run];
+            // Raw ESP through the packet socket, past the IP output path (afpacket.rs); what
+            // it leaves (an unknown next hop, a check due) goes on below.
+            if let Some(ps) = &self.packet {
+                match links.send(ps, now, std::time::Instant::now()) {
+                    Ok(sent) => {
+                        self.io.packet_socket_sent.fetch_add(sent as u64, Ordering::Relaxed);
+                        i += sent;
+                        continue;
+                    }
+                    Err(n) => now = &now[..n],
+                }
+            }
             let sent = if v4 {
                 self.sendmmsg(&self.raw4, out4, now, |d| match d {
                     IpAddr::V4(a) => Some(SockaddrIn::from(SocketAddrV4::new(a, 0))),
