@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use ipsecd::crypto;
 use ipsecd::ctl::DEFAULT_SOCKET;
-use ipsecd::daemon::{run, Options, DEFAULT_MTU, DEFAULT_NAT_KEEPALIVE};
+use ipsecd::daemon::{default_threads, run, Options, DEFAULT_MTU, DEFAULT_NAT_KEEPALIVE};
 use ipsecd::routing::{DEFAULT_MARK, DEFAULT_TABLE};
 
 /// A user-space IPsec gateway over TUN: raw ESP and ESP in UDP, configured in setkey syntax.
@@ -65,6 +65,11 @@ struct Args {
     /// keeps its mapping; 0 for none.
     #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_NAT_KEEPALIVE)]
     nat_keepalive: u64,
+    /// Workers, each reading its own TUN queue and its own UDP socket per family: the
+    /// kernel spreads flows over the TUN queues and ESP-in-UDP SAs (by SPI) over the
+    /// sockets; 1 keeps a single-queue TUN. Default: one per CPU ipsecd may run on.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    threads: Option<u16>,
 }
 
 fn main() -> ExitCode {
@@ -89,6 +94,7 @@ fn main() -> ExitCode {
         drivers: a.drivers,
         policy: a.policy,
         nat_keepalive: std::time::Duration::from_secs(a.nat_keepalive),
+        threads: a.threads.map_or_else(default_threads, usize::from),
     };
     match run(opts) {
         Ok(()) => ExitCode::SUCCESS,

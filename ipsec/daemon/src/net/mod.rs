@@ -19,6 +19,9 @@
 //! - `loops`: the three loops, each a thread: encryption (the TUN side) and decryption
 //!   (the network side) run on different cores. Each reads a batch per system call, hands
 //!   it to the core, and sends what came back with as few more as it can.
+//! - [`spread`]: `--threads N`: N TUN queues and N UDP sockets per family, the kernel
+//!   spreading packets over them by flow (TUN) and by SPI (UDP), a TUN loop and a UDP loop
+//!   per family on each.
 //! - [`transmit`]: sending a batch's results, and [`NetSink`] for what an asynchronous
 //!   driver finishes later.
 //! - [`counters`]: the I/O's own counters.
@@ -32,11 +35,13 @@ mod counters;
 mod loops;
 pub mod receive;
 pub mod sockets;
+pub mod spread;
 pub mod transmit;
 
 pub use counters::IoCounters;
 pub use loops::{esp_loop, tun_loop, udp_loop};
-pub use sockets::{esp_in, raw_out, udp, Family};
+pub use sockets::{esp_in, raw_out, udp, udp_group, Family};
+pub use spread::TunQueues;
 pub use transmit::NetSink;
 
 /// The largest IP packet a packet buffer holds: the TUN's MTU plus room for ESP's overhead
