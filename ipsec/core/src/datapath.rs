@@ -184,7 +184,7 @@ impl Shared {
         });
         let input: Callback = Arc::new(move |o| {
             if let (Some(s), Some(sa)) = (Weak::upgrade(&s2), Weak::upgrade(&a2)) {
-                if let Ok(Some(p)) = s.input_done(&sa, o) {
+                if let Ok(Some(p)) = s.input_done(&sa, o, None) {
                     s.sink.deliver(p);
                 }
             }

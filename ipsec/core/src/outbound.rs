@@ -23,7 +23,7 @@ use ocf::{Flags, Outcome};
 use crate::control::{Action, Dir, Level, Mode};
 use crate::esp::{self, ESP_HEADER_LEN};
 use crate::ipip;
-use crate::path::{flow, into_vec, parse_trusted, Batch, Packet, Results, Shared, Way, TAILROOM};
+use crate::path::{flow, into_vec, parse_trusted, Batch, Packet, Results, Shared, Tally, Way, TAILROOM};
 use crate::sad::{Event, Sa};
 use crate::stats::Drop;
 
@@ -195,8 +195,7 @@ impl Shared {
         let udp_at = if natt.is_some() && v6_out { keep } else { 0 };
         req.user = base as u64 | (udp_at as u64) << 32;
         req.flags = Flags::CALLBACK_IMMEDIATE;
-        sa.counters.sent(len);
-        self.counters.sent(len);
+        self.count(Some(&mut b.tally), &sa, Way::Out, len);
         self.submit(b, sa, req, Way::Out, finish_output);
         Ok(())
     }
@@ -215,7 +214,13 @@ impl Shared {
 }
 
 /// The outbound continuation: a synchronous driver's outcome into the batch's results.
-fn finish_output(s: &Shared, sa: &Sa, outcome: Outcome, out: &mut Results) -> Result<(), Drop> {
+fn finish_output(
+    s: &Shared,
+    sa: &Arc<Sa>,
+    outcome: Outcome,
+    out: &mut Results,
+    _: &mut Tally,
+) -> Result<(), Drop> {
     out.transmit.push(s.output_done(sa, outcome)?);
     Ok(())
 }
