@@ -29,7 +29,9 @@ use ocf::{Error as OcfError, Flags, Outcome};
 use crate::control::{Action, Dir, Level, Proto};
 use crate::esp::{self, OpenError, Trailer};
 use crate::ipip;
-use crate::path::{flow, into_vec, parse_trusted, Batch, Packet, Payload, Results, Shared, Tally, Via, Way};
+use crate::path::{
+    flow, into_vec, parse_trusted, Batch, Packet, Payload, Results, SaRef, Shared, Tally, Via, Way,
+};
 use crate::sad::{Event, Sa, SaState};
 use crate::stats::Drop;
 
@@ -245,7 +247,7 @@ impl Shared {
         c.head = head as u32;
         req.user = c.pack();
         req.flags = Flags::CALLBACK_IMMEDIATE;
-        self.submit(b, sa, req, Way::In, finish_input);
+        self.submit(b, SaRef::Owned(sa), req, Way::In, finish_input);
         Ok(())
     }
 
@@ -376,9 +378,9 @@ fn finish_input(
     sa: &Arc<Sa>,
     outcome: Outcome,
     out: &mut Results,
-    t: &mut Tally,
+    t: Option<&mut Tally>,
 ) -> Result<(), Drop> {
-    out.deliver.extend(s.input_done(sa, outcome, Some(t))?);
+    out.deliver.extend(s.input_done(sa, outcome, t)?);
     Ok(())
 }
 

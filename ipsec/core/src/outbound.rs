@@ -23,7 +23,9 @@ use ocf::{Flags, Outcome};
 use crate::control::{Action, Dir, Level, Mode};
 use crate::esp::{self, ESP_HEADER_LEN};
 use crate::ipip;
-use crate::path::{flow, into_vec, parse_trusted, Batch, Packet, Results, Shared, Tally, Way, TAILROOM};
+use crate::path::{
+    flow, into_vec, parse_trusted, Batch, Packet, Results, SaRef, Shared, Tally, Way, TAILROOM,
+};
 use crate::sad::{Event, Sa};
 use crate::stats::Drop;
 
@@ -76,44 +78,47 @@ impl Shared {
             return Err(self.drop(None, Drop::Malformed));
         };
         let f = flow(s, packet.bytes());
-        let Some(policy) = self.db.spd.lookup(Dir::Out, &f) else {
-            if self.discard_unmatched.load(Ordering::Relaxed) {
+        // The policy's decision and the SA are looked at in place, not taken (see
+        // `Spd::lookup_with`, `Sad::outbound_with`).
+        let decision = self.db.spd.lookup_with(Dir::Out, &f, |policy| match &policy.spec.action {
+            Action::Bypass => Ok(None),
+            Action::Discard => Err(Drop::Policy),
+            Action::Protect(rules) => rules.first().copied().map(Some).ok_or(Drop::Policy),
+        });
+        let rule = match decision {
+            None if self.discard_unmatched.load(Ordering::Relaxed) => {
                 return Err(self.drop(None, Drop::NoPolicy));
             }
-            b.transmit(packet);
-            return Ok(());
-        };
-        let rule = match &policy.spec.action {
-            Action::Bypass => {
+            None | Some(Ok(None)) => {
                 b.transmit(packet);
                 return Ok(());
             }
-            Action::Discard => return Err(self.drop(None, Drop::Policy)),
-            Action::Protect(rules) => match rules.first() {
-                Some(r) => *r,
-                None => return Err(self.drop(None, Drop::Policy)),
-            },
+            Some(Err(why)) => return Err(self.drop(None, why)),
+            Some(Ok(Some(rule))) => rule,
         };
         let (src, dst) = rule.tunnel.unwrap_or((s.src, s.dst));
         let reqid = if let Level::Unique(n) = rule.level { n } else { 0 };
-        let Some(sa) = self.db.sad.outbound(src, dst, rule.mode, reqid) else {
-            if rule.level == Level::Use {
-                b.transmit(packet);
-                return Ok(());
+        self.db.sad.outbound_with(src, dst, rule.mode, reqid, |sa| {
+            let Some(sa) = sa else {
+                if rule.level == Level::Use {
+                    b.transmit(packet);
+                    return Ok(());
+                }
+                return Err(self.drop(None, Drop::NoSa));
+            };
+            let tunnel =
+                rule.mode == Mode::Tunnel || (rule.mode == Mode::Any && sa.spec.mode == Mode::Tunnel);
+            if !tunnel && s.is_fragment {
+                return Err(self.drop(Some(sa), Drop::Fragment));
             }
-            return Err(self.drop(None, Drop::NoSa));
-        };
-        let tunnel = rule.mode == Mode::Tunnel || (rule.mode == Mode::Any && sa.spec.mode == Mode::Tunnel);
-        if !tunnel && s.is_fragment {
-            return Err(self.drop(Some(&sa), Drop::Fragment));
-        }
-        self.seal(b, sa, packet, s, tunnel)
+            self.seal(b, sa, packet, s, tunnel)
+        })
     }
 
     fn seal(
         &self,
         b: &mut Batch<'_>,
-        sa: Arc<Sa>,
+        sa: &Arc<Sa>,
         packet: Packet,
         s: &Summary,
         tunnel: bool,
@@ -124,11 +129,11 @@ impl Shared {
                 if sa.exhausted_first() {
                     self.push_events([Event::SeqExhausted(sa.id)]);
                 }
-                return Err(self.drop(Some(&sa), Drop::SeqExhausted));
+                return Err(self.drop(Some(sa), Drop::SeqExhausted));
             }
         };
-        if self.expire_by_volume(&sa, s.ip_len) {
-            return Err(self.drop(Some(&sa), Drop::Expired));
+        if self.expire_by_volume(sa, s.ip_len) {
+            return Err(self.drop(Some(sa), Drop::Expired));
         }
         let t = &sa.transform;
         let natt = sa.spec.natt;
@@ -147,14 +152,14 @@ impl Shared {
             Front::Tunnel { len, tos, next }
         } else {
             Front::Transport(
-                transport_split(&data[head..], s).ok_or_else(|| self.drop(Some(&sa), Drop::Malformed))?,
+                transport_split(&data[head..], s).ok_or_else(|| self.drop(Some(sa), Drop::Malformed))?,
             )
         };
         let keep = front.keep();
         let len = data.len() - head - keep;
         let total = keep + udp + esp_len + t.padded_len(len) + t.icv_len;
         if total - if v6_out { ipv6::HEADER_LEN } else { 0 } > 0xffff {
-            return Err(self.drop(Some(&sa), Drop::TooBig));
+            return Err(self.drop(Some(sa), Drop::TooBig));
         }
         // The payload must end up right after the ESP header and IV: the IP header moves
         // forward into the headroom, or, without room, everything is copied once.
@@ -179,7 +184,7 @@ impl Shared {
             let packet = &mut bytes[base..base + total];
             let proto = IpProtocol(if natt.is_some() { PROTO_UDP } else { PROTO_ESP });
             match front {
-                Front::Tunnel { tos, .. } => emit_outer(packet, &sa, proto, tos, seq as u16),
+                Front::Tunnel { tos, .. } => emit_outer(packet, sa, proto, tos, seq as u16),
                 Front::Transport(split) => fix_transport_header(packet, &split, proto),
             }
             if let (Some(n), Some(dport)) = (natt, sa.send_port()) {
@@ -195,8 +200,8 @@ impl Shared {
         let udp_at = if natt.is_some() && v6_out { keep } else { 0 };
         req.user = base as u64 | (udp_at as u64) << 32;
         req.flags = Flags::CALLBACK_IMMEDIATE;
-        self.count(Some(&mut b.tally), &sa, Way::Out, len);
-        self.submit(b, sa, req, Way::Out, finish_output);
+        self.count(b.tally.as_mut(), sa, Way::Out, len);
+        self.submit(b, SaRef::Lent(sa), req, Way::Out, finish_output);
         Ok(())
     }
 
@@ -219,7 +224,7 @@ fn finish_output(
     sa: &Arc<Sa>,
     outcome: Outcome,
     out: &mut Results,
-    _: &mut Tally,
+    _: Option<&mut Tally>,
 ) -> Result<(), Drop> {
     out.transmit.push(s.output_done(sa, outcome)?);
     Ok(())

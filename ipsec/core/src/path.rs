@@ -136,7 +136,7 @@ pub(crate) struct Shared {
 
 /// What finishes a synchronous driver's outcome for `sa` into the batch's results (the
 /// direction's continuation), counting into the batch's tally; `Err`: dropped, and counted.
-pub(crate) type Finish = fn(&Shared, &Arc<Sa>, Outcome, &mut Results, &mut Tally) -> Result<(), Drop>;
+pub(crate) type Finish = fn(&Shared, &Arc<Sa>, Outcome, &mut Results, Option<&mut Tally>) -> Result<(), Drop>;
 
 /// The packets and payload bytes a batch sent or received through one SA in a row, counted
 /// into the SA's counters and the core's totals once per run instead of once per packet.
@@ -145,7 +145,8 @@ pub(crate) type Finish = fn(&Shared, &Arc<Sa>, Outcome, &mut Results, &mut Tally
 /// or the core (the totals) writes: with two threads encrypting for one SA, the four adds
 /// per packet were a quarter of `Shared::output`'s own time (perf annotate of
 /// `benches/threads.rs`, "output, 2 threads, 1 SA"). An SA with packet or byte lifetimes
-/// is counted at once, since its lifetime check reads the counts.
+/// is counted at once, since its lifetime check reads the counts; so is a one-packet call's
+/// packet (`Batch::one`), for which the tally would only add work.
 #[derive(Default)]
 pub(crate) struct Tally {
     sa: Option<Arc<Sa>>,
@@ -161,6 +162,13 @@ pub(crate) enum Way {
     In,
 }
 
+/// The SA of a request handed to [`Shared::submit`]: lent by a lookup (a reference is
+/// taken only if the batch holds none to it yet) or one the caller already owns.
+pub(crate) enum SaRef<'s> {
+    Lent(&'s Arc<Sa>),
+    Owned(Arc<Sa>),
+}
+
 /// A request ready for ocf, held until the next shows whether more follow for its SA.
 struct Held {
     sa: Arc<Sa>,
@@ -174,14 +182,20 @@ struct Held {
 pub(crate) struct Batch<'a> {
     out: &'a mut Results,
     held: Option<Held>,
-    pub(crate) tally: Tally,
+    /// None for a one-packet call.
+    pub(crate) tally: Option<Tally>,
     /// The last drop after the crypto (a synchronous driver's), for the per-packet calls.
     dropped: Option<Drop>,
 }
 
 impl<'a> Batch<'a> {
     pub(crate) fn new(out: &'a mut Results) -> Batch<'a> {
-        Batch { out, held: None, tally: Tally::default(), dropped: None }
+        Batch { out, held: None, tally: Some(Tally::default()), dropped: None }
+    }
+
+    /// A batch of one packet (the per-packet calls): counted at once, without a tally.
+    pub(crate) fn one(out: &'a mut Results) -> Batch<'a> {
+        Batch { out, held: None, tally: None, dropped: None }
     }
 
     /// For the network, now (a packet policy lets through).
@@ -247,13 +261,23 @@ impl Shared {
     }
 
     /// Hands `req` for `sa` to the batch: the request held so far goes to ocf now, with
-    /// the "more follow" hint if this one is for the same SA, and this one is held.
+    /// the "more follow" hint if this one is for the same SA, and this one is held. The
+    /// held request's reference to its SA passes on to the next of the same SA: a run of
+    /// one SA's packets takes one reference, not one each (every thread using the SA
+    /// writes its count).
     #[inline]
-    pub(crate) fn submit(&self, b: &mut Batch<'_>, sa: Arc<Sa>, req: Request, way: Way, finish: Finish) {
-        if let Some(h) = b.held.take() {
-            let more = Arc::ptr_eq(&h.sa, &sa);
-            self.start(b, h, more);
-        }
+    pub(crate) fn submit(&self, b: &mut Batch<'_>, sa: SaRef<'_>, req: Request, way: Way, finish: Finish) {
+        let next = match &sa {
+            SaRef::Lent(s) => *s,
+            SaRef::Owned(s) => s,
+        };
+        let same = b.held.as_ref().is_some_and(|h| Arc::ptr_eq(&h.sa, next));
+        let previous = b.held.take().map(|h| self.start(b, h, same));
+        let sa = match (sa, previous) {
+            (SaRef::Owned(s), _) => s,
+            (SaRef::Lent(_), Some(p)) if same => p,
+            (SaRef::Lent(s), _) => s.clone(),
+        };
         b.held = Some(Held { sa, req, way, finish });
     }
 
@@ -261,9 +285,11 @@ impl Shared {
     /// counted.
     pub(crate) fn finish(&self, b: &mut Batch<'_>) {
         if let Some(h) = b.held.take() {
-            self.start(b, h, false);
+            drop(self.start(b, h, false));
         }
-        self.settle(&mut b.tally);
+        if let Some(t) = &mut b.tally {
+            self.settle(t);
+        }
     }
 
     /// Counts a packet of `len` payload bytes that `sa` sent (`Way::Out`) or received:
@@ -305,7 +331,8 @@ impl Shared {
 
     /// Submits a request; a synchronous driver's outcome is finished here, with the SA in
     /// hand, into the batch's results; an asynchronous one calls the SA's completion later.
-    fn start(&self, b: &mut Batch<'_>, h: Held, more: bool) {
+    /// Returns the request's reference to its SA.
+    fn start(&self, b: &mut Batch<'_>, h: Held, more: bool) -> Arc<Sa> {
         let Held { sa, mut req, way, finish } = h;
         if more {
             req.flags = req.flags | Flags::MORE;
@@ -316,10 +343,11 @@ impl Shared {
             }
             None => Some(sa.session.run(req)),
         };
-        let Some(outcome) = done else { return };
-        if let Err(why) = finish(self, &sa, outcome, b.out, &mut b.tally) {
+        let Some(outcome) = done else { return sa };
+        if let Err(why) = finish(self, &sa, outcome, b.out, b.tally.as_mut()) {
             b.dropped = Some(why);
         }
+        sa
     }
 }
 
