@@ -143,7 +143,7 @@ impl Ipsec {
     /// [`Ipsec::output`] for one packet: `Err` if it was dropped (and counted) before or,
     /// with a synchronous driver, after the crypto.
     pub fn output_one(&self, packet: Packet, out: &mut Results) -> Result<(), Drop> {
-        let mut b = Batch::new(out);
+        let mut b = Batch::one(out);
         let r = self.shared.output(packet, &mut b);
         self.shared.finish(&mut b);
         b.outcome(r)
@@ -162,7 +162,7 @@ impl Ipsec {
     /// [`Ipsec::input`] for one packet: `Err` if it was dropped (and counted) before or,
     /// with a synchronous driver, after the crypto.
     pub fn input_one(&self, packet: Packet, via: Via, out: &mut Results) -> Result<(), Drop> {
-        let mut b = Batch::new(out);
+        let mut b = Batch::one(out);
         let r = self.shared.input(packet, via, &mut b);
         self.shared.finish(&mut b);
         b.outcome(r)
@@ -180,7 +180,7 @@ impl Ipsec {
 
     /// [`Ipsec::input_payloads`] for one: `Err` if it was dropped (and counted).
     pub fn input_payload(&self, payload: Payload, out: &mut Results) -> Result<(), Drop> {
-        let mut b = Batch::new(out);
+        let mut b = Batch::one(out);
         let r = self.shared.input_payload(payload, &mut b);
         self.shared.finish(&mut b);
         b.outcome(r)
@@ -221,7 +221,7 @@ impl Shared {
         });
         let input: Callback = Arc::new(move |o| {
             if let (Some(s), Some(sa)) = (Weak::upgrade(&s2), Weak::upgrade(&a2)) {
-                if let Ok(Some(p)) = s.input_done(&sa, o) {
+                if let Ok(Some(p)) = s.input_done(&sa, o, None) {
                     s.sink.deliver(p);
                 }
             }

@@ -19,7 +19,7 @@
 //! is the socket's to say, not a port number's.
 
 use std::net::IpAddr;
-use std::sync::PoisonError;
+use std::sync::{Arc, PoisonError};
 
 use ipsec_wire::udp_encap::NAT_T_PORT;
 use ipsec_wire::Upper as Wire;
@@ -29,7 +29,9 @@ use ocf::{Error as OcfError, Flags, Outcome};
 use crate::control::{Action, Dir, Level, Proto};
 use crate::esp::{self, OpenError, Trailer};
 use crate::ipip;
-use crate::path::{flow, into_vec, parse_trusted, Batch, Packet, Payload, Results, Shared, Via, Way};
+use crate::path::{
+    flow, into_vec, parse_trusted, Batch, Packet, Payload, Results, SaRef, Shared, Tally, Via, Way,
+};
 use crate::sad::{Event, Sa, SaState};
 use crate::stats::Drop;
 
@@ -245,12 +247,17 @@ impl Shared {
         c.head = head as u32;
         req.user = c.pack();
         req.flags = Flags::CALLBACK_IMMEDIATE;
-        self.submit(b, sa, req, Way::In, finish_input);
+        self.submit(b, SaRef::Owned(sa), req, Way::In, finish_input);
         Ok(())
     }
 
     /// An inbound request's outcome: the inner packet, nothing (a dummy packet), or a drop.
-    pub(crate) fn input_done(&self, sa: &Sa, outcome: Outcome) -> Result<Option<Packet>, Drop> {
+    pub(crate) fn input_done(
+        &self,
+        sa: &Arc<Sa>,
+        outcome: Outcome,
+        tally: Option<&mut Tally>,
+    ) -> Result<Option<Packet>, Drop> {
         let mut req = match outcome {
             Ok(r) => r,
             Err(f) => {
@@ -339,8 +346,7 @@ impl Shared {
         if self.expire_by_volume(sa, stats_len) {
             return Err(self.drop(Some(sa), Drop::Expired));
         }
-        sa.counters.received(stats_len);
-        self.counters.received(stats_len);
+        self.count(tally, sa, Way::In, stats_len);
         Ok(Some(packet))
     }
 
@@ -367,8 +373,14 @@ impl Shared {
 }
 
 /// The inbound continuation: a synchronous driver's outcome into the batch's results.
-fn finish_input(s: &Shared, sa: &Sa, outcome: Outcome, out: &mut Results) -> Result<(), Drop> {
-    out.deliver.extend(s.input_done(sa, outcome)?);
+fn finish_input(
+    s: &Shared,
+    sa: &Arc<Sa>,
+    outcome: Outcome,
+    out: &mut Results,
+    t: Option<&mut Tally>,
+) -> Result<(), Drop> {
+    out.deliver.extend(s.input_done(sa, outcome, t)?);
     Ok(())
 }
 

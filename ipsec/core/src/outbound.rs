@@ -25,7 +25,9 @@ use ocf::{Flags, Outcome};
 use crate::control::{Action, Dir, Level, Mode};
 use crate::esp::{self, ESP_HEADER_LEN};
 use crate::ipip;
-use crate::path::{flow, into_vec, parse_trusted, Batch, Packet, Results, Shared, Way, TAILROOM};
+use crate::path::{
+    flow, into_vec, parse_trusted, Batch, Packet, Results, SaRef, Shared, Tally, Way, TAILROOM,
+};
 use crate::pmtu;
 use crate::sad::{Event, Sa};
 use crate::stats::{Counters, Drop};
@@ -79,45 +81,48 @@ impl Shared {
             return Err(self.drop(None, Drop::Malformed));
         };
         let f = flow(s, packet.bytes());
-        let Some(policy) = self.db.spd.lookup(Dir::Out, &f) else {
-            if self.discard_unmatched.load(Ordering::Relaxed) {
+        // The policy's decision and the SA are looked at in place, not taken (see
+        // `Spd::lookup_with`, `Sad::outbound_with`).
+        let decision = self.db.spd.lookup_with(Dir::Out, &f, |policy| match &policy.spec.action {
+            Action::Bypass => Ok(None),
+            Action::Discard => Err(Drop::Policy),
+            Action::Protect(rules) => rules.first().copied().map(Some).ok_or(Drop::Policy),
+        });
+        let rule = match decision {
+            None if self.discard_unmatched.load(Ordering::Relaxed) => {
                 return Err(self.drop(None, Drop::NoPolicy));
             }
-            b.transmit(packet);
-            return Ok(());
-        };
-        let rule = match &policy.spec.action {
-            Action::Bypass => {
+            None | Some(Ok(None)) => {
                 b.transmit(packet);
                 return Ok(());
             }
-            Action::Discard => return Err(self.drop(None, Drop::Policy)),
-            Action::Protect(rules) => match rules.first() {
-                Some(r) => *r,
-                None => return Err(self.drop(None, Drop::Policy)),
-            },
+            Some(Err(why)) => return Err(self.drop(None, why)),
+            Some(Ok(Some(rule))) => rule,
         };
         let (src, dst) = rule.tunnel.unwrap_or((s.src, s.dst));
         let reqid = if let Level::Unique(n) = rule.level { n } else { 0 };
-        let Some(sa) = self.db.sad.outbound(src, dst, rule.mode, reqid) else {
-            if rule.level == Level::Use {
-                b.transmit(packet);
-                return Ok(());
+        self.db.sad.outbound_with(src, dst, rule.mode, reqid, |sa| {
+            let Some(sa) = sa else {
+                if rule.level == Level::Use {
+                    b.transmit(packet);
+                    return Ok(());
+                }
+                return Err(self.drop(None, Drop::NoSa));
+            };
+            let tunnel =
+                rule.mode == Mode::Tunnel || (rule.mode == Mode::Any && sa.spec.mode == Mode::Tunnel);
+            if !tunnel && s.is_fragment {
+                return Err(self.drop(Some(sa), Drop::Fragment));
             }
-            return Err(self.drop(None, Drop::NoSa));
-        };
-        let tunnel = rule.mode == Mode::Tunnel || (rule.mode == Mode::Any && sa.spec.mode == Mode::Tunnel);
-        if !tunnel && s.is_fragment {
-            return Err(self.drop(Some(&sa), Drop::Fragment));
-        }
-        // Does it fit the path (crate::pmtu)? One atomic load while no path MTU is known.
-        let keep = || if tunnel { 0 } else { transport_split(packet.bytes(), s).map_or(0, |sp| sp.keep) };
-        let fragmentable = match pmtu::check(&sa, packet.bytes(), s, keep, &self.clock) {
-            pmtu::Verdict::Fits => false,
-            pmtu::Verdict::Fragmentable => true,
-            pmtu::Verdict::TooBig(mtu) => return Err(self.too_big_for_path(b, &sa, &packet, s, mtu)),
-        };
-        self.seal(b, sa, packet, s, tunnel, fragmentable)
+            // Does it fit the path (crate::pmtu)? One atomic load while no path MTU is known.
+            let keep = || if tunnel { 0 } else { transport_split(packet.bytes(), s).map_or(0, |sp| sp.keep) };
+            let fragmentable = match pmtu::check(sa, packet.bytes(), s, keep, &self.clock) {
+                pmtu::Verdict::Fits => false,
+                pmtu::Verdict::Fragmentable => true,
+                pmtu::Verdict::TooBig(mtu) => return Err(self.too_big_for_path(b, sa, &packet, s, mtu)),
+            };
+            self.seal(b, sa, packet, s, tunnel, fragmentable)
+        })
     }
 
     /// A packet too big for its SA's path (`mtu`: the largest inner packet that fits):
@@ -141,7 +146,7 @@ impl Shared {
     fn seal(
         &self,
         b: &mut Batch<'_>,
-        sa: Arc<Sa>,
+        sa: &Arc<Sa>,
         packet: Packet,
         s: &Summary,
         tunnel: bool,
@@ -153,11 +158,11 @@ impl Shared {
                 if sa.exhausted_first() {
                     self.push_events([Event::SeqExhausted(sa.id)]);
                 }
-                return Err(self.drop(Some(&sa), Drop::SeqExhausted));
+                return Err(self.drop(Some(sa), Drop::SeqExhausted));
             }
         };
-        if self.expire_by_volume(&sa, s.ip_len) {
-            return Err(self.drop(Some(&sa), Drop::Expired));
+        if self.expire_by_volume(sa, s.ip_len) {
+            return Err(self.drop(Some(sa), Drop::Expired));
         }
         let t = &sa.transform;
         let natt = sa.spec.natt;
@@ -176,14 +181,14 @@ impl Shared {
             Front::Tunnel { len, tos, next }
         } else {
             Front::Transport(
-                transport_split(&data[head..], s).ok_or_else(|| self.drop(Some(&sa), Drop::Malformed))?,
+                transport_split(&data[head..], s).ok_or_else(|| self.drop(Some(sa), Drop::Malformed))?,
             )
         };
         let keep = front.keep();
         let len = data.len() - head - keep;
         let total = keep + udp + esp_len + t.padded_len(len) + t.icv_len;
         if total - if v6_out { ipv6::HEADER_LEN } else { 0 } > 0xffff {
-            return Err(self.drop(Some(&sa), Drop::TooBig));
+            return Err(self.drop(Some(sa), Drop::TooBig));
         }
         // The payload must end up right after the ESP header and IV: the IP header moves
         // forward into the headroom, or, without room, everything is copied once.
@@ -208,7 +213,7 @@ impl Shared {
             let packet = &mut bytes[base..base + total];
             let proto = IpProtocol(if natt.is_some() { PROTO_UDP } else { PROTO_ESP });
             match front {
-                Front::Tunnel { tos, .. } => emit_outer(packet, &sa, proto, tos, seq as u16, !fragmentable),
+                Front::Tunnel { tos, .. } => emit_outer(packet, sa, proto, tos, seq as u16, !fragmentable),
                 Front::Transport(split) => fix_transport_header(packet, &split, proto),
             }
             if let (Some(n), Some(dport)) = (natt, sa.send_port()) {
@@ -230,9 +235,8 @@ impl Shared {
         };
         req.user = base as u64 | (udp_at as u64) << 32 | u64::from(frag_mtu) << 48;
         req.flags = Flags::CALLBACK_IMMEDIATE;
-        sa.counters.sent(len);
-        self.counters.sent(len);
-        self.submit(b, sa, req, Way::Out, finish_output);
+        self.count(b.tally.as_mut(), sa, Way::Out, len);
+        self.submit(b, SaRef::Lent(sa), req, Way::Out, finish_output);
         Ok(())
     }
 
@@ -264,7 +268,13 @@ impl Shared {
 }
 
 /// The outbound continuation: a synchronous driver's outcome into the batch's results.
-fn finish_output(s: &Shared, sa: &Sa, outcome: Outcome, out: &mut Results) -> Result<(), Drop> {
+fn finish_output(
+    s: &Shared,
+    sa: &Arc<Sa>,
+    outcome: Outcome,
+    out: &mut Results,
+    _: Option<&mut Tally>,
+) -> Result<(), Drop> {
     s.output_done(sa, outcome, &mut |p| out.transmit.push(p))
 }
 

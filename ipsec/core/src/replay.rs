@@ -295,7 +295,14 @@ impl std::error::Error for SeqExhausted {}
 /// An outbound SA's sequence counter (RFC 4303 §3.3.3): hands out 1, 2, 3, … up to
 /// 2^32 - 1 (2^64 - 1 with ESN), each once, then refuses. Lock-free and shareable between
 /// threads.
+///
+/// A cache line of its own: every packet of the SA writes it, from whichever thread
+/// encrypts it, and the SA's fields beside it are read for every packet. Sharing a line
+/// with the SA's spec, the mode read in the SA lookup missed the cache on every packet when
+/// two threads sent through one SA (a quarter of `Shared::output`'s samples, perf annotate
+/// of `benches/threads.rs` "output, 2 threads, 1 SA").
 #[derive(Debug)]
+#[repr(align(64))]
 pub struct SeqCounter {
     /// The last number handed out (0: none yet).
     last: AtomicU64,

@@ -447,17 +447,29 @@ impl Sad {
     /// if `reqid` is non-zero, whose reqid is that (setkey `unique:N`).
     #[inline]
     pub fn outbound(&self, src: IpAddr, dst: IpAddr, mode: Mode, reqid: u32) -> Option<Arc<Sa>> {
+        self.outbound_with(src, dst, mode, reqid, |sa| sa.cloned())
+    }
+
+    /// [`Sad::outbound`] that lends the SA to `f` (the packet path's: a counted reference
+    /// per packet is an add and a subtract on a cache line every thread sending through
+    /// the SA writes; the batch takes one per run of the SA, `Shared::submit`).
+    #[inline]
+    pub(crate) fn outbound_with<R>(
+        &self,
+        src: IpAddr,
+        dst: IpAddr,
+        mode: Mode,
+        reqid: u32,
+        f: impl FnOnce(Option<&Arc<Sa>>) -> R,
+    ) -> R {
         let t = self.tables.load();
-        t.outbound
-            .get(&(src, dst))?
-            .iter()
-            .rev()
-            .find(|sa| {
+        f(t.outbound.get(&(src, dst)).and_then(|v| {
+            v.iter().rev().find(|sa| {
                 sa.state() != SaState::Dead
                     && (sa.spec.mode == Mode::Any || mode == Mode::Any || sa.spec.mode == mode)
                     && (reqid == 0 || sa.spec.reqid == reqid)
             })
-            .cloned()
+        }))
     }
 
     /// Applies time lifetimes (call it every second or so): soft expiry marks the SA dying

@@ -298,6 +298,14 @@ impl Spd {
         self.tables[index(dir)].load().lookup(flow).cloned()
     }
 
+    /// [`Spd::lookup`] that hands the policy to `f` instead of a counted reference: the
+    /// packet path's, since every thread's packets of one policy would otherwise add to
+    /// and take from one reference count, a cache line they all write.
+    #[inline]
+    pub(crate) fn lookup_with<R>(&self, dir: Dir, flow: &Flow, f: impl FnOnce(&Policy) -> R) -> Option<R> {
+        self.tables[index(dir)].load().lookup(flow).map(|p| f(p))
+    }
+
     /// Every policy, by direction then match order (setkey `spddump`).
     pub fn dump(&self) -> Vec<PolicySpec> {
         DIRS.iter().flat_map(|&d| self.tables[index(d)].load().specs().collect::<Vec<_>>()).collect()

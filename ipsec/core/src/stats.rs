@@ -193,15 +193,15 @@ impl Counters {
     }
 
     #[inline]
-    pub(crate) fn sent(&self, bytes: usize) {
-        self.packets_out.fetch_add(1, Ordering::Relaxed);
-        self.bytes_out.fetch_add(bytes as u64, Ordering::Relaxed);
+    pub(crate) fn sent(&self, packets: u64, bytes: u64) {
+        self.packets_out.fetch_add(packets, Ordering::Relaxed);
+        self.bytes_out.fetch_add(bytes, Ordering::Relaxed);
     }
 
     #[inline]
-    pub(crate) fn received(&self, bytes: usize) {
-        self.packets_in.fetch_add(1, Ordering::Relaxed);
-        self.bytes_in.fetch_add(bytes as u64, Ordering::Relaxed);
+    pub(crate) fn received(&self, packets: u64, bytes: u64) {
+        self.packets_in.fetch_add(packets, Ordering::Relaxed);
+        self.bytes_in.fetch_add(bytes, Ordering::Relaxed);
     }
 
     pub(crate) fn snapshot(&self) -> Stats {

@@ -810,3 +810,56 @@ fn the_newest_authenticated_packet_moves_the_peer_and_nothing_else_does() {
     assert_eq!((newest.id.spi, newest.send_port()), (0x2001, Some(4600)));
     assert_eq!(sends_to(), 4600);
 }
+
+/// A batch counts its packets once per run of one SA (`path::Tally`), not per packet: the
+/// counts must still be exact, per SA and in total, when a batch's SAs interleave (out and
+/// in), and an SA with a packet lifetime must still stop at its exact packet within one
+/// batch.
+#[test]
+fn a_batch_counts_interleaved_sas_exactly_and_stops_at_a_lifetime_inside_it() {
+    let (s, a) = gcm_tunnel();
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    let (left, right) = (Gw::new(fw.clone(), Arc::default()), Gw::new(fw, Arc::default()));
+    // Two tunnels from 10.1.0.1: to 10.2.0.1 through 192.0.2.2 (SPI 0x1000), to 10.3.0.1
+    // through 192.0.2.3 (SPI 0x3000, at most 3 packets on the left).
+    let (o2, o3) = ((s.outer.0, s.outer.1), (s.outer.0, ip("192.0.2.3")));
+    let (h1, h2, h3) = (s.inner.0, s.inner.1, ip("10.3.0.1"));
+    for g in [&left, &right] {
+        g.control(&Request::AddSa(sa(&s, &a, 0x1000, o2.0, o2.1))).unwrap();
+        let mut limited = sa(&s, &a, 0x3000, o3.0, o3.1);
+        if std::ptr::eq(g, &left) {
+            limited.hard = Lifetime { packets: Some(3), ..Lifetime::default() };
+        }
+        g.control(&Request::AddSa(limited)).unwrap();
+    }
+    for (dst, t) in [(h2, o2), (h3, o3)] {
+        left.control(&Request::AddPolicy(policy(&s, Dir::Out, h1, dst, t))).unwrap();
+        right.control(&Request::AddPolicy(policy(&s, Dir::In, h1, dst, t))).unwrap();
+    }
+    let to = [(h2, 10), (h2, 20), (h3, 30), (h2, 40), (h3, 50), (h3, 60), (h2, 70), (h3, 80), (h2, 90)];
+    let mut out = ipsec_core::Results::default();
+    ipsec_core::Ipsec::output(
+        &left,
+        to.iter().map(|&(dst, n)| Packet::with_headroom(&udp_packet(h1, dst, n))),
+        &mut out,
+    );
+    // The fourth packet to 10.3.0.1 is past the lifetime (then the SA is gone: no_sa).
+    assert_eq!(out.transmit.len(), 8, "{}", left.stats());
+    let st = left.stats();
+    assert_eq!((st.drops(Drop::Expired), st.drops(Drop::NoSa)), (1, 0), "{st}");
+    let stats = |g: &Gw, spi: u32| {
+        g.databases().sad.dump(None).into_iter().find(|x| x.id.spi == spi).map(|x| x.stats())
+    };
+    let (sa2, sa3) = (stats(&left, 0x1000).unwrap(), stats(&left, 0x3000));
+    // 5 packets of UDP 8 + 10, 20, 40, 70, 90 bytes, inner IPv4 header 20: IP lengths.
+    assert_eq!((sa2.packets_out, sa2.bytes_out), (5, 5 * 28 + 230));
+    assert!(sa3.is_none() || sa3.unwrap().packets_out == 3, "{sa3:?}");
+    assert_eq!((st.packets_out, st.bytes_out), (8, 5 * 28 + 230 + 3 * 28 + 140));
+    let mut back = ipsec_core::Results::default();
+    ipsec_core::Ipsec::input(&right, out.transmit.drain(..), Via::Ip, &mut back);
+    assert_eq!(back.deliver.len(), 8, "{}", right.stats());
+    let (r2, r3) = (stats(&right, 0x1000).unwrap(), stats(&right, 0x3000).unwrap());
+    assert_eq!((r2.packets_in, r2.bytes_in, r3.packets_in, r3.bytes_in), (5, 5 * 28 + 230, 3, 3 * 28 + 140));
+    assert_eq!((right.stats().packets_in, right.stats().bytes_in), (8, 8 * 28 + 370));
+}

@@ -576,3 +576,11 @@ fn resizing_keeps_the_state() {
     assert_eq!(off.resized(64).check(996), duplicate(996));
     assert_eq!(ReplayWindow::new(64, false).resized(128).check(1), Ok(1), "a fresh window stays fresh");
 }
+
+/// The counter that every packet of an SA writes sits on a cache line of its own (see
+/// `SeqCounter`): nothing placed before or after it in the SA shares the line.
+#[test]
+fn the_sequence_counter_has_a_cache_line_of_its_own() {
+    assert!(std::mem::align_of::<SeqCounter>() >= 64);
+    assert_eq!(std::mem::size_of::<SeqCounter>() % 64, 0);
+}

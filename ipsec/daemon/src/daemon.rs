@@ -61,6 +61,17 @@ pub struct Options {
     pub nat_keepalive: Duration,
     /// How raw ESP leaves: a packet socket where it can, or always the raw IP socket.
     pub esp_out: crate::afpacket::EspOut,
+    /// Workers: TUN queues and UDP sockets per family, each with its loop
+    /// ([`crate::net::spread`]); at least 1 (1: a single-queue TUN, as before).
+    pub threads: usize,
+}
+
+/// The number of workers unless `--threads` says otherwise: one per CPU ipsecd may run on.
+/// A gateway's work is its packets, so it should have every core; a flow is one queue's
+/// either way, so one flow costs no more with more workers, and an idle worker costs a
+/// sleeping thread and its buffers (about 1 MiB).
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// The NAT-keepalive interval unless `--nat-keepalive` says otherwise (RFC 3948 §4: 20 s).
@@ -92,6 +103,7 @@ pub fn run(opts: Options) -> Result<(), String> {
     // The drivers too: a card that cannot be had stops start-up before anything is created.
     let fw = crypto::framework(&opts.drivers, opts.policy)?;
     let listener = bind_control(&opts.socket)?;
+    let threads = opts.threads.max(1);
     let tun = Arc::new(
         DeviceBuilder::new()
             .name(&opts.tun)
@@ -100,8 +112,14 @@ pub fn run(opts: Options) -> Result<(), String> {
             .with(|b| {
                 b.offload(true);
             })
+            // A queue per worker (net::spread); one worker keeps the plain TUN.
+            .multi_queue(threads > 1)
             .build_sync()
             .map_err(|e| format!("creating TUN {}: {e}", opts.tun))?,
+    );
+    let queues = Arc::new(
+        net::TunQueues::open(tun.clone(), threads)
+            .map_err(|e| format!("opening {threads} queues of TUN {}: {e}", opts.tun))?,
     );
     // No IPv6 link-local address on the TUN: there is no link layer to discover, and the
     // kernel's router solicitations and group reports would only be dropped (see
@@ -120,16 +138,16 @@ pub fn run(opts: Options) -> Result<(), String> {
     let mut inputs = Vec::new();
     for f in [Family::V4, Family::V6] {
         let esp = net::esp_in(f).map_err(|e| format!("raw ESP socket ({f:?}): {e}"))?;
-        let udp = net::udp(f, opts.udp_port, opts.fwmark)
+        let udp = net::udp_group(f, opts.udp_port, opts.fwmark, threads)
             .map_err(|e| format!("UDP port {} ({f:?}): {e}", opts.udp_port))?;
-        inputs.push((f, esp, Arc::new(udp)));
+        inputs.push((f, esp, udp.into_iter().map(Arc::new).collect::<Vec<_>>()));
     }
     let sink = Arc::new(NetSink {
         tun: tun.clone(),
         raw4,
         raw6,
-        udp4: inputs[0].2.clone(),
-        udp6: inputs[1].2.clone(),
+        udp4: inputs[0].2[0].clone(),
+        udp6: inputs[1].2[0].clone(),
         udp_port: opts.udp_port,
         io: io.clone(),
         too_big: icmp::SendTooBig::new(opts.fwmark),
@@ -153,8 +171,8 @@ pub fn run(opts: Options) -> Result<(), String> {
     let routes = Arc::new(Mutex::new(routing));
     let drivers: Vec<String> = fw.drivers().into_iter().map(|d| d.name).collect();
     tracing::info!(
-        "ipsecd: TUN {} (mtu {}), ESP and UDP {} on IPv4 and IPv6, control socket {}, {} SAs, {} policies, \
-         drivers {} (policy {})",
+        "ipsecd: TUN {} (mtu {}), ESP and UDP {} on IPv4 and IPv6, {threads} worker(s), control socket {}, \
+         {} SAs, {} policies, drivers {} (policy {})",
         opts.tun,
         opts.mtu,
         opts.udp_port,
@@ -166,23 +184,29 @@ pub fn run(opts: Options) -> Result<(), String> {
     );
 
     let max = net::max_packet(opts.mtu);
-    spawn("ipsecd-tun", {
-        let (core, sink) = (core.clone(), sink.clone());
-        move || net::tun_loop(&core, &sink, max)
-    })?;
+    // Threads are named by worker where there are several: ipsecd-tun, ipsecd-tun1, ….
+    let nth = |i: usize| if i == 0 { String::new() } else { i.to_string() };
+    for i in 0..threads {
+        spawn(&format!("ipsecd-tun{}", nth(i)), {
+            let (core, sink, queues) = (core.clone(), sink.clone(), queues.clone());
+            move || net::tun_loop(&core, &sink, &queues, i, max)
+        })?;
+    }
     for (f, esp, udp) in inputs {
         let name = match f {
             Family::V4 => "4",
             Family::V6 => "6",
         };
         spawn(&format!("ipsecd-esp{name}"), {
-            let (core, sink) = (core.clone(), sink.clone());
-            move || net::esp_loop(&core, &sink, &esp, f, max)
+            let (core, sink, queues) = (core.clone(), sink.clone(), queues.clone());
+            move || net::esp_loop(&core, &sink, &queues, &esp, f, max)
         })?;
-        spawn(&format!("ipsecd-udp{name}"), {
-            let (core, sink) = (core.clone(), sink.clone());
-            move || net::udp_loop(&core, &sink, &udp, f, max)
-        })?;
+        for (i, udp) in udp.into_iter().enumerate() {
+            spawn(&format!("ipsecd-udp{name}{}", if i == 0 { String::new() } else { format!(".{i}") }), {
+                let (core, sink, queues) = (core.clone(), sink.clone(), queues.clone());
+                move || net::udp_loop(&core, &sink, &queues, &udp, f, max)
+            })?;
+        }
     }
     // ICMP path MTU errors from the network side (crate::icmp); without the sockets the
     // gateway still runs, with no path MTU learned.

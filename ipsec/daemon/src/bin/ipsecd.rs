@@ -7,7 +7,7 @@ use clap::Parser;
 use ipsecd::afpacket::EspOut;
 use ipsecd::crypto;
 use ipsecd::ctl::DEFAULT_SOCKET;
-use ipsecd::daemon::{run, Options, DEFAULT_MTU, DEFAULT_NAT_KEEPALIVE};
+use ipsecd::daemon::{default_threads, run, Options, DEFAULT_MTU, DEFAULT_NAT_KEEPALIVE};
 use ipsecd::routing::{DEFAULT_MARK, DEFAULT_TABLE};
 
 /// A user-space IPsec gateway over TUN: raw ESP and ESP in UDP, configured in setkey syntax.
@@ -72,6 +72,11 @@ struct Args {
     /// socket (for netfilter rules on ESP leaving this host).
     #[arg(long, value_name = "WAY", value_enum, default_value_t = EspOut::Packet)]
     esp_out: EspOut,
+    /// Workers, each reading its own TUN queue and its own UDP socket per family: the
+    /// kernel spreads flows over the TUN queues and ESP-in-UDP SAs (by SPI) over the
+    /// sockets; 1 keeps a single-queue TUN. Default: one per CPU ipsecd may run on.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    threads: Option<u16>,
 }
 
 fn main() -> ExitCode {
@@ -97,6 +102,7 @@ fn main() -> ExitCode {
         policy: a.policy,
         nat_keepalive: std::time::Duration::from_secs(a.nat_keepalive),
         esp_out: a.esp_out,
+        threads: a.threads.map_or_else(default_threads, usize::from),
     };
     match run(opts) {
         Ok(()) => ExitCode::SUCCESS,

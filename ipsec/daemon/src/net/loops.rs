@@ -1,4 +1,6 @@
-//! The loops, one thread each: read a batch, hand it to the core, send its results.
+//! The loops, one thread each: read a batch, hand it to the core, send its results. With
+//! `--threads N` there are N TUN loops and N UDP loops per family, each on its own TUN
+//! queue or socket ([`super::spread`]).
 
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
@@ -11,10 +13,11 @@ use tun_rs::VIRTIO_NET_HDR_LEN;
 
 use super::receive::{Received, Receiver, LARGEST};
 use super::sockets::{buffer_size, Family};
+use super::spread::TunQueues;
 use super::transmit::{destination, NetSink};
 use crate::afpacket::Links;
 use crate::batch::{Pool, BATCH};
-use crate::coalesce::Coalescer;
+use crate::coalesce::{Coalescer, VIRTIO_HDR};
 
 /// Whether a packet the kernel routed into the TUN is for a link-local or multicast
 /// address (which no policy of a point-to-point tunnel carries).
@@ -29,7 +32,9 @@ fn link_scope(b: &[u8]) -> bool {
 /// What a loop needs for a batch: the packets it read, what the core made of them, the
 /// sendmmsg headers per family and the TUN's coalescing table — all kept from one batch to
 /// the next, so a batch allocates nothing.
-struct Flush {
+struct Flush<'a> {
+    /// The TUN's queues, for decapsulated packets: each goes through its flow's.
+    tun: &'a TunQueues,
     batch: Vec<Packet>,
     payloads: Vec<Payload>,
     results: Results,
@@ -40,9 +45,10 @@ struct Flush {
     coalescer: Coalescer,
 }
 
-impl Flush {
-    fn new() -> Flush {
+impl<'a> Flush<'a> {
+    fn new(tun: &'a TunQueues) -> Flush<'a> {
         Flush {
+            tun,
             batch: Vec::with_capacity(BATCH),
             payloads: Vec::with_capacity(BATCH),
             results: Results::with_capacity(BATCH),
@@ -63,9 +69,11 @@ impl Flush {
             }
         }
         if !r.deliver.is_empty() {
-            // Runs of one TCP flow's segments go up as one super-packet (coalesce.rs).
+            // Runs of one TCP flow's segments go up as one super-packet (coalesce.rs),
+            // through the flow's queue (behind the virtio header: the IP packet).
+            let tun = self.tun;
             let mut write = |b: &[u8]| {
-                if let Err(e) = sink.tun.send(b) {
+                if let Err(e) = tun.for_packet(&b[VIRTIO_HDR.min(b.len())..]).send(b) {
                     sink.io.tun_write_errors.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!("writing {} bytes to the TUN: {e}", b.len());
                 }
@@ -83,14 +91,16 @@ impl Flush {
 /// of up to 64 KiB (GSO) with checksums left to us, which `recv_multiple` cuts into
 /// MTU-sized segments with their checksums, each in its own buffer behind the core's
 /// headroom. One read is thus up to [`BATCH`] packets, and their ESP leaves in one sendmmsg.
-pub fn tun_loop(core: &Ipsec, sink: &NetSink, max: usize) {
+/// It reads TUN queue `queue` of `tun`.
+pub fn tun_loop(core: &Ipsec, sink: &NetSink, tun: &TunQueues, queue: usize, max: usize) {
     let mut pool = Pool::new(buffer_size(max));
-    let mut flush = Flush::new();
+    let mut flush = Flush::new(tun);
+    let queue = tun.queue(queue);
     let mut bufs: Vec<Vec<u8>> = (0..BATCH).map(|_| pool.get()).collect();
     let mut sizes = vec![0usize; BATCH];
     let mut gso = vec![0u8; VIRTIO_NET_HDR_LEN + 65535];
     loop {
-        let n = match sink.tun.recv_multiple(&mut gso, &mut bufs, &mut sizes, HEADROOM) {
+        let n = match queue.recv_multiple(&mut gso, &mut bufs, &mut sizes, HEADROOM) {
             Ok(n) => n,
             Err(e) => {
                 sink.io.recv_errors.fetch_add(1, Ordering::Relaxed);
@@ -116,9 +126,9 @@ pub fn tun_loop(core: &Ipsec, sink: &NetSink, max: usize) {
 /// Network → core: ESP from the raw socket, a batch per recvmmsg. IPv4 raw sockets return
 /// the whole packet (its header checked by the kernel: [`Via::Esp`]); IPv6 ones only the
 /// payload, which goes in as a [`Payload`] with the addresses.
-pub fn esp_loop(core: &Ipsec, sink: &NetSink, sock: &Socket, family: Family, max: usize) {
+pub fn esp_loop(core: &Ipsec, sink: &NetSink, tun: &TunQueues, sock: &Socket, family: Family, max: usize) {
     let mut rx = Receiver::new(family, max, HEADROOM);
-    let mut flush = Flush::new();
+    let mut flush = Flush::new(tun);
     loop {
         if let Err(e) = rx.receive(sock) {
             sink.io.recv_errors.fetch_add(1, Ordering::Relaxed);
@@ -159,9 +169,9 @@ pub fn esp_loop(core: &Ipsec, sink: &NetSink, sock: &Socket, family: Family, max
 /// datagram's payload is copied into a packet buffer behind the core's headroom and goes to
 /// the core as a [`Payload`] with the addresses and ports: every datagram from this socket
 /// is ESP in UDP, whatever the port.
-pub fn udp_loop(core: &Ipsec, sink: &NetSink, sock: &Socket, family: Family, max: usize) {
+pub fn udp_loop(core: &Ipsec, sink: &NetSink, tun: &TunQueues, sock: &Socket, family: Family, max: usize) {
     let mut rx = Receiver::coalescing(family, max, UDP_BATCH);
-    let mut flush = Flush::new();
+    let mut flush = Flush::new(tun);
     loop {
         if let Err(e) = rx.receive(sock) {
             sink.io.recv_errors.fetch_add(1, Ordering::Relaxed);

@@ -2,26 +2,33 @@
 //! network side, and the loops that hand every batch to the Fast IPsec core.
 //!
 //! ```text
-//!  TUN ─ recv_multiple (GSO split) ─ tun_loop ─ Ipsec::output(batch) ─┐
-//!                                                                     │ Results.transmit
-//!            transmit: runs to one peer as one UDP GSO send, the rest ◄┘  one sendmmsg ──► network
+//!  TUN queue i ─ recv_multiple (GSO split) ─ tun_loop i ─ Ipsec::output(batch) ─┐
+//!                                                                                │ Results.transmit
+//!            transmit: runs to one peer as one UDP GSO send, the rest ◄──────────┘  one sendmmsg ──► network
 //!  network ─ raw ESP socket ─ esp_loop ─ Ipsec::input(batch, Via::Esp) (IPv4: header kept)
 //!                                      └ Ipsec::input_payloads(batch)  (IPv6: header taken off)
-//!  network ─ UDP --udp-port (GRO) ─ udp_loop ─ Ipsec::input_payloads(batch) ─┐
-//!                                                                            │ Results.deliver
-//!            coalesce: runs of one TCP flow as one TUN write (virtio GSO) ◄──┘ ──► TUN
+//!  network ─ UDP --udp-port (GRO), socket i ─ udp_loop i ─ Ipsec::input_payloads(batch) ─┐
+//!                                                                                        │ Results.deliver
+//!            coalesce: runs of one TCP flow as one TUN write (virtio GSO) ◄──────────────┘ ──► TUN, through
+//!                                                                                   the flow's queue
 //!  asynchronous driver's completions ─ NetSink (one packet at a time) ─► network / TUN
 //! ```
+//!
+//! With `--threads N` there are N TUN queues and N UDP sockets per family, a loop on each
+//! (i = 0 … N-1); the kernel spreads packets over them by flow and by SPI ([`spread`]).
 //!
 //! - [`sockets`]: opening the sockets (raw out with the header included, raw ESP in, the
 //!   UDP socket of ESP in UDP with GRO, packet info and the outer TOS).
 //! - [`receive`]: reading a batch with one recvmmsg into pooled buffers.
-//! - `loops`: the three loops, each a thread: encryption (the TUN side) and decryption
-//!   (the network side) run on different cores. Each reads a batch per system call, hands
-//!   it to the core, and sends what came back with as few more as it can.
+//! - `loops`: the loops, each a thread: encryption (the TUN side) and decryption (the
+//!   network side) run on different cores. Each reads a batch per system call, hands it to
+//!   the core, and sends what came back with as few more as it can.
+//! - [`spread`]: `--threads N`: N TUN queues and N UDP sockets per family, the kernel
+//!   spreading packets over them by flow (TUN) and by SPI (UDP), a TUN loop and a UDP loop
+//!   per family on each.
 //! - [`transmit`]: sending a batch's results, and [`NetSink`] for what an asynchronous
 //!   driver finishes later.
-//! - [`counters`]: the I/O's own counters.
+//! - `counters`: the I/O's own counters.
 //!
 //! Nothing is rebuilt for the core: ESP in UDP reaches it as the datagram's payload with the
 //! addresses, ports and ECN field the socket reported ([`ipsec_core::Payload`]), and so does
@@ -32,11 +39,13 @@ mod counters;
 mod loops;
 pub mod receive;
 pub mod sockets;
+pub mod spread;
 pub mod transmit;
 
 pub use counters::IoCounters;
 pub use loops::{esp_loop, tun_loop, udp_loop};
-pub use sockets::{esp_in, raw_out, udp, Family};
+pub use sockets::{esp_in, raw_out, udp, udp_group, Family};
+pub use spread::TunQueues;
 pub use transmit::NetSink;
 
 /// The largest IP packet a packet buffer holds: the TUN's MTU plus room for ESP's overhead

@@ -95,9 +95,27 @@ fn packet_info(s: &Socket, family: Family) -> std::io::Result<()> {
 /// The UDP socket of ESP in UDP (RFC 3948) for `family`, with packet info so the local
 /// address of each datagram is known.
 pub fn udp(family: Family, port: u16, mark: u32) -> std::io::Result<Socket> {
+    udp_socket(family, port, mark, false)
+}
+
+/// `n` UDP sockets of ESP in UDP on one port, one per worker (`--threads`): for `n` > 1 an
+/// SO_REUSEPORT group whose datagrams the kernel spreads by SPI ([`super::spread`]).
+pub fn udp_group(family: Family, port: u16, mark: u32, n: usize) -> std::io::Result<Vec<Socket>> {
+    if n <= 1 {
+        return Ok(vec![udp(family, port, mark)?]);
+    }
+    let group = (0..n).map(|_| udp_socket(family, port, mark, true)).collect::<std::io::Result<Vec<_>>>()?;
+    super::spread::spread_by_spi(&group[0], n as u32)?;
+    Ok(group)
+}
+
+fn udp_socket(family: Family, port: u16, mark: u32, reuse_port: bool) -> std::io::Result<Socket> {
     let s = Socket::new(family.domain(), Type::DGRAM, Some(Protocol::UDP))?;
     set_mark(&s, mark)?;
     s.set_reuse_address(true)?;
+    if reuse_port {
+        s.set_reuse_port(true)?;
+    }
     let any = match family {
         Family::V4 => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port),
         Family::V6 => {
