@@ -30,7 +30,8 @@ use crate::control::{Action, Dir, Level, Proto};
 use crate::esp::{self, OpenError, Trailer};
 use crate::ipip;
 use crate::path::{
-    flow, into_vec, parse_trusted, Batch, Packet, Payload, Results, SaRef, Shared, Tally, Via, Way,
+    emit_ip, flow, into_vec, parse_trusted, Batch, Fresh, Packet, Payload, Results, SaRef, Shared, Tally,
+    Via, Way,
 };
 use crate::sad::{Event, Sa, SaState};
 use crate::stats::Drop;
@@ -441,36 +442,8 @@ fn transport_header_for(data: Vec<u8>, body: usize, sa: &Sa, next: u8, ecn: u8) 
         data.truncate(hdr + len);
         (data, 0)
     };
-    let payload_len = data.len() - head - hdr;
-    let packet = &mut data[head..];
-    let emitted = match (sa.id.src, sa.id.dst) {
-        (IpAddr::V4(src_addr), IpAddr::V4(dst_addr)) => ipv4::Repr {
-            src_addr,
-            dst_addr,
-            protocol: IpProtocol(next),
-            payload_len,
-            ttl: 64,
-            dscp: 0,
-            ecn,
-            ident: 0,
-            dont_frag: true,
-            more_frags: false,
-            frag_offset: 0,
-        }
-        .emit(&mut ipv4::Packet::new_unchecked(packet)),
-        (IpAddr::V6(src_addr), IpAddr::V6(dst_addr)) => ipv6::Repr {
-            src_addr,
-            dst_addr,
-            next_header: IpProtocol(next),
-            payload_len,
-            hop_limit: 64,
-            dscp: 0,
-            ecn,
-            flow_label: 0,
-        }
-        .emit(&mut ipv6::Packet::new_unchecked(packet)),
-        _ => return Err(()),
-    };
+    let fresh = Fresh { proto: IpProtocol(next), tos: ecn & 3, ident: 0, dont_frag: true };
+    let emitted = emit_ip(&mut data[head..], sa.id.src, sa.id.dst, fresh);
     emitted.map_err(|_| ())?;
     Ok(Packet { data, head })
 }

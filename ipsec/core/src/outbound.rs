@@ -26,7 +26,8 @@ use crate::control::{Action, Dir, Level, Mode};
 use crate::esp::{self, ESP_HEADER_LEN};
 use crate::ipip;
 use crate::path::{
-    flow, into_vec, parse_trusted, Batch, Packet, Results, SaRef, Shared, Tally, Way, TAILROOM,
+    emit_ip, flow, into_vec, parse_trusted, Batch, Fresh, Packet, Results, SaRef, Shared, Tally, Way,
+    TAILROOM,
 };
 use crate::pmtu;
 use crate::sad::{Event, Sa};
@@ -288,37 +289,9 @@ fn finish_output(
 /// fragmented ([`crate::pmtu`]); its ID is then still unique among the SA's last 65,536
 /// packets.
 fn emit_outer(packet: &mut [u8], sa: &Sa, proto: IpProtocol, tos: u8, id: u16, dont_frag: bool) {
-    let (dscp, ecn) = (tos >> 2, tos & 3);
     // An SA's endpoints are of one family (setkey and the SAD give them so), and the
     // packet is as long as the lengths say: emit cannot refuse.
-    let _ = match (sa.id.src, sa.id.dst) {
-        (std::net::IpAddr::V4(src_addr), std::net::IpAddr::V4(dst_addr)) => ipv4::Repr {
-            src_addr,
-            dst_addr,
-            protocol: proto,
-            payload_len: packet.len() - ipv4::MIN_HEADER_LEN,
-            ttl: 64,
-            dscp,
-            ecn,
-            ident: id,
-            dont_frag,
-            more_frags: false,
-            frag_offset: 0,
-        }
-        .emit(&mut ipv4::Packet::new_unchecked(packet)),
-        (std::net::IpAddr::V6(src_addr), std::net::IpAddr::V6(dst_addr)) => ipv6::Repr {
-            src_addr,
-            dst_addr,
-            next_header: proto,
-            payload_len: packet.len() - ipv6::HEADER_LEN,
-            hop_limit: 64,
-            dscp,
-            ecn,
-            flow_label: 0,
-        }
-        .emit(&mut ipv6::Packet::new_unchecked(packet)),
-        _ => Ok(()),
-    };
+    let _ = emit_ip(packet, sa.id.src, sa.id.dst, Fresh { proto, tos, ident: id, dont_frag });
 }
 
 pub(crate) fn transport_split(b: &[u8], s: &Summary) -> Option<Split> {

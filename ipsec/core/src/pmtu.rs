@@ -66,7 +66,7 @@ use std::time::{Duration, Instant};
 use ipsec_wire::{icmp, ipv4, ipv6, ipv6_ext, ChecksumPolicy, IpProtocol, PseudoHeader, Summary};
 
 use crate::esp::ESP_HEADER_LEN;
-use crate::path::{Packet, HEADROOM};
+use crate::path::{emit_ip, Fresh, Packet, HEADROOM};
 use crate::sad::{Sa, Sad};
 use crate::stats::Drop;
 
@@ -465,40 +465,14 @@ pub(crate) fn error_to_sender(inner: &[u8], s: &Summary, mtu: u32) -> Option<Pac
     let len = ip + repr.buffer_len();
     let mut data = vec![0u8; HEADROOM + len];
     let b = &mut data[HEADROOM..];
+    // From the inner packet's destination, back to its source.
     let pseudo = match (s.dst, s.src) {
-        (IpAddr::V4(src), IpAddr::V4(dst)) => {
-            let r = ipv4::Repr {
-                src_addr: src,
-                dst_addr: dst,
-                protocol: IpProtocol::ICMP,
-                payload_len: repr.buffer_len(),
-                ttl: 64,
-                dscp: 0,
-                ecn: 0,
-                ident: 0,
-                dont_frag: false,
-                more_frags: false,
-                frag_offset: 0,
-            };
-            r.emit(&mut ipv4::Packet::new_unchecked(&mut b[..])).ok()?;
-            PseudoHeader::V4 { src, dst }
-        }
-        (IpAddr::V6(src), IpAddr::V6(dst)) => {
-            let r = ipv6::Repr {
-                src_addr: src,
-                dst_addr: dst,
-                next_header: IpProtocol::ICMPV6,
-                payload_len: repr.buffer_len(),
-                hop_limit: 64,
-                dscp: 0,
-                ecn: 0,
-                flow_label: 0,
-            };
-            r.emit(&mut ipv6::Packet::new_unchecked(&mut b[..])).ok()?;
-            PseudoHeader::V6 { src, dst }
-        }
+        (IpAddr::V4(src), IpAddr::V4(dst)) => PseudoHeader::V4 { src, dst },
+        (IpAddr::V6(src), IpAddr::V6(dst)) => PseudoHeader::V6 { src, dst },
         _ => return None,
     };
+    let proto = if v6 { IpProtocol::ICMPV6 } else { IpProtocol::ICMP };
+    emit_ip(b, s.dst, s.src, Fresh { proto, tos: 0, ident: 0, dont_frag: false }).ok()?;
     repr.emit(&mut icmp::Packet::new_unchecked(&mut b[ip..]), &pseudo).ok()?;
     Some(Packet { data, head: HEADROOM })
 }

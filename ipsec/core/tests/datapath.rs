@@ -6,7 +6,7 @@
 mod common;
 
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use ipsec_core::control::{
     Action, AuthAlg, Dir, EncAlg, KeyBytes, Level, Lifetime, Mode, NatT, PolicySpec, Prefix, Proto, Request,
@@ -14,36 +14,12 @@ use ipsec_core::control::{
 };
 use ipsec_core::sad::Event;
 use ipsec_core::stats::Drop;
-use ipsec_core::{DefaultPolicy, Packet, Payload, Sink, Via};
+use ipsec_core::{DefaultPolicy, Packet, Payload, Via};
 
-use common::gateway::Gateway;
+use common::gateway::{Collect, Gateway};
 
 /// A core whose results land in its `Collect`.
 type Gw = Gateway<Collect>;
-
-#[derive(Default)]
-struct Collect {
-    sent: Mutex<Vec<Vec<u8>>>,
-    delivered: Mutex<Vec<Vec<u8>>>,
-}
-
-impl Sink for Collect {
-    fn transmit(&self, p: Packet) {
-        self.sent.lock().unwrap().push(p.bytes().to_vec());
-    }
-    fn deliver(&self, p: Packet) {
-        self.delivered.lock().unwrap().push(p.bytes().to_vec());
-    }
-}
-
-impl Collect {
-    fn take_sent(&self) -> Vec<Vec<u8>> {
-        std::mem::take(&mut self.sent.lock().unwrap())
-    }
-    fn take_delivered(&self) -> Vec<Vec<u8>> {
-        std::mem::take(&mut self.delivered.lock().unwrap())
-    }
-}
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()

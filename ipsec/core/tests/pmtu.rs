@@ -8,43 +8,19 @@
 //! bogus, errors that are not ours, the DF-clear path, and the rate limit.
 
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod common;
 
 use ipsec_core::stats::Drop;
-use ipsec_core::{IcmpFrom, Learned, Packet, Sink};
+use ipsec_core::{IcmpFrom, Learned, Packet};
 use ipsec_wire::{icmp, ipv4, ipv6, ChecksumPolicy, IpProtocol, PseudoHeader};
 
-use common::gateway::Gateway;
+use common::gateway::{Collect, Gateway};
 
 /// A core whose results land in its `Collect`.
 type Gw = Gateway<Collect>;
-
-#[derive(Default)]
-struct Collect {
-    sent: Mutex<Vec<Vec<u8>>>,
-    delivered: Mutex<Vec<Vec<u8>>>,
-}
-
-impl Sink for Collect {
-    fn transmit(&self, p: Packet) {
-        self.sent.lock().unwrap().push(p.bytes().to_vec());
-    }
-    fn deliver(&self, p: Packet) {
-        self.delivered.lock().unwrap().push(p.bytes().to_vec());
-    }
-}
-
-impl Collect {
-    fn take_sent(&self) -> Vec<Vec<u8>> {
-        std::mem::take(&mut self.sent.lock().unwrap())
-    }
-    fn take_delivered(&self) -> Vec<Vec<u8>> {
-        std::mem::take(&mut self.delivered.lock().unwrap())
-    }
-}
 
 const ALGS: [(&str, &str); 3] = [
     ("aes-gcm", "-E aes-gcm-16 0x0102030405060708090a0b0c0d0e0f1011121314"),

@@ -3,7 +3,7 @@
 //! driver's completions are, so a test reads every result in one place.
 
 use std::ops::Deref;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use ipsec_core::stats::Drop;
 use ipsec_core::{Ipsec, Packet, Payload, Results, Sink, Via};
@@ -52,5 +52,30 @@ impl<S: Sink + 'static> Deref for Gateway<S> {
     type Target = Ipsec;
     fn deref(&self) -> &Ipsec {
         &self.core
+    }
+}
+
+/// A sink that keeps every packet's bytes, by direction.
+#[derive(Default)]
+pub struct Collect {
+    pub sent: Mutex<Vec<Vec<u8>>>,
+    pub delivered: Mutex<Vec<Vec<u8>>>,
+}
+
+impl Sink for Collect {
+    fn transmit(&self, p: Packet) {
+        self.sent.lock().unwrap().push(p.bytes().to_vec());
+    }
+    fn deliver(&self, p: Packet) {
+        self.delivered.lock().unwrap().push(p.bytes().to_vec());
+    }
+}
+
+impl Collect {
+    pub fn take_sent(&self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.sent.lock().unwrap())
+    }
+    pub fn take_delivered(&self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.delivered.lock().unwrap())
     }
 }
