@@ -4,8 +4,11 @@
 //! 2003) rebuilt without I/O: bytes in, bytes and actions out, so that it can be tested
 //! byte for byte against independent implementations and driven by the gateway (`ipsecd`).
 //!
-//! - [`datapath`]: [`Ipsec`], the packet path: outbound policy and ESP encapsulation,
-//!   inbound decapsulation and policy check, as continuations over ocf.
+//! - [`datapath`]: [`Ipsec`], the packet path's API: batches in, [`Results`] out (a
+//!   [`Sink`] only for an asynchronous driver's completions); `path` (what both directions
+//!   share, and how a batch meets ocf with the "more follow" hint), `outbound` (policy and
+//!   ESP encapsulation) and `inbound` (decapsulation and the policy check), as
+//!   continuations over ocf.
 //! - [`db`]: the databases behind the control protocol.
 //! - [`sad`]: the security association database.
 //! - `ipip`: IP-in-IP, tunnel mode's own first step (then ESP as in transport mode).

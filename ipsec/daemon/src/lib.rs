@@ -12,7 +12,7 @@
 //! - [`icmp`]: ICMP path MTU errors from the network side, for the core's path MTU.
 //! - [`afpacket`]: raw ESP out through a packet socket, past the IP output path.
 //! - [`keepalive`]: NAT-keepalives to the peers of ESP-in-UDP SAs, from the main loop.
-//! - [`batch`]: what the core makes of one batch of packets, sent together at its end.
+//! - [`batch`]: the batch size and the loops' pools of packet buffers.
 //! - [`coalesce`]: decrypted TCP segments merged back into super-packets for the TUN.
 //! - [`routing`]: the routes into the TUN and the rule that keeps ipsecd's own ESP out.
 //! - [`service`]: control requests, stats and metrics.

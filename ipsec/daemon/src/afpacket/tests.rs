@@ -203,7 +203,7 @@ fn send_cost() {
             Packet::new(b)
         })
         .collect();
-    // As net.rs opens it: IPPROTO_RAW, the header ours.
+    // As net::sockets::raw_out opens it: IPPROTO_RAW, the header ours.
     let raw = Socket::new(Domain::IPV4, Type::RAW, Some(socket2::Protocol::from(255))).unwrap();
     raw.set_header_included_v4(true).unwrap();
     let ps = PacketSocket::open(0).unwrap();
