@@ -45,7 +45,8 @@ use crate::pmtu::{self, IcmpFrom, Learned};
 use crate::sad::{Event, Sa, SaCallbacks};
 use crate::stats::{Counters, Drop, Stats};
 
-pub use crate::path::{DefaultPolicy, Packet, Payload, Results, Sink, Via, HEADROOM, TAILROOM};
+pub use crate::packet::{Packet, HEADROOM, TAILROOM};
+pub use crate::path::{DefaultPolicy, Payload, Results, Sink, Via};
 
 /// The Fast IPsec core: databases, statistics, and the packet path.
 pub struct Ipsec {

@@ -29,10 +29,8 @@ use ocf::{Error as OcfError, Flags, Outcome};
 use crate::control::{Action, Dir, Level, Proto};
 use crate::esp::{self, OpenError, Trailer};
 use crate::ipip;
-use crate::path::{
-    emit_ip, flow, into_vec, parse_trusted, Batch, Fresh, Packet, Payload, Results, SaRef, Shared, Tally,
-    Via, Way,
-};
+use crate::packet::{emit_ip, Fresh, Packet};
+use crate::path::{flow, into_vec, parse_trusted, Batch, Payload, Results, SaRef, Shared, Tally, Via, Way};
 use crate::sad::{Event, Sa, SaState};
 use crate::stats::Drop;
 

@@ -16,7 +16,7 @@
 
 use ipsec_wire::{ipv4, ipv6};
 
-use crate::path::{Packet, HEADROOM};
+use crate::packet::{Packet, HEADROOM};
 use crate::stats::Drop;
 
 const PROTO_IPV4: u8 = 4;
@@ -33,7 +33,7 @@ pub(crate) fn encapsulate(inner: Packet, outer: usize, room: usize) -> (Packet, 
     let Packet { mut data, mut head } = inner;
     if head < outer + room {
         let front = HEADROOM.max(outer + room);
-        let mut v = Vec::with_capacity(front + data.len() - head + crate::path::TAILROOM);
+        let mut v = Vec::with_capacity(front + data.len() - head + crate::packet::TAILROOM);
         v.resize(front, 0);
         v.extend_from_slice(&data[head..]);
         (data, head) = (v, front);

@@ -30,6 +30,7 @@ pub mod esp;
 mod inbound;
 mod ipip;
 mod outbound;
+mod packet;
 mod path;
 pub mod pmtu;
 pub mod replay;

@@ -25,10 +25,8 @@ use ocf::{Flags, Outcome};
 use crate::control::{Action, Dir, Level, Mode};
 use crate::esp::{self, ESP_HEADER_LEN};
 use crate::ipip;
-use crate::path::{
-    emit_ip, flow, into_vec, parse_trusted, Batch, Fresh, Packet, Results, SaRef, Shared, Tally, Way,
-    TAILROOM,
-};
+use crate::packet::{emit_ip, Fresh, Packet, TAILROOM};
+use crate::path::{flow, into_vec, parse_trusted, Batch, Results, SaRef, Shared, Tally, Way};
 use crate::pmtu;
 use crate::sad::{Event, Sa};
 use crate::stats::{Counters, Drop};

@@ -59,20 +59,18 @@
 //!   its segment size; what is over is counted (`icmp_rate_limited`).
 
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ipsec_wire::{icmp, ipv4, ipv6, ipv6_ext, ChecksumPolicy, IpProtocol, PseudoHeader, Summary};
 
 use crate::esp::ESP_HEADER_LEN;
-use crate::path::{emit_ip, Fresh, Packet, HEADROOM};
+use crate::packet::{emit_ip, Fresh, Packet, HEADROOM};
+pub use crate::sad::PMTU_AGE;
 use crate::sad::{Sa, Sad};
 use crate::stats::Drop;
 
-/// How long a learned path MTU holds after it was last lowered (RFC 1191 §6.3: "the
-/// timeout … should be set to a value of 10 minutes").
-pub const PMTU_AGE: Duration = Duration::from_secs(600);
 /// The smallest path MTU an ICMP error may report for an IPv4 path: what every IPv4 host
 /// must accept (RFC 1122 §3.3.3). Linux takes 552 (`min_pmtu`).
 pub const MIN_PMTU_V4: u32 = 576;
@@ -100,38 +98,6 @@ impl Clock {
     #[inline]
     pub(crate) fn now(&self) -> u64 {
         self.secs.load(Ordering::Relaxed)
-    }
-}
-
-/// An SA's path MTU: unknown (0) until an ICMP error says, then that until `until` on the
-/// core's clock.
-#[derive(Default)]
-pub(crate) struct PathMtu {
-    mtu: AtomicU32,
-    until: AtomicU64,
-}
-
-impl PathMtu {
-    /// The path MTU at time `now`, if one was learned and has not aged out.
-    #[inline]
-    pub(crate) fn get(&self, now: u64) -> Option<u32> {
-        match self.mtu.load(Ordering::Relaxed) {
-            0 => None,
-            m if now < self.until.load(Ordering::Relaxed) => Some(m),
-            _ => None,
-        }
-    }
-
-    /// Learns `mtu` at time `now` if it is below the path MTU known (or none is): true if
-    /// it was. (Two errors at once may race; the lower one may lose, and the next error
-    /// about a packet still too big brings it again.)
-    pub(crate) fn lower(&self, mtu: u32, now: u64) -> bool {
-        if self.get(now).is_some_and(|m| mtu >= m) {
-            return false;
-        }
-        self.until.store(now + PMTU_AGE.as_secs(), Ordering::Relaxed);
-        self.mtu.store(mtu, Ordering::Relaxed);
-        true
     }
 }
 
@@ -319,7 +285,7 @@ pub(crate) fn check(
     keep: impl FnOnce() -> usize,
     clock: &Clock,
 ) -> Verdict {
-    if sa.path_mtu.mtu.load(Ordering::Relaxed) == 0 {
+    if !sa.path_mtu.ever_learned() {
         return Verdict::Fits;
     }
     let Some(mtu) = sa.path_mtu.get(clock.now()) else { return Verdict::Fits };
@@ -479,7 +445,10 @@ pub(crate) fn error_to_sender(inner: &[u8], s: &Summary, mtu: u32) -> Option<Pac
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+    use crate::sad::PathMtu;
 
     #[test]
     fn a_path_mtu_only_goes_down_and_ages_out_after_pmtu_age() {

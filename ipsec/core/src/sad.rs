@@ -45,7 +45,7 @@
 use std::hash::BuildHasher;
 use std::net::IpAddr;
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -98,7 +98,7 @@ pub struct Sa {
     /// `LEARNED | port`, or 0 while the configured port holds (see the module docs).
     peer_port: AtomicU32,
     /// The path MTU learned from ICMP errors about this SA's packets ([`crate::pmtu`]).
-    pub(crate) path_mtu: crate::pmtu::PathMtu,
+    pub(crate) path_mtu: PathMtu,
 }
 
 /// The flag in [`Sa`]'s `peer_port` that says a port was learned (port 0 is a port too).
@@ -723,5 +723,47 @@ impl<'a> Writer<'a> {
         let new_keys = std::mem::take(&mut self.new_keys);
         self.keys.used.extend(new_keys);
         std::mem::take(&mut self.added)
+    }
+}
+
+/// How long a learned path MTU holds ([`crate::pmtu`]) after it was last lowered (RFC 1191 §6.3: "the
+/// timeout … should be set to a value of 10 minutes").
+pub const PMTU_AGE: Duration = Duration::from_secs(600);
+/// An SA's path MTU ([`crate::pmtu`]): unknown (0) until an ICMP error says, then that until `until` on the
+/// core's clock.
+#[derive(Default)]
+pub(crate) struct PathMtu {
+    mtu: AtomicU32,
+    until: AtomicU64,
+}
+
+impl PathMtu {
+    /// Whether a path MTU was ever learned (one relaxed load: the packet path's test while
+    /// none is).
+    #[inline]
+    pub(crate) fn ever_learned(&self) -> bool {
+        self.mtu.load(Ordering::Relaxed) != 0
+    }
+
+    /// The path MTU at time `now`, if one was learned and has not aged out.
+    #[inline]
+    pub(crate) fn get(&self, now: u64) -> Option<u32> {
+        match self.mtu.load(Ordering::Relaxed) {
+            0 => None,
+            m if now < self.until.load(Ordering::Relaxed) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Learns `mtu` at time `now` if it is below the path MTU known (or none is): true if
+    /// it was. (Two errors at once may race; the lower one may lose, and the next error
+    /// about a packet still too big brings it again.)
+    pub(crate) fn lower(&self, mtu: u32, now: u64) -> bool {
+        if self.get(now).is_some_and(|m| mtu >= m) {
+            return false;
+        }
+        self.until.store(now + PMTU_AGE.as_secs(), Ordering::Relaxed);
+        self.mtu.store(mtu, Ordering::Relaxed);
+        true
     }
 }

@@ -18,6 +18,7 @@ use crate::ctl::Reply;
 use crate::ctl_server::{self, Handler, Server};
 use crate::icmp;
 use crate::keepalive::Keepalives;
+use crate::metrics;
 use crate::net::{self, Family, IoCounters, NetSink};
 use crate::routing::Routing;
 use crate::serve::{self, Counters, Refused};
@@ -309,7 +310,7 @@ impl Handler for Control {
     fn stats(&self, ctl: &Counters) -> String {
         format!(
             "{}{}control: {ctl}\nmetrics: {}\n",
-            service::stats(&self.core, &self.io, &self.reloads),
+            metrics::stats(&self.core, &self.io, &self.reloads),
             crypto::stats(&self.fw.routing()),
             self.metrics
         )
@@ -369,7 +370,7 @@ fn serve_metrics(
                 Err(serve::ReadError::TooLarge) => return c.count(Refused::TooLarge),
                 Err(serve::ReadError::Io(_)) => return c.count(Refused::Io),
             }
-            let body = service::prometheus(&sources.core, &sources.io, &sources.reloads)
+            let body = metrics::prometheus(&sources.core, &sources.io, &sources.reloads)
                 + &crypto::prometheus(&sources.fw.routing())
                 + &ctl.prometheus("control")
                 + &c.prometheus("metrics");

@@ -15,7 +15,8 @@
 //! - [`batch`]: the batch size and the loops' pools of packet buffers.
 //! - [`coalesce`]: decrypted TCP segments merged back into super-packets for the TUN.
 //! - [`routing`]: the routes into the TUN and the rule that keeps ipsecd's own ESP out.
-//! - [`service`]: control requests, stats and metrics.
+//! - [`service`]: control requests (setkey text into the core's control protocol).
+//! - [`metrics`]: what `ipsecctl stats` and the metrics endpoint show.
 //! - [`config`]: the config file's reload on SIGHUP (atomic, keeps SA state) and its outcomes.
 //! - [`ctl`]: the control socket's protocol and its client.
 //! - [`ctl_server`]: the control server: concurrent clients, deadlines, changes one at a time.
@@ -32,6 +33,7 @@ pub mod ctl_server;
 pub mod daemon;
 pub mod icmp;
 pub mod keepalive;
+pub mod metrics;
 pub mod net;
 pub mod routing;
 pub mod serve;

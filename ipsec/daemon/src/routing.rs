@@ -35,7 +35,7 @@ use netlink_packet_route::route::{
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{constants::NETLINK_ROUTE, Socket, SocketAddr};
 
-use crate::service::{self, Route};
+use ipsec_core::control::{Action, Dir};
 
 /// Route messages sent per system call (their acknowledgements must fit the socket's
 /// receive buffer).
@@ -84,7 +84,7 @@ impl Routing {
         if !self.enabled {
             return;
         }
-        let want: HashSet<Route> = service::protected_routes(core).into_iter().collect();
+        let want: HashSet<Route> = protected_routes(core).into_iter().collect();
         let old: Vec<Route> = self.installed.iter().filter(|r| !want.contains(r)).copied().collect();
         let new: Vec<Route> = want.iter().filter(|r| !self.installed.contains(r)).copied().collect();
         if old.is_empty() && new.is_empty() {
@@ -286,4 +286,28 @@ pub(crate) fn ip<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Result<(), String> {
         Ok(o) => Err(format!("ip {}: {}", shown(), String::from_utf8_lossy(&o.stderr).trim())),
         Err(e) => Err(format!("ip {}: {e}", shown())),
     }
+}
+
+/// A route into the TUN: an outbound policy's destination, and the source address the
+/// kernel should pick for it when the policy names one host of ours as the source (the
+/// usual transport-mode policy, `A B any -P out ipsec esp/transport//require`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Route {
+    pub dst: ipsec_core::control::Prefix,
+    pub src: Option<std::net::IpAddr>,
+}
+
+/// The routes that bring the traffic of outbound policies that protect it to the TUN, one
+/// per destination prefix (the first policy's source wins).
+pub fn protected_routes(core: &Ipsec) -> Vec<Route> {
+    let mut v: Vec<Route> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for p in core.databases().spd.dump() {
+        if p.dir == Dir::Out && matches!(p.action, Action::Protect(_)) && seen.insert(p.selector.dst) {
+            let host = if p.selector.src.addr.is_ipv4() { 32 } else { 128 };
+            let src = (p.selector.src.len == host).then_some(p.selector.src.addr);
+            v.push(Route { dst: p.selector.dst, src });
+        }
+    }
+    v
 }

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use ipsec_core::{Ipsec, Packet, Results, Sink};
 use ipsecd::config::{reload, reload_file, Desired, Reloads};
-use ipsecd::service::{apply_setkey, parse, stats};
+use ipsecd::metrics::stats;
+use ipsecd::service::{apply_setkey, parse};
 
 struct Nowhere;
 
@@ -218,7 +219,7 @@ fn a_failed_reload_changes_nothing_and_is_counted() {
     reload_file(&c, &path, &reloads).unwrap();
     let s = stats(&c, &io, &reloads);
     assert!(s.contains("reloads: 1 ok, 3 failed") && s.contains("last: ok, 0 s ago:"), "{s}");
-    let m = ipsecd::service::prometheus(&c, &io, &reloads);
+    let m = ipsecd::metrics::prometheus(&c, &io, &reloads);
     for line in [
         "ipsecd_reloads_total{outcome=\"ok\"} 1",
         "ipsecd_reloads_total{outcome=\"refused\"} 1",
@@ -246,7 +247,7 @@ fn the_desired_state_plays_flush_and_delete_in_order() {
 fn metrics_give_every_counter_in_prometheus_text() {
     let c = configured_after(3);
     let io = ipsecd::net::IoCounters::default();
-    let m = ipsecd::service::prometheus(&c, &io, &Reloads::default());
+    let m = ipsecd::metrics::prometheus(&c, &io, &Reloads::default());
     assert!(m.contains("ipsecd_packets_total{dir=\"out\"} 3\n"), "{m}");
     assert!(
         m.contains(
@@ -259,10 +260,10 @@ fn metrics_give_every_counter_in_prometheus_text() {
     }
     assert!(m.contains("ipsecd_keepalives_total 0\n"), "{m}");
     io.keepalives_sent.fetch_add(2, std::sync::atomic::Ordering::Relaxed);
-    let m = ipsecd::service::prometheus(&c, &io, &Reloads::default());
+    let m = ipsecd::metrics::prometheus(&c, &io, &Reloads::default());
     assert!(m.contains("ipsecd_keepalives_sent_total 2\n"), "{m}");
     io.packet_socket_sent.fetch_add(5, std::sync::atomic::Ordering::Relaxed);
-    let m = ipsecd::service::prometheus(&c, &io, &Reloads::default());
+    let m = ipsecd::metrics::prometheus(&c, &io, &Reloads::default());
     assert!(m.contains("ipsecd_packet_socket_sent_total 5\n"), "{m}");
     assert!(m.contains("ipsecd_peer_moved_total 0\n"), "{m}");
     assert!(m.contains("ipsecd_sas 2\n"));
@@ -277,7 +278,7 @@ fn metrics_give_every_counter_in_prometheus_text() {
 
 #[test]
 fn routes_follow_outbound_protecting_policies_with_a_host_source_as_src() {
-    use ipsecd::service::{protected_routes, Route};
+    use ipsecd::routing::{protected_routes, Route};
     let c = core();
     apply_setkey(&c, "f", CONF).unwrap();
     apply_setkey(
