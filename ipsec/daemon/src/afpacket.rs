@@ -56,6 +56,7 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use ipsec_core::Packet;
+use ipsec_wire::destination;
 use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_REQUEST};
 use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
@@ -225,15 +226,6 @@ impl Links {
                 }
             }
         }
-    }
-}
-
-/// Where a whole outbound IP packet goes (read through ipsec-wire; `None` if it is not one).
-fn destination(b: &[u8]) -> Option<IpAddr> {
-    match b.first()? >> 4 {
-        4 => ipsec_wire::ipv4::Packet::new_checked(b).ok().map(|p| IpAddr::V4(p.dst_addr())),
-        6 => ipsec_wire::ipv6::Packet::new_checked(b).ok().map(|p| IpAddr::V6(p.dst_addr())),
-        _ => None,
     }
 }
 

@@ -34,7 +34,7 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use ipsec_core::{IcmpFrom, Ipsec, Learned};
 use ipsec_wire::icmp::{V4_DEST_UNREACHABLE, V6_PACKET_TOO_BIG};
-use ipsec_wire::{ipv4, ipv6};
+use ipsec_wire::{destination, ipv4};
 use nix::sys::socket::{getsockopt, sockopt};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
@@ -131,14 +131,6 @@ impl SendTooBig {
             },
             Err(e) => tracing::debug!("the route MTU to {dst}: {e}"),
         }
-    }
-}
-
-fn destination(b: &[u8]) -> Option<IpAddr> {
-    match b.first()? >> 4 {
-        4 => Some(ipv4::Packet::new_checked(b).ok()?.dst_addr().into()),
-        6 => Some(ipv6::Packet::new_checked(b).ok()?.dst_addr().into()),
-        _ => None,
     }
 }
 

@@ -68,4 +68,6 @@ pub mod virtio;
 
 pub use error::{Error, Result};
 pub use ip::{ChecksumPolicy, IpProtocol, PseudoHeader};
-pub use summary::{parse_any, parse_any_encap, parse_any_with, Encap, EncapPort, Summary, Upper};
+pub use summary::{
+    destination, parse_any, parse_any_encap, parse_any_with, Encap, EncapPort, Summary, Upper,
+};

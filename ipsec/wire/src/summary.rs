@@ -209,6 +209,19 @@ fn parse_upper(
     }
 }
 
+/// Where a whole IPv4 or IPv6 packet goes: its destination address, read through the
+/// checked view (the fixed header and the length it claims must be there); `None` for
+/// anything else. What a sender needs to pick a socket and an address for a packet it did
+/// not parse.
+#[inline]
+pub fn destination(bytes: &[u8]) -> Option<IpAddr> {
+    match bytes.first()? >> 4 {
+        4 => ipv4::Packet::new_checked(bytes).ok().map(|p| IpAddr::V4(p.dst_addr())),
+        6 => ipv6::Packet::new_checked(bytes).ok().map(|p| IpAddr::V6(p.dst_addr())),
+        _ => None,
+    }
+}
+
 impl Encap {
     /// What an ESP-in-UDP payload is (for a caller whose socket took the IP and UDP headers
     /// off): [`udp_encap::classify`]'s answer, with what it refuses told apart into short
@@ -341,5 +354,29 @@ mod classification_tests {
         let mut p = v4(50, &[0, 0, 0x30, 1, 0, 0, 0, 1]);
         p[10] ^= 1;
         assert_eq!(parse_any(&p), Err(Error::BadChecksum));
+    }
+}
+
+#[cfg(test)]
+mod destination_tests {
+    use std::net::Ipv6Addr;
+
+    use super::*;
+
+    #[test]
+    fn the_destination_is_read_from_a_whole_ipv4_or_ipv6_packet_only() {
+        let mut v4p = vec![0x45, 0, 0, 28, 0, 0, 0x40, 0, 64, 50, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
+        v4p.resize(28, 0);
+        assert_eq!(destination(&v4p), Some(IpAddr::from([10, 0, 0, 2])));
+        let mut v6p = vec![0x60, 0, 0, 0, 0, 8, 50, 64];
+        v6p.extend_from_slice(&Ipv6Addr::LOCALHOST.octets());
+        v6p.extend_from_slice(&Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2).octets());
+        v6p.resize(48, 0);
+        assert_eq!(destination(&v6p), Some("2001:db8::2".parse().unwrap()));
+        // Cut short, claiming more than there is, another version, nothing.
+        assert_eq!(destination(&v4p[..19]), None);
+        assert_eq!(destination(&v6p[..47]), None);
+        assert_eq!(destination(&[0x50; 40]), None);
+        assert_eq!(destination(&[]), None);
     }
 }

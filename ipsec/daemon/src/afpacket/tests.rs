@@ -267,20 +267,3 @@ fn a_packet_too_long_for_the_device_leaves_the_link_known() {
     assert_eq!(links.peers.get(&dst).and_then(|p| p.link), Some(link));
     assert_eq!(links.send(&sock, &pkts[1..], now), Ok(1));
 }
-
-#[test]
-fn the_destination_is_read_from_a_whole_ipv4_or_ipv6_packet_only() {
-    let mut v4p = vec![0x45, 0, 0, 28, 0, 0, 0x40, 0, 64, 50, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
-    v4p.resize(28, 0);
-    assert_eq!(destination(&v4p), Some(v4([10, 0, 0, 2])));
-    let mut v6p = vec![0x60, 0, 0, 0, 0, 8, 50, 64];
-    v6p.extend_from_slice(&Ipv6Addr::LOCALHOST.octets());
-    v6p.extend_from_slice(&Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2).octets());
-    v6p.resize(48, 0);
-    assert_eq!(destination(&v6p), Some("2001:db8::2".parse().unwrap()));
-    // Cut short, claiming more than there is, another version, nothing.
-    assert_eq!(destination(&v4p[..19]), None);
-    assert_eq!(destination(&v6p[..47]), None);
-    assert_eq!(destination(&[0x50; 40]), None);
-    assert_eq!(destination(&[]), None);
-}

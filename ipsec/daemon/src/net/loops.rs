@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 
 use ipsec_core::stats::Drop;
 use ipsec_core::{Ipsec, Packet, Payload, Results, Via, HEADROOM};
+use ipsec_wire::destination;
 use nix::sys::socket::{MultiHeaders, SockaddrIn, SockaddrIn6};
 use socket2::Socket;
 use tun_rs::VIRTIO_NET_HDR_LEN;
@@ -14,7 +15,7 @@ use tun_rs::VIRTIO_NET_HDR_LEN;
 use super::receive::{Received, Receiver, LARGEST};
 use super::sockets::{buffer_size, Family};
 use super::spread::TunQueues;
-use super::transmit::{destination, NetSink};
+use super::transmit::NetSink;
 use crate::afpacket::Links;
 use crate::batch::{Pool, BATCH};
 use crate::coalesce::{Coalescer, VIRTIO_HDR};

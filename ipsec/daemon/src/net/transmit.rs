@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use ipsec_core::{Packet, Sink};
-use ipsec_wire::{ipv4, ipv6, udp, IpProtocol};
+use ipsec_wire::{destination, ipv4, ipv6, udp, IpProtocol};
 use nix::sys::socket::{
     sendmmsg, sendmsg, ControlMessage, MsgFlags, MultiHeaders, SockaddrIn, SockaddrIn6, SockaddrLike,
 };
@@ -52,15 +52,6 @@ impl Sink for NetSink {
 
     fn deliver(&self, p: Packet) {
         self.deliver_one(p);
-    }
-}
-
-/// Where a whole outbound packet goes: its family and destination address.
-pub(super) fn destination(b: &[u8]) -> Option<IpAddr> {
-    match b.first()? >> 4 {
-        4 => ipv4::Packet::new_checked(b).ok().map(|p| p.dst_addr().into()),
-        6 => ipv6::Packet::new_checked(b).ok().map(|p| p.dst_addr().into()),
-        _ => None,
     }
 }
 
