@@ -1,5 +1,6 @@
-//! The packet path's shared parts: the packets and results that cross the core's API, the
-//! state both directions use, and how a batch's requests meet ocf ([`Batch`]).
+//! The packet path's shared parts: what crosses the core's API besides the packets
+//! themselves (`crate::packet`): results, payloads, where a packet came from; the state
+//! both directions use; and how a batch's requests meet ocf ([`Batch`]).
 //!
 //! ocf's "more follow" hint (the seed paper's batching, [`ocf::Flags::MORE`]) is exact: each
 //! request is held back until the next one of the batch is ready, and goes with the hint

@@ -5,6 +5,8 @@
 //!  TUN queue i ─ recv_multiple (GSO split) ─ tun_loop i ─ Ipsec::output(batch) ─┐
 //!                                                                                │ Results.transmit
 //!            transmit: runs to one peer as one UDP GSO send, the rest ◄──────────┘  one sendmmsg ──► network
+//!                      (raw ESP through the packet socket where the next hop is known,
+//!                       crate::afpacket; a send refused as too big tells the core's path MTU)
 //!  network ─ raw ESP socket ─ esp_loop ─ Ipsec::input(batch, Via::Esp) (IPv4: header kept)
 //!                                      └ Ipsec::input_payloads(batch)  (IPv6: header taken off)
 //!  network ─ UDP --udp-port (GRO), socket i ─ udp_loop i ─ Ipsec::input_payloads(batch) ─┐
@@ -26,8 +28,8 @@
 //! - [`spread`]: `--threads N`: N TUN queues and N UDP sockets per family, the kernel
 //!   spreading packets over them by flow (TUN) and by SPI (UDP), a TUN loop and a UDP loop
 //!   per family on each.
-//! - [`transmit`]: sending a batch's results, and [`NetSink`] for what an asynchronous
-//!   driver finishes later.
+//! - [`transmit`]: sending a batch's results (UDP GSO runs, the packet socket, the raw IP
+//!   sockets), and [`NetSink`] for what an asynchronous driver finishes later.
 //! - `counters`: the I/O's own counters.
 //!
 //! Nothing is rebuilt for the core: ESP in UDP reaches it as the datagram's payload with the
