@@ -357,6 +357,12 @@ pub enum Request {
     FlushPolicies,
     /// `spddump`.
     DumpPolicies,
+    /// `getspi src dst proto [min A max B]` (RFC 2367 SADB_GETSPI): reserve an unused SPI
+    /// in `[min, max]` as a larval SA ([`crate::larval`]).
+    GetSpi { src: IpAddr, dst: IpAddr, proto: Proto, range: (u32, u32) },
+    /// `update` (RFC 2367 SADB_UPDATE): give a larval SA its keys, or replace an installed
+    /// SA with the same id.
+    UpdateSa(SaSpec),
 }
 
 /// A request and where it came from (a configuration file's line and column), so an error

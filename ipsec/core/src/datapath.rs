@@ -39,6 +39,7 @@ use std::time::Instant;
 
 use ocf::{Callback, Framework};
 
+use crate::acquire::AcquireLimits;
 use crate::db::{ControlError, Databases, Response, Transaction};
 use crate::path::{Batch, Shared};
 use crate::pmtu::{self, IcmpFrom, Learned};
@@ -75,6 +76,7 @@ impl Ipsec {
         for sa in t.commit() {
             self.shared.attach(&sa);
         }
+        self.shared.release_acquired();
         Ok(r)
     }
 
@@ -108,6 +110,19 @@ impl Ipsec {
         self.shared.clock.set(now);
         let ev = self.shared.db.sad.tick();
         self.shared.push_events(ev);
+        self.shared.expire_acquires(now);
+        let ev = self.shared.db.larval.expire(now);
+        self.shared.push_events(ev);
+    }
+
+    /// How many packets ACQUIRE holds, for how long ([`crate::acquire`]).
+    pub fn set_acquire_limits(&self, limits: AcquireLimits) {
+        self.shared.acquires.set_limits(limits);
+    }
+
+    /// How many outbound packets wait for an SA now ([`crate::acquire`]).
+    pub fn held_packets(&self) -> usize {
+        self.shared.acquires.held()
     }
 
     /// An ICMP error from the network (the ICMP message; see [`IcmpFrom`]): a path MTU

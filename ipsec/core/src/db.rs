@@ -20,15 +20,17 @@ use std::time::Duration;
 
 use ocf::Framework;
 
-use crate::control::{PolicySpec, Request, SaSpec};
+use crate::control::{PolicySpec, Request, SaId, SaSpec};
+use crate::larval::{self, Larval, LarvalError};
 use crate::sad::{self, Installed, Sa, SaState, Sad, SadError};
 use crate::spd::{self, Spd, SpdError};
 use crate::stats::Stats;
 
-/// The SAD and SPD together.
+/// The SAD and SPD together, and the larval SAs GETSPI reserved.
 pub struct Databases {
     pub sad: Sad,
     pub spd: Spd,
+    pub larval: Larval,
 }
 
 /// What an SA looks like from outside (setkey `get` and `dump`).
@@ -62,6 +64,8 @@ pub enum Response {
     Sa(Box<SaInfo>),
     Sas(Vec<SaInfo>),
     Policies(Vec<PolicySpec>),
+    /// GETSPI: the larval SA, with the SPI it reserved.
+    Larval(SaId),
 }
 
 /// Why a request failed.
@@ -69,6 +73,7 @@ pub enum Response {
 pub enum ControlError {
     Sad(SadError),
     Spd(SpdError),
+    Larval(LarvalError),
 }
 
 impl std::fmt::Display for ControlError {
@@ -76,6 +81,7 @@ impl std::fmt::Display for ControlError {
         match self {
             ControlError::Sad(e) => e.fmt(f),
             ControlError::Spd(e) => e.fmt(f),
+            ControlError::Larval(e) => e.fmt(f),
         }
     }
 }
@@ -84,12 +90,12 @@ impl std::error::Error for ControlError {}
 
 impl Databases {
     pub fn new(fw: Framework) -> Databases {
-        Databases { sad: Sad::new(fw), spd: Spd::default() }
+        Databases { sad: Sad::new(fw), spd: Spd::default(), larval: Larval::default() }
     }
 
     /// Starts a change of both databases; waits for any other writer.
     pub fn transaction(&self) -> Transaction<'_> {
-        Transaction { sad: self.sad.writer(), spd: self.spd.writer() }
+        Transaction { sad: self.sad.writer(), spd: self.spd.writer(), larval: self.larval.writer() }
     }
 }
 
@@ -98,6 +104,7 @@ impl Databases {
 pub struct Transaction<'a> {
     sad: sad::Writer<'a>,
     spd: spd::Writer<'a>,
+    larval: larval::Writer<'a>,
 }
 
 impl Transaction<'_> {
@@ -113,7 +120,9 @@ impl Transaction<'_> {
                 Response::Sa(Box::new(SaInfo::of(&self.sad.get(id).ok_or(E(SadError::NotFound))?)))
             }
             Request::DeleteSa(id) => {
-                self.sad.delete(id).map_err(E)?;
+                if !self.larval.remove(id) {
+                    self.sad.delete(id).map_err(E)?;
+                }
                 Response::Done(1)
             }
             Request::DeleteAllSa { src, dst, proto } => {
@@ -134,12 +143,38 @@ impl Transaction<'_> {
                 Response::Done(0)
             }
             Request::DumpPolicies => Response::Policies(self.spd.dump()),
+            Request::GetSpi { src, dst, proto, range } => {
+                if !sad::supports(*proto) {
+                    return Err(E(SadError::Unsupported(*proto)));
+                }
+                let id = SaId { src: *src, dst: *dst, proto: *proto, spi: 0 };
+                let (sad, n) = (&self.sad, self.sad.len());
+                let larval = self.larval.reserve(id, *range, |spi| sad.spi_holder(spi, *dst).is_some(), n);
+                Response::Larval(larval.map_err(ControlError::Larval)?)
+            }
+            Request::UpdateSa(spec) => {
+                self.update_sa(spec.clone())?;
+                Response::Done(1)
+            }
         })
+    }
+
+    /// UPDATE (RFC 2367 SADB_UPDATE): a larval SA with `spec`'s id gets its keys, or the
+    /// installed SA with that id is replaced (continued if its keys are the same).
+    pub fn update_sa(&mut self, spec: SaSpec) -> Result<Installed, ControlError> {
+        let id = SaId { src: spec.src, dst: spec.dst, proto: spec.proto, spi: spec.spi };
+        if !self.larval.remove(&id) && self.sad.delete(&id).is_err() {
+            return Err(ControlError::Larval(LarvalError::NotFound));
+        }
+        self.sad.add(spec).map_err(ControlError::Sad)
     }
 
     /// Installs an SA; if this transaction removed the SA with the same addresses, SPI
     /// and keys, the new one goes on with its sequence number and replay window.
     pub fn add_sa(&mut self, spec: SaSpec) -> Result<Installed, ControlError> {
+        if let Some(larval) = self.larval.holder(spec.spi, spec.dst) {
+            return Err(ControlError::Larval(LarvalError::Reserved(larval)));
+        }
         self.sad.add(spec).map_err(ControlError::Sad)
     }
 
@@ -154,6 +189,7 @@ impl Transaction<'_> {
         // SAs first: a new policy must find its SAs.
         let added = self.sad.commit();
         self.spd.commit();
+        self.larval.commit();
         added
     }
 }

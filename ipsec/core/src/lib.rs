@@ -22,13 +22,17 @@
 //! - [`pmtu`]: path MTU per SA, learned from ICMP errors on the outer path; ICMP errors
 //!   to inner senders whose packets no longer fit (RFC 4301 §8).
 //! - [`stats`]: a counter for every reason a packet is dropped.
+//! - [`acquire`]: ACQUIRE: outbound packets that wait for an SA a key manager was asked for.
+//! - [`larval`]: GETSPI's reserved SPIs (larval SAs) until UPDATE gives them keys.
 
+pub mod acquire;
 pub mod control;
 pub mod datapath;
 pub mod db;
 pub mod esp;
 mod inbound;
 mod ipip;
+pub mod larval;
 mod outbound;
 mod packet;
 mod path;

@@ -3,7 +3,8 @@
 //! ```text
 //! packet ─ parse ─ SPD out ─┬─ bypass ─────────────────────────────────────────► results.transmit
 //!                           ├─ discard ─► drop (policy)
-//!                           └─ protect ─ SA ─ fits the path MTU? (pmtu) no: drop, ICMP to the sender ─► results.deliver
+//!                           └─ protect ─ no SA: held, ACQUIRE (crate::acquire)
+//!                                      ─ SA ─ fits the path MTU? (pmtu) no: drop, ICMP to the sender ─► results.deliver
 //!                                         ─ seq ─ tunnel: room for the outer header (ipip)
 //!                                                   transport: the header stays in front
 //!                              ─ ESP laid out around the payload ─ outer headers emitted
@@ -106,7 +107,7 @@ impl Shared {
                     b.transmit(packet);
                     return Ok(());
                 }
-                return Err(self.drop(None, Drop::NoSa));
+                return self.acquire(packet, &f, rule, (src, dst));
             };
             let tunnel =
                 rule.mode == Mode::Tunnel || (rule.mode == Mode::Any && sa.spec.mode == Mode::Tunnel);

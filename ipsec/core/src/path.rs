@@ -18,6 +18,7 @@ use ocf::{Flags, Framework, Outcome, Request};
 
 use ipsec_wire::Summary;
 
+use crate::acquire;
 use crate::db::Databases;
 use crate::packet::Packet;
 use crate::pmtu;
@@ -107,6 +108,8 @@ pub(crate) struct Shared {
     /// ICMP errors to inner senders.
     pub(crate) clock: pmtu::Clock,
     pub(crate) icmp_limit: pmtu::RateLimit,
+    /// Packets waiting for an SA a key manager was asked for ([`crate::acquire`]).
+    pub(crate) acquires: acquire::Pending,
 }
 
 /// What finishes a synchronous driver's outcome for `sa` into the batch's results (the
@@ -199,6 +202,7 @@ impl Shared {
             events: Mutex::new(Vec::new()),
             clock: pmtu::Clock::new(),
             icmp_limit: pmtu::RateLimit::new(),
+            acquires: acquire::Pending::default(),
         }
     }
 
@@ -224,13 +228,13 @@ impl Shared {
         }
         let st = sa.counters.snapshot();
         match sa.charge(st.packets_out + st.packets_in + 1, st.bytes_out + st.bytes_in + len as u64) {
-            Some(SaState::Dead) => {
+            Some((SaState::Dead, by)) => {
                 self.db.sad.reap(&sa.id);
-                self.push_events([Event::HardExpired(sa.id)]);
+                self.push_events([Event::HardExpired { sa: sa.id, by }]);
                 true
             }
-            Some(SaState::Dying) => {
-                self.push_events([Event::SoftExpired(sa.id)]);
+            Some((SaState::Dying, by)) => {
+                self.push_events([Event::SoftExpired { sa: sa.id, by }]);
                 false
             }
             _ => false,

@@ -144,20 +144,45 @@ impl std::fmt::Debug for Sa {
     }
 }
 
+/// Which of a lifetime's limits ran out (RFC 2367's CURRENT lifetime against the HARD or
+/// SOFT one): its age, its bytes or its packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    Time,
+    Bytes,
+    Packets,
+}
+
+impl Limit {
+    pub fn name(self) -> &'static str {
+        match self {
+            Limit::Time => "time",
+            Limit::Bytes => "bytes",
+            Limit::Packets => "packets",
+        }
+    }
+}
+
 /// What happened to an SA that its owner should hear about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
     /// The peer of an ESP-in-UDP SA sent an authenticated packet from another UDP port:
     /// the SAs to it now send there ([`Sad::float`]).
     PeerMoved { sa: SaId, from: u16, to: u16 },
-    /// A soft lifetime ran out: re-key soon.
-    SoftExpired(SaId),
-    /// A hard lifetime ran out: the SA was removed.
-    HardExpired(SaId),
+    /// A soft lifetime ran out (`by` says which): re-key soon.
+    SoftExpired { sa: SaId, by: Limit },
+    /// A hard lifetime ran out (`by` says which): the SA was removed.
+    HardExpired { sa: SaId, by: Limit },
     /// The sequence number space is used up: the SA no longer sends.
     SeqExhausted(SaId),
     /// An ICMP error from the path lowered the SA's path MTU to `mtu` ([`crate::pmtu`]).
     PathMtu { sa: SaId, mtu: u32 },
+    /// Outbound traffic needs an SA that does not exist: a key manager should make it
+    /// ([`crate::acquire`]).
+    Acquire(crate::acquire::Acquire),
+    /// An SPI that GETSPI reserved was not given keys (UPDATE) in time, and is free again
+    /// ([`crate::larval`]).
+    LarvalExpired(SaId),
 }
 
 impl Sa {
@@ -245,17 +270,25 @@ impl Sa {
     }
 
     /// Charges the SA's packets and bytes so far against the lifetimes (bytes and packets;
-    /// time is [`Sad::tick`]'s). Returns the transition it caused, if any.
-    pub(crate) fn charge(&self, packets: u64, bytes: u64) -> Option<SaState> {
-        let over =
-            |l: &Lifetime| l.packets.is_some_and(|n| packets > n) || l.bytes.is_some_and(|n| bytes > n);
-        if over(&self.spec.hard) {
-            return self.to_dead().then_some(SaState::Dead);
+    /// time is [`Sad::tick`]'s). Returns the transition it caused, if any, and which limit
+    /// caused it (packets before bytes when one packet crosses both).
+    pub(crate) fn charge(&self, packets: u64, bytes: u64) -> Option<(SaState, Limit)> {
+        let over = |l: &Lifetime| {
+            if l.packets.is_some_and(|n| packets > n) {
+                Some(Limit::Packets)
+            } else if l.bytes.is_some_and(|n| bytes > n) {
+                Some(Limit::Bytes)
+            } else {
+                None
+            }
+        };
+        if let Some(by) = over(&self.spec.hard) {
+            return self.to_dead().then_some((SaState::Dead, by));
         }
-        if over(&self.spec.soft) && self.to_dying() {
-            return Some(SaState::Dying);
+        match over(&self.spec.soft) {
+            Some(by) if self.to_dying() => Some((SaState::Dying, by)),
+            _ => None,
         }
-        None
     }
 }
 
@@ -281,6 +314,11 @@ pub enum SadError {
     Transform(TransformError),
     /// ocf refused the session (no driver, weak key, …).
     Crypto(ocf::Error),
+}
+
+/// Whether the SAD installs SAs of `proto`.
+pub(crate) fn supports(proto: Proto) -> bool {
+    matches!(proto, Proto::Esp | Proto::EspUdp)
 }
 
 /// An SA named in a message: addresses, protocol and SPI (never its keys).
@@ -482,11 +520,11 @@ impl Sad {
             let age = sa.age().as_secs();
             if sa.spec.hard.seconds.is_some_and(|s| age >= s) {
                 gone.push(sa.id);
-                events.push(Event::HardExpired(sa.id));
+                events.push(Event::HardExpired { sa: sa.id, by: Limit::Time });
             } else if sa.state() == SaState::Dead {
                 gone.push(sa.id);
             } else if sa.spec.soft.seconds.is_some_and(|s| age >= s) && sa.to_dying() {
-                events.push(Event::SoftExpired(sa.id));
+                events.push(Event::SoftExpired { sa: sa.id, by: Limit::Time });
             }
         }
         if !gone.is_empty() {
@@ -598,7 +636,7 @@ impl<'a> Writer<'a> {
     /// Installs an SA (setkey `add`). If this change removed an SA with the same addresses,
     /// protocol, SPI and keys, the new one continues its state ([`Installed::Continued`]).
     pub(crate) fn add(&mut self, spec: SaSpec) -> Result<Installed, SadError> {
-        if !matches!(spec.proto, Proto::Esp | Proto::EspUdp) {
+        if !supports(spec.proto) {
             return Err(SadError::Unsupported(spec.proto));
         }
         if spec.spi < 256 {
@@ -676,6 +714,17 @@ impl<'a> Writer<'a> {
     fn remove_where(&mut self, gone: impl Fn(&Sa) -> bool) -> usize {
         let ids: Vec<SaId> = self.read(|t| t.by_id.values().filter(|sa| gone(sa)).map(|sa| sa.id).collect());
         ids.iter().filter(|id| self.remove(id)).count()
+    }
+
+    /// The SA that holds `spi` at `dst` as this change leaves it, if one does, and how
+    /// many SAs there are (GETSPI's search, [`crate::larval`]).
+    pub(crate) fn spi_holder(&self, spi: u32, dst: IpAddr) -> Option<SaId> {
+        self.read(|t| t.inbound.get(&(spi, dst)).map(|sa| sa.id))
+    }
+
+    /// How many SAs this change leaves.
+    pub(crate) fn len(&self) -> usize {
+        self.read(|t| t.by_id.len())
     }
 
     /// One SA as this change leaves it (setkey `get`).

@@ -9,6 +9,8 @@
 //!
 //! ```text
 //! add [-46n] src[port] dst[port] proto spi [extensions] algorithms ;
+//! update [-46n] src[port] dst[port] proto spi [extensions] algorithms ;
+//! getspi [-46n] src dst proto [min spi max spi] ;
 //! get | delete [-46n] src dst proto spi ;
 //! deleteall [-46n] src dst proto ;
 //! flush [proto] ;      dump [proto] ;
@@ -34,6 +36,12 @@
 //! Statements end with `;` and may span lines; `#` starts a comment that runs to the end of
 //! the line. An address, its prefix length and its port are written without spaces between
 //! them, as in every setkey example.
+//!
+//! `getspi` and `update` are the key manager's (PF_KEY's SADB_GETSPI and SADB_UPDATE, which
+//! FreeBSD's setkey does not offer as commands; [`crate::larval`]): `getspi` reserves an
+//! unused SPI, in the range `min`/`max` as `ip xfrm state allocspi` writes it, and answers
+//! with it; `update` is written as `add` and gives that larval SA its keys (or replaces an
+//! installed SA with the same addresses, protocol and SPI).
 //!
 //! Where this parser differs from setkey, and why:
 //! - `-r` counts packets (as Linux's PF_KEY does; FreeBSD's counts octets of bitmap), and an SA
@@ -93,8 +101,8 @@ const NATT_PORT: u16 = 4500;
 /// The largest `unique:N` the setkey manual allows.
 const MAX_UNIQUE: u32 = 32767;
 
-const COMMANDS: &str =
-    "a command (add, get, delete, deleteall, flush, dump, spdadd, spddelete, spdflush or spddump)";
+const COMMANDS: &str = "a command (add, update, getspi, get, delete, deleteall, flush, dump, spdadd, \
+     spddelete, spdflush or spddump)";
 const PROTOCOLS: &str = "a protocol (esp, esp-udp, ah or ipcomp)";
 const EXTENSIONS: &str = "-m, -r, -u, -f, -lh, -ls, -bh, -bs";
 const UPPERS: &str =
@@ -390,6 +398,15 @@ impl<'a> Parser<'a> {
         };
         let item = match command {
             "add" => Request::AddSa(self.add()?),
+            "update" => Request::UpdateSa(self.add()?),
+            "getspi" => {
+                let family = self.family()?;
+                let (src, dst) = self.sa_addresses(family)?;
+                let proto = self.proto()?;
+                let range = self.spi_range()?;
+                self.end()?;
+                Request::GetSpi { src, dst, proto, range }
+            }
             "get" | "delete" => {
                 let family = self.family()?;
                 let (src, dst) = self.sa_addresses(family)?;
@@ -454,6 +471,27 @@ impl<'a> Parser<'a> {
             _ => return Err(t.expected(COMMANDS)),
         };
         Ok(Some(Located { line: t.line, column: t.col, item }))
+    }
+
+    /// getspi's optional `min SPI max SPI` (as `ip xfrm state allocspi` writes it); without
+    /// it, [`crate::larval::SPI_RANGE`].
+    fn spi_range(&mut self) -> Result<(u32, u32), SetkeyError> {
+        if !self.peek()?.is_word("min") {
+            return Ok(crate::larval::SPI_RANGE);
+        }
+        self.next()?;
+        let min = self.spi()?;
+        let t = self.peek()?;
+        if !t.is_word("max") {
+            return Err(t.expected("`max` and the highest SPI of the range"));
+        }
+        self.next()?;
+        let at = self.peek()?;
+        let max = self.spi()?;
+        if max < min {
+            return Err(at.err(format!("the range is empty: max {max:#x} is below min {min:#x}")));
+        }
+        Ok((min, max))
     }
 
     /// `-4`, `-6`, `-n`, in any number and combination (the last of `-4`/`-6` wins, as in
@@ -1159,6 +1197,16 @@ enum Keys {
 fn write_request(s: &mut String, r: &Request, keys: Keys) -> fmt::Result {
     match r {
         Request::AddSa(sa) => write_add(s, sa, keys),
+        Request::UpdateSa(sa) => {
+            let mut add = String::new();
+            write_add(&mut add, sa, keys)?;
+            s.push_str("update");
+            s.push_str(add.strip_prefix("add").unwrap_or(&add));
+            Ok(())
+        }
+        Request::GetSpi { src, dst, proto, range: (min, max) } => {
+            write!(s, "getspi {src} {dst} {} min {min:#x} max {max:#x} ;", proto.name())
+        }
         Request::GetSa(id) => write!(s, "get {} {} {} {:#x} ;", id.src, id.dst, id.proto.name(), id.spi),
         Request::DeleteSa(id) => {
             write!(s, "delete {} {} {} {:#x} ;", id.src, id.dst, id.proto.name(), id.spi)

@@ -57,8 +57,18 @@ pub enum Drop {
     /// ([`crate::Ipsec::set_default_policy`]; ipsecd: only protected traffic belongs in
     /// its TUN).
     NoPolicy,
-    /// Outbound: policy requires ESP but no usable SA exists.
+    /// Outbound: policy requires ESP but no usable SA exists (and packets are not held for
+    /// one: [`crate::acquire::AcquireLimits::packets`] 0, or the policy went meanwhile).
     NoSa,
+    /// Outbound: waiting for an SA (ACQUIRE), the packets held for the policy and
+    /// destination are already as many as [`crate::acquire::AcquireLimits::packets`].
+    HoldFull,
+    /// Outbound: held for an SA (ACQUIRE) that did not come within
+    /// [`crate::acquire::AcquireLimits::timeout`].
+    HoldTimeout,
+    /// Outbound: no SA, and no room to hold the packet: as many ACQUIREs pending, or as many
+    /// bytes held, as [`crate::acquire::AcquireLimits`] allows.
+    AcquireTableFull,
     /// The SA's hard lifetime ran out; the SA is gone.
     Expired,
     /// The SA's sequence number space is used up; it must be re-keyed (no nonce reuse).
@@ -105,6 +115,9 @@ impl Drop {
         Drop::Policy,
         Drop::NoPolicy,
         Drop::NoSa,
+        Drop::HoldFull,
+        Drop::HoldTimeout,
+        Drop::AcquireTableFull,
         Drop::Expired,
         Drop::SeqExhausted,
         Drop::TooBig,
@@ -137,6 +150,9 @@ impl Drop {
             Drop::Policy => "policy",
             Drop::NoPolicy => "no_policy",
             Drop::NoSa => "no_sa",
+            Drop::HoldFull => "acquire_hold_full",
+            Drop::HoldTimeout => "acquire_timeout",
+            Drop::AcquireTableFull => "acquire_table_full",
             Drop::Expired => "expired",
             Drop::SeqExhausted => "seq_exhausted",
             Drop::TooBig => "too_big",

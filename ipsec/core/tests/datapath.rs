@@ -12,82 +12,18 @@ use ipsec_core::control::{
     Action, AuthAlg, Dir, EncAlg, KeyBytes, Level, Lifetime, Mode, NatT, PolicySpec, Prefix, Proto, Request,
     Rule, SaSpec, Selector, Upper,
 };
-use ipsec_core::sad::Event;
+use ipsec_core::sad::{Event, Limit};
 use ipsec_core::stats::Drop;
 use ipsec_core::{DefaultPolicy, Packet, Payload, Via};
 
 use common::gateway::{Collect, Gateway};
+use common::packets::{checksum, datagram, ip_packet, udp_packet};
 
 /// A core whose results land in its `Collect`.
 type Gw = Gateway<Collect>;
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
-}
-
-fn checksum(b: &[u8]) -> u16 {
-    ipsec_wire::checksum::checksum(b)
-}
-
-/// An IPv4 or IPv6 UDP packet from `src` to `dst` with `n` payload bytes.
-fn udp_packet(src: IpAddr, dst: IpAddr, n: usize) -> Vec<u8> {
-    let payload: Vec<u8> = (0..n).map(|i| (i * 7 + 1) as u8).collect();
-    datagram(src, dst, 12345, 53, &payload)
-}
-
-/// An IPv4 or IPv6 UDP packet from `src`:`sport` to `dst`:`dport` carrying `payload`,
-/// with its checksum (required over IPv6, RFC 8200 §8.1; left 0 over IPv4).
-fn datagram(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
-    let mut udp = udp_header(sport, dport, payload);
-    if let (IpAddr::V6(s), IpAddr::V6(d)) = (src, dst) {
-        let mut pseudo = s.octets().to_vec();
-        pseudo.extend_from_slice(&d.octets());
-        pseudo.extend_from_slice(&(udp.len() as u32).to_be_bytes());
-        pseudo.extend_from_slice(&[0, 0, 0, 17]);
-        pseudo.extend_from_slice(&udp);
-        let c = match checksum(&pseudo) {
-            0 => 0xffff,
-            c => c,
-        };
-        udp[6..8].copy_from_slice(&c.to_be_bytes());
-    }
-    ip_packet(src, dst, 17, &udp)
-}
-
-/// `payload` behind a UDP header from `sport` to `dport`, checksum 0.
-fn udp_header(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
-    let mut udp = sport.to_be_bytes().to_vec();
-    udp.extend_from_slice(&dport.to_be_bytes());
-    udp.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-    udp.extend_from_slice(&[0, 0]);
-    udp.extend_from_slice(payload);
-    udp
-}
-
-/// An IPv4 or IPv6 packet of protocol `proto` from `src` to `dst` around `payload`.
-fn ip_packet(src: IpAddr, dst: IpAddr, proto: u8, payload: &[u8]) -> Vec<u8> {
-    let mut h = match (src, dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            let mut h = vec![0x45, 0, 0, 0, 0x12, 0x34, 0, 0, 64, proto, 0, 0];
-            h[2..4].copy_from_slice(&((20 + payload.len()) as u16).to_be_bytes());
-            h.extend_from_slice(&s.octets());
-            h.extend_from_slice(&d.octets());
-            let c = checksum(&h);
-            h[10..12].copy_from_slice(&c.to_be_bytes());
-            h
-        }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            let mut h = vec![0x60, 0, 0, 0];
-            h.extend_from_slice(&(payload.len() as u16).to_be_bytes());
-            h.extend_from_slice(&[proto, 64]);
-            h.extend_from_slice(&s.octets());
-            h.extend_from_slice(&d.octets());
-            h
-        }
-        _ => unreachable!("one family"),
-    };
-    h.extend_from_slice(payload);
-    h
 }
 
 struct Algs {
@@ -379,6 +315,10 @@ fn no_sa_discard_and_bypass() {
         spi: 0x1000,
     }))
     .unwrap();
+    // Without the SA, the packet waits for one (crate::acquire); with nothing held, dropped.
+    assert_eq!(left.output(Packet::new(udp_packet(s.inner.0, s.inner.1, 8))), Ok(()));
+    assert_eq!(left.held_packets(), 1);
+    left.set_acquire_limits(ipsec_core::acquire::AcquireLimits { packets: 0, ..Default::default() });
     assert_eq!(left.output(Packet::new(udp_packet(s.inner.0, s.inner.1, 8))), Err(Drop::NoSa));
     // An outbound policy between two hosts.
     let out_policy = |src: &str, dst: &str, action| {
@@ -428,10 +368,35 @@ fn hard_packet_lifetime_removes_the_sa_and_soft_reports() {
     }
     assert_eq!(sink.take_sent().len(), 3);
     let ev = g.take_events();
-    assert!(matches!(ev.as_slice(), [Event::SoftExpired(_)]), "{ev:?}");
+    assert!(matches!(ev.as_slice(), [Event::SoftExpired { by: Limit::Packets, .. }]), "{ev:?}");
     assert_eq!(g.output(Packet::new(udp_packet(s.inner.0, s.inner.1, 8))), Err(Drop::Expired));
-    assert!(matches!(g.take_events().as_slice(), [Event::HardExpired(_)]));
-    assert_eq!(g.output(Packet::new(udp_packet(s.inner.0, s.inner.1, 8))), Err(Drop::NoSa), "the SA is gone");
+    assert!(matches!(g.take_events().as_slice(), [Event::HardExpired { by: Limit::Packets, .. }]));
+    assert_eq!(g.output(Packet::new(udp_packet(s.inner.0, s.inner.1, 8))), Ok(()), "the SA is gone: held");
+    assert!(matches!(g.take_events().as_slice(), [Event::Acquire(_)]), "and a new one asked for");
+}
+
+/// Byte lifetimes are charged by the packet path (tunnel mode: the inner packet's length),
+/// in both directions: soft once past 50 bytes, hard (the SA removed, the event naming bytes)
+/// once past 100, each said once and naming the SA.
+#[test]
+fn a_byte_lifetime_expires_through_packets() {
+    let (s, g, sink) = sending_gateway(
+        Lifetime { bytes: Some(50), ..Lifetime::default() },
+        Lifetime { bytes: Some(100), ..Lifetime::default() },
+    );
+    let id = ipsec_core::control::SaId { src: s.outer.0, dst: s.outer.1, proto: Proto::Esp, spi: 0x1000 };
+    let packet = || Packet::new(udp_packet(s.inner.0, s.inner.1, 8)); // 36 bytes
+    g.output(packet()).unwrap();
+    assert!(g.take_events().is_empty(), "36 bytes: below both");
+    g.output(packet()).unwrap();
+    assert_eq!(g.take_events(), vec![Event::SoftExpired { sa: id, by: Limit::Bytes }], "72 bytes");
+    g.output(packet()).unwrap_err();
+    assert_eq!(g.take_events(), vec![Event::HardExpired { sa: id, by: Limit::Bytes }], "108 bytes");
+    assert_eq!(sink.take_sent().len(), 2, "the packet that crossed the hard limit was not sent");
+    assert!(g.databases().sad.get(&id).is_none(), "a hard expiry deletes the SA");
+    assert_eq!(g.output(packet()), Ok(()), "held");
+    assert!(matches!(g.take_events().as_slice(), [Event::Acquire(a)] if a.dst == s.outer.1), "a new SA asked for");
+    assert_eq!(g.stats().drops(Drop::Expired), 1);
 }
 
 #[test]
@@ -478,13 +443,17 @@ fn time_lifetimes_expire_through_tick() {
     std::thread::sleep(std::time::Duration::from_millis(1100));
     g.tick();
     g.tick();
-    assert!(matches!(g.take_events().as_slice(), [Event::SoftExpired(_)]), "soft expiry is reported once");
+    assert!(
+        matches!(g.take_events().as_slice(), [Event::SoftExpired { by: Limit::Time, .. }]),
+        "soft expiry is reported once"
+    );
     g.output(Packet::new(udp_packet(s.inner.0, s.inner.1, 8))).unwrap();
     assert_eq!(sink.take_sent().len(), 1, "a dying SA still sends");
     std::thread::sleep(std::time::Duration::from_millis(1000));
     g.tick();
-    assert!(matches!(g.take_events().as_slice(), [Event::HardExpired(_)]));
-    assert_eq!(g.output(Packet::new(udp_packet(s.inner.0, s.inner.1, 8))), Err(Drop::NoSa), "the SA is gone");
+    assert!(matches!(g.take_events().as_slice(), [Event::HardExpired { by: Limit::Time, .. }]));
+    assert_eq!(g.output(Packet::new(udp_packet(s.inner.0, s.inner.1, 8))), Ok(()), "the SA is gone: held");
+    assert!(matches!(g.take_events().as_slice(), [Event::Acquire(_)]), "and a new one asked for");
 }
 
 /// Over ocf-sim's QuickAssist-like card, which completes every request later from its own

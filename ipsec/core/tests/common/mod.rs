@@ -4,4 +4,5 @@
 #![allow(dead_code)]
 
 pub mod gateway;
+pub mod packets;
 pub mod scapy;
