@@ -126,7 +126,13 @@ impl Shared {
     /// An outbound packet that `rule` (of the policy `flow` matched) protects, with no SA
     /// from `src` to `dst`: held and, the first time for its policy and destination,
     /// announced ([`Event::Acquire`]). `Ok`: held; `Err`: dropped and counted.
-    pub(crate) fn acquire(&self, packet: Packet, flow: &Flow, rule: Rule, (src, dst): (IpAddr, IpAddr)) -> Result<(), Drop> {
+    pub(crate) fn acquire(
+        &self,
+        packet: Packet,
+        flow: &Flow,
+        rule: Rule,
+        (src, dst): (IpAddr, IpAddr),
+    ) -> Result<(), Drop> {
         // The policy again (this is the slow path: the hot one does not carry it out).
         let Some((id, policy)) = self.db.spd.lookup_with(Dir::Out, flow, |p| (p.id, p.spec.selector)) else {
             return Err(self.drop(None, Drop::NoSa));
@@ -140,7 +146,8 @@ impl Shared {
             if t.entries.len() >= limits.entries {
                 return Err(self.drop(None, Drop::AcquireTableFull));
             }
-            let acquire = Acquire { src, dst, proto: rule.proto, mode: rule.mode, reqid, policy, flow: *flow };
+            let acquire =
+                Acquire { src, dst, proto: rule.proto, mode: rule.mode, reqid, policy, flow: *flow };
             t.entries.insert(key, Entry { acquire, since: Instant::now(), packets: VecDeque::new() });
             self.push_events([Event::Acquire(acquire)]);
         }
@@ -198,8 +205,12 @@ impl Shared {
     pub(crate) fn expire_acquires(&self, now: Instant) {
         let mut t = self.acquires.table();
         let timeout = t.limits.timeout;
-        let old: Vec<Key> =
-            t.entries.iter().filter(|(_, e)| now.duration_since(e.since) >= timeout).map(|(k, _)| *k).collect();
+        let old: Vec<Key> = t
+            .entries
+            .iter()
+            .filter(|(_, e)| now.duration_since(e.since) >= timeout)
+            .map(|(k, _)| *k)
+            .collect();
         for k in old {
             if let Some(e) = t.remove(&k) {
                 e.packets.iter().for_each(|_| {

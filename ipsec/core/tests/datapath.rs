@@ -395,7 +395,10 @@ fn a_byte_lifetime_expires_through_packets() {
     assert_eq!(sink.take_sent().len(), 2, "the packet that crossed the hard limit was not sent");
     assert!(g.databases().sad.get(&id).is_none(), "a hard expiry deletes the SA");
     assert_eq!(g.output(packet()), Ok(()), "held");
-    assert!(matches!(g.take_events().as_slice(), [Event::Acquire(a)] if a.dst == s.outer.1), "a new SA asked for");
+    assert!(
+        matches!(g.take_events().as_slice(), [Event::Acquire(a)] if a.dst == s.outer.1),
+        "a new SA asked for"
+    );
     assert_eq!(g.stats().drops(Drop::Expired), 1);
 }
 

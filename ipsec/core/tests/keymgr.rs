@@ -27,7 +27,8 @@ fn ip(s: &str) -> IpAddr {
 }
 
 /// The SA both gateways get (tunnel 192.0.2.1 → 192.0.2.2, AES-GCM).
-const SA: &str = "add 192.0.2.1 192.0.2.2 esp 0x1000 -m tunnel -E aes-gcm-16 0x0102030405060708090a0b0c0d0e0f1011121314 ;";
+const SA: &str =
+    "add 192.0.2.1 192.0.2.2 esp 0x1000 -m tunnel -E aes-gcm-16 0x0102030405060708090a0b0c0d0e0f1011121314 ;";
 const OUT: &str = "spdadd 10.1.0.0/24 10.2.0.0/24 any -P out ipsec esp/tunnel/192.0.2.1-192.0.2.2/require ;";
 const IN: &str = "spdadd 10.1.0.0/24 10.2.0.0/24 any -P in ipsec esp/tunnel/192.0.2.1-192.0.2.2/require ;";
 
@@ -61,8 +62,14 @@ fn acquire_asks_once_holds_and_releases_when_the_sa_comes() {
     assert_eq!(results[8..], [Err(Drop::HoldFull); 2]);
     let ev = left.take_events();
     let [Event::Acquire(a)] = ev.as_slice() else { panic!("one ACQUIRE: {ev:?}") };
-    assert_eq!((a.src, a.dst, a.proto, a.mode, a.reqid), (ip("192.0.2.1"), ip("192.0.2.2"), Proto::Esp, Mode::Tunnel, 0));
-    assert_eq!((a.flow.src, a.flow.dst, a.flow.proto, a.flow.dport), (ip("10.1.0.1"), ip("10.2.0.7"), 17, 53));
+    assert_eq!(
+        (a.src, a.dst, a.proto, a.mode, a.reqid),
+        (ip("192.0.2.1"), ip("192.0.2.2"), Proto::Esp, Mode::Tunnel, 0)
+    );
+    assert_eq!(
+        (a.flow.src, a.flow.dst, a.flow.proto, a.flow.dport),
+        (ip("10.1.0.1"), ip("10.2.0.7"), 17, 53)
+    );
     assert_eq!(a.policy.dst.addr, ip("10.2.0.0"));
     assert!(ls.take_sent().is_empty(), "nothing sent without an SA");
     assert_eq!(left.held_packets(), 8);
@@ -94,7 +101,8 @@ fn acquire_times_out_asks_again_and_is_bounded() {
     }
     g.output(packet("10.2.0.2", 8)).unwrap();
     let ev = g.take_events();
-    let dsts: Vec<IpAddr> = ev.iter().map(|e| if let Event::Acquire(a) = e { a.dst } else { panic!("{e:?}") }).collect();
+    let dsts: Vec<IpAddr> =
+        ev.iter().map(|e| if let Event::Acquire(a) = e { a.dst } else { panic!("{e:?}") }).collect();
     assert_eq!(dsts, [ip("10.2.0.1"), ip("10.2.0.2")], "transport mode: one per destination");
     assert_eq!(g.output(packet("10.2.0.3", 8)), Err(Drop::AcquireTableFull));
     assert!(g.take_events().is_empty(), "no room, no ACQUIRE");
@@ -105,7 +113,10 @@ fn acquire_times_out_asks_again_and_is_bounded() {
     assert_eq!(g.held_packets(), 0);
     assert_eq!(g.stats().drops(Drop::HoldTimeout), 4);
     g.output(packet("10.2.0.1", 8)).unwrap();
-    assert!(matches!(g.take_events().as_slice(), [Event::Acquire(a)] if a.dst == ip("10.2.0.1")), "asked again");
+    assert!(
+        matches!(g.take_events().as_slice(), [Event::Acquire(a)] if a.dst == ip("10.2.0.1")),
+        "asked again"
+    );
 }
 
 /// Held packets are bounded in bytes too, whatever their number.
@@ -125,7 +136,8 @@ fn held_bytes_are_bounded() {
 #[test]
 fn a_use_policy_asks_for_nothing() {
     let (g, sink) = gateway();
-    setkey(&g, "spdadd 10.1.0.0/24 10.2.0.0/24 any -P out ipsec esp/tunnel/192.0.2.1-192.0.2.2/use ;").unwrap();
+    setkey(&g, "spdadd 10.1.0.0/24 10.2.0.0/24 any -P out ipsec esp/tunnel/192.0.2.1-192.0.2.2/use ;")
+        .unwrap();
     g.output(packet("10.2.0.1", 8)).unwrap();
     assert_eq!(sink.take_sent().len(), 1);
     assert!(g.take_events().is_empty());

@@ -941,10 +941,10 @@ fn error_positions() {
     );
     // Unknown commands list the valid ones.
     err_at(
-        "flush ;\n\tupdate 10.0.0.1 10.0.0.2 esp 1000 ;",
+        "flush ;\n\treplace 10.0.0.1 10.0.0.2 esp 1000 ;",
         2,
         2,
-        &["expected a command (add, get, delete", "found `update`"],
+        &["expected a command (add, update, getspi, get, delete", "found `replace`"],
     );
     err_at(";", 1, 1, &["expected a command", "found `;`"]);
     err_at("\"flush\" ;", 1, 1, &["expected a command", "found a quoted string"]);

@@ -72,7 +72,8 @@ impl Desired {
         let mut policies = Ordered::new();
         for r in reqs {
             match &r.item {
-                Request::AddSa(s) => sas.insert(id(s), s.clone()),
+                // In a file, update says what the SA is, as add does.
+                Request::AddSa(s) | Request::UpdateSa(s) => sas.insert(id(s), s.clone()),
                 Request::DeleteSa(i) => sas.remove(i),
                 Request::DeleteAllSa { src, dst, proto } => {
                     sas.retain(|x: &SaSpec| !(x.src == *src && x.dst == *dst && x.proto == *proto))
@@ -81,7 +82,8 @@ impl Desired {
                 Request::AddPolicy(p) => policies.insert((p.selector, p.dir), p.clone()),
                 Request::DeletePolicy { selector, dir } => policies.remove(&(*selector, *dir)),
                 Request::FlushPolicies => policies = Ordered::new(),
-                Request::GetSa(_) | Request::DumpSa(_) | Request::DumpPolicies => {}
+                // getspi reserves for a key manager at run time: nothing a file keeps.
+                Request::GetSa(_) | Request::DumpSa(_) | Request::DumpPolicies | Request::GetSpi { .. } => {}
             }
         }
         Desired { sas: sas.values(), policies: policies.values() }

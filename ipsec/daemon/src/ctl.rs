@@ -9,7 +9,16 @@
 //! verb    := "setkey"            body: setkey(8) statements, parsed by ipsec_core::setkey
 //!          | "stats"             body: empty
 //! reply   := *("working" "\n") ("ok" | "error") "\n" text      (the daemon then closes)
+//!
+//! monitor := "monitor" "\n"       (the client keeps its sending half open)
+//! stream  := "ok" "\n" *(event "\n")  | "error" "\n" text
 //! ```
+//!
+//! `monitor` subscribes to the daemon's events ([`crate::monitor`] documents each line):
+//! the daemon answers `ok` once the subscription holds, then writes one line per event
+//! until the client closes the connection or shuts down its sending half (so a client
+//! such as `socat` must keep its input open). A client that reads too slowly loses
+//! events, and is told how many where they were lost (`overflow lost=N`).
 //!
 //! A `setkey` body is parsed whole before anything is applied, so a malformed request
 //! changes nothing; its error names the line and column. Statements are then applied in
@@ -29,7 +38,7 @@
 //!   set; either way it says that the outcome is unknown, never that the request failed.
 //!   So a large request that takes long to apply is never reported as a failure.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{BufRead, ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -72,7 +81,12 @@ pub enum Request {
     Setkey(String),
     /// Every counter: global, per SA, per drop reason.
     Stats,
+    /// Events, one line each, until the client closes ([`crate::monitor`]).
+    Monitor,
 }
+
+/// The whole of a `monitor` request (the daemon stops reading there).
+pub const MONITOR: &str = "monitor\n";
 
 impl Request {
     /// The bytes sent on the socket.
@@ -80,6 +94,7 @@ impl Request {
         match self {
             Request::Setkey(body) => format!("{SETKEY_VERB}{body}").into_bytes(),
             Request::Stats => b"stats\n".to_vec(),
+            Request::Monitor => MONITOR.as_bytes().to_vec(),
         }
     }
 
@@ -94,7 +109,11 @@ impl Request {
             "setkey" => Ok(Request::Setkey(body.to_owned())),
             "stats" if body.trim().is_empty() => Ok(Request::Stats),
             "stats" => Err("stats takes no body".to_owned()),
-            other => Err(format!("unknown request {other:?} (expected \"setkey\" or \"stats\")")),
+            "monitor" if body.trim().is_empty() => Ok(Request::Monitor),
+            "monitor" => Err("monitor takes no body".to_owned()),
+            other => {
+                Err(format!("unknown request {other:?} (expected \"setkey\", \"stats\" or \"monitor\")"))
+            }
         }
     }
 }
@@ -222,6 +241,35 @@ pub fn call(socket: &Path, req: &Request, wait: Wait) -> Result<Reply, CallError
     }
 }
 
+/// Subscribes to the daemon's events at `socket` and hands `each` every line (without its
+/// newline) until the daemon closes the connection or `each` returns false. `Err`: the
+/// daemon could not be reached, refused (its reason), or the connection failed.
+pub fn monitor(socket: &Path, mut each: impl FnMut(&str) -> bool) -> Result<(), String> {
+    let mut conn = UnixStream::connect(socket)
+        .map_err(|e| format!("cannot reach ipsecd at {}: {e}", socket.display()))?;
+    conn.set_write_timeout(Some(DEADLINE))
+        .and_then(|_| conn.write_all(MONITOR.as_bytes()))
+        .map_err(|e| format!("sending the request: {e}"))?;
+    let mut lines = std::io::BufReader::new(conn).lines();
+    match lines.next() {
+        Some(Ok(l)) if l == "ok" => {}
+        Some(Ok(l)) if l == "error" => {
+            let why: Vec<String> = lines.map_while(Result::ok).collect();
+            return Err(why.join("\n"));
+        }
+        Some(Ok(l)) => return Err(format!("malformed reply from the daemon: {l:?}")),
+        Some(Err(e)) => return Err(format!("reading the reply: {e}")),
+        None => return Err("ipsecd closed the connection without a reply".to_owned()),
+    }
+    for l in lines {
+        let l = l.map_err(|e| format!("reading events: {e}"))?;
+        if !each(&l) {
+            break;
+        }
+    }
+    Ok(())
+}
+
 /// Reads until the daemon closes: heartbeats and the reply.
 fn receive(conn: &mut UnixStream, start: Instant, wait: Wait) -> Result<Vec<u8>, CallError> {
     let mut buf = Vec::new();
@@ -259,9 +307,12 @@ mod tests {
 
     #[test]
     fn requests_and_replies_round_trip() {
-        for r in
-            [Request::Stats, Request::Setkey("flush;\nspdflush;\n".into()), Request::Setkey(String::new())]
-        {
+        for r in [
+            Request::Stats,
+            Request::Monitor,
+            Request::Setkey("flush;\nspdflush;\n".into()),
+            Request::Setkey(String::new()),
+        ] {
             assert_eq!(Request::decode(&r.encode()), Ok(r));
         }
         for r in [Ok("a\nb".to_owned()), Err("line 1, column 2: x".to_owned()), Ok(String::new())] {
@@ -276,6 +327,7 @@ mod tests {
     fn malformed_requests_are_named() {
         assert!(Request::decode(b"frobnicate\n").unwrap_err().contains("unknown request \"frobnicate\""));
         assert!(Request::decode(b"stats\nextra").unwrap_err().contains("no body"));
+        assert!(Request::decode(b"monitor\nextra").unwrap_err().contains("monitor takes no body"));
         assert!(Request::decode(&[0xff, 0xfe]).unwrap_err().contains("UTF-8"));
         assert!(decode_reply(b"maybe").unwrap_err().contains("malformed reply"));
     }

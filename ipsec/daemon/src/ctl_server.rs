@@ -28,13 +28,14 @@
 //! refusal is counted under its cause ([`Refused`], [`Counters`]) and shown by `ipsecctl
 //! stats` and the metrics endpoint.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::ctl::{self, Reply, Request};
+use crate::monitor::Hub;
 use crate::serve::{self, ReadError, WriteError};
 pub use crate::serve::{Counters, Refused};
 
@@ -70,17 +71,43 @@ impl Default for Limits {
     }
 }
 
-/// The server: its handler, bounds, counters and the lock that serialises changes.
+/// The server: its handler, bounds, counters, the lock that serialises changes, and the
+/// monitors' hub.
 pub struct Server<H> {
     handler: H,
     limits: Limits,
     counters: Arc<Counters>,
     change: Mutex<()>,
+    hub: Arc<Hub>,
 }
+
+/// How often a monitor with nothing to send looks whether its client has gone.
+const MONITOR_POLL: Duration = Duration::from_secs(1);
 
 impl<H: Handler> Server<H> {
     pub fn new(handler: H, limits: Limits) -> Arc<Self> {
-        Arc::new(Server { handler, limits, counters: Arc::default(), change: Mutex::new(()) })
+        Server::with_hub(handler, limits, Hub::default())
+    }
+
+    /// A server whose monitors subscribe to `hub`.
+    pub fn with_hub(handler: H, limits: Limits, hub: Hub) -> Arc<Self> {
+        Arc::new(Server {
+            handler,
+            limits,
+            counters: Arc::default(),
+            change: Mutex::new(()),
+            hub: Arc::new(hub),
+        })
+    }
+
+    /// The handler.
+    pub fn handler(&self) -> &H {
+        &self.handler
+    }
+
+    /// Where events are published to the `monitor` clients.
+    pub fn hub(&self) -> &Arc<Hub> {
+        &self.hub
     }
 
     pub fn counters(&self) -> &Arc<Counters> {
@@ -127,6 +154,9 @@ impl<H: Handler> Server<H> {
                 return;
             }
         };
+        if request == Request::Monitor {
+            return self.monitor(conn);
+        }
         // A client killed while sending ends its request with the same EOF as one that has
         // sent it all, and what came may be a prefix that parses. So a change is carried
         // out only if the client is still there to hear the answer: the first heartbeat,
@@ -160,6 +190,7 @@ impl<H: Handler> Server<H> {
             });
             let reply = match request {
                 Request::Stats => Ok(self.handler.stats(&self.counters)),
+                Request::Monitor => Err("monitor is served by Server::monitor".to_owned()),
                 Request::Setkey(body) => {
                     let _turn = self.turn();
                     self.handler.change(body)
@@ -168,6 +199,36 @@ impl<H: Handler> Server<H> {
             drop(done);
             reply
         })
+    }
+
+    /// `monitor`: `ok` once subscribed, then the events as they come, until the client
+    /// closes its end (looked at every [`MONITOR_POLL`] while nothing is sent) or a write
+    /// fails. Writing blocks this connection's thread alone; meanwhile the hub counts
+    /// what its queue cannot hold.
+    fn monitor(&self, mut conn: UnixStream) {
+        let Some(sub) = self.hub.subscribe() else {
+            self.counters.count(Refused::Busy);
+            let msg = format!(
+                "ipsecd has {} monitors already (the most it serves at once)",
+                self.hub.subscribers()
+            );
+            tracing::warn!("control: {msg}");
+            return self.reply(&mut conn, &Err(msg));
+        };
+        self.counters.count_answered();
+        if conn.set_write_timeout(None).and_then(|_| conn.write_all(b"ok\n")).is_err() {
+            return;
+        }
+        loop {
+            let batch = sub.next(MONITOR_POLL);
+            if batch.is_empty() {
+                if client_gone(&mut conn) {
+                    return;
+                }
+            } else if conn.write_all(&batch.encode()).is_err() {
+                return;
+            }
+        }
     }
 
     /// Writes the reply by the deadline (however slowly the client reads), then closes.
@@ -182,11 +243,27 @@ impl<H: Handler> Server<H> {
     }
 }
 
+/// Whether a monitor's client closed its end (or shut down its sending half: it has
+/// nothing more to say on a monitor connection). Bytes it sent are ignored.
+fn client_gone(conn: &mut UnixStream) -> bool {
+    let mut buf = [0u8; 256];
+    if conn.set_nonblocking(true).is_err() {
+        return true;
+    }
+    let gone = match conn.read(&mut buf) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted),
+    };
+    gone || conn.set_nonblocking(false).is_err()
+}
+
 /// Reads a whole request by the deadline. `Err(None)`: the client sent nothing and closed;
 /// `Err(Some(..))`: refused, with the reason to send back.
 fn read_request(conn: &mut UnixStream, limits: &Limits) -> Result<Request, Option<(Refused, String)>> {
     let deadline = Instant::now() + limits.deadline;
-    let buf = serve::read_by(conn, deadline, limits.max_request, |_| false).map_err(|e| {
+    // A monitor request ends at its line: its client keeps the connection open.
+    let buf = serve::read_by(conn, deadline, limits.max_request, |b| b == ctl::MONITOR.as_bytes()).map_err(|e| {
         Some(match e {
             ReadError::Deadline(n) => (
                 Refused::RequestDeadline,
@@ -259,11 +336,15 @@ mod tests {
     }
 
     fn start(name: &str, limits: Limits, work: Duration) -> Running {
+        start_with(name, limits, work, Hub::default())
+    }
+
+    fn start_with(name: &str, limits: Limits, work: Duration, hub: Hub) -> Running {
         let path = std::env::temp_dir().join(format!("ipsecd-ctl-{}-{name}.sock", std::process::id()));
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).unwrap();
         let probe = Arc::new(Probe { work, ..Probe::default() });
-        let server = Server::new(probe.clone(), limits);
+        let server = Server::with_hub(probe.clone(), limits, hub);
         let s = server.clone();
         std::thread::spawn(move || s.serve(&listener));
         Running { path, probe, server }
@@ -455,5 +536,86 @@ mod tests {
             std::thread::sleep(Duration::from_millis(100));
         }
         assert_eq!(s.server.counters().refused(Refused::RequestDeadline), 2);
+    }
+
+    /// Waits up to 3 s for `f` to hold.
+    fn eventually(what: &str, f: impl Fn() -> bool) {
+        let t = Instant::now();
+        while !f() {
+            assert!(t.elapsed() < Duration::from_secs(3), "{what}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Reads a monitor stream until `end`: the numbered events it got, and how many it was
+    /// told it lost.
+    fn tally(lines: impl Iterator<Item = String>) -> (Vec<usize>, u64) {
+        let (mut got, mut lost) = (Vec::new(), 0);
+        for l in lines {
+            if l == "end" {
+                break;
+            } else if let Some(n) = l.strip_prefix("overflow lost=") {
+                lost += n.parse::<u64>().unwrap();
+            } else {
+                got.push(l.split_whitespace().next().unwrap().strip_prefix('e').unwrap().parse().unwrap());
+            }
+        }
+        (got, lost)
+    }
+
+    /// Two monitors over the socket, one reading and one not: publishing never waits for
+    /// either; the reader gets every event in order while its queue keeps up; the one that
+    /// did not read gets what fit, in order, and is told how many it lost, so that what it
+    /// got and what it lost add up to what was published. A third is refused (bound 2), a
+    /// closed one is unsubscribed, and requests are still served meanwhile.
+    #[test]
+    fn monitors_get_every_event_or_are_told_how_many_they_lost() {
+        let s = start_with("monitor", quick(), Duration::ZERO, Hub::new(16, 2));
+        let hub = s.server.hub().clone();
+        let (tx, rx) = mpsc::channel::<String>();
+        let reader = {
+            let path = s.path.clone();
+            std::thread::spawn(move || ctl::monitor(&path, |l| tx.send(l.to_owned()).is_ok() && l != "end"))
+        };
+        let mut idle = UnixStream::connect(&s.path).unwrap();
+        idle.write_all(ctl::MONITOR.as_bytes()).unwrap();
+        let mut ok = [0u8; 3];
+        idle.read_exact(&mut ok).unwrap();
+        assert_eq!(&ok, b"ok\n");
+        eventually("two subscribers", || hub.subscribers() == 2);
+        let third = ctl::monitor(&s.path, |_| true).unwrap_err();
+        assert!(third.contains("2 monitors already"), "{third}");
+        assert!(call(&s.path, &Request::Stats, Wait::default()).unwrap().is_ok(), "requests still served");
+
+        // As many as the queue holds: the reader gets each at once, in order.
+        let pad = "x".repeat(100);
+        for i in 0..12 {
+            hub.publish(&format!("e{i} {pad}"));
+        }
+        let first: Vec<String> = (0..12).map(|_| rx.recv_timeout(Duration::from_secs(3)).unwrap()).collect();
+        assert_eq!(tally(first.into_iter().chain(["end".to_owned()])), ((0..12).collect(), 0));
+        // Far more than the idle one's socket and queue hold (400 KB): never waits.
+        let t = Instant::now();
+        for i in 12..4012 {
+            hub.publish(&format!("e{i} {pad}"));
+        }
+        assert!(t.elapsed() < Duration::from_millis(500), "publishing waited: {:?}", t.elapsed());
+        // The idle one reads now; once it has caught up, the end marker fits.
+        let idle_reader = std::thread::spawn(move || {
+            let lines = std::io::BufRead::lines(std::io::BufReader::new(idle)).map_while(Result::ok);
+            tally(lines)
+        });
+        std::thread::sleep(Duration::from_millis(700));
+        hub.publish("end");
+        let (got, lost) = idle_reader.join().unwrap();
+        assert!(lost > 0, "the idle one lost events");
+        assert!(got.windows(2).all(|w| w[0] < w[1]), "in order");
+        assert_eq!(got.len() as u64 + lost, 4012, "got and lost add up");
+        assert_eq!(&got[..12], &(0..12).collect::<Vec<_>>()[..], "what fitted first came first");
+        let (more, lost) = tally(rx.iter());
+        assert_eq!(12 + more.len() as u64 + lost, 4012, "the reader's add up too");
+        assert!(reader.join().unwrap().is_ok());
+        eventually("closed monitors unsubscribed", || hub.subscribers() == 0);
+        assert!(hub.to_string().starts_with("0 subscribers, 4013 events published"), "{hub}");
     }
 }

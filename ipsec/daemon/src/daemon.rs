@@ -229,9 +229,11 @@ pub fn run(opts: Options) -> Result<(), String> {
             routes: routes.clone(),
             reloads: reloads.clone(),
             metrics: metrics.clone(),
+            hub: std::sync::OnceLock::new(),
         },
         ctl_server::Limits::default(),
     );
+    let _ = control.handler().hub.set(control.hub().clone());
     if let Some(addr) = opts.metrics {
         let l = std::net::TcpListener::bind(addr).map_err(|e| format!("metrics address {addr}: {e}"))?;
         tracing::info!("metrics on http://{addr}/metrics");
@@ -266,7 +268,9 @@ pub fn run(opts: Options) -> Result<(), String> {
         }
         core.tick();
         for ev in core.take_events() {
-            tracing::info!("{ev:?}");
+            let line = crate::monitor::line(&ev);
+            tracing::info!("{line}");
+            control.hub().publish(&line);
         }
         if let Some(k) = &mut keepalives {
             k.run(&core, &sink);
@@ -304,15 +308,18 @@ struct Control {
     reloads: Arc<config::Reloads>,
     /// The metrics endpoint's counters, for `stats`.
     metrics: Arc<Counters>,
+    /// The server's monitor hub, for `stats` (set once the server exists).
+    hub: std::sync::OnceLock<Arc<crate::monitor::Hub>>,
 }
 
 impl Handler for Control {
     fn stats(&self, ctl: &Counters) -> String {
         format!(
-            "{}{}control: {ctl}\nmetrics: {}\n",
+            "{}{}control: {ctl}\nmetrics: {}\nmonitor: {}\n",
             metrics::stats(&self.core, &self.io, &self.reloads),
             crypto::stats(&self.fw.routing()),
-            self.metrics
+            self.metrics,
+            self.hub.get().map_or_else(String::new, |h| h.to_string())
         )
     }
 

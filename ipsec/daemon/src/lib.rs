@@ -20,6 +20,7 @@
 //! - [`config`]: the config file's reload on SIGHUP (atomic, keeps SA state) and its outcomes.
 //! - [`ctl`]: the control socket's protocol and its client.
 //! - [`ctl_server`]: the control server: concurrent clients, deadlines, changes one at a time.
+//! - [`monitor`]: the core's events as lines to `monitor` subscribers (bounded queues).
 //! - [`serve`]: a thread per connection up to a bound, whole-request and whole-reply
 //!   deadlines (the control socket and the metrics endpoint).
 
@@ -34,6 +35,7 @@ pub mod daemon;
 pub mod icmp;
 pub mod keepalive;
 pub mod metrics;
+pub mod monitor;
 pub mod net;
 pub mod routing;
 pub mod serve;

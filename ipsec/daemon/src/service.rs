@@ -57,6 +57,17 @@ fn print_response(out: &mut String, r: &Response) {
                 statement(out, &Request::AddPolicy(p.clone()));
             }
         }
+        // getspi: the reserved SPI, in the monitor's `key=value` form.
+        Response::Larval(id) => {
+            let _ = writeln!(
+                out,
+                "larval src={} dst={} proto={} spi={:#x}",
+                id.src,
+                id.dst,
+                id.proto.name(),
+                id.spi
+            );
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use ipsecd::ctl::{call, read_body, Request, Wait, DEFAULT_SOCKET};
 
 const USAGE: &str =
-    "usage: ipsecctl [-s SOCKET] [--timeout SECONDS] (-f FILE | -c | -D | -DP | -F | -FP | stats)";
+    "usage: ipsecctl [-s SOCKET] [--timeout SECONDS] (-f FILE | -c | -D | -DP | -F | -FP | stats | monitor)";
 
 const HELP: &str = "\
 Talks to a running ipsecd over its control socket, with setkey(8)'s flags.
@@ -20,6 +20,10 @@ Talks to a running ipsecd over its control socket, with setkey(8)'s flags.
   -FP          flush policies
   stats        every counter: I/O, totals, each drop reason, each SA, ocf's routing
                (per driver: requests by size class, model estimates), the control socket
+  monitor      print ipsecd's events as they happen, one line each, until interrupted
+               (as setkey -x or ip xfrm monitor do): SA soft and hard expiry, ACQUIRE,
+               larval SAs that expired, ...; \"overflow lost=N\" if N were lost because
+               this reader was too slow (--timeout does not apply)
 
   -s SOCKET          the control socket (default /run/ipsecd.sock)
   --timeout SECONDS  give up after this long in all (default: wait as long as ipsecd
@@ -72,6 +76,7 @@ fn main() -> ExitCode {
         ["-F"] => Request::Setkey("flush;".into()),
         ["-FP"] => Request::Setkey("spdflush;".into()),
         ["stats"] => Request::Stats,
+        ["monitor"] => return watch(&socket),
         [] => return usage("nothing to do"),
         other => return usage(&format!("unknown arguments {other:?}")),
     };
@@ -86,6 +91,18 @@ fn main() -> ExitCode {
             ExitCode::from(3)
         }
         Err(e) => fail(&e.to_string()),
+    }
+}
+
+/// `monitor`: every event line to stdout, flushed at once (a pipe into a key manager or
+/// `grep` sees each as it comes), until ipsecd goes or stdout closes.
+fn watch(socket: &std::path::Path) -> ExitCode {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let r = ipsecd::ctl::monitor(socket, |line| writeln!(out, "{line}").and_then(|_| out.flush()).is_ok());
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e),
     }
 }
 

@@ -1,0 +1,328 @@
+//! `monitor`: the core's events, one line each, to every control client that subscribed
+//! (what `setkey -x` and `ip xfrm monitor` show; what an IKE daemon listens to, as to
+//! PF_KEY's broadcasts).
+//!
+//! ```text
+//! core (packet path, tick, control) ─ Ipsec::take_events ─ daemon tick (every 200 ms)
+//!    ─► Hub::publish(line) ─ per subscriber: its queue has room? push : lost += 1
+//!                                     │ (a lock per subscriber, held for a push)
+//!         connection thread (ctl_server) ◄─ Subscription::next: the queued lines, and
+//!            │                               "overflow lost=N" where N were lost
+//!            └─ writes them to the client, blocking only itself
+//! ```
+//!
+//! The packet path never sees a subscriber: it leaves events with the core, and the
+//! daemon's tick thread publishes them. A subscriber that reads slowly, or not at all,
+//! blocks only its own connection's thread; what does not fit its queue
+//! ([`Hub::queue`] lines) is counted and announced in its stream, in the place where it
+//! was lost, so a key manager knows to re-read the SAD (`dump`).
+//!
+//! # The lines
+//!
+//! One event per line, a name then `key=value` fields separated by spaces (values have
+//! no spaces; addresses as `std` prints them, SPIs in hex):
+//!
+//! ```text
+//! soft-expire limit=time|bytes|packets src=A dst=B proto=esp|esp-udp spi=0xN
+//! hard-expire limit=time|bytes|packets src=A dst=B proto=P spi=0xN        (the SA is deleted)
+//! acquire src=A dst=B proto=P mode=tunnel|transport|any reqid=N
+//!         policy-src=NET/LEN policy-dst=NET/LEN policy-upper=U policy-sport=N|any policy-dport=N|any
+//!         flow-src=A flow-dst=B flow-proto=N flow-sport=N flow-dport=N                (one line)
+//! larval-expire src=A dst=B proto=P spi=0xN               (a getspi SPI not updated in time)
+//! seq-exhausted src=A dst=B proto=P spi=0xN               (the SA no longer sends)
+//! peer-moved src=A dst=B proto=P spi=0xN from=PORT to=PORT
+//! path-mtu src=A dst=B proto=P spi=0xN mtu=N
+//! overflow lost=N                                         (N events did not fit the queue)
+//! ```
+
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use ipsec_core::control::{Prefix, SaId};
+use ipsec_core::sad::Event;
+
+/// Lines a subscriber's queue holds unless [`Hub::new`] says otherwise: a burst of
+/// expiries (a reload's SAs all expiring at once) well past what a tick brings.
+pub const QUEUE: usize = 4096;
+
+/// Subscribers at once unless [`Hub::new`] says otherwise (each holds a control
+/// connection and its thread; the control server serves 16 connections at once).
+pub const SUBSCRIBERS: usize = 8;
+
+/// The subscribers, and what was published and lost.
+pub struct Hub {
+    subs: Mutex<Vec<Arc<Sub>>>,
+    queue: usize,
+    most: usize,
+    published: AtomicU64,
+    lost: AtomicU64,
+}
+
+struct Sub {
+    q: Mutex<Queue>,
+    ready: Condvar,
+}
+
+#[derive(Default)]
+struct Queue {
+    lines: VecDeque<String>,
+    /// Published since the last take that did not fit.
+    lost: u64,
+}
+
+/// What a subscriber gets: the lines queued in order, then how many were lost after them.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Batch {
+    pub lines: Vec<String>,
+    pub lost: u64,
+}
+
+impl Batch {
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty() && self.lost == 0
+    }
+
+    /// The bytes to send: each line, then the overflow line if any were lost.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = String::new();
+        for l in &self.lines {
+            out.push_str(l);
+            out.push('\n');
+        }
+        if self.lost > 0 {
+            let _ = writeln!(out, "overflow lost={}", self.lost);
+        }
+        out.into_bytes()
+    }
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        Hub::new(QUEUE, SUBSCRIBERS)
+    }
+}
+
+impl Hub {
+    /// A hub whose subscribers each queue `queue` lines, at most `most` of them at once.
+    pub fn new(queue: usize, most: usize) -> Hub {
+        Hub { subs: Mutex::default(), queue, most, published: AtomicU64::new(0), lost: AtomicU64::new(0) }
+    }
+
+    fn subs(&self) -> MutexGuard<'_, Vec<Arc<Sub>>> {
+        self.subs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Lines a subscriber's queue holds.
+    pub fn queue(&self) -> usize {
+        self.queue
+    }
+
+    /// A new subscriber, or `None` if there are as many as the bound already.
+    pub fn subscribe(self: &Arc<Self>) -> Option<Subscription> {
+        let mut subs = self.subs();
+        if subs.len() >= self.most {
+            return None;
+        }
+        let sub = Arc::new(Sub { q: Mutex::default(), ready: Condvar::new() });
+        subs.push(sub.clone());
+        Some(Subscription { hub: self.clone(), sub })
+    }
+
+    /// Gives `line` to every subscriber; one whose queue is full counts it lost. Never
+    /// waits for a subscriber to read.
+    pub fn publish(&self, line: &str) {
+        self.published.fetch_add(1, Ordering::Relaxed);
+        for s in self.subs().iter() {
+            let mut q = s.q.lock().unwrap_or_else(PoisonError::into_inner);
+            if q.lines.len() >= self.queue {
+                q.lost += 1;
+                self.lost.fetch_add(1, Ordering::Relaxed);
+            } else {
+                q.lines.push_back(line.to_owned());
+            }
+            drop(q);
+            s.ready.notify_one();
+        }
+    }
+
+    /// Subscribers now.
+    pub fn subscribers(&self) -> usize {
+        self.subs().len()
+    }
+}
+
+impl std::fmt::Display for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} subscribers, {} events published, {} lost to full queues",
+            self.subscribers(),
+            self.published.load(Ordering::Relaxed),
+            self.lost.load(Ordering::Relaxed)
+        )
+    }
+}
+
+/// One subscriber's end; dropping it unsubscribes.
+pub struct Subscription {
+    hub: Arc<Hub>,
+    sub: Arc<Sub>,
+}
+
+impl Subscription {
+    /// What was published since the last call, waiting up to `wait` for something.
+    pub fn next(&self, wait: Duration) -> Batch {
+        let q = self.sub.q.lock().unwrap_or_else(PoisonError::into_inner);
+        let (mut q, _) = self
+            .sub
+            .ready
+            .wait_timeout_while(q, wait, |q| q.lines.is_empty() && q.lost == 0)
+            .unwrap_or_else(PoisonError::into_inner);
+        Batch { lines: q.lines.drain(..).collect(), lost: std::mem::take(&mut q.lost) }
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.hub.subs().retain(|s| !Arc::ptr_eq(s, &self.sub));
+    }
+}
+
+/// An SA's fields in an event line.
+fn sa(id: &SaId) -> String {
+    format!("src={} dst={} proto={} spi={:#x}", id.src, id.dst, id.proto.name(), id.spi)
+}
+
+fn prefix(p: &Prefix) -> String {
+    format!("{}/{}", p.addr, p.len)
+}
+
+fn port(p: Option<u16>) -> String {
+    p.map_or_else(|| "any".to_owned(), |p| p.to_string())
+}
+
+/// An event as its monitor line (see the module docs), without the newline.
+pub fn line(ev: &Event) -> String {
+    match ev {
+        Event::SoftExpired { sa: id, by } => format!("soft-expire limit={} {}", by.name(), sa(id)),
+        Event::HardExpired { sa: id, by } => format!("hard-expire limit={} {}", by.name(), sa(id)),
+        Event::Acquire(a) => {
+            let p = &a.policy;
+            let upper = p.upper.number().map_or_else(|| "any".to_owned(), |n| n.to_string());
+            format!(
+                "acquire src={} dst={} proto={} mode={} reqid={} policy-src={} policy-dst={} policy-upper={upper} \
+                 policy-sport={} policy-dport={} flow-src={} flow-dst={} flow-proto={} flow-sport={} flow-dport={}",
+                a.src,
+                a.dst,
+                a.proto.name(),
+                a.mode.name(),
+                a.reqid,
+                prefix(&p.src),
+                prefix(&p.dst),
+                port(p.sport),
+                port(p.dport),
+                a.flow.src,
+                a.flow.dst,
+                a.flow.proto,
+                a.flow.sport,
+                a.flow.dport
+            )
+        }
+        Event::LarvalExpired(id) => format!("larval-expire {}", sa(id)),
+        Event::SeqExhausted(id) => format!("seq-exhausted {}", sa(id)),
+        Event::PeerMoved { sa: id, from, to } => format!("peer-moved {} from={from} to={to}", sa(id)),
+        Event::PathMtu { sa: id, mtu } => format!("path-mtu {} mtu={mtu}", sa(id)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ipsec_core::acquire::Acquire;
+    use ipsec_core::control::{Mode, Proto, Selector, Upper};
+    use ipsec_core::sad::Limit;
+    use ipsec_core::spd::Flow;
+
+    fn id() -> SaId {
+        SaId {
+            src: "192.0.2.1".parse().unwrap(),
+            dst: "2001:db8::2".parse().unwrap(),
+            proto: Proto::Esp,
+            spi: 0x1000,
+        }
+    }
+
+    /// Every event's line, as the module docs give them.
+    #[test]
+    fn every_event_has_its_line() {
+        let s = "src=192.0.2.1 dst=2001:db8::2 proto=esp spi=0x1000";
+        let net = |a: &str, len| Prefix { addr: a.parse().unwrap(), len };
+        let acquire = Acquire {
+            src: "192.0.2.1".parse().unwrap(),
+            dst: "192.0.2.2".parse().unwrap(),
+            proto: Proto::Esp,
+            mode: Mode::Tunnel,
+            reqid: 7,
+            policy: Selector {
+                src: net("10.1.0.0", 24),
+                dst: net("10.2.0.0", 24),
+                sport: None,
+                dport: Some(53),
+                upper: Upper::Udp,
+            },
+            flow: Flow {
+                src: "10.1.0.1".parse().unwrap(),
+                dst: "10.2.0.7".parse().unwrap(),
+                proto: 17,
+                sport: 40000,
+                dport: 53,
+            },
+        };
+        let cases = [
+            (Event::SoftExpired { sa: id(), by: Limit::Bytes }, format!("soft-expire limit=bytes {s}")),
+            (Event::HardExpired { sa: id(), by: Limit::Time }, format!("hard-expire limit=time {s}")),
+            (Event::HardExpired { sa: id(), by: Limit::Packets }, format!("hard-expire limit=packets {s}")),
+            (Event::LarvalExpired(id()), format!("larval-expire {s}")),
+            (Event::SeqExhausted(id()), format!("seq-exhausted {s}")),
+            (
+                Event::PeerMoved { sa: id(), from: 4500, to: 1024 },
+                format!("peer-moved {s} from=4500 to=1024"),
+            ),
+            (Event::PathMtu { sa: id(), mtu: 1400 }, format!("path-mtu {s} mtu=1400")),
+            (
+                Event::Acquire(acquire),
+                "acquire src=192.0.2.1 dst=192.0.2.2 proto=esp mode=tunnel reqid=7 policy-src=10.1.0.0/24 \
+                 policy-dst=10.2.0.0/24 policy-upper=17 policy-sport=any policy-dport=53 flow-src=10.1.0.1 \
+                 flow-dst=10.2.0.7 flow-proto=17 flow-sport=40000 flow-dport=53"
+                    .to_owned(),
+            ),
+        ];
+        for (ev, want) in cases {
+            assert_eq!(line(&ev), want);
+        }
+    }
+
+    /// A full queue loses the newest lines, counted, and says so after what it kept.
+    #[test]
+    fn a_full_queue_counts_and_announces_what_it_lost() {
+        let hub = Arc::new(Hub::new(2, 1));
+        let sub = hub.subscribe().unwrap();
+        assert!(hub.subscribe().is_none(), "one subscriber at most");
+        for l in ["a", "b", "c", "d"] {
+            hub.publish(l);
+        }
+        let b = sub.next(Duration::ZERO);
+        assert_eq!(b, Batch { lines: vec!["a".into(), "b".into()], lost: 2 });
+        assert_eq!(b.encode(), b"a\nb\noverflow lost=2\n");
+        hub.publish("e");
+        assert_eq!(sub.next(Duration::ZERO), Batch { lines: vec!["e".into()], lost: 0 });
+        assert!(sub.next(Duration::from_millis(10)).is_empty());
+        assert_eq!(hub.to_string(), "1 subscribers, 5 events published, 2 lost to full queues");
+        drop(sub);
+        assert_eq!(hub.subscribers(), 0);
+        assert!(hub.subscribe().is_some(), "the place is free again");
+    }
+}
