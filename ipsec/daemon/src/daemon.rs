@@ -268,9 +268,8 @@ pub fn run(opts: Options) -> Result<(), String> {
         }
         core.tick();
         for ev in core.take_events() {
-            let line = crate::monitor::line(&ev);
-            tracing::info!("{line}");
-            control.hub().publish(&line);
+            tracing::info!("{ev:?}");
+            control.hub().publish(&crate::monitor::line(&ev));
         }
         if let Some(k) = &mut keepalives {
             k.run(&core, &sink);
