@@ -30,6 +30,7 @@ pub mod control;
 pub mod datapath;
 pub mod db;
 pub mod esp;
+mod hold;
 mod inbound;
 mod ipip;
 pub mod larval;

@@ -18,8 +18,8 @@ use ocf::{Flags, Framework, Outcome, Request};
 
 use ipsec_wire::Summary;
 
-use crate::acquire;
 use crate::db::Databases;
+use crate::hold;
 use crate::packet::Packet;
 use crate::pmtu;
 use crate::sad::{Event, Sa, SaState};
@@ -109,7 +109,7 @@ pub(crate) struct Shared {
     pub(crate) clock: pmtu::Clock,
     pub(crate) icmp_limit: pmtu::RateLimit,
     /// Packets waiting for an SA a key manager was asked for ([`crate::acquire`]).
-    pub(crate) acquires: acquire::Pending,
+    pub(crate) acquires: hold::Pending,
 }
 
 /// What finishes a synchronous driver's outcome for `sa` into the batch's results (the
@@ -202,7 +202,7 @@ impl Shared {
             events: Mutex::new(Vec::new()),
             clock: pmtu::Clock::new(),
             icmp_limit: pmtu::RateLimit::new(),
-            acquires: acquire::Pending::default(),
+            acquires: hold::Pending::default(),
         }
     }
 

@@ -53,9 +53,10 @@ use arc_swap::ArcSwap;
 use ocf::{Callback, Framework, Session};
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::control::{Lifetime, Mode, Proto, SaId, SaSpec, MAX_REPLAY_WINDOW};
+use crate::control::{Lifetime, Mode, Proto, SaId, SaSpec, Selector, MAX_REPLAY_WINDOW};
 use crate::esp::{Transform, TransformError};
 use crate::replay::{ReplayWindow, SeqCounter};
+use crate::spd::Flow;
 use crate::stats::{Counters, Stats};
 
 /// Where an SA is in its life (RFC 2367's mature / dying / dead).
@@ -163,6 +164,21 @@ impl Limit {
     }
 }
 
+/// What an ACQUIRE asks for ([`crate::acquire`]): an SA from `src` to `dst` (the policy's
+/// tunnel endpoints, or the packet's addresses in transport mode) of `proto` and `mode`,
+/// with `reqid` (0: any), for the outbound policy whose selector is `policy`; `flow` is the
+/// packet that asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Acquire {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub proto: Proto,
+    pub mode: Mode,
+    pub reqid: u32,
+    pub policy: Selector,
+    pub flow: Flow,
+}
+
 /// What happened to an SA that its owner should hear about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
@@ -179,7 +195,7 @@ pub enum Event {
     PathMtu { sa: SaId, mtu: u32 },
     /// Outbound traffic needs an SA that does not exist: a key manager should make it
     /// ([`crate::acquire`]).
-    Acquire(crate::acquire::Acquire),
+    Acquire(Acquire),
     /// An SPI that GETSPI reserved was not given keys (UPDATE) in time, and is free again
     /// ([`crate::larval`]).
     LarvalExpired(SaId),
