@@ -7,6 +7,8 @@
 //!     ▼
 //!  read the request by Limits::deadline (total, however the bytes trickle in), at most
 //!  Limits::max_request bytes ── refused? ── the reason as the reply, then closed
+//!     │ monitor: subscribed to the Hub ([`crate::monitor`]), "ok\n", then each event's
+//!     │          line until the client closes; no reply, no deadline, no heartbeat
 //!     │ setkey: a first "working\n"; the client is gone (EPIPE)? ── nothing applied
 //!     │
 //!     ├─ heartbeat thread: "working\n" every Limits::heartbeat until the answer is ready
@@ -86,23 +88,12 @@ const MONITOR_POLL: Duration = Duration::from_secs(1);
 
 impl<H: Handler> Server<H> {
     pub fn new(handler: H, limits: Limits) -> Arc<Self> {
-        Server::with_hub(handler, limits, Hub::default())
+        Server::with_hub(handler, limits, Arc::default())
     }
 
     /// A server whose monitors subscribe to `hub`.
-    pub fn with_hub(handler: H, limits: Limits, hub: Hub) -> Arc<Self> {
-        Arc::new(Server {
-            handler,
-            limits,
-            counters: Arc::default(),
-            change: Mutex::new(()),
-            hub: Arc::new(hub),
-        })
-    }
-
-    /// The handler.
-    pub fn handler(&self) -> &H {
-        &self.handler
+    pub fn with_hub(handler: H, limits: Limits, hub: Arc<Hub>) -> Arc<Self> {
+        Arc::new(Server { handler, limits, counters: Arc::default(), change: Mutex::new(()), hub })
     }
 
     /// Where events are published to the `monitor` clients.
@@ -336,10 +327,10 @@ mod tests {
     }
 
     fn start(name: &str, limits: Limits, work: Duration) -> Running {
-        start_with(name, limits, work, Hub::default())
+        start_with(name, limits, work, Arc::default())
     }
 
-    fn start_with(name: &str, limits: Limits, work: Duration, hub: Hub) -> Running {
+    fn start_with(name: &str, limits: Limits, work: Duration, hub: Arc<Hub>) -> Running {
         let path = std::env::temp_dir().join(format!("ipsecd-ctl-{}-{name}.sock", std::process::id()));
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).unwrap();
@@ -570,7 +561,7 @@ mod tests {
     /// closed one is unsubscribed, and requests are still served meanwhile.
     #[test]
     fn monitors_get_every_event_or_are_told_how_many_they_lost() {
-        let s = start_with("monitor", quick(), Duration::ZERO, Hub::new(16, 2));
+        let s = start_with("monitor", quick(), Duration::ZERO, Arc::new(Hub::new(16, 2)));
         let hub = s.server.hub().clone();
         let (tx, rx) = mpsc::channel::<String>();
         let reader = {

@@ -19,6 +19,7 @@ use crate::ctl_server::{self, Handler, Server};
 use crate::icmp;
 use crate::keepalive::Keepalives;
 use crate::metrics;
+use crate::monitor::Hub;
 use crate::net::{self, Family, IoCounters, NetSink};
 use crate::routing::Routing;
 use crate::serve::{self, Counters, Refused};
@@ -221,7 +222,8 @@ pub fn run(opts: Options) -> Result<(), String> {
         }
     }
     let metrics = Arc::new(Counters::default());
-    let control = Server::new(
+    let hub = Arc::new(Hub::default());
+    let control = Server::with_hub(
         Control {
             core: core.clone(),
             fw: fw.clone(),
@@ -229,11 +231,11 @@ pub fn run(opts: Options) -> Result<(), String> {
             routes: routes.clone(),
             reloads: reloads.clone(),
             metrics: metrics.clone(),
-            hub: std::sync::OnceLock::new(),
+            hub: hub.clone(),
         },
         ctl_server::Limits::default(),
+        hub,
     );
-    let _ = control.handler().hub.set(control.hub().clone());
     if let Some(addr) = opts.metrics {
         let l = std::net::TcpListener::bind(addr).map_err(|e| format!("metrics address {addr}: {e}"))?;
         tracing::info!("metrics on http://{addr}/metrics");
@@ -307,8 +309,8 @@ struct Control {
     reloads: Arc<config::Reloads>,
     /// The metrics endpoint's counters, for `stats`.
     metrics: Arc<Counters>,
-    /// The server's monitor hub, for `stats` (set once the server exists).
-    hub: std::sync::OnceLock<Arc<crate::monitor::Hub>>,
+    /// The `monitor` subscribers' hub, for `stats`.
+    hub: Arc<Hub>,
 }
 
 impl Handler for Control {
@@ -318,7 +320,7 @@ impl Handler for Control {
             metrics::stats(&self.core, &self.io, &self.reloads),
             crypto::stats(&self.fw.routing()),
             self.metrics,
-            self.hub.get().map_or_else(String::new, |h| h.to_string())
+            self.hub
         )
     }
 
