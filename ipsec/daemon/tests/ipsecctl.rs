@@ -1,5 +1,5 @@
-//! `ipsecctl` as a user runs it: its help, its input limit, and a daemon's refusal shown
-//! as the daemon worded it.
+//! `ipsecctl` as a user runs it: its help, its input limit, a daemon's refusal shown
+//! as the daemon worded it, and `monitor`'s lines as they come.
 
 use std::os::unix::net::UnixListener;
 use std::process::{Command, Output};
@@ -77,4 +77,44 @@ fn a_refusal_shows_the_daemons_reason() {
     let o = Command::new(IPSECCTL).arg("-s").arg(&sock).arg("-f").arg(&small).output().unwrap();
     assert_eq!(text(&o), ("applied\n".into(), String::new()));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `ipsecctl monitor` prints each event's line as it is published (flushed at once, as a
+/// pipe into a key manager needs), and an unreachable daemon is an error.
+#[test]
+fn monitor_prints_each_event_as_it_comes() {
+    use std::io::BufRead;
+    let dir = std::env::temp_dir().join(format!("ipsecctl-monitor-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("ctl.sock");
+    let _ = std::fs::remove_file(&sock);
+    let listener = UnixListener::bind(&sock).unwrap();
+    let server = Server::new(Applies, Limits::default());
+    let s = Arc::clone(&server);
+    std::thread::spawn(move || s.serve(&listener));
+    let mut child = Command::new(IPSECCTL)
+        .arg("-s")
+        .arg(&sock)
+        .arg("monitor")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    while server.hub().subscribers() == 0 {
+        assert!(t.elapsed() < std::time::Duration::from_secs(5), "ipsecctl monitor did not subscribe");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    for line in ["acquire src=192.0.2.1 dst=192.0.2.2", "hard-expire limit=bytes src=192.0.2.1"] {
+        server.hub().publish(line);
+        assert_eq!(out.next().unwrap().unwrap(), line, "printed before the next is published");
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let o = Command::new(IPSECCTL).args(["-s", "/nonexistent/ipsecd.sock", "monitor"]).output().unwrap();
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.starts_with("ipsecctl: cannot reach ipsecd at /nonexistent/ipsecd.sock"), "{err}");
 }
