@@ -69,7 +69,9 @@ impl Ipsec {
 
     /// Changes the databases as one transaction ([`crate::db`]): `edit` applies requests;
     /// if it returns `Ok`, everything it did becomes visible at once, otherwise nothing.
-    /// Other writers wait meanwhile (so `edit` must not call [`Ipsec::control`]).
+    /// Other writers wait meanwhile (so `edit` must not call [`Ipsec::control`]). Packets
+    /// held for an SA that the change installed then go out ([`crate::acquire`]), from
+    /// this thread, their results to the sink.
     pub fn transact<T, E>(&self, edit: impl FnOnce(&mut Transaction<'_>) -> Result<T, E>) -> Result<T, E> {
         let mut t = self.shared.db.transaction();
         let r = edit(&mut t)?;
@@ -98,14 +100,16 @@ impl Ipsec {
         self.shared.counters.snapshot()
     }
 
-    /// Applies time lifetimes (whole seconds): call it at least once a second (ipsecd does
-    /// every 200 ms, between signal checks).
+    /// Applies time lifetimes (whole seconds), and the timeouts of held packets
+    /// ([`crate::acquire`]) and larval SAs ([`crate::larval`]): call it at least once a
+    /// second (ipsecd does every 200 ms, between signal checks).
     pub fn tick(&self) {
         self.tick_at(Instant::now());
     }
 
     /// [`Ipsec::tick`] with the time given: the clock that learned path MTUs age on
-    /// ([`crate::pmtu::PMTU_AGE`]) moves to `now` (never back); lifetimes go by the SAs' age.
+    /// ([`crate::pmtu::PMTU_AGE`]) moves to `now` (never back); lifetimes go by the SAs' age;
+    /// held packets and larval SAs expire by `now`.
     pub fn tick_at(&self, now: Instant) {
         self.shared.clock.set(now);
         let ev = self.shared.db.sad.tick();
