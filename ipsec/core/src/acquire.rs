@@ -63,6 +63,12 @@ impl Shared {
         if let Some(a) = new {
             self.push_events([Event::Acquire(a)]);
         }
+        // The SA may have come between the lookup that missed it and the hold, and its
+        // change released what was held before this packet: look again, now that the
+        // packet is in the table (a release after this sees it; one before, we undo).
+        if outcome.is_ok() && self.db.sad.outbound_with(src, dst, rule.mode, reqid, |sa| sa.is_some()) {
+            self.release_acquired();
+        }
         outcome.map_err(|why| self.drop(None, why))
     }
 

@@ -242,3 +242,30 @@ fn getspi_and_update_print_back() {
     assert_eq!(setkey::parse(&printed).unwrap().remove(0).item, update);
     assert!(!setkey::format_redacted(&update).contains("0102030405"));
 }
+
+/// A packet that missed the SA just before it was added, and was held just after the
+/// change released the others, is not left behind: no packet stays held once the SA is
+/// there (a sender races the add, many times).
+#[test]
+fn a_packet_racing_the_sa_is_not_left_held() {
+    for round in 0..200 {
+        let (g, _) = gateway();
+        let g = Arc::new(g);
+        setkey(&g, OUT).unwrap();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sender = {
+            let (g, stop) = (g.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = g.output(packet("10.2.0.1", 8));
+                }
+            })
+        };
+        std::thread::sleep(Duration::from_micros(200));
+        setkey(&g, SA).unwrap();
+        std::thread::sleep(Duration::from_micros(200));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        sender.join().unwrap();
+        assert_eq!(g.held_packets(), 0, "round {round}: packets left held with the SA there");
+    }
+}
