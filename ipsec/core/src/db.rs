@@ -125,10 +125,14 @@ impl Transaction<'_> {
                 }
                 Response::Done(1)
             }
-            Request::DeleteAllSa { src, dst, proto } => {
-                Response::Done(self.sad.delete_all(*src, *dst, *proto))
-            }
-            Request::FlushSa(proto) => Response::Done(self.sad.flush(*proto)),
+            // Larval SAs go too, as PF_KEY's SADB_FLUSH and deleteall take them.
+            Request::DeleteAllSa { src, dst, proto } => Response::Done(
+                self.sad.delete_all(*src, *dst, *proto)
+                    + self.larval.remove_where(|id| id.src == *src && id.dst == *dst && id.proto == *proto),
+            ),
+            Request::FlushSa(proto) => Response::Done(
+                self.sad.flush(*proto) + self.larval.remove_where(|id| proto.is_none_or(|p| p == id.proto)),
+            ),
             Request::DumpSa(proto) => Response::Sas(self.sad.dump(*proto).iter().map(SaInfo::of).collect()),
             Request::AddPolicy(spec) => {
                 self.spd.add(spec.clone()).map_err(P)?;

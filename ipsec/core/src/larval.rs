@@ -8,7 +8,7 @@
 //! update <as add> ─┬─ a larval SA with that (src, dst, proto, SPI): becomes a full SA
 //!                  ├─ a full SA with that id: replaced (continued if its keys are the same)
 //!                  └─ neither: no such SA
-//! delete src dst proto spi ─ removes a larval SA too
+//! delete src dst proto spi, deleteall, flush ─ remove larval SAs too
 //! tick ─ a larval SA older than its lifetime (LARVAL_LIFETIME) ─► Event::LarvalExpired
 //! ```
 //!
@@ -185,6 +185,17 @@ impl Writer<'_> {
             return false;
         }
         self.write().by_spi.remove(&(id.spi, id.dst)).is_some()
+    }
+
+    /// Removes the larval SAs `gone` picks; how many.
+    pub(crate) fn remove_where(&mut self, gone: impl Fn(&SaId) -> bool) -> usize {
+        if !self.read().by_spi.values().any(|e| gone(&e.id)) {
+            return 0;
+        }
+        let t = self.write();
+        let before = t.by_spi.len();
+        t.by_spi.retain(|_, e| !gone(&e.id));
+        before - t.by_spi.len()
     }
 
     /// Makes the change visible.

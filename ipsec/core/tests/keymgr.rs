@@ -204,6 +204,13 @@ fn getspi_and_update_refusals() {
     let id = larval(setkey(&g, "getspi 192.0.2.1 192.0.2.2 esp min 0x2000 max 0x2000 ;"));
     setkey(&g, "delete 192.0.2.1 192.0.2.2 esp 0x2000 ;").unwrap();
     assert!(g.databases().larval.dump().is_empty(), "{id:?} deleted");
+    // flush and deleteall take them too (as PF_KEY's do), counted.
+    setkey(&g, "getspi 192.0.2.1 192.0.2.2 esp ; getspi 192.0.2.1 192.0.2.3 esp ;").unwrap();
+    let done = setkey(&g, "flush ah ; deleteall 192.0.2.1 192.0.2.2 esp ;").unwrap();
+    assert!(matches!(done.as_slice(), [Response::Done(0), Response::Done(1)]), "{done:?}");
+    assert_eq!(g.databases().larval.dump().len(), 1);
+    assert!(matches!(setkey(&g, "flush ;").unwrap().as_slice(), [Response::Done(1)]));
+    assert!(g.databases().larval.dump().is_empty());
     // The parser refuses an empty range where it is written.
     let e = setkey::parse("getspi 192.0.2.1 192.0.2.2 esp min 0x2000 max 0x1000 ;").unwrap_err();
     assert_eq!((e.line, e.column), (1, 47), "at the max");
