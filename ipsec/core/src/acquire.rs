@@ -61,7 +61,7 @@ impl Shared {
         let acquire = Acquire { src, dst, proto: rule.proto, mode: rule.mode, reqid, policy, flow: *flow };
         let (outcome, new) = self.acquires.hold((id, src, dst), acquire, packet, Instant::now());
         if let Some(a) = new {
-            self.push_events([Event::Acquire(a)]);
+            self.push_events([Event::Acquire(Box::new(a))]);
         }
         // The SA may have come between the lookup that missed it and the hold, and its
         // change released what was held before this packet: look again, now that the

@@ -30,7 +30,8 @@ use crate::stats::Stats;
 pub struct Databases {
     pub sad: Sad,
     pub spd: Spd,
-    pub larval: Larval,
+    /// Boxed: only the control path and the tick use them (see `Shared::acquires`).
+    pub larval: Box<Larval>,
 }
 
 /// What an SA looks like from outside (setkey `get` and `dump`).
@@ -90,7 +91,7 @@ impl std::error::Error for ControlError {}
 
 impl Databases {
     pub fn new(fw: Framework) -> Databases {
-        Databases { sad: Sad::new(fw), spd: Spd::default(), larval: Larval::default() }
+        Databases { sad: Sad::new(fw), spd: Spd::default(), larval: Box::default() }
     }
 
     /// Starts a change of both databases; waits for any other writer.

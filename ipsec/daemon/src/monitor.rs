@@ -293,7 +293,7 @@ mod tests {
             ),
             (Event::PathMtu { sa: id(), mtu: 1400 }, format!("path-mtu {s} mtu=1400")),
             (
-                Event::Acquire(acquire),
+                Event::Acquire(Box::new(acquire)),
                 "acquire src=192.0.2.1 dst=192.0.2.2 proto=esp mode=tunnel reqid=7 policy-src=10.1.0.0/24 \
                  policy-dst=10.2.0.0/24 policy-upper=17 policy-sport=any policy-dport=53 flow-src=10.1.0.1 \
                  flow-dst=10.2.0.7 flow-proto=17 flow-sport=40000 flow-dport=53"
