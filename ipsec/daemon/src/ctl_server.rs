@@ -526,7 +526,9 @@ mod tests {
             assert!(t.elapsed() < Duration::from_secs(5), "still busy");
             std::thread::sleep(Duration::from_millis(100));
         }
-        assert_eq!(s.server.counters().refused(Refused::RequestDeadline), 2);
+        // The first one cut off frees a place for the call above, maybe before the second
+        // is counted (it failed 1 run in 5 while another test loaded the machine).
+        eventually("both silent ones counted", || s.server.counters().refused(Refused::RequestDeadline) == 2);
     }
 
     /// Waits up to 3 s for `f` to hold.
