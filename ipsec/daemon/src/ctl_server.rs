@@ -540,20 +540,21 @@ mod tests {
         }
     }
 
-    /// Reads a monitor stream until `end`: the numbered events it got, and how many it was
-    /// told it lost.
+    /// Reads a monitor stream until an end marker (`endK`, the K-th published): the
+    /// numbered events it got, and how many it was told it lost, less the K - 1 end
+    /// markers published before the one it got (they can only have been lost).
     fn tally(lines: impl Iterator<Item = String>) -> (Vec<usize>, u64) {
         let (mut got, mut lost) = (Vec::new(), 0);
         for l in lines {
-            if l == "end" {
-                break;
+            if let Some(k) = l.strip_prefix("end") {
+                return (got, lost - (k.parse::<u64>().unwrap() - 1));
             } else if let Some(n) = l.strip_prefix("overflow lost=") {
                 lost += n.parse::<u64>().unwrap();
             } else {
                 got.push(l.split_whitespace().next().unwrap().strip_prefix('e').unwrap().parse().unwrap());
             }
         }
-        (got, lost)
+        panic!("the stream ended without an end marker")
     }
 
     /// Two monitors over the socket, one reading and one not: publishing never waits for
@@ -568,7 +569,9 @@ mod tests {
         let (tx, rx) = mpsc::channel::<String>();
         let reader = {
             let path = s.path.clone();
-            std::thread::spawn(move || ctl::monitor(&path, |l| tx.send(l.to_owned()).is_ok() && l != "end"))
+            std::thread::spawn(move || {
+                ctl::monitor(&path, |l| tx.send(l.to_owned()).is_ok() && !l.starts_with("end"))
+            })
         };
         let mut idle = UnixStream::connect(&s.path).unwrap();
         idle.write_all(ctl::MONITOR.as_bytes()).unwrap();
@@ -586,20 +589,26 @@ mod tests {
             hub.publish(&format!("e{i} {pad}"));
         }
         let first: Vec<String> = (0..12).map(|_| rx.recv_timeout(Duration::from_secs(3)).unwrap()).collect();
-        assert_eq!(tally(first.into_iter().chain(["end".to_owned()])), ((0..12).collect(), 0));
+        assert_eq!(tally(first.into_iter().chain(["end1".to_owned()])), ((0..12).collect(), 0));
         // Far more than the idle one's socket and queue hold (400 KB): never waits.
         let t = Instant::now();
         for i in 12..4012 {
             hub.publish(&format!("e{i} {pad}"));
         }
         assert!(t.elapsed() < Duration::from_millis(500), "publishing waited: {:?}", t.elapsed());
-        // The idle one reads now; once it has caught up, the end marker fits.
+        // The idle one reads now; once it has caught up, an end marker fits (one every
+        // 300 ms until both have one).
         let idle_reader = std::thread::spawn(move || {
             let lines = std::io::BufRead::lines(std::io::BufReader::new(idle)).map_while(Result::ok);
             tally(lines)
         });
-        std::thread::sleep(Duration::from_millis(700));
-        hub.publish("end");
+        let mut ends = 0;
+        while ends == 0 || !idle_reader.is_finished() || !reader.is_finished() {
+            std::thread::sleep(Duration::from_millis(300));
+            ends += 1;
+            hub.publish(&format!("end{ends}"));
+            assert!(ends < 30, "no end marker got through in 9 s");
+        }
         let (got, lost) = idle_reader.join().unwrap();
         assert!(lost > 0, "the idle one lost events");
         assert!(got.windows(2).all(|w| w[0] < w[1]), "in order");
@@ -609,6 +618,7 @@ mod tests {
         assert_eq!(12 + more.len() as u64 + lost, 4012, "the reader's add up too");
         assert!(reader.join().unwrap().is_ok());
         eventually("closed monitors unsubscribed", || hub.subscribers() == 0);
-        assert!(hub.to_string().starts_with("0 subscribers, 4013 events published"), "{hub}");
+        let published = format!("0 subscribers, {} events published", 4012 + ends);
+        assert!(hub.to_string().starts_with(&published), "{hub}");
     }
 }
