@@ -522,7 +522,7 @@ impl Request {
 
     /// Driver helper for compression requests: runs `f` on the payload (input) and the room
     /// in `out` from `out_offset` (output); `f` returns the result's length, which becomes
-    /// [`RequestFields::result_len`]. The request was validated, so `out` exists. Segmented
+    /// [`RequestFields::result_len`] (0 if `f` fails). The request was validated, so `out` exists. Segmented
     /// buffers are gathered into (and a segmented `out` scattered from) temporary vectors:
     /// the rare path; contiguous ones copy nothing.
     pub fn with_input_output(
@@ -530,6 +530,7 @@ impl Request {
         f: impl FnOnce(&[u8], &mut [u8]) -> Result<usize, Error>,
     ) -> Result<(), Error> {
         let fields = &mut *self.0;
+        fields.result_len = 0;
         let payload = fields.payload.clone().unwrap_or(0..fields.buf.len());
         let Some(out) = fields.out.as_mut() else {
             return Err(Error::NoOutputBuffer { op: fields.op.name() });
