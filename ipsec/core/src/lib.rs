@@ -11,6 +11,8 @@
 //!   continuations over ocf.
 //! - [`db`]: the databases behind the control protocol.
 //! - [`sad`]: the security association database.
+//! - [`ipcomp`]: the IPComp transform (RFC 3173, DEFLATE per RFC 3174) over an ocf
+//!   compression session: threshold, "not smaller: send as is", the decompression limit.
 //! - `ipip`: IP-in-IP, tunnel mode's own first step (then ESP as in transport mode).
 //! - [`control`]: the typed control protocol (add/get/delete/flush/dump SAs and policies),
 //!   separate from the databases, shared by the setkey parser and the gateway's socket.
@@ -28,6 +30,7 @@ pub mod datapath;
 pub mod db;
 pub mod esp;
 mod inbound;
+pub mod ipcomp;
 mod ipip;
 mod outbound;
 mod packet;

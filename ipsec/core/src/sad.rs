@@ -262,8 +262,10 @@ impl Sa {
 /// Why an SA could not be installed, found or removed.
 #[derive(Debug, PartialEq, Eq)]
 pub enum SadError {
-    /// AH and IPComp are not implemented (only ESP).
+    /// AH is not implemented.
     Unsupported(Proto),
+    /// An IPComp SA's SPI is its CPI, which has 16 bits on the wire (RFC 3173 §2.2).
+    CpiTooLarge(u32),
     /// An SA with the same addresses, protocol and SPI exists.
     Exists,
     /// Another SA (this one) has the same SPI and destination: inbound packets are told
@@ -291,7 +293,10 @@ pub fn describe(id: &SaId) -> String {
 impl std::fmt::Display for SadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            SadError::Unsupported(p) => write!(f, "{} is not supported (only esp and esp-udp)", p.name()),
+            SadError::Unsupported(p) => {
+                write!(f, "{} is not supported (only esp, esp-udp and ipcomp)", p.name())
+            }
+            SadError::CpiTooLarge(spi) => crate::ipcomp::IpCompError::CpiTooLarge(*spi).fmt(f),
             SadError::Exists => f.write_str("an SA with the same addresses, protocol and SPI already exists"),
             SadError::SpiTaken(other) => write!(
                 f,
@@ -327,6 +332,11 @@ struct Tables {
 
 impl Tables {
     fn insert(&mut self, sa: Arc<Sa>) {
+        if sa.id.proto == Proto::IpComp {
+            // Not (yet) on the packet path: ESP's lookups must never find it.
+            self.by_id.insert(sa.id, sa);
+            return;
+        }
         self.inbound.insert((sa.id.spi, sa.id.dst), sa.clone());
         let v = self.outbound.entry((sa.id.src, sa.id.dst)).or_default();
         // Oldest first: a continued SA keeps its place.
@@ -337,6 +347,9 @@ impl Tables {
 
     fn remove(&mut self, id: &SaId) -> Option<Arc<Sa>> {
         let sa = self.by_id.remove(id)?;
+        if id.proto == Proto::IpComp {
+            return Some(sa);
+        }
         self.inbound.remove(&(id.spi, id.dst));
         if let Some(v) = self.outbound.get_mut(&(id.src, id.dst)) {
             v.retain(|x| x.id != *id);
@@ -516,7 +529,7 @@ impl Sad {
 
     /// A new SA for `spec`, with its own session and state.
     fn build(&self, spec: SaSpec) -> Result<Sa, SadError> {
-        let (transform, params) = Transform::new(&spec).map_err(SadError::Transform)?;
+        let (transform, params) = transform_of(&spec)?;
         let session = self.fw.new_session(&params).map_err(SadError::Crypto)?;
         let keyed = Keyed {
             session,
@@ -527,6 +540,14 @@ impl Sad {
             exhausted: AtomicBool::new(false),
         };
         Ok(Sa::around(spec, transform, KeyedIn::Here(keyed)))
+    }
+}
+
+/// An SA's transform and ocf session parameters: ESP's, or IPComp's compression.
+fn transform_of(spec: &SaSpec) -> Result<(Transform, ocf::SessionParams), SadError> {
+    match spec.proto {
+        Proto::IpComp => Ok((Transform::none(), crate::ipcomp::session_params())),
+        _ => Transform::new(spec).map_err(SadError::Transform),
     }
 }
 
@@ -598,8 +619,11 @@ impl<'a> Writer<'a> {
     /// Installs an SA (setkey `add`). If this change removed an SA with the same addresses,
     /// protocol, SPI and keys, the new one continues its state ([`Installed::Continued`]).
     pub(crate) fn add(&mut self, spec: SaSpec) -> Result<Installed, SadError> {
-        if !matches!(spec.proto, Proto::Esp | Proto::EspUdp) {
+        if !matches!(spec.proto, Proto::Esp | Proto::EspUdp | Proto::IpComp) {
             return Err(SadError::Unsupported(spec.proto));
+        }
+        if spec.proto == Proto::IpComp && crate::ipcomp::cpi_of(spec.spi).is_err() {
+            return Err(SadError::CpiTooLarge(spec.spi));
         }
         if spec.spi < 256 {
             return Err(SadError::ReservedSpi(spec.spi));
@@ -611,6 +635,11 @@ impl<'a> Writer<'a> {
         let clash = self.read(|t| {
             if t.by_id.contains_key(&id) {
                 Some(SadError::Exists)
+            } else if id.proto == Proto::IpComp {
+                // CPIs are a space of their own (per destination); IPComp SAs are few.
+                let same =
+                    |o: &&Arc<Sa>| o.id.proto == Proto::IpComp && o.id.spi == id.spi && o.id.dst == id.dst;
+                t.by_id.values().find(same).map(|other| SadError::SpiTaken(other.id))
             } else {
                 t.inbound.get(&(id.spi, id.dst)).map(|other| SadError::SpiTaken(other.id))
             }
@@ -620,7 +649,7 @@ impl<'a> Writer<'a> {
         }
         let (sa, how) = match self.retired.get(&id).filter(|old| old.same_keys(&spec)) {
             Some(old) => {
-                let (transform, _) = Transform::new(&spec).map_err(SadError::Transform)?;
+                let (transform, _) = transform_of(&spec)?;
                 let first = match &old.keyed {
                     KeyedIn::Here(_) => old.clone(),
                     KeyedIn::First(first) => first.clone(),

@@ -80,10 +80,22 @@ pub enum Drop {
     IcmpBogusMtu,
     /// The crypto driver failed the request for a reason other than authentication.
     CryptoError,
+    /// IPComp (RFC 3173): shorter than its 4-byte header.
+    IpCompTruncated,
+    /// IPComp: the CPI is not the SA's.
+    IpCompBadCpi,
+    /// IPComp: the header's next header is IPComp again (compression of compressed data;
+    /// refused rather than decompressed twice).
+    IpCompNested,
+    /// IPComp: decompressed, the packet would exceed the largest IP packet (65,535 bytes):
+    /// a decompression bomb, or garbage. Stopped at the limit ([`crate::ipcomp`]).
+    IpCompTooBig,
+    /// IPComp: the compressed data is not a valid DEFLATE stream (corrupt or truncated).
+    IpCompCorrupt,
 }
 
 impl Drop {
-    pub const COUNT: usize = Drop::CryptoError as usize + 1;
+    pub const COUNT: usize = Drop::IpCompCorrupt as usize + 1;
 
     pub const ALL: [Drop; Drop::COUNT] = [
         Drop::Malformed,
@@ -113,6 +125,11 @@ impl Drop {
         Drop::IcmpNoSa,
         Drop::IcmpBogusMtu,
         Drop::CryptoError,
+        Drop::IpCompTruncated,
+        Drop::IpCompBadCpi,
+        Drop::IpCompNested,
+        Drop::IpCompTooBig,
+        Drop::IpCompCorrupt,
     ];
 
     /// A stable snake_case name for statistics output.
@@ -145,6 +162,11 @@ impl Drop {
             Drop::IcmpNoSa => "icmp_no_sa",
             Drop::IcmpBogusMtu => "icmp_bogus_mtu",
             Drop::CryptoError => "crypto_error",
+            Drop::IpCompTruncated => "ipcomp_truncated",
+            Drop::IpCompBadCpi => "ipcomp_bad_cpi",
+            Drop::IpCompNested => "ipcomp_nested",
+            Drop::IpCompTooBig => "ipcomp_too_big",
+            Drop::IpCompCorrupt => "ipcomp_corrupt",
         }
     }
 }

@@ -133,6 +133,9 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn main() {
+    if std::env::args().any(|a| a == "--threshold") {
+        return threshold();
+    }
     let mut rounds = 11;
     let mut levels = vec![1u32, 6];
     let mut files = Vec::new();
@@ -244,5 +247,48 @@ fn main() {
             })
             .collect();
         println!("| {} | {} |", lib.name(), cells.join(" | "));
+    }
+}
+
+/// `--threshold`: below which payload size IPComp should not try. For payloads of each size
+/// cut from the text (docs/*.md), with libdeflate level 1: the share that came out smaller
+/// by more than the 4-byte IPComp header, the mean bytes saved (counting the header and
+/// zero for packets sent as is), and the time an attempt costs.
+fn threshold() {
+    let mut docs: Vec<_> = std::fs::read_dir("../../docs")
+        .expect("run from tools/deflatebench")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    let text: Vec<u8> = docs.iter().flat_map(|f| std::fs::read(f).unwrap()).collect();
+    let mut lib = Libdeflate::new(1);
+    let mut out = vec![0u8; 4096];
+    println!("| payload bytes | smaller by > 4 B | mean bytes saved | ns per attempt |");
+    println!("|---:|---:|---:|---:|");
+    for size in [16usize, 32, 48, 64, 80, 90, 96, 112, 128, 160, 192, 256, 512] {
+        let packets: Vec<&[u8]> = text.chunks_exact(size).take(2000).collect();
+        let (mut wins, mut saved) = (0usize, 0usize);
+        for p in &packets {
+            if let Some(n) = lib.compress(p, &mut out[..size - 1]) {
+                if n + 4 < size {
+                    wins += 1;
+                    saved += size - n - 4;
+                }
+            }
+        }
+        let t = Instant::now();
+        let reps = 20;
+        for _ in 0..reps {
+            for p in &packets {
+                black_box(lib.compress(p, &mut out[..size - 1]));
+            }
+        }
+        let ns = t.elapsed().as_nanos() as f64 / (reps * packets.len()) as f64;
+        println!(
+            "| {size} | {:.0}% | {:.1} | {ns:.0} |",
+            100.0 * wins as f64 / packets.len() as f64,
+            saved as f64 / packets.len() as f64
+        );
     }
 }
