@@ -522,9 +522,9 @@ impl Request {
 
     /// Driver helper for compression requests: runs `f` on the payload (input) and the room
     /// in `out` from `out_offset` (output); `f` returns the result's length, which becomes
-    /// [`RequestFields::result_len`] (0 if `f` fails). The request was validated, so `out` exists. Segmented
-    /// buffers are gathered into (and a segmented `out` scattered from) temporary vectors:
-    /// the rare path; contiguous ones copy nothing.
+    /// [`RequestFields::result_len`] (0 if `f` fails). The request was validated, so `out`
+    /// exists. Segmented buffers are gathered into (and a segmented `out` scattered from)
+    /// temporary vectors: the rare path; contiguous ones copy nothing.
     pub fn with_input_output(
         &mut self,
         f: impl FnOnce(&[u8], &mut [u8]) -> Result<usize, Error>,

@@ -290,3 +290,21 @@ fn routed_under_every_policy_only_to_a_driver_that_compresses() {
         assert_eq!(fw.driver_stats("null-routable").unwrap().ops, 0, "{policy:?}");
     }
 }
+
+/// Scatter-gather input and output, and a result at an offset in `out`: the same bytes.
+#[test]
+fn segmented_buffers_and_an_output_offset() {
+    let (_fw, s) = session();
+    let data = text(1400, 42);
+    let segs = |v: &[u8]| ocf::Buffer::Segments(v.chunks(333).map(<[u8]>::to_vec).collect());
+    let mut r = Request::new(Op::Compress, segs(&data)).with_output(segs(&[0u8; 1500]));
+    r.out_offset = 7;
+    let r = s.run(r).unwrap();
+    let packed = r.result_payload();
+    assert_eq!(packed, compress(&s, &data).unwrap(), "same stream as from contiguous buffers");
+    assert_eq!(r.result_buf().to_vec()[..7], [0u8; 7], "nothing written before the offset");
+    let mut r = Request::new(Op::Decompress, segs(&packed)).with_output(segs(&[0u8; 2000]));
+    r.out_offset = 100;
+    let r = s.run(r).unwrap();
+    assert_eq!((r.result_len(), r.result_payload()), (1400, data));
+}
