@@ -29,6 +29,9 @@
 //! the implementation). The room is the request's output buffer, made once per
 //! [`Scratch`] and reused: a decompression bomb fills it and fails, nothing grows.
 //!
+//! **On the packet path** (`crate::ipcomp_path`): single IPComp SAs in tunnel mode; the
+//! SPI field of an `ipcomp` SA is its CPI.
+//!
 //! **Requests.** Each direction runs one ocf request, blocking (`Session::run`): only CPU
 //! drivers offer compression, and they finish it inside the call. A [`Scratch`] (one per
 //! thread) keeps the request and its output buffer, so a packet allocates nothing but what
@@ -169,36 +172,7 @@ impl IpComp {
         at: usize,
         next: IpProtocol,
     ) -> Result<Sent, Drop> {
-        let len = packet.len().saturating_sub(at);
-        if len < self.threshold.max(ipcomp::HEADER_LEN + 2) {
-            return Ok(Sent::BelowThreshold);
-        }
-        // Room for a result that, with the header, is smaller than the payload.
-        let room = len - ipcomp::HEADER_LEN - 1;
-        let req = scratch.request(Op::Compress, mem::take(packet), at..at + len, room);
-        let (outcome, req) = match self.session.run(req) {
-            Ok(req) => (Ok(()), req),
-            Err(f) => {
-                let (e, req) = f.into_parts();
-                (Err(e), req)
-            }
-        };
-        let (p, n) = scratch.finish(req);
-        *packet = p;
-        match outcome {
-            Ok(()) => {
-                let header = ipcomp::Repr { next_header: next, cpi: self.cpi };
-                let body = at + ipcomp::HEADER_LEN;
-                packet.truncate(body + n);
-                packet[body..].copy_from_slice(&scratch.out[..n]);
-                header
-                    .emit(&mut ipcomp::Packet::new_unchecked(&mut packet[at..]))
-                    .map_err(|_| Drop::CryptoError)?;
-                Ok(Sent::Compressed { len: n })
-            }
-            Err(OcfError::Incompressible { .. }) => Ok(Sent::NotSmaller),
-            Err(_) => Err(Drop::CryptoError),
-        }
+        compress(&self.session, self.cpi, self.threshold, scratch, packet, at, next)
     }
 
     /// Decompresses the IPComp packet at `packet[at..]`: on success the packet is
@@ -206,38 +180,94 @@ impl IpComp {
     /// (the caller sets it in the IP header and fixes the lengths). On a drop the packet
     /// is left as it came.
     pub fn input(&self, scratch: &mut Scratch, packet: &mut Vec<u8>, at: usize) -> Result<IpProtocol, Drop> {
-        let rest = packet.get(at..).unwrap_or(&[]);
-        let view = ipcomp::Packet::new_checked(rest).map_err(|_| Drop::IpCompTruncated)?;
-        let repr = ipcomp::Repr::parse(&view).map_err(|_| Drop::IpCompTruncated)?;
-        if repr.cpi != self.cpi {
-            return Err(Drop::IpCompBadCpi);
-        }
-        if repr.next_header == IpProtocol::IPCOMP {
-            return Err(Drop::IpCompNested);
-        }
-        let room = MAX_PACKET.saturating_sub(at);
-        let stream = at + ipcomp::HEADER_LEN..packet.len();
-        let req = scratch.request(Op::Decompress, mem::take(packet), stream, room);
-        let (outcome, req) = match self.session.run(req) {
-            Ok(req) => (Ok(()), req),
-            Err(f) => {
-                let (e, req) = f.into_parts();
-                (Err(e), req)
-            }
-        };
-        let (p, n) = scratch.finish(req);
-        *packet = p;
-        match outcome {
-            Ok(()) => {
-                packet.truncate(at);
-                packet.extend_from_slice(&scratch.out[..n]);
-                Ok(repr.next_header)
-            }
-            Err(OcfError::OutputLimit { .. }) => Err(Drop::IpCompTooBig),
-            Err(OcfError::BadCompressedData) => Err(Drop::IpCompCorrupt),
-            Err(_) => Err(Drop::CryptoError),
-        }
+        decompress(&self.session, self.cpi, scratch, packet, at)
     }
+}
+
+/// [`IpComp::output`] over an SA's `session` and `cpi`, trying from `threshold` bytes.
+pub(crate) fn compress(
+    session: &Session,
+    cpi: u16,
+    threshold: usize,
+    scratch: &mut Scratch,
+    packet: &mut Vec<u8>,
+    at: usize,
+    next: IpProtocol,
+) -> Result<Sent, Drop> {
+    let len = packet.len().saturating_sub(at);
+    if len < threshold.max(ipcomp::HEADER_LEN + 2) {
+        return Ok(Sent::BelowThreshold);
+    }
+    // Room for a result that, with the header, is smaller than the payload.
+    let room = len - ipcomp::HEADER_LEN - 1;
+    match run(session, scratch, Op::Compress, packet, at..at + len, room) {
+        Ok(n) => {
+            let body = at + ipcomp::HEADER_LEN;
+            packet.truncate(body + n);
+            packet[body..].copy_from_slice(&scratch.out[..n]);
+            let header = ipcomp::Repr { next_header: next, cpi };
+            header
+                .emit(&mut ipcomp::Packet::new_unchecked(&mut packet[at..]))
+                .map_err(|_| Drop::CryptoError)?;
+            Ok(Sent::Compressed { len: n })
+        }
+        Err(OcfError::Incompressible { .. }) => Ok(Sent::NotSmaller),
+        Err(_) => Err(Drop::CryptoError),
+    }
+}
+
+/// [`IpComp::input`] over an SA's `session` and `cpi`.
+pub(crate) fn decompress(
+    session: &Session,
+    cpi: u16,
+    scratch: &mut Scratch,
+    packet: &mut Vec<u8>,
+    at: usize,
+) -> Result<IpProtocol, Drop> {
+    let rest = packet.get(at..).unwrap_or(&[]);
+    let view = ipcomp::Packet::new_checked(rest).map_err(|_| Drop::IpCompTruncated)?;
+    let repr = ipcomp::Repr::parse(&view).map_err(|_| Drop::IpCompTruncated)?;
+    if repr.cpi != cpi {
+        return Err(Drop::IpCompBadCpi);
+    }
+    if repr.next_header == IpProtocol::IPCOMP {
+        return Err(Drop::IpCompNested);
+    }
+    let room = MAX_PACKET.saturating_sub(at);
+    let stream = at + ipcomp::HEADER_LEN..packet.len();
+    match run(session, scratch, Op::Decompress, packet, stream, room) {
+        Ok(n) => {
+            packet.truncate(at);
+            packet.extend_from_slice(&scratch.out[..n]);
+            Ok(repr.next_header)
+        }
+        Err(OcfError::OutputLimit { .. }) => Err(Drop::IpCompTooBig),
+        Err(OcfError::BadCompressedData) => Err(Drop::IpCompCorrupt),
+        Err(_) => Err(Drop::CryptoError),
+    }
+}
+
+/// Runs `op` on `packet[payload]` into the scratch buffer (`room` bytes); the packet comes
+/// back unchanged, the result's length or the error with it.
+fn run(
+    session: &Session,
+    scratch: &mut Scratch,
+    op: Op,
+    packet: &mut Vec<u8>,
+    payload: std::ops::Range<usize>,
+    room: usize,
+) -> Result<usize, OcfError> {
+    let req = scratch.request(op, mem::take(packet), payload, room);
+    let (outcome, req) = match session.run(req) {
+        Ok(req) => (Ok(()), req),
+        Err(f) => {
+            let (e, req) = f.into_parts();
+            (Err(e), req)
+        }
+    };
+    let (p, n) = scratch.finish(req);
+    *packet = p;
+    outcome.map(|()| n)
 }
 
 #[cfg(test)]

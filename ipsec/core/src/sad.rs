@@ -328,17 +328,21 @@ struct Tables {
     inbound: HashMap<(u32, IpAddr), Arc<Sa>>,
     /// Outbound: (source, destination) → SAs, oldest first.
     outbound: HashMap<(IpAddr, IpAddr), Vec<Arc<Sa>>>,
+    /// IPComp SAs, apart from ESP's (`crate::ipcomp_path`): by CPI and destination, and by
+    /// (source, destination), oldest first.
+    ipcomp_in: HashMap<(u32, IpAddr), Arc<Sa>>,
+    ipcomp_ends: HashMap<(IpAddr, IpAddr), Vec<Arc<Sa>>>,
 }
 
 impl Tables {
     fn insert(&mut self, sa: Arc<Sa>) {
-        if sa.id.proto == Proto::IpComp {
-            // Not (yet) on the packet path: ESP's lookups must never find it.
-            self.by_id.insert(sa.id, sa);
-            return;
-        }
-        self.inbound.insert((sa.id.spi, sa.id.dst), sa.clone());
-        let v = self.outbound.entry((sa.id.src, sa.id.dst)).or_default();
+        // IPComp SAs have tables of their own: ESP's lookups must never find them.
+        let (inbound, outbound) = match sa.id.proto {
+            Proto::IpComp => (&mut self.ipcomp_in, &mut self.ipcomp_ends),
+            _ => (&mut self.inbound, &mut self.outbound),
+        };
+        inbound.insert((sa.id.spi, sa.id.dst), sa.clone());
+        let v = outbound.entry((sa.id.src, sa.id.dst)).or_default();
         // Oldest first: a continued SA keeps its place.
         let at = v.partition_point(|x| x.added <= sa.added);
         v.insert(at, sa.clone());
@@ -347,14 +351,15 @@ impl Tables {
 
     fn remove(&mut self, id: &SaId) -> Option<Arc<Sa>> {
         let sa = self.by_id.remove(id)?;
-        if id.proto == Proto::IpComp {
-            return Some(sa);
-        }
-        self.inbound.remove(&(id.spi, id.dst));
-        if let Some(v) = self.outbound.get_mut(&(id.src, id.dst)) {
+        let (inbound, outbound) = match id.proto {
+            Proto::IpComp => (&mut self.ipcomp_in, &mut self.ipcomp_ends),
+            _ => (&mut self.inbound, &mut self.outbound),
+        };
+        inbound.remove(&(id.spi, id.dst));
+        if let Some(v) = outbound.get_mut(&(id.src, id.dst)) {
             v.retain(|x| x.id != *id);
             if v.is_empty() {
-                self.outbound.remove(&(id.src, id.dst));
+                outbound.remove(&(id.src, id.dst));
             }
         }
         Some(sa)
@@ -454,6 +459,23 @@ impl Sad {
             }
         }
         Some(from)
+    }
+
+    /// The IPComp SA for an inbound IPComp packet's CPI and destination.
+    #[inline]
+    pub fn ipcomp_inbound(&self, cpi: u16, dst: IpAddr) -> Option<Arc<Sa>> {
+        self.tables.load().ipcomp_in.get(&(u32::from(cpi), dst)).cloned()
+    }
+
+    /// The newest usable IPComp SA from `src` to `dst` (with `reqid`, if non-zero).
+    #[inline]
+    pub fn ipcomp_between(&self, src: IpAddr, dst: IpAddr, reqid: u32) -> Option<Arc<Sa>> {
+        let t = self.tables.load();
+        let v = t.ipcomp_ends.get(&(src, dst))?;
+        v.iter()
+            .rev()
+            .find(|sa| sa.state() != SaState::Dead && (reqid == 0 || sa.spec.reqid == reqid))
+            .cloned()
     }
 
     /// The SA to send with from `src` to `dst`: the newest usable one whose mode fits and,
@@ -636,10 +658,8 @@ impl<'a> Writer<'a> {
             if t.by_id.contains_key(&id) {
                 Some(SadError::Exists)
             } else if id.proto == Proto::IpComp {
-                // CPIs are a space of their own (per destination); IPComp SAs are few.
-                let same =
-                    |o: &&Arc<Sa>| o.id.proto == Proto::IpComp && o.id.spi == id.spi && o.id.dst == id.dst;
-                t.by_id.values().find(same).map(|other| SadError::SpiTaken(other.id))
+                // CPIs are a space of their own (per destination).
+                t.ipcomp_in.get(&(id.spi, id.dst)).map(|other| SadError::SpiTaken(other.id))
             } else {
                 t.inbound.get(&(id.spi, id.dst)).map(|other| SadError::SpiTaken(other.id))
             }

@@ -92,10 +92,13 @@ pub enum Drop {
     IpCompTooBig,
     /// IPComp: the compressed data is not a valid DEFLATE stream (corrupt or truncated).
     IpCompCorrupt,
+    /// Outbound: a policy or SA asks for IPComp in transport mode, which is not
+    /// implemented (tunnel mode only, [`crate::ipcomp`]).
+    IpCompTransport,
 }
 
 impl Drop {
-    pub const COUNT: usize = Drop::IpCompCorrupt as usize + 1;
+    pub const COUNT: usize = Drop::IpCompTransport as usize + 1;
 
     pub const ALL: [Drop; Drop::COUNT] = [
         Drop::Malformed,
@@ -130,6 +133,7 @@ impl Drop {
         Drop::IpCompNested,
         Drop::IpCompTooBig,
         Drop::IpCompCorrupt,
+        Drop::IpCompTransport,
     ];
 
     /// A stable snake_case name for statistics output.
@@ -167,6 +171,7 @@ impl Drop {
             Drop::IpCompNested => "ipcomp_nested",
             Drop::IpCompTooBig => "ipcomp_too_big",
             Drop::IpCompCorrupt => "ipcomp_corrupt",
+            Drop::IpCompTransport => "ipcomp_transport",
         }
     }
 }
@@ -174,6 +179,30 @@ impl Drop {
 impl fmt::Display for Drop {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// One `T` per [`Drop`] reason, indexed by `why as usize`. (A newtype because the standard
+/// library's `Default` for arrays stops at 32 elements.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PerDrop<T>([T; Drop::COUNT]);
+
+impl<T: Default> Default for PerDrop<T> {
+    fn default() -> Self {
+        PerDrop(std::array::from_fn(|_| T::default()))
+    }
+}
+
+impl<T> std::ops::Deref for PerDrop<T> {
+    type Target = [T; Drop::COUNT];
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl<T> std::ops::DerefMut for PerDrop<T> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
     }
 }
 
@@ -189,7 +218,7 @@ pub(crate) struct Counters {
     pub(crate) pmtu_learned: AtomicU64,
     pub(crate) icmp_sent: AtomicU64,
     pub(crate) icmp_rate_limited: AtomicU64,
-    drops: [AtomicU64; Drop::COUNT],
+    drops: PerDrop<AtomicU64>,
 }
 
 impl Counters {
@@ -227,8 +256,8 @@ impl Counters {
     }
 
     pub(crate) fn snapshot(&self) -> Stats {
-        let mut drops = [0; Drop::COUNT];
-        for (d, c) in drops.iter_mut().zip(&self.drops) {
+        let mut drops = PerDrop::<u64>::default();
+        for (d, c) in drops.iter_mut().zip(self.drops.iter()) {
             *d = c.load(Ordering::Relaxed);
         }
         Stats {
@@ -267,7 +296,7 @@ pub struct Stats {
     /// longer fit the path, and those the rate limit held back.
     pub icmp_sent: u64,
     pub icmp_rate_limited: u64,
-    drops: [u64; Drop::COUNT],
+    drops: PerDrop<u64>,
 }
 
 impl Stats {
