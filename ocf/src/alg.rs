@@ -147,6 +147,27 @@ impl MacAlg {
     }
 }
 
+/// A lossless compression algorithm ([`crate::Mode::Compress`]).
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CompAlg {
+    /// Raw DEFLATE (RFC 1951): no zlib or gzip wrapper, as IPComp's DEFLATE (RFC 3174 §2)
+    /// carries it. The compression level is the driver's choice.
+    Deflate,
+}
+
+impl CompAlg {
+    pub const ALL: [CompAlg; 1] = [CompAlg::Deflate];
+}
+
+impl fmt::Display for CompAlg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CompAlg::Deflate => "deflate",
+        })
+    }
+}
+
 impl fmt::Display for CipherAlg {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

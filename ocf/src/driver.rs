@@ -28,7 +28,7 @@
 
 use std::sync::Arc;
 
-use crate::alg::{CipherAlg, DigestAlg, MacAlg};
+use crate::alg::{CipherAlg, CompAlg, DigestAlg, MacAlg};
 use crate::error::Error;
 use crate::params::{Mode, SessionParams};
 use crate::request::{Outcome, Request};
@@ -52,6 +52,9 @@ pub struct Capabilities {
     pub aeads: Vec<CipherAlg>,
     pub digests: Vec<DigestAlg>,
     pub macs: Vec<MacAlg>,
+    /// Compression algorithms ([`Mode::Compress`]). Not in
+    /// [`Capabilities::every_algorithm`]: a driver lists them only if it really compresses.
+    pub compression: Vec<CompAlg>,
     /// Encrypt-then-MAC sessions are supported for every cipher × MAC listed.
     pub cipher_then_mac: bool,
     /// Every request is finished inside `process` (returns [`Processed::Done`] or
@@ -68,13 +71,15 @@ pub struct Capabilities {
 }
 
 impl Capabilities {
-    /// Every algorithm and mode ocf defines (set the flags with struct update syntax).
+    /// Every cipher, digest and MAC ocf defines, in every mode but compression (set the
+    /// flags, and compression where the driver really compresses, with struct update syntax).
     pub fn every_algorithm() -> Capabilities {
         Capabilities {
             ciphers: CipherAlg::ALL.into_iter().filter(|c| !c.is_aead()).collect(),
             aeads: CipherAlg::ALL.into_iter().filter(|c| c.is_aead()).collect(),
             digests: DigestAlg::ALL.to_vec(),
             macs: MacAlg::ALL.to_vec(),
+            compression: Vec::new(),
             cipher_then_mac: true,
             synchronous: false,
             named_only: false,
@@ -95,6 +100,7 @@ impl Capabilities {
             Mode::CipherThenMac { cipher, mac, .. } => {
                 self.cipher_then_mac && self.ciphers.contains(cipher) && self.macs.contains(mac)
             }
+            Mode::Compress { alg } => self.compression.contains(alg),
         }
     }
 }

@@ -8,7 +8,7 @@
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::alg::{CipherAlg, DigestAlg, MacAlg};
+use crate::alg::{CipherAlg, CompAlg, DigestAlg, MacAlg};
 
 /// Everything that can go wrong in ocf. One variant per distinct cause.
 #[non_exhaustive]
@@ -78,6 +78,7 @@ pub enum Error {
     UnsupportedCipher(CipherAlg),
     UnsupportedDigest(DigestAlg),
     UnsupportedMac(MacAlg),
+    UnsupportedCompression(CompAlg),
     /// No driver is registered, or none probed the session successfully.
     NoDriver,
     /// A driver asked for by name is not registered.
@@ -109,6 +110,25 @@ pub enum Error {
     /// [`crate::Part`]): a middle part with no message in progress, an IV after the first
     /// part, a session not opened for multi-part messages.
     BadPart(&'static str),
+    /// A compression or decompression request without an out-of-place `out` buffer: the
+    /// result's length differs from the input's, so it cannot be written in place.
+    NoOutputBuffer {
+        op: &'static str,
+    },
+    /// Compression would not make the data smaller (or would not fit the room in `out`):
+    /// RFC 3173 §2.2 — the caller sends the original instead.
+    Incompressible {
+        len: usize,
+    },
+    /// Decompression would produce more than the room in `out`, the request's limit (a
+    /// decompression bomb, or a packet larger than the largest IP packet). Nothing beyond
+    /// the limit was written or allocated.
+    OutputLimit {
+        limit: usize,
+    },
+    /// Input to decompress that is not a valid stream: corrupt, or truncated before its
+    /// final block.
+    BadCompressedData,
 }
 
 impl Error {
@@ -128,9 +148,10 @@ impl Error {
             Error::EsnNotSupported { .. } => ErrorKind::EsnNotSupported,
             Error::InvalidParams(_) => ErrorKind::InvalidParams,
             Error::AuthFailed => ErrorKind::AuthFailed,
-            Error::UnsupportedCipher(_) | Error::UnsupportedDigest(_) | Error::UnsupportedMac(_) => {
-                ErrorKind::Unsupported
-            }
+            Error::UnsupportedCipher(_)
+            | Error::UnsupportedDigest(_)
+            | Error::UnsupportedMac(_)
+            | Error::UnsupportedCompression(_) => ErrorKind::Unsupported,
             Error::NoDriver => ErrorKind::NoDriver,
             Error::UnknownDriver(_) => ErrorKind::UnknownDriver,
             Error::DuplicateDriver(_) => ErrorKind::DuplicateDriver,
@@ -141,6 +162,10 @@ impl Error {
             Error::DriverFailureMidway(_) => ErrorKind::DriverFailureMidway,
             Error::CallbackPanicked => ErrorKind::CallbackPanicked,
             Error::BadPart(_) => ErrorKind::BadPart,
+            Error::NoOutputBuffer { .. } => ErrorKind::NoOutputBuffer,
+            Error::Incompressible { .. } => ErrorKind::Incompressible,
+            Error::OutputLimit { .. } => ErrorKind::OutputLimit,
+            Error::BadCompressedData => ErrorKind::BadCompressedData,
         }
     }
 }
@@ -181,6 +206,7 @@ impl fmt::Display for Error {
             Error::UnsupportedCipher(a) => write!(f, "no driver supports cipher {a}"),
             Error::UnsupportedDigest(a) => write!(f, "no driver supports digest {a}"),
             Error::UnsupportedMac(a) => write!(f, "no driver supports MAC {a}"),
+            Error::UnsupportedCompression(a) => write!(f, "no driver supports compression {a}"),
             Error::NoDriver => f.write_str("no driver is registered that can serve this session"),
             Error::UnknownDriver(n) => write!(f, "no driver named {n:?} is registered"),
             Error::DuplicateDriver(n) => write!(f, "a driver named {n:?} is already registered"),
@@ -197,6 +223,16 @@ impl fmt::Display for Error {
             }
             Error::CallbackPanicked => f.write_str("a completion callback panicked"),
             Error::BadPart(why) => write!(f, "bad part of a multi-part message: {why}"),
+            Error::NoOutputBuffer { op } => {
+                write!(f, "{op} needs an out-of-place output buffer (the result's length differs)")
+            }
+            Error::Incompressible { len } => {
+                write!(f, "compression would not make the {len}-byte input smaller")
+            }
+            Error::OutputLimit { limit } => {
+                write!(f, "decompressed data would exceed the {limit}-byte limit of the output buffer")
+            }
+            Error::BadCompressedData => f.write_str("compressed data is corrupt or truncated"),
         }
     }
 }
@@ -232,11 +268,15 @@ pub enum ErrorKind {
     CallbackPanicked,
     BadPart,
     DriverFailureMidway,
+    NoOutputBuffer,
+    Incompressible,
+    OutputLimit,
+    BadCompressedData,
 }
 
 impl ErrorKind {
     /// Number of kinds (length of a counter array).
-    pub const COUNT: usize = ErrorKind::DriverFailureMidway as usize + 1;
+    pub const COUNT: usize = ErrorKind::BadCompressedData as usize + 1;
 
     /// Every kind, in counter order.
     pub const ALL: [ErrorKind; ErrorKind::COUNT] = [
@@ -264,6 +304,10 @@ impl ErrorKind {
         ErrorKind::CallbackPanicked,
         ErrorKind::BadPart,
         ErrorKind::DriverFailureMidway,
+        ErrorKind::NoOutputBuffer,
+        ErrorKind::Incompressible,
+        ErrorKind::OutputLimit,
+        ErrorKind::BadCompressedData,
     ];
 
     /// A stable snake_case name, for statistics output.
@@ -293,6 +337,10 @@ impl ErrorKind {
             ErrorKind::CallbackPanicked => "callback_panicked",
             ErrorKind::BadPart => "bad_part",
             ErrorKind::DriverFailureMidway => "driver_failure_midway",
+            ErrorKind::NoOutputBuffer => "no_output_buffer",
+            ErrorKind::Incompressible => "incompressible",
+            ErrorKind::OutputLimit => "output_limit",
+            ErrorKind::BadCompressedData => "bad_compressed_data",
         }
     }
 }

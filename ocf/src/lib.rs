@@ -83,7 +83,7 @@ pub mod request;
 pub mod routing;
 pub mod session;
 
-pub use alg::{CipherAlg, DigestAlg, MacAlg};
+pub use alg::{CipherAlg, CompAlg, DigestAlg, MacAlg};
 pub use buffer::{Borrowed, Buffer};
 pub use completion::{Callback, RequestFuture};
 pub use driver::{Capabilities, Driver, DriverSession, Hint, Priority, Processed, SessionContext};

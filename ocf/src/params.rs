@@ -8,7 +8,7 @@ use std::fmt;
 
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
-use crate::alg::{CipherAlg, DigestAlg, MacAlg};
+use crate::alg::{CipherAlg, CompAlg, DigestAlg, MacAlg};
 use crate::error::Error;
 
 /// Key material. Zeroized when dropped; `Debug` never prints it.
@@ -58,7 +58,7 @@ impl fmt::Debug for Key {
     }
 }
 
-/// What a session does. The five modes of the framework.
+/// What a session does. The six modes of the framework.
 #[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -73,6 +73,12 @@ pub enum Mode {
     /// Encrypt-then-MAC, as ESP uses it: encrypt the payload, then MAC `AAD || ciphertext`;
     /// decrypt verifies the MAC first and decrypts only if it matched.
     CipherThenMac { cipher: CipherAlg, cipher_key: Key, mac: MacAlg, mac_key: Key, tag_len: usize },
+    /// Lossless compression ([`crate::Op::Compress`] / [`crate::Op::Decompress`]), as the
+    /// seed's OCF carried CRYPTO_DEFLATE_COMP beside its ciphers. The result's length
+    /// differs from the input's: it goes to the request's `out` buffer, whose room is the
+    /// limit, and its length comes back in [`crate::RequestFields::result_len`] (FreeBSD's
+    /// crp_olen). See [`crate::Op::Compress`] for the rules.
+    Compress { alg: CompAlg },
 }
 
 impl Mode {
@@ -84,6 +90,7 @@ impl Mode {
             Mode::Mac { .. } => "mac",
             Mode::Aead { .. } => "aead",
             Mode::CipherThenMac { .. } => "cipher+mac",
+            Mode::Compress { .. } => "compress",
         }
     }
 }
@@ -156,6 +163,11 @@ impl SessionParams {
         }
     }
 
+    /// A compression session.
+    pub fn compress(alg: CompAlg) -> SessionParams {
+        SessionParams { mode: Mode::Compress { alg }, ordered: false, multipart: false }
+    }
+
     /// Sets the tag/MAC length (truncation, e.g. 12 for HMAC-SHA1-96). No effect on modes
     /// without a tag.
     pub fn with_tag_len(mut self, len: usize) -> SessionParams {
@@ -163,7 +175,7 @@ impl SessionParams {
             Mode::Mac { tag_len, .. } | Mode::Aead { tag_len, .. } | Mode::CipherThenMac { tag_len, .. } => {
                 *tag_len = len
             }
-            Mode::Cipher { .. } | Mode::Digest { .. } => {}
+            Mode::Cipher { .. } | Mode::Digest { .. } | Mode::Compress { .. } => {}
         }
         self
     }
@@ -183,7 +195,7 @@ impl SessionParams {
     /// The length of the tag, MAC or digest a request produces or checks (0 for ciphers).
     pub fn tag_len(&self) -> usize {
         match &self.mode {
-            Mode::Cipher { .. } => 0,
+            Mode::Cipher { .. } | Mode::Compress { .. } => 0,
             Mode::Digest { alg } => alg.output_len(),
             Mode::Mac { tag_len, .. } | Mode::Aead { tag_len, .. } | Mode::CipherThenMac { tag_len, .. } => {
                 *tag_len
@@ -196,7 +208,7 @@ impl SessionParams {
         match &self.mode {
             Mode::Cipher { alg, .. } | Mode::Aead { alg, .. } => Some(*alg),
             Mode::CipherThenMac { cipher, .. } => Some(*cipher),
-            Mode::Digest { .. } | Mode::Mac { .. } => None,
+            Mode::Digest { .. } | Mode::Mac { .. } | Mode::Compress { .. } => None,
         }
     }
 
@@ -255,6 +267,11 @@ impl SessionParams {
                 cipher_key(*cipher, ck)?;
                 mac_key_and_len(*mac, mac_key, *tag_len)
             }
+            // A packet is compressed whole (IPComp's unit); no client streams compression.
+            Mode::Compress { .. } if self.multipart => {
+                Err(Error::InvalidParams("multi-part messages are not offered for compression sessions"))
+            }
+            Mode::Compress { .. } => Ok(()),
         }
     }
 }
@@ -379,6 +396,11 @@ mod tests {
         ));
         assert!(matches!(
             SessionParams::aead(CipherAlg::AesCbc, &[0u8; 16]).validate(),
+            Err(Error::InvalidParams(_))
+        ));
+        SessionParams::compress(CompAlg::Deflate).validate().unwrap();
+        assert!(matches!(
+            SessionParams::compress(CompAlg::Deflate).multipart().validate(),
             Err(Error::InvalidParams(_))
         ));
     }

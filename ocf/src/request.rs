@@ -13,6 +13,10 @@
 //! - `aad`: authenticated-only data for AEAD and cipher+MAC sessions: separate bytes, or a
 //!   region of `buf` (e.g. the ESP header in front of the payload).
 //! - `iv`: the IV or AEAD nonce, carried inline.
+//! - compression ([`Op::Compress`], [`Op::Decompress`]): the input is `buf`'s payload, the
+//!   result goes to `out[out_offset..]` (required: its length differs from the input's), the
+//!   room there is the limit, and the result's length comes back in
+//!   [`RequestFields::result_len`] (FreeBSD's crp_olen).
 //! - the tag (AEAD tag, MAC or digest): either carried inline in the request
 //!   ([`TagPlace::Separate`]) or at an offset in a buffer ([`TagPlace::InBuffer`]): computed
 //!   tags are written to the result buffer (`out` if out of place, else `buf`); tags to
@@ -47,6 +51,15 @@ pub enum Op {
     ComputeDigest,
     /// Digest or MAC: compare with the given one (in constant time).
     VerifyDigest,
+    /// Compression: compress the payload into `out[out_offset..]`. The result must be
+    /// shorter than the input and fit the room in `out`, else the request fails with
+    /// [`Error::Incompressible`] and the caller sends the original (RFC 3173 §2.2).
+    Compress,
+    /// Compression: decompress the payload into `out[out_offset..]`. The room there is the
+    /// limit: a stream that would produce more fails with [`Error::OutputLimit`], having
+    /// written no more than the room and allocated nothing for the rest; a corrupt or
+    /// truncated one with [`Error::BadCompressedData`].
+    Decompress,
 }
 
 impl Op {
@@ -56,7 +69,15 @@ impl Op {
             Op::Decrypt => "decrypt",
             Op::ComputeDigest => "compute-digest",
             Op::VerifyDigest => "verify-digest",
+            Op::Compress => "compress",
+            Op::Decompress => "decompress",
         }
+    }
+
+    /// Whether this is a compression operation (result out of place, its own length).
+    #[inline]
+    pub fn compresses(self) -> bool {
+        matches!(self, Op::Compress | Op::Decompress)
     }
 
     /// Whether the tag is an input (checked) rather than an output (written).
@@ -254,6 +275,8 @@ pub struct RequestFields {
     /// ESP extended sequence number, high-order 32 bits, big-endian (valid when `esn_set`).
     esn: [u8; 4],
     esn_set: bool,
+    /// The length of a compression request's result in `out` (see [`Op::Compress`]).
+    result_len: usize,
     /// Set when the request fails (see [`Failed`]).
     error: Option<Error>,
     /// The framework's bookkeeping while the request travels (completion target, flow
@@ -362,8 +385,21 @@ impl RequestFields {
         self.out.as_ref().unwrap_or(&self.buf)
     }
 
+    /// How many bytes a compression request's result has at `out[out_offset..]` (FreeBSD's
+    /// crp_olen); 0 before it completed and for other operations.
+    #[inline]
+    pub fn result_len(&self) -> usize {
+        self.result_len
+    }
+
     /// The payload's result bytes, as one vector (a convenience for tests and tools).
     pub fn result_payload(&self) -> Vec<u8> {
+        if self.op.compresses() {
+            let (Some(out), start) = (&self.out, self.out_offset) else { return Vec::new() };
+            let mut v = vec![0; self.result_len];
+            out.copy_out(start..start + self.result_len, &mut v);
+            return v;
+        }
         let r = self.payload_range();
         let (buf, start) = match &self.out {
             Some(o) => (o, self.out_offset),
@@ -399,6 +435,7 @@ impl Request {
             tag_len: 0,
             esn: [0; 4],
             esn_set: false,
+            result_len: 0,
             error: None,
             trip: Trip::default(),
         }))
@@ -478,8 +515,40 @@ impl Request {
         f.iv_len = 0;
         f.tag_len = 0;
         f.esn_set = false;
+        f.result_len = 0;
         f.error = None;
         f.trip = Trip::default();
+    }
+
+    /// Driver helper for compression requests: runs `f` on the payload (input) and the room
+    /// in `out` from `out_offset` (output); `f` returns the result's length, which becomes
+    /// [`RequestFields::result_len`] (0 if `f` fails). The request was validated, so `out`
+    /// exists. Segmented buffers are gathered into (and a segmented `out` scattered from)
+    /// temporary vectors: the rare path; contiguous ones copy nothing.
+    pub fn with_input_output(
+        &mut self,
+        f: impl FnOnce(&[u8], &mut [u8]) -> Result<usize, Error>,
+    ) -> Result<(), Error> {
+        let fields = &mut *self.0;
+        fields.result_len = 0;
+        let payload = fields.payload.clone().unwrap_or(0..fields.buf.len());
+        let Some(out) = fields.out.as_mut() else {
+            return Err(Error::NoOutputBuffer { op: fields.op.name() });
+        };
+        let gathered: Vec<u8>;
+        let input: &[u8] = match fields.buf.as_contiguous() {
+            Some(v) => &v[payload],
+            None => {
+                let mut g = vec![0; payload.len()];
+                fields.buf.copy_out(payload, &mut g);
+                gathered = g;
+                &gathered
+            }
+        };
+        let room = fields.out_offset.min(out.len())..out.len();
+        let n = run_on_payload(out, room, |o| f(input, o).map(|n| n.min(o.len())))?;
+        fields.result_len = n;
+        Ok(())
     }
 
     /// Driver helper: runs `f` on contiguous views of the payload, AAD, IV and tag, hiding
@@ -723,6 +792,7 @@ pub(crate) struct RequestRules {
     mode: &'static str,
     cipher_ops: bool,
     digest_ops: bool,
+    comp_ops: bool,
     iv_len: usize,
     block_len: usize,
     pub(crate) tag_len: usize,
@@ -737,13 +807,16 @@ impl RequestRules {
             Mode::Cipher { .. } => (true, false, false),
             Mode::Digest { .. } | Mode::Mac { .. } => (false, true, false),
             Mode::Aead { .. } | Mode::CipherThenMac { .. } => (true, false, true),
+            Mode::Compress { .. } => (false, false, false),
         };
+        let comp_ops = matches!(p.mode, Mode::Compress { .. });
         let cipher = p.cipher_alg();
         let esn_ok = matches!(p.mode, Mode::Mac { .. } | Mode::CipherThenMac { .. });
         RequestRules {
             mode: p.mode.name(),
             cipher_ops,
             digest_ops,
+            comp_ops,
             iv_len: cipher.map_or(0, |c| c.iv_len()),
             // A power of two for every cipher (a test in `alg` checks), so `check` masks.
             block_len: cipher.map_or(1, |c| c.block_len()),
@@ -760,9 +833,13 @@ impl RequestRules {
         let op_ok = match r.op {
             Op::Encrypt | Op::Decrypt => self.cipher_ops,
             Op::ComputeDigest | Op::VerifyDigest => self.digest_ops,
+            Op::Compress | Op::Decompress => self.comp_ops,
         };
         if !op_ok {
             return Err(Error::BadOperation { op: r.op.name(), mode: self.mode });
+        }
+        if self.comp_ops {
+            return self.check_compression(r);
         }
         if r.part != Part::Whole {
             self.check_part(r)?;
@@ -844,6 +921,36 @@ impl RequestRules {
 }
 
 impl RequestRules {
+    /// A compression request: a payload inside `buf`, an `out` buffer with `out_offset` in
+    /// it, and nothing a compression session does not use (IV, AAD, ESN, parts).
+    fn check_compression(&self, r: &RequestFields) -> Result<(), Error> {
+        if r.part != Part::Whole {
+            return Err(Error::BadPart("compression sessions take whole messages only"));
+        }
+        if r.iv_len != 0 {
+            return Err(Error::BadIvLength { expected: 0, got: r.iv_len });
+        }
+        if r.esn_set {
+            return Err(Error::EsnNotSupported { mode: self.mode });
+        }
+        if r.aad.separate().is_some_and(|a| !a.is_empty()) || matches!(r.aad, Aad::Region(_)) {
+            return Err(Error::AadNotSupported { mode: self.mode });
+        }
+        in_bounds("payload", &r.payload_range(), r.buf.len())?;
+        let Some(out) = &r.out else {
+            return Err(Error::NoOutputBuffer { op: r.op.name() });
+        };
+        if r.out_offset > out.len() {
+            return Err(Error::BadRegion {
+                what: "output offset",
+                start: r.out_offset,
+                end: r.out_offset,
+                buf_len: out.len(),
+            });
+        }
+        Ok(())
+    }
+
     /// The rules a part of a multi-part message adds (see [`Part`]).
     fn check_part(&self, r: &RequestFields) -> Result<(), Error> {
         if !self.multipart {

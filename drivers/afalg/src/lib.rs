@@ -277,6 +277,8 @@ fn capabilities_of(r: &ProbeReport, synchronous: bool) -> Capabilities {
             .collect(),
         ciphers,
         macs,
+        // AF_ALG has no socket type for the kernel's compression algorithms.
+        compression: Vec::new(),
         cipher_then_mac,
         synchronous,
         named_only: false,

@@ -10,6 +10,7 @@
 //! | AES-CBC, AES-CTR, 3DES-CBC             | aws-lc-rs (`cipher`, unpadded)               |
 //! | SHA-1, SHA-256, HMAC over them         | RustCrypto (SHA-NI)                          |
 //! | SHA-384, SHA-512, MD5, HMAC over them  | libcrypto (reused ctx) from 128/256 B, else RustCrypto |
+//! | DEFLATE (raw, RFC 1951), level 1       | libdeflate (`libdeflater`; `tools/deflatebench`) |
 //!
 //! The measurements behind the table are in `docs/architecture.md`, `docs/measurements.md`
 //! and `tools/libbench/REPORT.md`.
@@ -22,6 +23,7 @@ mod aead;
 mod chacha;
 mod cipher;
 mod cpu;
+mod deflate;
 mod digest;
 mod evp;
 #[cfg(ocf_ipsec_mb)]
@@ -41,8 +43,8 @@ pub mod raw {
 use std::sync::Arc;
 
 use ocf::{
-    Capabilities, CipherAlg, DigestAlg, Driver, DriverSession, Error, Failed, Framework, Hint, MacAlg, Mode,
-    Op, Part, Priority, Processed, Request, SessionContext, SessionParams, MAX_TAG_LEN,
+    Capabilities, CipherAlg, CompAlg, DigestAlg, Driver, DriverSession, Error, Failed, Framework, Hint,
+    MacAlg, Mode, Op, Part, Priority, Processed, Request, SessionContext, SessionParams, MAX_TAG_LEN,
 };
 use subtle::ConstantTimeEq;
 
@@ -76,8 +78,13 @@ impl Driver for SoftDriver {
     }
 
     fn capabilities(&self) -> Capabilities {
-        // Every algorithm ocf names, whole or in parts.
-        Capabilities { synchronous: true, multipart: true, ..Capabilities::every_algorithm() }
+        // Every algorithm ocf names, whole or in parts, and compression.
+        Capabilities {
+            synchronous: true,
+            multipart: true,
+            compression: CompAlg::ALL.to_vec(),
+            ..Capabilities::every_algorithm()
+        }
     }
 
     fn probe_session(&self, params: &SessionParams) -> Option<Priority> {
@@ -137,6 +144,8 @@ pub(crate) enum SoftSession {
     Mac(HmacKey),
     Aead(Aead),
     CipherThenMac(Cipher, HmacKey),
+    /// Raw DEFLATE (`crate::deflate`); its library state is per thread.
+    Deflate,
 }
 
 impl SoftSession {
@@ -152,6 +161,7 @@ impl SoftSession {
                 Cipher::new(*cipher, cipher_key.as_bytes())?,
                 HmacKey::new(*mac, mac_key.as_bytes())?,
             ),
+            Mode::Compress { alg: CompAlg::Deflate } => SoftSession::Deflate,
             _ => return Err(Error::InvalidParams("soft: unknown mode")),
         })
     }
@@ -162,6 +172,12 @@ impl SoftSession {
             return self.run_part(req);
         }
         let op = req.op;
+        if let SoftSession::Deflate = self {
+            return match op {
+                Op::Compress => req.with_input_output(deflate::compress),
+                _ => req.with_input_output(deflate::decompress),
+            };
+        }
         req.with_views(|v| match (self, op) {
             (SoftSession::Cipher(c), Op::Encrypt) => c.encrypt(v.iv, v.payload),
             (SoftSession::Cipher(c), _) => c.decrypt(v.iv, v.payload),
@@ -183,6 +199,9 @@ impl SoftSession {
             (SoftSession::CipherThenMac(c, k), Op::Encrypt) => {
                 c.encrypt(v.iv, v.payload)?;
                 k.compute(&[v.aad, v.payload, v.esn], v.tag)
+            }
+            (SoftSession::Deflate, _) => {
+                Err(Error::DriverFailure("soft: compression reached the cipher path"))
             }
             (SoftSession::CipherThenMac(c, k), _) => {
                 // Verify before decrypting: a forged packet is never decrypted.
@@ -214,6 +233,9 @@ impl SoftSession {
                 },
                 SoftSession::CipherThenMac(..) => {
                     return Err(Error::BadPart("cipher+mac sessions take whole messages only"));
+                }
+                SoftSession::Deflate => {
+                    return Err(Error::BadPart("compression sessions take whole messages only"));
                 }
             };
             // Recycle the last finished message's state (or an abandoned one) where it is

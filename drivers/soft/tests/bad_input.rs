@@ -3,8 +3,8 @@
 //! gives the caller's buffers back untouched.
 
 use ocf::{
-    Aad, CipherAlg, DigestAlg, Error, ErrorKind, Framework, Key, MacAlg, Op, Request, Session, SessionParams,
-    TagPlace,
+    Aad, CipherAlg, CompAlg, DigestAlg, Error, ErrorKind, Framework, Key, MacAlg, Op, Request, Session,
+    SessionParams, TagPlace,
 };
 
 /// A valid three-key 3DES key (NIST's TDES-CBC example).
@@ -436,4 +436,169 @@ fn esn_bits_on_a_session_that_does_not_mac_them() {
         |e| matches!(e, Error::EsnNotSupported { mode: "aead" }),
         ErrorKind::EsnNotSupported,
     );
+}
+
+fn deflate(fw: &Framework) -> Session {
+    fw.new_session(&SessionParams::compress(CompAlg::Deflate)).unwrap()
+}
+
+/// Raw DEFLATE of `data` at level 9, by Python's zlib (an independent implementation).
+/// Generated with `python3 -c "import zlib; c = zlib.compressobj(9, zlib.DEFLATED, -15);
+/// print((c.compress(b'ocf ' * 64) + c.flush()).hex())"`.
+const OCF_X64_DEFLATE: &str = "cb4f4e53c81fc11800";
+
+fn unhex(h: &str) -> Vec<u8> {
+    (0..h.len()).step_by(2).map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap()).collect()
+}
+
+#[test]
+fn compression_without_an_output_buffer() {
+    let fw = framework();
+    let s = deflate(&fw);
+    for op in [Op::Compress, Op::Decompress] {
+        expect_request_error(
+            &fw,
+            &s,
+            Request::new(op, vec![0u8; 100]),
+            |e| matches!(e, Error::NoOutputBuffer { .. }),
+            ErrorKind::NoOutputBuffer,
+        );
+    }
+}
+
+#[test]
+fn compression_that_does_not_shrink_the_data() {
+    let fw = framework();
+    let s = deflate(&fw);
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let random: Vec<u8> = (0..1400)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    expect_request_error(
+        &fw,
+        &s,
+        Request::new(Op::Compress, random).with_output(vec![0u8; 2000]),
+        |e| matches!(e, Error::Incompressible { len: 1400 }),
+        ErrorKind::Incompressible,
+    );
+    // Compressible, but the room given is smaller than the result: the same answer.
+    expect_request_error(
+        &fw,
+        &s,
+        Request::new(Op::Compress, b"ocf ".repeat(64)).with_output(vec![0u8; 4]),
+        |e| matches!(e, Error::Incompressible { len: 256 }),
+        ErrorKind::Incompressible,
+    );
+    expect_request_error(
+        &fw,
+        &s,
+        Request::new(Op::Compress, Vec::new()).with_output(vec![0u8; 16]),
+        |e| matches!(e, Error::Incompressible { len: 0 }),
+        ErrorKind::Incompressible,
+    );
+}
+
+#[test]
+fn decompression_beyond_the_output_limit() {
+    let fw = framework();
+    let s = deflate(&fw);
+    expect_request_error(
+        &fw,
+        &s,
+        Request::new(Op::Decompress, unhex(OCF_X64_DEFLATE)).with_output(vec![0u8; 255]),
+        |e| matches!(e, Error::OutputLimit { limit: 255 }),
+        ErrorKind::OutputLimit,
+    );
+    let done =
+        s.run(Request::new(Op::Decompress, unhex(OCF_X64_DEFLATE)).with_output(vec![0u8; 256])).unwrap();
+    assert_eq!(done.result_payload(), b"ocf ".repeat(64));
+}
+
+#[test]
+fn corrupt_and_truncated_compressed_data() {
+    let fw = framework();
+    let s = deflate(&fw);
+    let good = unhex(OCF_X64_DEFLATE);
+    // Block type 3 is reserved (RFC 1951 §3.2.3).
+    expect_request_error(
+        &fw,
+        &s,
+        Request::new(Op::Decompress, vec![0x07, 0, 0, 0]).with_output(vec![0u8; 1024]),
+        |e| matches!(e, Error::BadCompressedData),
+        ErrorKind::BadCompressedData,
+    );
+    expect_request_error(
+        &fw,
+        &s,
+        Request::new(Op::Decompress, good[..good.len() - 2].to_vec()).with_output(vec![0u8; 1024]),
+        |e| matches!(e, Error::BadCompressedData),
+        ErrorKind::BadCompressedData,
+    );
+    expect_request_error(
+        &fw,
+        &s,
+        Request::new(Op::Decompress, Vec::new()).with_output(vec![0u8; 1024]),
+        |e| matches!(e, Error::BadCompressedData),
+        ErrorKind::BadCompressedData,
+    );
+}
+
+#[test]
+fn compression_requests_with_fields_a_compression_session_does_not_use() {
+    let fw = framework();
+    let s = deflate(&fw);
+    let out = || vec![0u8; 64];
+    expect_request_error(
+        &fw,
+        &s,
+        Request::new(Op::Compress, vec![0u8; 100]).with_output(out()).with_iv(&[0u8; 16]),
+        |e| matches!(e, Error::BadIvLength { expected: 0, got: 16 }),
+        ErrorKind::BadIvLength,
+    );
+    expect_request_error(
+        &fw,
+        &s,
+        Request::new(Op::Compress, vec![0u8; 100]).with_output(out()).with_aad(b"aad"),
+        |e| matches!(e, Error::AadNotSupported { .. }),
+        ErrorKind::AadNotSupported,
+    );
+    expect_request_error(
+        &fw,
+        &s,
+        Request::new(Op::Encrypt, vec![0u8; 100]).with_output(out()),
+        |e| matches!(e, Error::BadOperation { op: "encrypt", mode: "compress" }),
+        ErrorKind::BadOperation,
+    );
+    let mut r = Request::new(Op::Decompress, vec![0u8; 100]).with_output(out());
+    r.out_offset = 65;
+    expect_request_error(&fw, &s, r, |e| matches!(e, Error::BadRegion { .. }), ErrorKind::BadRegion);
+    let cbc = cbc(&fw);
+    expect_request_error(
+        &fw,
+        &cbc,
+        Request::new(Op::Compress, vec![0u8; 16]).with_output(out()).with_iv(&[0u8; 16]),
+        |e| matches!(e, Error::BadOperation { op: "compress", mode: "cipher" }),
+        ErrorKind::BadOperation,
+    );
+}
+
+#[test]
+fn a_compression_session_no_driver_serves() {
+    let fw = Framework::new();
+    ocf_null::register(&fw).unwrap();
+    expect_session_error(
+        &fw,
+        SessionParams::compress(CompAlg::Deflate),
+        |e| matches!(e, Error::UnsupportedCompression(CompAlg::Deflate)),
+        ErrorKind::Unsupported,
+    );
+    // The null driver's results are not compression: it refuses even when named.
+    let e =
+        fw.new_session_on("null", &SessionParams::compress(CompAlg::Deflate)).expect_err("not even by name");
+    assert!(matches!(e, Error::UnsupportedCompression(CompAlg::Deflate)), "{e:?}");
 }

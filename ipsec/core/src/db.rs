@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use ocf::Framework;
 
-use crate::control::{PolicySpec, Request, SaId, SaSpec};
+use crate::control::{PolicySpec, Proto, Request, SaId, SaSpec};
 use crate::larval::{self, Larval, LarvalError};
 use crate::sad::{self, Installed, Sa, SaState, Sad, SadError};
 use crate::spd::{self, Spd, SpdError};
@@ -154,7 +154,13 @@ impl Transaction<'_> {
                 }
                 let id = SaId { src: *src, dst: *dst, proto: *proto, spi: 0 };
                 let (sad, n) = (&self.sad, self.sad.len());
-                let larval = self.larval.reserve(id, *range, |spi| sad.spi_holder(spi, *dst).is_some(), n);
+                // An IPComp CPI is 16 bits (RFC 3173 §2.4): its search stops at 0xffff.
+                let range = match proto {
+                    Proto::IpComp => (range.0, range.1.min(u32::from(u16::MAX))),
+                    _ => *range,
+                };
+                let taken = |spi| sad.spi_holder(*proto, spi, *dst).is_some();
+                let larval = self.larval.reserve(id, range, taken, n);
                 Response::Larval(larval.map_err(ControlError::Larval)?)
             }
             Request::UpdateSa(spec) => {
@@ -257,6 +263,40 @@ mod tests {
         }
         t.commit();
         Ok(())
+    }
+
+    /// setkey's `ipcomp ... -C deflate` installs (a compression session on soft), and ESP's
+    /// lookups never find it: an ESP SA with the same number beside it is found alone.
+    #[test]
+    fn ipcomp_sas_are_installed_beside_esp_and_cpis_fit_16_bits() {
+        let db = dbs();
+        let text = "add 10.0.0.1 10.0.0.2 ipcomp 0x4000 -m tunnel -C deflate ;";
+        let reqs: Vec<Request> = crate::setkey::parse(text).unwrap().into_iter().map(|l| l.item).collect();
+        apply(&db, &reqs).unwrap();
+        let Request::AddSa(spec) = &reqs[0] else { panic!("{reqs:?}") };
+        let sa = db.sad.get(&id(spec)).expect("installed");
+        assert_eq!(sa.driver(), "soft");
+        assert_eq!(db.sad.dump(Some(Proto::IpComp)).len(), 1);
+        let (src, dst) = (spec.src, spec.dst);
+        assert!(db.sad.outbound(src, dst, Mode::Any, 0).is_none(), "not an ESP SA");
+        assert!(db.sad.inbound(0x4000, dst).is_none(), "not an ESP SA");
+        let esp = gcm("10.0.0.1", "10.0.0.2", 0x4000, 9);
+        apply(&db, &[Request::AddSa(esp.clone())]).unwrap();
+        assert_eq!(db.sad.outbound(src, dst, Mode::Any, 0).unwrap().id, id(&esp));
+        assert_eq!(db.sad.inbound(0x4000, dst).unwrap().id, id(&esp));
+        // The same CPI to the same destination again is taken; deleting it works.
+        let again = SaSpec { src: "10.0.0.3".parse().unwrap(), ..spec.clone() };
+        assert_eq!(
+            apply(&db, &[Request::AddSa(again)]),
+            Err(ControlError::Sad(SadError::SpiTaken(id(spec))))
+        );
+        apply(&db, &[Request::DeleteSa(id(spec))]).unwrap();
+        assert_eq!(db.sad.inbound(0x4000, dst).unwrap().id, id(&esp), "ESP's SA stays");
+        // A CPI is 16 bits.
+        let wide = SaSpec { spi: 0x1_0000, ..spec.clone() };
+        let e = apply(&db, &[Request::AddSa(wide)]).unwrap_err();
+        assert_eq!(e, ControlError::Sad(SadError::CpiTooLarge(0x1_0000)));
+        assert!(e.to_string().contains("16-bit CPI"), "{e}");
     }
 
     #[test]

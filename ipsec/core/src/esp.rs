@@ -90,6 +90,11 @@ impl std::fmt::Display for TransformError {
 impl std::error::Error for TransformError {}
 
 impl Transform {
+    /// The transform of an SA that does no ESP (IPComp: [`crate::ipcomp`]): no IV, no ICV.
+    pub(crate) fn none() -> Transform {
+        Transform { enc: EncAlg::Null, iv_len: 0, align: 4, icv_len: 0, salt: [0; 4], aead: false, block: 1 }
+    }
+
     /// The transform and the ocf session parameters for an SA.
     pub fn new(spec: &SaSpec) -> Result<(Transform, SessionParams), TransformError> {
         let key = spec.enc_key.as_bytes();

@@ -3,6 +3,7 @@
 //! ```text
 //! whole packet (Via) ─ parse ─┬─ ESP, ESP in UDP ───────────────┐
 //!                             ├─ NAT-keepalive: counted · IKE, not ESP, short ESP: drop
+//!                             ├─ IPComp, or IP-in-IP from an IPComp peer (Via::Ip) ─► ipcomp_path
 //!                             └─ clear (Via::Ip only) ─ SPD in (ESP required? drop) ─► results.deliver
 //! payload (headers taken off by the socket) ─ UDP: keepalive? IKE? ─┤
 //!                                                                   ▼
@@ -148,6 +149,9 @@ impl Shared {
             // ESP needs whole packets (the kernel reassembles before a socket sees them).
             Wire::Fragment if via != Via::Ip || s.protocol.0 == PROTO_ESP => {
                 return Err(self.drop(None, Drop::Fragment))
+            }
+            _ if via == Via::Ip && crate::ipcomp_path::claims(self, s) => {
+                return self.ipcomp_input(packet, s, b)
             }
             _ if via == Via::Ip => return self.clear_input(packet, s, b),
             _ => return Err(self.drop(None, Drop::NotEsp)),

@@ -11,6 +11,9 @@
 //!   continuations over ocf.
 //! - [`db`]: the databases behind the control protocol.
 //! - [`sad`]: the security association database.
+//! - [`ipcomp`]: the IPComp transform (RFC 3173, DEFLATE per RFC 3174) over an ocf
+//!   compression session: threshold, "not smaller: send as is", the decompression limit;
+//!   `ipcomp_path`: single IPComp SAs in tunnel mode on the packet path.
 //! - `ipip`: IP-in-IP, tunnel mode's own first step (then ESP as in transport mode).
 //! - [`control`]: the typed control protocol (add/get/delete/flush/dump SAs and policies),
 //!   separate from the databases, shared by the setkey parser and the gateway's socket.
@@ -32,6 +35,8 @@ pub mod db;
 pub mod esp;
 mod hold;
 mod inbound;
+pub mod ipcomp;
+mod ipcomp_path;
 mod ipip;
 pub mod larval;
 mod outbound;

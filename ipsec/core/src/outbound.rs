@@ -3,6 +3,7 @@
 //! ```text
 //! packet ─ parse ─ SPD out ─┬─ bypass ─────────────────────────────────────────► results.transmit
 //!                           ├─ discard ─► drop (policy)
+//!                           ├─ protect with ipcomp ─► ipcomp_path (IP-in-IP, compressed)
 //!                           └─ protect ─ no SA: held, ACQUIRE (crate::acquire)
 //!                                      ─ SA ─ fits the path MTU? (pmtu) no: drop, ICMP to the sender ─► results.deliver
 //!                                         ─ seq ─ tunnel: room for the outer header (ipip)
@@ -23,7 +24,7 @@ use std::time::Instant;
 use ipsec_wire::{ipv4, ipv6, udp, IpProtocol, PseudoHeader, Summary};
 use ocf::{Flags, Outcome};
 
-use crate::control::{Action, Dir, Level, Mode};
+use crate::control::{Action, Dir, Level, Mode, Proto};
 use crate::esp::{self, ESP_HEADER_LEN};
 use crate::ipip;
 use crate::packet::{emit_ip, Fresh, Packet, TAILROOM};
@@ -99,6 +100,9 @@ impl Shared {
             Some(Err(why)) => return Err(self.drop(None, why)),
             Some(Ok(Some(rule))) => rule,
         };
+        if rule.proto == Proto::IpComp {
+            return self.ipcomp_output(packet, s, rule, b);
+        }
         let (src, dst) = rule.tunnel.unwrap_or((s.src, s.dst));
         let reqid = if let Level::Unique(n) = rule.level { n } else { 0 };
         self.db.sad.outbound_with(src, dst, rule.mode, reqid, |sa| {

@@ -315,8 +315,10 @@ impl Sa {
 /// Why an SA could not be installed, found or removed.
 #[derive(Debug, PartialEq, Eq)]
 pub enum SadError {
-    /// AH and IPComp are not implemented (only ESP).
+    /// AH is not implemented.
     Unsupported(Proto),
+    /// An IPComp SA's SPI is its CPI, which has 16 bits on the wire (RFC 3173 §2.2).
+    CpiTooLarge(u32),
     /// An SA with the same addresses, protocol and SPI exists.
     Exists,
     /// Another SA (this one) has the same SPI and destination: inbound packets are told
@@ -338,7 +340,7 @@ pub enum SadError {
 
 /// Whether the SAD installs SAs of `proto`.
 pub(crate) fn supports(proto: Proto) -> bool {
-    matches!(proto, Proto::Esp | Proto::EspUdp)
+    matches!(proto, Proto::Esp | Proto::EspUdp | Proto::IpComp)
 }
 
 /// An SA named in a message: addresses, protocol and SPI (never its keys).
@@ -349,7 +351,10 @@ pub fn describe(id: &SaId) -> String {
 impl std::fmt::Display for SadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            SadError::Unsupported(p) => write!(f, "{} is not supported (only esp and esp-udp)", p.name()),
+            SadError::Unsupported(p) => {
+                write!(f, "{} is not supported (only esp, esp-udp and ipcomp)", p.name())
+            }
+            SadError::CpiTooLarge(spi) => crate::ipcomp::IpCompError::CpiTooLarge(*spi).fmt(f),
             SadError::Exists => f.write_str("an SA with the same addresses, protocol and SPI already exists"),
             SadError::SpiTaken(other) => write!(
                 f,
@@ -381,12 +386,21 @@ struct Tables {
     inbound: HashMap<(u32, IpAddr), Arc<Sa>>,
     /// Outbound: (source, destination) → SAs, oldest first.
     outbound: HashMap<(IpAddr, IpAddr), Vec<Arc<Sa>>>,
+    /// IPComp SAs, apart from ESP's (`crate::ipcomp_path`): by CPI and destination, and by
+    /// (source, destination), oldest first.
+    ipcomp_in: HashMap<(u32, IpAddr), Arc<Sa>>,
+    ipcomp_ends: HashMap<(IpAddr, IpAddr), Vec<Arc<Sa>>>,
 }
 
 impl Tables {
     fn insert(&mut self, sa: Arc<Sa>) {
-        self.inbound.insert((sa.id.spi, sa.id.dst), sa.clone());
-        let v = self.outbound.entry((sa.id.src, sa.id.dst)).or_default();
+        // IPComp SAs have tables of their own: ESP's lookups must never find them.
+        let (inbound, outbound) = match sa.id.proto {
+            Proto::IpComp => (&mut self.ipcomp_in, &mut self.ipcomp_ends),
+            _ => (&mut self.inbound, &mut self.outbound),
+        };
+        inbound.insert((sa.id.spi, sa.id.dst), sa.clone());
+        let v = outbound.entry((sa.id.src, sa.id.dst)).or_default();
         // Oldest first: a continued SA keeps its place.
         let at = v.partition_point(|x| x.added <= sa.added);
         v.insert(at, sa.clone());
@@ -395,11 +409,15 @@ impl Tables {
 
     fn remove(&mut self, id: &SaId) -> Option<Arc<Sa>> {
         let sa = self.by_id.remove(id)?;
-        self.inbound.remove(&(id.spi, id.dst));
-        if let Some(v) = self.outbound.get_mut(&(id.src, id.dst)) {
+        let (inbound, outbound) = match id.proto {
+            Proto::IpComp => (&mut self.ipcomp_in, &mut self.ipcomp_ends),
+            _ => (&mut self.inbound, &mut self.outbound),
+        };
+        inbound.remove(&(id.spi, id.dst));
+        if let Some(v) = outbound.get_mut(&(id.src, id.dst)) {
             v.retain(|x| x.id != *id);
             if v.is_empty() {
-                self.outbound.remove(&(id.src, id.dst));
+                outbound.remove(&(id.src, id.dst));
             }
         }
         Some(sa)
@@ -501,6 +519,23 @@ impl Sad {
         Some(from)
     }
 
+    /// The IPComp SA for an inbound IPComp packet's CPI and destination.
+    #[inline]
+    pub fn ipcomp_inbound(&self, cpi: u16, dst: IpAddr) -> Option<Arc<Sa>> {
+        self.tables.load().ipcomp_in.get(&(u32::from(cpi), dst)).cloned()
+    }
+
+    /// The newest usable IPComp SA from `src` to `dst` (with `reqid`, if non-zero).
+    #[inline]
+    pub fn ipcomp_between(&self, src: IpAddr, dst: IpAddr, reqid: u32) -> Option<Arc<Sa>> {
+        let t = self.tables.load();
+        let v = t.ipcomp_ends.get(&(src, dst))?;
+        v.iter()
+            .rev()
+            .find(|sa| sa.state() != SaState::Dead && (reqid == 0 || sa.spec.reqid == reqid))
+            .cloned()
+    }
+
     /// The SA to send with from `src` to `dst`: the newest usable one whose mode fits and,
     /// if `reqid` is non-zero, whose reqid is that (setkey `unique:N`).
     #[inline]
@@ -574,7 +609,7 @@ impl Sad {
 
     /// A new SA for `spec`, with its own session and state.
     fn build(&self, spec: SaSpec) -> Result<Sa, SadError> {
-        let (transform, params) = Transform::new(&spec).map_err(SadError::Transform)?;
+        let (transform, params) = transform_of(&spec)?;
         let session = self.fw.new_session(&params).map_err(SadError::Crypto)?;
         let keyed = Keyed {
             session,
@@ -585,6 +620,14 @@ impl Sad {
             exhausted: AtomicBool::new(false),
         };
         Ok(Sa::around(spec, transform, KeyedIn::Here(keyed)))
+    }
+}
+
+/// An SA's transform and ocf session parameters: ESP's, or IPComp's compression.
+fn transform_of(spec: &SaSpec) -> Result<(Transform, ocf::SessionParams), SadError> {
+    match spec.proto {
+        Proto::IpComp => Ok((Transform::none(), crate::ipcomp::session_params())),
+        _ => Transform::new(spec).map_err(SadError::Transform),
     }
 }
 
@@ -659,6 +702,9 @@ impl<'a> Writer<'a> {
         if !supports(spec.proto) {
             return Err(SadError::Unsupported(spec.proto));
         }
+        if spec.proto == Proto::IpComp && crate::ipcomp::cpi_of(spec.spi).is_err() {
+            return Err(SadError::CpiTooLarge(spec.spi));
+        }
         if spec.spi < 256 {
             return Err(SadError::ReservedSpi(spec.spi));
         }
@@ -669,6 +715,9 @@ impl<'a> Writer<'a> {
         let clash = self.read(|t| {
             if t.by_id.contains_key(&id) {
                 Some(SadError::Exists)
+            } else if id.proto == Proto::IpComp {
+                // CPIs are a space of their own (per destination).
+                t.ipcomp_in.get(&(id.spi, id.dst)).map(|other| SadError::SpiTaken(other.id))
             } else {
                 t.inbound.get(&(id.spi, id.dst)).map(|other| SadError::SpiTaken(other.id))
             }
@@ -678,7 +727,7 @@ impl<'a> Writer<'a> {
         }
         let (sa, how) = match self.retired.get(&id).filter(|old| old.same_keys(&spec)) {
             Some(old) => {
-                let (transform, _) = Transform::new(&spec).map_err(SadError::Transform)?;
+                let (transform, _) = transform_of(&spec)?;
                 let first = match &old.keyed {
                     KeyedIn::Here(_) => old.clone(),
                     KeyedIn::First(first) => first.clone(),
@@ -736,10 +785,14 @@ impl<'a> Writer<'a> {
         ids.iter().filter(|id| self.remove(id)).count()
     }
 
-    /// The SA that holds `spi` at `dst` as this change leaves it, if one does, and how
-    /// many SAs there are (GETSPI's search, [`crate::larval`]).
-    pub(crate) fn spi_holder(&self, spi: u32, dst: IpAddr) -> Option<SaId> {
-        self.read(|t| t.inbound.get(&(spi, dst)).map(|sa| sa.id))
+    /// The SA of `proto`'s number space that holds `spi` at `dst` as this change leaves it,
+    /// if one does (GETSPI's search, [`crate::larval`]): IPComp's CPIs are a space of their
+    /// own, ESP's SPIs another.
+    pub(crate) fn spi_holder(&self, proto: Proto, spi: u32, dst: IpAddr) -> Option<SaId> {
+        match proto {
+            Proto::IpComp => self.read(|t| t.ipcomp_in.get(&(spi, dst)).map(|sa| sa.id)),
+            _ => self.read(|t| t.inbound.get(&(spi, dst)).map(|sa| sa.id)),
+        }
     }
 
     /// How many SAs this change leaves.

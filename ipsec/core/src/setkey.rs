@@ -63,7 +63,10 @@
 //!   without `auth`; the databases refuse both, but a file using them is read correctly.
 //! - Not supported, each with its own error: TCP-MD5 (`tcp`), `esp-old`/`ah-old`, ICMP
 //!   type/code selectors (`icmp6 135,0`), ports on tunnel endpoints (ipsec-tools NAT-T),
-//!   `me`/`any` endpoints, policy priorities, `spdadd tagged`, `-C ... -R`.
+//!   `me`/`any` endpoints, policy priorities, `spdadd tagged`.
+//! - An IPComp SA's SPI is its CPI on the wire, with or without `-R` (KAME without `-R`
+//!   sends the algorithm's well-known CPI, 2 for DEFLATE); it must fit 16 bits
+//!   ([`crate::ipcomp::IpCompError::CpiTooLarge`]'s message).
 //!
 //! Errors ([`SetkeyError`]) give the 1-based line and column (in characters) of the offending
 //! text and say what was expected there. Error messages never quote key material.
@@ -604,7 +607,12 @@ impl<'a> Parser<'a> {
                 None
             }
         };
+        let spi_at = self.peek()?;
         let spi = self.spi()?;
+        if proto == Proto::IpComp {
+            // The SPI is the CPI, 16 bits on the wire (RFC 3173 §2.2).
+            crate::ipcomp::cpi_of(spi).map_err(|e| spi_at.err(e.to_string()))?;
+        }
         let ext = self.extensions()?;
         let (enc, enc_key, auth) = self.algorithms(proto)?;
         // setkey's grammar has the extensions first; one after the algorithms is most likely
@@ -799,9 +807,9 @@ impl<'a> Parser<'a> {
                 if w != "deflate" {
                     return Err(c.expected(WHAT));
                 }
-                let r = self.peek()?;
-                if r.is_word("-R") {
-                    return Err(r.err("-R (the SPI as the IPComp CPI on the wire) is not supported"));
+                // `-R`: the SPI is the CPI on the wire — what this implementation always does.
+                if self.peek()?.is_word("-R") {
+                    self.next()?;
                 }
                 Ok((EncAlg::Null, KeyBytes::default(), None))
             }

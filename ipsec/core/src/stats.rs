@@ -90,10 +90,25 @@ pub enum Drop {
     IcmpBogusMtu,
     /// The crypto driver failed the request for a reason other than authentication.
     CryptoError,
+    /// IPComp (RFC 3173): shorter than its 4-byte header.
+    IpCompTruncated,
+    /// IPComp: the CPI is not the SA's.
+    IpCompBadCpi,
+    /// IPComp: the header's next header is IPComp again (compression of compressed data;
+    /// refused rather than decompressed twice).
+    IpCompNested,
+    /// IPComp: decompressed, the packet would exceed the largest IP packet (65,535 bytes):
+    /// a decompression bomb, or garbage. Stopped at the limit ([`crate::ipcomp`]).
+    IpCompTooBig,
+    /// IPComp: the compressed data is not a valid DEFLATE stream (corrupt or truncated).
+    IpCompCorrupt,
+    /// Outbound: a policy or SA asks for IPComp in transport mode, which is not
+    /// implemented (tunnel mode only, [`crate::ipcomp`]).
+    IpCompTransport,
 }
 
 impl Drop {
-    pub const COUNT: usize = Drop::CryptoError as usize + 1;
+    pub const COUNT: usize = Drop::IpCompTransport as usize + 1;
 
     pub const ALL: [Drop; Drop::COUNT] = [
         Drop::Malformed,
@@ -126,6 +141,12 @@ impl Drop {
         Drop::IcmpNoSa,
         Drop::IcmpBogusMtu,
         Drop::CryptoError,
+        Drop::IpCompTruncated,
+        Drop::IpCompBadCpi,
+        Drop::IpCompNested,
+        Drop::IpCompTooBig,
+        Drop::IpCompCorrupt,
+        Drop::IpCompTransport,
     ];
 
     /// A stable snake_case name for statistics output.
@@ -161,6 +182,12 @@ impl Drop {
             Drop::IcmpNoSa => "icmp_no_sa",
             Drop::IcmpBogusMtu => "icmp_bogus_mtu",
             Drop::CryptoError => "crypto_error",
+            Drop::IpCompTruncated => "ipcomp_truncated",
+            Drop::IpCompBadCpi => "ipcomp_bad_cpi",
+            Drop::IpCompNested => "ipcomp_nested",
+            Drop::IpCompTooBig => "ipcomp_too_big",
+            Drop::IpCompCorrupt => "ipcomp_corrupt",
+            Drop::IpCompTransport => "ipcomp_transport",
         }
     }
 }
@@ -168,6 +195,30 @@ impl Drop {
 impl fmt::Display for Drop {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// One `T` per [`Drop`] reason, indexed by `why as usize`. (A newtype because the standard
+/// library's `Default` for arrays stops at 32 elements.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PerDrop<T>([T; Drop::COUNT]);
+
+impl<T: Default> Default for PerDrop<T> {
+    fn default() -> Self {
+        PerDrop(std::array::from_fn(|_| T::default()))
+    }
+}
+
+impl<T> std::ops::Deref for PerDrop<T> {
+    type Target = [T; Drop::COUNT];
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl<T> std::ops::DerefMut for PerDrop<T> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
     }
 }
 
@@ -183,7 +234,7 @@ pub(crate) struct Counters {
     pub(crate) pmtu_learned: AtomicU64,
     pub(crate) icmp_sent: AtomicU64,
     pub(crate) icmp_rate_limited: AtomicU64,
-    drops: [AtomicU64; Drop::COUNT],
+    drops: PerDrop<AtomicU64>,
 }
 
 impl Counters {
@@ -221,8 +272,8 @@ impl Counters {
     }
 
     pub(crate) fn snapshot(&self) -> Stats {
-        let mut drops = [0; Drop::COUNT];
-        for (d, c) in drops.iter_mut().zip(&self.drops) {
+        let mut drops = PerDrop::<u64>::default();
+        for (d, c) in drops.iter_mut().zip(self.drops.iter()) {
             *d = c.load(Ordering::Relaxed);
         }
         Stats {
@@ -261,7 +312,7 @@ pub struct Stats {
     /// longer fit the path, and those the rate limit held back.
     pub icmp_sent: u64,
     pub icmp_rate_limited: u64,
-    drops: [u64; Drop::COUNT],
+    drops: PerDrop<u64>,
 }
 
 impl Stats {

@@ -217,6 +217,21 @@ fn getspi_and_update_refusals() {
     assert!(e.message.contains("empty"), "{}", e.message);
 }
 
+/// GETSPI for IPComp searches 16-bit CPIs only (RFC 3173 §2.4): whatever the range asked
+/// for, the CPI it gives fits, and a range wholly above 16 bits is refused.
+#[test]
+fn getspi_for_ipcomp_gives_a_16_bit_cpi() {
+    let (g, _) = gateway();
+    for _ in 0..50 {
+        let id = larval(setkey(&g, "getspi 192.0.2.1 192.0.2.2 ipcomp ;"));
+        assert_eq!(id.proto, Proto::IpComp);
+        assert!((0x100..=0xffff).contains(&id.spi), "CPI {:#x}", id.spi);
+    }
+    let (src, dst) = (ip("192.0.2.1"), ip("192.0.2.2"));
+    let e = g.control(&Request::GetSpi { src, dst, proto: Proto::IpComp, range: (0x10000, 0x20000) }).unwrap_err();
+    assert_eq!(e, ControlError::Larval(LarvalError::BadRange(0x10000, 0xffff)));
+}
+
 /// A larval SA not updated within its lifetime goes, with an event, and its SPI is free
 /// again.
 #[test]

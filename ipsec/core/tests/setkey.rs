@@ -618,7 +618,16 @@ fn ipcomp() {
     let mut want = sa("10.0.0.1", "10.0.0.2", Proto::IpComp, 0x4000, EncAlg::Null, "");
     want.mode = Mode::Transport;
     assert_eq!(got, want);
-    err_at("add 10.0.0.1 10.0.0.2 ipcomp 0x4000 -C deflate -R ;", 1, 48, &["-R", "not supported"]);
+    // -R (the SPI is the CPI on the wire) is what happens anyway.
+    assert_eq!(add("add 10.0.0.1 10.0.0.2 ipcomp 0x4000 -m transport -C deflate -R ;"), want);
+    err_at(
+        "add 10.0.0.1 10.0.0.2 ipcomp 0x10000 -C deflate ;",
+        1,
+        30,
+        &["CPI 0x10000 does not fit the 16-bit CPI field"],
+    );
+    // ESP SPIs have 32 bits.
+    add("add 10.0.0.1 10.0.0.2 esp 0x10000 -E aes-gcm-16 0x00112233445566778899aabbccddeeff00112233 ;");
     err_at(
         "add 10.0.0.1 10.0.0.2 ipcomp 0x4000 -C lzs ;",
         1,

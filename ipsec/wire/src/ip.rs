@@ -41,6 +41,8 @@ impl IpProtocol {
     pub const NO_NEXT_HEADER: IpProtocol = IpProtocol(59);
     /// IPv6 Destination Options (RFC 8200 §4.6).
     pub const DEST_OPTS: IpProtocol = IpProtocol(60);
+    /// IP Payload Compression (RFC 3173).
+    pub const IPCOMP: IpProtocol = IpProtocol(108);
 
     /// The short name of a protocol this crate knows, or `None`.
     #[inline]
@@ -59,6 +61,7 @@ impl IpProtocol {
             IpProtocol::ICMPV6 => "icmpv6",
             IpProtocol::NO_NEXT_HEADER => "no-next-header",
             IpProtocol::DEST_OPTS => "dest-opts",
+            IpProtocol::IPCOMP => "ipcomp",
             _ => return None,
         })
     }

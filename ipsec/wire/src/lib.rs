@@ -14,6 +14,8 @@
 //! - [`esp`]: RFC 4303 header (SPI, sequence number) and the trailer (padding 1, 2, 3, …,
 //!   Pad Length, Next Header): parsed after decryption, computed and written before
 //!   encryption.
+//! - [`ipcomp`]: RFC 3173 header (Next Header, reserved Flags, CPI) in front of a
+//!   compressed payload.
 //! - [`udp`]: RFC 768 header and checksum over the IPv4 or IPv6 pseudo-header.
 //! - [`tcp`]: the RFC 9293 header as far as merging a flow's segments needs it, and its
 //!   checksum.
@@ -57,6 +59,7 @@ mod error;
 pub mod esp;
 pub mod icmp;
 mod ip;
+pub mod ipcomp;
 pub mod ipv4;
 pub mod ipv6;
 pub mod ipv6_ext;

@@ -120,5 +120,6 @@ pub(super) fn unsupported(params: &SessionParams) -> Error {
         Mode::Digest { alg } => Error::UnsupportedDigest(*alg),
         Mode::Mac { alg, .. } => Error::UnsupportedMac(*alg),
         Mode::CipherThenMac { cipher, .. } => Error::UnsupportedCipher(*cipher),
+        Mode::Compress { alg } => Error::UnsupportedCompression(*alg),
     }
 }

@@ -36,8 +36,8 @@ pub(crate) const WARM_UP: u64 = 4;
 /// Fixed-point scale of the stored averages (1/16 ns, 1/16 byte).
 const FIX: f64 = 16.0;
 
-/// The four request directions ([`Op`]) a table keeps apart.
-pub(crate) const OPS: usize = 4;
+/// The six request directions ([`Op`]) a table keeps apart.
+pub(crate) const OPS: usize = 6;
 
 pub(crate) fn op_index(op: Op) -> usize {
     match op {
@@ -45,11 +45,13 @@ pub(crate) fn op_index(op: Op) -> usize {
         Op::Decrypt => 1,
         Op::ComputeDigest => 2,
         Op::VerifyDigest => 3,
+        Op::Compress => 4,
+        Op::Decompress => 5,
     }
 }
 
 fn op_of(i: usize) -> Op {
-    [Op::Encrypt, Op::Decrypt, Op::ComputeDigest, Op::VerifyDigest][i]
+    [Op::Encrypt, Op::Decrypt, Op::ComputeDigest, Op::VerifyDigest, Op::Compress, Op::Decompress][i]
 }
 
 /// What the model knows about one driver × algorithm × direction × size class.

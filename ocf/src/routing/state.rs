@@ -69,6 +69,7 @@ fn algorithm(params: &SessionParams) -> String {
         Mode::CipherThenMac { cipher, cipher_key, mac, .. } => {
             format!("{mode} {cipher}/{}+{mac}", cipher_key.len() * 8)
         }
+        Mode::Compress { alg } => format!("{mode} {alg}"),
     }
 }
 

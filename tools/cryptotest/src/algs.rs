@@ -2,7 +2,7 @@
 //! session for each, what a request looks like, and which `openssl speed` arguments measure
 //! the same thing.
 
-use ocf::{CipherAlg, DigestAlg, MacAlg, SessionParams};
+use ocf::{CipherAlg, CompAlg, DigestAlg, MacAlg, SessionParams};
 
 /// What kind of work an algorithm does; it decides the request layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,13 +17,26 @@ pub enum Kind {
     Digest,
     /// A MAC.
     Mac,
+    /// Compression: `--decrypt` decompresses. The result goes out of place, and an input
+    /// that does not shrink is answered "send the original" (counted as done: IPComp's
+    /// outcome for it).
+    Compress,
 }
 
 impl Kind {
-    /// Whether the algorithm encrypts (so `--decrypt` applies).
+    /// Whether `--decrypt` applies: ciphers decrypt, compression decompresses.
     pub fn ciphers(self) -> bool {
-        matches!(self, Kind::Cipher | Kind::Aead | Kind::CipherThenMac)
+        matches!(self, Kind::Cipher | Kind::Aead | Kind::CipherThenMac | Kind::Compress)
     }
+}
+
+/// The bytes a compression case works on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Data {
+    /// Text-like: words of a small vocabulary (compresses to about half).
+    Text,
+    /// Random bytes (never shrink).
+    Random,
 }
 
 /// One algorithm as cryptotest names and measures it.
@@ -39,6 +52,8 @@ pub struct Alg {
     /// `openssl speed` arguments for the same operation (`-decrypt` is added for decrypt),
     /// if openssl has one.
     pub openssl: Option<&'static [&'static str]>,
+    /// Compression: the algorithm and the data it is measured on.
+    pub comp: Option<(CompAlg, Data)>,
 }
 
 /// What openssl speed 3.0 measures differently, where it matters for the ratio.
@@ -75,6 +90,9 @@ impl Alg {
                 }
             }
             (Kind::Mac, _, Some(d)) => SessionParams::hmac(d, &mkey[..]),
+            (Kind::Compress, _, _) if self.comp.is_some() => {
+                SessionParams::compress(self.comp.map_or(CompAlg::Deflate, |c| c.0))
+            }
             (_, _, Some(d)) => SessionParams::digest(d),
             // The table below gives every entry what its kind needs.
             _ => unreachable!("algorithm table entry {} is incomplete", self.name),
@@ -101,6 +119,10 @@ impl Alg {
             }
             Kind::Digest => "digest".into(),
             Kind::Mac => "MAC".into(),
+            Kind::Compress => match self.comp {
+                Some((_, Data::Random)) => "compression (raw DEFLATE) of random bytes".into(),
+                _ => "compression (raw DEFLATE) of text-like bytes".into(),
+            },
         }
     }
 }
@@ -114,6 +136,7 @@ const fn cipher(name: &'static str, c: CipherAlg, key: usize, openssl: &'static 
         digest: None,
         tag_len: None,
         openssl: Some(openssl),
+        comp: None,
     }
 }
 
@@ -147,11 +170,25 @@ const fn digest(name: &'static str, d: DigestAlg, openssl: &'static [&'static st
         digest: Some(d),
         tag_len: None,
         openssl: Some(openssl),
+        comp: None,
     }
 }
 
 const fn mac(name: &'static str, d: DigestAlg, openssl: &'static [&'static str]) -> Alg {
     Alg { kind: Kind::Mac, ..digest(name, d, openssl) }
+}
+
+const fn compress(name: &'static str, c: CompAlg, data: Data) -> Alg {
+    Alg {
+        name,
+        kind: Kind::Compress,
+        cipher: None,
+        cipher_key_len: 0,
+        digest: None,
+        tag_len: None,
+        openssl: None,
+        comp: Some((c, data)),
+    }
 }
 
 /// Every algorithm, in `--list` order.
@@ -187,6 +224,9 @@ pub fn all() -> Vec<Alg> {
         mac("hmac-sha256", Sha256, &["-hmac", "sha256"]),
         mac("hmac-sha384", Sha384, &["-hmac", "sha384"]),
         mac("hmac-sha512", Sha512, &["-hmac", "sha512"]),
+        // IPComp's DEFLATE (RFC 3174) on compressible and on incompressible packets.
+        compress("deflate", CompAlg::Deflate, Data::Text),
+        compress("deflate-random", CompAlg::Deflate, Data::Random),
         // The framework alone: a cipher that does nothing, through the chosen driver.
         Alg { openssl: None, ..cipher("null", Null, 0, &[]) },
     ]

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use ocf::{Callback, Flags, Framework, Op, Outcome, Request, Session};
 
-use crate::algs::{Alg, Kind};
+use crate::algs::{Alg, Data, Kind};
 use crate::oracle::{self, Split};
 use crate::rusage::Usage;
 use crate::sizes::SizeSpec;
@@ -86,6 +86,9 @@ pub struct CaseSpec<'a> {
 impl CaseSpec<'_> {
     /// `encrypt`, `decrypt` or `digest`.
     pub fn op_name(&self) -> &'static str {
+        if self.alg.kind == Kind::Compress {
+            return if self.decrypt { "decompress" } else { "compress" };
+        }
         match (self.alg.kind.ciphers(), self.decrypt) {
             (false, _) => "digest",
             (true, false) => "encrypt",
@@ -94,6 +97,9 @@ impl CaseSpec<'_> {
     }
 
     fn op(&self) -> Op {
+        if self.alg.kind == Kind::Compress {
+            return if self.decrypt { Op::Decompress } else { Op::Compress };
+        }
         match (self.alg.kind.ciphers(), self.decrypt) {
             (false, _) => Op::ComputeDigest,
             (true, false) => Op::Encrypt,
@@ -274,7 +280,8 @@ struct Slot {
     route: usize,
 }
 
-/// Expected result bytes; an empty field is not compared.
+/// Expected result bytes; an empty field is not compared, except a compression result
+/// (empty: the input did not shrink).
 struct Expected {
     payload: Vec<u8>,
     tag: Vec<u8>,
@@ -283,6 +290,45 @@ struct Expected {
 /// The input of variant `i`: distinct per variant and thread, not all one byte.
 fn input(i: usize, thread: usize, size: usize) -> Vec<u8> {
     (0..size).map(|j| (j.wrapping_mul(31) ^ i.wrapping_mul(167) ^ thread.wrapping_mul(71)) as u8).collect()
+}
+
+/// The input of a compression case's variant `i`: text-like (words of a small vocabulary,
+/// in an order that differs per variant and thread) or random.
+fn comp_input(data: Data, i: usize, thread: usize, size: usize) -> Vec<u8> {
+    const WORDS: [&[u8]; 16] = [
+        b"the ",
+        b"packet ",
+        b"session ",
+        b"driver ",
+        b"compress ",
+        b"of ",
+        b"and ",
+        b"IPsec ",
+        b"a ",
+        b"to ",
+        b"request ",
+        b"buffer ",
+        b"in ",
+        b"limit ",
+        b"DEFLATE ",
+        b"\n",
+    ];
+    let mut x = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (thread as u64 + 1);
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut v = Vec::with_capacity(size + 16);
+    while v.len() < size {
+        match data {
+            Data::Text => v.extend_from_slice(WORDS[(next() % 16) as usize]),
+            Data::Random => v.extend_from_slice(&next().to_le_bytes()),
+        }
+    }
+    v.truncate(size);
+    v
 }
 
 /// Makes a thread's requests (and, with `--verify`, their expected results): at least `n`,
@@ -301,9 +347,51 @@ fn build_slots(spec: &CaseSpec, reference: &Session, n: usize, thread: usize) ->
     };
     let mut slots = Vec::with_capacity(sizes.len());
     for (i, (&size, route)) in sizes.iter().zip(routes).enumerate() {
-        let data = input(i, thread, size);
+        let data = match alg.comp {
+            Some((_, data)) => comp_input(data, i, thread, size),
+            None => input(i, thread, size),
+        };
         let iv = vec![(i + 1) as u8; alg.iv_len()];
         let (req, expect) = match (spec.op(), alg.kind) {
+            (Op::Compress, _) => {
+                let expect = if spec.verify {
+                    let r =
+                        reference.run(Request::new(Op::Compress, data.clone()).with_output(vec![0; size]));
+                    // An input that does not shrink has no result: an empty one is expected
+                    // (a driver that compressed it differs).
+                    Some(Expected {
+                        payload: r.map(|r| r.result_payload()).unwrap_or_default(),
+                        tag: Vec::new(),
+                    })
+                } else {
+                    None
+                };
+                (Request::new(Op::Compress, data).with_output(vec![0; size]), expect)
+            }
+            (Op::Decompress, _) => {
+                // The first of this variant's inputs that shrinks (small ones may not).
+                let mut last = None;
+                let found = (0..64).find_map(|k| {
+                    let data = match alg.comp {
+                        Some((_, d)) => comp_input(d, i + k * 7919, thread, size),
+                        None => data.clone(),
+                    };
+                    let r = Request::new(Op::Compress, data.clone()).with_output(vec![0; size]);
+                    match reference.run(r) {
+                        Ok(r) => Some((data, r.result_payload())),
+                        Err(e) => {
+                            last = Some(e.error().to_string());
+                            None
+                        }
+                    }
+                });
+                let Some((data, packed)) = found else {
+                    let why = last.unwrap_or_default();
+                    return Err(Skipped(format!("{}: nothing to decompress: {why}", alg.name)));
+                };
+                let req = Request::new(Op::Decompress, packed).with_output(vec![0; size]);
+                (req, spec.verify.then(|| Expected { payload: data, tag: Vec::new() }))
+            }
             (Op::ComputeDigest, _) => {
                 let expect = if spec.verify {
                     let r = reference
@@ -478,6 +566,11 @@ impl Worker {
                 self.tally.ops += 1;
                 (req, true)
             }
+            // Compression that does not shrink the data answered "send the original": done.
+            Err(failed) if matches!(failed.error(), ocf::Error::Incompressible { .. }) => {
+                self.tally.ops += 1;
+                (failed.into_parts().1, true)
+            }
             Err(failed) => (self.tally.failed(failed), false),
         };
         let i = req.user as usize;
@@ -577,6 +670,9 @@ impl BatchReturn {
 
 /// The result bytes of a request: its output buffer's payload when out of place.
 fn result_bytes(req: &Request) -> Cow<'_, [u8]> {
+    if req.op.compresses() {
+        return Cow::Owned(req.result_payload());
+    }
     let range = req.payload_range();
     let (buf, start) = match &req.out {
         Some(out) => (out, req.out_offset),
@@ -599,7 +695,7 @@ fn difference(req: &Request, expect: &Expected) -> Option<String> {
             .position(|(a, b)| a != b)
             .map(|at| format!("byte {at} is {:#04x}, {REFERENCE} computed {:#04x}", got[at], want[at]))
     };
-    if !expect.payload.is_empty() {
+    if !expect.payload.is_empty() || req.op.compresses() {
         if let Some(d) = first_diff(&result_bytes(req), &expect.payload) {
             return Some(format!("output differs: {d}"));
         }
@@ -645,6 +741,10 @@ mod tests {
             for decrypt in [false, true] {
                 for (threads, batch) in [(1, 1), (2, 4)] {
                     let spec = CaseSpec { decrypt, threads, batch, ..case(&fw, &alg, "soft") };
+                    if alg.name == "deflate-random" && decrypt {
+                        assert!(run_case(&spec).is_err(), "random bytes never shrink: nothing to decompress");
+                        continue;
+                    }
                     let r = run_case(&spec).unwrap();
                     let what = format!("{} {} t{threads} b{batch}", alg.name, spec.op_name());
                     assert_eq!((r.ops, r.errors, r.mismatches), (100, 0, 0), "{what}: {r:?}");

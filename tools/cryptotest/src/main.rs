@@ -84,7 +84,7 @@ struct Cli {
     /// or all (repeatable, or comma-separated). Default: the main ones.
     #[arg(short = 'a', long = "alg", value_name = "NAME", value_delimiter = ',')]
     algs: Vec<String>,
-    /// Measure decryption instead of encryption (digests are unaffected).
+    /// Measure decryption instead of encryption (decompression for deflate; digests are unaffected).
     #[arg(long)]
     decrypt: bool,
     /// Operand sizes in bytes, comma-separated (1k = 1024), or size distributions: imix (40,

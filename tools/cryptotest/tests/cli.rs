@@ -505,3 +505,33 @@ fn a_driver_the_kernel_lacks_is_skipped_with_its_reason_and_nothing_left_is_a_fa
     let out = cryptotest(&["-d", "afalg", "-d", "soft", "-a", "aes-128-gcm", "-s", "64", "-n", "10"]);
     assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
 }
+
+#[test]
+fn deflate_compresses_and_decompresses_verified_and_random_data_is_sent_as_is() {
+    for (op, flag) in [("compress", None), ("decompress", Some("--decrypt"))] {
+        let mut args = vec!["-d", "soft", "-a", "deflate", "-s", "64,1400", "-n", "200", "--verify"];
+        args.extend(flag);
+        let (out, cases) = json_cases(&args);
+        assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+        assert_eq!(cases.len(), 2);
+        for c in &cases {
+            assert_eq!(
+                (c["op"].as_str(), &c["verified"], &c["ops"]),
+                (Some(op), &json!(true), &json!(200)),
+                "{c}"
+            );
+        }
+    }
+    // Random bytes never shrink: each is answered "send the original" — done, not an error.
+    let (out, cases) =
+        json_cases(&["-d", "soft", "-a", "deflate-random", "-s", "1400", "-n", "100", "--verify"]);
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+    assert_eq!(
+        (&cases[0]["errors"], &cases[0]["ops"], &cases[0]["verified"]),
+        (&json!(0), &json!(100), &json!(true))
+    );
+    // A driver that does not compress has no such session.
+    let (out, cases) = json_cases(&["-d", "sim:qat-like", "-a", "deflate", "-s", "1400", "-n", "10"]);
+    assert!(cases.is_empty(), "{cases:?}");
+    assert!(text(&out).1.contains("no driver supports compression deflate"), "{:?}", text(&out));
+}

@@ -1,0 +1,176 @@
+//! IPComp on the packet path: single IPComp SAs in tunnel mode (RFC 3173), one hook in
+//! `outbound` (a policy rule of protocol ipcomp) and one in `inbound` (IPComp, or IP-in-IP
+//! from an IPComp peer).
+//!
+//! ```text
+//! out: packet ─ SPD rule ipcomp/tunnel/A-B ─ SA (A, B) ─ IP-in-IP (ipip) ─ compress (ipcomp)
+//!        ─ outer header A → B: IPComp (108) if it shrank, else IPv4/IPv6 (4/41) ─► transmit
+//! in:  IPComp (108) to B ─ SA (CPI, B) ─ decompress (limit: 65,535 with the outer header)
+//!      IP-in-IP (4/41) from A to B with an IPComp SA A → B ─ (sent as is: RFC 3173 §2.2)
+//!        ─ inner packet (ipip, RFC 6040 ECN) ─ SPD in: a rule ipcomp/tunnel/A-B? ─► deliver
+//! ```
+//!
+//! What is not here: transport mode (dropped as `ipcomp_transport`), SA bundles (IPComp
+//! then ESP: setkey's rule lists), path MTU (IPComp makes packets smaller or sends them as
+//! IP-in-IP, 20/40 bytes more, which the outer path fragments as any tunnel packet).
+//!
+//! Each packet runs its ocf request to the end in the call (`ipcomp`: only CPU drivers
+//! compress), with the thread's [`Scratch`]: no allocation per packet except the growth of
+//! a decompressed packet's buffer. The SA is cloned out of the SAD (a reference count per
+//! packet, against the microseconds DEFLATE costs).
+
+use std::cell::RefCell;
+use std::net::IpAddr;
+
+use ipsec_wire::{ipcomp as wire, ipv4, ipv6, IpProtocol, Summary};
+
+use crate::control::{Action, Dir, Level, Mode, Proto, Rule};
+use crate::ipcomp::{self, Scratch, Sent, THRESHOLD};
+use crate::ipip;
+use crate::packet::{emit_ip, Fresh, Packet};
+use crate::path::{flow, parse_trusted, Batch, Shared, Way};
+use crate::sad::{Sa, SaState};
+use crate::stats::Drop;
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    SCRATCH.with(|s| match s.try_borrow_mut() {
+        Ok(mut s) => f(&mut s),
+        // Re-entered on this thread (a callback sending through IPComp): a scratch of its own.
+        Err(_) => f(&mut Scratch::default()),
+    })
+}
+
+/// Whether an inbound packet is IPComp's: protocol 108, or IP-in-IP between the ends of
+/// an IPComp SA (a packet its sender did not compress).
+pub(crate) fn claims(shared: &Shared, s: &Summary) -> bool {
+    match s.protocol {
+        IpProtocol::IPCOMP => true,
+        IpProtocol::IPV4 | IpProtocol::IPV6 => shared.db.sad.ipcomp_between(s.src, s.dst, 0).is_some(),
+        _ => false,
+    }
+}
+
+impl Shared {
+    /// Outbound through the IPComp SA `rule` asks for.
+    pub(crate) fn ipcomp_output(
+        &self,
+        packet: Packet,
+        s: &Summary,
+        rule: Rule,
+        b: &mut Batch<'_>,
+    ) -> Result<(), Drop> {
+        let Some((src, dst)) = rule.tunnel.filter(|_| rule.mode != Mode::Transport) else {
+            return Err(self.drop(None, Drop::IpCompTransport));
+        };
+        let reqid = if let Level::Unique(n) = rule.level { n } else { 0 };
+        let Some(sa) = self.db.sad.ipcomp_between(src, dst, reqid) else {
+            if rule.level == Level::Use {
+                b.transmit(packet);
+                return Ok(());
+            }
+            return Err(self.drop(None, Drop::NoSa));
+        };
+        if sa.spec.mode == Mode::Transport {
+            return Err(self.drop(Some(&sa), Drop::IpCompTransport));
+        }
+        if self.expire_by_volume(&sa, s.ip_len) {
+            return Err(self.drop(Some(&sa), Drop::Expired));
+        }
+        let Packet { mut data, head } = packet;
+        data.truncate(head + s.ip_len);
+        let outer = if sa.id.dst.is_ipv6() { ipv6::HEADER_LEN } else { ipv4::MIN_HEADER_LEN };
+        let (p, tos, next) = ipip::encapsulate(Packet { data, head }, outer, 0);
+        let Packet { mut data, head } = p;
+        let cpi = sa.id.spi as u16;
+        let sent = with_scratch(|scratch| {
+            ipcomp::compress(&sa.session, cpi, THRESHOLD, scratch, &mut data, head + outer, IpProtocol(next))
+        })
+        .map_err(|why| self.drop(Some(&sa), why))?;
+        let proto = match sent {
+            Sent::Compressed { .. } => IpProtocol::IPCOMP,
+            Sent::BelowThreshold | Sent::NotSmaller => IpProtocol(next),
+        };
+        // IPv4's identification only has to vary (RFC 6864 §4.1, DF set): the SA's counter.
+        let ident = sa.seq.next().map_or(0, |n| n as u16);
+        let fresh = Fresh { proto, tos, ident, dont_frag: true };
+        emit_ip(&mut data[head..], sa.id.src, sa.id.dst, fresh)
+            .map_err(|_| self.drop(Some(&sa), Drop::TooBig))?;
+        self.count(b.tally.as_mut(), &sa, Way::Out, s.ip_len);
+        b.transmit(Packet { data, head });
+        Ok(())
+    }
+
+    /// Inbound: an IPComp packet, or IP-in-IP from an IPComp peer ([`claims`]).
+    pub(crate) fn ipcomp_input(&self, packet: Packet, s: &Summary, b: &mut Batch<'_>) -> Result<(), Drop> {
+        if s.is_fragment {
+            return Err(self.drop(None, Drop::Fragment));
+        }
+        let Packet { mut data, head } = packet;
+        data.truncate(head + s.ip_len);
+        let at = head + s.offset;
+        let ecn = ipip::ecn(&data[head..]);
+        let (sa, next) = if s.protocol == IpProtocol::IPCOMP {
+            let Some(h) = data.get(at..).and_then(|h| wire::Packet::new_checked(h).ok()) else {
+                return Err(self.drop(None, Drop::IpCompTruncated));
+            };
+            let cpi = h.cpi();
+            let sa =
+                self.db.sad.ipcomp_inbound(cpi, s.dst).ok_or_else(|| self.drop(None, Drop::UnknownSpi))?;
+            if sa.state() == SaState::Dead {
+                return Err(self.drop(Some(&sa), Drop::Expired));
+            }
+            let next = with_scratch(|scratch| ipcomp::decompress(&sa.session, cpi, scratch, &mut data, at))
+                .map_err(|why| self.drop(Some(&sa), why))?;
+            (sa, next)
+        } else {
+            let sa = self
+                .db
+                .sad
+                .ipcomp_between(s.src, s.dst, 0)
+                .ok_or_else(|| self.drop(None, Drop::UnknownSpi))?;
+            (sa, s.protocol)
+        };
+        let len = data.len() - at;
+        let inner = match next {
+            IpProtocol::IPV4 | IpProtocol::IPV6 => ipip::decapsulate(Packet { data, head: at }, next.0, ecn)
+                .map_err(|why| self.drop(Some(&sa), why))?,
+            // Tunnel mode only: anything else is not what the SA carries.
+            _ => return Err(self.drop(Some(&sa), Drop::BadInner)),
+        };
+        let parsed = parse_trusted(inner.bytes());
+        let Ok(f) = &parsed else {
+            return Err(self.drop(Some(&sa), Drop::BadInner));
+        };
+        // The policy check after decapsulation, as for ESP.
+        if let Some(p) = self.db.spd.lookup(Dir::In, &flow(f, inner.bytes())) {
+            let ok = match &p.spec.action {
+                Action::Protect(rules) => rules.iter().any(|r| carries(r, &sa)),
+                Action::Bypass | Action::Discard => false,
+            };
+            if !ok {
+                return Err(self.drop(Some(&sa), Drop::Policy));
+            }
+        }
+        if self.expire_by_volume(&sa, len) {
+            return Err(self.drop(Some(&sa), Drop::Expired));
+        }
+        self.count(b.tally.as_mut(), &sa, Way::In, len);
+        b.deliver(inner);
+        Ok(())
+    }
+}
+
+/// Whether policy rule `r` is satisfied by a packet that came through IPComp SA `sa`.
+fn carries(r: &Rule, sa: &Sa) -> bool {
+    let ends = |(src, dst): (IpAddr, IpAddr)| src == sa.id.src && dst == sa.id.dst;
+    r.proto == Proto::IpComp
+        && r.tunnel.is_none_or(ends)
+        && match r.level {
+            Level::Unique(n) if n != 0 => sa.spec.reqid == n,
+            _ => true,
+        }
+}

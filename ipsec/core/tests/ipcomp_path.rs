@@ -1,0 +1,226 @@
+//! IPComp on the packet path (tunnel mode, single SAs): two gateways, each an `Ipsec` core
+//! over ocf's soft driver, configured by setkey text. What one sends the other delivers:
+//! compressible packets as IPComp (protocol 108, the SA's CPI), short and incompressible
+//! ones as plain IP-in-IP (RFC 3173 §2.2), IPv4 and IPv6 outer headers. Bombs, corrupt
+//! streams, unknown CPIs, policy violations and transport mode are dropped by name.
+
+use std::sync::Arc;
+
+use ipsec_core::stats::Drop;
+use ipsec_core::{setkey, Ipsec, Packet, Results, Sink, Via};
+use ipsec_wire::{checksum, IpProtocol};
+
+struct Nowhere;
+
+impl Sink for Nowhere {
+    fn transmit(&self, _: Packet) {
+        unreachable!("the soft driver finishes in the call")
+    }
+    fn deliver(&self, _: Packet) {
+        unreachable!("the soft driver finishes in the call")
+    }
+}
+
+/// A gateway configured with `config` (setkey).
+fn gateway(config: &str) -> Ipsec {
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    let g = Ipsec::new(fw, Arc::new(Nowhere));
+    for r in setkey::parse(config).unwrap() {
+        g.control(&r.item).unwrap_or_else(|e| panic!("{:?}: {e}", r.item));
+    }
+    g
+}
+
+/// Both ends: A (outer `a`, inner 10.1/16) and B (outer `b`, inner 10.2/16).
+fn pair(a: &str, b: &str) -> (Ipsec, Ipsec) {
+    let sas = format!(
+        "add {a} {b} ipcomp 0x4000 -m tunnel -C deflate;\nadd {b} {a} ipcomp 0x4001 -m tunnel -C deflate;\n"
+    );
+    let side = |me: &str, peer: &str, mine: &str, theirs: &str| {
+        format!(
+            "{sas}spdadd {mine} {theirs} any -P out ipsec ipcomp/tunnel/{me}-{peer}/require;\n\
+             spdadd {theirs} {mine} any -P in ipsec ipcomp/tunnel/{peer}-{me}/require;\n"
+        )
+    };
+    (gateway(&side(a, b, "10.1.0.0/16", "10.2.0.0/16")), gateway(&side(b, a, "10.2.0.0/16", "10.1.0.0/16")))
+}
+
+/// An IPv4 UDP packet 10.1.0.1 → 10.2.0.1 with `payload`.
+fn inner(payload: &[u8]) -> Vec<u8> {
+    let mut h = vec![0x45, 0, 0, 0, 0x12, 0x34, 0, 0, 64, 17, 0, 0, 10, 1, 0, 1, 10, 2, 0, 1];
+    h[2..4].copy_from_slice(&((28 + payload.len()) as u16).to_be_bytes());
+    let c = checksum::checksum(&h);
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+    h.extend_from_slice(&[0x30, 0x39, 0, 53]);
+    h.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    h.extend_from_slice(&[0, 0]);
+    h.extend_from_slice(payload);
+    h
+}
+
+fn text(n: usize) -> Vec<u8> {
+    b"GET /index.html HTTP/1.1\r\nHost: example.org\r\nAccept: text/html\r\n"
+        .iter()
+        .copied()
+        .cycle()
+        .take(n)
+        .collect()
+}
+
+fn random(n: usize) -> Vec<u8> {
+    let mut x = 0x9E37_79B9u32;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+/// A sends `packet`; returns the one packet on the wire.
+fn send(a: &Ipsec, packet: &[u8]) -> Vec<u8> {
+    let mut out = Results::default();
+    a.output_one(Packet::with_headroom(packet), &mut out).unwrap();
+    assert_eq!((out.transmit.len(), out.deliver.len()), (1, 0));
+    out.transmit[0].bytes().to_vec()
+}
+
+/// B receives `wire`; returns what it delivers, or the drop.
+fn receive(b: &Ipsec, wire: &[u8]) -> Result<Vec<u8>, Drop> {
+    let mut out = Results::default();
+    b.input_one(Packet::new(wire.to_vec()), Via::Ip, &mut out)?;
+    assert_eq!(out.deliver.len(), 1);
+    Ok(out.deliver[0].bytes().to_vec())
+}
+
+fn outer_proto(wire: &[u8]) -> u8 {
+    if wire[0] >> 4 == 4 {
+        wire[9]
+    } else {
+        wire[6]
+    }
+}
+
+#[test]
+fn compressible_packets_go_as_ipcomp_the_rest_as_ip_in_ip_both_families() {
+    for (a_addr, b_addr, outer) in [("192.0.2.1", "192.0.2.2", 20), ("2001:db8::1", "2001:db8::2", 40)] {
+        let (a, b) = pair(a_addr, b_addr);
+        for (payload, proto) in [
+            (text(1372), IpProtocol::IPCOMP.0),
+            (text(300), IpProtocol::IPCOMP.0),
+            (text(30), IpProtocol::IPV4.0),
+            (random(1372), IpProtocol::IPV4.0),
+        ] {
+            let p = inner(&payload);
+            let wire = send(&a, &p);
+            assert_eq!(outer_proto(&wire), proto, "{} bytes", payload.len());
+            if proto == IpProtocol::IPCOMP.0 {
+                assert!(wire.len() < p.len(), "smaller on the wire, outer header included");
+                assert_eq!(&wire[outer..outer + 4], &[4, 0, 0x40, 0x00], "next header, flags, CPI");
+            } else {
+                assert_eq!(&wire[outer..], &p[..], "IP-in-IP, as it was");
+            }
+            assert_eq!(receive(&b, &wire), Ok(p), "{} bytes", payload.len());
+        }
+        let (sa, sb) = (a.stats(), b.stats());
+        assert_eq!((sa.packets_out, sb.packets_in, sb.total_drops()), (4, 4, 0));
+    }
+}
+
+#[test]
+fn bad_ipcomp_packets_are_dropped_by_name() {
+    let (a, b) = pair("192.0.2.1", "192.0.2.2");
+    let good = send(&a, &inner(&text(1372)));
+    let with = |f: &dyn Fn(&mut Vec<u8>)| {
+        let mut w = good.clone();
+        f(&mut w);
+        w
+    };
+    // The outer header's length and checksum follow the cut (a real packet would say so).
+    let fix = |w: &mut Vec<u8>| {
+        let len = w.len() as u16;
+        w[2..4].copy_from_slice(&len.to_be_bytes());
+        w[10..12].fill(0);
+        let c = checksum::checksum(&w[..20]);
+        w[10..12].copy_from_slice(&c.to_be_bytes());
+    };
+    let bomb = {
+        // 1 MiB of zeros compressed by the same session kind: about 1 KiB.
+        let fw = ocf::Framework::new();
+        ocf_soft::register(&fw).unwrap();
+        let s = fw.new_session(&ipsec_core::ipcomp::session_params()).unwrap();
+        let r = ocf::Request::new(ocf::Op::Compress, vec![0u8; 1 << 20]).with_output(vec![0u8; 1 << 20]);
+        let stream = s.run(r).unwrap().result_payload();
+        with(&|w| {
+            w.truncate(24);
+            w.extend_from_slice(&stream);
+            fix(w);
+        })
+    };
+    let cases: [(Vec<u8>, Drop); 5] = [
+        (bomb, Drop::IpCompTooBig),
+        (
+            with(&|w| {
+                w.truncate(w.len() - 4);
+                fix(w)
+            }),
+            Drop::IpCompCorrupt,
+        ),
+        (
+            with(&|w| {
+                w.truncate(22);
+                fix(w)
+            }),
+            Drop::IpCompTruncated,
+        ),
+        (with(&|w| w[23] = 0x99), Drop::UnknownSpi),
+        (with(&|w| w[20] = IpProtocol::IPCOMP.0), Drop::IpCompNested),
+    ];
+    for (wire, why) in &cases {
+        assert_eq!(receive(&b, wire), Err(*why));
+        assert_eq!(b.stats().drops(*why), 1, "{why:?} counted");
+    }
+    // A packet the inbound policy does not allow through this SA: 10.9.0.1 is not 10.1/16.
+    let mut stray = inner(&text(1372));
+    stray[12..16].copy_from_slice(&[10, 3, 0, 1]);
+    stray[10..12].fill(0);
+    let c = checksum::checksum(&stray[..20]);
+    stray[10..12].copy_from_slice(&c.to_be_bytes());
+    let a_any = gateway(
+        "add 192.0.2.1 192.0.2.2 ipcomp 0x4000 -m tunnel -C deflate;\n\
+         spdadd 10.0.0.0/8 10.2.0.0/16 any -P out ipsec ipcomp/tunnel/192.0.2.1-192.0.2.2/require;\n",
+    );
+    let b_strict = gateway(
+        "add 192.0.2.1 192.0.2.2 ipcomp 0x4000 -m tunnel -C deflate;\n\
+         spdadd 10.3.0.0/16 10.2.0.0/16 any -P in ipsec esp/tunnel/192.0.2.1-192.0.2.2/require;\n",
+    );
+    assert_eq!(receive(&b_strict, &send(&a_any, &stray)), Err(Drop::Policy));
+}
+
+#[test]
+fn transport_mode_and_missing_sas_are_refused_by_name() {
+    let a = gateway(
+        "add 192.0.2.1 192.0.2.2 ipcomp 0x4000 -m transport -C deflate;\n\
+         spdadd 10.1.0.0/16 10.2.0.0/16 any -P out ipsec ipcomp/transport//require;\n\
+         spdadd 10.1.0.0/16 10.3.0.0/16 any -P out ipsec ipcomp/tunnel/192.0.2.1-192.0.2.9/require;\n",
+    );
+    let mut out = Results::default();
+    let p = inner(&text(500));
+    assert_eq!(a.output_one(Packet::with_headroom(&p), &mut out), Err(Drop::IpCompTransport));
+    let mut q = p.clone();
+    q[16..20].copy_from_slice(&[10, 3, 0, 1]);
+    q[10..12].fill(0);
+    let c = checksum::checksum(&q[..20]);
+    q[10..12].copy_from_slice(&c.to_be_bytes());
+    assert_eq!(a.output_one(Packet::with_headroom(&q), &mut out), Err(Drop::NoSa));
+    assert_eq!((a.stats().drops(Drop::IpCompTransport), a.stats().drops(Drop::NoSa)), (1, 1));
+    // An IPComp SA never serves ESP: an ESP policy between the same ends finds no SA.
+    let e = gateway(
+        "add 192.0.2.1 192.0.2.2 ipcomp 0x4000 -m tunnel -C deflate;\n\
+         spdadd 10.1.0.0/16 10.2.0.0/16 any -P out ipsec esp/tunnel/192.0.2.1-192.0.2.2/require;\n",
+    );
+    assert_eq!(e.output_one(Packet::with_headroom(&p), &mut out), Err(Drop::NoSa));
+}
