@@ -32,7 +32,7 @@
 use std::net::IpAddr;
 use std::time::Instant;
 
-use crate::control::{Dir, Level, Rule};
+use crate::control::{Dir, Level, Mode, Proto, Rule};
 use crate::packet::Packet;
 use crate::path::{Batch, Results, Shared};
 use crate::sad::Event;
@@ -66,18 +66,25 @@ impl Shared {
         // The SA may have come between the lookup that missed it and the hold, and its
         // change released what was held before this packet: look again, now that the
         // packet is in the table (a release after this sees it; one before, we undo).
-        if outcome.is_ok() && self.db.sad.outbound_with(src, dst, rule.mode, reqid, |sa| sa.is_some()) {
+        if outcome.is_ok() && self.sa_exists(rule.proto, (src, dst), rule.mode, reqid) {
             self.release_acquired();
         }
         outcome.map_err(|why| self.drop(None, why))
     }
 
+    /// Whether an SA an ACQUIRE asked for is there now: IPComp's table for an IPComp rule
+    /// (crate::ipcomp_path), ESP's otherwise.
+    fn sa_exists(&self, proto: Proto, (src, dst): (IpAddr, IpAddr), mode: Mode, reqid: u32) -> bool {
+        match proto {
+            Proto::IpComp => self.db.sad.ipcomp_between(src, dst, reqid).is_some(),
+            _ => self.db.sad.outbound_with(src, dst, mode, reqid, |sa| sa.is_some()),
+        }
+    }
+
     /// After a change to the databases: the held packets whose SA now exists go through
     /// the outbound path again, from the caller's thread, their results to the sink.
     pub(crate) fn release_acquired(&self) {
-        let ready = self
-            .acquires
-            .take_ready(|a| self.db.sad.outbound_with(a.src, a.dst, a.mode, a.reqid, |sa| sa.is_some()));
+        let ready = self.acquires.take_ready(|a| self.sa_exists(a.proto, (a.src, a.dst), a.mode, a.reqid));
         if ready.is_empty() {
             return;
         }

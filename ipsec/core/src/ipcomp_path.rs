@@ -30,6 +30,7 @@ use crate::ipip;
 use crate::packet::{emit_ip, Fresh, Packet};
 use crate::path::{flow, parse_trusted, Batch, Shared, Way};
 use crate::sad::{Sa, SaState};
+use crate::spd::Flow;
 use crate::stats::Drop;
 
 thread_local! {
@@ -60,6 +61,7 @@ impl Shared {
         &self,
         packet: Packet,
         s: &Summary,
+        f: &Flow,
         rule: Rule,
         b: &mut Batch<'_>,
     ) -> Result<(), Drop> {
@@ -72,7 +74,7 @@ impl Shared {
                 b.transmit(packet);
                 return Ok(());
             }
-            return Err(self.drop(None, Drop::NoSa));
+            return self.acquire(packet, f, rule, (src, dst));
         };
         if sa.spec.mode == Mode::Transport {
             return Err(self.drop(Some(&sa), Drop::IpCompTransport));

@@ -101,7 +101,7 @@ impl Shared {
             Some(Ok(Some(rule))) => rule,
         };
         if rule.proto == Proto::IpComp {
-            return self.ipcomp_output(packet, s, rule, b);
+            return self.ipcomp_output(packet, s, &f, rule, b);
         }
         let (src, dst) = rule.tunnel.unwrap_or((s.src, s.dst));
         let reqid = if let Level::Unique(n) = rule.level { n } else { 0 };

@@ -228,7 +228,9 @@ fn getspi_for_ipcomp_gives_a_16_bit_cpi() {
         assert!((0x100..=0xffff).contains(&id.spi), "CPI {:#x}", id.spi);
     }
     let (src, dst) = (ip("192.0.2.1"), ip("192.0.2.2"));
-    let e = g.control(&Request::GetSpi { src, dst, proto: Proto::IpComp, range: (0x10000, 0x20000) }).unwrap_err();
+    let e = g
+        .control(&Request::GetSpi { src, dst, proto: Proto::IpComp, range: (0x10000, 0x20000) })
+        .unwrap_err();
     assert_eq!(e, ControlError::Larval(LarvalError::BadRange(0x10000, 0xffff)));
 }
 
