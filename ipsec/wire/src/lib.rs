@@ -14,6 +14,8 @@
 //! - [`esp`]: RFC 4303 header (SPI, sequence number) and the trailer (padding 1, 2, 3, …,
 //!   Pad Length, Next Header): parsed after decryption, computed and written before
 //!   encryption.
+//! - [`ah`]: RFC 4302 header (SPI, sequence number, ICV field padded for IPv4 or IPv6) and
+//!   the ICV's input: an IP packet with its mutable fields and options zeroed in place.
 //! - [`udp`]: RFC 768 header and checksum over the IPv4 or IPv6 pseudo-header.
 //! - [`tcp`]: the RFC 9293 header as far as merging a flow's segments needs it, and its
 //!   checksum.
@@ -51,6 +53,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod ah;
 mod bytes;
 pub mod checksum;
 mod error;
