@@ -18,11 +18,15 @@
 //! - [`replay`]: the anti-replay window (RFC 4303 §3.4.3 with ESN, RFC 6479 bitmap).
 //! - [`esp`]: the ESP transform: an SA's algorithms as one ocf session, and the packet
 //!   layout one ocf request encrypts and authenticates in place.
+//! - [`ah`]: the AH transform (RFC 4302): HMACs and AES-GMAC as one ocf session, the ICV
+//!   over the packet with its mutable fields zeroed, tunnel and transport, ESN.
+//! - [`transform`]: an SA's transform, ESP's or AH's.
 //! - [`spd`]: the security policy database, read lock-free on the packet path.
 //! - [`pmtu`]: path MTU per SA, learned from ICMP errors on the outer path; ICMP errors
 //!   to inner senders whose packets no longer fit (RFC 4301 §8).
 //! - [`stats`]: a counter for every reason a packet is dropped.
 
+pub mod ah;
 pub mod control;
 pub mod datapath;
 pub mod db;
@@ -38,6 +42,7 @@ pub mod sad;
 pub mod setkey;
 pub mod spd;
 pub mod stats;
+pub mod transform;
 
 pub use datapath::{DefaultPolicy, Ipsec, Packet, Payload, Results, Sink, Via, HEADROOM, TAILROOM};
 pub use pmtu::{IcmpFrom, Learned};

@@ -54,9 +54,10 @@ use ocf::{Callback, Framework, Session};
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::control::{Lifetime, Mode, Proto, SaId, SaSpec, MAX_REPLAY_WINDOW};
-use crate::esp::{Transform, TransformError};
+use crate::esp::TransformError;
 use crate::replay::{ReplayWindow, SeqCounter};
 use crate::stats::{Counters, Stats};
+use crate::transform::Transform;
 
 /// Where an SA is in its life (RFC 2367's mature / dying / dead).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -217,7 +218,7 @@ impl Sa {
         self.seq.skip_to(last);
     }
 
-    /// The ESP transform (algorithms, IV and ICV lengths).
+    /// The SA's transform: ESP's or AH's (algorithms, IV and ICV lengths).
     pub fn transform(&self) -> &Transform {
         &self.transform
     }
@@ -446,18 +447,21 @@ impl Sad {
     /// The SA to send with from `src` to `dst`: the newest usable one whose mode fits and,
     /// if `reqid` is non-zero, whose reqid is that (setkey `unique:N`).
     #[inline]
+    /// ESP's (or ESP in UDP's); [`Sad::outbound_with`] takes a protocol.
     pub fn outbound(&self, src: IpAddr, dst: IpAddr, mode: Mode, reqid: u32) -> Option<Arc<Sa>> {
-        self.outbound_with(src, dst, mode, reqid, |sa| sa.cloned())
+        self.outbound_with(src, dst, Proto::Esp, mode, reqid, |sa| sa.cloned())
     }
 
     /// [`Sad::outbound`] that lends the SA to `f` (the packet path's: a counted reference
     /// per packet is an add and a subtract on a cache line every thread sending through
-    /// the SA writes; the batch takes one per run of the SA, `Shared::submit`).
+    /// the SA writes; the batch takes one per run of the SA, `Shared::submit`). `proto` is
+    /// the policy rule's: an `ah` rule takes an AH SA, `esp` and `esp-udp` either ESP SA.
     #[inline]
     pub(crate) fn outbound_with<R>(
         &self,
         src: IpAddr,
         dst: IpAddr,
+        proto: Proto,
         mode: Mode,
         reqid: u32,
         f: impl FnOnce(Option<&Arc<Sa>>) -> R,
@@ -466,6 +470,7 @@ impl Sad {
         f(t.outbound.get(&(src, dst)).and_then(|v| {
             v.iter().rev().find(|sa| {
                 sa.state() != SaState::Dead
+                    && (sa.id.proto == Proto::Ah) == (proto == Proto::Ah)
                     && (sa.spec.mode == Mode::Any || mode == Mode::Any || sa.spec.mode == mode)
                     && (reqid == 0 || sa.spec.reqid == reqid)
             })
@@ -598,7 +603,7 @@ impl<'a> Writer<'a> {
     /// Installs an SA (setkey `add`). If this change removed an SA with the same addresses,
     /// protocol, SPI and keys, the new one continues its state ([`Installed::Continued`]).
     pub(crate) fn add(&mut self, spec: SaSpec) -> Result<Installed, SadError> {
-        if !matches!(spec.proto, Proto::Esp | Proto::EspUdp) {
+        if !matches!(spec.proto, Proto::Esp | Proto::EspUdp | Proto::Ah) {
             return Err(SadError::Unsupported(spec.proto));
         }
         if spec.spi < 256 {

@@ -6,7 +6,7 @@
 //! Each view checks only its own length; where a header may appear is the walk's business.
 
 use crate::bytes::{be16, be32, set_be16, set_be32};
-use crate::error::{need, Error, Result};
+use crate::error::{need, Result};
 use crate::ip::IpProtocol;
 
 /// A Hop-by-Hop Options, Routing or Destination Options header: Next Header, Hdr Ext Len
@@ -174,6 +174,7 @@ pub use crate::ah::Packet as AuthHeader;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn ext_header() {

@@ -45,9 +45,13 @@ fn header_view() {
 fn icv_field_lengths_are_padded_per_family() {
     // (IV, ICV) -> (IPv4 field, IPv6 field): HMAC-SHA1-96, SHA2-256-128, SHA2-384-192,
     // SHA2-512-256, AES-GMAC (8-byte IV, 16-byte tag).
-    for ((iv, icv), (v4, v6)) in
-        [((0, 12), (12, 12)), ((0, 16), (16, 20)), ((0, 24), (24, 28)), ((0, 32), (32, 36)), ((8, 16), (24, 28))]
-    {
+    for ((iv, icv), (v4, v6)) in [
+        ((0, 12), (12, 12)),
+        ((0, 16), (16, 20)),
+        ((0, 24), (24, 28)),
+        ((0, 32), (32, 36)),
+        ((8, 16), (24, 28)),
+    ] {
         assert_eq!(Repr::icv_field_len(iv, icv, false), v4, "{iv}+{icv} over IPv4");
         assert_eq!(Repr::icv_field_len(iv, icv, true), v6, "{iv}+{icv} over IPv6");
         assert_eq!((FIXED_LEN + v6) % 8, 0);
@@ -65,7 +69,10 @@ fn emit_writes_a_header_with_zero_icv() {
     assert_eq!(out[32..], [0xff, 0xff], "nothing after the header is written");
     assert_eq!(Repr::parse(&Packet::new_checked(&out[..]).expect("valid")), Ok(repr));
     let mut small = [0u8; 31];
-    assert_eq!(repr.emit(&mut Packet::new_unchecked(&mut small[..])), Err(Error::Truncated { needed: 32, got: 31 }));
+    assert_eq!(
+        repr.emit(&mut Packet::new_unchecked(&mut small[..])),
+        Err(Error::Truncated { needed: 32, got: 31 })
+    );
     let odd = Repr { icv_field_len: 13, ..repr };
     assert!(matches!(odd.emit(&mut Packet::new_unchecked(&mut out[..])), Err(Error::TooLong { .. })));
 }
@@ -74,7 +81,8 @@ fn emit_writes_a_header_with_zero_icv() {
 /// TTL 17, a made-up checksum; options NOP, Record Route (7 bytes), Router Alert, End of
 /// List and padding.
 fn ipv4_with_options() -> Vec<u8> {
-    let mut p = vec![0x49, 0xb8, 0, 0, 0x12, 0x34, 0x40, 0x00, 17, 51, 0xbe, 0xef, 192, 0, 2, 1, 198, 51, 100, 2];
+    let mut p =
+        vec![0x49, 0xb8, 0, 0, 0x12, 0x34, 0x40, 0x00, 17, 51, 0xbe, 0xef, 192, 0, 2, 1, 198, 51, 100, 2];
     p.extend([1, 7, 7, 4, 10, 0, 0, 1, 148, 4, 0, 0, 0, 0, 0, 0]);
     p.extend(sha1_ah());
     p.extend([0xde, 0xad, 0xbe, 0xef]);
@@ -88,7 +96,10 @@ fn ipv4_mutable_fields_and_options_are_zeroed() {
     let original = ipv4_with_options();
     let mut p = original.clone();
     let loc = zero_mutable(&mut p, 0, 12, Side::Receiving).expect("valid");
-    assert_eq!(loc, Location { offset: 36, header_len: 24, next_header_field: 9, next_header: IpProtocol::TCP });
+    assert_eq!(
+        loc,
+        Location { offset: 36, header_len: 24, next_header_field: 9, next_header: IpProtocol::TCP }
+    );
     let mut expected = original.clone();
     expected[1] = 0; // TOS
     expected[6..8].fill(0); // DF
@@ -110,7 +121,8 @@ fn ipv4_mutable_fields_and_options_are_zeroed() {
 fn ipv4_security_options_stay_and_others_go() {
     // Every option number Appendix A keeps (with the copy bit and class as sent), and one
     // that goes (Timestamp, 68), each 4 bytes.
-    for (kind, kept) in [(130, true), (133, true), (134, true), (148, true), (149, true), (68, false), (131, false)]
+    for (kind, kept) in
+        [(130, true), (133, true), (134, true), (148, true), (149, true), (68, false), (131, false)]
     {
         let mut p = vec![0x46, 0, 0, 0, 0, 0, 0, 0, 64, 51, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
         p.extend([kind, 4, 0xaa, 0xbb]);
@@ -192,7 +204,10 @@ fn ipv6_receiving_zeroes_fields_and_changing_options() {
     let original = ipv6_with_headers();
     let mut p = original.clone();
     let loc = zero_mutable(&mut p, 0, 16, Side::Receiving).expect("valid");
-    assert_eq!(loc, Location { offset: 104, header_len: 32, next_header_field: 64, next_header: IpProtocol::UDP });
+    assert_eq!(
+        loc,
+        Location { offset: 104, header_len: 32, next_header_field: 64, next_header: IpProtocol::UDP }
+    );
     let mut expected = original.clone();
     expected[0] = 0x60;
     expected[1..4].fill(0);
