@@ -516,3 +516,111 @@ fn ah_icv_skips_mutable_fields_and_covers_the_rest() {
         }
     }
 }
+
+/// `plain` (IPv4) with options in its header: No Operation, Record Route with room for one
+/// address (mutable: zeroed in the ICV), Router Alert (immutable), End of List, padding.
+fn with_ipv4_options(plain: &[u8]) -> Vec<u8> {
+    let mut p = plain[..20].to_vec();
+    p[0] = 0x49;
+    p.extend([1, 7, 7, 4, 0, 0, 0, 0, 148, 4, 0, 0, 0, 0, 0, 0]);
+    p.extend(&plain[20..]);
+    let len = p.len() as u16;
+    p[2..4].copy_from_slice(&len.to_be_bytes());
+    ipsec_wire::ipv4::Packet::new_unchecked(&mut p[..]).fill_checksum();
+    p
+}
+
+/// A router on the way: TTL down, its address recorded in Record Route, checksum anew.
+fn route4(p: &mut [u8]) {
+    p[8] -= 1;
+    let ptr = usize::from(p[23]);
+    p[20 + ptr..24 + ptr].copy_from_slice(&[203, 0, 113, 1]);
+    p[23] += 4;
+    ipsec_wire::ipv4::Packet::new_unchecked(p).fill_checksum();
+}
+
+/// A UDP packet from `src` to `last` by way of `hop` (a type 0 Routing header with one
+/// address left), with Hop-by-Hop (an option 0x3e whose data may change on the way: the
+/// change bit) and Destination Options (0x1e, which may not) in front of it.
+fn ipv6_with_extension_headers(src: IpAddr, hop: IpAddr, last: IpAddr) -> Vec<u8> {
+    let plain = udp_packet(src, last, 30);
+    let (IpAddr::V6(hop), IpAddr::V6(last)) = (hop, last) else { unreachable!() };
+    let mut p = plain[..40].to_vec();
+    p[6] = 0; // Hop-by-Hop
+    p[24..40].copy_from_slice(&hop.octets());
+    p.extend([60, 0, 0x3e, 4, 0xa1, 0xa2, 0xa3, 0xa4]);
+    p.extend([43, 0, 0x1e, 4, 0xd1, 0xd2, 0xd3, 0xd4]);
+    p.extend([17, 2, 0, 1, 0, 0, 0, 0]);
+    p.extend(last.octets());
+    // The UDP checksum was computed to the final destination, as RFC 8200 §8.1 says.
+    p.extend(&plain[40..]);
+    let plen = (p.len() - 40) as u16;
+    p[4..6].copy_from_slice(&plen.to_be_bytes());
+    p
+}
+
+/// The first hop routes the packet on (RFC 8200 §4.4): its address goes into the list, the
+/// next one into the destination, one segment less, one hop less, the Hop-by-Hop option
+/// with the change bit rewritten.
+fn route6(p: &mut [u8]) {
+    const RH: usize = 56;
+    let mut dst = [0u8; 16];
+    dst.copy_from_slice(&p[24..40]);
+    p.copy_within(RH + 8..RH + 24, 24);
+    p[RH + 8..RH + 24].copy_from_slice(&dst);
+    p[RH + 3] -= 1;
+    p[7] -= 1;
+    p[44..48].copy_from_slice(&[0xee; 4]);
+}
+
+/// AH over packets with IPv4 options and IPv6 extension headers, routed on the way, against
+/// scapy both ways: what routers change (TTL, Record Route; hop limit, the Routing header's
+/// order, a changing Hop-by-Hop option) must not break the ICV, and what they do not change
+/// must be covered — the sender computes over the Routing header as it will arrive.
+#[test]
+fn ah_over_options_and_extension_headers_routed_on_the_way() {
+    let Some(peer) = ScapyPeer::for_test() else { return };
+    for (auth, klen) in [(AuthAlg::HmacSha1, 20), (AuthAlg::AesGmac, 36)] {
+        // IPv4 with options.
+        let sh = &shapes()[4];
+        let sa = ah_spec(sh, auth, klen, false);
+        let plain = with_ipv4_options(&udp_packet(sh.inner.0, sh.inner.1, 30));
+        let mut routed_plain = plain.clone();
+        route4(&mut routed_plain);
+        let (g, sink) = gateway(sh, &sa, Dir::Out);
+        g.output(Packet::new(plain.clone())).unwrap();
+        let mut ours = sink.take().pop().unwrap();
+        route4(&mut ours);
+        let got = peer.decrypt(&sa, None, &ours).unwrap_or_else(|e| panic!("{}: scapy: {e:?}", auth.name()));
+        assert_eq!(got, routed_plain, "{}: IPv4 options, ours to scapy", auth.name());
+        let (g, sink) = gateway(sh, &sa, Dir::In);
+        let mut theirs = peer.encrypt(&sa, None, 1, &plain).unwrap();
+        route4(&mut theirs);
+        g.input(Packet::new(theirs)).unwrap_or_else(|d| panic!("{}: IPv4 options: {d}", auth.name()));
+        assert_eq!(sink.take(), vec![routed_plain], "{}: IPv4 options, scapy to ours", auth.name());
+
+        // IPv6 with extension headers, by way of a first hop.
+        let (src, hop, last) = (ip("2001:db8::1"), ip("2001:db8::99"), ip("2001:db8::2"));
+        let plain = ipv6_with_extension_headers(src, hop, last);
+        let mut routed_plain = plain.clone();
+        route6(&mut routed_plain);
+        let to_hop =
+            Shape { name: "transport 6 via a hop", tunnel: false, outer: (src, hop), inner: (src, hop) };
+        let to_last = Shape { name: "transport 6", tunnel: false, outer: (src, last), inner: (src, last) };
+        let (out_sa, in_sa) = (ah_spec(&to_hop, auth, klen, false), ah_spec(&to_last, auth, klen, false));
+        let (g, sink) = gateway(&to_hop, &out_sa, Dir::Out);
+        g.output(Packet::new(plain.clone())).unwrap();
+        let mut ours = sink.take().pop().unwrap();
+        route6(&mut ours);
+        let got =
+            peer.decrypt(&in_sa, None, &ours).unwrap_or_else(|e| panic!("{}: scapy: {e:?}", auth.name()));
+        assert_eq!(got, routed_plain, "{}: IPv6 extension headers, ours to scapy", auth.name());
+        let (g, sink) = gateway(&to_last, &in_sa, Dir::In);
+        let mut theirs = peer.encrypt(&out_sa, None, 1, &plain).unwrap();
+        route6(&mut theirs);
+        g.input(Packet::new(theirs))
+            .unwrap_or_else(|d| panic!("{}: IPv6 extension headers: {d}", auth.name()));
+        assert_eq!(sink.take(), vec![routed_plain], "{}: IPv6 extension headers, scapy to ours", auth.name());
+        assert_eq!(g.stats().total_drops(), 0, "{}", g.stats());
+    }
+}
