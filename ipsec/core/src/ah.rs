@@ -20,11 +20,14 @@
 //!
 //! The ICV's input is the packet itself with its mutable fields zeroed, so the fields have
 //! to come back afterwards: the bytes in front of AH are copied behind the packet in its own
-//! buffer (room the buffer mostly has: its tail room) and travel with the request to the
-//! completion, which copies them back. Nothing is allocated per packet beyond what ESP
-//! does, and an asynchronous driver's completion finds everything in the request. The ESN
-//! high bits ride in the same place, right after the packet, where the ICV's input wants
-//! them (RFC 4302 §2.5.1, Appendix B): one contiguous region for HMAC and for GMAC's AAD.
+//! buffer and travel with the request to the completion, which copies them back; an
+//! asynchronous driver's completion finds everything in the request. The ESN high bits ride
+//! in the same place, right after the packet, where the ICV's input wants them (RFC 4302
+//! §2.5.1, Appendix B): one contiguous region for HMAC and for GMAC's AAD. That room is the
+//! buffer's tail room ([`crate::TAILROOM`], 50 bytes: an IPv4 header with ESN, an IPv6
+//! header); a longer front (IPv4 options, IPv6 extension headers in transport mode) grows
+//! the buffer once. A received packet's buffer has more (ipsecd's are sized for the MTU
+//! and 512 bytes more).
 //!
 //! - HMAC-SHA1-96 (RFC 2404), HMAC-SHA2-256-128 / 384-192 / 512-256 (RFC 4868): an ocf MAC
 //!   session truncated to the ICV; inbound, ocf's `VerifyDigest` compares in constant time.
