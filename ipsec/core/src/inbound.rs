@@ -1,4 +1,4 @@
-//! Inbound: ESP decapsulation and the policy check after it (AH's: `crate::ah`, from
+//! Inbound: ESP decapsulation and the policy check after it (AH's: `crate::ah_path`, from
 //! `input`, sharing `accept_inner`).
 //!
 //! ```text
@@ -137,7 +137,7 @@ impl Shared {
         let Ok(s) = &parsed else {
             return Err(self.drop(None, Drop::Malformed));
         };
-        if let Some(ah) = crate::ah::offset(packet.bytes(), s) {
+        if let Some(ah) = crate::ah_path::offset(packet.bytes(), s) {
             return self.input_ah(b, packet, s, ah);
         }
         let arrival = match s.upper {

@@ -18,8 +18,9 @@
 //! - [`replay`]: the anti-replay window (RFC 4303 §3.4.3 with ESN, RFC 6479 bitmap).
 //! - [`esp`]: the ESP transform: an SA's algorithms as one ocf session, and the packet
 //!   layout one ocf request encrypts and authenticates in place.
-//! - [`ah`]: the AH transform (RFC 4302): HMACs and AES-GMAC as one ocf session, the ICV
-//!   over the packet with its mutable fields zeroed, tunnel and transport, ESN.
+//! - [`ah`]: the AH transform (RFC 4302): HMACs and AES-GMAC as one ocf session;
+//!   `ah_path`: AH on the packet path, the ICV over the packet with its mutable fields
+//!   zeroed, tunnel and transport, ESN.
 //! - [`transform`]: an SA's transform, ESP's or AH's.
 //! - [`spd`]: the security policy database, read lock-free on the packet path.
 //! - [`pmtu`]: path MTU per SA, learned from ICMP errors on the outer path; ICMP errors
@@ -27,6 +28,7 @@
 //! - [`stats`]: a counter for every reason a packet is dropped.
 
 pub mod ah;
+mod ah_path;
 pub mod control;
 pub mod datapath;
 pub mod db;

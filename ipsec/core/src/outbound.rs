@@ -1,4 +1,4 @@
-//! Outbound: policy lookup and ESP encapsulation (AH's: `crate::ah`, from `seal`).
+//! Outbound: policy lookup and ESP encapsulation (AH's: `crate::ah_path`, from `seal`).
 //!
 //! ```text
 //! packet ─ parse ─ SPD out ─┬─ bypass ─────────────────────────────────────────► results.transmit

@@ -447,7 +447,7 @@ impl Sad {
     /// The SA to send with from `src` to `dst`: the newest usable one whose mode fits and,
     /// if `reqid` is non-zero, whose reqid is that (setkey `unique:N`).
     #[inline]
-    /// ESP's (or ESP in UDP's); [`Sad::outbound_with`] takes a protocol.
+    /// ESP's (or ESP in UDP's): an AH SA is never the answer.
     pub fn outbound(&self, src: IpAddr, dst: IpAddr, mode: Mode, reqid: u32) -> Option<Arc<Sa>> {
         self.outbound_with(src, dst, Proto::Esp, mode, reqid, |sa| sa.cloned())
     }

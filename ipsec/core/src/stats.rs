@@ -85,7 +85,7 @@ pub enum Drop {
     AhBadLength,
     /// A packet with AH whose ICV input cannot be made: a malformed IPv4 option or IPv6
     /// Hop-by-Hop / Destination option, or (sending) a Routing header whose arrival order
-    /// cannot be predicted (`ipsec_wire::ah::zero_mutable`).
+    /// cannot be predicted (`ipsec_wire::ah_icv::zero_mutable`).
     AhMalformed,
     /// The SPI names an SA of the other protocol: AH for an ESP packet, ESP for an AH one.
     WrongProtocol,
