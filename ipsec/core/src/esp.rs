@@ -309,7 +309,9 @@ thread_local! {
 /// At most this many spare requests are kept per thread (a batch's worth).
 const SPARE_REQUESTS_MAX: usize = 64;
 
-/// A request for `op` on `buf`: a spare one reset, or a new one (ESP's and AH's).
+/// A request for `op` on `buf`: a spare one reset, or a new one (ESP's and AH's). Always
+/// inlined: with AH calling it too, LLVM made it a call on ESP's path (`benches/esp.rs`).
+#[inline(always)]
 pub(crate) fn spare_request(op: Op, buf: Vec<u8>) -> Request {
     match SPARE_REQUESTS.with(|s| s.borrow_mut().pop()) {
         Some(mut r) => {

@@ -137,9 +137,6 @@ impl Shared {
         let Ok(s) = &parsed else {
             return Err(self.drop(None, Drop::Malformed));
         };
-        if let Some(ah) = crate::ah_path::offset(packet.bytes(), s) {
-            return self.input_ah(b, packet, s, ah);
-        }
         let arrival = match s.upper {
             Wire::Esp(_) => Arrival::Esp,
             Wire::UdpEncap(_, Encap::Esp(_)) => Arrival::Udp,
@@ -153,8 +150,16 @@ impl Shared {
             Wire::Fragment if via != Via::Ip || s.protocol.0 == PROTO_ESP => {
                 return Err(self.drop(None, Drop::Fragment))
             }
-            _ if via == Via::Ip => return self.clear_input(packet, s, b),
-            _ => return Err(self.drop(None, Drop::NotEsp)),
+            // Not ESP: AH (looked for only here, off ESP's path), clear traffic, or a drop.
+            _ => {
+                if let Some(ah) = crate::ah_path::offset(packet.bytes(), s) {
+                    return self.input_ah(b, packet, s, ah);
+                }
+                if via == Via::Ip {
+                    return self.clear_input(packet, s, b);
+                }
+                return Err(self.drop(None, Drop::NotEsp));
+            }
         };
         let esp = s.offset + if arrival == Arrival::Udp { udp::HEADER_LEN } else { 0 };
         let ecn = ipip::ecn(packet.bytes());
@@ -220,7 +225,7 @@ impl Shared {
         let Some(sa) = self.db.sad.inbound(spi, dst) else {
             return Err(self.drop(None, Drop::UnknownSpi));
         };
-        let Some(&t) = sa.transform.esp() else {
+        let Some(t) = sa.transform.esp() else {
             return Err(self.drop(Some(&sa), Drop::WrongProtocol));
         };
         // An SA is ESP in UDP or plain ESP, never both (a peer that switches must say so
@@ -344,6 +349,7 @@ impl Shared {
     /// The end of every decapsulated packet (ESP's and AH's): the policy check after
     /// decapsulation, volume lifetimes, the counters. `stats_len` is the payload the SA
     /// carried.
+    #[inline(always)]
     pub(crate) fn accept_inner(
         &self,
         sa: &Arc<Sa>,

@@ -318,6 +318,7 @@ pub(crate) fn fix_transport_header(packet: &mut [u8], sp: &Split, proto: IpProto
 /// IP header that stays in front) and the rest, for ESP or AH to go there: the header
 /// moves forward into the headroom, or, without room, everything is copied once. Returns
 /// the buffer and where the packet now starts.
+#[inline(always)]
 pub(crate) fn room_in_front(mut data: Vec<u8>, head: usize, keep: usize, room: usize) -> (Vec<u8>, usize) {
     if head >= room {
         let base = head - room;
