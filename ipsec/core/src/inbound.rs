@@ -348,7 +348,7 @@ impl Shared {
 
     /// The end of every decapsulated packet (ESP's and AH's): the policy check after
     /// decapsulation, volume lifetimes, the counters. `stats_len` is the payload the SA
-    /// carried.
+    /// carried. (Inline, as when it was the end of `input_done`.)
     #[inline(always)]
     pub(crate) fn accept_inner(
         &self,

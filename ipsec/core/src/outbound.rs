@@ -317,7 +317,7 @@ pub(crate) fn fix_transport_header(packet: &mut [u8], sp: &Split, proto: IpProto
 /// Makes `room` bytes between the first `keep` bytes of the packet at `data[head..]` (the
 /// IP header that stays in front) and the rest, for ESP or AH to go there: the header
 /// moves forward into the headroom, or, without room, everything is copied once. Returns
-/// the buffer and where the packet now starts.
+/// the buffer and where the packet now starts. (Inline, as when it was part of `seal`.)
 #[inline(always)]
 pub(crate) fn room_in_front(mut data: Vec<u8>, head: usize, keep: usize, room: usize) -> (Vec<u8>, usize) {
     if head >= room {
