@@ -75,16 +75,16 @@ addresses() {
 # `addresses` set.
 config() {
     local side=$1 proto=$2
-    local here there hnet tnet rule_out rule_in
+    local here there hnet tnet rule_out rule_in rp=${proto%-udp}
     if [ "$side" = a ]; then
         here=$o1 there=$o2 hnet=$n1 tnet=$n2
     else
         here=$o2 there=$o1 hnet=$n2 tnet=$n1
     fi
     if [ "$mode" = transport ]; then
-        rule_out=esp/transport//require rule_in=esp/transport//require
+        rule_out=$rp/transport//require rule_in=$rp/transport//require
     else
-        rule_out=esp/tunnel/$here-$there/require rule_in=esp/tunnel/$there-$here/require
+        rule_out=$rp/tunnel/$here-$there/require rule_in=$rp/tunnel/$there-$here/require
     fi
     # ESP in UDP on another port than 4500 (`udp_port`): the SAs name it.
     local p=
@@ -112,13 +112,18 @@ keys() {
     aes-cbc-sha256) e=aes-cbc elen=16 a=hmac-sha2-256 alen=32 t_enc="AES-CBC [RFC3602]" t_auth="HMAC-SHA-256-128 [RFC4868]" ;;
     aes256-cbc-sha512) e=aes-cbc elen=32 a=hmac-sha2-512 alen=64 t_enc="AES-CBC [RFC3602]" t_auth="HMAC-SHA-512-256 [RFC4868]" ;;
     3des-sha1) e=3des-cbc elen=24 a=hmac-sha1 alen=20 t_enc="TripleDES-CBC [RFC2451]" t_auth="HMAC-SHA-1-96 [RFC2404]" ;;
+    # AH (proto ah): no encryption.
+    ah-sha256) e= elen=0 a=hmac-sha2-256 alen=32 t_enc= t_auth= ;;
     *) fail "unknown algorithm $1" ;;
     esac
-    ek_ab=$(hex $elen) ek_ba=$(hex $elen)
-    alg_ab="-E $e $ek_ab" alg_ba="-E $e $ek_ba" ak_ab= ak_ba=
+    ek_ab= ek_ba= alg_ab= alg_ba= ak_ab= ak_ba=
+    if [ -n "$e" ]; then
+        ek_ab=$(hex $elen) ek_ba=$(hex $elen)
+        alg_ab="-E $e $ek_ab" alg_ba="-E $e $ek_ba"
+    fi
     if [ -n "$a" ]; then
         ak_ab=$(hex $alen) ak_ba=$(hex $alen)
-        alg_ab="$alg_ab -A $a $ak_ab" alg_ba="$alg_ba -A $a $ak_ba"
+        alg_ab="${alg_ab:+$alg_ab }-A $a $ak_ab" alg_ba="${alg_ba:+$alg_ba }-A $a $ak_ba"
     fi
 }
 

@@ -73,11 +73,11 @@ impl Shared {
     }
 
     /// Whether an SA an ACQUIRE asked for is there now: IPComp's table for an IPComp rule
-    /// (crate::ipcomp_path), ESP's otherwise.
+    /// (crate::ipcomp_path), the SAD's outbound lookup for the rule's protocol otherwise.
     fn sa_exists(&self, proto: Proto, (src, dst): (IpAddr, IpAddr), mode: Mode, reqid: u32) -> bool {
         match proto {
             Proto::IpComp => self.db.sad.ipcomp_between(src, dst, reqid).is_some(),
-            _ => self.db.sad.outbound_with(src, dst, mode, reqid, |sa| sa.is_some()),
+            _ => self.db.sad.outbound_with(src, dst, proto, mode, reqid, |sa| sa.is_some()),
         }
     }
 

@@ -118,7 +118,7 @@ impl EncAlg {
     }
 }
 
-/// ESP authentication algorithms (setkey `-A`).
+/// Authentication algorithms (setkey `-A`): ESP's and AH's HMACs, and AH's AES-GMAC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AuthAlg {
     /// RFC 2404: HMAC-SHA1-96, 20-byte key.
@@ -129,6 +129,10 @@ pub enum AuthAlg {
     HmacSha384,
     /// RFC 4868: HMAC-SHA-512-256, 64-byte key.
     HmacSha512,
+    /// RFC 4543: AES-GMAC for AH, a 16-, 24- or 32-byte AES key and a 4-byte salt; an
+    /// 8-byte IV in each packet and a 16-byte ICV. AH only: ESP's use of GMAC (RFC 4543
+    /// §3, ENCR_NULL_AUTH_AES_GMAC) is an encryption algorithm, not this.
+    AesGmac,
 }
 
 impl AuthAlg {
@@ -138,33 +142,46 @@ impl AuthAlg {
             AuthAlg::HmacSha256 => "hmac-sha2-256",
             AuthAlg::HmacSha384 => "hmac-sha2-384",
             AuthAlg::HmacSha512 => "hmac-sha2-512",
+            AuthAlg::AesGmac => "aes-gmac",
         }
     }
 
+    /// The HMACs: what ESP and AH both take.
     pub const ALL: [AuthAlg; 4] =
         [AuthAlg::HmacSha1, AuthAlg::HmacSha256, AuthAlg::HmacSha384, AuthAlg::HmacSha512];
 
+    /// Every algorithm AH takes: the HMACs and AES-GMAC.
+    pub const AH: [AuthAlg; 5] =
+        [AuthAlg::HmacSha1, AuthAlg::HmacSha256, AuthAlg::HmacSha384, AuthAlg::HmacSha512, AuthAlg::AesGmac];
+
     pub fn from_name(name: &str) -> Option<AuthAlg> {
-        AuthAlg::ALL.into_iter().find(|a| a.name() == name)
+        AuthAlg::AH.into_iter().find(|a| a.name() == name)
     }
 
-    /// The key length RFC 2404 / RFC 4868 require.
+    /// The key length RFC 2404 / RFC 4868 require; AES-GMAC's shortest (AES-128 and salt).
     pub fn key_len(self) -> usize {
+        self.key_lens()[0]
+    }
+
+    /// Every key length the algorithm takes, in bytes (AES-GMAC: AES key and 4-byte salt).
+    pub fn key_lens(self) -> &'static [usize] {
         match self {
-            AuthAlg::HmacSha1 => 20,
-            AuthAlg::HmacSha256 => 32,
-            AuthAlg::HmacSha384 => 48,
-            AuthAlg::HmacSha512 => 64,
+            AuthAlg::HmacSha1 => &[20],
+            AuthAlg::HmacSha256 => &[32],
+            AuthAlg::HmacSha384 => &[48],
+            AuthAlg::HmacSha512 => &[64],
+            AuthAlg::AesGmac => &[20, 28, 36],
         }
     }
 
-    /// The truncated ICV length on the wire.
+    /// The truncated ICV length on the wire (AES-GMAC's tag, its IV not counted).
     pub fn icv_len(self) -> usize {
         match self {
             AuthAlg::HmacSha1 => 12,
             AuthAlg::HmacSha256 => 16,
             AuthAlg::HmacSha384 => 24,
             AuthAlg::HmacSha512 => 32,
+            AuthAlg::AesGmac => 16,
         }
     }
 }

@@ -90,11 +90,6 @@ impl std::fmt::Display for TransformError {
 impl std::error::Error for TransformError {}
 
 impl Transform {
-    /// The transform of an SA that does no ESP (IPComp: [`crate::ipcomp`]): no IV, no ICV.
-    pub(crate) fn none() -> Transform {
-        Transform { enc: EncAlg::Null, iv_len: 0, align: 4, icv_len: 0, salt: [0; 4], aead: false, block: 1 }
-    }
-
     /// The transform and the ocf session parameters for an SA.
     pub fn new(spec: &SaSpec) -> Result<(Transform, SessionParams), TransformError> {
         let key = spec.enc_key.as_bytes();
@@ -131,11 +126,16 @@ impl Transform {
                 return Err(TransformError::AuthMismatch("an AEAD algorithm authenticates by itself: no -A"))
             }
             (enc, Some((auth, mkey))) => {
+                let Some(digest) = digest(*auth) else {
+                    return Err(TransformError::AuthMismatch(
+                        "aes-gmac is AH's: ESP with GMAC (RFC 4543's ENCR_NULL_AUTH_AES_GMAC) is not supported",
+                    ));
+                };
                 if mkey.as_bytes().len() != auth.key_len() {
                     return Err(TransformError::KeyLength {
                         alg: auth.name(),
                         got: mkey.as_bytes().len(),
-                        allowed: auth_key_lens(*auth),
+                        allowed: auth.key_lens(),
                     });
                 }
                 let (cipher, ckey) = match enc {
@@ -147,7 +147,7 @@ impl Transform {
                 t.block = cipher.block_len();
                 t.align = t.block.max(4);
                 t.icv_len = auth.icv_len();
-                SessionParams::cipher_then_mac(cipher, ckey, MacAlg::Hmac(digest(*auth)), mkey.as_bytes())
+                SessionParams::cipher_then_mac(cipher, ckey, MacAlg::Hmac(digest), mkey.as_bytes())
                     .with_tag_len(t.icv_len)
             }
             (_, None) => {
@@ -309,8 +309,10 @@ thread_local! {
 /// At most this many spare requests are kept per thread (a batch's worth).
 const SPARE_REQUESTS_MAX: usize = 64;
 
-/// A request for `op` on `buf`: a spare one reset, or a new one.
-fn spare_request(op: Op, buf: Vec<u8>) -> Request {
+/// A request for `op` on `buf`: a spare one reset, or a new one (ESP's and AH's). Always
+/// inlined: with AH calling it too, LLVM made it a call on ESP's path (`benches/esp.rs`).
+#[inline(always)]
+pub(crate) fn spare_request(op: Op, buf: Vec<u8>) -> Request {
     match SPARE_REQUESTS.with(|s| s.borrow_mut().pop()) {
         Some(mut r) => {
             r.reset(op, buf.into());
@@ -347,21 +349,14 @@ pub enum OpenError {
     NotBlocks,
 }
 
-fn digest(a: AuthAlg) -> DigestAlg {
+/// The digest under an HMAC (ESP's and AH's); `None` for AES-GMAC.
+pub(crate) fn digest(a: AuthAlg) -> Option<DigestAlg> {
     match a {
-        AuthAlg::HmacSha1 => DigestAlg::Sha1,
-        AuthAlg::HmacSha256 => DigestAlg::Sha256,
-        AuthAlg::HmacSha384 => DigestAlg::Sha384,
-        AuthAlg::HmacSha512 => DigestAlg::Sha512,
-    }
-}
-
-fn auth_key_lens(a: AuthAlg) -> &'static [usize] {
-    match a {
-        AuthAlg::HmacSha1 => &[20],
-        AuthAlg::HmacSha256 => &[32],
-        AuthAlg::HmacSha384 => &[48],
-        AuthAlg::HmacSha512 => &[64],
+        AuthAlg::HmacSha1 => Some(DigestAlg::Sha1),
+        AuthAlg::HmacSha256 => Some(DigestAlg::Sha256),
+        AuthAlg::HmacSha384 => Some(DigestAlg::Sha384),
+        AuthAlg::HmacSha512 => Some(DigestAlg::Sha512),
+        AuthAlg::AesGmac => None,
     }
 }
 

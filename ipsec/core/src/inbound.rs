@@ -1,4 +1,5 @@
-//! Inbound: ESP decapsulation and the policy check after it.
+//! Inbound: ESP decapsulation and the policy check after it (AH's: `crate::ah_path`, from
+//! `input`, sharing `accept_inner`).
 //!
 //! ```text
 //! whole packet (Via) ─ parse ─┬─ ESP, ESP in UDP ───────────────┐
@@ -150,11 +151,20 @@ impl Shared {
             Wire::Fragment if via != Via::Ip || s.protocol.0 == PROTO_ESP => {
                 return Err(self.drop(None, Drop::Fragment))
             }
-            _ if via == Via::Ip && crate::ipcomp_path::claims(self, s) => {
-                return self.ipcomp_input(packet, s, b)
+            // Not ESP: AH (looked for only here, off ESP's path), IPComp, clear traffic, or a
+            // drop.
+            _ => {
+                if let Some(ah) = crate::ah_path::offset(packet.bytes(), s) {
+                    return self.input_ah(b, packet, s, ah);
+                }
+                if via == Via::Ip && crate::ipcomp_path::claims(self, s) {
+                    return self.ipcomp_input(packet, s, b);
+                }
+                if via == Via::Ip {
+                    return self.clear_input(packet, s, b);
+                }
+                return Err(self.drop(None, Drop::NotEsp));
             }
-            _ if via == Via::Ip => return self.clear_input(packet, s, b),
-            _ => return Err(self.drop(None, Drop::NotEsp)),
         };
         let esp = s.offset + if arrival == Arrival::Udp { udp::HEADER_LEN } else { 0 };
         let ecn = ipip::ecn(packet.bytes());
@@ -220,6 +230,9 @@ impl Shared {
         let Some(sa) = self.db.sad.inbound(spi, dst) else {
             return Err(self.drop(None, Drop::UnknownSpi));
         };
+        let Some(t) = sa.transform.esp() else {
+            return Err(self.drop(Some(&sa), Drop::WrongProtocol));
+        };
         // An SA is ESP in UDP or plain ESP, never both (a peer that switches must say so
         // with a new SA; Linux drops the same).
         let udp = matches!(c.arrival, Arrival::Udp | Arrival::Bare { udp: true });
@@ -230,7 +243,7 @@ impl Shared {
             return Err(self.drop(Some(&sa), Drop::Expired));
         }
         // Malformed before replay: a truncated packet says nothing about the window.
-        match sa.transform.check_len(ip_len - esp_off) {
+        match t.check_len(ip_len - esp_off) {
             Ok(()) => {}
             Err(OpenError::Truncated) => return Err(self.drop(Some(&sa), Drop::EspTruncated)),
             Err(OpenError::NotBlocks) => return Err(self.drop(Some(&sa), Drop::BadLength)),
@@ -242,7 +255,7 @@ impl Shared {
         let seq = seq.map_err(|e| self.drop(Some(&sa), e.drop_reason()))?;
         let Packet { mut data, head } = packet;
         data.truncate(head + ip_len);
-        let mut req = match sa.transform.open(data, head + esp_off, seq, sa.spec.esn) {
+        let mut req = match t.open(data, head + esp_off, seq, sa.spec.esn) {
             Ok(r) => r,
             Err((OpenError::Truncated, _)) => return Err(self.drop(Some(&sa), Drop::EspTruncated)),
             Err((OpenError::NotBlocks, _)) => return Err(self.drop(Some(&sa), Drop::BadLength)),
@@ -261,6 +274,9 @@ impl Shared {
         outcome: Outcome,
         tally: Option<&mut Tally>,
     ) -> Result<Option<Packet>, Drop> {
+        if sa.transform.ah().is_some() {
+            return self.ah_input_done(sa, outcome, tally);
+        }
         let mut req = match outcome {
             Ok(r) => r,
             Err(f) => {
@@ -332,6 +348,20 @@ impl Shared {
             }
             .map_err(|()| self.drop(Some(sa), Drop::BadInner))?,
         };
+        self.accept_inner(sa, packet, stats_len, tally)
+    }
+
+    /// The end of every decapsulated packet (ESP's and AH's): the policy check after
+    /// decapsulation, volume lifetimes, the counters. `stats_len` is the payload the SA
+    /// carried. (Inline, as when it was the end of `input_done`.)
+    #[inline(always)]
+    pub(crate) fn accept_inner(
+        &self,
+        sa: &Arc<Sa>,
+        packet: Packet,
+        stats_len: usize,
+        tally: Option<&mut Tally>,
+    ) -> Result<Option<Packet>, Drop> {
         let parsed = parse_trusted(packet.bytes());
         let Ok(inner) = &parsed else {
             return Err(self.drop(Some(sa), Drop::BadInner));
@@ -387,9 +417,14 @@ fn finish_input(
     Ok(())
 }
 
-/// Whether a policy rule is satisfied by a packet that came through `sa`.
+/// Whether a policy rule is satisfied by a packet that came through `sa`: an `ah` rule
+/// by an AH SA, an `esp` or `esp-udp` rule by either ESP SA.
 fn rule_allows(r: &crate::control::Rule, sa: &Sa) -> bool {
-    matches!(r.proto, Proto::Esp | Proto::EspUdp)
+    let proto = match sa.id.proto {
+        Proto::Ah => r.proto == Proto::Ah,
+        _ => matches!(r.proto, Proto::Esp | Proto::EspUdp),
+    };
+    proto
         && match r.tunnel {
             Some((src, dst)) => src == sa.id.src && dst == sa.id.dst,
             None => true,

@@ -21,6 +21,10 @@
 //! - [`replay`]: the anti-replay window (RFC 4303 §3.4.3 with ESN, RFC 6479 bitmap).
 //! - [`esp`]: the ESP transform: an SA's algorithms as one ocf session, and the packet
 //!   layout one ocf request encrypts and authenticates in place.
+//! - [`ah`]: the AH transform (RFC 4302): HMACs and AES-GMAC as one ocf session;
+//!   `ah_path`: AH on the packet path, the ICV over the packet with its mutable fields
+//!   zeroed, tunnel and transport, ESN.
+//! - [`transform`]: an SA's transform, ESP's or AH's.
 //! - [`spd`]: the security policy database, read lock-free on the packet path.
 //! - [`pmtu`]: path MTU per SA, learned from ICMP errors on the outer path; ICMP errors
 //!   to inner senders whose packets no longer fit (RFC 4301 §8).
@@ -29,6 +33,8 @@
 //! - [`larval`]: GETSPI's reserved SPIs (larval SAs) until UPDATE gives them keys.
 
 pub mod acquire;
+pub mod ah;
+mod ah_path;
 pub mod control;
 pub mod datapath;
 pub mod db;
@@ -48,6 +54,7 @@ pub mod sad;
 pub mod setkey;
 pub mod spd;
 pub mod stats;
+pub mod transform;
 
 pub use datapath::{DefaultPolicy, Ipsec, Packet, Payload, Results, Sink, Via, HEADROOM, TAILROOM};
 pub use pmtu::{IcmpFrom, Learned};

@@ -1,4 +1,4 @@
-//! Outbound: policy lookup and ESP encapsulation.
+//! Outbound: policy lookup and ESP encapsulation (AH's: `crate::ah_path`, from `seal`).
 //!
 //! ```text
 //! packet ─ parse ─ SPD out ─┬─ bypass ─────────────────────────────────────────► results.transmit
@@ -32,6 +32,7 @@ use crate::path::{flow, into_vec, parse_trusted, Batch, Results, SaRef, Shared, 
 use crate::pmtu;
 use crate::sad::{Event, Sa};
 use crate::stats::{Counters, Drop};
+use crate::transform::Transform;
 
 const PROTO_UDP: u8 = 17;
 const PROTO_ESP: u8 = 50;
@@ -105,7 +106,7 @@ impl Shared {
         }
         let (src, dst) = rule.tunnel.unwrap_or((s.src, s.dst));
         let reqid = if let Level::Unique(n) = rule.level { n } else { 0 };
-        self.db.sad.outbound_with(src, dst, rule.mode, reqid, |sa| {
+        self.db.sad.outbound_with(src, dst, rule.proto, rule.mode, reqid, |sa| {
             let Some(sa) = sa else {
                 if rule.level == Level::Use {
                     b.transmit(packet);
@@ -168,7 +169,12 @@ impl Shared {
         if self.expire_by_volume(sa, s.ip_len) {
             return Err(self.drop(Some(sa), Drop::Expired));
         }
-        let t = &sa.transform;
+        let t = match &sa.transform {
+            Transform::Esp(t) => t,
+            Transform::Ah(t) => return self.seal_ah(b, sa, t, packet, s, tunnel, fragmentable, seq),
+            // IPComp SAs sit in tables of their own (crate::ipcomp_path): never found here.
+            Transform::IpComp => return Err(self.drop(Some(sa), Drop::WrongProtocol)),
+        };
         let natt = sa.spec.natt;
         let v6_out = sa.id.dst.is_ipv6();
         let udp = if natt.is_some() { udp::HEADER_LEN } else { 0 };
@@ -194,20 +200,8 @@ impl Shared {
         if total - if v6_out { ipv6::HEADER_LEN } else { 0 } > 0xffff {
             return Err(self.drop(Some(sa), Drop::TooBig));
         }
-        // The payload must end up right after the ESP header and IV: the IP header moves
-        // forward into the headroom, or, without room, everything is copied once.
-        let (mut buf, base) = if head >= udp + esp_len {
-            let base = head - (udp + esp_len);
-            data.copy_within(head..head + keep, base);
-            (data, base)
-        } else {
-            let front = keep + udp + esp_len;
-            let mut v = Vec::with_capacity(front + len + TAILROOM);
-            v.resize(front, 0);
-            v[..keep].copy_from_slice(&data[head..head + keep]);
-            v.extend_from_slice(&data[head + keep..]);
-            (v, 0)
-        };
+        // The payload must end up right after the ESP header and IV.
+        let (mut buf, base) = room_in_front(data, head, keep, udp + esp_len);
         let esp_at = base + keep + udp;
         let mut req =
             t.seal(std::mem::take(&mut buf), esp_at, len, front.next(), sa.id.spi, seq, sa.spec.esn, None);
@@ -252,6 +246,9 @@ impl Shared {
         outcome: Outcome,
         emit: &mut dyn FnMut(Packet),
     ) -> Result<(), Drop> {
+        if let Transform::Ah(t) = &sa.transform {
+            return self.ah_output_done(sa, t, outcome, emit);
+        }
         let mut req = outcome.map_err(|_| self.drop(Some(sa), Drop::CryptoError))?;
         let (head, udp_at) = (req.user as u32 as usize, (req.user >> 32) as u16 as usize);
         let frag_mtu = (req.user >> 48) as usize;
@@ -291,7 +288,7 @@ fn finish_output(
 /// `dont_frag` is false only for a packet over the SA's path MTU whose inner packet may be
 /// fragmented ([`crate::pmtu`]); its ID is then still unique among the SA's last 65,536
 /// packets.
-fn emit_outer(packet: &mut [u8], sa: &Sa, proto: IpProtocol, tos: u8, id: u16, dont_frag: bool) {
+pub(crate) fn emit_outer(packet: &mut [u8], sa: &Sa, proto: IpProtocol, tos: u8, id: u16, dont_frag: bool) {
     // An SA's endpoints are of one family (setkey and the SAD give them so), and the
     // packet is as long as the lengths say: emit cannot refuse.
     let _ = emit_ip(packet, sa.id.src, sa.id.dst, Fresh { proto, tos, ident: id, dont_frag });
@@ -309,7 +306,7 @@ pub(crate) fn transport_split(b: &[u8], s: &Summary) -> Option<Split> {
 
 /// Transport mode: the original IP header, now in front of ESP, names `proto` (IPv6: in
 /// the header just before ESP's place) and gets the whole `packet`'s length.
-fn fix_transport_header(packet: &mut [u8], sp: &Split, proto: IpProtocol) {
+pub(crate) fn fix_transport_header(packet: &mut [u8], sp: &Split, proto: IpProtocol) {
     let total = packet.len();
     if packet[0] >> 4 == 4 {
         let mut p = ipv4::Packet::new_unchecked(packet);
@@ -321,6 +318,26 @@ fn fix_transport_header(packet: &mut [u8], sp: &Split, proto: IpProtocol) {
         p.set_payload_len((total - ipv6::HEADER_LEN) as u16);
         // The split came from walking this header chain: the field is inside it.
         let _ = p.set_chain_next_header(sp.field, proto);
+    }
+}
+
+/// Makes `room` bytes between the first `keep` bytes of the packet at `data[head..]` (the
+/// IP header that stays in front) and the rest, for ESP or AH to go there: the header
+/// moves forward into the headroom, or, without room, everything is copied once. Returns
+/// the buffer and where the packet now starts. (Inline, as when it was part of `seal`.)
+#[inline(always)]
+pub(crate) fn room_in_front(mut data: Vec<u8>, head: usize, keep: usize, room: usize) -> (Vec<u8>, usize) {
+    if head >= room {
+        let base = head - room;
+        data.copy_within(head..head + keep, base);
+        (data, base)
+    } else {
+        let front = keep + room;
+        let mut v = Vec::with_capacity(front + data.len() - head - keep + TAILROOM);
+        v.resize(front, 0);
+        v[..keep].copy_from_slice(&data[head..head + keep]);
+        v.extend_from_slice(&data[head + keep..]);
+        (v, 0)
     }
 }
 

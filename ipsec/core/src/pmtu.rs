@@ -309,13 +309,20 @@ pub(crate) fn check(
 /// for ESP in UDP, ESP header and IV in front; padding to the cipher's alignment, the
 /// 2-byte trailer and the ICV behind.
 pub(crate) fn inner_mtu(sa: &Sa, keep: usize, mtu: usize) -> usize {
-    let t = &sa.transform;
     let outer = if keep > 0 {
         keep
     } else if sa.id.dst.is_ipv6() {
         40
     } else {
         20
+    };
+    let t = match &sa.transform {
+        crate::transform::Transform::Esp(t) => t,
+        crate::transform::Transform::Ah(t) => {
+            return crate::ah::inner_mtu(t, sa.id.dst.is_ipv6(), outer, keep, mtu)
+        }
+        // IPComp (tunnel mode): a packet that does not shrink goes as plain IP-in-IP.
+        crate::transform::Transform::IpComp => return (mtu.saturating_sub(outer) + keep).min(mtu),
     };
     let udp = if sa.spec.natt.is_some() { 8 } else { 0 };
     let room = mtu.saturating_sub(outer + udp + ESP_HEADER_LEN + t.iv_len + t.icv_len);

@@ -845,7 +845,7 @@ impl<'a> Parser<'a> {
 
     /// After `-A`: the algorithm and its key.
     fn auth(&mut self) -> Result<Auth, SetkeyError> {
-        let names = AuthAlg::ALL.map(AuthAlg::name).join(", ");
+        let names = AuthAlg::AH.map(AuthAlg::name).join(", ");
         let what = format!("an authentication algorithm ({names})");
         let (t, w) = self.word(&what)?;
         let auth = AuthAlg::from_name(w).ok_or_else(|| t.expected(&what))?;
@@ -855,11 +855,11 @@ impl<'a> Parser<'a> {
         }
         let key = key(&k)?;
         let len = key.as_bytes().len();
-        if len != auth.key_len() {
+        if !auth.key_lens().contains(&len) {
             return Err(k.err(format!(
                 "{} takes a {} key, this one is {len} bytes",
                 auth.name(),
-                byte_lens(&[auth.key_len()])
+                byte_lens(auth.key_lens())
             )));
         }
         Ok((auth, key))

@@ -88,6 +88,17 @@ pub enum Drop {
     /// 1280 for IPv6; 0 from a router older than RFC 1191), or no less than the length of
     /// the packet it quotes, which would have fitted.
     IcmpBogusMtu,
+    /// AH shorter than its 12 fixed bytes, or than its Payload Len says.
+    AhTruncated,
+    /// AH whose length does not hold its SA's IV and ICV, or over IPv6 is not a multiple
+    /// of 8 bytes (RFC 4302 §2.2, §3.3.3.2.1).
+    AhBadLength,
+    /// A packet with AH whose ICV input cannot be made: a malformed IPv4 option or IPv6
+    /// Hop-by-Hop / Destination option, or (sending) a Routing header whose arrival order
+    /// cannot be predicted (`ipsec_wire::ah_icv::zero_mutable`).
+    AhMalformed,
+    /// The SPI names an SA of the other protocol: AH for an ESP packet, ESP for an AH one.
+    WrongProtocol,
     /// The crypto driver failed the request for a reason other than authentication.
     CryptoError,
     /// IPComp (RFC 3173): shorter than its 4-byte header.
@@ -140,6 +151,10 @@ impl Drop {
         Drop::IcmpMalformed,
         Drop::IcmpNoSa,
         Drop::IcmpBogusMtu,
+        Drop::AhTruncated,
+        Drop::AhBadLength,
+        Drop::AhMalformed,
+        Drop::WrongProtocol,
         Drop::CryptoError,
         Drop::IpCompTruncated,
         Drop::IpCompBadCpi,
@@ -181,6 +196,10 @@ impl Drop {
             Drop::IcmpMalformed => "icmp_malformed",
             Drop::IcmpNoSa => "icmp_no_sa",
             Drop::IcmpBogusMtu => "icmp_bogus_mtu",
+            Drop::AhTruncated => "ah_truncated",
+            Drop::AhBadLength => "ah_bad_length",
+            Drop::AhMalformed => "ah_malformed",
+            Drop::WrongProtocol => "wrong_protocol",
             Drop::CryptoError => "crypto_error",
             Drop::IpCompTruncated => "ipcomp_truncated",
             Drop::IpCompBadCpi => "ipcomp_bad_cpi",

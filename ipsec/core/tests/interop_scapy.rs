@@ -170,7 +170,7 @@ fn gateway(sh: &Shape, sa: &SaSpec, dir: Dir) -> (Gw, Arc<Collect>) {
         },
         dir,
         action: Action::Protect(vec![Rule {
-            proto: Proto::Esp,
+            proto: if sa.proto == Proto::Ah { Proto::Ah } else { Proto::Esp },
             mode: sa.mode,
             tunnel: sh.tunnel.then_some(sh.outer),
             level: Level::Require,
@@ -345,5 +345,282 @@ fn a_ce_mark_on_the_outer_header_reaches_the_inner_packet() {
         }
         assert_eq!(g.stats().drops(Drop::CeNotEct), 1, "{}: {}", sh.name, g.stats());
         assert_eq!(g.stats().total_drops(), 1, "{}: {}", sh.name, g.stats());
+    }
+}
+
+/// AH's algorithms: the HMACs scapy has, and AES-GMAC, which scapy's AH lacks (the peer
+/// computes it with python-cryptography's AESGCM over scapy's zeroed packet: peer.py).
+fn ah_algorithms() -> Vec<(&'static str, AuthAlg, usize)> {
+    vec![
+        ("hmac-sha1", AuthAlg::HmacSha1, 20),
+        ("hmac-sha2-256", AuthAlg::HmacSha256, 32),
+        ("hmac-sha2-384", AuthAlg::HmacSha384, 48),
+        ("hmac-sha2-512", AuthAlg::HmacSha512, 64),
+        ("aes-gmac/128", AuthAlg::AesGmac, 20),
+        ("aes-gmac/256", AuthAlg::AesGmac, 36),
+    ]
+}
+
+fn ah_spec(sh: &Shape, auth: AuthAlg, klen: usize, esn: bool) -> SaSpec {
+    let key: Vec<u8> = (0..klen).map(|i| 0x5au8.wrapping_add((i as u8).wrapping_mul(17))).collect();
+    SaSpec {
+        proto: Proto::Ah,
+        enc: EncAlg::Null,
+        enc_key: KeyBytes::default(),
+        auth: Some((auth, KeyBytes::new(&key))),
+        ..spec(sh, EncAlg::Null, 0, None, esn, false)
+    }
+}
+
+/// AH against scapy's `SecurityAssociation(AH, …)` both ways (the same two checks as ESP's:
+/// the packet comes back unchanged, no drop counted), for every algorithm × tunnel (four
+/// family pairs) and transport (IPv4, IPv6) × ESN, ESN crossing 2^32.
+#[test]
+fn ah_interoperates_with_scapy_in_both_directions() {
+    let Some(peer) = ScapyPeer::for_test() else { return };
+    let mut failures = Vec::new();
+    let mut rows = Vec::new();
+    let mut cases = 0;
+    for (name, auth, klen) in ah_algorithms() {
+        for sh in shapes() {
+            let mut cells = Vec::new();
+            for esn in [false, true] {
+                let sa = ah_spec(&sh, auth, klen, esn);
+                let out = ours_to_scapy(peer, &sh, &sa);
+                let inp = scapy_to_ours(peer, &sh, &sa);
+                cases += 2;
+                let mark = |r: &Result<(), String>| if r.is_ok() { "ok" } else { "FAIL" };
+                cells.push(format!("{}/{}", mark(&out), mark(&inp)));
+                for (dir, r) in [("ours→scapy", out), ("scapy→ours", inp)] {
+                    if let Err(e) = r {
+                        failures.push(format!("{name} {} esn={esn} {dir}: {e}", sh.name));
+                    }
+                }
+            }
+            rows.push(format!("{name:<14} {:<12} {}", sh.name, cells.join("  ")));
+        }
+    }
+    println!("AH interop with scapy 2.8.0 (each cell: ours→scapy / scapy→ours)");
+    println!("{:<14} {:<12} plain  esn", "algorithm", "mode");
+    for r in &rows {
+        println!("{r}");
+    }
+    println!("{cases} directed cases, {} failed", failures.len());
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// A change to a packet on its way.
+type Damage<'a> = dyn Fn(&mut Vec<u8>) + 'a;
+
+/// What AH's ICV covers, against scapy: a packet scapy signed still verifies after a
+/// router's changes (TTL, DSCP and ECN, DF, checksum — IPv4; hop limit, traffic class, flow
+/// label — IPv6) and fails after any change to a byte it covers (`auth_failed`, nothing
+/// delivered); a replayed packet is `replay`, a short AH `ah_truncated` (IPv4; `malformed`
+/// from the IPv6 header-chain walk); and scapy refuses
+/// ours with a payload byte flipped. HMAC-SHA2-256 and AES-GMAC, transport IPv4 and IPv6.
+#[test]
+fn ah_icv_skips_mutable_fields_and_covers_the_rest() {
+    use ipsec_core::stats::Drop;
+    use ipsec_wire::{ipv4, ipv6};
+    let Some(peer) = ScapyPeer::for_test() else { return };
+    for (auth, klen) in [(AuthAlg::HmacSha256, 32), (AuthAlg::AesGmac, 20)] {
+        for sh in shapes().into_iter().filter(|sh| !sh.tunnel) {
+            let sa = ah_spec(&sh, auth, klen, false);
+            let what = format!("{} {}", auth.name(), sh.name);
+            let (g, sink) = gateway(&sh, &sa, Dir::In);
+            let plain = udp_packet(sh.inner.0, sh.inner.1, 40);
+            let v4 = sh.inner.0.is_ipv4();
+            // A router's changes on the way.
+            let ah = peer.encrypt(&sa, None, 1, &plain).unwrap();
+            let mut routed = ah.clone();
+            if v4 {
+                let mut p = ipv4::Packet::new_unchecked(&mut routed[..]);
+                p.set_ttl(3);
+                p.set_dscp(46);
+                p.set_ecn(3);
+                p.set_dont_frag(true);
+                p.fill_checksum();
+            } else {
+                let mut p = ipv6::Packet::new_unchecked(&mut routed[..]);
+                p.set_hop_limit(3);
+                p.set_traffic_class(0xb9);
+                p.set_flow_label(0x12345);
+            }
+            g.input(Packet::new(routed)).unwrap_or_else(|d| panic!("{what}: routed packet dropped: {d}"));
+            let got = sink.take();
+            assert_eq!(got.len(), 1, "{what}");
+            // Delivered with the header as it arrived (TTL 3), the payload as sent.
+            assert_eq!(got[0][got[0].len() - 48..], plain[plain.len() - 48..], "{what}");
+            // Replayed.
+            let _ = g.input(Packet::new(ah.clone()));
+            assert_eq!(g.stats().drops(Drop::Replay), 1, "{what}: {}", g.stats());
+            // Covered bytes. Swapping two 16-bit words keeps every Internet checksum (the
+            // parser checks IPv4's header and IPv6's UDP before AH is looked at), so what
+            // fails is the ICV: the source address (the destination finds the SA), AH's
+            // next header, reserved field and sequence number, the payload.
+            let ah_at = if v4 { 20 } else { 40 };
+            let swap = |b: &mut Vec<u8>, at: usize| {
+                let (x, y) = ([b[at], b[at + 1]], [b[at + 2], b[at + 3]]);
+                b[at..at + 2].copy_from_slice(&y);
+                b[at + 2..at + 4].copy_from_slice(&x);
+            };
+            let src = if v4 { 12 } else { 8 };
+            let damages: [&Damage<'_>; 5] = [
+                &|b| swap(b, src),
+                &|b| b[ah_at] ^= 1,
+                &|b| b[ah_at + 2] ^= 1,
+                &|b| b[ah_at + 11] ^= 0x40,
+                &|b| {
+                    let end = b.len() - 4;
+                    swap(b, end)
+                },
+            ];
+            for (i, damage) in damages.into_iter().enumerate() {
+                let mut bad = peer.encrypt(&sa, None, 10 + i as u64, &plain).unwrap();
+                damage(&mut bad);
+                let before = g.stats().drops(Drop::AuthFailed);
+                let _ = g.input(Packet::new(bad));
+                assert!(sink.take().is_empty(), "{what}: damage {i} delivered");
+                assert_eq!(
+                    g.stats().drops(Drop::AuthFailed),
+                    before + 1,
+                    "{what}: damage {i}: {}",
+                    g.stats()
+                );
+            }
+            // Cut inside AH's fixed part.
+            let short = peer.encrypt(&sa, None, 30, &plain).unwrap();
+            let mut short = short[..ah_at + 8].to_vec();
+            if v4 {
+                let mut p = ipv4::Packet::new_unchecked(&mut short[..]);
+                p.set_total_len((ah_at + 8) as u16);
+                p.fill_checksum();
+            } else {
+                ipv6::Packet::new_unchecked(&mut short[..]).set_payload_len(8);
+            }
+            let _ = g.input(Packet::new(short));
+            // Over IPv6 the parser's walk along the header chain already finds AH cut short.
+            let why = if v4 { Drop::AhTruncated } else { Drop::Malformed };
+            assert_eq!(g.stats().drops(why), 1, "{what}: {}", g.stats());
+            assert_eq!(g.stats().total_drops(), 7, "{what}: {}", g.stats());
+            // Ours, damaged, to scapy.
+            let (g, sink) = gateway(&sh, &sa, Dir::Out);
+            g.output(Packet::new(plain.clone())).unwrap();
+            let mut ours = sink.take().pop().unwrap();
+            let last = ours.len() - 1;
+            ours[last] ^= 0x80;
+            assert!(
+                matches!(peer.decrypt(&sa, None, &ours), Err(common::scapy::PeerError::Integrity)),
+                "{what}: scapy accepted a damaged packet of ours"
+            );
+        }
+    }
+}
+
+/// `plain` (IPv4) with options in its header: No Operation, Record Route with room for one
+/// address (mutable: zeroed in the ICV), Router Alert (immutable), End of List, padding.
+fn with_ipv4_options(plain: &[u8]) -> Vec<u8> {
+    let mut p = plain[..20].to_vec();
+    p[0] = 0x49;
+    p.extend([1, 7, 7, 4, 0, 0, 0, 0, 148, 4, 0, 0, 0, 0, 0, 0]);
+    p.extend(&plain[20..]);
+    let len = p.len() as u16;
+    p[2..4].copy_from_slice(&len.to_be_bytes());
+    ipsec_wire::ipv4::Packet::new_unchecked(&mut p[..]).fill_checksum();
+    p
+}
+
+/// A router on the way: TTL down, its address recorded in Record Route, checksum anew.
+fn route4(p: &mut [u8]) {
+    p[8] -= 1;
+    let ptr = usize::from(p[23]);
+    p[20 + ptr..24 + ptr].copy_from_slice(&[203, 0, 113, 1]);
+    p[23] += 4;
+    ipsec_wire::ipv4::Packet::new_unchecked(p).fill_checksum();
+}
+
+/// A UDP packet from `src` to `last` by way of `hop` (a type 0 Routing header with one
+/// address left), with Hop-by-Hop (an option 0x3e whose data may change on the way: the
+/// change bit) and Destination Options (0x1e, which may not) in front of it.
+fn ipv6_with_extension_headers(src: IpAddr, hop: IpAddr, last: IpAddr) -> Vec<u8> {
+    let plain = udp_packet(src, last, 30);
+    let (IpAddr::V6(hop), IpAddr::V6(last)) = (hop, last) else { unreachable!() };
+    let mut p = plain[..40].to_vec();
+    p[6] = 0; // Hop-by-Hop
+    p[24..40].copy_from_slice(&hop.octets());
+    p.extend([60, 0, 0x3e, 4, 0xa1, 0xa2, 0xa3, 0xa4]);
+    p.extend([43, 0, 0x1e, 4, 0xd1, 0xd2, 0xd3, 0xd4]);
+    p.extend([17, 2, 0, 1, 0, 0, 0, 0]);
+    p.extend(last.octets());
+    // The UDP checksum was computed to the final destination, as RFC 8200 §8.1 says.
+    p.extend(&plain[40..]);
+    let plen = (p.len() - 40) as u16;
+    p[4..6].copy_from_slice(&plen.to_be_bytes());
+    p
+}
+
+/// The first hop routes the packet on (RFC 8200 §4.4): its address goes into the list, the
+/// next one into the destination, one segment less, one hop less, the Hop-by-Hop option
+/// with the change bit rewritten.
+fn route6(p: &mut [u8]) {
+    const RH: usize = 56;
+    let mut dst = [0u8; 16];
+    dst.copy_from_slice(&p[24..40]);
+    p.copy_within(RH + 8..RH + 24, 24);
+    p[RH + 8..RH + 24].copy_from_slice(&dst);
+    p[RH + 3] -= 1;
+    p[7] -= 1;
+    p[44..48].copy_from_slice(&[0xee; 4]);
+}
+
+/// AH over packets with IPv4 options and IPv6 extension headers, routed on the way, against
+/// scapy both ways: what routers change (TTL, Record Route; hop limit, the Routing header's
+/// order, a changing Hop-by-Hop option) must not break the ICV, and what they do not change
+/// must be covered — the sender computes over the Routing header as it will arrive.
+#[test]
+fn ah_over_options_and_extension_headers_routed_on_the_way() {
+    let Some(peer) = ScapyPeer::for_test() else { return };
+    for (auth, klen) in [(AuthAlg::HmacSha1, 20), (AuthAlg::AesGmac, 36)] {
+        // IPv4 with options.
+        let sh = &shapes()[4];
+        let sa = ah_spec(sh, auth, klen, false);
+        let plain = with_ipv4_options(&udp_packet(sh.inner.0, sh.inner.1, 30));
+        let mut routed_plain = plain.clone();
+        route4(&mut routed_plain);
+        let (g, sink) = gateway(sh, &sa, Dir::Out);
+        g.output(Packet::new(plain.clone())).unwrap();
+        let mut ours = sink.take().pop().unwrap();
+        route4(&mut ours);
+        let got = peer.decrypt(&sa, None, &ours).unwrap_or_else(|e| panic!("{}: scapy: {e:?}", auth.name()));
+        assert_eq!(got, routed_plain, "{}: IPv4 options, ours to scapy", auth.name());
+        let (g, sink) = gateway(sh, &sa, Dir::In);
+        let mut theirs = peer.encrypt(&sa, None, 1, &plain).unwrap();
+        route4(&mut theirs);
+        g.input(Packet::new(theirs)).unwrap_or_else(|d| panic!("{}: IPv4 options: {d}", auth.name()));
+        assert_eq!(sink.take(), vec![routed_plain], "{}: IPv4 options, scapy to ours", auth.name());
+
+        // IPv6 with extension headers, by way of a first hop.
+        let (src, hop, last) = (ip("2001:db8::1"), ip("2001:db8::99"), ip("2001:db8::2"));
+        let plain = ipv6_with_extension_headers(src, hop, last);
+        let mut routed_plain = plain.clone();
+        route6(&mut routed_plain);
+        let to_hop =
+            Shape { name: "transport 6 via a hop", tunnel: false, outer: (src, hop), inner: (src, hop) };
+        let to_last = Shape { name: "transport 6", tunnel: false, outer: (src, last), inner: (src, last) };
+        let (out_sa, in_sa) = (ah_spec(&to_hop, auth, klen, false), ah_spec(&to_last, auth, klen, false));
+        let (g, sink) = gateway(&to_hop, &out_sa, Dir::Out);
+        g.output(Packet::new(plain.clone())).unwrap();
+        let mut ours = sink.take().pop().unwrap();
+        route6(&mut ours);
+        let got =
+            peer.decrypt(&in_sa, None, &ours).unwrap_or_else(|e| panic!("{}: scapy: {e:?}", auth.name()));
+        assert_eq!(got, routed_plain, "{}: IPv6 extension headers, ours to scapy", auth.name());
+        let (g, sink) = gateway(&to_last, &in_sa, Dir::In);
+        let mut theirs = peer.encrypt(&out_sa, None, 1, &plain).unwrap();
+        route6(&mut theirs);
+        g.input(Packet::new(theirs))
+            .unwrap_or_else(|d| panic!("{}: IPv6 extension headers: {d}", auth.name()));
+        assert_eq!(sink.take(), vec![routed_plain], "{}: IPv6 extension headers, scapy to ours", auth.name());
+        assert_eq!(g.stats().total_drops(), 0, "{}", g.stats());
     }
 }

@@ -644,6 +644,7 @@ fn digest(a: AuthAlg) -> DigestAlg {
         AuthAlg::HmacSha256 => DigestAlg::Sha256,
         AuthAlg::HmacSha384 => DigestAlg::Sha384,
         AuthAlg::HmacSha512 => DigestAlg::Sha512,
+        AuthAlg::AesGmac => unreachable!("aes-gmac is AH's; ESP's Transform refuses it"),
     }
 }
 
@@ -815,6 +816,7 @@ fn rfc_sizes(enc: EncAlg, auth: Option<AuthAlg>) -> (usize, usize, usize) {
         Some(AuthAlg::HmacSha256) => 16,
         Some(AuthAlg::HmacSha384) => 24,
         Some(AuthAlg::HmacSha512) => 32,
+        Some(AuthAlg::AesGmac) => unreachable!("aes-gmac is AH's; ESP's Transform refuses it"),
     };
     (iv, block, icv)
 }

@@ -210,6 +210,13 @@ pub fn run(opts: Options) -> Result<(), String> {
             })?;
         }
     }
+    // AH over IPv4 (RFC 4302): whole packets from its raw socket through the same loop as
+    // raw ESP's (the core tells AH from ESP by the protocol).
+    let ah = net::ah_in().map_err(|e| format!("raw AH socket (V4): {e}"))?;
+    spawn("ipsecd-ah4", {
+        let (core, sink, queues) = (core.clone(), sink.clone(), queues.clone());
+        move || net::esp_loop(&core, &sink, &queues, &ah, Family::V4, max)
+    })?;
     // ICMP path MTU errors from the network side (crate::icmp); without the sockets the
     // gateway still runs, with no path MTU learned.
     for (f, name) in [(icmp::Family::V4, "ipsecd-icmp4"), (icmp::Family::V6, "ipsecd-icmp6")] {

@@ -1,6 +1,7 @@
 //! The inbound packet path on arbitrary bytes, with real SAs installed (AES-GCM tunnel,
 //! AES-CBC+HMAC transport with ESN, over IPv4 and IPv6, with and without UDP
-//! encapsulation), as an IP stack and each of the gateway's sockets hand it over (whole, or
+//! encapsulation; AH with HMAC-SHA1 in tunnel mode over IPv4 and AES-GMAC in transport
+//! mode with ESN over IPv6), as an IP stack and each of the gateway's sockets hand it over (whole, or
 //! as a socket's payload with the headers taken off, raw and over UDP, as one packet and
 //! as a batch of the input cut in pieces): every packet is delivered or dropped and
 //! counted, never a panic.
@@ -22,6 +23,8 @@ const CONFIG: &str = r#"
 add 192.0.2.1 192.0.2.2 esp 0x1000 -m tunnel -E aes-gcm-16 0x0102030405060708090a0b0c0d0e0f1011121314;
 add 192.0.2.1[4500] 192.0.2.2[4500] esp-udp 0x1001 -m tunnel -E chacha20-poly1305 0x000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20212223;
 add 2001:db8::1 2001:db8::2 esp 0x1002 -m transport -f esn -E aes-cbc 0x000102030405060708090a0b0c0d0e0f -A hmac-sha2-256 0x000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f;
+add 192.0.2.1 192.0.2.2 ah 0x2000 -m tunnel -A hmac-sha1 0x0102030405060708090a0b0c0d0e0f1011121314;
+add 2001:db8::1 2001:db8::2 ah 0x2001 -m transport -f esn -A aes-gmac 0x0102030405060708090a0b0c0d0e0f1011121314;
 spdadd 10.0.0.0/8 10.0.0.0/8 any -P in ipsec esp/tunnel/192.0.2.1-192.0.2.2/require;
 spdadd 2001:db8::1 2001:db8::2 any -P in ipsec esp/transport//require;
 "#;

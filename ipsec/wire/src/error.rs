@@ -39,7 +39,23 @@ pub enum Error {
     /// An Authentication Header's Payload Len field gives a header shorter than its 12 fixed
     /// bytes, or (over IPv6) not a multiple of 8 bytes (RFC 4302 §2.2, §3.3.3.2.1).
     BadAhLen(u8),
-    /// An ESP header carries SPI 0, which is reserved and never sent (RFC 4303 §2.1).
+    /// An IPv4 option or an IPv6 Hop-by-Hop / Destination option runs past its header, or an
+    /// IPv4 option's length is below 2 (RFC 791 §3.1, RFC 8200 §4.2); `offset` is where the
+    /// option starts, from the start of the packet. Found where AH walks the options to zero
+    /// the mutable ones.
+    BadOption {
+        /// Where the option starts.
+        offset: usize,
+    },
+    /// AH does not sit where it was looked for: an IPv4 packet whose protocol, or an IPv6
+    /// chain whose first header after Hop-by-Hop, Routing, Fragment and Destination Options,
+    /// is this other protocol.
+    NotAh(u8),
+    /// An IPv6 Routing header with segments left, of a type whose addresses AH cannot put
+    /// in the order they arrive in (only types 0 and 2 have a plain address list).
+    UnsupportedRouting(u8),
+    /// An ESP or AH header carries SPI 0, which is reserved and never sent (RFC 4303 §2.1,
+    /// RFC 4302 §2.4).
     ReservedSpi,
     /// The ESP padding bytes are not 1, 2, 3, … (RFC 4303 §2.4).
     BadPadding,
@@ -91,7 +107,12 @@ impl fmt::Display for Error {
                 f.write_str("IPv6 Hop-by-Hop Options header not directly after the IPv6 header")
             }
             Error::BadAhLen(len) => write!(f, "bad AH payload length field {len}"),
-            Error::ReservedSpi => f.write_str("ESP SPI 0 is reserved"),
+            Error::BadOption { offset } => write!(f, "malformed IP option at byte {offset}"),
+            Error::NotAh(p) => write!(f, "protocol {p} where AH was expected"),
+            Error::UnsupportedRouting(t) => {
+                write!(f, "IPv6 routing header type {t} with segments left: AH cannot predict it")
+            }
+            Error::ReservedSpi => f.write_str("SPI 0 is reserved"),
             Error::BadPadding => f.write_str("bad ESP padding: bytes are not 1, 2, 3, ..."),
             Error::PadTooLong => f.write_str("ESP pad length longer than the decrypted data"),
             Error::BadBlockSize(b) => write!(f, "ESP block size {b} cannot be padded to (maximum 256)"),

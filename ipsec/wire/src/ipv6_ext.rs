@@ -1,12 +1,12 @@
 //! Views of the IPv6 extension headers that the walk in [`ipv6`](crate::ipv6) steps over:
 //! the generic layout shared by Hop-by-Hop Options, Routing and Destination Options
 //! ([`ExtHeader`]), the Fragment header ([`FragmentHeader`]), and the Authentication Header
-//! ([`AuthHeader`]), whose length counts 4-byte units rather than 8.
+//! ([`AuthHeader`], whose length counts 4-byte units rather than 8: [`crate::ah`]'s view).
 //!
 //! Each view checks only its own length; where a header may appear is the walk's business.
 
 use crate::bytes::{be16, be32, set_be16, set_be32};
-use crate::error::{need, Error, Result};
+use crate::error::{need, Result};
 use crate::ip::IpProtocol;
 
 /// A Hop-by-Hop Options, Routing or Destination Options header: Next Header, Hdr Ext Len
@@ -167,93 +167,14 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> FragmentHeader<T> {
     }
 }
 
-/// An IP Authentication Header (RFC 4302 §2): Next Header, Payload Len in 4-byte units
-/// minus 2, reserved, SPI, sequence number, ICV.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuthHeader<T: AsRef<[u8]>> {
-    buffer: T,
-}
-
-impl AuthHeader<&[u8]> {
-    /// The bytes before the ICV: Next Header, Payload Len, Reserved, SPI, Sequence Number.
-    pub const FIXED_LEN: usize = 12;
-}
-
-impl<T: AsRef<[u8]>> AuthHeader<T> {
-    /// Wraps a buffer that starts with the header, without checking it.
-    #[inline]
-    pub const fn new_unchecked(buffer: T) -> AuthHeader<T> {
-        AuthHeader { buffer }
-    }
-
-    /// Wraps a buffer after [`check_len`](AuthHeader::check_len).
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<AuthHeader<T>> {
-        let header = AuthHeader::new_unchecked(buffer);
-        header.check_len()?;
-        Ok(header)
-    }
-
-    /// Checks that the length field covers at least the 12 fixed bytes (Payload Len ≥ 1)
-    /// and that the buffer holds the whole header.
-    #[inline]
-    pub fn check_len(&self) -> Result<()> {
-        let buf = self.buffer.as_ref();
-        need(buf, 2)?;
-        if buf[1] < 1 {
-            return Err(Error::BadAhLen(buf[1]));
-        }
-        need(buf, self.header_len())
-    }
-
-    /// Gives back the buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    /// The protocol of the header after this one.
-    #[inline]
-    pub fn next_header(&self) -> IpProtocol {
-        IpProtocol(self.buffer.as_ref()[0])
-    }
-
-    /// The raw Payload Len field.
-    #[inline]
-    pub fn payload_len_field(&self) -> u8 {
-        self.buffer.as_ref()[1]
-    }
-
-    /// The length of this header in bytes: (Payload Len + 2) × 4 (RFC 4302 §2.2).
-    #[inline]
-    pub fn header_len(&self) -> usize {
-        (usize::from(self.buffer.as_ref()[1]) + 2) * 4
-    }
-
-    /// The Security Parameters Index.
-    #[inline]
-    pub fn spi(&self) -> u32 {
-        be32(self.buffer.as_ref(), 4)
-    }
-
-    /// The sequence number (low 32 bits).
-    #[inline]
-    pub fn sequence_number(&self) -> u32 {
-        be32(self.buffer.as_ref(), 8)
-    }
-}
-
-impl<'a, T: AsRef<[u8]> + ?Sized> AuthHeader<&'a T> {
-    /// The Integrity Check Value (with any padding), after the 12 fixed bytes.
-    #[inline]
-    pub fn icv(&self) -> &'a [u8] {
-        &self.buffer.as_ref()[AuthHeader::FIXED_LEN..self.header_len()]
-    }
-}
+/// The Authentication Header's view lives with the rest of AH in [`crate::ah`]; the walk
+/// steps over it by this name.
+pub use crate::ah::Packet as AuthHeader;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn ext_header() {
@@ -296,29 +217,5 @@ mod tests {
         h.set_frag_offset_and_more(1480, true);
         h.set_ident(0x0102_0304);
         assert_eq!(out, bytes);
-    }
-
-    #[test]
-    fn auth_header() {
-        // AH with a 12-byte ICV (HMAC-SHA1-96): Payload Len = 24 / 4 - 2 = 4.
-        let mut bytes = vec![6, 4, 0, 0, 0, 0, 0x10, 0x01, 0, 0, 0, 7];
-        bytes.extend([0xab; 12]);
-        let h = AuthHeader::new_checked(&bytes[..]).expect("valid");
-        assert_eq!(h.next_header(), IpProtocol::TCP);
-        assert_eq!(h.payload_len_field(), 4);
-        assert_eq!(h.header_len(), 24);
-        assert_eq!(h.spi(), 0x1001);
-        assert_eq!(h.sequence_number(), 7);
-        assert_eq!(h.icv(), &[0xab; 12]);
-        assert_eq!(AuthHeader::new_checked(&bytes[..1]), Err(Error::Truncated { needed: 2, got: 1 }));
-        assert_eq!(AuthHeader::new_checked(&bytes[..23]), Err(Error::Truncated { needed: 24, got: 23 }));
-        bytes[1] = 0;
-        assert_eq!(AuthHeader::new_checked(&bytes[..]), Err(Error::BadAhLen(0)));
-        // Payload Len 1: the fixed part only, no ICV (NULL integrity is not allowed for AH,
-        // but the layout is well formed).
-        bytes[1] = 1;
-        let h = AuthHeader::new_checked(&bytes[..]).expect("valid");
-        assert!(h.icv().is_empty());
-        assert_eq!(h.into_inner().len(), 24);
     }
 }

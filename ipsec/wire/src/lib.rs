@@ -14,6 +14,9 @@
 //! - [`esp`]: RFC 4303 header (SPI, sequence number) and the trailer (padding 1, 2, 3, …,
 //!   Pad Length, Next Header): parsed after decryption, computed and written before
 //!   encryption.
+//! - [`ah`]: RFC 4302 header (SPI, sequence number, ICV field padded for IPv4 or IPv6).
+//! - [`ah_icv`]: AH's ICV input: an IP packet with its mutable fields and options zeroed in
+//!   place (the Routing header put as it will arrive).
 //! - [`ipcomp`]: RFC 3173 header (Next Header, reserved Flags, CPI) in front of a
 //!   compressed payload.
 //! - [`udp`]: RFC 768 header and checksum over the IPv4 or IPv6 pseudo-header.
@@ -53,6 +56,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod ah;
+pub mod ah_icv;
 mod bytes;
 pub mod checksum;
 mod error;

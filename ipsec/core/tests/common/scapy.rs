@@ -252,8 +252,8 @@ impl Io {
 /// The peer's SA object for `spec`. The mode comes from the SA, or, for setkey's default
 /// `any`, from whether tunnel endpoints are given.
 fn sa_json(spec: &SaSpec, tunnel: Option<(IpAddr, IpAddr)>, seq: u64) -> Result<Value, String> {
-    if !matches!(spec.proto, Proto::Esp | Proto::EspUdp) {
-        return Err(format!("the scapy peer does ESP only, not {}", spec.proto.name()));
+    if !matches!(spec.proto, Proto::Esp | Proto::EspUdp | Proto::Ah) {
+        return Err(format!("the scapy peer does ESP and AH only, not {}", spec.proto.name()));
     }
     let mode = match (spec.mode, tunnel) {
         (Mode::Tunnel | Mode::Any, Some(_)) => "tunnel",
@@ -262,6 +262,7 @@ fn sa_json(spec: &SaSpec, tunnel: Option<(IpAddr, IpAddr)>, seq: u64) -> Result<
         (Mode::Transport, Some(_)) => return Err("a transport-mode SA takes no tunnel endpoints".into()),
     };
     Ok(json!({
+        "proto": if spec.proto == Proto::Ah { "ah" } else { "esp" },
         "spi": spec.spi,
         "enc": spec.enc.name(),
         "enc_key": hex(spec.enc_key.as_bytes()),

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# An independent ESP peer for ipsec-core's interop tests: scapy's SecurityAssociation
+# An independent ESP and AH peer for ipsec-core's interop tests: scapy's SecurityAssociation
 # (scapy 2.8.0 with python-cryptography, installed by scripts/setup into target/peers-venv),
 # driven over JSON Lines so that one process serves a whole test binary.
 #
@@ -9,7 +9,7 @@
 #   request    {"op": "encrypt"|"decrypt", "sa": SA, "packet": "<hex>", "iv": "<hex>"?}
 #   reply      {"ok": true, "packet": "<hex>", ...}  or  {"ok": false, "error": "..."}
 #              error is exactly "integrity" when the ICV (HMAC or AEAD tag) does not verify.
-#   SA         {"spi": int, "enc": setkey name, "enc_key": hex (AEAD: key || 4-byte salt),
+#   SA         {"proto": "esp"|"ah" (default esp), "spi": int, "enc": setkey name, "enc_key": hex (AEAD: key || 4-byte salt),
 #               "auth": setkey name | null, "auth_key": hex, "mode": "tunnel"|"transport",
 #               "tunnel_src": str, "tunnel_dst": str (tunnel mode; IPv4 or IPv6),
 #               "esn": bool, "seq": int (64-bit), "natt": null | {"sport": int, "dport": int}}
@@ -68,6 +68,23 @@
 #   refuses that combination.
 # - Decrypt checks the SPI against the SA, then the ICV (IPSecIntegrityError -> "integrity"),
 #   and does no anti-replay.
+#
+# scapy's AH (RFC 4302), SecurityAssociation(AH, ...), as read from the same file:
+# - HMAC-SHA1-96 and the SHA2 HMACs as for ESP; enc must be null with no key, no NAT-T.
+# - The ICV covers the packet with scapy's own zero_mutable_fields: IPv4 tos, flags (not the
+#   fragment offset: zero in unfragmented packets anyway), ttl, checksum, and every option
+#   but the immutable ones (option numbers 0, 1, 2, 5, 6, 20, 21) zeroed whole; IPv6 tc,
+#   flow label, hop limit, and in the Hop-by-Hop / Destination Options headers before AH the
+#   data of options with the change bit (0x20); a sender's Routing header reordered as it
+#   will arrive. The ICV field is zeroed, its padding is not (scapy sends zero padding).
+#   ESN: the high 32 bits follow the packet in the MAC.
+# - Padding: the ICV field padded with zeros to 4 bytes (IPv4) or 8 (IPv6). Tunnel mode:
+#   outer header as for ESP, next header 4 or 41. Transport mode: AH where ESP would go.
+# - AES-GMAC (RFC 4543 §4) is not in scapy: GmacAh below plugs into scapy's AH as an
+#   AuthAlgo. The ICV field is IV (8 bytes: the 64-bit sequence number, big-endian) then
+#   the 16-byte tag; the AAD is scapy's zeroed packet with the IV kept and the tag zeroed,
+#   then the ESN high bits; the tag is python-cryptography's AESGCM over an empty
+#   plaintext with nonce salt || IV (key material: AES key || 4-byte salt).
 
 import json
 import os
@@ -83,7 +100,56 @@ def main():
     import scapy
     from scapy.layers.inet import IP, UDP
     from scapy.layers.inet6 import IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrHopByHop, IPv6ExtHdrRouting
-    from scapy.layers.ipsec import ESP, IPSecIntegrityError, SecurityAssociation
+    from scapy.layers.ipsec import (
+        AH,
+        AUTH_ALGOS,
+        ESP,
+        AuthAlgo,
+        IPSecIntegrityError,
+        SecurityAssociation,
+        zero_mutable_fields,
+    )
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    import struct
+
+    class GmacAh(AuthAlgo):
+        """AES-GMAC for AH (RFC 4543 §4) through scapy's AH framing: ICV field = IV || tag."""
+
+        IV = 8
+        TAG = 16
+
+        def __init__(self):
+            super().__init__("AES-GMAC-AH", mac=None, digestmod=None, icv_size=self.IV + self.TAG)
+            self.mac = True  # sign and verify are ours; scapy only asks whether there is one
+
+        def _aad(self, pkt, iv, sending, esn_en, esn):
+            clone = zero_mutable_fields(pkt.copy(), sending=sending)
+            clone[AH].icv = iv + b"\x00" * self.TAG
+            aad = bytes(clone)
+            if esn_en:
+                aad += struct.pack("!L", esn)
+            return aad
+
+        def sign(self, pkt, key, esn_en=False, esn=0):
+            iv = struct.pack("!LL", esn if esn_en else 0, pkt[AH].seq)
+            aad = self._aad(pkt, iv, True, esn_en, esn)
+            tag = AESGCM(key[:-4]).encrypt(key[-4:] + iv, b"", aad)
+            pkt[AH].icv = iv + tag
+            return pkt
+
+        def verify(self, pkt, key, esn_en=False, esn=0):
+            if len(pkt[AH].icv) != self.icv_size:
+                pkt[AH].padding = pkt[AH].icv[self.icv_size:]
+                pkt[AH].icv = pkt[AH].icv[: self.icv_size]
+            iv, tag = pkt[AH].icv[: self.IV], pkt[AH].icv[self.IV :]
+            aad = self._aad(pkt, iv, False, esn_en, esn)
+            try:
+                AESGCM(key[:-4]).decrypt(key[-4:] + iv, tag, aad)
+            except InvalidTag:
+                raise IPSecIntegrityError("AES-GMAC tag")
+
+    AUTH_ALGOS["AES-GMAC-AH"] = GmacAh()
 
     ENC = {
         # setkey name: (scapy name, key lengths with salt)
@@ -100,6 +166,8 @@ def main():
         "hmac-sha2-384": ("SHA2-384-192", 48),
         "hmac-sha2-512": ("SHA2-512-256", 64),
     }
+    AH_AUTH = dict(AUTH)
+    AH_AUTH["aes-gmac"] = ("AES-GMAC-AH", (20, 28, 36))
     # The extension headers scapy's split_for_transport keeps in front of ESP.
     V6_EXT = (IPv6ExtHdrHopByHop, IPv6ExtHdrRouting, IPv6ExtHdrDestOpt)
 
@@ -120,6 +188,8 @@ def main():
         if not 0 < spi < 1 << 32:
             # SPI 0 is reserved (RFC 4303 §2.1); scapy would parse it as a non-ESP marker.
             raise Refused(f"spi {spi} out of range")
+        if sa.get("proto", "esp") == "ah":
+            return build_ah(sa)
         if sa["enc"] not in ENC:
             raise Refused(f"unknown enc {sa['enc']!r}")
         enc_name, key_lens = ENC[sa["enc"]]
@@ -157,6 +227,37 @@ def main():
             auth_key=auth_key,
             tunnel_header=tunnel,
             nat_t_header=nat_t_header,
+            esn_en=bool(sa.get("esn")),
+            esn=0,
+        )
+
+    def tunnel_header(sa):
+        if sa["mode"] == "tunnel":
+            src, dst = sa["tunnel_src"], sa["tunnel_dst"]
+            if family(src) != family(dst):
+                raise Refused("tunnel endpoints of different families")
+            return IP(src=src, dst=dst) if family(src) == 4 else IPv6(src=src, dst=dst)
+        if sa["mode"] != "transport":
+            raise Refused(f"unknown mode {sa['mode']!r}")
+        return None
+
+    def build_ah(sa):
+        if sa["enc"] != "null" or unhex(sa, "enc_key") or sa.get("natt"):
+            raise Refused("AH takes no encryption and no NAT-T")
+        auth = sa.get("auth")
+        if auth not in AH_AUTH:
+            raise Refused(f"unknown AH auth {auth!r}")
+        name, key_lens = AH_AUTH[auth]
+        key_lens = key_lens if isinstance(key_lens, tuple) else (key_lens,)
+        auth_key = unhex(sa, "auth_key")
+        if len(auth_key) not in key_lens:
+            raise Refused(f"{auth}: key of {len(auth_key)} bytes (allowed {key_lens})")
+        return SecurityAssociation(
+            AH,
+            spi=sa["spi"],
+            auth_algo=name,
+            auth_key=auth_key,
+            tunnel_header=tunnel_header(sa),
             esn_en=bool(sa.get("esn")),
             esn=0,
         )
@@ -201,10 +302,29 @@ def main():
         obj.esn = seq >> 32
         return {"packet": bytes(obj.encrypt(pkt, iv=iv)).hex()}
 
+    def decrypt_ah(sa, obj, pkt):
+        if AH not in pkt:
+            raise Refused("no AH header")
+        low = pkt[AH].seq
+        seq = low
+        if sa.get("esn"):
+            near = sa.get("seq", 0)
+            candidates = [((near >> 32) + d) << 32 | low for d in (-1, 0, 1)]
+            seq = min((c for c in candidates if 0 <= c < 1 << 64), key=lambda c: abs(c - near))
+        obj.esn = seq >> 32
+        field = bytes(pkt[AH].icv or b"") + bytes(pkt[AH].padding or b"")
+        nh = pkt[AH].nh
+        plain = obj.decrypt(pkt)
+        size = obj.auth_algo.icv_size
+        iv = field[: GmacAh.IV] if isinstance(obj.auth_algo, GmacAh) else b""
+        return {"packet": bytes(plain).hex(), "seq": seq, "iv": iv.hex(), "padding": field[size:].hex(), "nh": nh}
+
     def decrypt(req):
         sa = req["sa"]
         obj = lookup(sa)
         pkt = parse_ip(unhex(req, "packet"))
+        if sa.get("proto", "esp") == "ah":
+            return decrypt_ah(sa, obj, pkt)
         if sa.get("natt"):
             if UDP not in pkt:
                 raise Refused("no UDP header for NAT-T")

@@ -8,6 +8,7 @@
 //!                      (raw ESP through the packet socket where the next hop is known,
 //!                       crate::afpacket; a send refused as too big tells the core's path MTU)
 //!  network ─ raw ESP socket ─ esp_loop ─ Ipsec::input(batch, Via::Esp) (IPv4: header kept)
+//!  network ─ raw AH socket (IPv4) ─ esp_loop ─ the same (the core finds AH in the packet)
 //!                                      └ Ipsec::input_payloads(batch)  (IPv6: header taken off)
 //!  network ─ UDP --udp-port (GRO), socket i ─ udp_loop i ─ Ipsec::input_payloads(batch) ─┐
 //!                                                                                        │ Results.deliver
@@ -46,7 +47,7 @@ pub mod transmit;
 
 pub use counters::IoCounters;
 pub use loops::{esp_loop, tun_loop, udp_loop};
-pub use sockets::{esp_in, raw_out, udp, udp_group, Family};
+pub use sockets::{ah_in, esp_in, raw_out, udp, udp_group, Family};
 pub use spread::TunQueues;
 pub use transmit::NetSink;
 

@@ -1,5 +1,5 @@
 //! The sockets of the network side: raw IP out (the core writes every header; the kernel
-//! only routes), raw ESP in, and the UDP socket of ESP in UDP.
+//! only routes), raw ESP and (IPv4) AH in, and the UDP socket of ESP in UDP.
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -65,7 +65,20 @@ pub(super) fn big_receive_buffer(s: &Socket) {
 /// The raw socket ESP of `family` arrives on, with the packet-info option that tells the
 /// local address each packet was sent to.
 pub fn esp_in(family: Family) -> std::io::Result<Socket> {
-    let s = Socket::new(family.domain(), Type::RAW, Some(Protocol::from(50)))?;
+    raw_in(family, 50)
+}
+
+/// The raw socket AH (RFC 4302) arrives on, IPv4 only: an IPv4 raw socket returns the
+/// whole packet, whose header AH's ICV covers; an IPv6 one returns only what follows the
+/// extension headers, which the ICV covers too, so AH over IPv6 is not received here.
+pub fn ah_in() -> std::io::Result<Socket> {
+    raw_in(Family::V4, 51)
+}
+
+/// A raw socket for IP protocol `proto` of `family`, with packet info (and, IPv6, the
+/// traffic class) and a large receive buffer.
+fn raw_in(family: Family, proto: i32) -> std::io::Result<Socket> {
+    let s = Socket::new(family.domain(), Type::RAW, Some(Protocol::from(proto)))?;
     packet_info(&s, family)?;
     if family == Family::V6 {
         outer_tos(&s, family)?;
