@@ -165,7 +165,8 @@ impl Shared {
         req.user = out_cookie(base, keep, frag_mtu);
         req.flags = Flags::CALLBACK_IMMEDIATE;
         self.count(b.tally.as_mut(), sa, Way::Out, len);
-        self.submit(b, SaRef::Lent(sa), req, Way::Out, finish_ah_output);
+        // `output_done` finishes AH's packets as well as ESP's.
+        self.submit(b, SaRef::Lent(sa), req, Way::Out, crate::outbound::finish_output);
         Ok(())
     }
 
@@ -378,17 +379,6 @@ fn without_ah(mut packet: Packet, field: usize, next: u8) -> Option<Packet> {
         _ => return None,
     }
     Some(packet)
-}
-
-/// The outbound continuation for AH: a synchronous driver's outcome into the results.
-fn finish_ah_output(
-    s: &Shared,
-    sa: &Arc<Sa>,
-    outcome: Outcome,
-    out: &mut Results,
-    _: Option<&mut Tally>,
-) -> Result<(), Drop> {
-    s.output_done(sa, outcome, &mut |p| out.transmit.push(p))
 }
 
 /// The inbound continuation for AH.

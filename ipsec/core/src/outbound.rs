@@ -268,8 +268,9 @@ impl Shared {
     }
 }
 
-/// The outbound continuation: a synchronous driver's outcome into the batch's results.
-fn finish_output(
+/// The outbound continuation (ESP's and AH's: `output_done` tells them apart): a
+/// synchronous driver's outcome into the batch's results.
+pub(crate) fn finish_output(
     s: &Shared,
     sa: &Arc<Sa>,
     outcome: Outcome,
