@@ -128,19 +128,40 @@ pub fn tun_loop(core: &Ipsec, sink: &NetSink, tun: &TunQueues, queue: usize, max
 /// the whole packet (its header checked by the kernel: [`Via::Esp`]); IPv6 ones only the
 /// payload, which goes in as a [`Payload`] with the addresses.
 pub fn esp_loop(core: &Ipsec, sink: &NetSink, tun: &TunQueues, sock: &Socket, family: Family, max: usize) {
+    raw_loop(core, sink, tun, sock, family, Via::Esp, max)
+}
+
+/// Network → core: IPComp or IP-in-IP from an IPv4 raw socket ([`super::sockets::ipcomp_in`]),
+/// whole packets as [`Via::IpComp`]: the core decompresses IPComp, decapsulates IP-in-IP
+/// between an IPComp SA's ends, and drops anything else as `not_ipcomp`.
+pub fn ipcomp_loop(core: &Ipsec, sink: &NetSink, tun: &TunQueues, sock: &Socket, max: usize) {
+    raw_loop(core, sink, tun, sock, Family::V4, Via::IpComp, max)
+}
+
+/// A raw socket's loop: whole IPv4 packets as `via` says; IPv6 payloads (ESP's socket only)
+/// as [`Payload`]s.
+fn raw_loop(
+    core: &Ipsec,
+    sink: &NetSink,
+    tun: &TunQueues,
+    sock: &Socket,
+    family: Family,
+    via: Via,
+    max: usize,
+) {
     let mut rx = Receiver::new(family, max, HEADROOM);
     let mut flush = Flush::new(tun);
     loop {
         if let Err(e) = rx.receive(sock) {
             sink.io.recv_errors.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!("reading the ESP socket: {e}");
+            tracing::warn!("reading the raw {via:?} socket: {e}");
             continue;
         }
         for i in 0..rx.got.len() {
             let Received { len, src, dst, truncated, .. } = rx.got[i];
             if truncated {
                 core.count_drop(Drop::Truncated);
-                tracing::debug!("an ESP packet from {src} longer than {LARGEST} bytes, cut short");
+                tracing::debug!("a {via:?} packet from {src} longer than {LARGEST} bytes, cut short");
                 continue;
             }
             let mut data = rx.take(i, len);
@@ -148,7 +169,7 @@ pub fn esp_loop(core: &Ipsec, sink: &NetSink, tun: &TunQueues, sock: &Socket, fa
             let packet = Packet { data, head: HEADROOM };
             match (family, dst) {
                 (Family::V4, _) if len > 0 => flush.batch.push(packet),
-                (Family::V6, Some(dst)) => {
+                (Family::V6, Some(dst)) if via == Via::Esp => {
                     let ecn = rx.got[i].ecn;
                     flush.payloads.push(Payload { packet, src, dst, udp: false, ecn });
                 }
@@ -158,7 +179,7 @@ pub fn esp_loop(core: &Ipsec, sink: &NetSink, tun: &TunQueues, sock: &Socket, fa
                 }
             }
         }
-        core.input(flush.batch.drain(..), Via::Esp, &mut flush.results);
+        core.input(flush.batch.drain(..), via, &mut flush.results);
         core.input_payloads(flush.payloads.drain(..), &mut flush.results);
         flush.run(sink, &mut rx.pool);
     }
