@@ -10,8 +10,9 @@
 //!  network ─ raw ESP socket ─ esp_loop ─ Ipsec::input(batch, Via::Esp) (IPv4: header kept)
 //!  network ─ raw AH socket (IPv4) ─ esp_loop ─ the same (the core finds AH in the packet)
 //!                                      └ Ipsec::input_payloads(batch)  (IPv6: header taken off)
-//!  network ─ raw IPComp and IP-in-IP sockets (IPv4: 108, 4, 41) ─ ipcomp_loop (one each)
-//!            ─ Ipsec::input(batch, Via::IpComp) (IPComp, IP-in-IP between an IPComp SA's ends)
+//!  network ─ raw IPComp and IP-in-IP sockets (108, 4, 41; IPv4 and IPv6) ─ ipcomp_loop (one each)
+//!            ─ Ipsec::input(batch, Via::IpComp) (IPComp, IP-in-IP between an IPComp SA's ends;
+//!              IPv6: a header written in front of the payload the socket returns)
 //!  network ─ UDP --udp-port (GRO), socket i ─ udp_loop i ─ Ipsec::input_payloads(batch) ─┐
 //!                                                                                        │ Results.deliver
 //!            coalesce: runs of one TCP flow as one TUN write (virtio GSO) ◄──────────────┘ ──► TUN, through
