@@ -156,9 +156,10 @@ sa_counts() {
         index($0, spi) { print $7, $12, $NF }'
 }
 
-# tcp_transfer BYTES [FROM_NS FROM_HOST TO_NS TO_HOST]: BYTES of random data over TCP from
-# FROM_HOST in FROM_NS to TO_HOST in TO_NS (default: h1 in A to h2 in B); the SHA-256 of
-# what was sent and what was received must be equal. The sender retries its connection
+# tcp_transfer BYTES [FROM_NS FROM_HOST TO_NS TO_HOST]: BYTES of random data (with
+# tcp_data=FILE set: the first BYTES of FILE) over TCP from FROM_HOST in FROM_NS to TO_HOST
+# in TO_NS (default: h1 in A to h2 in B); the SHA-256 of what was sent and what was
+# received must be equal. The sender retries its connection
 # until the receiver listens (no fixed sleep).
 tcp_transfer() {
     local bytes=$1 from_ns=${2:-$A} from=${3:-$h1} to_ns=${4:-$B} to=${5:-$h2}
@@ -176,9 +177,9 @@ while True:
 open(sys.argv[1], "w").write(h.hexdigest())
 EOF
     local server=$!
-    ip netns exec "$from_ns" $PY - "$bytes" "$work/sent.sha" "$from" "$to" <<'EOF' || fail "TCP sender failed"
+    ip netns exec "$from_ns" $PY - "$bytes" "$work/sent.sha" "$from" "$to" "${tcp_data:-}" <<'EOF' || fail "TCP sender failed"
 import hashlib, os, socket, sys, time
-n = int(sys.argv[1]); data = os.urandom(n)
+n = int(sys.argv[1]); data = open(sys.argv[5], "rb").read(n) if sys.argv[5] else os.urandom(n)
 deadline = time.time() + 10
 while True:
     try:

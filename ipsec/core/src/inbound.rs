@@ -4,8 +4,9 @@
 //! ```text
 //! whole packet (Via) ─ parse ─┬─ ESP, ESP in UDP ───────────────┐
 //!                             ├─ NAT-keepalive: counted · IKE, not ESP, short ESP: drop
-//!                             ├─ IPComp, or IP-in-IP from an IPComp peer (Via::Ip) ─► ipcomp_path
-//!                             └─ clear (Via::Ip only) ─ SPD in (ESP required? drop) ─► results.deliver
+//!                             ├─ IPComp, or IP-in-IP from an IPComp peer (Via::Ip, Via::IpComp) ─► ipcomp_path
+//!                             ├─ clear (Via::Ip only) ─ SPD in (ESP required? drop) ─► results.deliver
+//!                             └─ anything else: not_esp (Via::Esp), not_ipcomp (Via::IpComp)
 //! payload (headers taken off by the socket) ─ UDP: keepalive? IKE? ─┤
 //!                                                                   ▼
 //!        SAD (SPI, dst) ─ encapsulation as the SA's? ─ replay check ─ batch (ocf)
@@ -15,10 +16,10 @@
 //! ```
 //!
 //! A whole packet says where it came from ([`Via`]): a host's IP stack hands over any
-//! packet, a raw ESP socket only ESP. A [`Payload`] is ESP (or, over UDP, what a NAT-T
-//! socket carries) whose headers the socket already took off: nothing is rebuilt, the
-//! addresses and ports the socket reported stand for them. Which datagrams are ESP in UDP
-//! is the socket's to say, not a port number's.
+//! packet, a raw ESP socket only ESP, a raw IPComp or IP-in-IP socket only IPComp's. A
+//! [`Payload`] is ESP (or, over UDP, what a NAT-T socket carries) whose headers the socket
+//! already took off: nothing is rebuilt, the addresses and ports the socket reported stand
+//! for them. Which datagrams are ESP in UDP is the socket's to say, not a port number's.
 
 use std::net::IpAddr;
 use std::sync::{Arc, PoisonError};
@@ -126,7 +127,7 @@ fn seq_hi_of(req: &ocf::Request) -> u32 {
 fn parse(bytes: &[u8], via: Via) -> ipsec_wire::Result<Summary> {
     let policy = match via {
         Via::Ip => ChecksumPolicy::Verify,
-        Via::Esp => ChecksumPolicy::Ignore,
+        Via::Esp | Via::IpComp => ChecksumPolicy::Ignore,
     };
     ipsec_wire::parse_any_encap(bytes, policy, EncapPort::Port(NAT_T_PORT))
 }
@@ -157,13 +158,14 @@ impl Shared {
                 if let Some(ah) = crate::ah_path::offset(packet.bytes(), s) {
                     return self.input_ah(b, packet, s, ah);
                 }
-                if via == Via::Ip && crate::ipcomp_path::claims(self, s) {
+                if via != Via::Esp && crate::ipcomp_path::claims(self, s) {
                     return self.ipcomp_input(packet, s, b);
                 }
-                if via == Via::Ip {
-                    return self.clear_input(packet, s, b);
-                }
-                return Err(self.drop(None, Drop::NotEsp));
+                return match via {
+                    Via::Ip => self.clear_input(packet, s, b),
+                    Via::Esp => Err(self.drop(None, Drop::NotEsp)),
+                    Via::IpComp => Err(self.drop(None, Drop::NotIpComp)),
+                };
             }
         };
         let esp = s.offset + if arrival == Arrival::Udp { udp::HEADER_LEN } else { 0 };

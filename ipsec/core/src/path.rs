@@ -85,6 +85,14 @@ pub enum Via {
     /// protected side (delivered there, a stray datagram to the gateway's own address came
     /// straight back to its socket through the TUN and looped forever).
     Esp,
+    /// A raw IPComp (108) or IP-in-IP (4, 41) socket that returns the IP header (IPv4; the
+    /// kernel checked it): IPComp, IP-in-IP between the ends of an IPComp SA (what an
+    /// IPComp peer sends uncompressed, RFC 3173 §2.2), or a drop ([`Drop::NotIpComp`]:
+    /// such a socket sees every tunnel packet of the host, and none of the others is ours
+    /// to deliver).
+    ///
+    /// [`Drop::NotIpComp`]: crate::stats::Drop::NotIpComp
+    IpComp,
 }
 
 /// The outbound default policy: what becomes of a packet no policy covers.

@@ -116,10 +116,14 @@ pub enum Drop {
     /// Outbound: a policy or SA asks for IPComp in transport mode, which is not
     /// implemented (tunnel mode only, [`crate::ipcomp`]).
     IpCompTransport,
+    /// From a raw IPComp or IP-in-IP socket ([`crate::Via::IpComp`]), a packet that is
+    /// neither IPComp nor IP-in-IP between the ends of an IPComp SA: another tunnel's, or
+    /// clear traffic. Never delivered.
+    NotIpComp,
 }
 
 impl Drop {
-    pub const COUNT: usize = Drop::IpCompTransport as usize + 1;
+    pub const COUNT: usize = Drop::NotIpComp as usize + 1;
 
     pub const ALL: [Drop; Drop::COUNT] = [
         Drop::Malformed,
@@ -162,6 +166,7 @@ impl Drop {
         Drop::IpCompTooBig,
         Drop::IpCompCorrupt,
         Drop::IpCompTransport,
+        Drop::NotIpComp,
     ];
 
     /// A stable snake_case name for statistics output.
@@ -207,6 +212,7 @@ impl Drop {
             Drop::IpCompTooBig => "ipcomp_too_big",
             Drop::IpCompCorrupt => "ipcomp_corrupt",
             Drop::IpCompTransport => "ipcomp_transport",
+            Drop::NotIpComp => "not_ipcomp",
         }
     }
 }

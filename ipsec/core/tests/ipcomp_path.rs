@@ -238,3 +238,42 @@ fn transport_mode_and_missing_sas_are_refused_by_name() {
     assert_eq!(e.output_one(Packet::with_headroom(&p), &mut out), Ok(()));
     assert_eq!(e.held_packets(), 1, "held for an ESP SA, not sent through the IPComp one");
 }
+
+/// What ipsecd's raw IPComp and IP-in-IP sockets hand over ([`Via::IpComp`]): IPComp, and
+/// IP-in-IP between the ends of an IPComp SA, are delivered; every other tunnel packet the
+/// IP-in-IP socket sees, and anything else, is dropped as `not_ipcomp`, never delivered.
+/// (Those sockets' packets went in as `Via::Esp` before: every one dropped as `not_esp`.)
+#[test]
+fn from_the_raw_ipcomp_sockets_only_ipcomp_sas_packets_are_delivered() {
+    let (a, b) = pair("192.0.2.1", "192.0.2.2");
+    let big = inner(&text(1372));
+    let small = inner(&text(30));
+    let (compressed, plain) = (send(&a, &big), send(&a, &small));
+    assert_eq!((outer_proto(&compressed), outer_proto(&plain)), (IpProtocol::IPCOMP.0, IpProtocol::IPV4.0));
+    let receive_raw = |wire: &[u8]| {
+        let mut out = Results::default();
+        let r = b.input_one(Packet::new(wire.to_vec()), Via::IpComp, &mut out);
+        let delivered: Vec<Vec<u8>> = out.deliver.iter().map(|p| p.bytes().to_vec()).collect();
+        r.map(|()| delivered.concat())
+            .inspect_err(|why| assert!(delivered.is_empty(), "{why:?}: nothing delivered"))
+    };
+    assert_eq!(receive_raw(&compressed), Ok(big));
+    assert_eq!(receive_raw(&plain), Ok(small.clone()));
+    // Another tunnel's IP-in-IP: from 192.0.2.9, with which B has no IPComp SA.
+    let mut foreign = plain.clone();
+    foreign[12..16].copy_from_slice(&[192, 0, 2, 9]);
+    foreign[10..12].fill(0);
+    let c = checksum::checksum(&foreign[..20]);
+    foreign[10..12].copy_from_slice(&c.to_be_bytes());
+    assert_eq!(receive_raw(&foreign), Err(Drop::NotIpComp));
+    // Through an IP stack the same packet is clear traffic, for the inbound policy to judge
+    // (none covers 192.0.2.9 → 192.0.2.2): delivered. That is why the raw sockets say
+    // where their packets came from.
+    let mut out = Results::default();
+    assert_eq!(b.input_one(Packet::new(foreign.clone()), Via::Ip, &mut out), Ok(()));
+    assert_eq!(out.deliver.len(), 1);
+    // Clear traffic (the inner UDP packet itself) on such a socket: dropped too.
+    assert_eq!(receive_raw(&small), Err(Drop::NotIpComp));
+    let s = b.stats();
+    assert_eq!((s.packets_in, s.drops(Drop::NotIpComp), s.total_drops()), (2, 2, 2));
+}

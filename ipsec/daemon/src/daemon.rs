@@ -173,7 +173,8 @@ pub fn run(opts: Options) -> Result<(), String> {
     let routes = Arc::new(Mutex::new(routing));
     let drivers: Vec<String> = fw.drivers().into_iter().map(|d| d.name).collect();
     tracing::info!(
-        "ipsecd: TUN {} (mtu {}), ESP and UDP {} on IPv4 and IPv6, {threads} worker(s), control socket {}, \
+        "ipsecd: TUN {} (mtu {}), ESP, IPComp and UDP {} on IPv4 and IPv6, AH on IPv4, {threads} worker(s), \
+         control socket {}, \
          {} SAs, {} policies, drivers {} (policy {})",
         opts.tun,
         opts.mtu,
@@ -217,6 +218,18 @@ pub fn run(opts: Options) -> Result<(), String> {
         let (core, sink, queues) = (core.clone(), sink.clone(), queues.clone());
         move || net::esp_loop(&core, &sink, &queues, &ah, Family::V4, max)
     })?;
+    // IPComp (RFC 3173): protocol 108 and the uncompressed IP-in-IP (4, 41) of IPComp
+    // peers, opened whether or not IPComp SAs exist yet (a key manager may add one at any
+    // time); what is not an IPComp SA's is dropped as not_ipcomp.
+    for (f, v) in [(Family::V4, 4), (Family::V6, 6)] {
+        let socks = net::ipcomp_in(f).map_err(|e| format!("raw IPComp / IP-in-IP socket ({f:?}): {e}"))?;
+        for (proto, sock) in socks {
+            spawn(&format!("ipsecd-p{proto}v{v}"), {
+                let (core, sink, queues) = (core.clone(), sink.clone(), queues.clone());
+                move || net::ipcomp_loop(&core, &sink, &queues, &sock, f, proto, max)
+            })?;
+        }
+    }
     // ICMP path MTU errors from the network side (crate::icmp); without the sockets the
     // gateway still runs, with no path MTU learned.
     for (f, name) in [(icmp::Family::V4, "ipsecd-icmp4"), (icmp::Family::V6, "ipsecd-icmp6")] {

@@ -44,7 +44,7 @@ fn core() -> &'static Ipsec {
 
 fuzz_target!(|data: &[u8]| {
     let mut out = Results::default();
-    for via in [Via::Ip, Via::Esp] {
+    for via in [Via::Ip, Via::Esp, Via::IpComp] {
         let _ = core().input_one(Packet::new(data.to_vec()), via, &mut out);
     }
     let src = "192.0.2.1:4500".parse().expect("an address");

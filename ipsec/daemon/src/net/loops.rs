@@ -2,12 +2,12 @@
 //! `--threads N` there are N TUN loops and N UDP loops per family, each on its own TUN
 //! queue or socket ([`super::spread`]).
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::atomic::Ordering;
 
 use ipsec_core::stats::Drop;
 use ipsec_core::{Ipsec, Packet, Payload, Results, Via, HEADROOM};
-use ipsec_wire::destination;
+use ipsec_wire::{destination, ipv6, IpProtocol};
 use nix::sys::socket::{MultiHeaders, SockaddrIn, SockaddrIn6};
 use socket2::Socket;
 use tun_rs::VIRTIO_NET_HDR_LEN;
@@ -128,29 +128,67 @@ pub fn tun_loop(core: &Ipsec, sink: &NetSink, tun: &TunQueues, queue: usize, max
 /// the whole packet (its header checked by the kernel: [`Via::Esp`]); IPv6 ones only the
 /// payload, which goes in as a [`Payload`] with the addresses.
 pub fn esp_loop(core: &Ipsec, sink: &NetSink, tun: &TunQueues, sock: &Socket, family: Family, max: usize) {
+    raw_loop(core, sink, tun, sock, family, Via::Esp, IpProtocol::ESP, max)
+}
+
+/// Network → core: IPComp or IP-in-IP (`proto`) from a raw socket
+/// ([`super::sockets::ipcomp_in`]), whole packets as [`Via::IpComp`]: the core decompresses
+/// IPComp, decapsulates IP-in-IP between an IPComp SA's ends, and drops anything else as
+/// `not_ipcomp`. An IPv6 socket returns only the payload: an IPv6 header is written in
+/// front of it ([`ipv6_in_front`]).
+pub fn ipcomp_loop(
+    core: &Ipsec,
+    sink: &NetSink,
+    tun: &TunQueues,
+    sock: &Socket,
+    family: Family,
+    proto: u8,
+    max: usize,
+) {
+    raw_loop(core, sink, tun, sock, family, Via::IpComp, IpProtocol(proto), max)
+}
+
+/// A raw socket of protocol `proto`'s loop: whole IPv4 packets as `via` says; IPv6
+/// payloads as [`Payload`]s (ESP) or behind a header written for them (IPComp's sockets).
+#[allow(clippy::too_many_arguments)]
+fn raw_loop(
+    core: &Ipsec,
+    sink: &NetSink,
+    tun: &TunQueues,
+    sock: &Socket,
+    family: Family,
+    via: Via,
+    proto: IpProtocol,
+    max: usize,
+) {
     let mut rx = Receiver::new(family, max, HEADROOM);
     let mut flush = Flush::new(tun);
     loop {
         if let Err(e) = rx.receive(sock) {
             sink.io.recv_errors.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!("reading the ESP socket: {e}");
+            tracing::warn!("reading the raw {via:?} socket: {e}");
             continue;
         }
         for i in 0..rx.got.len() {
             let Received { len, src, dst, truncated, .. } = rx.got[i];
             if truncated {
                 core.count_drop(Drop::Truncated);
-                tracing::debug!("an ESP packet from {src} longer than {LARGEST} bytes, cut short");
+                tracing::debug!("a {via:?} packet from {src} longer than {LARGEST} bytes, cut short");
                 continue;
             }
             let mut data = rx.take(i, len);
             data.truncate(HEADROOM + len);
-            let packet = Packet { data, head: HEADROOM };
-            match (family, dst) {
-                (Family::V4, _) if len > 0 => flush.batch.push(packet),
-                (Family::V6, Some(dst)) => {
-                    let ecn = rx.got[i].ecn;
+            let mut packet = Packet { data, head: HEADROOM };
+            let ecn = rx.got[i].ecn;
+            match (family, src.ip(), dst) {
+                (Family::V4, _, _) if len > 0 => flush.batch.push(packet),
+                (Family::V6, _, Some(dst)) if via == Via::Esp => {
                     flush.payloads.push(Payload { packet, src, dst, udp: false, ecn });
+                }
+                (Family::V6, IpAddr::V6(s), Some(IpAddr::V6(d)))
+                    if ipv6_in_front(&mut packet, s, d, proto, ecn) =>
+                {
+                    flush.batch.push(packet)
                 }
                 _ => {
                     sink.io.recv_errors.fetch_add(1, Ordering::Relaxed);
@@ -158,10 +196,41 @@ pub fn esp_loop(core: &Ipsec, sink: &NetSink, tun: &TunQueues, sock: &Socket, fa
                 }
             }
         }
-        core.input(flush.batch.drain(..), Via::Esp, &mut flush.results);
+        core.input(flush.batch.drain(..), via, &mut flush.results);
         core.input_payloads(flush.payloads.drain(..), &mut flush.results);
         flush.run(sink, &mut rx.pool);
     }
+}
+
+/// Writes an IPv6 header from `src` to `dst` carrying `proto` (with the ECN field `ecn`
+/// and hop limit 64) in front of `packet`, which an IPv6 raw socket returned without one,
+/// and moves the packet's head onto it; false if there is no room in front or the payload
+/// is longer than an IPv6 payload length says. The core's IPComp input takes whole
+/// packets, and of the header it reads the addresses, the protocol, the length and the
+/// ECN field (RFC 6040) — all of them what the socket reported. (Extension headers the
+/// kernel took off are not rebuilt: nothing after decapsulation reads them.)
+fn ipv6_in_front(packet: &mut Packet, src: Ipv6Addr, dst: Ipv6Addr, proto: IpProtocol, ecn: u8) -> bool {
+    let len = packet.data.len() - packet.head;
+    let Some(head) = packet.head.checked_sub(ipv6::HEADER_LEN) else {
+        return false;
+    };
+    let repr = ipv6::Repr {
+        src_addr: src,
+        dst_addr: dst,
+        next_header: proto,
+        payload_len: len,
+        hop_limit: 64,
+        dscp: 0,
+        ecn: ecn & 3,
+        flow_label: 0,
+    };
+    if len > usize::from(u16::MAX)
+        || repr.emit(&mut ipv6::Packet::new_unchecked(&mut packet.data[head..])).is_err()
+    {
+        return false;
+    }
+    packet.head = head;
+    true
 }
 
 /// Network → core: ESP in UDP, a batch per recvmmsg. The socket has UDP GRO on: a run of
@@ -218,3 +287,32 @@ pub fn udp_loop(core: &Ipsec, sink: &NetSink, tun: &TunQueues, sock: &Socket, fa
 
 /// Messages per recvmmsg on a UDP socket: each may hold up to 64 KiB of coalesced datagrams.
 const UDP_BATCH: usize = 8;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The header written in front of an IPv6 raw socket's payload parses as what the
+    /// socket reported, and the payload is untouched.
+    #[test]
+    fn an_ipv6_header_in_front_of_a_raw_payload() {
+        let (src, dst): (Ipv6Addr, Ipv6Addr) = ("fd00:99::1".parse().unwrap(), "fd00:99::2".parse().unwrap());
+        let payload = [0x04, 0x00, 0x10, 0x01, 0xde, 0xad];
+        let mut data = vec![0u8; HEADROOM];
+        data.extend_from_slice(&payload);
+        let mut p = Packet { data, head: HEADROOM };
+        assert!(ipv6_in_front(&mut p, src, dst, IpProtocol::IPCOMP, 3));
+        assert_eq!(p.head, HEADROOM - ipv6::HEADER_LEN);
+        let h = ipv6::Packet::new_checked(p.bytes()).unwrap();
+        let r = ipv6::Repr::parse(&h).unwrap();
+        assert_eq!(
+            (r.src_addr, r.dst_addr, r.next_header, r.payload_len, r.ecn),
+            (src, dst, IpProtocol::IPCOMP, 6, 3)
+        );
+        assert_eq!(&p.bytes()[ipv6::HEADER_LEN..], &payload);
+        // No room in front: refused, the packet as it was.
+        let mut q = Packet { data: payload.to_vec(), head: 0 };
+        assert!(!ipv6_in_front(&mut q, src, dst, IpProtocol::IPCOMP, 0));
+        assert_eq!((q.head, q.data.as_slice()), (0, &payload[..]));
+    }
+}

@@ -10,6 +10,9 @@
 //!  network ─ raw ESP socket ─ esp_loop ─ Ipsec::input(batch, Via::Esp) (IPv4: header kept)
 //!  network ─ raw AH socket (IPv4) ─ esp_loop ─ the same (the core finds AH in the packet)
 //!                                      └ Ipsec::input_payloads(batch)  (IPv6: header taken off)
+//!  network ─ raw IPComp and IP-in-IP sockets (108, 4, 41; IPv4 and IPv6) ─ ipcomp_loop (one each)
+//!            ─ Ipsec::input(batch, Via::IpComp) (IPComp, IP-in-IP between an IPComp SA's ends;
+//!              IPv6: a header written in front of the payload the socket returns)
 //!  network ─ UDP --udp-port (GRO), socket i ─ udp_loop i ─ Ipsec::input_payloads(batch) ─┐
 //!                                                                                        │ Results.deliver
 //!            coalesce: runs of one TCP flow as one TUN write (virtio GSO) ◄──────────────┘ ──► TUN, through
@@ -20,8 +23,9 @@
 //! With `--threads N` there are N TUN queues and N UDP sockets per family, a loop on each
 //! (i = 0 … N-1); the kernel spreads packets over them by flow and by SPI ([`spread`]).
 //!
-//! - [`sockets`]: opening the sockets (raw out with the header included, raw ESP in, the
-//!   UDP socket of ESP in UDP with GRO, packet info and the outer TOS).
+//! - [`sockets`]: opening the sockets (raw out with the header included, raw ESP, AH,
+//!   IPComp and IP-in-IP in, the UDP socket of ESP in UDP with GRO, packet info and the
+//!   outer TOS).
 //! - [`receive`]: reading a batch with one recvmmsg into pooled buffers.
 //! - `loops`: the loops, each a thread: encryption (the TUN side) and decryption (the
 //!   network side) run on different cores. Each reads a batch per system call, hands it to
@@ -46,8 +50,8 @@ pub mod spread;
 pub mod transmit;
 
 pub use counters::IoCounters;
-pub use loops::{esp_loop, tun_loop, udp_loop};
-pub use sockets::{ah_in, esp_in, raw_out, udp, udp_group, Family};
+pub use loops::{esp_loop, ipcomp_loop, tun_loop, udp_loop};
+pub use sockets::{ah_in, esp_in, ipcomp_in, raw_out, udp, udp_group, Family};
 pub use spread::TunQueues;
 pub use transmit::NetSink;
 

@@ -1,5 +1,6 @@
 //! The sockets of the network side: raw IP out (the core writes every header; the kernel
-//! only routes), raw ESP and (IPv4) AH in, and the UDP socket of ESP in UDP.
+//! only routes), raw ESP, IPComp and IP-in-IP and (IPv4) AH in, and the UDP socket of ESP
+//! in UDP.
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -73,6 +74,15 @@ pub fn esp_in(family: Family) -> std::io::Result<Socket> {
 /// extension headers, which the ICV covers too, so AH over IPv6 is not received here.
 pub fn ah_in() -> std::io::Result<Socket> {
     raw_in(Family::V4, 51)
+}
+
+/// The raw sockets of `family` IPComp (RFC 3173) arrives on: protocol 108, and the
+/// IP-in-IP (4: IPv4 inside, 41: IPv6 inside) an IPComp peer sends when compressing did
+/// not pay (§2.2). The IP-in-IP sockets see every tunnel packet of the host (copies: the
+/// kernel's own tunnels still get theirs); the core keeps those between an IPComp SA's
+/// ends and drops the rest as `not_ipcomp`.
+pub fn ipcomp_in(family: Family) -> std::io::Result<[(u8, Socket); 3]> {
+    Ok([(108, raw_in(family, 108)?), (4, raw_in(family, 4)?), (41, raw_in(family, 41)?)])
 }
 
 /// A raw socket for IP protocol `proto` of `family`, with packet info (and, IPv6, the
