@@ -112,8 +112,11 @@ keys() {
     aes-cbc-sha256) e=aes-cbc elen=16 a=hmac-sha2-256 alen=32 t_enc="AES-CBC [RFC3602]" t_auth="HMAC-SHA-256-128 [RFC4868]" ;;
     aes256-cbc-sha512) e=aes-cbc elen=32 a=hmac-sha2-512 alen=64 t_enc="AES-CBC [RFC3602]" t_auth="HMAC-SHA-512-256 [RFC4868]" ;;
     3des-sha1) e=3des-cbc elen=24 a=hmac-sha1 alen=20 t_enc="TripleDES-CBC [RFC2451]" t_auth="HMAC-SHA-1-96 [RFC2404]" ;;
-    # AH (proto ah): no encryption.
+    # AH (proto ah): no encryption. AES-GMAC's key ends with its 4-byte salt (RFC 4543).
+    ah-sha1) e= elen=0 a=hmac-sha1 alen=20 t_enc= t_auth= ;;
     ah-sha256) e= elen=0 a=hmac-sha2-256 alen=32 t_enc= t_auth= ;;
+    ah-sha512) e= elen=0 a=hmac-sha2-512 alen=64 t_enc= t_auth= ;;
+    ah-gmac) e= elen=0 a=aes-gmac alen=20 t_enc= t_auth= ;;
     *) fail "unknown algorithm $1" ;;
     esac
     ek_ab= ek_ba= alg_ab= alg_ba= ak_ab= ak_ba=
@@ -203,17 +206,19 @@ stop_all() {
     pids=()
 }
 
-# inject NS IFACE SRC: while NS (A or B) pings the other side's host, captures one ESP packet
-# that NS sends from SRC (raw or in UDP, IPv4 or IPv6) as it leaves IFACE, and sends it
-# again twice through IFACE: as it was (a replay), then with its sequence number 1000 ahead
-# (so that the window lets it through to the ICV check) and the last ICV byte flipped (a
-# forgery). The receiver must drop both and count one replay and one authentication failure.
+# inject NS IFACE SRC: while NS (A or B) pings the other side's host, captures one ESP or AH
+# packet that NS sends from SRC (ESP raw or in UDP, IPv4 or IPv6; AH) as it leaves IFACE, and
+# sends it again twice through IFACE: as it was (a replay), then with its sequence number
+# 1000 ahead (so that the window lets it through to the ICV check) and the packet's last
+# byte flipped (a forgery: ESP's ICV, or under AH the payload that AH's ICV covers). The
+# receiver must drop both and count one replay and one authentication failure. For AH,
+# $work/inject.out says the captured header's length ("ah_len N").
 inject() {
     local ns=$1 ifc=$2 src=$3 dst pinger
     if [ "$ns" = $A ]; then dst=$h2; else dst=$h1; fi
     ip netns exec "$ns" ping -q -c 20 -i 0.05 -W 2 -I "$([ "$ns" = $A ] && echo "$h1" || echo "$h2")" "$dst" >/dev/null &
     pinger=$!
-    ip netns exec "$ns" $PY - "$ifc" "$src" <<'EOF' 2>"$work/inject.err" || fail "capturing and injecting ESP from $ns: $(cat "$work/inject.err")"
+    ip netns exec "$ns" $PY - "$ifc" "$src" <<'EOF' >"$work/inject.out" 2>"$work/inject.err" || fail "capturing and injecting ESP or AH from $ns: $(cat "$work/inject.err")"
 import socket, struct, sys
 ifc, src = sys.argv[1], sys.argv[2]
 v6 = ":" in src
@@ -227,9 +232,10 @@ def csum(data):
         s = (s & 0xFFFF) + (s >> 16)
     return ~s & 0xFFFF
 
-def esp_offset(f):
-    """(offset of the ESP header, offset of the UDP header or None) in Ethernet frame f, a
-    whole packet (no fragment) sent from src; None if it is no such ESP packet."""
+def seq_offset(f):
+    """(offset of the sequence number, offset of the UDP header or None, AH's length or
+    None) in Ethernet frame f, a whole ESP or AH packet (no fragment) sent from src; None if
+    it is no such packet."""
     if v6:
         if f[12:14] != b"\x86\xdd" or f[22:38] != srcb or len(f) != 54 + struct.unpack("!H", f[18:20])[0]:
             return None
@@ -241,12 +247,14 @@ def esp_offset(f):
             return None
         nh, hl = f[23], (f[14] & 15) * 4
     if nh == 50:
-        return 14 + hl, None
+        return 14 + hl + 4, None, None
+    if nh == 51:
+        return 14 + hl + 8, None, (f[14 + hl + 1] + 2) * 4
     # ESP in UDP: port 4500, not a keepalive (one byte) or IKE (non-ESP marker, 4 zero bytes).
     u = 14 + hl
     if nh == 17 and struct.unpack("!H", f[u + 2:u + 4])[0] == 4500:
         if len(f) - u > 16 and f[u + 8:u + 12] != bytes(4):
-            return u + 8, u
+            return u + 12, u, None
     return None
 
 def fix_udp(f, u):
@@ -269,12 +277,14 @@ s.bind((ifc, 0))
 s.settimeout(5)
 while True:
     f, addr = s.recvfrom(65535)
-    if addr[2] == socket.PACKET_OUTGOING and (at := esp_offset(f)) is not None:
+    if addr[2] == socket.PACKET_OUTGOING and (at := seq_offset(f)) is not None:
         break
-(esp, udp), f = at, bytearray(f)
+(sq, udp, ah_len), f = at, bytearray(f)
+if ah_len is not None:
+    print("ah_len", ah_len)
 s.send(bytes(fix_udp(f, udp)))
-seq = struct.unpack("!I", f[esp + 4:esp + 8])[0]
-f[esp + 4:esp + 8] = struct.pack("!I", (seq + 1000) & 0xFFFFFFFF)
+seq = struct.unpack("!I", f[sq:sq + 4])[0]
+f[sq:sq + 4] = struct.pack("!I", (seq + 1000) & 0xFFFFFFFF)
 f[-1] ^= 1
 s.send(bytes(fix_udp(f, udp)))
 EOF

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use ipsec_core::control::{Proto, SaId};
 use ipsec_core::stats::Drop;
 use ipsec_core::Packet;
+use ocf::{DigestAlg, Op, Request, SessionParams};
 
 use common::gateway::{Collect, Gateway};
 
@@ -192,4 +193,51 @@ fn the_databases_take_ah_and_refuse_what_it_cannot_be() {
     let r = ipsec_core::setkey::parse(&tunnel_config("aes-gmac", KEYS[5].1, true, "out")).unwrap();
     g.control(&r[0].item).unwrap();
     assert_eq!(g.databases().sad.dump(Some(Proto::Ah)).len(), 1);
+}
+
+/// Linux pads AH over IPv4 to 64 bits unless its state has `flag align4`
+/// (tests/kernel/xfrm's `pad8`): a 16-byte ICV comes in a 20-byte ICV field, 4 bytes of
+/// padding after it, which the ICV covers as they are (RFC 4302 §2.6, §3.3.3.2.1). ipsecd
+/// pads to 32 bits only, as the RFC has it over IPv4, and takes a longer field by its
+/// Payload Length; changed padding fails the ICV.
+#[test]
+fn an_icv_field_padded_to_64_bits_as_linux_sends_it_is_accepted() {
+    let (sender, sent) = core(&tunnel_config("hmac-sha2-256", KEYS[1].1, false, "out"));
+    let (receiver, delivered) = core(&tunnel_config("hmac-sha2-256", KEYS[1].1, false, "in"));
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    let key: Vec<u8> = (1..=32).collect();
+    let mac = fw.new_session(&SessionParams::hmac(DigestAlg::Sha256, &key[..]).with_tag_len(16)).unwrap();
+    // Our packet rebuilt as Linux sends it: Payload Len 6, not 5, and `pad` after the ICV.
+    let linux_padded = |pad: [u8; 4]| {
+        sender.output(Packet::new(udp4(50))).unwrap();
+        let ours = sent.take_sent().pop().unwrap();
+        assert_eq!(ours[21], 5, "ipsecd's AH over IPv4 with a 16-byte ICV: 28 bytes");
+        let mut p = ours[..32].to_vec();
+        p[21] = 6;
+        p.extend([0; 16]);
+        p.extend(pad);
+        p.extend(&ours[48..]);
+        let len = p.len() as u16;
+        p[2..4].copy_from_slice(&len.to_be_bytes());
+        // The ICV's input: TOS, flags and fragment offset, TTL, checksum and ICV zeroed.
+        let mut input = p.clone();
+        input[1] = 0;
+        input[6..9].fill(0);
+        input[10..12].fill(0);
+        let icv = mac.run(Request::new(Op::ComputeDigest, input)).unwrap().tag().to_vec();
+        p[32..48].copy_from_slice(&icv);
+        p[10..12].fill(0);
+        let sum = ipsec_wire::checksum::checksum(&p[..20]);
+        p[10..12].copy_from_slice(&sum.to_be_bytes());
+        p
+    };
+    receiver.input(Packet::new(linux_padded([0xa5, 0x5a, 0xc3, 0x3c]))).unwrap();
+    assert_eq!(delivered.take_delivered(), vec![udp4(50)]);
+    let mut p = linux_padded([0; 4]);
+    p[48] ^= 1;
+    let _ = receiver.input(Packet::new(p));
+    assert!(delivered.take_delivered().is_empty());
+    assert_eq!(receiver.stats().drops(Drop::AuthFailed), 1, "{}", receiver.stats());
+    assert_eq!(receiver.stats().total_drops(), 1, "{}", receiver.stats());
 }
