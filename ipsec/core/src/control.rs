@@ -339,7 +339,8 @@ pub enum Action {
     Bypass,
     /// setkey `discard`.
     Discard,
-    /// setkey `ipsec`: protect with these rules (ESP only for now: one rule).
+    /// setkey `ipsec`: protect with these rules (ESP, AH or IPComp; the first rule only for
+    /// now: SA bundles are not done).
     Protect(Vec<Rule>),
 }
 

@@ -1,5 +1,5 @@
 //! Inbound: ESP decapsulation and the policy check after it (AH's: `crate::ah_path`, from
-//! `input`, sharing `accept_inner`).
+//! `input`, sharing `accept_inner`; IPComp's: `crate::ipcomp_path`, from the same match).
 //!
 //! ```text
 //! whole packet (Via) ─ parse ─┬─ ESP, ESP in UDP ───────────────┐
@@ -407,8 +407,9 @@ impl Shared {
     }
 }
 
-/// The inbound continuation: a synchronous driver's outcome into the batch's results.
-fn finish_input(
+/// The inbound continuation (ESP's and AH's: `input_done` tells them apart): a
+/// synchronous driver's outcome into the batch's results.
+pub(crate) fn finish_input(
     s: &Shared,
     sa: &Arc<Sa>,
     outcome: Outcome,

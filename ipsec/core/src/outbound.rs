@@ -1,4 +1,5 @@
-//! Outbound: policy lookup and ESP encapsulation (AH's: `crate::ah_path`, from `seal`).
+//! Outbound: policy lookup and ESP encapsulation (AH's: `crate::ah_path`, from `seal`;
+//! IPComp's: `crate::ipcomp_path`, before the SA lookup).
 //!
 //! ```text
 //! packet ─ parse ─ SPD out ─┬─ bypass ─────────────────────────────────────────► results.transmit

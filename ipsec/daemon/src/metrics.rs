@@ -63,8 +63,8 @@ pub fn prometheus(core: &Ipsec, io: &crate::net::IoCounters, reloads: &Reloads) 
     let t = core.stats();
     let mut o = String::new();
     for (name, kind, help) in [
-        ("packets_total", "counter", "Packets through the ESP core, by direction."),
-        ("bytes_total", "counter", "Payload bytes through the ESP core, by direction."),
+        ("packets_total", "counter", "Packets through the IPsec core (ESP, AH, IPComp), by direction."),
+        ("bytes_total", "counter", "Payload bytes through the IPsec core (ESP, AH, IPComp), by direction."),
         ("keepalives_total", "counter", "NAT-keepalives received (RFC 3948), not dropped: counted apart."),
         (
             "peer_moved_total",
