@@ -407,9 +407,8 @@ impl Shared {
     }
 }
 
-/// The inbound continuation (ESP's and AH's: `input_done` tells them apart): a
-/// synchronous driver's outcome into the batch's results.
-pub(crate) fn finish_input(
+/// The inbound continuation: a synchronous driver's outcome into the batch's results.
+fn finish_input(
     s: &Shared,
     sa: &Arc<Sa>,
     outcome: Outcome,
