@@ -101,8 +101,9 @@ EOF
 }
 
 # keys ALG: fresh keys for both directions. Sets alg_ab and alg_ba (the -E/-A part of each
-# direction's SA), and for tshark the algorithm names (t_enc, t_auth; empty when tshark 4.0
-# cannot decrypt it) and each direction's keys (ek_ab, ak_ab, ek_ba, ak_ba).
+# direction's SA; -C for IPComp's deflate, which has no keys), and for tshark the algorithm
+# names (t_enc, t_auth; empty when tshark 4.0 cannot decrypt it) and each direction's keys
+# (ek_ab, ak_ab, ek_ba, ak_ba).
 keys() {
     local e a elen alen
     case $1 in
@@ -117,6 +118,8 @@ keys() {
     ah-sha256) e= elen=0 a=hmac-sha2-256 alen=32 t_enc= t_auth= ;;
     ah-sha512) e= elen=0 a=hmac-sha2-512 alen=64 t_enc= t_auth= ;;
     ah-gmac) e= elen=0 a=aes-gmac alen=20 t_enc= t_auth= ;;
+    # IPComp (proto ipcomp): a compression algorithm, no keys.
+    deflate) e= elen=0 a= alen=0 t_enc= t_auth= ;;
     *) fail "unknown algorithm $1" ;;
     esac
     ek_ab= ek_ba= alg_ab= alg_ba= ak_ab= ak_ba=
@@ -128,6 +131,7 @@ keys() {
         ak_ab=$(hex $alen) ak_ba=$(hex $alen)
         alg_ab="${alg_ab:+$alg_ab }-A $a $ak_ab" alg_ba="${alg_ba:+$alg_ba }-A $a $ak_ba"
     fi
+    if [ "$1" = deflate ]; then alg_ab="-C deflate" alg_ba="-C deflate"; fi
 }
 
 # tshark_check LABEL: decrypts the capture of A's veth with both SAs' keys (tshark is an
