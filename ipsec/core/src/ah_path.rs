@@ -38,11 +38,12 @@ use ipsec_wire::{ipv4, ipv6, Error as WireError, IpProtocol, Summary};
 use ocf::{Error as OcfError, Flags, Outcome};
 
 use crate::ah::{Transform, GMAC_IV_LEN, MAX_ICV_LEN};
+use crate::control::Mode;
 use crate::esp;
 use crate::ipip;
 use crate::outbound::{emit_outer, fix_transport_header, room_in_front, transport_split};
 use crate::packet::Packet;
-use crate::path::{into_vec, Batch, Results, SaRef, Shared, Tally, Way};
+use crate::path::{finish_input, into_vec, Batch, Inner, SaRef, Shared, Tally, Way};
 use crate::pmtu;
 use crate::sad::{Sa, SaState};
 use crate::stats::Drop;
@@ -99,13 +100,12 @@ const MAX_HEAD: usize = (1 << 24) - 1;
 /// (`benches/esp.rs`: ESP input 30 ns a packet slower, `Sad::inbound` no longer inlined).
 impl Shared {
     /// Outbound, for an AH SA (from `Shared::seal`, with the packet's sequence number
-    /// taken): lays AH out, writes the headers, zeroes the mutable fields and hands the
-    /// ICV's computation to the batch.
+    /// taken): lays AH out, writes the headers, zeroes the mutable fields, and returns the
+    /// ICV's request (finished by `output_done`, as ESP's is) and the length charged.
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn seal_ah(
         &self,
-        b: &mut Batch<'_>,
         sa: &Arc<Sa>,
         t: &Transform,
         packet: Packet,
@@ -113,7 +113,7 @@ impl Shared {
         tunnel: bool,
         fragmentable: bool,
         seq: u64,
-    ) -> Result<(), Drop> {
+    ) -> Result<(ocf::Request, usize), Drop> {
         let v6 = if tunnel { sa.id.dst.is_ipv6() } else { s.src.is_ipv6() };
         let ah_len = t.header_len(v6);
         let Packet { mut data, mut head } = packet;
@@ -164,10 +164,7 @@ impl Shared {
         let mut req = t.request(buf, region, iv, None);
         req.user = out_cookie(base, keep, frag_mtu);
         req.flags = Flags::CALLBACK_IMMEDIATE;
-        self.count(b.tally.as_mut(), sa, Way::Out, len);
-        // `output_done` finishes AH's packets as well as ESP's.
-        self.submit(b, SaRef::Lent(sa), req, Way::Out, crate::outbound::finish_output);
-        Ok(())
+        Ok((req, len))
     }
 
     /// Makes `buf[base..base + total]` (a packet with AH) the ICV's input: the ESN high
@@ -248,6 +245,19 @@ impl Shared {
         s: &Summary,
         ah: usize,
     ) -> Result<(), Drop> {
+        let (sa, req) = self.ah_request(packet, s, ah)?;
+        self.submit(b, SaRef::Owned(sa), req, Way::In, finish_input);
+        Ok(())
+    }
+
+    /// [`Shared::input_ah`]'s SA and request, not yet submitted (a bundle's stage,
+    /// `crate::bundle`, submits it itself).
+    pub(crate) fn ah_request(
+        &self,
+        packet: Packet,
+        s: &Summary,
+        ah: usize,
+    ) -> Result<(Arc<Sa>, ocf::Request), Drop> {
         if s.is_fragment {
             return Err(self.drop(None, Drop::Fragment));
         }
@@ -279,7 +289,7 @@ impl Shared {
         let seq = sa.replay.lock().unwrap_or_else(PoisonError::into_inner).check(repr.sequence_number);
         let seq = seq.map_err(|e| self.drop(Some(&sa), e.drop_reason()))?;
         let ecn = ipip::ecn(bytes);
-        let tunnel = matches!(repr.next_header.0, PROTO_IPV4 | PROTO_IPV6);
+        let tunnel = carries_ip(&sa, repr.next_header.0);
         let icv_at = ah + wire::FIXED_LEN + t.iv_len;
         let mut icv = [0u8; MAX_ICV_LEN];
         icv[..t.icv_len].copy_from_slice(&bytes[icv_at..icv_at + t.icv_len]);
@@ -296,8 +306,7 @@ impl Shared {
         let mut req = t.request(data, region, iv, Some(&icv[..t.icv_len]));
         req.user = in_cookie(head, ah, field, ecn);
         req.flags = Flags::CALLBACK_IMMEDIATE;
-        self.submit(b, SaRef::Owned(sa), req, Way::In, finish_ah_input);
-        Ok(())
+        Ok((sa, req))
     }
 
     /// An inbound AH request's outcome: the inner packet (tunnel), the packet without AH
@@ -308,7 +317,8 @@ impl Shared {
         sa: &Arc<Sa>,
         outcome: Outcome,
         tally: Option<&mut Tally>,
-    ) -> Result<Option<Packet>, Drop> {
+        outer: &[Arc<Sa>],
+    ) -> Result<Option<Inner>, Drop> {
         let mut req = match outcome {
             Ok(r) => r,
             Err(f) => {
@@ -329,7 +339,7 @@ impl Shared {
         // The AH header itself was not zeroed (its ICV was, and is no longer needed).
         let h = wire::Packet::new_unchecked(&data[head + ah..]);
         let (seq_lo, next, ah_len) = (h.sequence_number(), h.next_header().0, h.header_len());
-        let tunnel = matches!(next, PROTO_IPV4 | PROTO_IPV6);
+        let tunnel = carries_ip(sa, next);
         let saved = data.len() - if tunnel { 0 } else { ah };
         let end = saved - if sa.spec.esn { 4 } else { 0 };
         let seq_hi = match sa.spec.esn {
@@ -354,8 +364,15 @@ impl Shared {
             let packet = Packet { data, head: body - ah };
             without_ah(packet, field, next).ok_or_else(|| self.drop(Some(sa), Drop::BadInner))?
         };
-        self.accept_inner(sa, packet, stats_len, tally)
+        self.accept_inner(sa, outer, packet, stats_len, tally).map(Some)
     }
+}
+
+/// Whether an inbound AH packet whose next header is `next` is tunnel mode's: an IP packet
+/// under AH, unless the SA is in transport mode (then IP-in-IP is a packet of its own, such
+/// as the one an IPComp SA inside a bundle sends uncompressed, `crate::bundle`).
+fn carries_ip(sa: &Sa, next: u8) -> bool {
+    matches!(next, PROTO_IPV4 | PROTO_IPV6) && sa.spec.mode != Mode::Transport
 }
 
 /// Transport mode inbound: the packet's header(s), now right before the payload, name
@@ -379,18 +396,4 @@ fn without_ah(mut packet: Packet, field: usize, next: u8) -> Option<Packet> {
         _ => return None,
     }
     Some(packet)
-}
-
-/// The inbound continuation for AH. (It says what inbound's `finish_input` says, since
-/// `input_done` tells AH from ESP; it is not shared because inbound already calls into this
-/// module, and a call back would be an import cycle.)
-fn finish_ah_input(
-    s: &Shared,
-    sa: &Arc<Sa>,
-    outcome: Outcome,
-    out: &mut Results,
-    t: Option<&mut Tally>,
-) -> Result<(), Drop> {
-    out.deliver.extend(s.input_done(sa, outcome, t)?);
-    Ok(())
 }

@@ -339,8 +339,8 @@ pub enum Action {
     Bypass,
     /// setkey `discard`.
     Discard,
-    /// setkey `ipsec`: protect with these rules (ESP, AH or IPComp; the first rule only for
-    /// now: SA bundles are not done).
+    /// setkey `ipsec`: protect with these rules (ESP, AH or IPComp), applied in order, the
+    /// first innermost: more than one is an SA bundle (`crate::bundle`).
     Protect(Vec<Rule>),
 }
 

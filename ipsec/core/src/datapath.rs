@@ -41,7 +41,7 @@ use ocf::{Callback, Framework};
 
 use crate::acquire::AcquireLimits;
 use crate::db::{ControlError, Databases, Response, Transaction};
-use crate::path::{Batch, Shared};
+use crate::path::{Batch, Shared, To};
 use crate::pmtu::{self, IcmpFrom, Learned};
 use crate::sad::{Event, Sa, SaCallbacks};
 use crate::stats::{Counters, Drop, Stats};
@@ -58,7 +58,7 @@ impl Ipsec {
     /// A core whose SAs use `fw`'s drivers; what an asynchronous driver finishes goes to
     /// `sink`.
     pub fn new(fw: Framework, sink: Arc<dyn Sink>) -> Ipsec {
-        Ipsec { shared: Arc::new(Shared::new(fw, sink)) }
+        Ipsec { shared: Arc::new_cyclic(|me| Shared::new(fw, sink, me.clone())) }
     }
 
     /// Carries out a control request (the setkey language and the gateway's socket both
@@ -241,8 +241,8 @@ impl Shared {
         });
         let input: Callback = Arc::new(move |o| {
             if let (Some(s), Some(sa)) = (Weak::upgrade(&s2), Weak::upgrade(&a2)) {
-                if let Ok(Some(p)) = s.input_done(&sa, o, None) {
-                    s.sink.deliver(p);
+                if let Ok(Some(inner)) = s.input_done(&sa, o, None, &[]) {
+                    let _ = s.take_inner(inner, &mut To::Sink);
                 }
             }
         });

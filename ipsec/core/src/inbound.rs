@@ -12,6 +12,7 @@
 //!        SAD (SPI, dst) ─ encapsulation as the SA's? ─ replay check ─ batch (ocf)
 //!        ─ input_done: replay update ─ (UDP: peer moved? ─ float) ─ trailer
 //!          ─ tunnel: inner packet (ipip, RFC 6040 ECN) · transport: an IP header in front
+//!          ─ accept_inner: another SA's packet inside (a bundle)? ─► bundle
 //!          ─ SPD in ─► results.deliver
 //! ```
 //!
@@ -29,11 +30,13 @@ use ipsec_wire::Upper as Wire;
 use ipsec_wire::{esp as wire_esp, ipv4, ipv6, udp, ChecksumPolicy, Encap, EncapPort, IpProtocol, Summary};
 use ocf::{Error as OcfError, Flags, Outcome};
 
-use crate::control::{Action, Dir, Level, Proto};
+use crate::control::{Action, Dir, Level, Mode};
 use crate::esp::{self, OpenError, Trailer};
 use crate::ipip;
 use crate::packet::{emit_ip, Fresh, Packet};
-use crate::path::{flow, into_vec, parse_trusted, Batch, Payload, Results, SaRef, Shared, Tally, Via, Way};
+use crate::path::{
+    finish_input, flow, into_vec, parse_trusted, Batch, Inner, Payload, SaRef, Shared, Tally, Via, Way,
+};
 use crate::sad::{Event, Sa, SaState};
 use crate::stats::Drop;
 
@@ -140,7 +143,10 @@ impl Shared {
             return Err(self.drop(None, Drop::Malformed));
         };
         let arrival = match s.upper {
-            Wire::Esp(_) => Arrival::Esp,
+            // (IPv6's parser walks past AH to the ESP of a bundle under it: AH goes first.)
+            Wire::Esp(_) if s.ext_headers == 0 || crate::ah_path::offset(packet.bytes(), s).is_none() => {
+                Arrival::Esp
+            }
             Wire::UdpEncap(_, Encap::Esp(_)) => Arrival::Udp,
             Wire::UdpEncap(_, ref encap) => return self.not_esp_in_udp(encap),
             Wire::BadEsp(ipsec_wire::Error::Truncated { .. }) => {
@@ -221,8 +227,30 @@ impl Shared {
         packet: Packet,
         ip_len: usize,
         dst: IpAddr,
-        mut c: InCookie,
+        c: InCookie,
     ) -> Result<(), Drop> {
+        let (sa, req) = self.open_request(packet, ip_len, dst, c)?;
+        self.submit(b, SaRef::Owned(sa), req, Way::In, finish_input);
+        Ok(())
+    }
+
+    /// ESP inside a bundle's outer SA (`crate::bundle`): a whole packet, already
+    /// authenticated by that SA, whose ESP is at `s.offset`. Its SA and request.
+    pub(crate) fn open_nested(&self, packet: Packet, s: &Summary) -> Result<(Arc<Sa>, ocf::Request), Drop> {
+        let ecn = ipip::ecn(packet.bytes());
+        let cookie = InCookie { head: 0, esp: s.offset as u16, arrival: Arrival::Esp, ecn, sport: 0 };
+        self.open_request(packet, s.ip_len, s.dst, cookie)
+    }
+
+    /// [`Shared::open`]'s SA and request, not yet submitted.
+    #[inline(always)]
+    fn open_request(
+        &self,
+        packet: Packet,
+        ip_len: usize,
+        dst: IpAddr,
+        mut c: InCookie,
+    ) -> Result<(Arc<Sa>, ocf::Request), Drop> {
         let esp_off = usize::from(c.esp);
         let Some(h) = packet.bytes().get(esp_off..).and_then(|e| wire_esp::Packet::new_checked(e).ok())
         else {
@@ -265,19 +293,21 @@ impl Shared {
         c.head = head as u32;
         req.user = c.pack();
         req.flags = Flags::CALLBACK_IMMEDIATE;
-        self.submit(b, SaRef::Owned(sa), req, Way::In, finish_input);
-        Ok(())
+        Ok((sa, req))
     }
 
     /// An inbound request's outcome: the inner packet, nothing (a dummy packet), or a drop.
+    /// `outer`: the SAs of the bundle this packet came through before `sa`, outermost
+    /// first (`crate::bundle`; none for a packet of one SA).
     pub(crate) fn input_done(
         &self,
         sa: &Arc<Sa>,
         outcome: Outcome,
         tally: Option<&mut Tally>,
-    ) -> Result<Option<Packet>, Drop> {
+        outer: &[Arc<Sa>],
+    ) -> Result<Option<Inner>, Drop> {
         if sa.transform.ah().is_some() {
-            return self.ah_input_done(sa, outcome, tally);
+            return self.ah_input_done(sa, outcome, tally, outer);
         }
         let mut req = match outcome {
             Ok(r) => r,
@@ -332,9 +362,13 @@ impl Shared {
             PROTO_NONE => return Ok(None),
             // Tunnel mode: ESP carried an IP packet; IP-in-IP's decapsulation is to start
             // there (the outer header is left behind in the buffer), cuts any TFC padding
-            // after it and carries the outer header's ECN mark in (RFC 6040).
-            PROTO_IPV4 | PROTO_IPV6 => ipip::decapsulate(Packet { data, head: body }, next, c.ecn)
-                .map_err(|why| self.drop(Some(sa), why))?,
+            // after it and carries the outer header's ECN mark in (RFC 6040). (Not for a
+            // transport-mode SA: its IP-in-IP is a packet of its own, such as the one an
+            // IPComp SA inside a bundle sends uncompressed, `crate::bundle`.)
+            PROTO_IPV4 | PROTO_IPV6 if sa.spec.mode != Mode::Transport => {
+                ipip::decapsulate(Packet { data, head: body }, next, c.ecn)
+                    .map_err(|why| self.drop(Some(sa), why))?
+            }
             // Transport mode: an IP header in front of the payload again.
             _ => match c.arrival {
                 Arrival::Bare { .. } => transport_header_for(data, body, sa, next, c.ecn),
@@ -350,39 +384,52 @@ impl Shared {
             }
             .map_err(|()| self.drop(Some(sa), Drop::BadInner))?,
         };
-        self.accept_inner(sa, packet, stats_len, tally)
+        self.accept_inner(sa, outer, packet, stats_len, tally).map(Some)
     }
 
-    /// The end of every decapsulated packet (ESP's and AH's): the policy check after
-    /// decapsulation, volume lifetimes, the counters. `stats_len` is the payload the SA
-    /// carried. (Inline, as when it was the end of `input_done`.)
+    /// The end of every decapsulated packet (ESP's, AH's and IPComp's): the policy check
+    /// after decapsulation, volume lifetimes, the counters. `stats_len` is the payload the
+    /// SA carried; `outer`, the SAs of a bundle the packet came through before `sa`.
+    ///
+    /// A packet to this SA's destination from its source that holds ESP, AH or IPComp
+    /// (or IP-in-IP between the ends of an IPComp SA) is a bundle's next SA's, not yet
+    /// for the policy: it goes on to `crate::bundle`, which checks the policy once every SA
+    /// is off. (Inline, as when it was the end of `input_done`.)
     #[inline(always)]
     pub(crate) fn accept_inner(
         &self,
         sa: &Arc<Sa>,
+        outer: &[Arc<Sa>],
         packet: Packet,
         stats_len: usize,
         tally: Option<&mut Tally>,
-    ) -> Result<Option<Packet>, Drop> {
+    ) -> Result<Inner, Drop> {
         let parsed = parse_trusted(packet.bytes());
         let Ok(inner) = &parsed else {
             return Err(self.drop(Some(sa), Drop::BadInner));
         };
-        // The policy check after decapsulation: the packet must be one this SA may carry.
-        if let Some(p) = self.db.spd.lookup(Dir::In, &flow(inner, packet.bytes())) {
-            let ok = match &p.spec.action {
-                Action::Protect(rules) => rules.iter().any(|r| rule_allows(r, sa)),
-                Action::Bypass | Action::Discard => false,
-            };
-            if !ok {
-                return Err(self.drop(Some(sa), Drop::Policy));
+        let next = crate::bundle::holds_another_sa(self, sa, inner, packet.bytes());
+        // The policy check after decapsulation: the packet must be one this SA (and the
+        // bundle's SAs before it) may carry.
+        if !next {
+            if let Some(p) = self.db.spd.lookup(Dir::In, &flow(inner, packet.bytes())) {
+                let ok = match &p.spec.action {
+                    Action::Protect(rules) => crate::bundle::allows(rules, sa, outer),
+                    Action::Bypass | Action::Discard => false,
+                };
+                if !ok {
+                    return Err(self.drop(Some(sa), Drop::Policy));
+                }
             }
         }
         if self.expire_by_volume(sa, stats_len) {
             return Err(self.drop(Some(sa), Drop::Expired));
         }
         self.count(tally, sa, Way::In, stats_len);
-        Ok(Some(packet))
+        Ok(match next {
+            false => Inner::Deliver(packet),
+            true => Inner::Next(outer.iter().chain([sa]).cloned().collect(), packet),
+        })
     }
 
     /// An authenticated ESP-in-UDP packet may come from another UDP source port than the
@@ -405,36 +452,6 @@ impl Shared {
         b.deliver(packet);
         Ok(())
     }
-}
-
-/// The inbound continuation: a synchronous driver's outcome into the batch's results.
-fn finish_input(
-    s: &Shared,
-    sa: &Arc<Sa>,
-    outcome: Outcome,
-    out: &mut Results,
-    t: Option<&mut Tally>,
-) -> Result<(), Drop> {
-    out.deliver.extend(s.input_done(sa, outcome, t)?);
-    Ok(())
-}
-
-/// Whether a policy rule is satisfied by a packet that came through `sa`: an `ah` rule
-/// by an AH SA, an `esp` or `esp-udp` rule by either ESP SA.
-fn rule_allows(r: &crate::control::Rule, sa: &Sa) -> bool {
-    let proto = match sa.id.proto {
-        Proto::Ah => r.proto == Proto::Ah,
-        _ => matches!(r.proto, Proto::Esp | Proto::EspUdp),
-    };
-    proto
-        && match r.tunnel {
-            Some((src, dst)) => src == sa.id.src && dst == sa.id.dst,
-            None => true,
-        }
-        && match r.level {
-            Level::Unique(n) if n != 0 => sa.spec.reqid == n,
-            _ => true,
-        }
 }
 
 /// Transport mode inbound, with the header left in the buffer: it names the protocol ESP

@@ -10,8 +10,10 @@
 //!        ─ inner packet (ipip, RFC 6040 ECN) ─ SPD in: a rule ipcomp/tunnel/A-B? ─► deliver
 //! ```
 //!
-//! What is not here: transport mode (dropped as `ipcomp_transport`), SA bundles (IPComp
-//! then ESP: setkey's rule lists), path MTU (IPComp makes packets smaller or sends them as
+//! A bundle (IPComp, then ESP or AH over it) runs its IPComp stage through the same two
+//! functions, `ipcomp_encap` and `ipcomp_decap` (`crate::bundle`).
+//!
+//! What is not here: transport mode (dropped as `ipcomp_transport`), path MTU (IPComp makes packets smaller or sends them as
 //! IP-in-IP, 20/40 bytes more, which the outer path fragments as any tunnel packet).
 //!
 //! Each packet runs its ocf request to the end in the call (`ipcomp`: only CPU drivers
@@ -20,15 +22,15 @@
 //! packet, against the microseconds DEFLATE costs).
 
 use std::cell::RefCell;
-use std::net::IpAddr;
+use std::sync::Arc;
 
 use ipsec_wire::{ipcomp as wire, ipv4, ipv6, IpProtocol, Summary};
 
-use crate::control::{Action, Dir, Level, Mode, Proto, Rule};
+use crate::control::{Level, Mode, Rule};
 use crate::ipcomp::{self, Scratch, Sent, THRESHOLD};
 use crate::ipip;
 use crate::packet::{emit_ip, Fresh, Packet};
-use crate::path::{flow, parse_trusted, Batch, Shared, Way};
+use crate::path::{Batch, Inner, Shared, To, Way};
 use crate::sad::{Sa, SaState};
 use crate::spd::Flow;
 use crate::stats::Drop;
@@ -76,11 +78,21 @@ impl Shared {
             }
             return self.acquire(packet, f, rule, (src, dst));
         };
+        let (packet, len) = self.ipcomp_encap(&sa, packet, s)?;
+        self.count(b.tally.as_mut(), &sa, Way::Out, len);
+        b.transmit(packet);
+        Ok(())
+    }
+
+    /// `packet` (summarised by `s`) through the IPComp SA `sa`: IP-in-IP, compressed if it
+    /// pays; and the length the SA is charged. (A bundle's first stage, `crate::bundle`,
+    /// calls it too.)
+    pub(crate) fn ipcomp_encap(&self, sa: &Sa, packet: Packet, s: &Summary) -> Result<(Packet, usize), Drop> {
         if sa.spec.mode == Mode::Transport {
-            return Err(self.drop(Some(&sa), Drop::IpCompTransport));
+            return Err(self.drop(Some(sa), Drop::IpCompTransport));
         }
-        if self.expire_by_volume(&sa, s.ip_len) {
-            return Err(self.drop(Some(&sa), Drop::Expired));
+        if self.expire_by_volume(sa, s.ip_len) {
+            return Err(self.drop(Some(sa), Drop::Expired));
         }
         let Packet { mut data, head } = packet;
         data.truncate(head + s.ip_len);
@@ -91,7 +103,7 @@ impl Shared {
         let sent = with_scratch(|scratch| {
             ipcomp::compress(&sa.session, cpi, THRESHOLD, scratch, &mut data, head + outer, IpProtocol(next))
         })
-        .map_err(|why| self.drop(Some(&sa), why))?;
+        .map_err(|why| self.drop(Some(sa), why))?;
         let proto = match sent {
             Sent::Compressed { .. } => IpProtocol::IPCOMP,
             Sent::BelowThreshold | Sent::NotSmaller => IpProtocol(next),
@@ -100,14 +112,26 @@ impl Shared {
         let ident = sa.seq.next().map_or(0, |n| n as u16);
         let fresh = Fresh { proto, tos, ident, dont_frag: true };
         emit_ip(&mut data[head..], sa.id.src, sa.id.dst, fresh)
-            .map_err(|_| self.drop(Some(&sa), Drop::TooBig))?;
-        self.count(b.tally.as_mut(), &sa, Way::Out, s.ip_len);
-        b.transmit(Packet { data, head });
-        Ok(())
+            .map_err(|_| self.drop(Some(sa), Drop::TooBig))?;
+        Ok((Packet { data, head }, s.ip_len))
     }
 
     /// Inbound: an IPComp packet, or IP-in-IP from an IPComp peer ([`claims`]).
     pub(crate) fn ipcomp_input(&self, packet: Packet, s: &Summary, b: &mut Batch<'_>) -> Result<(), Drop> {
+        let (sa, inner, len) = self.ipcomp_decap(packet, s)?;
+        match self.accept_inner(&sa, &[], inner, len, b.tally.as_mut())? {
+            Inner::Deliver(p) => b.deliver(p),
+            // An IPComp SA in tunnel mode is never a bundle's outer SA (IP-in-IP leaves the
+            // SA's ends behind), but a packet inside may be a new one's.
+            next => self.take_inner(next, &mut To::Results(b.results()))?,
+        }
+        Ok(())
+    }
+
+    /// An IPComp packet, or IP-in-IP from an IPComp peer, without IPComp and the outer
+    /// header: its SA, the inner packet, and the length the SA is charged. (A bundle's
+    /// stage after ESP or AH, `crate::bundle`, calls it too.)
+    pub(crate) fn ipcomp_decap(&self, packet: Packet, s: &Summary) -> Result<(Arc<Sa>, Packet, usize), Drop> {
         if s.is_fragment {
             return Err(self.drop(None, Drop::Fragment));
         }
@@ -143,36 +167,6 @@ impl Shared {
             // Tunnel mode only: anything else is not what the SA carries.
             _ => return Err(self.drop(Some(&sa), Drop::BadInner)),
         };
-        let parsed = parse_trusted(inner.bytes());
-        let Ok(f) = &parsed else {
-            return Err(self.drop(Some(&sa), Drop::BadInner));
-        };
-        // The policy check after decapsulation, as for ESP.
-        if let Some(p) = self.db.spd.lookup(Dir::In, &flow(f, inner.bytes())) {
-            let ok = match &p.spec.action {
-                Action::Protect(rules) => rules.iter().any(|r| carries(r, &sa)),
-                Action::Bypass | Action::Discard => false,
-            };
-            if !ok {
-                return Err(self.drop(Some(&sa), Drop::Policy));
-            }
-        }
-        if self.expire_by_volume(&sa, len) {
-            return Err(self.drop(Some(&sa), Drop::Expired));
-        }
-        self.count(b.tally.as_mut(), &sa, Way::In, len);
-        b.deliver(inner);
-        Ok(())
+        Ok((sa, inner, len))
     }
-}
-
-/// Whether policy rule `r` is satisfied by a packet that came through IPComp SA `sa`.
-fn carries(r: &Rule, sa: &Sa) -> bool {
-    let ends = |(src, dst): (IpAddr, IpAddr)| src == sa.id.src && dst == sa.id.dst;
-    r.proto == Proto::IpComp
-        && r.tunnel.is_none_or(ends)
-        && match r.level {
-            Level::Unique(n) if n != 0 => sa.spec.reqid == n,
-            _ => true,
-        }
 }

@@ -35,6 +35,7 @@
 pub mod acquire;
 pub mod ah;
 mod ah_path;
+pub mod bundle;
 pub mod control;
 pub mod datapath;
 pub mod db;

@@ -5,6 +5,7 @@
 //! packet ─ parse ─ SPD out ─┬─ bypass ─────────────────────────────────────────► results.transmit
 //!                           ├─ discard ─► drop (policy)
 //!                           ├─ protect with ipcomp ─► ipcomp_path (IP-in-IP, compressed)
+//!                           ├─ protect with several rules ─► bundle (each SA in turn)
 //!                           └─ protect ─ no SA: held, ACQUIRE (crate::acquire)
 //!                                      ─ SA ─ fits the path MTU? (pmtu) no: drop, ICMP to the sender ─► results.deliver
 //!                                         ─ seq ─ tunnel: room for the outer header (ipip)
@@ -86,10 +87,12 @@ impl Shared {
         let f = flow(s, packet.bytes());
         // The policy's decision and the SA are looked at in place, not taken (see
         // `Spd::lookup_with`, `Sad::outbound_with`).
+        // A bundle (several rules) goes to crate::bundle: `None` in the rule's place.
         let decision = self.db.spd.lookup_with(Dir::Out, &f, |policy| match &policy.spec.action {
             Action::Bypass => Ok(None),
             Action::Discard => Err(Drop::Policy),
-            Action::Protect(rules) => rules.first().copied().map(Some).ok_or(Drop::Policy),
+            Action::Protect(rules) if rules.len() > 1 => Ok(Some(None)),
+            Action::Protect(rules) => rules.first().copied().map(|r| Some(Some(r))).ok_or(Drop::Policy),
         });
         let rule = match decision {
             None if self.discard_unmatched.load(Ordering::Relaxed) => {
@@ -100,7 +103,8 @@ impl Shared {
                 return Ok(());
             }
             Some(Err(why)) => return Err(self.drop(None, why)),
-            Some(Ok(Some(rule))) => rule,
+            Some(Ok(Some(None))) => return self.bundle_output(packet, s, &f, b),
+            Some(Ok(Some(Some(rule)))) => rule,
         };
         if rule.proto == Proto::IpComp {
             return self.ipcomp_output(packet, s, &f, rule, b);
@@ -158,6 +162,24 @@ impl Shared {
         tunnel: bool,
         fragmentable: bool,
     ) -> Result<(), Drop> {
+        let (req, len) = self.seal_request(sa, packet, s, tunnel, fragmentable)?;
+        self.count(b.tally.as_mut(), sa, Way::Out, len);
+        self.submit(b, SaRef::Lent(sa), req, Way::Out, finish_output);
+        Ok(())
+    }
+
+    /// The ESP or AH request that protects `packet` with `sa`, ready for ocf, and the
+    /// payload length the SA is charged; the packet's sequence number taken. (A bundle's
+    /// stages, `crate::bundle`, submit it themselves.)
+    #[inline(always)]
+    pub(crate) fn seal_request(
+        &self,
+        sa: &Arc<Sa>,
+        packet: Packet,
+        s: &Summary,
+        tunnel: bool,
+        fragmentable: bool,
+    ) -> Result<(ocf::Request, usize), Drop> {
         let seq = match sa.seq.next() {
             Ok(n) => n,
             Err(_) => {
@@ -172,7 +194,7 @@ impl Shared {
         }
         let t = match &sa.transform {
             Transform::Esp(t) => t,
-            Transform::Ah(t) => return self.seal_ah(b, sa, t, packet, s, tunnel, fragmentable, seq),
+            Transform::Ah(t) => return self.seal_ah(sa, t, packet, s, tunnel, fragmentable, seq),
             // IPComp SAs sit in tables of their own (crate::ipcomp_path): never found here.
             Transform::IpComp => return Err(self.drop(Some(sa), Drop::WrongProtocol)),
         };
@@ -234,9 +256,7 @@ impl Shared {
         };
         req.user = base as u64 | (udp_at as u64) << 32 | u64::from(frag_mtu) << 48;
         req.flags = Flags::CALLBACK_IMMEDIATE;
-        self.count(b.tally.as_mut(), sa, Way::Out, len);
-        self.submit(b, SaRef::Lent(sa), req, Way::Out, finish_output);
-        Ok(())
+        Ok((req, len))
     }
 
     /// An outbound request's outcome: the ESP packet (or its fragments) to `emit`, or a

@@ -12,7 +12,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use ocf::{Flags, Framework, Outcome, Request};
 
@@ -105,6 +105,8 @@ pub enum DefaultPolicy {
 }
 
 pub(crate) struct Shared {
+    /// Itself, for the continuations a bundle's stages hand ocf (`crate::bundle`).
+    pub(crate) me: Weak<Shared>,
     pub(crate) db: Databases,
     /// What becomes of an outbound packet no policy covers: sent as it is (false), or
     /// dropped as [`Drop::NoPolicy`] (true).
@@ -158,6 +160,64 @@ pub(crate) enum SaRef<'s> {
     Owned(Arc<Sa>),
 }
 
+/// What a decapsulation made of an inbound packet that passed.
+pub(crate) enum Inner {
+    /// For the protected side.
+    Deliver(Packet),
+    /// A packet for a bundle's next SA (`crate::bundle`), and the SAs it came through so
+    /// far, outermost first.
+    Next(Vec<Arc<Sa>>, Packet),
+}
+
+/// Where a finished packet goes: into the call's results (a synchronous driver finished it
+/// in the call), or to the sink (an asynchronous driver's completion).
+pub(crate) enum To<'a> {
+    Results(&'a mut Results),
+    Sink,
+}
+
+impl Shared {
+    /// A packet for the network, to `to`.
+    pub(crate) fn transmit_to(&self, to: &mut To<'_>, p: Packet) {
+        match to {
+            To::Results(r) => r.transmit.push(p),
+            To::Sink => self.sink.transmit(p),
+        }
+    }
+
+    /// What an inbound packet's decapsulation made of it, to `to` or on to the bundle's
+    /// next SA.
+    pub(crate) fn take_inner(&self, inner: Inner, to: &mut To<'_>) -> Result<(), Drop> {
+        match inner {
+            Inner::Deliver(p) => {
+                match to {
+                    To::Results(r) => r.deliver.push(p),
+                    To::Sink => self.sink.deliver(p),
+                }
+                Ok(())
+            }
+            Inner::Next(path, p) => self.bundle_input(path, p, to),
+        }
+    }
+}
+
+/// The inbound continuation (ESP's and AH's: `input_done` tells them apart): a synchronous
+/// driver's outcome into the batch's results.
+pub(crate) fn finish_input(
+    s: &Shared,
+    sa: &Arc<Sa>,
+    outcome: Outcome,
+    out: &mut Results,
+    t: Option<&mut Tally>,
+) -> Result<(), Drop> {
+    match s.input_done(sa, outcome, t, &[])? {
+        Some(Inner::Deliver(p)) => out.deliver.push(p),
+        Some(inner) => s.take_inner(inner, &mut To::Results(out))?,
+        None => {}
+    }
+    Ok(())
+}
+
 /// A request ready for ocf, held until the next shows whether more follow for its SA.
 struct Held {
     sa: Arc<Sa>,
@@ -197,6 +257,11 @@ impl<'a> Batch<'a> {
         self.out.deliver.push(p);
     }
 
+    /// The call's results, for a continuation that finishes packets into them.
+    pub(crate) fn results(&mut self) -> &mut Results {
+        self.out
+    }
+
     /// `result`, or the drop after the crypto if there was one (the per-packet calls).
     pub(crate) fn outcome(&self, result: Result<(), Drop>) -> Result<(), Drop> {
         result.and(self.dropped.map_or(Ok(()), Err))
@@ -204,8 +269,9 @@ impl<'a> Batch<'a> {
 }
 
 impl Shared {
-    pub(crate) fn new(fw: Framework, sink: Arc<dyn Sink>) -> Shared {
+    pub(crate) fn new(fw: Framework, sink: Arc<dyn Sink>, me: Weak<Shared>) -> Shared {
         Shared {
+            me,
             db: Databases::new(fw),
             discard_unmatched: AtomicBool::new(false),
             counters: Counters::default(),

@@ -120,10 +120,13 @@ pub enum Drop {
     /// neither IPComp nor IP-in-IP between the ends of an IPComp SA: another tunnel's, or
     /// clear traffic. Never delivered.
     NotIpComp,
+    /// Inbound: a packet nests more SAs in a row than a bundle holds
+    /// ([`crate::bundle::MAX_SAS`]).
+    BundleTooDeep,
 }
 
 impl Drop {
-    pub const COUNT: usize = Drop::NotIpComp as usize + 1;
+    pub const COUNT: usize = Drop::BundleTooDeep as usize + 1;
 
     pub const ALL: [Drop; Drop::COUNT] = [
         Drop::Malformed,
@@ -167,6 +170,7 @@ impl Drop {
         Drop::IpCompCorrupt,
         Drop::IpCompTransport,
         Drop::NotIpComp,
+        Drop::BundleTooDeep,
     ];
 
     /// A stable snake_case name for statistics output.
@@ -213,6 +217,7 @@ impl Drop {
             Drop::IpCompCorrupt => "ipcomp_corrupt",
             Drop::IpCompTransport => "ipcomp_transport",
             Drop::NotIpComp => "not_ipcomp",
+            Drop::BundleTooDeep => "bundle_too_deep",
         }
     }
 }
