@@ -41,13 +41,14 @@ use crate::ah::{Transform, GMAC_IV_LEN, MAX_ICV_LEN};
 use crate::control::Mode;
 use crate::esp;
 use crate::ipip;
-use crate::outbound::{emit_outer, fix_transport_header, room_in_front, transport_split};
+use crate::outbound::{emit_outer, room_in_front};
 use crate::packet::Packet;
 use crate::path::{finish_input, into_vec, Batch, Inner, SaRef, Shared, Tally, Way};
 use crate::pmtu;
 use crate::sad::{Sa, SaState};
 use crate::stats::Drop;
 use crate::transform::Transform as SaTransform;
+use crate::transport::{fix_transport_header, transport_split};
 
 const PROTO_IPV4: u8 = 4;
 const PROTO_IPV6: u8 = 41;

@@ -39,6 +39,7 @@ use crate::path::{
 };
 use crate::sad::{Event, Sa, SaState};
 use crate::stats::Drop;
+use crate::transport::restore_transport_header;
 
 const PROTO_IPV4: u8 = 4;
 const PROTO_ESP: u8 = 50;
@@ -451,34 +452,6 @@ impl Shared {
         }
         b.deliver(packet);
         Ok(())
-    }
-}
-
-/// Transport mode inbound, with the header left in the buffer: it names the protocol ESP
-/// carried and gets the new length (IPv6: in the header that named ESP). `hdr` is the
-/// header's length, chain included.
-fn restore_transport_header(packet: &mut [u8], hdr: usize, next: u8) -> Result<(), ()> {
-    let total = packet.len();
-    match packet.first().map(|v| v >> 4) {
-        Some(4) if hdr >= ipv4::MIN_HEADER_LEN => {
-            let mut p = ipv4::Packet::new_unchecked(packet);
-            p.set_protocol(IpProtocol(next));
-            p.set_total_len(total as u16);
-            p.fill_checksum();
-            Ok(())
-        }
-        Some(6) if hdr >= ipv6::HEADER_LEN => {
-            let mut p = ipv6::Packet::new_unchecked(packet);
-            p.set_payload_len((total - ipv6::HEADER_LEN) as u16);
-            // The header that named ESP (or UDP, for ESP in UDP): the chain must end
-            // exactly where that was.
-            let chain = p.walk_extension_headers().map_err(|_| ())?;
-            if chain.offset != hdr {
-                return Err(());
-            }
-            p.set_chain_next_header(chain.next_header_field, IpProtocol(next)).map_err(|_| ())
-        }
-        _ => Err(()),
     }
 }
 

@@ -13,7 +13,7 @@
 //! A bundle (IPComp, then ESP or AH over it) runs its IPComp stage through the same two
 //! functions, `ipcomp_encap` and `ipcomp_decap` (`crate::bundle`).
 //!
-//! What is not here: transport mode (dropped as `ipcomp_transport`), path MTU (IPComp makes packets smaller or sends them as
+//! What is not here: path MTU (IPComp makes packets smaller or sends them as
 //! IP-in-IP, 20/40 bytes more, which the outer path fragments as any tunnel packet).
 //!
 //! Each packet runs its ocf request to the end in the call (`ipcomp`: only CPU drivers
@@ -34,6 +34,7 @@ use crate::path::{Batch, Inner, Shared, To, Way};
 use crate::sad::{Sa, SaState};
 use crate::spd::Flow;
 use crate::stats::Drop;
+use crate::transport::{fix_transport_header, restore_transport_header, transport_split};
 
 thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
@@ -48,12 +49,25 @@ fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
 }
 
 /// Whether an inbound packet is IPComp's: protocol 108, or IP-in-IP between the ends of
-/// an IPComp SA (a packet its sender did not compress).
+/// an IPComp SA in tunnel mode (a packet its sender did not compress; a transport-mode SA
+/// sends those as they are, and IP-in-IP is then some other tunnel's).
 pub(crate) fn claims(shared: &Shared, s: &Summary) -> bool {
     match s.protocol {
         IpProtocol::IPCOMP => true,
-        IpProtocol::IPV4 | IpProtocol::IPV6 => shared.db.sad.ipcomp_between(s.src, s.dst, 0).is_some(),
+        IpProtocol::IPV4 | IpProtocol::IPV6 => {
+            shared.db.sad.ipcomp_between(s.src, s.dst, 0).is_some_and(|sa| sa.spec.mode != Mode::Transport)
+        }
         _ => false,
+    }
+}
+
+/// Whether `rule` puts a packet through the IPComp SA `sa` in tunnel mode: as the rule
+/// says, or (`-m any` rules) as the SA says, tunnel unless it is a transport-mode SA.
+pub(crate) fn tunnel(rule: &Rule, sa: &Sa) -> bool {
+    match rule.mode {
+        Mode::Tunnel => true,
+        Mode::Transport => false,
+        Mode::Any => sa.spec.mode != Mode::Transport,
     }
 }
 
@@ -67,9 +81,7 @@ impl Shared {
         rule: Rule,
         b: &mut Batch<'_>,
     ) -> Result<(), Drop> {
-        let Some((src, dst)) = rule.tunnel.filter(|_| rule.mode != Mode::Transport) else {
-            return Err(self.drop(None, Drop::IpCompTransport));
-        };
+        let (src, dst) = rule.tunnel.unwrap_or((s.src, s.dst));
         let reqid = if let Level::Unique(n) = rule.level { n } else { 0 };
         let Some(sa) = self.db.sad.ipcomp_between(src, dst, reqid) else {
             if rule.level == Level::Use {
@@ -78,28 +90,50 @@ impl Shared {
             }
             return self.acquire(packet, f, rule, (src, dst));
         };
-        let (packet, len) = self.ipcomp_encap(&sa, packet, s)?;
+        let (packet, len) = self.ipcomp_encap(&sa, packet, s, tunnel(&rule, &sa))?;
         self.count(b.tally.as_mut(), &sa, Way::Out, len);
         b.transmit(packet);
         Ok(())
     }
 
-    /// `packet` (summarised by `s`) through the IPComp SA `sa`: IP-in-IP, compressed if it
-    /// pays; and the length the SA is charged. (A bundle's first stage, `crate::bundle`,
-    /// calls it too.)
-    pub(crate) fn ipcomp_encap(&self, sa: &Sa, packet: Packet, s: &Summary) -> Result<(Packet, usize), Drop> {
-        if sa.spec.mode == Mode::Transport {
-            return Err(self.drop(Some(sa), Drop::IpCompTransport));
-        }
+    /// `packet` (summarised by `s`) through the IPComp SA `sa`, compressed if it pays: in
+    /// tunnel mode as IP-in-IP, in transport mode behind its own header (sent as it is if
+    /// DEFLATE does not pay, RFC 3173 §2.2); and the length the SA is charged. (A bundle's
+    /// stage, `crate::bundle`, calls it too.)
+    pub(crate) fn ipcomp_encap(
+        &self,
+        sa: &Sa,
+        packet: Packet,
+        s: &Summary,
+        tunnel: bool,
+    ) -> Result<(Packet, usize), Drop> {
         if self.expire_by_volume(sa, s.ip_len) {
             return Err(self.drop(Some(sa), Drop::Expired));
         }
         let Packet { mut data, head } = packet;
         data.truncate(head + s.ip_len);
+        let cpi = sa.id.spi as u16;
+        if !tunnel {
+            // Transport mode needs the whole packet's payload.
+            if s.is_fragment {
+                return Err(self.drop(Some(sa), Drop::Fragment));
+            }
+            let split =
+                transport_split(&data[head..], s).ok_or_else(|| self.drop(Some(sa), Drop::Malformed))?;
+            let at = head + split.keep;
+            let next = IpProtocol(split.next);
+            let sent = with_scratch(|scratch| {
+                ipcomp::compress(&sa.session, cpi, THRESHOLD, scratch, &mut data, at, next)
+            })
+            .map_err(|why| self.drop(Some(sa), why))?;
+            if let Sent::Compressed { .. } = sent {
+                fix_transport_header(&mut data[head..], &split, IpProtocol::IPCOMP);
+            }
+            return Ok((Packet { data, head }, s.ip_len));
+        }
         let outer = if sa.id.dst.is_ipv6() { ipv6::HEADER_LEN } else { ipv4::MIN_HEADER_LEN };
         let (p, tos, next) = ipip::encapsulate(Packet { data, head }, outer, 0);
         let Packet { mut data, head } = p;
-        let cpi = sa.id.spi as u16;
         let sent = with_scratch(|scratch| {
             ipcomp::compress(&sa.session, cpi, THRESHOLD, scratch, &mut data, head + outer, IpProtocol(next))
         })
@@ -162,9 +196,17 @@ impl Shared {
         };
         let len = data.len() - at;
         let inner = match next {
-            IpProtocol::IPV4 | IpProtocol::IPV6 => ipip::decapsulate(Packet { data, head: at }, next.0, ecn)
-                .map_err(|why| self.drop(Some(&sa), why))?,
-            // Tunnel mode only: anything else is not what the SA carries.
+            IpProtocol::IPV4 | IpProtocol::IPV6 if sa.spec.mode != Mode::Transport => {
+                ipip::decapsulate(Packet { data, head: at }, next.0, ecn)
+                    .map_err(|why| self.drop(Some(&sa), why))?
+            }
+            // Transport mode: the packet's own header names what IPComp carried.
+            _ if sa.spec.mode != Mode::Tunnel => {
+                restore_transport_header(&mut data[head..], s.offset, next.0)
+                    .map_err(|()| self.drop(Some(&sa), Drop::BadInner))?;
+                Packet { data, head }
+            }
+            // A tunnel-mode SA carries IP packets only.
             _ => return Err(self.drop(Some(&sa), Drop::BadInner)),
         };
         Ok((sa, inner, len))

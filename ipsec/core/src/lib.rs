@@ -56,6 +56,7 @@ pub mod setkey;
 pub mod spd;
 pub mod stats;
 pub mod transform;
+mod transport;
 
 pub use datapath::{DefaultPolicy, Ipsec, Packet, Payload, Results, Sink, Via, HEADROOM, TAILROOM};
 pub use pmtu::{IcmpFrom, Learned};

@@ -35,6 +35,7 @@ use crate::pmtu;
 use crate::sad::{Event, Sa};
 use crate::stats::{Counters, Drop};
 use crate::transform::Transform;
+use crate::transport::{fix_transport_header, transport_split, Split};
 
 const PROTO_UDP: u8 = 17;
 const PROTO_ESP: u8 = 50;
@@ -47,17 +48,6 @@ enum Front {
     Tunnel { len: usize, tos: u8, next: u8 },
     /// Transport mode: the packet's own header.
     Transport(Split),
-}
-
-/// Transport mode: what of a packet stays in front of ESP.
-#[derive(Clone, Copy)]
-pub(crate) struct Split {
-    /// Bytes of IP header (IPv4 with options; IPv6 with the headers before ESP's place).
-    pub(crate) keep: usize,
-    /// The protocol ESP's trailer will name.
-    pub(crate) next: u8,
-    /// The byte that named it, which will name ESP (IPv6: in the header chain).
-    pub(crate) field: usize,
 }
 
 impl Front {
@@ -314,33 +304,6 @@ pub(crate) fn emit_outer(packet: &mut [u8], sa: &Sa, proto: IpProtocol, tos: u8,
     // An SA's endpoints are of one family (setkey and the SAD give them so), and the
     // packet is as long as the lengths say: emit cannot refuse.
     let _ = emit_ip(packet, sa.id.src, sa.id.dst, Fresh { proto, tos, ident: id, dont_frag });
-}
-
-pub(crate) fn transport_split(b: &[u8], s: &Summary) -> Option<Split> {
-    if s.src.is_ipv4() {
-        Some(Split { keep: s.offset, next: s.protocol.0, field: 9 })
-    } else {
-        let chain = ipv6::Packet::new_checked(b).ok()?.walk_extension_headers().ok()?;
-        let p = chain.esp_insert;
-        Some(Split { keep: p.offset, next: p.next_header.0, field: p.next_header_field })
-    }
-}
-
-/// Transport mode: the original IP header, now in front of ESP, names `proto` (IPv6: in
-/// the header just before ESP's place) and gets the whole `packet`'s length.
-pub(crate) fn fix_transport_header(packet: &mut [u8], sp: &Split, proto: IpProtocol) {
-    let total = packet.len();
-    if packet[0] >> 4 == 4 {
-        let mut p = ipv4::Packet::new_unchecked(packet);
-        p.set_protocol(proto);
-        p.set_total_len(total as u16);
-        p.fill_checksum();
-    } else {
-        let mut p = ipv6::Packet::new_unchecked(packet);
-        p.set_payload_len((total - ipv6::HEADER_LEN) as u16);
-        // The split came from walking this header chain: the field is inside it.
-        let _ = p.set_chain_next_header(sp.field, proto);
-    }
 }
 
 /// Makes `room` bytes between the first `keep` bytes of the packet at `data[head..]` (the

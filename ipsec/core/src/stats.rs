@@ -113,9 +113,6 @@ pub enum Drop {
     IpCompTooBig,
     /// IPComp: the compressed data is not a valid DEFLATE stream (corrupt or truncated).
     IpCompCorrupt,
-    /// Outbound: a policy or SA asks for IPComp in transport mode, which is not
-    /// implemented (tunnel mode only, [`crate::ipcomp`]).
-    IpCompTransport,
     /// From a raw IPComp or IP-in-IP socket ([`crate::Via::IpComp`]), a packet that is
     /// neither IPComp nor IP-in-IP between the ends of an IPComp SA: another tunnel's, or
     /// clear traffic. Never delivered.
@@ -168,7 +165,6 @@ impl Drop {
         Drop::IpCompNested,
         Drop::IpCompTooBig,
         Drop::IpCompCorrupt,
-        Drop::IpCompTransport,
         Drop::NotIpComp,
         Drop::BundleTooDeep,
     ];
@@ -215,7 +211,6 @@ impl Drop {
             Drop::IpCompNested => "ipcomp_nested",
             Drop::IpCompTooBig => "ipcomp_too_big",
             Drop::IpCompCorrupt => "ipcomp_corrupt",
-            Drop::IpCompTransport => "ipcomp_transport",
             Drop::NotIpComp => "not_ipcomp",
             Drop::BundleTooDeep => "bundle_too_deep",
         }

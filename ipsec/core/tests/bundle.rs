@@ -285,3 +285,25 @@ fn a_policy_of_more_rules_than_a_bundle_holds_is_dropped_by_name() {
     assert_eq!(a.output(Packet::with_headroom(&plain)), Err(Drop::BundleTooDeep));
     assert!(sa.take_sent().is_empty());
 }
+
+/// Host to host, as racoon configures compression: IPComp and ESP both in transport mode
+/// (`ipcomp/transport//use esp/transport//require`). A compressible packet goes as ESP
+/// carrying IPComp behind the packet's own header; a short one as ESP alone (IPComp sends
+/// it as it is, and the receiver's `use` rule lets the bundle go without it).
+#[test]
+fn ipcomp_and_esp_both_in_transport_mode() {
+    let rules = "ipcomp/transport//use esp/transport//require";
+    let host = Ends { net_a: "192.0.2.1/32", net_b: "192.0.2.2/32", ..V4 };
+    let config = |me_is_a| config(&host, me_is_a, rules, rules).replace("-m tunnel -C", "-m transport -C");
+    let (a, sa) = core(&config(true), false);
+    let (b, sb) = core(&config(false), false);
+    let big = udp4([192, 0, 2, 1], [192, 0, 2, 2], &text(1300));
+    let wire = through((&a, &sa), (&b, &sb), &big);
+    assert_eq!(outer_proto(&wire), IpProtocol::ESP.0);
+    assert!(wire.len() < big.len() / 2, "{} bytes for {}", wire.len(), big.len());
+    let short = udp4([192, 0, 2, 1], [192, 0, 2, 2], b"hi");
+    through((&a, &sa), (&b, &sb), &short);
+    assert_eq!(sa_stats(&b, host.a, host.b, Proto::Esp, 0x1001), (0, 2));
+    assert_eq!(sa_stats(&b, host.a, host.b, Proto::IpComp, 0x4001), (0, 1), "only the big one compressed");
+    assert_eq!(b.stats().total_drops(), 0, "{}", b.stats());
+}
