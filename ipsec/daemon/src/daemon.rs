@@ -291,10 +291,7 @@ pub fn run(opts: Options) -> Result<(), String> {
             }
         }
         core.tick();
-        for ev in core.take_events() {
-            tracing::info!("{ev:?}");
-            control.hub().publish(&crate::monitor::line(&ev));
-        }
+        crate::monitor::publish_events(&core, control.hub());
         if let Some(k) = &mut keepalives {
             k.run(&core, &sink);
         }
