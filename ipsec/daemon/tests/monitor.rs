@@ -116,12 +116,11 @@ fn control_changes_come_as_monitor_lines_in_order_and_refusals_say_nothing() {
         ),
         // deleteall: one line per SA it removed, the larval one getspi reserved too.
         (
-            format!(
-                "getspi 192.0.2.1 192.0.2.2 ipcomp min 0x4000 max 0x4000;\n\
-                 add 192.0.2.1 192.0.2.2 ipcomp 0x3002 -m tunnel -C deflate;\n\
-                 deleteall 192.0.2.1 192.0.2.2 ipcomp;\n\
-                 spdadd 10.3.0.0/24 10.4.0.0/24 any -P fwd none;"
-            ),
+            "getspi 192.0.2.1 192.0.2.2 ipcomp min 0x4000 max 0x4000;\n\
+             add 192.0.2.1 192.0.2.2 ipcomp 0x3002 -m tunnel -C deflate;\n\
+             deleteall 192.0.2.1 192.0.2.2 ipcomp;\n\
+             spdadd 10.3.0.0/24 10.4.0.0/24 any -P fwd none;"
+                .to_owned(),
             vec![
                 "sa-add src=192.0.2.1 dst=192.0.2.2 proto=ipcomp spi=0x3002 mode=tunnel reqid=0 comp=deflate"
                     .to_owned(),
