@@ -465,11 +465,17 @@ fn an_icmp_error_quoting_ah_lowers_the_path_mtu_of_its_sa() {
             assert_eq!(core.icmp_error(&error(&q, mtu), from), Err(Drop::IcmpNoSa), "v6 {v6}");
         }
         assert_eq!(core.stats().pmtu_learned, 0);
-        assert_eq!(core.icmp_error(&error(quote, mtu), from), Ok(Learned::Lowered(u32::from(mtu))), "v6 {v6}");
+        assert_eq!(
+            core.icmp_error(&error(quote, mtu), from),
+            Ok(Learned::Lowered(u32::from(mtu))),
+            "v6 {v6}"
+        );
         let st = core.stats();
         assert_eq!((st.pmtu_learned, st.drops(Drop::IcmpNoSa)), (1, 2), "v6 {v6}");
         let events = core.take_events();
-        assert!(events.iter().any(|e| matches!(e, Event::PathMtu { sa, mtu: m } if sa.spi == 0x2001 && *m == u32::from(mtu))));
+        assert!(events
+            .iter()
+            .any(|e| matches!(e, Event::PathMtu { sa, mtu: m } if sa.spi == 0x2001 && *m == u32::from(mtu))));
         // The packet that went before no longer fits: refused, its sender told.
         assert_eq!(core.output(Packet::with_headroom(&big)), Err(Drop::PathMtu), "v6 {v6}");
         assert_eq!(core.stats().drops(Drop::PathMtu), 1);
