@@ -137,7 +137,7 @@ pub fn esp_loop(core: &Ipsec, sink: &NetSink, tun: &TunQueues, sock: &Socket, fa
 /// packets through the same entry as raw ESP's (the core tells AH from ESP by the
 /// protocol). An IPv6 socket returns only what follows the extension headers, which AH's
 /// ICV covers too: the IPv6 header and the extension headers in front of AH, which the
-/// socket reports with each packet, are written back in front of it ([`super::front`]).
+/// socket reports with each packet, are written back in front of it (`net::front`).
 pub fn ah_loop(core: &Ipsec, sink: &NetSink, tun: &TunQueues, sock: &Socket, family: Family, max: usize) {
     let rx = Receiver::with_extension_headers(family, max, HEADROOM);
     raw_loop(core, sink, tun, sock, rx, Via::Esp, IpProtocol::AH)
@@ -147,7 +147,7 @@ pub fn ah_loop(core: &Ipsec, sink: &NetSink, tun: &TunQueues, sock: &Socket, fam
 /// ([`super::sockets::ipcomp_in`]), whole packets as [`Via::IpComp`]: the core decompresses
 /// IPComp, decapsulates IP-in-IP between an IPComp SA's ends, and drops anything else as
 /// `not_ipcomp`. An IPv6 socket returns only the payload: an IPv6 header is written in
-/// front of it ([`super::front`]).
+/// front of it (`net::front`).
 pub fn ipcomp_loop(
     core: &Ipsec,
     sink: &NetSink,

@@ -74,7 +74,7 @@ pub fn esp_in(family: Family) -> std::io::Result<Socket> {
 /// an IPv6 one returns what follows them, so this one also asks for the hop limit and
 /// those headers as control messages (RFC 3542 §4: IPV6_RECVHOPLIMIT, IPV6_RECVHOPOPTS,
 /// IPV6_RECVDSTOPTS, IPV6_RECVRTHDR), from which the packet is put back together
-/// ([`super::front`]).
+/// (`net::front`).
 pub fn ah_in(family: Family) -> std::io::Result<Socket> {
     let s = raw_in(family, 51)?;
     if family == Family::V6 {
