@@ -69,15 +69,18 @@ impl Ipsec {
 
     /// Changes the databases as one transaction ([`crate::db`]): `edit` applies requests;
     /// if it returns `Ok`, everything it did becomes visible at once, otherwise nothing.
-    /// Other writers wait meanwhile (so `edit` must not call [`Ipsec::control`]). Packets
-    /// held for an SA that the change installed then go out ([`crate::acquire`]), from
-    /// this thread, their results to the sink.
+    /// Other writers wait meanwhile (so `edit` must not call [`Ipsec::control`]). What it
+    /// changed becomes events ([`Event::Changed`], [`crate::changes`]). Packets held for an
+    /// SA that the change installed then go out ([`crate::acquire`]), from this thread,
+    /// their results to the sink.
     pub fn transact<T, E>(&self, edit: impl FnOnce(&mut Transaction<'_>) -> Result<T, E>) -> Result<T, E> {
         let mut t = self.shared.db.transaction();
         let r = edit(&mut t)?;
+        let changes = t.take_changes();
         for sa in t.commit() {
             self.shared.attach(&sa);
         }
+        self.shared.push_events(changes.into_iter().map(|c| Event::Changed(Box::new(c))));
         self.shared.release_acquired();
         Ok(r)
     }
@@ -145,7 +148,8 @@ impl Ipsec {
         self.shared.learned(learned)
     }
 
-    /// Lifetime and sequence events since the last call.
+    /// The events since the last call: lifetimes, sequence numbers, ACQUIRE, path MTU, peers
+    /// that moved, and the control path's changes ([`crate::changes`]).
     pub fn take_events(&self) -> Vec<Event> {
         std::mem::take(&mut *self.shared.events.lock().unwrap_or_else(PoisonError::into_inner))
     }

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use ocf::Framework;
 
+use crate::changes::{Change, SaSummary};
 use crate::control::{PolicySpec, Proto, Request, SaId, SaSpec};
 use crate::larval::{self, Larval, LarvalError};
 use crate::sad::{self, Installed, Sa, SaState, Sad, SadError};
@@ -96,7 +97,12 @@ impl Databases {
 
     /// Starts a change of both databases; waits for any other writer.
     pub fn transaction(&self) -> Transaction<'_> {
-        Transaction { sad: self.sad.writer(), spd: self.spd.writer(), larval: self.larval.writer() }
+        Transaction {
+            sad: self.sad.writer(),
+            spd: self.spd.writer(),
+            larval: self.larval.writer(),
+            changes: Vec::new(),
+        }
     }
 }
 
@@ -106,6 +112,8 @@ pub struct Transaction<'a> {
     sad: sad::Writer<'a>,
     spd: spd::Writer<'a>,
     larval: larval::Writer<'a>,
+    /// What it changed, in order, for the events of a commit ([`crate::changes`]).
+    changes: Vec<Change>,
 }
 
 impl Transaction<'_> {
@@ -124,27 +132,39 @@ impl Transaction<'_> {
                 if !self.larval.remove(id) {
                     self.sad.delete(id).map_err(E)?;
                 }
+                self.changes.push(Change::SaDeleted(*id));
                 Response::Done(1)
             }
             // Larval SAs go too, as PF_KEY's SADB_FLUSH and deleteall take them.
-            Request::DeleteAllSa { src, dst, proto } => Response::Done(
-                self.sad.delete_all(*src, *dst, *proto)
-                    + self.larval.remove_where(|id| id.src == *src && id.dst == *dst && id.proto == *proto),
-            ),
-            Request::FlushSa(proto) => Response::Done(
-                self.sad.flush(*proto) + self.larval.remove_where(|id| proto.is_none_or(|p| p == id.proto)),
-            ),
+            Request::DeleteAllSa { src, dst, proto } => {
+                let between = |id: &SaId| id.src == *src && id.dst == *dst && id.proto == *proto;
+                let mut gone: Vec<SaId> =
+                    self.sad.dump(Some(*proto)).iter().map(|sa| sa.id).filter(between).collect();
+                self.sad.delete_all(*src, *dst, *proto);
+                gone.extend(self.larval.remove_where(between));
+                self.changes.extend(gone.iter().map(|id| Change::SaDeleted(*id)));
+                Response::Done(gone.len())
+            }
+            Request::FlushSa(proto) => {
+                let n = self.sad.flush(*proto)
+                    + self.larval.remove_where(|id| proto.is_none_or(|p| p == id.proto)).len();
+                self.changes.push(Change::SasFlushed(*proto));
+                Response::Done(n)
+            }
             Request::DumpSa(proto) => Response::Sas(self.sad.dump(*proto).iter().map(SaInfo::of).collect()),
             Request::AddPolicy(spec) => {
                 self.spd.add(spec.clone()).map_err(P)?;
+                self.changes.push(Change::PolicyAdded(spec.clone()));
                 Response::Done(1)
             }
             Request::DeletePolicy { selector, dir } => {
                 self.spd.delete(selector, *dir).map_err(P)?;
+                self.changes.push(Change::PolicyDeleted { selector: *selector, dir: *dir });
                 Response::Done(1)
             }
             Request::FlushPolicies => {
                 self.spd.flush();
+                self.changes.push(Change::PoliciesFlushed);
                 Response::Done(0)
             }
             Request::DumpPolicies => Response::Policies(self.spd.dump()),
@@ -177,7 +197,10 @@ impl Transaction<'_> {
         if !self.larval.remove(&id) && self.sad.delete(&id).is_err() {
             return Err(ControlError::Larval(LarvalError::NotFound));
         }
-        self.sad.add(spec).map_err(ControlError::Sad)
+        let summary = SaSummary::of(&spec);
+        let installed = self.sad.add(spec).map_err(ControlError::Sad)?;
+        self.changes.push(Change::SaUpdated(summary));
+        Ok(installed)
     }
 
     /// Installs an SA; if this transaction removed the SA with the same addresses, SPI
@@ -186,12 +209,21 @@ impl Transaction<'_> {
         if let Some(larval) = self.larval.holder(spec.spi, spec.dst) {
             return Err(ControlError::Larval(LarvalError::Reserved(larval)));
         }
-        self.sad.add(spec).map_err(ControlError::Sad)
+        let summary = SaSummary::of(&spec);
+        let installed = self.sad.add(spec).map_err(ControlError::Sad)?;
+        self.changes.push(Change::SaAdded(summary));
+        Ok(installed)
     }
 
     /// Every SA as this transaction leaves them, oldest first.
     pub fn sas(&self) -> Vec<Arc<Sa>> {
         self.sad.dump(None)
+    }
+
+    /// What this transaction changed so far, in order, taken out of it: the events its
+    /// commit announces ([`crate::changes`]).
+    pub fn take_changes(&mut self) -> Vec<Change> {
+        std::mem::take(&mut self.changes)
     }
 
     /// Makes every change visible; returns the SAs installed (the packet path gives them

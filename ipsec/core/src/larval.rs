@@ -187,15 +187,20 @@ impl Writer<'_> {
         self.write().by_spi.remove(&(id.spi, id.dst)).is_some()
     }
 
-    /// Removes the larval SAs `gone` picks; how many.
-    pub(crate) fn remove_where(&mut self, gone: impl Fn(&SaId) -> bool) -> usize {
+    /// Removes the larval SAs `gone` picks; which.
+    pub(crate) fn remove_where(&mut self, gone: impl Fn(&SaId) -> bool) -> Vec<SaId> {
         if !self.read().by_spi.values().any(|e| gone(&e.id)) {
-            return 0;
+            return Vec::new();
         }
-        let t = self.write();
-        let before = t.by_spi.len();
-        t.by_spi.retain(|_, e| !gone(&e.id));
-        before - t.by_spi.len()
+        let mut removed = Vec::new();
+        self.write().by_spi.retain(|_, e| {
+            let go = gone(&e.id);
+            if go {
+                removed.push(e.id);
+            }
+            !go
+        });
+        removed
     }
 
     /// Makes the change visible.

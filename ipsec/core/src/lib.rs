@@ -10,6 +10,7 @@
 //!   ESP encapsulation) and `inbound` (decapsulation and the policy check), as
 //!   continuations over ocf.
 //! - [`db`]: the databases behind the control protocol.
+//! - [`changes`]: what control requests changed, as events for key managers.
 //! - [`sad`]: the security association database.
 //! - [`ipcomp`]: the IPComp transform (RFC 3173, DEFLATE per RFC 3174) over an ocf
 //!   compression session: threshold, "not smaller: send as is", the decompression limit;
@@ -36,6 +37,7 @@ pub mod acquire;
 pub mod ah;
 mod ah_path;
 pub mod bundle;
+pub mod changes;
 pub mod control;
 pub mod datapath;
 pub mod db;

@@ -1,11 +1,12 @@
-//! Path MTU for ESP (RFC 4301 §8): each SA learns the MTU of the path its ESP packets take
-//! from the ICMP errors routers on that path send back, and an inner packet that no longer
+//! Path MTU for ESP and AH (RFC 4301 §8): each SA learns the MTU of the path its packets
+//! take from the ICMP errors routers on that path send back, and an inner packet that no longer
 //! fits once encapsulated is refused with an ICMP error to its sender, whose transport then
 //! sends smaller packets (RFC 1191, RFC 8201 path MTU discovery through the tunnel).
 //!
 //! ```text
 //!  learning:  ICMPv4 3/4 or ICMPv6 2 ─ wire::icmp parse (checksum) ─ quoted outer header ─┐
-//!             (a router's, about our ESP)   ESP: SPI · ESP in UDP: ports, SPI after them ─┤
+//!             (a router's, about our ESP    ESP: SPI · ESP in UDP: ports, SPI after them ─┤
+//!              or AH)                       AH: SPI at its offset 4 ───────────────────────┤
 //!                                          SA (SPI, dst; its src, encapsulation, ports) ──┤
 //!             MTU below 576 / 1280, or not below the quoted packet: icmp_bogus_mtu ───────┤
 //!             lower than the SA's path MTU (or none yet): learned, for PMTU_AGE ──────────┘
@@ -19,12 +20,17 @@
 //! ```
 //!
 //! Choices, and why:
-//! - **Which SA.** As Linux's `esp4_err`/`esp6_err`: the SPI in the quoted ESP header (or
-//!   after the quoted UDP header for ESP in UDP) and the quoted destination find the SA;
-//!   its source, encapsulation and (UDP) ports must be the quote's too. An ICMP error quoting
-//!   ESP that no SA of ours sent is counted (`icmp_no_sa`); one quoting UDP that is not ESP
-//!   in UDP of one of our SAs belongs to another application of the host and is left alone
-//!   (the kernel handles it), as is every other ICMP message.
+//! - **Which SA.** As Linux's `esp4_err`/`esp6_err` and `ah4_err`/`ah6_err` (RFC 4301
+//!   §6.1.2: the SPI and the quoted addresses tie an ICMP error to its SA): the SPI in the
+//!   quoted ESP header (or after the quoted UDP header for ESP in UDP; in AH, after its
+//!   next header, length and reserved fields: offset 4, still within the 8 bytes an RFC
+//!   792 router quotes) and the quoted destination find the SA; its source, protocol,
+//!   encapsulation and (UDP) ports must be the quote's too. An ICMP error quoting ESP or AH
+//!   that no SA of ours sent is counted (`icmp_no_sa`); one quoting UDP that is not ESP in
+//!   UDP of one of our SAs belongs to another application of the host and is left alone
+//!   (the kernel handles it), as is every other ICMP message. (The quoted IPv6 header
+//!   must name ESP, UDP or AH itself: ours have no extension headers in front of them in
+//!   tunnel mode.)
 //! - **Trust.** ICMP errors are not authenticated (RFC 4301 §6.1.1): a forged one can at
 //!   worst lower an SA's path MTU to the protocol minimum (576 for IPv4, RFC 1122 §3.3.3
 //!   and RFC 4459 §3.3; 1280 for IPv6, RFC 8201 §4) for [`PMTU_AGE`]. So values below the
@@ -65,6 +71,7 @@ use std::time::Instant;
 
 use ipsec_wire::{icmp, ipv4, ipv6, ipv6_ext, ChecksumPolicy, IpProtocol, PseudoHeader, Summary};
 
+use crate::control::Proto;
 use crate::esp::ESP_HEADER_LEN;
 use crate::packet::{emit_ip, Fresh, Packet, HEADROOM};
 pub use crate::sad::PMTU_AGE;
@@ -114,7 +121,7 @@ pub enum IcmpFrom {
 /// What an ICMP error did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Learned {
-    /// Not a path MTU error about an ESP packet of ours (another ICMP message, or one
+    /// Not a path MTU error about an ESP or AH packet of ours (another ICMP message, or one
     /// about another application's UDP): none of the core's business.
     NotOurs,
     /// About one of our SAs, but its path MTU is already as low or lower.
@@ -153,7 +160,7 @@ pub(crate) fn learn(
     lower(sad, &quote, repr.mtu(), now)
 }
 
-/// One of our own ESP packets, `outer`, that the local IP stack refused to send as larger
+/// One of our own ESP or AH packets, `outer`, that the local IP stack refused to send as larger
 /// than its route's MTU `mtu` (EMSGSIZE: the gateway's own link is the narrow one, or the
 /// kernel cached a smaller path MTU first): learned as if an ICMP error had quoted it.
 pub(crate) fn learn_local(
@@ -181,16 +188,47 @@ fn lower(sad: &Sad, quote: &Quote<'_>, mtu: u32, now: u64) -> Result<(Learned, O
     Ok((learned, Some(sa)))
 }
 
-/// The outer header of one of our ESP packets as an ICMP error quotes it.
+/// The outer header of one of our ESP or AH packets as an ICMP error quotes it.
 struct Quote<'a> {
     v6: bool,
     src: IpAddr,
     dst: IpAddr,
     /// The packet's length as its header gives it (the quote itself is shorter).
     total_len: usize,
-    /// What follows the IP header: ESP, or UDP (then ESP).
-    udp: bool,
+    /// What follows the IP header.
+    kind: Quoted,
     rest: &'a [u8],
+}
+
+/// What a quoted packet carries behind its IP header.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Quoted {
+    Esp,
+    /// UDP (ESP in UDP behind it, or another application's datagram).
+    Udp,
+    Ah,
+    /// Anything else: not ours.
+    Other,
+}
+
+impl Quoted {
+    fn of(next: IpProtocol) -> Quoted {
+        match next {
+            IpProtocol::ESP => Quoted::Esp,
+            IpProtocol::UDP => Quoted::Udp,
+            IpProtocol::AH => Quoted::Ah,
+            _ => Quoted::Other,
+        }
+    }
+
+    /// Where the SPI is in what follows the IP header.
+    fn spi_at(self) -> usize {
+        match self {
+            Quoted::Udp => 8,
+            Quoted::Ah => 4,
+            Quoted::Esp | Quoted::Other => 0,
+        }
+    }
 }
 
 impl<'a> Quote<'a> {
@@ -217,7 +255,7 @@ impl<'a> Quote<'a> {
         }
     }
 
-    /// A quote of a packet of protocol `next`; one that is neither ESP nor UDP keeps no
+    /// A quote of a packet of protocol `next`; one that is not ESP, UDP or AH keeps no
     /// length (it cannot be ours).
     fn of(
         v6: bool,
@@ -227,27 +265,31 @@ impl<'a> Quote<'a> {
         total_len: usize,
         rest: &'a [u8],
     ) -> Quote<'a> {
-        let esp_or_udp = matches!(next, IpProtocol::ESP | IpProtocol::UDP);
-        let total_len = if esp_or_udp { total_len } else { 0 };
-        Quote { v6, src, dst, total_len, udp: next == IpProtocol::UDP, rest }
+        let kind = Quoted::of(next);
+        let total_len = if kind == Quoted::Other { 0 } else { total_len };
+        Quote { v6, src, dst, total_len, kind, rest }
     }
 
-    /// The SA that sent the quoted packet. `Ok(None)`: not ESP, or UDP that is not ESP in
-    /// UDP of ours; `Err(IcmpNoSa)`: ESP (or ESP in UDP with an SPI) that no SA sent.
+    /// The SA that sent the quoted packet. `Ok(None)`: not ESP or AH, or UDP that is not
+    /// ESP in UDP of ours; `Err(IcmpNoSa)`: ESP (or ESP in UDP with an SPI) or AH that no
+    /// SA sent.
     fn find(&self, sad: &Sad) -> Result<Option<Arc<Sa>>, Drop> {
+        let udp = self.kind == Quoted::Udp;
         if self.total_len == 0 {
             return Ok(None);
         }
-        let at = if self.udp { 8 } else { 0 };
+        let at = self.kind.spi_at();
         let Some(s) = self.rest.get(at..at + 4) else {
-            // RFC 792 routers quote 8 bytes: ESP's SPI is there, ESP in UDP's is not.
-            return if self.udp { Ok(None) } else { Err(Drop::IcmpMalformed) };
+            // RFC 792 routers quote 8 bytes: ESP's and AH's SPIs are there, ESP in UDP's
+            // is not.
+            return if udp { Ok(None) } else { Err(Drop::IcmpMalformed) };
         };
         let spi = u32::from_be_bytes([s[0], s[1], s[2], s[3]]);
         let sa = sad.inbound(spi, self.dst).filter(|sa| sa.id.src == self.src);
-        let ours = |sa: &Arc<Sa>| match (self.udp, sa.spec.natt) {
-            (false, None) => true,
-            (true, Some(n)) => {
+        let ours = |sa: &Arc<Sa>| match (self.kind, sa.spec.natt) {
+            (Quoted::Ah, _) => sa.id.proto == Proto::Ah,
+            (Quoted::Esp, None) => sa.id.proto != Proto::Ah,
+            (Quoted::Udp, Some(n)) => {
                 let ports = ipsec_wire::udp::Packet::new_unchecked(self.rest);
                 ports.src_port() == n.sport && Some(ports.dst_port()) == sa.send_port()
             }
@@ -255,7 +297,7 @@ impl<'a> Quote<'a> {
         };
         match sa {
             Some(sa) if ours(&sa) => Ok(Some(sa)),
-            _ if self.udp => Ok(None),
+            _ if udp => Ok(None),
             _ => Err(Drop::IcmpNoSa),
         }
     }

@@ -204,6 +204,8 @@ pub enum Event {
     /// An SPI that GETSPI reserved was not given keys (UPDATE) in time, and is free again
     /// ([`crate::larval`]).
     LarvalExpired(SaId),
+    /// A control request changed the databases ([`crate::changes`]; boxed, as ACQUIRE).
+    Changed(Box<crate::changes::Change>),
 }
 
 impl Sa {

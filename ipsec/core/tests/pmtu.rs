@@ -406,3 +406,78 @@ fn ipv6_packets_of_up_to_1280_bytes_that_no_longer_fit_go_in_fragments() {
         }
     }
 }
+
+/// An ICMP error quoting one of our AH packets (RFC 4301 §6.1.2, §8.2): built by hand as an
+/// RFC 792 router builds it (the IP header and 8 bytes of AH: next header, length,
+/// reserved, SPI), it finds the AH SA by the SPI at AH's offset 4 and lowers its path MTU
+/// (`pmtu_learned`, a `PathMtu` event); a packet that no longer fits is then refused
+/// (`too_big_for_path`). The same quote naming ESP, or another SPI, is no SA's
+/// (`icmp_no_sa`). IPv4 (ICMP type 3 code 4, its checksum computed here) and IPv6 (Packet
+/// Too Big, as a raw ICMPv6 socket hands it over: checksum verified by the kernel).
+#[test]
+fn an_icmp_error_quoting_ah_lowers_the_path_mtu_of_its_sa() {
+    use ipsec_core::sad::Event;
+    for v6 in [false, true] {
+        let c = Case { v6, udp: false, tunnel: true, alg: 0 };
+        let fw = ocf::Framework::new();
+        ocf_soft::register(&fw).unwrap();
+        let sink = Arc::new(Collect::default());
+        let core = Gateway::new(fw, sink.clone());
+        let ((o1, o2), (h1, h2)) = (c.outer(), c.inner());
+        let text = format!(
+            "add {o1} {o2} ah 0x2001 -m tunnel -A hmac-sha2-256 \
+             0x0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20;\n\
+             spdadd {h1} {h2} any -P out ipsec ah/tunnel/{o1}-{o2}/require;\n"
+        );
+        for r in ipsec_core::setkey::parse(&text).unwrap() {
+            core.control(&r.item).unwrap();
+        }
+        let big = c.packet(1400, true);
+        core.output(Packet::with_headroom(&big)).unwrap();
+        let ah = sink.take_sent().pop().unwrap();
+        let hl = if v6 { 40 } else { 20 };
+        assert_eq!(ah[if v6 { 6 } else { 9 }], 51, "AH");
+        assert_eq!(ah[hl + 4..hl + 8], [0, 0, 0x20, 0x01], "AH's SPI at its offset 4");
+        // The ICMP message: type, code, checksum, then (IPv4) unused and the next-hop MTU
+        // or (IPv6) the MTU, then the quote: the IP header and AH's first 8 bytes.
+        let error = |quote: &[u8], mtu: u16| {
+            let mut m = if v6 { vec![2, 0, 0, 0, 0, 0] } else { vec![3, 4, 0, 0, 0, 0] };
+            m.extend_from_slice(&mtu.to_be_bytes());
+            m.extend_from_slice(quote);
+            if !v6 {
+                let sum = ipsec_wire::checksum::checksum(&m);
+                m[2..4].copy_from_slice(&sum.to_be_bytes());
+            }
+            m
+        };
+        let from = if v6 { IcmpFrom::V6(None) } else { IcmpFrom::V4 };
+        let quote = &ah[..hl + 8];
+        let mtu = if v6 { 1300 } else { 1000 };
+        // Quoting ESP with AH's bytes, and another SPI: no SA of ours sent it.
+        let mut as_esp = quote.to_vec();
+        as_esp[if v6 { 6 } else { 9 }] = 50;
+        if !v6 {
+            as_esp[10..12].copy_from_slice(&[0, 0]);
+        }
+        let mut other_spi = quote.to_vec();
+        other_spi[hl + 7] ^= 0x55;
+        for q in [as_esp, other_spi] {
+            assert_eq!(core.icmp_error(&error(&q, mtu), from), Err(Drop::IcmpNoSa), "v6 {v6}");
+        }
+        assert_eq!(core.stats().pmtu_learned, 0);
+        assert_eq!(
+            core.icmp_error(&error(quote, mtu), from),
+            Ok(Learned::Lowered(u32::from(mtu))),
+            "v6 {v6}"
+        );
+        let st = core.stats();
+        assert_eq!((st.pmtu_learned, st.drops(Drop::IcmpNoSa)), (1, 2), "v6 {v6}");
+        let events = core.take_events();
+        assert!(events
+            .iter()
+            .any(|e| matches!(e, Event::PathMtu { sa, mtu: m } if sa.spi == 0x2001 && *m == u32::from(mtu))));
+        // The packet that went before no longer fits: refused, its sender told.
+        assert_eq!(core.output(Packet::with_headroom(&big)), Err(Drop::PathMtu), "v6 {v6}");
+        assert_eq!(core.stats().drops(Drop::PathMtu), 1);
+    }
+}

@@ -173,7 +173,7 @@ pub fn run(opts: Options) -> Result<(), String> {
     let routes = Arc::new(Mutex::new(routing));
     let drivers: Vec<String> = fw.drivers().into_iter().map(|d| d.name).collect();
     tracing::info!(
-        "ipsecd: TUN {} (mtu {}), ESP, IPComp and UDP {} on IPv4 and IPv6, AH on IPv4, {threads} worker(s), \
+        "ipsecd: TUN {} (mtu {}), ESP, AH, IPComp and UDP {} on IPv4 and IPv6, {threads} worker(s), \
          control socket {}, \
          {} SAs, {} policies, drivers {} (policy {})",
         opts.tun,
@@ -211,13 +211,15 @@ pub fn run(opts: Options) -> Result<(), String> {
             })?;
         }
     }
-    // AH over IPv4 (RFC 4302): whole packets from its raw socket through the same loop as
-    // raw ESP's (the core tells AH from ESP by the protocol).
-    let ah = net::ah_in().map_err(|e| format!("raw AH socket (V4): {e}"))?;
-    spawn("ipsecd-ah4", {
-        let (core, sink, queues) = (core.clone(), sink.clone(), queues.clone());
-        move || net::esp_loop(&core, &sink, &queues, &ah, Family::V4, max)
-    })?;
+    // AH (RFC 4302): whole packets from its raw sockets (IPv6: the headers in front of AH
+    // written back, net::ah_loop).
+    for (f, v) in [(Family::V4, 4), (Family::V6, 6)] {
+        let ah = net::ah_in(f).map_err(|e| format!("raw AH socket ({f:?}): {e}"))?;
+        spawn(&format!("ipsecd-ah{v}"), {
+            let (core, sink, queues) = (core.clone(), sink.clone(), queues.clone());
+            move || net::ah_loop(&core, &sink, &queues, &ah, f, max)
+        })?;
+    }
     // IPComp (RFC 3173): protocol 108 and the uncompressed IP-in-IP (4, 41) of IPComp
     // peers, opened whether or not IPComp SAs exist yet (a key manager may add one at any
     // time); what is not an IPComp SA's is dropped as not_ipcomp.
@@ -289,10 +291,7 @@ pub fn run(opts: Options) -> Result<(), String> {
             }
         }
         core.tick();
-        for ev in core.take_events() {
-            tracing::info!("{ev:?}");
-            control.hub().publish(&crate::monitor::line(&ev));
-        }
+        crate::monitor::publish_events(&core, control.hub());
         if let Some(k) = &mut keepalives {
             k.run(&core, &sink);
         }

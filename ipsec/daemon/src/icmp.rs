@@ -1,7 +1,7 @@
 //! ICMP errors from the network side, for path MTU ([`ipsec_core::pmtu`]): a router on the
-//! path between the gateways that cannot forward one of our ESP packets (DF set, its next
-//! link too small) answers with ICMPv4 "fragmentation needed" or ICMPv6 Packet Too Big,
-//! which the core turns into the SA's path MTU.
+//! path between the gateways that cannot forward one of our ESP or AH packets (DF set, its
+//! next link too small) answers with ICMPv4 "fragmentation needed" or ICMPv6 Packet Too
+//! Big, which the core turns into the SA's path MTU.
 //!
 //! ```text
 //!  router ── ICMPv4 3/4 ── raw ICMP socket ── icmp_loop ─┐

@@ -92,6 +92,11 @@ pub fn prometheus(core: &Ipsec, io: &crate::net::IoCounters, reloads: &Reloads) 
             "counter",
             "Raw ESP packets sent through the packet socket (--esp-out packet).",
         ),
+        (
+            "control_cut_total",
+            "counter",
+            "Packets dropped because what the socket reports with them did not fit (AH over IPv6 with over 1 KiB of extension headers).",
+        ),
         ("sas", "gauge", "Installed SAs."),
         ("reloads_total", "counter", "Reloads of the config file (SIGHUP), by outcome: ok or why it failed."),
         ("last_reload_failed", "gauge", "1 if the last reload failed (and changed nothing), else 0."),

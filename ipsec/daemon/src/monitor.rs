@@ -3,8 +3,8 @@
 //! PF_KEY's broadcasts).
 //!
 //! ```text
-//! core (packet path, tick, control) ─ Ipsec::take_events ─ daemon tick (every 200 ms)
-//!    ─► Hub::publish(line) ─ per subscriber: its queue has room? push : lost += 1
+//! core (packet path, tick, control) ─ Ipsec::take_events ─ publish_events: the daemon's
+//!    tick (every 200 ms) ─► Hub::publish(line) ─ per subscriber: its queue has room? push : lost += 1
 //!                                     │ (a lock per subscriber, held for a push)
 //!         connection thread (ctl_server) ◄─ Subscription::next: the queued lines, and
 //!            │                               "overflow lost=N" where N were lost
@@ -32,8 +32,22 @@
 //! seq-exhausted src=A dst=B proto=P spi=0xN               (the SA no longer sends)
 //! peer-moved src=A dst=B proto=P spi=0xN from=PORT to=PORT
 //! path-mtu src=A dst=B proto=P spi=0xN mtu=N
+//! sa-add src=A dst=B proto=P spi=0xN mode=M reqid=N [enc=E] [auth=A] [comp=deflate]
+//!        [esn=1] [sport=N dport=N]                       (add; one line)
+//! sa-update <as sa-add>                                   (update: a larval SA's keys, or a replacement)
+//! sa-delete src=A dst=B proto=P spi=0xN                   (delete, and each SA deleteall removed)
+//! sa-flush proto=P|any                                    (flush [proto])
+//! policy-add dir=in|out|fwd src=NET/LEN dst=NET/LEN upper=U sport=N|any dport=N|any
+//!            action=none|discard|ipsec [rules=R,R…]       (spdadd; one line; a rule as setkey
+//!                                                          writes it: esp/tunnel/A-B/require)
+//! policy-delete dir=D src=NET/LEN dst=NET/LEN upper=U sport=N|any dport=N|any   (spddelete)
+//! policy-flush                                            (spdflush)
 //! overflow lost=N                                         (N events did not fit the queue)
 //! ```
+//!
+//! The `sa-*` and `policy-*` lines are what control requests (and a SIGHUP reload) changed,
+//! once their transaction is committed, in the order they were made; a refused request
+//! changed nothing and says nothing. No line ever holds a key.
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -41,8 +55,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use ipsec_core::control::{Prefix, SaId};
+use ipsec_core::changes::{Change, SaSummary};
+use ipsec_core::control::{Action, Dir, Level, Prefix, Rule, SaId, Selector, Upper};
 use ipsec_core::sad::Event;
+use ipsec_core::Ipsec;
 
 /// Lines a subscriber's queue holds unless [`Hub::new`] says otherwise: a burst of
 /// expiries (a reload's SAs all expiring at once) well past what a tick brings.
@@ -204,6 +220,90 @@ fn port(p: Option<u16>) -> String {
     p.map_or_else(|| "any".to_owned(), |p| p.to_string())
 }
 
+fn upper(u: Upper) -> String {
+    u.number().map_or_else(|| "any".to_owned(), |n| n.to_string())
+}
+
+/// An SA's fields in an `sa-add` or `sa-update` line: all but its keys.
+fn summary(s: &SaSummary) -> String {
+    let mut l = format!("{} mode={} reqid={}", sa(&s.id), s.mode.name(), s.reqid);
+    if let Some(e) = s.enc {
+        let _ = write!(l, " enc={}", e.name());
+    }
+    if let Some(a) = s.auth {
+        let _ = write!(l, " auth={}", a.name());
+    }
+    if s.id.proto == ipsec_core::control::Proto::IpComp {
+        l.push_str(" comp=deflate");
+    }
+    if s.esn {
+        l.push_str(" esn=1");
+    }
+    if let Some(n) = s.natt {
+        let _ = write!(l, " sport={} dport={}", n.sport, n.dport);
+    }
+    l
+}
+
+/// A policy's selector and direction.
+fn policy(sel: &Selector, dir: Dir) -> String {
+    format!(
+        "dir={} src={} dst={} upper={} sport={} dport={}",
+        dir.name(),
+        prefix(&sel.src),
+        prefix(&sel.dst),
+        upper(sel.upper),
+        port(sel.sport),
+        port(sel.dport)
+    )
+}
+
+/// A rule as setkey writes it: `esp/tunnel/A-B/require`, `ah/transport//unique:2`.
+fn rule(r: &Rule) -> String {
+    let ends = r.tunnel.map_or_else(String::new, |(a, b)| format!("{a}-{b}"));
+    let level = match r.level {
+        Level::Use => "use".to_owned(),
+        Level::Require => "require".to_owned(),
+        Level::Unique(0) => "unique".to_owned(),
+        Level::Unique(n) => format!("unique:{n}"),
+    };
+    format!("{}/{}/{ends}/{level}", r.proto.name(), r.mode.name())
+}
+
+fn change(c: &Change) -> String {
+    match c {
+        Change::SaAdded(s) => format!("sa-add {}", summary(s)),
+        Change::SaUpdated(s) => format!("sa-update {}", summary(s)),
+        Change::SaDeleted(id) => format!("sa-delete {}", sa(id)),
+        Change::SasFlushed(p) => format!("sa-flush proto={}", p.map_or("any", |p| p.name())),
+        Change::PolicyAdded(p) => {
+            let action = match &p.action {
+                Action::Bypass => "none".to_owned(),
+                Action::Discard => "discard".to_owned(),
+                Action::Protect(rules) => {
+                    format!("ipsec rules={}", rules.iter().map(rule).collect::<Vec<_>>().join(","))
+                }
+            };
+            format!("policy-add {} action={action}", policy(&p.selector, p.dir))
+        }
+        Change::PolicyDeleted { selector, dir } => format!("policy-delete {}", policy(selector, *dir)),
+        Change::PoliciesFlushed => "policy-flush".to_owned(),
+    }
+}
+
+/// Publishes the core's events since the last call, each as its line, and logs them (the
+/// control path's changes at debug level: a reload of 10,000 SAs makes as many). The
+/// daemon's tick calls it every 200 ms.
+pub fn publish_events(core: &Ipsec, hub: &Hub) {
+    for ev in core.take_events() {
+        match ev {
+            Event::Changed(_) => tracing::debug!("{ev:?}"),
+            _ => tracing::info!("{ev:?}"),
+        }
+        hub.publish(&line(&ev));
+    }
+}
+
 /// An event as its monitor line (see the module docs), without the newline.
 pub fn line(ev: &Event) -> String {
     match ev {
@@ -211,7 +311,7 @@ pub fn line(ev: &Event) -> String {
         Event::HardExpired { sa: id, by } => format!("hard-expire limit={} {}", by.name(), sa(id)),
         Event::Acquire(a) => {
             let p = &a.policy;
-            let upper = p.upper.number().map_or_else(|| "any".to_owned(), |n| n.to_string());
+            let upper = upper(p.upper);
             format!(
                 "acquire src={} dst={} proto={} mode={} reqid={} policy-src={} policy-dst={} policy-upper={upper} \
                  policy-sport={} policy-dport={} flow-src={} flow-dst={} flow-proto={} flow-sport={} flow-dport={}",
@@ -235,6 +335,7 @@ pub fn line(ev: &Event) -> String {
         Event::SeqExhausted(id) => format!("seq-exhausted {}", sa(id)),
         Event::PeerMoved { sa: id, from, to } => format!("peer-moved {} from={from} to={to}", sa(id)),
         Event::PathMtu { sa: id, mtu } => format!("path-mtu {} mtu={mtu}", sa(id)),
+        Event::Changed(c) => change(c),
     }
 }
 
@@ -242,7 +343,11 @@ pub fn line(ev: &Event) -> String {
 mod tests {
     use super::*;
     use ipsec_core::acquire::Acquire;
-    use ipsec_core::control::{Mode, Proto, Selector, Upper};
+    use ipsec_core::control::{Mode, PolicySpec, Proto, Selector};
+
+    fn changed(c: Change) -> Event {
+        Event::Changed(Box::new(c))
+    }
     use ipsec_core::sad::Limit;
     use ipsec_core::spd::Flow;
 
@@ -297,6 +402,28 @@ mod tests {
                 "acquire src=192.0.2.1 dst=192.0.2.2 proto=esp mode=tunnel reqid=7 policy-src=10.1.0.0/24 \
                  policy-dst=10.2.0.0/24 policy-upper=17 policy-sport=any policy-dport=53 flow-src=10.1.0.1 \
                  flow-dst=10.2.0.7 flow-proto=17 flow-sport=40000 flow-dport=53"
+                    .to_owned(),
+            ),
+            (changed(Change::SaDeleted(id())), format!("sa-delete {s}")),
+            (changed(Change::SasFlushed(None)), "sa-flush proto=any".to_owned()),
+            (changed(Change::SasFlushed(Some(Proto::Ah))), "sa-flush proto=ah".to_owned()),
+            (changed(Change::PoliciesFlushed), "policy-flush".to_owned()),
+            (
+                changed(Change::PolicyAdded(PolicySpec {
+                    selector: acquire.policy,
+                    dir: Dir::In,
+                    action: Action::Protect(vec![
+                        Rule { proto: Proto::Ah, mode: Mode::Transport, tunnel: None, level: Level::Use },
+                        Rule {
+                            proto: Proto::IpComp,
+                            mode: Mode::Transport,
+                            tunnel: None,
+                            level: Level::Unique(0),
+                        },
+                    ]),
+                })),
+                "policy-add dir=in src=10.1.0.0/24 dst=10.2.0.0/24 upper=17 sport=any dport=53 action=ipsec \
+                 rules=ah/transport//use,ipcomp/transport//unique"
                     .to_owned(),
             ),
         ];

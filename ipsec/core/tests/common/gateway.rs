@@ -5,6 +5,7 @@
 use std::ops::Deref;
 use std::sync::{Arc, Mutex};
 
+use ipsec_core::sad::Event;
 use ipsec_core::stats::Drop;
 use ipsec_core::{Ipsec, Packet, Payload, Results, Sink, Via};
 
@@ -45,6 +46,15 @@ impl<S: Sink + 'static> Gateway<S> {
     pub fn input_payload(&self, p: Payload) -> Result<(), Drop> {
         let mut out = Results::default();
         self.pass(self.core.input_payload(p, &mut out), out)
+    }
+
+    /// The packet path's and the tick's events since the last call ([`Ipsec::take_events`]
+    /// without the control path's changes, which every configuration step makes: those
+    /// are `ipsecd`'s `tests/monitor.rs`'s).
+    pub fn take_events(&self) -> Vec<Event> {
+        let mut ev = self.core.take_events();
+        ev.retain(|e| !matches!(e, Event::Changed(_)));
+        ev
     }
 }
 

@@ -3,8 +3,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The gateway's own I/O counters (the core counts its drops): errors of the I/O itself,
-/// the kernel's link-scope packets the TUN loop drops before the core, and the
-/// NAT-keepalives sent.
+/// the kernel's link-scope packets the TUN loop drops before the core, packets whose
+/// control messages were cut short, and the NAT-keepalives sent.
 #[derive(Default)]
 pub struct IoCounters {
     pub send_errors: AtomicU64,
@@ -19,11 +19,16 @@ pub struct IoCounters {
     pub keepalives_sent: AtomicU64,
     /// Raw ESP packets sent through the packet socket ([`crate::afpacket`]).
     pub packet_socket_sent: AtomicU64,
+    /// Packets dropped because their control messages did not fit the buffer for them
+    /// (MSG_CTRUNC): AH over IPv6 with more than 1 KiB of extension headers in front of
+    /// AH, which its ICV covers and which the socket could not hand over whole
+    /// (`net::receive::EXTENSION_ROOM`).
+    pub control_cut: AtomicU64,
 }
 
 impl IoCounters {
     /// Every counter, by the name `ipsecctl stats` and the metrics give it.
-    pub fn all(&self) -> [(&'static str, u64); 6] {
+    pub fn all(&self) -> [(&'static str, u64); 7] {
         let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
         [
             ("send_errors", r(&self.send_errors)),
@@ -32,6 +37,7 @@ impl IoCounters {
             ("tun_link_scope", r(&self.tun_link_scope)),
             ("keepalives_sent", r(&self.keepalives_sent)),
             ("packet_socket_sent", r(&self.packet_socket_sent)),
+            ("control_cut", r(&self.control_cut)),
         ]
     }
 }

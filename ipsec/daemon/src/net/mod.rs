@@ -8,8 +8,10 @@
 //!                      (raw ESP through the packet socket where the next hop is known,
 //!                       crate::afpacket; a send refused as too big tells the core's path MTU)
 //!  network ─ raw ESP socket ─ esp_loop ─ Ipsec::input(batch, Via::Esp) (IPv4: header kept)
-//!  network ─ raw AH socket (IPv4) ─ esp_loop ─ the same (the core finds AH in the packet)
 //!                                      └ Ipsec::input_payloads(batch)  (IPv6: header taken off)
+//!  network ─ raw AH socket (IPv4, IPv6) ─ ah_loop ─ Ipsec::input(batch, Via::Esp) (the core
+//!            finds AH in the packet; IPv6: the header and the extension headers in front of
+//!            AH, which the socket reports, written back in front of the payload)
 //!  network ─ raw IPComp and IP-in-IP sockets (108, 4, 41; IPv4 and IPv6) ─ ipcomp_loop (one each)
 //!            ─ Ipsec::input(batch, Via::IpComp) (IPComp, IP-in-IP between an IPComp SA's ends;
 //!              IPv6: a header written in front of the payload the socket returns)
@@ -25,8 +27,10 @@
 //!
 //! - [`sockets`]: opening the sockets (raw out with the header included, raw ESP, AH,
 //!   IPComp and IP-in-IP in, the UDP socket of ESP in UDP with GRO, packet info and the
-//!   outer TOS).
+//!   outer TOS; AH over IPv6 also the hop limit and extension headers).
 //! - [`receive`]: reading a batch with one recvmmsg into pooled buffers.
+//! - `front`: what an IPv6 raw socket took off (the header, AH's extension headers)
+//!   written back in front of its payload, for the core's whole-packet inputs.
 //! - `loops`: the loops, each a thread: encryption (the TUN side) and decryption (the
 //!   network side) run on different cores. Each reads a batch per system call, hands it to
 //!   the core, and sends what came back with as few more as it can.
@@ -37,12 +41,15 @@
 //!   sockets), and [`NetSink`] for what an asynchronous driver finishes later.
 //! - `counters`: the I/O's own counters.
 //!
-//! Nothing is rebuilt for the core: ESP in UDP reaches it as the datagram's payload with the
-//! addresses, ports and ECN field the socket reported ([`ipsec_core::Payload`]), and so does
-//! IPv6 ESP (whose raw socket returns only the payload); IPv4 raw sockets return the whole
-//! packet, which goes in as it is.
+//! Nothing is rebuilt for ESP: ESP in UDP reaches the core as the datagram's payload with
+//! the addresses, ports and ECN field the socket reported ([`ipsec_core::Payload`]), and so
+//! does IPv6 ESP (whose raw socket returns only the payload); IPv4 raw sockets return the
+//! whole packet, which goes in as it is. AH (whose ICV covers the IPv6 header and the
+//! extension headers in front of it) and IPComp over IPv6 get their headers written back
+//! (`front`).
 
 mod counters;
+mod front;
 mod loops;
 pub mod receive;
 pub mod sockets;
@@ -50,7 +57,7 @@ pub mod spread;
 pub mod transmit;
 
 pub use counters::IoCounters;
-pub use loops::{esp_loop, ipcomp_loop, tun_loop, udp_loop};
+pub use loops::{ah_loop, esp_loop, ipcomp_loop, tun_loop, udp_loop};
 pub use sockets::{ah_in, esp_in, ipcomp_in, raw_out, udp, udp_group, Family};
 pub use spread::TunQueues;
 pub use transmit::NetSink;

@@ -1,10 +1,10 @@
 //! The sockets of the network side: raw IP out (the core writes every header; the kernel
-//! only routes), raw ESP, IPComp and IP-in-IP and (IPv4) AH in, and the UDP socket of ESP
-//! in UDP.
+//! only routes), raw ESP, AH, IPComp and IP-in-IP in, and the UDP socket of ESP in UDP.
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use nix::sys::socket::{setsockopt, sockopt};
+use nix::{libc, setsockopt_impl, sockopt_impl};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use ipsec_core::{HEADROOM, TAILROOM};
@@ -69,11 +69,21 @@ pub fn esp_in(family: Family) -> std::io::Result<Socket> {
     raw_in(family, 50)
 }
 
-/// The raw socket AH (RFC 4302) arrives on, IPv4 only: an IPv4 raw socket returns the
-/// whole packet, whose header AH's ICV covers; an IPv6 one returns only what follows the
-/// extension headers, which the ICV covers too, so AH over IPv6 is not received here.
-pub fn ah_in() -> std::io::Result<Socket> {
-    raw_in(Family::V4, 51)
+/// The raw socket AH (RFC 4302) of `family` arrives on. AH's ICV covers the IP header
+/// and the extension headers in front of AH: an IPv4 raw socket returns the whole packet;
+/// an IPv6 one returns what follows them, so this one also asks for the hop limit and
+/// those headers as control messages (RFC 3542 §4: IPV6_RECVHOPLIMIT, IPV6_RECVHOPOPTS,
+/// IPV6_RECVDSTOPTS, IPV6_RECVRTHDR), from which the packet is put back together
+/// (`net::front`).
+pub fn ah_in(family: Family) -> std::io::Result<Socket> {
+    let s = raw_in(family, 51)?;
+    if family == Family::V6 {
+        setsockopt(&s, sockopt::Ipv6RecvHopLimit, &true)?;
+        setsockopt(&s, RecvHopOpts, &true)?;
+        setsockopt(&s, RecvDstOpts, &true)?;
+        setsockopt(&s, RecvRoutingHeader, &true)?;
+    }
+    Ok(s)
 }
 
 /// The raw sockets of `family` IPComp (RFC 3173) arrives on: protocol 108, and the
@@ -163,3 +173,30 @@ fn udp_socket(family: Family, port: u16, mark: u32, reuse_port: bool) -> std::io
 pub(super) fn buffer_size(max: usize) -> usize {
     HEADROOM + max + TAILROOM
 }
+
+// RFC 3542's options that nix has no type for, declared through nix's own macro for that
+// (its `setsockopt` then sets them as it sets its own options: an int, 1 or 0).
+sockopt_impl!(
+    /// IPV6_RECVHOPOPTS: the Hop-by-Hop Options header with each packet.
+    RecvHopOpts,
+    SetOnly,
+    libc::IPPROTO_IPV6,
+    libc::IPV6_RECVHOPOPTS,
+    bool
+);
+sockopt_impl!(
+    /// IPV6_RECVDSTOPTS: each Destination Options header in front of the payload.
+    RecvDstOpts,
+    SetOnly,
+    libc::IPPROTO_IPV6,
+    libc::IPV6_RECVDSTOPTS,
+    bool
+);
+sockopt_impl!(
+    /// IPV6_RECVRTHDR: the Routing header, as it arrived.
+    RecvRoutingHeader,
+    SetOnly,
+    libc::IPPROTO_IPV6,
+    libc::IPV6_RECVRTHDR,
+    bool
+);
