@@ -143,11 +143,15 @@ impl Shared {
         let Ok(s) = &parsed else {
             return Err(self.drop(None, Drop::Malformed));
         };
-        let arrival = match s.upper {
-            // (IPv6's parser walks past AH to the ESP of a bundle under it: AH goes first.)
-            Wire::Esp(_) if s.ext_headers == 0 || crate::ah_path::offset(packet.bytes(), s).is_none() => {
-                Arrival::Esp
+        // IPv6's parser walks past AH, an extension header to it, to what AH carries (a
+        // bundle's ESP, UDP to port 4500 in transport mode): AH goes first.
+        if s.ext_headers != 0 {
+            if let Some(ah) = crate::ah_path::offset(packet.bytes(), s) {
+                return self.input_ah(b, packet, s, ah);
             }
+        }
+        let arrival = match s.upper {
+            Wire::Esp(_) => Arrival::Esp,
             Wire::UdpEncap(_, Encap::Esp(_)) => Arrival::Udp,
             Wire::UdpEncap(_, ref encap) => return self.not_esp_in_udp(encap),
             Wire::BadEsp(ipsec_wire::Error::Truncated { .. }) => {

@@ -241,3 +241,37 @@ fn an_icv_field_padded_to_64_bits_as_linux_sends_it_is_accepted() {
     assert_eq!(receiver.stats().drops(Drop::AuthFailed), 1, "{}", receiver.stats());
     assert_eq!(receiver.stats().total_drops(), 1, "{}", receiver.stats());
 }
+
+/// Over IPv6, AH is an extension header to the parser, which walks past it to what AH
+/// carries: a transport-mode UDP datagram to port 4500 under AH is AH's, not ESP in UDP
+/// (nor IKE) for the layer below to take.
+#[test]
+fn ipv6_udp_to_port_4500_under_ah_is_ahs() {
+    let config = |dir: &str| {
+        format!(
+            "add 2001:db8::1 2001:db8::2 ah 0x1000 -m transport -A hmac-sha2-256 {};\n\
+             spdadd 2001:db8::1 2001:db8::2 any -P {dir} ipsec ah/transport//require;",
+            KEYS[1].1
+        )
+    };
+    let (left, left_sink) = core(&config("out"));
+    let (right, right_sink) = core(&config("in"));
+    // UDP 4500 → 4500 whose payload starts like ESP (a non-zero SPI) or like IKE (zero).
+    for first in [[0, 0, 0x10, 0x01], [0, 0, 0, 0]] {
+        let mut p = vec![0x60, 0, 0, 0, 0, 0, 17, 64];
+        p.extend("2001:db8::1".parse::<std::net::Ipv6Addr>().unwrap().octets());
+        p.extend("2001:db8::2".parse::<std::net::Ipv6Addr>().unwrap().octets());
+        let body: Vec<u8> = first.iter().copied().chain((0..60).map(|i| i as u8)).collect();
+        p.extend([0x11, 0x94, 0x11, 0x94]);
+        p.extend(((8 + body.len()) as u16).to_be_bytes());
+        p.extend([0, 0]);
+        p.extend(&body);
+        let plen = (p.len() - 40) as u16;
+        p[4..6].copy_from_slice(&plen.to_be_bytes());
+        left.output(Packet::new(p.clone())).unwrap();
+        let ah = left_sink.take_sent().pop().expect("sent");
+        assert_eq!(ah[6], 51, "AH right after the IPv6 header");
+        assert_eq!(right.input(Packet::new(ah)), Ok(()), "{}", right.stats());
+        assert_eq!(right_sink.take_delivered(), vec![p]);
+    }
+}
