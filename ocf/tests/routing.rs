@@ -32,9 +32,17 @@ fn spin(ns: u64) {
     }
 }
 
+/// The drivers' "cipher": every byte XOR 0x5a, eight bytes at a time. (Byte by byte, a debug
+/// build took about 3 ms for 128 KiB on both the CPU and the card, which drowned the 0.5 ms
+/// between their modelled costs, and the cost-model test failed on a noisy run.)
 fn xor(req: &mut Request) {
     let mut v = req.buf.to_vec();
-    v.iter_mut().for_each(|b| *b ^= 0x5a);
+    let mut words = v.chunks_exact_mut(8);
+    for w in &mut words {
+        let x = u64::from_ne_bytes((&*w).try_into().unwrap()) ^ 0x5a5a_5a5a_5a5a_5a5a;
+        w.copy_from_slice(&x.to_ne_bytes());
+    }
+    words.into_remainder().iter_mut().for_each(|b| *b ^= 0x5a);
     req.buf = v.into();
 }
 
@@ -246,9 +254,12 @@ fn routed(fw: &Framework, driver: &str, len: usize) -> u64 {
 fn small_requests_go_to_the_cpu_and_large_ones_to_the_card_that_wins_there() {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let fw = framework(Policy::CostModel);
-    // CPU: 0.3 µs + 4 ns/B; card: 20 µs + 0.01 ns/B. They cross at about 5 KB; at 128 KiB
-    // the card takes 21 µs, the CPU 524 µs.
-    fw.register(Arc::new(Cpu { name: "cpu", setup_ns: 300, per_byte_ns: 4.0 })).unwrap();
+    // CPU: 0.3 µs + 16 ns/B; card: 20 µs + 0.01 ns/B. They cross at about 1.2 KB; at 128
+    // KiB the card takes 21 µs, the CPU 2.1 ms. Both also copy and XOR the buffer, which in
+    // a debug build costs about 0.7 ms at 128 KiB and the card's two thread wake-ups: with
+    // the CPU at 4 ns/B (0.5 ms), the card won by under 2x and a noisy run (a CI run of
+    // 2026-11-26) sent 170 of the 400 large requests to the CPU.
+    fw.register(Arc::new(Cpu { name: "cpu", setup_ns: 300, per_byte_ns: 16.0 })).unwrap();
     fw.register(Card::new("card", 20_000, 0.01, 64)).unwrap();
     let s = fw.new_session(&params()).unwrap();
     assert_eq!(s.drivers(), ["card", "cpu"], "every capable driver, the best priority first");
@@ -260,15 +271,15 @@ fn small_requests_go_to_the_cpu_and_large_ones_to_the_card_that_wins_there() {
     assert_eq!(large_cpu + large_card, 400);
     assert!(small_cpu >= 2900, "64 B: cpu {small_cpu}, card {small_card}");
     assert!(large_card >= 380, "128 KiB: cpu {large_cpu}, card {large_card}");
-    // The model's view: the card's setup is about 20 µs, the CPU's cost per KiB about 4 µs.
+    // The model's view: the card's setup is about 20 µs, the CPU's cost per KiB about 16 µs.
     let r = fw.routing();
     let model = |d: &str| r.drivers.iter().find(|x| x.driver == d).unwrap().models[0].clone();
     let (cpu, card) = (model("cpu"), model("card"));
     assert_eq!(cpu.op, Some(Op::Encrypt));
     // (Plus two thread wake-ups per request, tens of µs on a busy two-core machine.)
     assert!(card.setup_ns > 10_000.0 && card.setup_ns < 200_000.0, "{card:?}");
-    // 4 µs spun per KiB, plus the XOR (slow in a debug build).
-    assert!(cpu.ns_per_kib > 3_000.0 && cpu.ns_per_kib < 30_000.0, "{cpu:?}");
+    // 16 µs slept per KiB, plus the copy and XOR (slow in a debug build).
+    assert!(cpu.ns_per_kib > 12_000.0 && cpu.ns_per_kib < 60_000.0, "{cpu:?}");
     assert!(r.decisions > 0 && r.decision_ns > 0.0, "{r:?}");
 }
 
