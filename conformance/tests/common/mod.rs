@@ -21,7 +21,17 @@ pub fn framework_with_all_drivers_and(policy: ocf::Policy) -> Framework {
     // suite checks that path end to end.
     ocf_sim::register(&fw, SIM).expect("registering the simulated accelerator");
     register_afalg(&fw);
+    register_mb(&fw);
     fw
+}
+
+/// The multi-buffer driver (Intel IPsec-MB's job API: AES-CBC and AES-CTR), where the
+/// library was built in; elsewhere skipped with the reason, once per process.
+pub fn register_mb(fw: &Framework) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    if let Err(e) = ocf_mb::register(fw) {
+        SAID.call_once(|| eprintln!("conformance: mb skipped: {e}"));
+    }
 }
 
 /// The Linux kernel's crypto API, where the kernel has AF_ALG: it gets every algorithm the
