@@ -31,6 +31,8 @@ pub struct Lane {
     done: [DoneEntry; MAX_JOBS],
     /// Flushes so far: the flusher flushes a lane whose count did not move in its bound.
     pub generation: u64,
+    /// Counters (under the lane's lock: no shared cache line per request).
+    pub stats: crate::MbStats,
 }
 
 /// Completions to deliver after the lane's lock is released (a callback may submit again).
@@ -44,6 +46,7 @@ impl Lane {
             free: (0..MAX_HELD as u32).rev().collect(),
             done: [DoneEntry::default(); MAX_JOBS],
             generation: 0,
+            stats: crate::MbStats::default(),
         }
     }
 
@@ -77,6 +80,7 @@ impl Lane {
         let slot = self.free.pop().expect("hold is called only with room");
         desc.user = u64::from(slot);
         self.slots[slot as usize] = Some(Held { ctx, req, _keys: keys });
+        self.stats.held += 1;
         // SAFETY: the caller's promise; the slot keeps the memory until the job returns.
         let n = unsafe { self.mgr.submit(&desc, &mut self.done) };
         self.collect(n, out, &mut None);
@@ -89,6 +93,7 @@ impl Lane {
     /// As [`Manager::submit`], until this returns.
     pub unsafe fn run_now(&mut self, desc: &JobDesc, out: &mut Completions) -> bool {
         let mut mine = None;
+        self.stats.run_now += 1;
         // SAFETY: the caller's promise; the flush below returns the job before we return.
         let n = unsafe { self.mgr.submit(desc, &mut self.done) };
         self.collect(n, out, &mut mine);
@@ -100,6 +105,7 @@ impl Lane {
     pub fn flush(&mut self, out: &mut Completions, mine: &mut Option<bool>) {
         let n = self.mgr.flush(&mut self.done);
         self.generation += 1;
+        self.stats.flushes += 1;
         self.collect(n, out, mine);
     }
 

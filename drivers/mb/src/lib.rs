@@ -60,7 +60,27 @@ pub fn available() -> bool {
 
 /// Registers an mb driver with `fw`; `Error::DriverFailure` when IPsec-MB is unavailable.
 pub fn register(fw: &Framework) -> Result<(), Error> {
-    fw.register(Arc::new(MbDriver::new()?))
+    register_driver(fw).map(drop)
+}
+
+/// As [`register`], and returns the driver too, for its [`MbDriver::stats`].
+pub fn register_driver(fw: &Framework) -> Result<Arc<MbDriver>, Error> {
+    let d = Arc::new(MbDriver::new()?);
+    fw.register(d.clone())?;
+    Ok(d)
+}
+
+/// The driver's counters, summed over its lanes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MbStats {
+    /// Requests held in a manager (answered Pending).
+    pub held: u64,
+    /// Requests run at once (answered Done): no hint, no room, or not contiguous in place.
+    pub run_now: u64,
+    /// Manager flushes (each completes every job it holds).
+    pub flushes: u64,
+    /// Flushes by the flusher thread: held requests whose follower never came.
+    pub timed_flushes: u64,
 }
 
 /// Expanded keys of one session (kept by its held requests too).
@@ -110,6 +130,19 @@ impl MbDriver {
             .map_err(|_| Error::DriverFailure("mb: cannot start the flusher thread"))?;
         let _ = shared.flusher.set(flusher.thread().clone());
         Ok(MbDriver { shared, flusher: Some(flusher) })
+    }
+
+    /// The counters of every lane together.
+    pub fn stats(&self) -> MbStats {
+        self.shared.lanes.iter().fold(MbStats::default(), |a, l| {
+            let s = lock(l).stats;
+            MbStats {
+                held: a.held + s.held,
+                run_now: a.run_now + s.run_now,
+                flushes: a.flushes + s.flushes,
+                timed_flushes: a.timed_flushes + s.timed_flushes,
+            }
+        })
     }
 }
 
@@ -167,6 +200,7 @@ impl Shared {
                     if lane.held() > 0 && (stopping || lane.generation == gen) {
                         let before = lane.held();
                         lane.flush(&mut out, &mut None);
+                        lane.stats.timed_flushes += 1;
                         self.account(before, lane.held());
                     }
                 }
