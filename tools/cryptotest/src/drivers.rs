@@ -1,5 +1,5 @@
 //! The drivers cryptotest can measure, by the names given to `-d`: `soft`, `null`,
-//! `sim:PROFILE`, `afalg` (and `afalg:OPTIONS`), `all`, and `auto`. Resolving checks every name before anything runs;
+//! `sim:PROFILE`, `afalg` (and `afalg:OPTIONS`), `mb`, `all`, and `auto`. Resolving checks every name before anything runs;
 //! registering puts them (and `soft`, the reference for `--verify`) into one framework.
 //!
 //! `auto` is no driver but a column in which ocf chooses among the others: its sessions
@@ -14,6 +14,10 @@
 //! nothing), registering it prints the reason on stderr and leaves its column out; the
 //! run goes on with the other drivers. `-d all` does not include it (it would probe the
 //! kernel on every run): name it.
+//!
+//! `mb` is the multi-buffer driver (Intel IPsec-MB's job API; AES-CBC and AES-CTR): built
+//! without the library, registering it prints the reason and leaves its column out. It
+//! batches only what arrives with the "more follow" hint: measure it with `--batch N`.
 
 use ocf::Framework;
 use ocf_sim::{SimProfile, PROFILE_NAMES};
@@ -27,6 +31,8 @@ pub enum DriverSpec {
     Sim(String),
     /// The kernel's crypto API, by its whole name (`afalg`, `afalg:sync`, …).
     Afalg(String),
+    /// The multi-buffer driver (`ocf-mb`).
+    Mb,
     /// ocf's choice among the other drivers listed.
     Auto,
 }
@@ -44,7 +50,7 @@ pub fn all() -> Vec<DriverSpec> {
 /// The valid `-d` values, for error messages and `--list`.
 pub fn valid_names() -> String {
     format!(
-        "soft, null, sim:PROFILE (PROFILE: {} or ring=N,setup=TIME,rate=RATE[,…]), afalg[:sync|pool,workers=N,queue=N,zero_copy=BYTES|off], all, auto",
+        "soft, null, sim:PROFILE (PROFILE: {} or ring=N,setup=TIME,rate=RATE[,…]), afalg[:sync|pool,workers=N,queue=N,zero_copy=BYTES|off], mb, all, auto",
         PROFILE_NAMES.join(", ")
     )
 }
@@ -59,6 +65,7 @@ pub fn resolve(names: &[String]) -> Result<Vec<DriverSpec>, String> {
             "all" => all(),
             "soft" => vec![DriverSpec::Soft],
             "null" => vec![DriverSpec::Null],
+            ocf_mb::NAME => vec![DriverSpec::Mb],
             AUTO => vec![DriverSpec::Auto],
             _ if name == ocf_afalg::NAME || name.starts_with("afalg:") => {
                 // Check the options now; whether the kernel has AF_ALG is found at registration.
@@ -98,7 +105,7 @@ pub fn resolve(names: &[String]) -> Result<Vec<DriverSpec>, String> {
 
 /// Whether `auto` routes to this driver.
 fn routable(s: &DriverSpec) -> bool {
-    matches!(s, DriverSpec::Soft | DriverSpec::Sim(_) | DriverSpec::Afalg(_))
+    matches!(s, DriverSpec::Soft | DriverSpec::Sim(_) | DriverSpec::Afalg(_) | DriverSpec::Mb)
 }
 
 /// Registers one driver; returns its name, or `None` for an `afalg` the kernel cannot
@@ -123,6 +130,14 @@ fn register_one(fw: &Framework, spec: &DriverSpec) -> Result<Option<String>, Str
                 Ok(None)
             }
             Err(e) => Err(format!("cannot register {name}: {e}")),
+        },
+        DriverSpec::Mb => match ocf_mb::register(fw) {
+            Ok(()) => Ok(Some(ocf_mb::NAME.to_owned())),
+            Err(e) if !ocf_mb::available() => {
+                eprintln!("cryptotest: {} skipped: {e}", ocf_mb::NAME);
+                Ok(None)
+            }
+            Err(e) => Err(format!("cannot register {}: {e}", ocf_mb::NAME)),
         },
         DriverSpec::Auto => Ok(Some(AUTO.to_owned())),
     }
