@@ -70,6 +70,8 @@ extern "C" {
 }
 
 /// One IPsec-MB manager (its job ring and lanes). Not thread-safe: used under a lock.
+// Built without IPsec-MB, no manager is ever made and the pointer is never read.
+#[cfg_attr(not(ocf_mb), allow(dead_code))]
 pub struct Manager(NonNull<ImbMgr>);
 
 // SAFETY: a manager is plain memory owned by this value; moving it to another thread is

@@ -375,3 +375,25 @@ impl DriverSession for MbSession {
         Processed::Done(if ok { Ok(req) } else { Err(Failed::new(job_failed(), req)) })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Built with IPsec-MB, the driver registers; built without (`OCF_NO_IPSEC_MB=1`),
+    /// `register` says it is unavailable, by name, and registers nothing.
+    #[test]
+    fn register_says_whether_ipsec_mb_is_there() {
+        let fw = Framework::new();
+        let r = register(&fw);
+        if cfg!(ocf_mb) {
+            assert!(r.is_ok(), "{r:?}");
+            assert!(available());
+            assert!(fw.drivers().iter().any(|d| d.name == NAME));
+        } else {
+            assert_eq!(r, Err(Error::DriverFailure("mb: Intel IPsec-MB is unavailable")));
+            assert!(!available());
+            assert!(fw.drivers().is_empty());
+        }
+    }
+}

@@ -1,6 +1,8 @@
 //! The batching itself: requests the dispatcher marks "more follow" are held in IPsec-MB's
 //! managers and completed later, and every result equals the soft driver's (aws-lc-rs, an
 //! independent implementation; the known answers are in the conformance suite).
+//! Built with IPsec-MB only: without it `register` refuses (tested in the crate).
+#![cfg(ocf_mb)]
 
 use std::sync::mpsc;
 use std::sync::Arc;
