@@ -25,7 +25,12 @@
 //!   it joins them as one more job and the lane is flushed.
 //! - **A promised follower that never comes** is bounded by the flusher thread (woken once
 //!   per batch when a lane starts holding, then every [`FLUSH_BOUND`]): flushing on the
-//!   next request from any thread would leave a last batch waiting forever.
+//!   next request from any thread would leave a last batch waiting forever. Measured
+//!   (`tests/batching.rs`, 50 lone MOREs): worst 372 µs in a release build, 1.2 ms in a
+//!   debug build beside the other tests. The wake-up (a futex) comes only when a lane goes
+//!   from empty to holding while the flusher is parked: once per batch, not per request.
+//! - **Lock cost**: an uncontended `Mutex` lock + unlock measured 4.4 ns here
+//!   (`examples/batch_cost`); per request the lane lock is taken once.
 //! - **Only contiguous, in-place requests are held** (their pointers are stable while the
 //!   request waits); out-of-place or segmented ones run at once through `with_views`.
 //! - Keys are expanded once per session into an `Arc` the held requests keep too, so a
