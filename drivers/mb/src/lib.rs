@@ -205,7 +205,7 @@ impl Shared {
                 std::thread::park_timeout(FLUSH_BOUND);
             }
             for (l, gen) in self.lanes.iter().zip(seen) {
-                let mut out = Completions::new();
+                let mut out = completions();
                 {
                     let mut lane = lock(l);
                     if lane.held() > 0 && (stopping || lane.generation == gen) {
@@ -230,10 +230,25 @@ fn lock(l: &Mutex<Lane>) -> MutexGuard<'_, Lane> {
     l.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn deliver(out: Completions) {
+thread_local! {
+    /// This thread's completion list, kept between calls: a lane that returns a job on
+    /// every submit (a batch longer than the manager's lanes) would otherwise allocate a
+    /// list per request. A callback that submits again (re-entrant) finds it taken and
+    /// starts an empty one.
+    static SPARE: Cell<Completions> = const { Cell::new(Vec::new()) };
+}
+
+/// An empty completion list (this thread's kept one when it is free).
+fn completions() -> Completions {
+    SPARE.with(Cell::take)
+}
+
+/// Delivers completions after the lane's lock is released, and keeps the list.
+fn deliver(mut out: Completions) {
     if !out.is_empty() {
-        SessionContext::done_batch(out);
+        SessionContext::done_batch(out.drain(..));
     }
+    SPARE.with(|c| c.set(out));
 }
 
 impl Drop for MbDriver {
@@ -340,7 +355,6 @@ impl DriverSession for MbSession {
         if payload.is_empty() {
             return Processed::Done(Ok(req));
         }
-        let mut out = Completions::new();
         let mut lane = self.shared.lane();
         if !hint.more && lane.held() == 0 {
             // A lone request: IPsec-MB's one-lane flush ran AES-128-CBC 1 KiB at half of
@@ -350,6 +364,7 @@ impl DriverSession for MbSession {
             drop(lane);
             return self.soft.process(req, hint);
         }
+        let mut out = completions();
         let holdable = hint.more && req.out.is_none() && req.buf.as_contiguous().is_some();
         if holdable && lane.has_room() {
             let before = lane.held();
