@@ -15,6 +15,10 @@ use crate::Keys;
 /// manager (128 jobs) from ever refusing and covers 4 rounds of its widest lanes (16).
 pub const MAX_HELD: usize = 64;
 
+/// Finished requests a lane keeps back while "more" keeps coming, to hand them over
+/// together (one `done_batch`, one return-worker hand-over) instead of one per submit.
+pub const DELIVER_AT: usize = 16;
+
 /// The user id of the request in hand (never held in a slot).
 pub const IN_HAND: u64 = u64::MAX;
 
@@ -29,6 +33,9 @@ pub struct Lane {
     slots: Vec<Option<Held>>,
     free: Vec<u32>,
     done: [DoneEntry; MAX_JOBS],
+    /// Requests the manager finished during a run of MORE, not yet delivered (at most
+    /// [`DELIVER_AT`] - 1 between calls).
+    finished: Completions,
     /// Flushes so far: the flusher flushes a lane whose count did not move in its bound.
     pub generation: u64,
     /// Counters (under the lane's lock: no shared cache line per request).
@@ -45,6 +52,7 @@ impl Lane {
             slots: (0..MAX_HELD).map(|_| None).collect(),
             free: (0..MAX_HELD as u32).rev().collect(),
             done: [DoneEntry::default(); MAX_JOBS],
+            finished: Vec::with_capacity(MAX_JOBS),
             generation: 0,
             stats: crate::MbStats::default(),
         }
@@ -54,9 +62,9 @@ impl Lane {
         &mut self.mgr
     }
 
-    /// Requests held now.
+    /// Requests held now, in the manager or finished and kept back.
     pub fn held(&self) -> usize {
-        MAX_HELD - self.free.len()
+        MAX_HELD - self.free.len() + self.finished.len()
     }
 
     pub fn has_room(&self) -> bool {
@@ -83,7 +91,12 @@ impl Lane {
         self.stats.held += 1;
         // SAFETY: the caller's promise; the slot keeps the memory until the job returns.
         let n = unsafe { self.mgr.submit(&desc, &mut self.done) };
-        self.collect(n, out, &mut None);
+        let mut finished = std::mem::take(&mut self.finished);
+        self.collect(n, &mut finished, &mut None);
+        if finished.len() >= DELIVER_AT {
+            out.append(&mut finished);
+        }
+        self.finished = finished;
     }
 
     /// Runs the job of the request in hand (`desc.user` = [`IN_HAND`]) and flushes:
@@ -94,6 +107,7 @@ impl Lane {
     pub unsafe fn run_now(&mut self, desc: &JobDesc, out: &mut Completions) -> bool {
         let mut mine = None;
         self.stats.run_now += 1;
+        out.append(&mut self.finished);
         // SAFETY: the caller's promise; the flush below returns the job before we return.
         let n = unsafe { self.mgr.submit(desc, &mut self.done) };
         self.collect(n, out, &mut mine);
@@ -103,6 +117,7 @@ impl Lane {
 
     /// Completes every held job into `out`.
     pub fn flush(&mut self, out: &mut Completions, mine: &mut Option<bool>) {
+        out.append(&mut self.finished);
         let n = self.mgr.flush(&mut self.done);
         self.generation += 1;
         self.stats.flushes += 1;
