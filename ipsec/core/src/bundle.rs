@@ -157,7 +157,7 @@ impl Shared {
     /// and that holds the next SA's: that SA's stage.
     pub(crate) fn bundle_input(
         &self,
-        path: Vec<Arc<Sa>>,
+        path: Arc<[Arc<Sa>]>,
         packet: Packet,
         to: &mut To<'_>,
     ) -> Result<(), Drop> {
@@ -187,7 +187,7 @@ impl Shared {
                 }
             }
         };
-        self.run_stage(sa, req, Stage::In(path.into()), to)
+        self.run_stage(sa, req, Stage::In(path), to)
     }
 
     /// Submits a bundle stage's request with its continuation: finished now (a synchronous

@@ -29,8 +29,8 @@
 //! the implementation). The room is the request's output buffer, made once per
 //! [`Scratch`] and reused: a decompression bomb fills it and fails, nothing grows.
 //!
-//! **On the packet path** (`crate::ipcomp_path`): single IPComp SAs in tunnel mode; the
-//! SPI field of an `ipcomp` SA is its CPI.
+//! **On the packet path** (`crate::ipcomp_path`): IPComp SAs in tunnel and transport mode,
+//! alone or in a bundle (`crate::bundle`); the SPI field of an `ipcomp` SA is its CPI.
 //!
 //! **Requests.** Each direction runs one ocf request, blocking (`Session::run`): only CPU
 //! drivers offer compression, and they finish it inside the call. A [`Scratch`] (one per

@@ -1,4 +1,4 @@
-//! IPComp on the packet path: single IPComp SAs in tunnel mode (RFC 3173), one hook in
+//! IPComp on the packet path: IPComp SAs in tunnel and transport mode (RFC 3173), one hook in
 //! `outbound` (a policy rule of protocol ipcomp) and one in `inbound` (IPComp, or IP-in-IP
 //! from an IPComp peer).
 //!
@@ -30,7 +30,7 @@ use crate::control::{Level, Mode, Rule};
 use crate::ipcomp::{self, Scratch, Sent, THRESHOLD};
 use crate::ipip;
 use crate::packet::{emit_ip, Fresh, Packet};
-use crate::path::{Batch, Inner, Shared, To, Way};
+use crate::path::{Batch, Shared, To, Way};
 use crate::sad::{Sa, SaState};
 use crate::spd::Flow;
 use crate::stats::Drop;
@@ -153,13 +153,10 @@ impl Shared {
     /// Inbound: an IPComp packet, or IP-in-IP from an IPComp peer ([`claims`]).
     pub(crate) fn ipcomp_input(&self, packet: Packet, s: &Summary, b: &mut Batch<'_>) -> Result<(), Drop> {
         let (sa, inner, len) = self.ipcomp_decap(packet, s)?;
-        match self.accept_inner(&sa, &[], inner, len, b.tally.as_mut())? {
-            Inner::Deliver(p) => b.deliver(p),
-            // An IPComp SA in tunnel mode is never a bundle's outer SA (IP-in-IP leaves the
-            // SA's ends behind), but a packet inside may be a new one's.
-            next => self.take_inner(next, &mut To::Results(b.results()))?,
-        }
-        Ok(())
+        // Delivered, or on to a bundle's next SA (a transport-mode IPComp SA's packet may
+        // hold ESP or AH to us).
+        let inner = self.accept_inner(&sa, &[], inner, len, b.tally.as_mut())?;
+        self.take_inner(inner, &mut To::Results(b.results()))
     }
 
     /// An IPComp packet, or IP-in-IP from an IPComp peer, without IPComp and the outer

@@ -14,7 +14,10 @@
 //! - [`sad`]: the security association database.
 //! - [`ipcomp`]: the IPComp transform (RFC 3173, DEFLATE per RFC 3174) over an ocf
 //!   compression session: threshold, "not smaller: send as is", the decompression limit;
-//!   `ipcomp_path`: single IPComp SAs in tunnel mode on the packet path.
+//!   `ipcomp_path`: IPComp SAs, tunnel and transport mode, on the packet path.
+//! - [`bundle`]: SA bundles (setkey's rule lists): one stage per SA, the inbound check of
+//!   the whole bundle.
+//! - `transport`: transport mode's header surgery, shared by ESP, AH and IPComp.
 //! - `ipip`: IP-in-IP, tunnel mode's own first step (then ESP as in transport mode).
 //! - [`control`]: the typed control protocol (add/get/delete/flush/dump SAs and policies),
 //!   separate from the databases, shared by the setkey parser and the gateway's socket.
@@ -25,7 +28,7 @@
 //! - [`ah`]: the AH transform (RFC 4302): HMACs and AES-GMAC as one ocf session;
 //!   `ah_path`: AH on the packet path, the ICV over the packet with its mutable fields
 //!   zeroed, tunnel and transport, ESN.
-//! - [`transform`]: an SA's transform, ESP's or AH's.
+//! - [`transform`]: an SA's transform, ESP's, AH's or IPComp's.
 //! - [`spd`]: the security policy database, read lock-free on the packet path.
 //! - [`pmtu`]: path MTU per SA, learned from ICMP errors on the outer path; ICMP errors
 //!   to inner senders whose packets no longer fit (RFC 4301 §8).

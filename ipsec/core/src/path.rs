@@ -166,7 +166,7 @@ pub(crate) enum Inner {
     Deliver(Packet),
     /// A packet for a bundle's next SA (`crate::bundle`), and the SAs it came through so
     /// far, outermost first.
-    Next(Vec<Arc<Sa>>, Packet),
+    Next(Arc<[Arc<Sa>]>, Packet),
 }
 
 /// Where a finished packet goes: into the call's results (a synchronous driver finished it
@@ -187,6 +187,7 @@ impl Shared {
 
     /// What an inbound packet's decapsulation made of it, to `to` or on to the bundle's
     /// next SA.
+    #[inline]
     pub(crate) fn take_inner(&self, inner: Inner, to: &mut To<'_>) -> Result<(), Drop> {
         match inner {
             Inner::Deliver(p) => {
@@ -211,11 +212,9 @@ pub(crate) fn finish_input(
     t: Option<&mut Tally>,
 ) -> Result<(), Drop> {
     match s.input_done(sa, outcome, t, &[])? {
-        Some(Inner::Deliver(p)) => out.deliver.push(p),
-        Some(inner) => s.take_inner(inner, &mut To::Results(out))?,
-        None => {}
+        Some(inner) => s.take_inner(inner, &mut To::Results(out)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// A request ready for ocf, held until the next shows whether more follow for its SA.
