@@ -68,6 +68,12 @@ pub struct Capabilities {
     /// The driver processes multi-part messages ([`crate::Part`]), keeping its state for a
     /// message in the request ([`crate::PartState`]) between parts.
     pub multipart: bool,
+    /// The driver takes a whole run of requests in one call and finishes every one before
+    /// it returns ([`DriverSession::process_run`]), though it may hold requests given one
+    /// at a time with the hint. For drivers whose cost falls with the run's length (the
+    /// multi-buffer driver); a synchronous driver gets runs through the default
+    /// `process_run` without it.
+    pub runs: bool,
 }
 
 impl Capabilities {
@@ -84,6 +90,7 @@ impl Capabilities {
             synchronous: false,
             named_only: false,
             multipart: false,
+            runs: false,
         }
     }
 
@@ -153,6 +160,34 @@ pub trait Driver: Send + Sync + 'static {
 /// when the session was made.
 pub trait DriverSession: Send + Sync {
     fn process(&self, req: Request, hint: Hint) -> Processed;
+
+    /// A run of requests that a client had in hand together ([`crate::Session::run_batch`]):
+    /// the batch passed as a value, so a driver that works on many buffers at once needs
+    /// neither to hold requests nor to be told when the last one comes. The driver takes
+    /// every request out of `run` and pushes each outcome to `done` (in any order) before
+    /// it returns: no `Pending`, no `Busy`.
+    ///
+    /// The framework calls it only for a synchronous driver or one whose capabilities say
+    /// [`Capabilities::runs`]. The default, right for a synchronous driver, gives `process`
+    /// one request at a time with the hint that more follow on all but the last.
+    fn process_run(&self, run: &mut Vec<Request>, done: &mut Vec<Outcome>) {
+        let n = run.len();
+        for (i, req) in run.drain(..).enumerate() {
+            match self.process(req, Hint { more: i + 1 < n }) {
+                Processed::Done(o) => done.push(o),
+                Processed::Busy(r) => done.push(Err(crate::request::Failed::new(
+                    Error::DriverFailure("a driver answered Busy inside a run"),
+                    r,
+                ))),
+                // A synchronous driver that kept a request broke its contract; the run still
+                // answers once per request (the request itself is with the driver).
+                Processed::Pending => done.push(Err(crate::request::Failed::new(
+                    Error::DriverFailure("a synchronous driver left a request pending"),
+                    Request::new(crate::Op::Encrypt, Vec::new()),
+                ))),
+            }
+        }
+    }
 }
 
 /// The framework's side of a [`SessionContext`]: where a session's requests go back to.

@@ -234,6 +234,11 @@ impl Flags {
     /// promised more and got none only learns it from its own timeout.
     pub const MORE: Flags = Flags(4);
 
+    /// These flags without `other`'s.
+    pub fn without(self, other: Flags) -> Flags {
+        Flags(self.0 & !other.0)
+    }
+
     pub fn contains(self, other: Flags) -> bool {
         self.0 & other.0 == other.0
     }

@@ -598,3 +598,98 @@ fn config() -> ocf::Config {
     };
     ocf::Config { policy, ..ocf::Config::default() }
 }
+
+/// A driver that takes runs whole ([`Capabilities::runs`]) and records each call: how many
+/// runs, how many requests in each, and how many requests came one at a time.
+#[derive(Default)]
+struct Whole {
+    runs: Mutex<Vec<usize>>,
+    singles: AtomicU64,
+}
+
+struct WholeSession(Arc<Whole>);
+
+struct WholeDriver(Arc<Whole>);
+
+impl Driver for WholeDriver {
+    fn name(&self) -> &str {
+        "whole"
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { ciphers: vec![CipherAlg::Null], runs: true, ..Default::default() }
+    }
+    fn probe_session(&self, _: &SessionParams) -> Option<Priority> {
+        Some(Priority::AcceleratedSoftware)
+    }
+    fn new_session(&self, _: &SessionParams, _: SessionContext) -> Result<Box<dyn DriverSession>, Error> {
+        Ok(Box::new(WholeSession(self.0.clone())))
+    }
+}
+
+impl DriverSession for WholeSession {
+    fn process(&self, req: Request, _: Hint) -> Processed {
+        self.0.singles.fetch_add(1, Ordering::SeqCst);
+        Processed::Done(Ok(req))
+    }
+    fn process_run(&self, run: &mut Vec<Request>, done: &mut Vec<Outcome>) {
+        self.0.runs.lock().unwrap().push(run.len());
+        // Answers in reverse: the caller must not depend on order.
+        done.extend(run.drain(..).rev().map(Ok));
+    }
+}
+
+/// `run_batch` hands a run to a driver that takes runs in one call; to a synchronous
+/// driver through the default `process_run` (each request with the hint but the last); to
+/// an asynchronous one request by request with the hint, and waits. Every request comes
+/// back, once, intact, and the session counts them; a request that fails its checks comes
+/// back failed without stopping the others.
+#[test]
+fn run_batch_hands_the_run_over_whole_where_the_driver_takes_runs() {
+    let check = |out: &mut Vec<Outcome>, n: u64| {
+        let mut got: Vec<u64> = out
+            .drain(..)
+            .map(|o| {
+                let r = o.expect("succeeds");
+                assert_eq!(r.buf.to_vec(), r.user.to_le_bytes(), "intact");
+                r.user
+            })
+            .collect();
+        got.sort();
+        assert_eq!(got, (0..n).collect::<Vec<_>>());
+    };
+    let mut out = Vec::new();
+
+    let fw = Framework::with_config(config());
+    let whole = Arc::new(Whole::default());
+    fw.register(Arc::new(WholeDriver(whole.clone()))).unwrap();
+    let s = fw.new_session(&params()).unwrap();
+    let mut reqs: Vec<Request> = (0..16).map(request).collect();
+    s.run_batch(&mut reqs, &mut out);
+    assert!(reqs.is_empty(), "every request taken");
+    check(&mut out, 16);
+    assert_eq!(*whole.runs.lock().unwrap(), vec![16], "one call for the run");
+    assert_eq!(whole.singles.load(Ordering::SeqCst), 0);
+    assert_eq!(s.stats().ops, 16);
+
+    let fw = Framework::with_config(config());
+    let ring = Ring::new("ring", Priority::Hardware, 1024, Duration::from_micros(50), true);
+    fw.register(ring.clone()).unwrap();
+    let s = fw.new_session(&params()).unwrap();
+    let mut reqs: Vec<Request> = (0..16).map(request).collect();
+    s.run_batch(&mut reqs, &mut out);
+    check(&mut out, 16);
+    let (more, last) =
+        (ring.state.hints_more.load(Ordering::SeqCst), ring.state.hints_last.load(Ordering::SeqCst));
+    assert_eq!((more, last), (15, 1), "an asynchronous driver gets the hint on all but the last");
+
+    let fw = Framework::with_config(config());
+    fw.register(Arc::new(Inline("inline", Priority::Software))).unwrap();
+    let s = fw.new_session(&params()).unwrap();
+    let mut reqs: Vec<Request> = (0..16).map(request).collect();
+    // A request the session's rules refuse (an IV on a NULL cipher) fails alone.
+    reqs.push(request(16).with_iv(&[1; 16]));
+    s.run_batch(&mut reqs, &mut out);
+    let bad = out.iter().position(|o| o.is_err()).expect("the bad request fails");
+    assert_eq!(out.remove(bad).unwrap_err().request.user, 16);
+    check(&mut out, 16);
+}

@@ -28,6 +28,7 @@ pub enum JobMode {
 
 /// One request as a job (`struct ocf_mb_job`).
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct JobDesc {
     pub src: *const u8,
     pub dst: *mut u8,

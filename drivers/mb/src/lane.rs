@@ -19,8 +19,16 @@ pub const MAX_HELD: usize = 64;
 /// together (one `done_batch`, one return-worker hand-over) instead of one per submit.
 pub const DELIVER_AT: usize = 16;
 
-/// The user id of the request in hand (never held in a slot).
-pub const IN_HAND: u64 = u64::MAX;
+/// User ids from here up are jobs of a run in hand (`RUN + i`: the `i`th), never held in a
+/// slot; below it, a held request's slot.
+pub const RUN: u64 = 1 << 32;
+
+/// Jobs of a run submitted before a flush: with [`MAX_HELD`] held, the manager (128 jobs)
+/// never refuses one.
+pub const RUN_MAX: usize = 64;
+
+/// The user id of the request in hand in [`Lane::run_now`].
+pub const IN_HAND: u64 = RUN;
 
 struct Held {
     ctx: SessionContext,
@@ -92,7 +100,7 @@ impl Lane {
         // SAFETY: the caller's promise; the slot keeps the memory until the job returns.
         let n = unsafe { self.mgr.submit(&desc, &mut self.done) };
         let mut finished = std::mem::take(&mut self.finished);
-        self.collect(n, &mut finished, &mut None);
+        self.collect(n, &mut finished, &mut []);
         if finished.len() >= DELIVER_AT {
             out.append(&mut finished);
         }
@@ -105,29 +113,50 @@ impl Lane {
     /// # Safety
     /// As [`Manager::submit`], until this returns.
     pub unsafe fn run_now(&mut self, desc: &JobDesc, out: &mut Completions) -> bool {
-        let mut mine = None;
+        let mut mine = [false];
         self.stats.run_now += 1;
-        out.append(&mut self.finished);
-        // SAFETY: the caller's promise; the flush below returns the job before we return.
-        let n = unsafe { self.mgr.submit(desc, &mut self.done) };
-        self.collect(n, out, &mut mine);
-        self.flush(out, &mut mine);
-        mine.unwrap_or(false)
+        // SAFETY: the caller's promise.
+        unsafe { self.run(std::iter::once(JobDesc { user: IN_HAND, ..*desc }), &mut mine, out) };
+        mine[0]
     }
 
-    /// Completes every held job into `out`.
-    pub fn flush(&mut self, out: &mut Completions, mine: &mut Option<bool>) {
+    /// Runs the jobs of a run in hand (at most [`RUN_MAX`], user ids `RUN + i` with `i` <
+    /// `ok.len()`): submits each, flushes, and sets `ok[i]` for each that succeeded. Held
+    /// jobs that come back meanwhile complete into `out`.
+    ///
+    /// # Safety
+    /// As [`Manager::submit`] for every job, until this returns.
+    pub unsafe fn run(
+        &mut self,
+        jobs: impl Iterator<Item = JobDesc>,
+        ok: &mut [bool],
+        out: &mut Completions,
+    ) {
+        out.append(&mut self.finished);
+        for desc in jobs.take(RUN_MAX) {
+            debug_assert!(desc.user >= RUN);
+            // SAFETY: the caller's promise; the flush below returns the job before we return.
+            let n = unsafe { self.mgr.submit(&desc, &mut self.done) };
+            self.collect(n, out, ok);
+        }
+        self.flush(out, ok);
+    }
+
+    /// Completes every held job into `out` (and a run's into `ok`).
+    pub fn flush(&mut self, out: &mut Completions, ok: &mut [bool]) {
         out.append(&mut self.finished);
         let n = self.mgr.flush(&mut self.done);
         self.generation += 1;
         self.stats.flushes += 1;
-        self.collect(n, out, mine);
+        self.collect(n, out, ok);
     }
 
-    fn collect(&mut self, n: usize, out: &mut Completions, mine: &mut Option<bool>) {
+    fn collect(&mut self, n: usize, out: &mut Completions, ok: &mut [bool]) {
         for d in &self.done[..n] {
-            if d.user == IN_HAND {
-                *mine = Some(d.ok != 0);
+            if d.user >= RUN {
+                if let Some(k) = ok.get_mut((d.user - RUN) as usize) {
+                    *k = d.ok != 0;
+                }
                 continue;
             }
             let slot = d.user as usize;

@@ -12,7 +12,15 @@
 //!    └ otherwise: submit job, flush ─► Done(this request); every held one ─► done_batch
 //!  flusher thread: parked while no lane holds anything; else every BOUND, flushes each
 //!    lane that holds jobs and was not flushed since the last look (a MORE with no follower)
+//!  process_run(run) ── a batch handed over whole (Session::run_batch): every request a job
+//!    of this thread's lane (64 at most per flush), one flush ─► all Done; nothing held
 //! ```
+//!
+//! The run is the cheaper way in: the framework prepares the batch in one call, each
+//! request on its fast path (no credit, no completion target, no callback), and the driver
+//! needs neither to hold requests nor to wait for a last one. AES-128-CBC 16 × 1 KiB,
+//! `taskset -c 1 target/release/examples/batch_cost`: 5.98 GB/s as a run against 3.73 with
+//! the hint (soft 1.34), IPsec-MB's own job loop being 7.37.
 //!
 //! Choices, and why:
 //! - **Lanes, one lock each.** Managers are not thread-safe. A thread keeps one lane (given
@@ -46,12 +54,12 @@ use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
 use ocf::{
-    Capabilities, CipherAlg, Driver, DriverSession, Error, Failed, Framework, Hint, Mode, Op, Priority,
-    Processed, Request, SessionContext, SessionParams,
+    Capabilities, CipherAlg, Driver, DriverSession, Error, Failed, Framework, Hint, Mode, Op, Outcome,
+    Priority, Processed, Request, SessionContext, SessionParams,
 };
 
 use crate::ffi::{JobDesc, JobMode, Manager, Schedule};
-use crate::lane::{job_failed, Completions, Lane, IN_HAND};
+use crate::lane::{job_failed, Completions, Lane, IN_HAND, RUN, RUN_MAX};
 
 /// The name the driver registers under.
 pub const NAME: &str = "mb";
@@ -87,6 +95,8 @@ pub struct MbStats {
     pub run_now: u64,
     /// Lone requests (no hint, nothing held) run by the soft driver's session.
     pub lone: u64,
+    /// Requests done as jobs of a run handed over whole (`run_batch`).
+    pub in_runs: u64,
     /// Manager flushes (each completes every job it holds).
     pub flushes: u64,
     /// Flushes by the flusher thread: held requests whose follower never came.
@@ -150,6 +160,7 @@ impl MbDriver {
                 held: a.held + s.held,
                 run_now: a.run_now + s.run_now,
                 lone: a.lone + s.lone,
+                in_runs: a.in_runs + s.in_runs,
                 flushes: a.flushes + s.flushes,
                 timed_flushes: a.timed_flushes + s.timed_flushes,
             }
@@ -210,7 +221,7 @@ impl Shared {
                     let mut lane = lock(l);
                     if lane.held() > 0 && (stopping || lane.generation == gen) {
                         let before = lane.held();
-                        lane.flush(&mut out, &mut None);
+                        lane.flush(&mut out, &mut []);
                         lane.stats.timed_flushes += 1;
                         self.account(before, lane.held());
                     }
@@ -271,7 +282,11 @@ impl Driver for MbDriver {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities { ciphers: vec![CipherAlg::AesCbc, CipherAlg::AesCtr], ..Capabilities::default() }
+        Capabilities {
+            ciphers: vec![CipherAlg::AesCbc, CipherAlg::AesCtr],
+            runs: true,
+            ..Capabilities::default()
+        }
     }
 
     fn probe_session(&self, params: &SessionParams) -> Option<Priority> {
@@ -346,6 +361,54 @@ impl MbSession {
 }
 
 impl DriverSession for MbSession {
+    /// A run in hand ([`ocf::Session::run_batch`]): its jobs go to this thread's lane
+    /// together and one flush finishes them; nothing is held, nothing waits for a follower.
+    fn process_run(&self, run: &mut Vec<Request>, done: &mut Vec<Outcome>) {
+        let mut out = completions();
+        while !run.is_empty() {
+            let n = run.len().min(RUN_MAX);
+            let mut ok = [false; RUN_MAX];
+            let mut lane = self.shared.lane();
+            let before = lane.held();
+            // Requests that are not contiguous in place, or fail before a job, are done on
+            // their own below; the rest become the run's jobs.
+            let mut ran = [false; RUN_MAX];
+            let jobs = run[..n].iter_mut().zip(&mut ran).enumerate().filter_map(|(i, (req, ran))| {
+                let payload = req.payload.clone().unwrap_or(0..req.buf.len());
+                let mode = self.mode(req.op).ok()?;
+                if payload.is_empty() || req.out.is_some() {
+                    return None;
+                }
+                let iv: *const [u8] = req.iv();
+                let data = &mut req.buf.as_contiguous_mut()?[payload];
+                *ran = true;
+                // SAFETY: `iv` points into the request's boxed fields (see `process`).
+                Some(JobDesc { user: RUN + i as u64, ..self.desc(mode, data, unsafe { &*iv }) })
+            });
+            // SAFETY: each job points into a request of `run[..n]` (its heap buffer, its
+            // boxed IV) and `self.keys`; none moves or is touched until `run` returns,
+            // which flushes every job back.
+            unsafe { lane.run(jobs, &mut ok, &mut out) };
+            lane.stats.in_runs += ran.iter().filter(|&&r| r).count() as u64;
+            let after = lane.held();
+            drop(lane);
+            self.shared.account(before, after);
+            for (i, req) in run.drain(..n).enumerate() {
+                done.push(match (ran[i], ok[i]) {
+                    (true, true) => Ok(req),
+                    (true, false) => Err(Failed::new(job_failed(), req)),
+                    // Not a job of the run (empty, out of place, segmented, a bad op): on
+                    // its own, as a request without the hint.
+                    (false, _) => match self.process(req, Hint::default()) {
+                        Processed::Done(o) => o,
+                        _ => unreachable!("without the hint mb answers at once"),
+                    },
+                });
+            }
+        }
+        deliver(out);
+    }
+
     fn process(&self, mut req: Request, hint: Hint) -> Processed {
         let mode = match self.mode(req.op) {
             Ok(m) => m,

@@ -116,6 +116,47 @@ fn batches_of_1_to_64_match_soft() {
     assert!(after.held - before.held > 1000, "too few requests held: {before:?} -> {after:?}");
 }
 
+/// Runs of 1…100 handed over whole (`run_batch`): mixed sizes, both directions, and an
+/// out-of-place request among them (done on its own), each result equal to soft's; the
+/// rest done as jobs of the run, none held.
+#[test]
+fn runs_of_1_to_100_match_soft() {
+    let (fw, mb) = frameworks();
+    let mut out = Vec::new();
+    for (k, c) in cases().iter().enumerate() {
+        let params = SessionParams::cipher(c.alg, c.key.as_slice());
+        let (m, soft) = (
+            fw.new_session_on(ocf_mb::NAME, &params).unwrap(),
+            fw.new_session_on(ocf_soft::NAME, &params).unwrap(),
+        );
+        for n in (1..=100usize).filter(|n| n % cases().len() == k || *n > 60) {
+            let before = mb.stats();
+            let mut reqs: Vec<Request> = (0..n).map(|i| request(c, i)).collect();
+            let apart = (n > 2).then(|| {
+                let r = std::mem::replace(&mut reqs[1], Request::new(c.op, Vec::new()));
+                let len = r.buf.len();
+                reqs[1] = r.with_output(vec![0; len]);
+            });
+            m.run_batch(&mut reqs, &mut out);
+            assert_eq!(out.len(), n, "one outcome per request");
+            for o in out.drain(..) {
+                let req = o.unwrap();
+                let i = req.user as usize;
+                let got = if apart.is_some() && i == 1 {
+                    req.out.as_ref().unwrap().to_vec()
+                } else {
+                    req.buf.to_vec()
+                };
+                assert_eq!(got, soft_result(&soft, c, i), "run {n}, request {i}, {:?} {:?}", c.alg, c.op);
+            }
+            let after = mb.stats();
+            let jobs = n - usize::from(apart.is_some());
+            assert_eq!((after.in_runs - before.in_runs) as usize, jobs, "run {n}: {before:?} -> {after:?}");
+            assert_eq!(after.held, before.held, "a run holds nothing");
+        }
+    }
+}
+
 /// A request promised "more" whose follower never comes completes within the flusher's
 /// bound (generously checked: 20 ms, against a bound of ~2 x 200 µs plus timer slack).
 #[test]
@@ -196,7 +237,8 @@ fn hex(s: &str) -> Vec<u8> {
 }
 
 /// Known answers through the held path (16 copies in one batch, all but the last marked
-/// MORE): RFC 3602 case 2 (AES-128-CBC) and SP 800-38A F.5.1 (AES-128-CTR), both ways.
+/// MORE) and as a run handed over whole: RFC 3602 case 2 (AES-128-CBC) and SP 800-38A
+/// F.5.1 (AES-128-CTR), both ways.
 /// (The conformance suite's lone requests run on soft's session; this is IPsec-MB's.)
 #[test]
 fn known_answers_through_held_jobs() {
@@ -234,6 +276,16 @@ fn known_answers_through_held_jobs() {
                 assert_eq!(got.buf.to_vec(), hex(want), "{alg:?} {op:?}");
             }
             assert_eq!(mb.stats().held - held, 15, "{alg:?} {op:?}: the batch was not held");
+            // The same 16 as one run handed over whole.
+            let in_runs = mb.stats().in_runs;
+            let mut reqs: Vec<Request> =
+                (0..16).map(|_| Request::new(op, hex(input)).with_iv(&hex(iv))).collect();
+            let mut out = Vec::new();
+            s.run_batch(&mut reqs, &mut out);
+            for got in out {
+                assert_eq!(got.unwrap().buf.to_vec(), hex(want), "{alg:?} {op:?} in a run");
+            }
+            assert_eq!(mb.stats().in_runs - in_runs, 16, "{alg:?} {op:?}: not done as a run");
         }
     }
 }

@@ -90,6 +90,9 @@ pub(crate) struct Binding {
     pub(crate) core: Arc<SessionCore>,
     pub(crate) driver_session: Option<Box<dyn DriverSession>>,
     pub(crate) synchronous: bool,
+    /// The driver finishes a whole run in one `process_run` call (synchronous, or
+    /// [`crate::Capabilities::runs`]).
+    pub(crate) runs: bool,
     /// Count requests inside `process` (policy `LeastLoaded` needs it for synchronous
     /// drivers).
     pub(crate) count_active: bool,

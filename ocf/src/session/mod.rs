@@ -123,6 +123,17 @@ impl Session {
         }
     }
 
+    /// Processes a batch the caller has in hand and waits for every outcome, as
+    /// [`Session::run`] does for one request: each request of `reqs` (all are taken) ends in
+    /// `out`, in no particular order — a request's `user` field tells them apart. The batch
+    /// travels as a value: a driver that takes runs whole (the multi-buffer driver, any
+    /// synchronous driver) gets it in one [`crate::DriverSession::process_run`] call, in
+    /// this thread; an asynchronous one gets each request directly with the hint that more
+    /// follow, and the call then waits for them. The driver is chosen once for the run.
+    pub fn run_batch(&self, reqs: &mut Vec<Request>, out: &mut Vec<Outcome>) {
+        self.shared.run_many(reqs, out)
+    }
+
     /// Processes `data` in place as the request's buffer, without copying it into the
     /// request (see [`crate::buffer::Borrowed`]): for callers whose bytes live in memory
     /// they do not own as a `Vec`, such as the OpenSSL provider working on the application's

@@ -7,6 +7,7 @@
 //! completion targets, batching, Busy and blocked drivers, a driver gone — is set up only
 //! when the request needs it.
 
+use std::cell::Cell;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -39,6 +40,15 @@ pub(super) enum Started {
 pub(super) enum Target<'a> {
     Wait,
     Call(&'a Callback),
+    /// A request of a run that the driver finishes in one `process_run` call: it comes
+    /// back to the submitter like a waiting caller's on the fast path.
+    Run,
+}
+
+impl Target<'_> {
+    fn is_run(self) -> bool {
+        matches!(self, Target::Run)
+    }
 }
 
 impl SessionShared {
@@ -71,6 +81,84 @@ impl SessionShared {
             Offered::Later(w) => Started::Later(waiter.or(w)),
             Offered::WouldBlock(r) => Started::WouldBlock(r),
         }
+    }
+
+    /// [`crate::Session::run_batch`]: a run the caller has in hand, finished before this
+    /// returns. The driver is chosen once, for the first request. A driver that takes runs
+    /// whole gets them in one `process_run` call, each request on the fast path (no credit,
+    /// no target: like a waiting caller's with a synchronous driver); any other — an
+    /// asynchronous card, an ordered session, a driver blocked or gone — gets each request
+    /// directly with the hint that more follow, and the call waits for them.
+    pub(super) fn run_many(self: &Arc<Self>, reqs: &mut Vec<Request>, out: &mut Vec<Outcome>) {
+        let Some(first) = reqs.first() else { return };
+        let routes = self.routes();
+        match self.choose(&routes, first) {
+            Some((b, pick))
+                if b.runs
+                    && !b.count_active
+                    && self.order.is_none()
+                    && !b.entry.is_gone()
+                    && !b.entry.flow.is_blocked() =>
+            {
+                self.run_whole(b, pick, reqs, out)
+            }
+            _ => {
+                drop(routes);
+                self.run_each(reqs, out)
+            }
+        }
+    }
+
+    /// A run in one `process_run` call; see `run_many`.
+    fn run_whole(&self, b: &Binding, pick: Pick, reqs: &mut Vec<Request>, out: &mut Vec<Outcome>) {
+        let Some(ds) = b.driver_session.as_ref() else { return };
+        let mut run = RUN.with(Cell::take);
+        for mut req in reqs.drain(..) {
+            // The run goes directly, as a whole: a queue's flag or a hint means nothing here.
+            req.flags = req.flags.without(Flags::BATCH | Flags::MORE);
+            match self.prepare(b, req, Target::Run, Admission::Block, pick) {
+                Ok((mut req, _)) => {
+                    if req.trip().profiled {
+                        req.trip_mut().stamps.dispatch = profile::now();
+                    }
+                    if req.trip().route.decided {
+                        routed_to(b, &mut req);
+                    }
+                    run.push(req)
+                }
+                // Failed its checks: finished (a run's request takes no credit).
+                Err(Started::Now(o)) => out.push(o),
+                Err(Started::Later(_) | Started::WouldBlock(_)) => {
+                    unreachable!("a run's request neither waits nor takes a credit")
+                }
+            }
+        }
+        let mut done = DONE.with(Cell::take);
+        ds.process_run(&mut run, &mut done);
+        // Every request of the run is on the fast path: `complete` hands it back (a routed
+        // one that failed is not redone: nobody else could deliver its outcome).
+        out.extend(done.drain(..).filter_map(|o| SessionCore::complete(&b.core, o)));
+        RUN.with(|c| c.set(run));
+        DONE.with(|c| c.set(done));
+    }
+
+    /// A run one request at a time, the hint on all but the last; waits for the ones that
+    /// went on asynchronously.
+    fn run_each(self: &Arc<Self>, reqs: &mut Vec<Request>, out: &mut Vec<Outcome>) {
+        let n = reqs.len();
+        let mut waiting = Vec::new();
+        for (i, mut req) in reqs.drain(..).enumerate() {
+            req.flags = req.flags.without(Flags::BATCH | Flags::MORE)
+                | if i + 1 < n { Flags::MORE } else { Flags::default() };
+            match self.start(req, Target::Wait, Admission::Block) {
+                Started::Now(o) => out.push(o),
+                Started::Later(Some(w)) => waiting.push(w),
+                Started::Later(None) | Started::WouldBlock(..) => {
+                    unreachable!("blocking wait without a waiter")
+                }
+            }
+        }
+        out.extend(waiting.into_iter().map(|w| w.wait()));
     }
 
     /// The start of a batched request ([`crate::Session::submit_batch`]): chosen and
@@ -113,13 +201,16 @@ impl SessionShared {
         pick: Pick,
     ) -> Result<(Request, Option<Arc<Waiter>>), Started> {
         let immediate = match target {
-            Target::Wait => true,
+            Target::Wait | Target::Run => true,
             Target::Call(_) => req.flags.contains(Flags::CALLBACK_IMMEDIATE),
         };
         // The fast path: the outcome comes straight back up the stack, so the request can
-        // never wait anywhere and needs neither a credit nor a completion target.
-        let returns_now =
-            b.synchronous && immediate && self.order.is_none() && !req.flags.contains(Flags::BATCH);
+        // never wait anywhere and needs neither a credit nor a completion target. A run's
+        // requests (`run_many`) are on it too: the driver finishes them all in one call.
+        let returns_now = (b.synchronous || target.is_run())
+            && immediate
+            && self.order.is_none()
+            && !req.flags.contains(Flags::BATCH);
         let mut waiter = None;
         if !returns_now {
             if req.trip().credit.is_none() {
@@ -310,6 +401,13 @@ impl SessionShared {
     }
 }
 
+thread_local! {
+    /// The run `run_whole` hands its driver, kept between calls (no allocation per run).
+    static RUN: Cell<Vec<Request>> = const { Cell::new(Vec::new()) };
+    /// Its outcomes, before the framework completes them.
+    static DONE: Cell<Vec<Outcome>> = const { Cell::new(Vec::new()) };
+}
+
 /// What came of offering a request to a driver.
 enum Offered {
     Now(Outcome),
@@ -359,7 +457,8 @@ fn not_routed_to(b: &Binding, req: &mut Request) {
 /// Gives a request the completion target for `target`; returns the waiter if one was made.
 fn set_target(req: &mut Request, target: Target<'_>) -> Option<Arc<Waiter>> {
     match target {
-        Target::Wait => {
+        // A run's request never waits (its driver finishes the run in the call).
+        Target::Wait | Target::Run => {
             let w = Arc::new(Waiter::default());
             req.trip_mut().notify = Notify::Waiter(w.clone());
             Some(w)

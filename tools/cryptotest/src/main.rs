@@ -109,6 +109,11 @@ struct Cli {
     /// more follow) and wait for them; 1: one request at a time, directly.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=4096))]
     batch: u16,
+    /// With --batch N: hand each batch to the driver whole, in the measuring thread
+    /// (`Session::run_batch`, as ipsecd does with a run of packets), instead of through the
+    /// dispatch worker
+    #[arg(long, requires = "batch")]
+    direct: bool,
     /// Profile every request and print the per-stage table (the seed paper's Table 1).
     #[arg(short = 'p', long)]
     profile: bool,
@@ -309,6 +314,7 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
                     sizes: size,
                     threads,
                     batch,
+                    direct: cli.direct,
                     limit,
                     verify: cli.verify,
                 };
@@ -547,10 +553,11 @@ fn header(
         None => String::new(),
     };
     h.push_str(&format!(
-        "drivers: {}{auto} · {dir} · {} · batch {} · {per_case}{}{}",
+        "drivers: {}{auto} · {dir} · {} · batch {}{} · {per_case}{}{}",
         drivers.join(", "),
         threads_text(usize::from(cli.threads)),
         cli.batch,
+        if cli.direct && cli.batch > 1 { " (handed over whole, direct)" } else { "" },
         if cli.verify { " · every result verified against soft" } else { "" },
         if cli.oracle { " · --oracle: every split of every auto case runs as long" } else { "" }
     ));
