@@ -506,3 +506,86 @@ fn a_driver_registered_later_joins_the_routes_and_one_unregistered_leaves_them()
     assert_eq!(routed(&fw, "b", 32), 15);
     assert_eq!(s.stats().ops, 20);
 }
+
+/// A multi-buffer driver's shape: `alone_ns` for a request given by itself, and for a run
+/// handed over whole `run_ns` plus `per_request_ns` each ([`Capabilities::runs`]).
+struct Lanes {
+    alone_ns: u64,
+    run_ns: u64,
+    per_request_ns: u64,
+}
+
+impl Driver for Lanes {
+    fn name(&self) -> &str {
+        "lanes"
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { runs: true, ..caps(false) }
+    }
+    fn probe_session(&self, _: &SessionParams) -> Option<Priority> {
+        Some(Priority::AcceleratedSoftware)
+    }
+    fn new_session(&self, _: &SessionParams, _: SessionContext) -> Result<Box<dyn DriverSession>, Error> {
+        Ok(Box::new(Lanes { ..*self }))
+    }
+}
+
+impl DriverSession for Lanes {
+    fn process(&self, mut req: Request, _: Hint) -> Processed {
+        spin(self.alone_ns);
+        xor(&mut req);
+        Processed::Done(Ok(req))
+    }
+    fn process_run(&self, run: &mut Vec<Request>, done: &mut Vec<ocf::Outcome>) {
+        spin(self.run_ns + self.per_request_ns * run.len() as u64);
+        done.extend(run.drain(..).map(|mut r| {
+            xor(&mut r);
+            Ok(r)
+        }));
+    }
+}
+
+/// The routing rule without configuration: single requests stay on the CPU, runs
+/// handed over whole go to the multi-buffer driver, where each request costs a third of
+/// the CPU's; the model learns the two apart (its cost per request in runs is kept apart).
+#[test]
+fn runs_go_to_the_driver_that_wins_on_runs_and_single_requests_stay_on_the_cpu() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let fw = framework(Policy::CostModel);
+    fw.register(Arc::new(Cpu { name: "cpu", setup_ns: 6_000, per_byte_ns: 0.0 })).unwrap();
+    fw.register(Arc::new(Lanes { alone_ns: 12_000, run_ns: 4_000, per_request_ns: 1_500 })).unwrap();
+    let s = fw.new_session(&params()).unwrap();
+    let ops = |d: &str| routed(&fw, d, 64);
+    run_many(&s, 2000, 64);
+    let (cpu, lanes) = (ops("cpu"), ops("lanes"));
+    assert_eq!(cpu + lanes, 2000);
+    assert!(cpu >= 1900, "single requests: cpu {cpu}, lanes {lanes}");
+    let mut out = Vec::new();
+    for k in 0..300usize {
+        let mut run: Vec<Request> = (0..16)
+            .map(|i| {
+                let mut r = Request::new(Op::Encrypt, vec![(k + i) as u8; 64]);
+                r.user = i as u64;
+                r
+            })
+            .collect();
+        s.run_batch(&mut run, &mut out);
+        assert_eq!(out.len(), 16);
+        for o in out.drain(..) {
+            let r = o.unwrap();
+            assert_eq!(r.buf.to_vec(), vec![(k + r.user as usize) as u8 ^ 0x5a; 64], "run {k}");
+        }
+    }
+    let (run_cpu, run_lanes) = (ops("cpu") - cpu, ops("lanes") - lanes);
+    assert_eq!(run_cpu + run_lanes, 300 * 16);
+    assert!(run_lanes >= 300 * 16 * 9 / 10, "runs: cpu {run_cpu}, lanes {run_lanes}");
+    // And single requests after the runs still go to the CPU.
+    let (cpu, lanes) = (ops("cpu"), ops("lanes"));
+    run_many(&s, 1000, 64);
+    assert!(
+        ops("cpu") - cpu >= 950,
+        "single requests after runs: cpu {}, lanes {}",
+        ops("cpu") - cpu,
+        ops("lanes") - lanes
+    );
+}

@@ -33,6 +33,12 @@
 //!   exponentially weighted average of the time from offering a request to its completion
 //!   and of its size. Predictions within a class scale with size; a driver's setup cost and
 //!   cost per KiB ([`ModelEstimate`]) are a least-squares line through its classes.
+//! - **Runs.** A batch handed over whole ([`crate::Session::run_batch`]) is routed once, by
+//!   each driver's cost per request *in runs*, a second set of cells the model keeps apart
+//!   (`model::Arrival`): a multi-buffer driver that costs more than the CPU for one request
+//!   can cost a fraction of it per request in a run of 16. Every decided run is timed as a
+//!   whole and teaches its driver's run cells; exploration works as for single requests.
+//!   So single requests stay on the CPU and runs go where runs win, without configuration.
 //! - **Queueing.** For a driver that completes requests later (a device), the time its
 //!   requests in flight will still take is added to the prediction, so a full card loses
 //!   to an idle one or to the CPU. A synchronous driver (the CPU) has no queue of its own:

@@ -113,11 +113,22 @@ fn ewma(old: u64, sample: u64, shift: u32) -> u64 {
     }
 }
 
-/// The model of one driver for one algorithm: a cell per direction × size class.
+/// How requests reach a driver, which the model keeps apart: one at a time, or in runs
+/// handed over whole (`Session::run_batch`), where a multi-buffer driver's cost per
+/// request is a fraction of its cost for one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Arrival {
+    Alone,
+    InRun,
+}
+
+/// The model of one driver for one algorithm: a cell per arrival × direction × size class.
+/// A run's cell holds the cost per request of the runs measured (the run's time over its
+/// length).
 pub(crate) struct ModelTable {
     /// The session mode and algorithms, as statistics show them.
     pub(crate) algorithm: String,
-    cells: [[Cell; SIZE_CLASSES]; OPS],
+    cells: [[[Cell; SIZE_CLASSES]; OPS]; 2],
 }
 
 impl ModelTable {
@@ -127,14 +138,25 @@ impl ModelTable {
 
     #[inline]
     pub(crate) fn cell(&self, op: Op, class: SizeClass) -> &Cell {
-        &self.cells[op_index(op)][class.index()]
+        self.cell_for(Arrival::Alone, op, class)
+    }
+
+    #[inline]
+    pub(crate) fn cell_for(&self, arrival: Arrival, op: Op, class: SizeClass) -> &Cell {
+        &self.cells[arrival as usize][op_index(op)][class.index()]
     }
 
     /// The predicted time (ns) of a request of `len` bytes; `None` if its class was never
     /// measured.
     #[inline]
     pub(crate) fn predict(&self, op: Op, class: SizeClass, len: usize) -> Option<f64> {
-        let row = &self.cells[op_index(op)];
+        self.predict_for(Arrival::Alone, op, class, len)
+    }
+
+    /// As `predict`, for requests arriving as `arrival`.
+    #[inline]
+    pub(crate) fn predict_for(&self, arrival: Arrival, op: Op, class: SizeClass, len: usize) -> Option<f64> {
+        let row = &self.cells[arrival as usize][op_index(op)];
         let i = class.index();
         let (t, l) = row[i].point()?;
         let x = len as f64;
@@ -152,10 +174,11 @@ impl ModelTable {
     }
 
     /// The estimates for statistics: per direction that has samples, the classes' points
-    /// and a least-squares line `setup + ns_per_byte * len` through them.
+    /// and a least-squares line `setup + ns_per_byte * len` through them (requests alone;
+    /// runs are not shown).
     pub(crate) fn estimates(&self) -> Vec<ModelEstimate> {
         let mut out = Vec::new();
-        for (o, row) in self.cells.iter().enumerate() {
+        for (o, row) in self.cells[Arrival::Alone as usize].iter().enumerate() {
             let samples: u64 = row.iter().map(Cell::samples).sum();
             if samples == 0 {
                 continue;

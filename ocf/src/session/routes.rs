@@ -15,7 +15,7 @@ use arc_swap::Guard;
 use crate::params::SessionParams;
 use crate::profile;
 use crate::request::{Op, Request};
-use crate::routing::model::{op_index, ModelTable, OPS, SAMPLE_EVERY, WARM_UP};
+use crate::routing::model::{op_index, Arrival, ModelTable, OPS, SAMPLE_EVERY, WARM_UP};
 use crate::routing::{cpu, Policy, RoutingShared, SizeClass, SIZE_CLASSES};
 
 use super::binding::{Binding, DriverEntry};
@@ -332,7 +332,7 @@ impl Routes {
         }
         if timed || unmeasured {
             let now = *fresh.get_or_insert_with(profile::now);
-            if let Some(p) = self.explore(op, class, len, best.map(|b| (b.0, b.1)), now) {
+            if let Some(p) = self.explore(Arrival::Alone, op, class, len, best.map(|b| (b.0, b.1)), now) {
                 return p;
             }
         }
@@ -368,6 +368,7 @@ impl Routes {
     #[cold]
     fn explore(
         &self,
+        arrival: Arrival,
         op: Op,
         class: SizeClass,
         len: usize,
@@ -378,13 +379,13 @@ impl Routes {
             if best.is_some_and(|b| b.0 == i) || r.refused() {
                 continue;
             }
-            let cell = r.model.cell(op, class);
+            let cell = r.model.cell_for(arrival, op, class);
             let wait = if cell.samples() < WARM_UP {
                 EXPLORE_UNKNOWN_NS
             } else {
                 // What trying it is predicted to cost over the best, spread so that it takes
                 // at most 1/EXPLORE_SHARE of the time.
-                let loss = match (r.model.predict(op, class, len), best) {
+                let loss = match (r.model.predict_for(arrival, op, class, len), best) {
                     (Some(c), Some((_, b))) => (c - b).max(0.0) as u64,
                     _ => 0,
                 };
@@ -399,10 +400,42 @@ impl Routes {
                 continue;
             }
             r.entry.routing.explored.fetch_add(1, Ordering::Relaxed);
-            let cost = r.model.predict(op, class, len).unwrap_or(0.0) as u64;
+            let cost = r.model.predict_for(arrival, op, class, len).unwrap_or(0.0) as u64;
             return Some(Pick::decided(i, true, cost));
         }
         None
+    }
+
+    /// The route for a run of requests of about `len` bytes each, handed over whole: under
+    /// `CostModel` the least predicted cost per request in runs (every run is timed, so
+    /// exploration is looked at every time); under the other policies the pick for its
+    /// first request. `None` if there is no route.
+    pub(crate) fn pick_run(&self, op: Op, len: usize, shared: &RoutingShared) -> Option<Pick> {
+        if self.routes.len() < 2 || self.policy != Policy::CostModel {
+            return self.pick(op, len, shared);
+        }
+        let class = SizeClass::of(len);
+        let mut fresh = None;
+        let (mut best, mut fallback) = (None::<(usize, f64)>, None);
+        for (i, r) in self.routes.iter().enumerate() {
+            if !self.usable(r) || stalled(r, &mut fresh) {
+                continue;
+            }
+            fallback.get_or_insert(i);
+            if let Some(cost) = r.model.predict_for(Arrival::InRun, op, class, len) {
+                if best.is_none_or(|(_, b)| cost < b) {
+                    best = Some((i, cost));
+                }
+            }
+        }
+        let now = *fresh.get_or_insert_with(profile::now);
+        if let Some(p) = self.explore(Arrival::InRun, op, class, len, best, now) {
+            return Some(p);
+        }
+        Some(match best {
+            Some((i, cost)) => Pick::decided(i, true, cost as u64),
+            None => Pick::decided(fallback.unwrap_or(0), true, 0),
+        })
     }
 
     /// The route with the fewest requests in flight relative to its limit.
@@ -555,6 +588,27 @@ impl SessionShared {
             return Some((b, pick));
         }
         self.choose_slow(routes, pick)
+    }
+
+    /// A binding for a run whose first request is `first` (see `Routes::pick_run`).
+    pub(crate) fn choose_run<'r>(
+        self: &Arc<Self>,
+        routes: &'r Routes,
+        first: &Request,
+    ) -> Option<(&'r Arc<Binding>, Pick)> {
+        if routes.only.is_some() || !first.part.starts() {
+            return self.choose(routes, first);
+        }
+        let pick = routes.pick_run(first.op, first.payload_range().len(), &self.shared)?;
+        match routes.routes[pick.index()].made() {
+            Some(b) => Some((b, pick)),
+            None => self.choose_slow(routes, pick),
+        }
+    }
+
+    /// The model of the route a pick chose.
+    pub(crate) fn route_model(routes: &Routes, pick: Pick) -> &ModelTable {
+        &routes.routes[pick.index()].model
     }
 
     /// The binding that took the first part of the request's message (no decision: parts do

@@ -24,6 +24,8 @@ use super::complete::{request_mut, SessionCore};
 use super::jobs::{Held, Work};
 use super::routes::Pick;
 use super::SessionShared;
+use crate::routing::model::Arrival;
+use crate::routing::SizeClass;
 
 /// What came of starting a request.
 pub(super) enum Started {
@@ -60,6 +62,19 @@ impl SessionShared {
         let Some((b, pick)) = self.choose(&routes, &req) else {
             return self.without_route(req, target);
         };
+        self.start_on(b, pick, req, target, how)
+    }
+
+    /// The submit path once the driver is chosen.
+    #[inline(always)]
+    fn start_on(
+        self: &Arc<Self>,
+        b: &Arc<Binding>,
+        pick: Pick,
+        req: Request,
+        target: Target<'_>,
+        how: Admission,
+    ) -> Started {
         let (req, waiter) = match self.prepare(b, req, target, how, pick) {
             Ok(r) => r,
             Err(started) => return started,
@@ -84,28 +99,47 @@ impl SessionShared {
     }
 
     /// [`crate::Session::run_batch`]: a run the caller has in hand, finished before this
-    /// returns. The driver is chosen once, for the first request. A driver that takes runs
-    /// whole gets them in one `process_run` call, each request on the fast path (no credit,
-    /// no target: like a waiting caller's with a synchronous driver); any other — an
-    /// asynchronous card, an ordered session, a driver blocked or gone — gets each request
-    /// directly with the hint that more follow, and the call waits for them.
+    /// returns. The driver is chosen once for the run (`Routes::pick_run`: under the cost
+    /// model by its cost per request in runs, for which a decided run is timed as a whole).
+    /// A driver that takes runs whole gets them in one `process_run` call, each request on
+    /// the fast path (no credit, no target: like a waiting caller's with a synchronous
+    /// driver); any other — an asynchronous card, an ordered session, a driver blocked or
+    /// gone — gets each request directly with the hint that more follow, and the call
+    /// waits for them.
     pub(super) fn run_many(self: &Arc<Self>, reqs: &mut Vec<Request>, out: &mut Vec<Outcome>) {
         let Some(first) = reqs.first() else { return };
         let routes = self.routes();
-        match self.choose(&routes, first) {
-            Some((b, pick))
-                if b.runs
-                    && !b.count_active
-                    && self.order.is_none()
-                    && !b.entry.is_gone()
-                    && !b.entry.flow.is_blocked() =>
-            {
-                self.run_whole(b, pick, reqs, out)
+        let Some((b, pick)) = self.choose_run(&routes, first) else {
+            drop(routes);
+            for req in reqs.drain(..) {
+                if let Started::Now(o) = self.without_route(req, Target::Run) {
+                    out.push(o);
+                }
             }
-            _ => {
-                drop(routes);
-                self.run_each(reqs, out)
-            }
+            return;
+        };
+        // What the model learns from a decided run: its time per request, at its mean size.
+        let timed = pick.is_decided().then(|| {
+            let bytes: usize = reqs.iter().map(|r| r.payload_range().len()).sum();
+            (profile::now(), first.op, bytes / reqs.len(), reqs.len())
+        });
+        // The run's requests carry no decision of their own (they teach the model nothing
+        // one by one, and a failed one is not redone elsewhere).
+        let pick = Pick::route(pick.index());
+        if b.runs
+            && !b.count_active
+            && self.order.is_none()
+            && !b.entry.is_gone()
+            && !b.entry.flow.is_blocked()
+        {
+            self.run_whole(b, pick, reqs, out);
+        } else {
+            self.run_each(b, pick, reqs, out);
+        }
+        if let Some((start, op, len, n)) = timed {
+            let ns = profile::elapsed_ns(start, profile::now()) / n as u64;
+            let model = SessionShared::route_model(&routes, pick);
+            model.cell_for(Arrival::InRun, op, SizeClass::of(len)).learn(ns, len);
         }
     }
 
@@ -142,15 +176,21 @@ impl SessionShared {
         DONE.with(|c| c.set(done));
     }
 
-    /// A run one request at a time, the hint on all but the last; waits for the ones that
-    /// went on asynchronously.
-    fn run_each(self: &Arc<Self>, reqs: &mut Vec<Request>, out: &mut Vec<Outcome>) {
+    /// A run one request at a time on `b`, the hint on all but the last; waits for the ones
+    /// that went on asynchronously.
+    fn run_each(
+        self: &Arc<Self>,
+        b: &Arc<Binding>,
+        pick: Pick,
+        reqs: &mut Vec<Request>,
+        out: &mut Vec<Outcome>,
+    ) {
         let n = reqs.len();
         let mut waiting = Vec::new();
         for (i, mut req) in reqs.drain(..).enumerate() {
-            req.flags = req.flags.without(Flags::BATCH | Flags::MORE)
-                | if i + 1 < n { Flags::MORE } else { Flags::default() };
-            match self.start(req, Target::Wait, Admission::Block) {
+            let more = if i + 1 < n { Flags::MORE } else { Flags::default() };
+            req.flags = req.flags.without(Flags::BATCH | Flags::MORE) | more;
+            match self.start_on(b, pick, req, Target::Wait, Admission::Block) {
                 Started::Now(o) => out.push(o),
                 Started::Later(Some(w)) => waiting.push(w),
                 Started::Later(None) | Started::WouldBlock(..) => {
