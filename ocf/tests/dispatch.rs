@@ -693,3 +693,44 @@ fn run_batch_hands_the_run_over_whole_where_the_driver_takes_runs() {
     assert_eq!(out.remove(bad).unwrap_err().request.user, 16);
     check(&mut out, 16);
 }
+
+/// `submit_run` never blocks on a card: a driver that takes runs, and a synchronous one,
+/// finish the whole run into `out` (the callback never runs); an asynchronous card gets
+/// each request with the hint but the last, and the callback gets every outcome later.
+#[test]
+fn submit_run_finishes_what_it_can_at_once_and_calls_back_the_rest() {
+    let c = Arc::new(Collector::default());
+    let cb = c.callback();
+    let mut out = Vec::new();
+    let fw = Framework::with_config(config());
+    let whole = Arc::new(Whole::default());
+    fw.register(Arc::new(WholeDriver(whole.clone()))).unwrap();
+    let s = fw.new_session(&params()).unwrap();
+    let mut reqs: Vec<Request> = (0..16).map(request).collect();
+    s.submit_run(&mut reqs, &cb, &mut out);
+    assert_eq!(out.len(), 16, "all finished in the call");
+    assert_eq!(*whole.runs.lock().unwrap(), vec![16]);
+    out.clear();
+
+    let fw = Framework::with_config(config());
+    fw.register(Arc::new(Inline("inline", Priority::Software))).unwrap();
+    let s = fw.new_session(&params()).unwrap();
+    let mut reqs: Vec<Request> = (0..16).map(|i| request(i).with_flags(Flags::CALLBACK_IMMEDIATE)).collect();
+    s.submit_run(&mut reqs, &cb, &mut out);
+    assert_eq!(out.len(), 16, "a synchronous driver finishes the run in the call");
+    out.clear();
+
+    let fw = Framework::with_config(config());
+    let ring = Ring::new("ring", Priority::Hardware, 1024, Duration::from_micros(50), false);
+    fw.register(ring.clone()).unwrap();
+    let s = fw.new_session(&params()).unwrap();
+    let mut reqs: Vec<Request> = (0..16).map(|i| request(i).with_flags(Flags::CALLBACK_IMMEDIATE)).collect();
+    s.submit_run(&mut reqs, &cb, &mut out);
+    assert!(out.is_empty() && reqs.is_empty(), "the card took them all");
+    c.wait_for(16);
+    assert_eq!(c.bad.load(Ordering::SeqCst), 0);
+    assert_eq!(c.done.load(Ordering::SeqCst), 16, "none came back twice");
+    let (more, last) =
+        (ring.state.hints_more.load(Ordering::SeqCst), ring.state.hints_last.load(Ordering::SeqCst));
+    assert_eq!((more, last), (15, 1));
+}

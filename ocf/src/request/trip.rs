@@ -53,6 +53,8 @@ pub(crate) struct RouteTrip {
     pub(crate) active: bool,
     /// It failed on a driver's fault once and was offered to another driver.
     pub(crate) redone: bool,
+    /// It was routed as part of a run: its time teaches the model's run cells.
+    pub(crate) in_run: bool,
 }
 
 /// A completion callback, shared by many requests (typically one per client, like

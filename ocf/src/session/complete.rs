@@ -14,7 +14,7 @@ use crate::error::Error;
 use crate::error::ErrorKind;
 use crate::profile;
 use crate::request::{Failed, Flags, Notify, Outcome, Request, RouteTrip};
-use crate::routing::model::ModelTable;
+use crate::routing::model::{Arrival, ModelTable};
 use crate::routing::SizeClass;
 
 use super::binding::DriverEntry;
@@ -151,7 +151,8 @@ impl SessionCore {
             // add from the backlog itself; the model learns the rest (at least a quarter).
             let took = profile::elapsed_ns(route.start, now);
             let own = took.saturating_sub(route.wait_ns).max(took / 4);
-            self.model.cell(op, SizeClass::of(len)).learn(own, len);
+            let arrival = if route.in_run { Arrival::InRun } else { Arrival::Alone };
+            self.model.cell_for(arrival, op, SizeClass::of(len)).learn(own, len);
         }
         route
     }

@@ -131,7 +131,17 @@ impl Session {
     /// this thread; an asynchronous one gets each request directly with the hint that more
     /// follow, and the call then waits for them. The driver is chosen once for the run.
     pub fn run_batch(&self, reqs: &mut Vec<Request>, out: &mut Vec<Outcome>) {
-        self.shared.run_many(reqs, out)
+        self.shared.run_many(reqs, out, None)
+    }
+
+    /// Like [`Session::run_batch`], but without waiting: what the driver finishes before
+    /// this call returns (a driver that takes runs, or a synchronous one: the whole run)
+    /// goes to `out`, as [`Session::submit_or_finish`] hands outcomes back; what an
+    /// asynchronous driver takes goes on with the hint that more follow, and `callback`
+    /// gets each outcome later (as with [`Session::submit`]). For a client with a batch in
+    /// hand that must not block on a card: the IPsec core.
+    pub fn submit_run(&self, reqs: &mut Vec<Request>, callback: &Callback, out: &mut Vec<Outcome>) {
+        self.shared.run_many(reqs, out, Some(callback))
     }
 
     /// Processes `data` in place as the request's buffer, without copying it into the

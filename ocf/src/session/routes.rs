@@ -96,7 +96,9 @@ pub(crate) struct Pick(u64);
 impl Pick {
     const TIMED: u64 = 1 << 16;
     const DECIDED: u64 = 1 << 17;
-    const COST_SHIFT: u32 = 18;
+    /// Chosen for a run: its completion teaches the model's run cells.
+    const IN_RUN: u64 = 1 << 18;
+    const COST_SHIFT: u32 = 19;
 
     #[inline(always)]
     pub(crate) fn route(index: usize) -> Pick {
@@ -130,9 +132,20 @@ impl Pick {
         self.0 >> Self::COST_SHIFT
     }
 
+    /// Whether it was chosen for a run (`Routes::pick_run`).
+    #[inline(always)]
+    pub(crate) fn is_in_run(self) -> bool {
+        self.0 & Self::IN_RUN != 0
+    }
+
+    /// The same pick, marked as chosen for a run.
+    pub(crate) fn for_run(self) -> Pick {
+        Pick(self.0 | Self::IN_RUN)
+    }
+
     /// The same pick on another route, without a prediction.
     fn moved_to(self, index: usize) -> Pick {
-        Pick(Pick::route(index).0 | (self.0 & (Self::TIMED | Self::DECIDED)))
+        Pick(Pick::route(index).0 | (self.0 & (Self::TIMED | Self::DECIDED | Self::IN_RUN)))
     }
 }
 
@@ -599,7 +612,7 @@ impl SessionShared {
         if routes.only.is_some() || !first.part.starts() {
             return self.choose(routes, first);
         }
-        let pick = routes.pick_run(first.op, first.payload_range().len(), &self.shared)?;
+        let pick = routes.pick_run(first.op, first.payload_range().len(), &self.shared)?.for_run();
         match routes.routes[pick.index()].made() {
             Some(b) => Some((b, pick)),
             None => self.choose_slow(routes, pick),

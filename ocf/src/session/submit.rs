@@ -98,15 +98,22 @@ impl SessionShared {
         }
     }
 
-    /// [`crate::Session::run_batch`]: a run the caller has in hand, finished before this
-    /// returns. The driver is chosen once for the run (`Routes::pick_run`: under the cost
-    /// model by its cost per request in runs, for which a decided run is timed as a whole).
-    /// A driver that takes runs whole gets them in one `process_run` call, each request on
-    /// the fast path (no credit, no target: like a waiting caller's with a synchronous
-    /// driver); any other — an asynchronous card, an ordered session, a driver blocked or
-    /// gone — gets each request directly with the hint that more follow, and the call
-    /// waits for them.
-    pub(super) fn run_many(self: &Arc<Self>, reqs: &mut Vec<Request>, out: &mut Vec<Outcome>) {
+    /// [`crate::Session::run_batch`] (`callback`: `None`) and
+    /// [`crate::Session::submit_run`]: a run the caller has in hand. The driver is chosen
+    /// once for the run (`Routes::pick_run`: under the cost model by its cost per request
+    /// in runs). A driver that takes runs whole gets them in one `process_run` call, each
+    /// request on the fast path (no credit, no target: like a waiting caller's with a
+    /// synchronous driver), and a decided run is timed as a whole for the model. Any other
+    /// — an asynchronous card, an ordered session, a driver blocked or gone — gets each
+    /// request directly with the hint that more follow; then `run_batch` waits for them
+    /// (timed as a whole too), and `submit_run` leaves them to `callback`, each request
+    /// teaching the model's run cells when it completes.
+    pub(super) fn run_many(
+        self: &Arc<Self>,
+        reqs: &mut Vec<Request>,
+        out: &mut Vec<Outcome>,
+        callback: Option<&Callback>,
+    ) {
         let Some(first) = reqs.first() else { return };
         let routes = self.routes();
         let Some((b, pick)) = self.choose_run(&routes, first) else {
@@ -118,23 +125,25 @@ impl SessionShared {
             }
             return;
         };
+        let whole = b.runs
+            && !b.count_active
+            && self.order.is_none()
+            && !b.entry.is_gone()
+            && !b.entry.flow.is_blocked();
+        if let (false, Some(cb)) = (whole, callback) {
+            return self.run_each(b, pick, reqs, out, Target::Call(cb));
+        }
         // What the model learns from a decided run: its time per request, at its mean size.
         let timed = pick.is_decided().then(|| {
             let bytes: usize = reqs.iter().map(|r| r.payload_range().len()).sum();
             (profile::now(), first.op, bytes / reqs.len(), reqs.len())
         });
-        // The run's requests carry no decision of their own (they teach the model nothing
-        // one by one, and a failed one is not redone elsewhere).
-        let pick = Pick::route(pick.index());
-        if b.runs
-            && !b.count_active
-            && self.order.is_none()
-            && !b.entry.is_gone()
-            && !b.entry.flow.is_blocked()
-        {
-            self.run_whole(b, pick, reqs, out);
+        // The requests carry no decision of their own: the run as a whole is timed.
+        let on = Pick::route(pick.index());
+        if whole {
+            self.run_whole(b, on, reqs, out);
         } else {
-            self.run_each(b, pick, reqs, out);
+            self.run_each(b, on, reqs, out, Target::Wait);
         }
         if let Some((start, op, len, n)) = timed {
             let ns = profile::elapsed_ns(start, profile::now()) / n as u64;
@@ -171,31 +180,41 @@ impl SessionShared {
         ds.process_run(&mut run, &mut done);
         // Every request of the run is on the fast path: `complete` hands it back (a routed
         // one that failed is not redone: nobody else could deliver its outcome).
-        out.extend(done.drain(..).filter_map(|o| SessionCore::complete(&b.core, o)));
+        for o in done.drain(..) {
+            let Some(o) = SessionCore::complete(&b.core, o) else { continue };
+            if let Some(stamps) = stamps(&o) {
+                b.entry.profile.record_request(&stamps, 0);
+            }
+            out.push(o);
+        }
         RUN.with(|c| c.set(run));
         DONE.with(|c| c.set(done));
     }
 
-    /// A run one request at a time on `b`, the hint on all but the last; waits for the ones
-    /// that went on asynchronously.
+    /// A run one request at a time on `b`, the hint on all but the last. What finishes at
+    /// once goes to `out`; for `Target::Wait` the call then waits for the rest, for
+    /// `Target::Call` they go to the callback.
     fn run_each(
         self: &Arc<Self>,
         b: &Arc<Binding>,
         pick: Pick,
         reqs: &mut Vec<Request>,
         out: &mut Vec<Outcome>,
+        target: Target<'_>,
     ) {
         let n = reqs.len();
         let mut waiting = Vec::new();
         for (i, mut req) in reqs.drain(..).enumerate() {
             let more = if i + 1 < n { Flags::MORE } else { Flags::default() };
             req.flags = req.flags.without(Flags::BATCH | Flags::MORE) | more;
-            match self.start_on(b, pick, req, Target::Wait, Admission::Block) {
+            match self.start_on(b, pick, req, target, Admission::Block) {
+                Started::Now(o) if matches!(target, Target::Call(_)) => {
+                    out.push(SessionShared::returned_now(o))
+                }
                 Started::Now(o) => out.push(o),
                 Started::Later(Some(w)) => waiting.push(w),
-                Started::Later(None) | Started::WouldBlock(..) => {
-                    unreachable!("blocking wait without a waiter")
-                }
+                Started::Later(None) => {}
+                Started::WouldBlock(..) => unreachable!("a blocking submit gave up"),
             }
         }
         out.extend(waiting.into_iter().map(|w| w.wait()));
@@ -279,6 +298,7 @@ impl SessionShared {
                 decided: true,
                 timed: pick.timed(),
                 cost_ns: pick.cost_ns(),
+                in_run: pick.is_in_run(),
                 ..RouteTrip::default()
             };
         }
