@@ -2,19 +2,22 @@
 //! themselves (`crate::packet`): results, payloads, where a packet came from; the state
 //! both directions use; and how a batch's requests meet ocf ([`Batch`]).
 //!
-//! ocf's "more follow" hint (the seed paper's batching, [`ocf::Flags::MORE`]) is exact: each
-//! request is held back until the next one of the batch is ready, and goes with the hint
-//! only if that next one is for the same SA; the last goes without. Holding one request
-//! costs nothing on the synchronous path (its packet is encrypted one packet later), and
-//! a device gets one doorbell per run of an SA's packets. Which code finishes a request is
-//! chosen when it is made and rides with it (Fast IPsec's continuations): `outbound`'s or
-//! `inbound`'s.
+//! A batch's requests go to ocf as *runs*: the requests for one SA and direction in a row
+//! are gathered until a request for another SA comes or the batch ends, then handed over
+//! together (`ocf::Session::submit_run`). A driver that takes runs whole (the multi-buffer
+//! driver, which encrypts 16 packets at once) gets the run in one call; a synchronous
+//! driver finishes it in the call too; an asynchronous card gets each request with ocf's
+//! "more follow" hint ([`ocf::Flags::MORE`]) on all but the last — one doorbell per run —
+//! and completes them later through the SA's callbacks. A run of one request takes the
+//! single-request path (`submit_or_finish`). Which code finishes a request is chosen when it
+//! is made and is the same for a run (its SA and direction decide it: Fast IPsec's
+//! continuations, `outbound`'s or `inbound`'s).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use ocf::{Flags, Framework, Outcome, Request};
+use ocf::{Framework, Outcome, Request};
 
 use ipsec_wire::Summary;
 
@@ -217,19 +220,29 @@ pub(crate) fn finish_input(
     }
 }
 
-/// A request ready for ocf, held until the next shows whether more follow for its SA.
-struct Held {
+/// The SA and direction of the run being gathered, and what finishes its requests. Its
+/// first request waits here, and joins the batch's vector only when a second comes: a
+/// one-packet call never touches the vector.
+struct RunHead {
     sa: Arc<Sa>,
-    req: Request,
     way: Way,
     finish: Finish,
+    first: Option<Request>,
 }
 
-/// One call's batch on its way through ocf: where finished packets go, and the newest
-/// request, not yet submitted.
+thread_local! {
+    /// A run's requests and outcomes, kept between batches (no allocation per batch).
+    static SPARE: std::cell::Cell<(Vec<Request>, Vec<Outcome>)> =
+        const { std::cell::Cell::new((Vec::new(), Vec::new())) };
+}
+
+/// One call's batch on its way through ocf: where finished packets go, and the run of
+/// requests for one SA not yet submitted.
 pub(crate) struct Batch<'a> {
     out: &'a mut Results,
-    held: Option<Held>,
+    head: Option<RunHead>,
+    run: Vec<Request>,
+    outcomes: Vec<Outcome>,
     /// None for a one-packet call.
     pub(crate) tally: Option<Tally>,
     /// The last drop after the crypto (a synchronous driver's), for the per-packet calls.
@@ -238,12 +251,13 @@ pub(crate) struct Batch<'a> {
 
 impl<'a> Batch<'a> {
     pub(crate) fn new(out: &'a mut Results) -> Batch<'a> {
-        Batch { out, held: None, tally: Some(Tally::default()), dropped: None }
+        let (run, outcomes) = SPARE.with(|s| s.take());
+        Batch { out, head: None, run, outcomes, tally: Some(Tally::default()), dropped: None }
     }
 
     /// A batch of one packet (the per-packet calls): counted at once, without a tally.
     pub(crate) fn one(out: &'a mut Results) -> Batch<'a> {
-        Batch { out, held: None, tally: None, dropped: None }
+        Batch { out, head: None, run: Vec::new(), outcomes: Vec::new(), tally: None, dropped: None }
     }
 
     /// For the network, now (a packet policy lets through).
@@ -317,35 +331,72 @@ impl Shared {
         }
     }
 
-    /// Hands `req` for `sa` to the batch: the request held so far goes to ocf now, with
-    /// the "more follow" hint if this one is for the same SA, and this one is held. The
-    /// held request's reference to its SA passes on to the next of the same SA: a run of
-    /// one SA's packets takes one reference, not one each (every thread using the SA
-    /// writes its count).
+    /// Hands `req` for `sa` to the batch: it joins the run being gathered if that is for
+    /// the same SA and direction; otherwise that run goes to ocf now and this request starts
+    /// the next. A run takes one reference to its SA, not one per packet (every thread
+    /// using the SA writes its count).
     #[inline]
     pub(crate) fn submit(&self, b: &mut Batch<'_>, sa: SaRef<'_>, req: Request, way: Way, finish: Finish) {
         let next = match &sa {
             SaRef::Lent(s) => *s,
             SaRef::Owned(s) => s,
         };
-        let same = b.held.as_ref().is_some_and(|h| Arc::ptr_eq(&h.sa, next));
-        let previous = b.held.take().map(|h| self.start(b, h, same));
-        let sa = match (sa, previous) {
-            (SaRef::Owned(s), _) => s,
-            (SaRef::Lent(_), Some(p)) if same => p,
-            (SaRef::Lent(s), _) => s.clone(),
+        if let Some(h) = b.head.as_mut().filter(|h| Arc::ptr_eq(&h.sa, next) && h.way == way) {
+            b.run.extend(h.first.take());
+            b.run.push(req);
+            return;
+        }
+        self.submit_run(b);
+        let sa = match sa {
+            SaRef::Owned(s) => s,
+            SaRef::Lent(s) => s.clone(),
         };
-        b.held = Some(Held { sa, req, way, finish });
+        b.head = Some(RunHead { sa, way, finish, first: Some(req) });
     }
 
-    /// The end of a batch: the held request goes without the hint, and the tally is
-    /// counted.
+    /// The end of a batch: the last run goes to ocf, and the tally is counted. The run's
+    /// vectors go back to this thread for its next batch.
     pub(crate) fn finish(&self, b: &mut Batch<'_>) {
-        if let Some(h) = b.held.take() {
-            drop(self.start(b, h, false));
-        }
+        self.submit_run(b);
         if let Some(t) = &mut b.tally {
             self.settle(t);
+        }
+        if b.run.capacity() > 0 {
+            let kept = (std::mem::take(&mut b.run), std::mem::take(&mut b.outcomes));
+            SPARE.with(|s| s.set(kept));
+        }
+    }
+
+    /// Submits the run gathered so far; what the driver finishes in the call is finished
+    /// here, with the SA in hand, into the batch's results; an asynchronous driver calls
+    /// the SA's completion later.
+    fn submit_run(&self, b: &mut Batch<'_>) {
+        let Some(RunHead { sa, way, finish, first }) = b.head.take() else { return };
+        if let Some(req) = first {
+            let done = match sa.callbacks.get() {
+                Some(cb) => {
+                    sa.session.submit_or_finish(req, if way == Way::Out { &cb.output } else { &cb.input })
+                }
+                None => Some(sa.session.run(req)),
+            };
+            if let Some(outcome) = done {
+                if let Err(why) = finish(self, &sa, outcome, b.out, b.tally.as_mut()) {
+                    b.dropped = Some(why);
+                }
+            }
+            return;
+        }
+        match sa.callbacks.get() {
+            Some(cb) => {
+                let callback = if way == Way::Out { &cb.output } else { &cb.input };
+                sa.session.submit_run(&mut b.run, callback, &mut b.outcomes)
+            }
+            None => sa.session.run_batch(&mut b.run, &mut b.outcomes),
+        }
+        for outcome in b.outcomes.drain(..) {
+            if let Err(why) = finish(self, &sa, outcome, b.out, b.tally.as_mut()) {
+                b.dropped = Some(why);
+            }
         }
     }
 
@@ -384,27 +435,6 @@ impl Shared {
             None => ((), ()),
         };
         (t.packets, t.bytes) = (0, 0);
-    }
-
-    /// Submits a request; a synchronous driver's outcome is finished here, with the SA in
-    /// hand, into the batch's results; an asynchronous one calls the SA's completion later.
-    /// Returns the request's reference to its SA.
-    fn start(&self, b: &mut Batch<'_>, h: Held, more: bool) -> Arc<Sa> {
-        let Held { sa, mut req, way, finish } = h;
-        if more {
-            req.flags = req.flags | Flags::MORE;
-        }
-        let done = match sa.callbacks.get() {
-            Some(cb) => {
-                sa.session.submit_or_finish(req, if way == Way::Out { &cb.output } else { &cb.input })
-            }
-            None => Some(sa.session.run(req)),
-        };
-        let Some(outcome) = done else { return sa };
-        if let Err(why) = finish(self, &sa, outcome, b.out, b.tally.as_mut()) {
-            b.dropped = Some(why);
-        }
-        sa
     }
 }
 

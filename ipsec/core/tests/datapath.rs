@@ -811,3 +811,67 @@ fn a_batch_counts_interleaved_sas_exactly_and_stops_at_a_lifetime_inside_it() {
     assert_eq!((r2.packets_in, r2.bytes_in, r3.packets_in, r3.bytes_in), (5, 5 * 28 + 230, 3, 3 * 28 + 140));
     assert_eq!((right.stats().packets_in, right.stats().bytes_in), (8, 8 * 28 + 370));
 }
+
+/// A driver that takes runs whole (as the multi-buffer driver does), doing the work with
+/// the soft driver's sessions and recording the length of every run it is handed.
+struct Runs {
+    lengths: Arc<std::sync::Mutex<Vec<usize>>>,
+}
+
+struct RunsSession(Box<dyn ocf::DriverSession>, Arc<std::sync::Mutex<Vec<usize>>>);
+
+impl ocf::Driver for Runs {
+    fn name(&self) -> &str {
+        "runs"
+    }
+    fn capabilities(&self) -> ocf::Capabilities {
+        ocf::Capabilities { runs: true, synchronous: false, ..ocf::Capabilities::every_algorithm() }
+    }
+    fn probe_session(&self, p: &ocf::SessionParams) -> Option<ocf::Priority> {
+        ocf_soft::SoftDriver::new().probe_session(p).map(|_| ocf::Priority::Hardware)
+    }
+    fn new_session(
+        &self,
+        p: &ocf::SessionParams,
+        ctx: ocf::SessionContext,
+    ) -> Result<Box<dyn ocf::DriverSession>, ocf::Error> {
+        Ok(Box::new(RunsSession(ocf_soft::SoftDriver::new().new_session(p, ctx)?, self.lengths.clone())))
+    }
+}
+
+impl ocf::DriverSession for RunsSession {
+    fn process(&self, req: ocf::Request, hint: ocf::Hint) -> ocf::Processed {
+        self.0.process(req, hint)
+    }
+    fn process_run(&self, run: &mut Vec<ocf::Request>, done: &mut Vec<ocf::Outcome>) {
+        self.1.lock().unwrap().push(run.len());
+        self.0.process_run(run, done)
+    }
+}
+
+/// A batch meets ocf as runs: each SA's packets in a row reach a driver that takes runs in
+/// one call (`Session::submit_run`) and are finished in the call, into the results; the
+/// one-packet calls go one request at a time. Every packet arrives once, intact.
+#[test]
+fn a_batch_reaches_a_driver_that_takes_runs_as_one_run_per_sa() {
+    let (s, a) = gcm_tunnel();
+    let fw = ocf::Framework::new();
+    let lengths = Arc::new(std::sync::Mutex::new(Vec::new()));
+    fw.register(Arc::new(Runs { lengths: lengths.clone() })).unwrap();
+    let (left, ls, right, rs) = pair_on(fw, &s, &a);
+    let plain: Vec<Vec<u8>> = (0..24).map(|i| udp_packet(s.inner.0, s.inner.1, 100 + i)).collect();
+    let mut out = ipsec_core::Results::default();
+    (*left).output(plain.iter().map(|p| Packet::with_headroom(p)), &mut out);
+    assert_eq!(out.transmit.len(), 24, "finished in the call");
+    assert_eq!(*lengths.lock().unwrap(), vec![24], "one run for the batch");
+    let sent: Vec<Packet> = out.transmit.drain(..).collect();
+    (*right).input(sent, Via::Ip, &mut out);
+    assert_eq!(*lengths.lock().unwrap(), vec![24, 24]);
+    let got: Vec<Vec<u8>> = out.deliver.drain(..).map(|p| p.bytes().to_vec()).collect();
+    assert_eq!(got, plain, "in order, intact");
+    left.output(Packet::with_headroom(&plain[0])).unwrap();
+    assert_eq!(lengths.lock().unwrap().len(), 2, "a packet alone is not a run");
+    assert_eq!(ls.take_sent().len(), 1);
+    assert_eq!(left.stats().total_drops() + right.stats().total_drops(), 0);
+    let _ = rs;
+}
