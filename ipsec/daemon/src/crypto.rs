@@ -1,6 +1,8 @@
 //! ocf for the gateway: the framework the SAs get their sessions from — `soft`, the
-//! drivers `--driver` names (`afalg`: the kernel's crypto drivers, a real accelerator
-//! where the machine has one; `sim:<profile>`: simulated cards, for experiments: how ocf
+//! drivers `--driver` names (`mb`: the multi-buffer CPU driver, to which the cost model
+//! sends each SA's runs of packets where it beats `soft` on them; `afalg`: the kernel's
+//! crypto drivers, a real accelerator where the machine has one; `sim:<profile>`:
+//! simulated cards, for experiments: how ocf
 //! spreads ESP over a CPU and cards), the routing policy `--policy` chooses — and what
 //! routing did, for `ipsecctl stats` ([`stats`]) and the metrics ([`prometheus`]).
 //!
@@ -16,11 +18,14 @@ use std::fmt::Write as _;
 use ocf::{Config, Framework, Policy, RoutingStats, SizeClass};
 use ocf_sim::{SimError, SimProfile};
 
-/// Checks a `--driver` value (clap's value parser): `afalg[:<options>]`, or `sim:<profile>`
+/// Checks a `--driver` value (clap's value parser): `mb`, `afalg[:<options>]`, or `sim:<profile>`
 /// with a profile ocf-sim takes. The error names what is wrong. (Whether the kernel has
 /// AF_ALG is found when the framework is made.)
 pub fn driver_spec(s: &str) -> Result<String, String> {
     let s = s.trim();
+    if s == ocf_mb::NAME {
+        return Ok(s.to_owned());
+    }
     if ocf_afalg::is_afalg_name(s) {
         return ocf_afalg::parse_name(s).map(|_| s.to_owned()).map_err(|e| e.to_string());
     }
@@ -33,16 +38,20 @@ pub fn driver_spec(s: &str) -> Result<String, String> {
     }
 }
 
-/// The framework: `policy`, `soft`, then each of `drivers` (`afalg[:<options>]`, which
+/// The framework: `policy`, `soft`, then each of `drivers` (`mb`, which fails naming why
+/// where Intel IPsec-MB is unavailable; `afalg[:<options>]`, which
 /// fails naming why where the kernel has no AF_ALG; `sim:<profile>`, the same profile twice
 /// being two cards, `sim:X` and `sim:X#2`).
 pub fn framework(drivers: &[String], policy: Policy) -> Result<Framework, String> {
     let fw = Framework::with_config(Config { policy, ..Config::default() });
     ocf_soft::register(&fw).map_err(|e| format!("ocf: {e}"))?;
     for d in drivers {
-        let registered = match ocf_afalg::is_afalg_name(d) {
-            true => ocf_afalg::register_named(&fw, d).map(drop).map_err(|e| e.to_string()),
-            false => ocf_sim::register_named(&fw, d).map(drop).map_err(|e| e.to_string()),
+        let registered = if d == ocf_mb::NAME {
+            ocf_mb::register(&fw).map_err(|e| e.to_string())
+        } else if ocf_afalg::is_afalg_name(d) {
+            ocf_afalg::register_named(&fw, d).map(drop).map_err(|e| e.to_string())
+        } else {
+            ocf_sim::register_named(&fw, d).map(drop).map_err(|e| e.to_string())
         };
         registered.map_err(|e| format!("--driver '{d}': {e}"))?;
     }
@@ -285,6 +294,13 @@ mod tests {
         assert!(e.contains("bad sim device profile") && e.contains("hifn9999"), "{e}");
         let e = driver_spec("soft").unwrap_err();
         assert!(e.contains("\"soft\"") && e.contains("sim:<profile>"), "{e}");
+        assert_eq!(driver_spec("mb"), Ok("mb".into()));
+        // mb is registered where IPsec-MB was built in, and refused naming why where not.
+        match (ocf_mb::available(), framework(&["mb".into()], Policy::CostModel)) {
+            (true, Ok(fw)) => assert!(fw.drivers().iter().any(|d| d.name == "mb")),
+            (false, Err(e)) => assert!(e.contains("--driver 'mb'") && e.contains("IPsec-MB"), "{e}"),
+            (a, r) => panic!("available {a}, framework {:?}", r.map(|_| ())),
+        }
         assert_eq!(driver_spec("afalg:sync"), Ok("afalg:sync".into()));
         let e = driver_spec("afalg:turbo").unwrap_err();
         assert!(e.contains("unknown afalg option `turbo`"), "{e}");

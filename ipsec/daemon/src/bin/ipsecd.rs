@@ -48,7 +48,9 @@ struct Args {
     /// Serve every counter in Prometheus' text format on this address (e.g. 127.0.0.1:9530).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<std::net::SocketAddr>,
-    /// Register another driver beside `soft`: `afalg` (or `afalg:OPTIONS`) is the kernel's
+    /// Register another driver beside `soft`: `mb` is the multi-buffer CPU driver (Intel
+    /// IPsec-MB), to which the cost model sends each SA's runs of packets where it beats
+    /// soft on them (start-up fails naming why without IPsec-MB); `afalg` (or `afalg:OPTIONS`) is the kernel's
     /// crypto API, a real accelerator where the machine has one (start-up fails naming why
     /// if the kernel has no AF_ALG); `sim:PROFILE` is a simulated card, for experiments
     /// (`sim:qat-like`, `sim:hifn7951,ring=8`: a profile string of ocf-sim). Repeatable; a
