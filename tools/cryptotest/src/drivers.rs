@@ -15,9 +15,10 @@
 //! run goes on with the other drivers. `-d all` does not include it (it would probe the
 //! kernel on every run): name it.
 //!
-//! `mb` is the multi-buffer driver (Intel IPsec-MB's job API; AES-CBC and AES-CTR): built
-//! without the library, registering it prints the reason and leaves its column out. It
-//! batches only what arrives with the "more follow" hint: measure it with `--batch N`.
+//! `mb` is the multi-buffer driver (Intel IPsec-MB's job API): built without the library,
+//! registering it prints the reason and leaves its column out; `-d all` includes it where
+//! it is available. It batches only what arrives with the "more follow" hint or as a run
+//! handed over whole: measure it with `--batch N` (and `--direct`).
 
 use ocf::Framework;
 use ocf_sim::{SimProfile, PROFILE_NAMES};
@@ -40,10 +41,14 @@ pub enum DriverSpec {
 /// The column name of `-d auto`.
 pub const AUTO: &str = "auto";
 
-/// What `-d all` means: every driver this build has, with each named accelerator profile.
+/// What `-d all` means: every driver this build has, with each named accelerator profile
+/// (and `mb` where IPsec-MB is built in).
 pub fn all() -> Vec<DriverSpec> {
     let mut v = vec![DriverSpec::Soft, DriverSpec::Null];
     v.extend(PROFILE_NAMES.iter().map(|p| DriverSpec::Sim((*p).to_owned())));
+    if ocf_mb::available() {
+        v.push(DriverSpec::Mb);
+    }
     v
 }
 
@@ -178,7 +183,8 @@ mod tests {
         );
         let two = resolve(&names(&["sim:hifn7951", "sim:hifn7951"])).unwrap();
         assert_eq!(two, [DriverSpec::Sim("hifn7951".into()), DriverSpec::Sim("hifn7951".into())]);
-        assert_eq!(resolve(&names(&["all"])).unwrap().len(), 2 + PROFILE_NAMES.len());
+        let mb = usize::from(ocf_mb::available());
+        assert_eq!(resolve(&names(&["all"])).unwrap().len(), 2 + PROFILE_NAMES.len() + mb);
         let custom = resolve(&names(&["sim:ring=4,setup=1us,rate=1GB/s"])).unwrap();
         let fw = Framework::new();
         assert_eq!(register(&fw, &custom).unwrap(), ["sim:ring=4,setup=1us,rate=1GB/s"]);
