@@ -37,6 +37,7 @@
 //!   session freed with requests in flight still completes them; schedules are wiped on drop.
 
 mod ffi;
+mod job;
 mod lane;
 
 use std::cell::Cell;
@@ -46,12 +47,13 @@ use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
 use ocf::{
-    Capabilities, CipherAlg, Driver, DriverSession, Error, Failed, Framework, Hint, Mode, Op, Priority,
-    Processed, Request, SessionContext, SessionParams,
+    Capabilities, Driver, DriverSession, Error, Failed, Framework, Hint, Priority, Processed, Request,
+    SessionContext, SessionParams,
 };
 
-use crate::ffi::{JobDesc, JobMode, Manager, Schedule};
-use crate::lane::{job_failed, Completions, Lane, IN_HAND};
+use crate::ffi::Manager;
+use crate::job::Keys;
+use crate::lane::{job_failed, Completions, Lane};
 
 /// The name the driver registers under.
 pub const NAME: &str = "mb";
@@ -91,13 +93,6 @@ pub struct MbStats {
     pub flushes: u64,
     /// Flushes by the flusher thread: held requests whose follower never came.
     pub timed_flushes: u64,
-}
-
-/// Expanded keys of one session (kept by its held requests too).
-pub struct Keys {
-    enc: Schedule,
-    dec: Schedule,
-    key_len: u64,
 }
 
 struct Shared {
@@ -271,16 +266,17 @@ impl Driver for MbDriver {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities { ciphers: vec![CipherAlg::AesCbc, CipherAlg::AesCtr], ..Capabilities::default() }
+        Capabilities {
+            ciphers: job::CIPHERS.to_vec(),
+            aeads: job::AEADS.to_vec(),
+            macs: job::MACS.to_vec(),
+            cipher_then_mac: true,
+            ..Capabilities::default()
+        }
     }
 
     fn probe_session(&self, params: &SessionParams) -> Option<Priority> {
-        match &params.mode {
-            Mode::Cipher { alg: CipherAlg::AesCbc | CipherAlg::AesCtr, .. } if !params.multipart => {
-                Some(Priority::AcceleratedSoftware)
-            }
-            _ => None,
-        }
+        job::serves(params).then_some(Priority::AcceleratedSoftware)
     }
 
     fn new_session(
@@ -288,71 +284,28 @@ impl Driver for MbDriver {
         params: &SessionParams,
         ctx: SessionContext,
     ) -> Result<Box<dyn DriverSession>, Error> {
-        let (alg, key) = match &params.mode {
-            Mode::Cipher { alg: alg @ (CipherAlg::AesCbc | CipherAlg::AesCtr), key } if !params.multipart => {
-                (*alg, key)
-            }
-            Mode::Cipher { alg, .. } => return Err(Error::UnsupportedCipher(*alg)),
-            _ => return Err(Error::InvalidParams("mb: only AES-CBC and AES-CTR cipher sessions")),
-        };
-        let mut keys = Keys { enc: Schedule([0; 240]), dec: Schedule([0; 240]), key_len: key.len() as u64 };
-        if !self.shared.lane().manager().expand(key.as_bytes(), &mut keys.enc, &mut keys.dec) {
-            return Err(Error::BadKeyLength { what: "mb: AES key", got: key.len(), allowed: &[16, 24, 32] });
-        }
+        let keys = Keys::new(self.shared.lane().manager(), params)?;
         let soft = ocf_soft::SoftDriver::new().new_session(params, ctx.clone())?;
-        Ok(Box::new(MbSession {
-            soft,
-            shared: self.shared.clone(),
-            ctx,
-            keys: Arc::new(keys),
-            ctr: alg == CipherAlg::AesCtr,
-        }))
+        Ok(Box::new(MbSession { soft, shared: self.shared.clone(), ctx, keys: Arc::new(keys) }))
     }
 }
 
 struct MbSession {
-    /// Lone requests run here (synchronous: it never answers Pending).
+    /// Lone requests run here (synchronous: it never answers Pending), and those whose
+    /// layout one job does not cover (see `job`).
     soft: Box<dyn DriverSession>,
     shared: Arc<Shared>,
     ctx: SessionContext,
     keys: Arc<Keys>,
-    ctr: bool,
-}
-
-impl MbSession {
-    fn mode(&self, op: Op) -> Result<JobMode, Error> {
-        match (op, self.ctr) {
-            (Op::Encrypt | Op::Decrypt, true) => Ok(JobMode::Ctr),
-            (Op::Encrypt, false) => Ok(JobMode::CbcEncrypt),
-            (Op::Decrypt, false) => Ok(JobMode::CbcDecrypt),
-            (op, _) => Err(Error::BadOperation { op: op.name(), mode: "cipher" }),
-        }
-    }
-
-    fn desc(&self, mode: JobMode, data: &mut [u8], iv: &[u8]) -> JobDesc {
-        JobDesc {
-            src: data.as_ptr(),
-            dst: data.as_mut_ptr(),
-            len: data.len() as u64,
-            iv: iv.as_ptr(),
-            iv_len: iv.len() as u64,
-            enc_keys: self.keys.enc.0.as_ptr().cast(),
-            dec_keys: self.keys.dec.0.as_ptr().cast(),
-            key_len: self.keys.key_len,
-            mode,
-            user: IN_HAND,
-        }
-    }
 }
 
 impl DriverSession for MbSession {
     fn process(&self, mut req: Request, hint: Hint) -> Processed {
-        let mode = match self.mode(req.op) {
-            Ok(m) => m,
-            Err(e) => return Processed::Done(Err(Failed::new(e, req))),
-        };
+        if let Err(e) = self.keys.check_op(req.op) {
+            return Processed::Done(Err(Failed::new(e, req)));
+        }
         let payload = req.payload.clone().unwrap_or(0..req.buf.len());
-        if payload.is_empty() {
+        if payload.is_empty() && !self.keys.tagged() {
             return Processed::Done(Ok(req));
         }
         let mut lane = self.shared.lane();
@@ -365,34 +318,57 @@ impl DriverSession for MbSession {
             return self.soft.process(req, hint);
         }
         let mut out = completions();
-        let holdable = hint.more && req.out.is_none() && req.buf.as_contiguous().is_some();
-        if holdable && lane.has_room() {
-            let before = lane.held();
-            let iv: *const [u8] = req.iv();
-            let data = &mut req.buf.as_contiguous_mut().expect("checked contiguous")[payload];
-            // SAFETY: `iv` points into the request's boxed fields, which do not move when
-            // the `Request` (a box) moves; only a reborrow for the descriptor.
-            let desc = self.desc(mode, data, unsafe { &*iv });
-            // SAFETY: the job points into the request's heap buffer (contiguous, in place,
-            // not reallocated while held), its boxed IV field and `self.keys`; the lane
-            // keeps the request and an `Arc` of the keys until the manager returns the job.
-            unsafe { lane.hold(desc, self.ctx.clone(), req, self.keys.clone(), &mut out) };
-            let after = lane.held();
-            drop(lane);
-            self.shared.account(before, after);
-            deliver(out);
-            return Processed::Pending;
-        }
+        let desc = if payload.is_empty() { None } else { self.keys.desc(&mut req) };
         let before = lane.held();
-        let ok = req.with_views(|v| {
-            let desc = self.desc(mode, v.payload, v.iv);
-            // SAFETY: the views live until `run_now` returns, and it flushes the job back.
-            unsafe { lane.run_now(&desc, &mut out) }
-        });
+        let desc = match desc {
+            Some(desc) if hint.more && lane.has_room() => {
+                // SAFETY: the job points into the request's heap buffer (contiguous, in place,
+                // not reallocated while held), its boxed IV, tag and AAD fields and `self.keys`;
+                // the lane keeps the request and an `Arc` of the keys until the manager
+                // returns the job.
+                unsafe { lane.hold(desc, self.ctx.clone(), req, self.keys.clone(), &mut out) };
+                let after = lane.held();
+                drop(lane);
+                self.shared.account(before, after);
+                deliver(out);
+                return Processed::Pending;
+            }
+            desc => desc,
+        };
+        let done = match desc {
+            Some(desc) => {
+                // SAFETY: as above, and `run_now` returns the job before it returns.
+                let ok = unsafe { lane.run_now(desc, &mut out) };
+                let tag = lane.in_hand_tag();
+                Some(if ok { job::finish(&mut req, tag) } else { Err(job_failed()) })
+            }
+            None if !self.keys.tagged() => {
+                let op = req.op;
+                let ok = req.with_views(|v| {
+                    let desc = self.keys.cipher_desc(op, v.payload, v.iv);
+                    // SAFETY: the views live until `run_now` returns, and it flushes the job back.
+                    unsafe { lane.run_now(desc, &mut out) }
+                });
+                Some(if ok { Ok(()) } else { Err(job_failed()) })
+            }
+            None => {
+                // No job covers this layout: the held jobs are flushed (no hint: the run
+                // ends here) and the request runs on soft's session.
+                if !hint.more {
+                    lane.flush(&mut out, &mut None);
+                }
+                None
+            }
+        };
+        let after = lane.held();
         drop(lane);
-        self.shared.account(before, 0);
+        self.shared.account(before, after);
         deliver(out);
-        Processed::Done(if ok { Ok(req) } else { Err(Failed::new(job_failed(), req)) })
+        match done {
+            Some(Ok(())) => Processed::Done(Ok(req)),
+            Some(Err(e)) => Processed::Done(Err(Failed::new(e, req))),
+            None => self.soft.process(req, hint),
+        }
     }
 }
 
