@@ -174,6 +174,11 @@ impl Keys {
         }
     }
 
+    /// Whether IPsec-MB completes the session's jobs as they are submitted (GCM).
+    pub fn completes_on_submit(&self) -> bool {
+        self.shape == Shape::Aead
+    }
+
     /// Whether the session computes or checks a tag.
     pub fn tagged(&self) -> bool {
         self.shape != Shape::Cipher

@@ -321,7 +321,11 @@ impl DriverSession for MbSession {
         let desc = if payload.is_empty() { None } else { self.keys.desc(&mut req) };
         let before = lane.held();
         let desc = match desc {
-            Some(desc) if hint.more && lane.has_room() => {
+            // A GCM job completes on submit: holding it gains nothing, and with nothing held
+            // before it, it comes straight back (answered Done, without done_batch).
+            Some(desc)
+                if hint.more && lane.has_room() && !(self.keys.completes_on_submit() && before == 0) =>
+            {
                 // SAFETY: the job points into the request's heap buffer (contiguous, in place,
                 // not reallocated while held), its boxed IV, tag and AAD fields and `self.keys`;
                 // the lane keeps the request and an `Arc` of the keys until the manager
