@@ -227,31 +227,35 @@ impl Manager {
         }
     }
 
-    /// The three DES key schedules of a 24-byte 3DES key; `None` for another length.
+    /// The three DES key schedules of a 24-byte 3DES key; `None` for another length (or
+    /// without IPsec-MB).
     pub fn des3_keys(&mut self, key: &[u8]) -> Option<Des3Keys> {
         if key.len() != 24 {
             return None;
         }
-        let mut schedules = Box::new([0u64; 48]);
         #[cfg(ocf_mb)]
-        // SAFETY: the manager is live; `key` has 24 bytes (checked), read 8 per schedule;
-        // `schedules` has room for three schedules of 16 words.
-        unsafe {
-            ocf_mb_des3_keys(self.0.as_ptr(), key.as_ptr(), schedules.as_mut_ptr())
-        };
-        let base = schedules.as_ptr();
-        let ptrs = Box::new([base, base.wrapping_add(16), base.wrapping_add(32)]);
-        cfg!(ocf_mb).then_some(Des3Keys { schedules, ptrs })
+        {
+            let mut schedules = Box::new([0u64; 48]);
+            // SAFETY: the manager is live; `key` has 24 bytes (checked), read 8 per
+            // schedule; `schedules` has room for three schedules of 16 words.
+            unsafe { ocf_mb_des3_keys(self.0.as_ptr(), key.as_ptr(), schedules.as_mut_ptr()) };
+            let base = schedules.as_ptr();
+            let ptrs = Box::new([base, base.wrapping_add(16), base.wrapping_add(32)]);
+            Some(Des3Keys { schedules, ptrs })
+        }
+        #[cfg(not(ocf_mb))]
+        None
     }
 
-    /// AES-GCM key data for a 16, 24 or 32-byte key; `None` for another length.
+    /// AES-GCM key data for a 16, 24 or 32-byte key; `None` for another length (or
+    /// without IPsec-MB).
     pub fn gcm_key(&mut self, key: &[u8]) -> Option<Box<GcmKey>> {
         if !matches!(key.len(), 16 | 24 | 32) {
             return None;
         }
-        let mut out = Box::new(GcmKey([0; 1024]));
         #[cfg(ocf_mb)]
         {
+            let mut out = Box::new(GcmKey([0; 1024]));
             // SAFETY: the manager is live; `key` has the length passed (checked); `out` has
             // the room the C side checks `struct gcm_key_data` fits in, 64-aligned.
             let rc = unsafe {
@@ -260,21 +264,18 @@ impl Manager {
             (rc == 0).then_some(out)
         }
         #[cfg(not(ocf_mb))]
-        {
-            drop(out);
-            None
-        }
+        None
     }
 
     /// HMAC's precomputed states for `key` (any length) over `hash`; `None` for
-    /// [`HashKind::Null`].
+    /// [`HashKind::Null`] (or without IPsec-MB).
     pub fn hmac_pads(&mut self, hash: HashKind, key: &[u8]) -> Option<Box<HmacPads>> {
         if hash == HashKind::Null {
             return None;
         }
-        let mut pads = Box::new(HmacPads { ipad: [0; 64], opad: [0; 64] });
         #[cfg(ocf_mb)]
         {
+            let mut pads = Box::new(HmacPads { ipad: [0; 64], opad: [0; 64] });
             // SAFETY: the manager is live; `key` is read for its length; each pad has the
             // 64 bytes the widest state (SHA-512) takes.
             let rc = unsafe {
@@ -292,7 +293,6 @@ impl Manager {
         #[cfg(not(ocf_mb))]
         {
             let _ = key;
-            drop(pads);
             None
         }
     }
@@ -344,5 +344,42 @@ impl Drop for Manager {
         unsafe {
             ocf_mb_free(self.0.as_ptr())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::mem::ManuallyDrop;
+
+    use super::*;
+
+    /// Runs `T`'s destructor in place and returns the bytes it left.
+    fn bytes_after_drop<T>(value: T) -> Vec<u8> {
+        let mut kept = ManuallyDrop::new(value);
+        // SAFETY: dropped once, here; its memory stays (ManuallyDrop, on this stack) and is
+        // read as plain bytes afterwards: the types tested own no heap memory.
+        unsafe {
+            ManuallyDrop::drop(&mut kept);
+            std::slice::from_raw_parts((&*kept as *const T).cast::<u8>(), size_of::<T>()).to_vec()
+        }
+    }
+
+    /// AES schedules, HMAC pads and GCM key data are wiped when dropped.
+    #[test]
+    fn key_material_is_wiped_on_drop() {
+        assert!(bytes_after_drop(Schedule([0xa5; 240])).iter().all(|b| *b == 0));
+        assert!(bytes_after_drop(HmacPads { ipad: [0x36; 64], opad: [0x5c; 64] }).iter().all(|b| *b == 0));
+        assert!(bytes_after_drop(GcmKey([0x77; 1024])).iter().all(|b| *b == 0));
+    }
+
+    /// Three distinct DES schedules come from a 24-byte key, none from another length.
+    #[test]
+    fn des3_schedules_are_made_from_the_key() {
+        let Some(mut m) = Manager::new() else { return };
+        let key: Vec<u8> = (0..24u8).map(|i| i.wrapping_mul(29) ^ 0x4b).collect();
+        let k = m.des3_keys(&key).expect("24 bytes");
+        assert!(k.schedules.iter().any(|w| *w != 0));
+        assert_ne!(k.schedules[..16], k.schedules[16..32]);
+        assert!(m.des3_keys(&key[..16]).is_none());
     }
 }

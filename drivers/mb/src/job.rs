@@ -318,3 +318,83 @@ pub fn finish(req: &mut Request, computed: &mut [u8; MAX_JOB_TAG]) -> Result<(),
     computed.zeroize();
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ocf::Key;
+
+    fn etm(c: CipherAlg, klen: usize, d: DigestAlg) -> SessionParams {
+        SessionParams::cipher_then_mac(c, &vec![0x11; klen][..], MacAlg::Hmac(d), &[2u8; 20][..])
+    }
+
+    /// Every kind the capabilities list is served (probe) and set up; what is not listed
+    /// is neither, and set-up names why.
+    #[test]
+    fn serves_what_it_lists_and_names_what_it_refuses() {
+        let tdes: Vec<u8> = (0..24u8).map(|i| i.wrapping_mul(29) ^ 0x4b).collect();
+        let served = [
+            SessionParams::cipher(CipherAlg::TdesCbc, tdes.as_slice()),
+            SessionParams::cipher(CipherAlg::AesCtr, &[1u8; 24][..]),
+            etm(CipherAlg::AesCbc, 16, DigestAlg::Sha1),
+            etm(CipherAlg::AesCtr, 32, DigestAlg::Sha512),
+            SessionParams::cipher_then_mac(
+                CipherAlg::TdesCbc,
+                tdes.as_slice(),
+                MacAlg::Hmac(DigestAlg::Sha384),
+                &[3u8; 200][..],
+            ),
+            SessionParams::hmac(DigestAlg::Sha256, &[4u8; 65][..]),
+            SessionParams::aead(CipherAlg::AesGcm, &[5u8; 24][..]),
+        ];
+        for p in &served {
+            assert!(serves(p), "{p:?}");
+            if let Some(mut m) = Manager::new() {
+                Keys::new(&mut m, p).unwrap_or_else(|e| panic!("{p:?}: {e:?}"));
+            }
+        }
+        let refused = [
+            (
+                SessionParams::hmac(DigestAlg::Md5, &[1u8; 16][..]),
+                Error::InvalidParams("mb: HMAC over SHA-1 or SHA-2 only"),
+            ),
+            (
+                SessionParams::aead(CipherAlg::ChaCha20Poly1305, &[1u8; 32][..]),
+                Error::UnsupportedCipher(CipherAlg::ChaCha20Poly1305),
+            ),
+            (SessionParams::cipher(CipherAlg::Null, Key::empty()), Error::UnsupportedCipher(CipherAlg::Null)),
+            (
+                SessionParams::digest(DigestAlg::Sha256),
+                Error::InvalidParams("mb: cipher, MAC, cipher+MAC and AEAD sessions only"),
+            ),
+            (
+                SessionParams::cipher(CipherAlg::AesCbc, &[1u8; 16][..]).multipart(),
+                Error::InvalidParams("mb: whole messages only (no multi-part sessions)"),
+            ),
+            (
+                etm(CipherAlg::AesCbc, 16, DigestAlg::Md5),
+                Error::InvalidParams("mb: HMAC over SHA-1 or SHA-2 only"),
+            ),
+        ];
+        for (p, want) in refused {
+            assert!(!serves(&p), "{p:?}");
+            if let Some(mut m) = Manager::new() {
+                assert_eq!(Keys::new(&mut m, &p).err(), Some(want), "{p:?}");
+            }
+        }
+    }
+
+    /// An operation of the wrong kind is refused by name.
+    #[test]
+    fn wrong_operations_are_named() {
+        let Some(mut m) = Manager::new() else { return };
+        let mac = Keys::new(&mut m, &SessionParams::hmac(DigestAlg::Sha1, &[1u8; 20][..])).unwrap();
+        assert_eq!(mac.check_op(Op::Encrypt), Err(Error::BadOperation { op: "encrypt", mode: "mac" }));
+        mac.check_op(Op::VerifyDigest).unwrap();
+        let gcm = Keys::new(&mut m, &SessionParams::aead(CipherAlg::AesGcm, &[1u8; 16][..])).unwrap();
+        assert_eq!(
+            gcm.check_op(Op::ComputeDigest),
+            Err(Error::BadOperation { op: "compute-digest", mode: "aead" })
+        );
+    }
+}

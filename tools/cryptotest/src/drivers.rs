@@ -15,9 +15,10 @@
 //! run goes on with the other drivers. `-d all` does not include it (it would probe the
 //! kernel on every run): name it.
 //!
-//! `mb` is the multi-buffer driver (Intel IPsec-MB's job API; AES-CBC and AES-CTR): built
-//! without the library, registering it prints the reason and leaves its column out. It
-//! batches only what arrives with the "more follow" hint: measure it with `--batch N`.
+//! `mb` is the multi-buffer driver (Intel IPsec-MB's job API; AES-CBC/CTR, 3DES,
+//! HMAC-SHA1/2 alone or after a cipher, AES-GCM): built without the library, registering
+//! it prints the reason and leaves its column out. It batches only what arrives with the
+//! "more follow" hint: measure it with `--batch N`.
 
 use ocf::Framework;
 use ocf_sim::{SimProfile, PROFILE_NAMES};
