@@ -282,41 +282,44 @@ impl Keys {
 /// After a request's job completed: a computed tag (in `computed`, the job's scratch) is
 /// copied to its place, truncated to the session's length; a tag to verify is compared
 /// in constant time, and a decrypt whose tag does not match has its payload wiped and
-/// fails with `AuthFailed`. The scratch is wiped. Cipher sessions (no tag): nothing.
+/// fails with `AuthFailed`. Cipher sessions (no tag): nothing.
+///
+/// A tag computed to verify is wiped from the scratch afterwards (when it did not match,
+/// it is the valid tag of a forgery); a computed tag is the request's output anyway, and
+/// is overwritten by the slot's next job. (Wiping 64 bytes the `zeroize` way, a volatile
+/// store per byte, on every request is measurable beside a 1 KiB job's ~370 ns.)
 pub fn finish(req: &mut Request, computed: &mut [u8; MAX_JOB_TAG]) -> Result<(), Error> {
     let n = req.tag().len();
     if n == 0 {
         return Ok(());
     }
     let mine = &computed[..n];
-    let result = if req.op.checks_tag() {
-        if let TagPlace::InBuffer(off) = req.tag_place {
-            // As `Request::with_views` does: the tag read from the buffer is the inline one.
-            let mut given = [0u8; MAX_JOB_TAG];
-            req.buf.copy_out(off..off + n, &mut given[..n]);
-            req.set_tag(&given[..n]);
-        }
-        if bool::from(mine.ct_eq(req.tag())) {
-            Ok(())
-        } else {
-            if req.op == Op::Decrypt {
-                let payload = req.payload_range();
-                if let Some(b) = req.buf.as_contiguous_mut() {
-                    b[payload].zeroize();
-                }
-            }
-            Err(Error::AuthFailed)
-        }
-    } else {
+    if !req.op.checks_tag() {
         // As `Request::with_views` does: the tag is inline, and copied to its place.
         req.set_tag(mine);
         if let TagPlace::InBuffer(off) = req.tag_place {
             req.buf.copy_in(off, mine);
         }
-        Ok(())
-    };
-    computed.zeroize();
-    result
+        return Ok(());
+    }
+    if let TagPlace::InBuffer(off) = req.tag_place {
+        // As `Request::with_views` does: the tag read from the buffer is the inline one.
+        let mut given = [0u8; MAX_JOB_TAG];
+        req.buf.copy_out(off..off + n, &mut given[..n]);
+        req.set_tag(&given[..n]);
+    }
+    let matched = bool::from(mine.ct_eq(req.tag()));
+    computed[..n].zeroize();
+    if matched {
+        return Ok(());
+    }
+    if req.op == Op::Decrypt {
+        let payload = req.payload_range();
+        if let Some(b) = req.buf.as_contiguous_mut() {
+            b[payload].zeroize();
+        }
+    }
+    Err(Error::AuthFailed)
 }
 
 #[cfg(test)]
