@@ -15,6 +15,8 @@ use ocf::{Callback, CipherAlg, DigestAlg, Flags, Framework, MacAlg, Op, Request,
 
 const BATCH: usize = 16;
 const LEN: usize = 1024;
+/// Alternating rounds per driver and case.
+const ROUNDS: usize = 9;
 
 /// The session parameters and the operation of a named algorithm.
 fn params(alg: &str) -> (SessionParams, Op) {
@@ -83,13 +85,20 @@ fn main() {
         let soft = fw.new_session_on(ocf_soft::NAME, &p).unwrap();
         let mbs = fw.new_session_on(ocf_mb::NAME, &p).unwrap();
         for (batch, label) in [(BATCH, "16 x 1 KiB, MORE on all but the last"), (1, "lone 1 KiB, no hint")] {
-            let (mut a, mut b) = (Vec::new(), Vec::new());
-            for _ in 0..5 {
-                a.push(run(&soft, op, batch, Duration::from_millis(300)));
-                b.push(run(&mbs, op, batch, Duration::from_millis(300)));
+            // Rounds alternate, and each round's ratio is kept: on a shared machine the
+            // load moves between rounds more than between the two halves of one.
+            let (mut a, mut b, mut r) = (Vec::new(), Vec::new(), Vec::new());
+            for _ in 0..ROUNDS {
+                a.push(run(&soft, op, batch, Duration::from_millis(200)));
+                b.push(run(&mbs, op, batch, Duration::from_millis(200)));
+                r.push(b[b.len() - 1] / a[a.len() - 1]);
             }
-            let (a, b) = (median(a), median(b));
-            println!("{alg}, {label}: soft {a:.2} GB/s, mb {b:.2} GB/s, mb/soft {:.2}x", b / a);
+            let (lo, hi) =
+                (r.iter().cloned().fold(f64::MAX, f64::min), r.iter().cloned().fold(0.0, f64::max));
+            let (a, b, r) = (median(a), median(b), median(r));
+            println!(
+                "{alg}, {label}: soft {a:.3} GB/s, mb {b:.3} GB/s, mb/soft {r:.2}x (rounds {lo:.2}-{hi:.2})"
+            );
         }
     }
     // The lane lock, uncontended (one thread): lock + unlock.
