@@ -11,11 +11,13 @@
 //!  aead (GCM)      GCM with the AAD pointer               as cipher+mac
 //! ```
 //!
-//! A job hashes one contiguous region and ciphers a region inside it, in place. So a job
-//! covers requests that are contiguous and in place, whose cipher+MAC AAD is absent or a
-//! region of the buffer ending where the payload starts (ESP's header and IV), and that
-//! carry no ESN (its 4 bytes follow the payload without being in the buffer). Others run
-//! on the soft driver's session ([`Keys::desc`] answers `None`).
+//! A job hashes one contiguous region of its source and ciphers a region inside it, into
+//! the source (in place) or another buffer. So a job covers requests whose buffers are
+//! contiguous, whose cipher+MAC AAD is absent or a region of the buffer ending where the
+//! payload starts (ESP's header and IV), and that carry no ESN (its 4 bytes follow the
+//! payload without being in the buffer); out of place, all but cipher+MAC encryption
+//! (whose MAC would cover the source: the plaintext). Others run on the soft driver's
+//! session ([`Keys::desc`] answers `None`).
 //!
 //! The job always computes the full tag into the lane's scratch: truncation (HMAC-SHA1-96,
 //! HMAC-SHA256-128) is a prefix, and ocf — not the library — compares tags to verify, in
@@ -198,7 +200,13 @@ impl Keys {
     /// docs), else `None`. Its pointers point into the request's buffer and boxed fields
     /// and into `self`; `tag` is left for the lane to point at its scratch.
     pub fn desc(&self, req: &mut Request) -> Option<JobDesc> {
-        if req.out.is_some() || (self.tagged() && req.esn_high().is_some()) {
+        if self.tagged() && req.esn_high().is_some() {
+            return None;
+        }
+        // Out of place, the job reads `buf` and writes `out` (a MAC writes no payload).
+        // Not for cipher+MAC encryption: its MAC would cover `buf`, the plaintext.
+        let out_of_place = req.out.is_some() && self.shape != Shape::Mac;
+        if out_of_place && self.shape == Shape::CipherThenMac && req.op == Op::Encrypt {
             return None;
         }
         let payload = req.payload_range();
@@ -219,7 +227,14 @@ impl Keys {
         let region_aad = self.shape == Shape::Aead && matches!(req.aad, ocf::Aad::Region(_));
         let buf = req.buf.as_contiguous_mut()?.as_mut_ptr();
         d.src = buf;
-        d.dst = buf.wrapping_add(payload.start);
+        let fields: &mut ocf::RequestFields = req;
+        d.dst = match fields.out.as_mut().filter(|_| out_of_place) {
+            None => buf.wrapping_add(payload.start),
+            Some(out) => {
+                let at = fields.out_offset;
+                out.as_contiguous_mut()?.get_mut(at..at + payload.len())?.as_mut_ptr()
+            }
+        };
         d.cipher_off = payload.start as u64;
         d.cipher_len = if self.shape == Shape::Mac { 0 } else { payload.len() as u64 };
         d.hash_off = hash_start as u64;
@@ -298,7 +313,8 @@ pub fn finish(req: &mut Request, computed: &mut [u8; MAX_JOB_TAG]) -> Result<(),
         // As `Request::with_views` does: the tag is inline, and copied to its place.
         req.set_tag(mine);
         if let TagPlace::InBuffer(off) = req.tag_place {
-            req.buf.copy_in(off, mine);
+            let fields: &mut ocf::RequestFields = req;
+            fields.out.as_mut().unwrap_or(&mut fields.buf).copy_in(off, mine);
         }
         return Ok(());
     }
@@ -314,9 +330,12 @@ pub fn finish(req: &mut Request, computed: &mut [u8; MAX_JOB_TAG]) -> Result<(),
         return Ok(());
     }
     if req.op == Op::Decrypt {
+        // The payload's result (in `out` when out of place) holds unauthenticated plaintext.
         let payload = req.payload_range();
-        if let Some(b) = req.buf.as_contiguous_mut() {
-            b[payload].zeroize();
+        let at = if req.out.is_some() { req.out_offset } else { payload.start };
+        let fields: &mut ocf::RequestFields = req;
+        if let Some(b) = fields.out.as_mut().unwrap_or(&mut fields.buf).as_contiguous_mut() {
+            b[at..at + payload.len()].zeroize();
         }
     }
     Err(Error::AuthFailed)

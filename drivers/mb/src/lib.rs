@@ -11,7 +11,7 @@
 //! ```text
 //!  process(req, hint) ── lane of this thread (Mutex<Lane>: IPsec-MB manager + held slots)
 //!    │ no hint, nothing held ─► soft's session ─► Done
-//!    │ hint.more, a job covers it, room:  submit job, hold the request ─► Pending
+//!    │ hint.more, a job covers it, room (GCM: jobs held): submit job, hold it ─► Pending
 //!    │     (jobs the manager returned meanwhile complete via SessionContext::done_batch)
 //!    │ a job covers it: submit job, flush ─► Done(this request); every held one ─► done_batch
 //!    └ no job covers it (cipher: run through with_views as above; others: flush if no
@@ -37,9 +37,10 @@
 //!   from empty to holding while the flusher is parked: once per batch, not per request.
 //! - **Lock cost**: an uncontended `Mutex` lock + unlock measured 4.4 ns here
 //!   (`examples/batch_cost`); per request the lane lock is taken once.
-//! - **Only contiguous, in-place requests are held** (their pointers are stable while the
-//!   request waits); out-of-place or segmented cipher requests run at once through
-//!   `with_views`; other kinds, and layouts a job does not cover, on soft's session.
+//! - **Only contiguous requests are held** (their pointers are stable while the request
+//!   waits), in place or out of place (not cipher+MAC encryption out of place: `job`);
+//!   segmented cipher requests run at once through `with_views`; other kinds, and
+//!   layouts a job does not cover, on soft's session.
 //! - **GCM is not held.** IPsec-MB completes a GCM job on submit, so holding it only adds
 //!   the Pending path: AES-128-GCM 16 x 1 KiB held ran at 0.81-0.86x soft
 //!   (`examples/batch_cost`, `taskset -c 1`); a GCM job with nothing held before it is run
@@ -98,7 +99,7 @@ pub struct MbStats {
     /// Requests held in a manager (answered Pending).
     pub held: u64,
     /// Requests run at once through a flush (answered Done): no hint with jobs held, no
-    /// room, or not contiguous in place.
+    /// room, segmented (cipher sessions), or GCM with nothing held.
     pub run_now: u64,
     /// Lone requests (no hint, nothing held) run by the soft driver's session.
     pub lone: u64,
@@ -339,8 +340,8 @@ impl DriverSession for MbSession {
             Some(desc)
                 if hint.more && lane.has_room() && !(self.keys.completes_on_submit() && before == 0) =>
             {
-                // SAFETY: the job points into the request's heap buffer (contiguous, in place,
-                // not reallocated while held), its boxed IV, tag and AAD fields and `self.keys`;
+                // SAFETY: the job points into the request's heap buffers (contiguous, not
+                // reallocated while held), its boxed IV, tag and AAD fields and `self.keys`;
                 // the lane keeps the request and an `Arc` of the keys until the manager
                 // returns the job.
                 unsafe { lane.hold(desc, self.ctx.clone(), req, self.keys.clone(), &mut out) };

@@ -304,9 +304,10 @@ fn kinds() -> Vec<Kind> {
         .collect()
 }
 
-/// Request `i` of a kind, in one of three layouts: plain (tag inline); ESP-like (an
+/// Request `i` of a kind, in one of four layouts: plain (tag inline); ESP-like (an
 /// 8-byte header authenticated as AAD region in front of the payload, tag in the buffer
-/// after it); separate AAD bytes (cipher+MAC then runs on soft's session). The backward
+/// after it); separate AAD bytes (cipher+MAC then runs on soft's session); out of place
+/// (cipher+MAC encryption then runs on soft's session). The backward
 /// direction decrypts or verifies soft's forward result; every fifth has its tag flipped.
 fn request_of(k: &Kind, soft: &Session, i: usize) -> Request {
     let p = &k.params;
@@ -318,7 +319,7 @@ fn request_of(k: &Kind, soft: &Session, i: usize) -> Request {
     }
     let iv: Vec<u8> = (0..p.cipher_alg().map_or(0, |c| c.iv_len())).map(|b| (b * 7 + i) as u8).collect();
     let tag_len = p.tag_len();
-    let layout = i % 3;
+    let layout = i % 4;
     let data: Vec<u8> = (0..n).map(|b| (b * 31 + i * 3) as u8).collect();
     let aead_or_etm = !matches!(p.mode, Mode::Mac { .. } | Mode::Cipher { .. });
     let build = |op: Op, payload: &[u8], tag: Option<&[u8]>| -> Request {
@@ -345,6 +346,9 @@ fn request_of(k: &Kind, soft: &Session, i: usize) -> Request {
                 if layout == 2 && aead_or_etm {
                     r = r.with_aad(&[0x3c; 12]);
                 }
+                if layout == 3 {
+                    r = r.with_output(vec![0u8; n]);
+                }
                 r
             }
         };
@@ -359,10 +363,8 @@ fn request_of(k: &Kind, soft: &Session, i: usize) -> Request {
         return build(fwd, &data, None);
     }
     let done = soft.run(build(fwd, &data, None)).map_err(|f| f.error().clone()).unwrap();
-    let range = done.payload_range();
-    let result = done.buf.to_vec();
     let mut tag = match done.tag_place {
-        TagPlace::InBuffer(off) => result[off..off + tag_len].to_vec(),
+        TagPlace::InBuffer(off) => done.result_buf().to_vec()[off..off + tag_len].to_vec(),
         TagPlace::Separate => done.tag().to_vec(),
     };
     if i % 5 == 4 {
@@ -370,7 +372,7 @@ fn request_of(k: &Kind, soft: &Session, i: usize) -> Request {
             *t ^= 1;
         }
     }
-    let payload = if fwd == Op::ComputeDigest { data } else { result[range].to_vec() };
+    let payload = if fwd == Op::ComputeDigest { data } else { done.result_payload() };
     build(back, &payload, (tag_len > 0).then_some(tag.as_slice()))
 }
 
@@ -380,17 +382,13 @@ fn same_as_soft(got: Outcome, want: Outcome, what: &str) {
     match (got, want) {
         (Ok(g), Ok(w)) => {
             assert_eq!(g.buf.to_vec(), w.buf.to_vec(), "{what}: buffer");
+            assert_eq!(g.out.as_ref().map(|o| o.to_vec()), w.out.as_ref().map(|o| o.to_vec()), "{what}: out");
             assert_eq!(g.tag(), w.tag(), "{what}: tag");
         }
         (Err(g), Err(w)) => {
             assert_eq!(g.error(), w.error(), "{what}: error");
-            let (g, w) = (&g.request, &w.request);
-            let (gb, wb) = (g.buf.to_vec(), w.buf.to_vec());
-            let p = g.payload_range();
-            assert!(
-                gb[p.clone()].iter().all(|b| *b == 0) || gb[p.clone()] == wb[p],
-                "{what}: released plaintext"
-            );
+            let (g, w) = (g.request.result_payload(), w.request.result_payload());
+            assert!(g.iter().all(|b| *b == 0) || g == w, "{what}: released plaintext");
         }
         (g, w) => panic!("{what}: mb {:?}, soft {:?}", g.map(|_| ()), w.map(|_| ())),
     }
@@ -428,25 +426,29 @@ fn every_kind_in_batches_of_1_to_64_matches_soft() {
             }
         }
     }
-    // Each kind runs as jobs: 16 plain-layout requests submitted directly (the driver
-    // sees them at once), MORE on all but the last: held, or for GCM (which completes on
-    // submit) run at once.
+    // Each kind runs as jobs: 16 requests of the plain layout (0), then 16 out of place
+    // (3; not cipher+MAC encryption), submitted directly (the driver sees them at once),
+    // MORE on all but the last: held, or for GCM (which completes on submit) run at once.
     for (k, (s, soft)) in kinds.iter().zip(mbs.iter().zip(&softs)) {
-        let reqs: Vec<Request> = (0..16).map(|i| request_of(k, soft, i * 3)).collect();
-        let before = mb.stats();
-        for (i, r) in reqs.into_iter().enumerate() {
-            let more = if i < 15 { Flags::MORE } else { Flags::default() };
-            s.submit(r.with_flags(more | Flags::CALLBACK_IMMEDIATE), &cb);
+        let etm_encrypt = matches!(k.params.mode, Mode::CipherThenMac { .. }) && k.forward;
+        for layout in [0, 3].into_iter().filter(|l| *l == 0 || !etm_encrypt) {
+            let reqs: Vec<Request> = (0..16).map(|i| request_of(k, soft, i * 4 + layout)).collect();
+            let before = mb.stats();
+            for (i, r) in reqs.into_iter().enumerate() {
+                let more = if i < 15 { Flags::MORE } else { Flags::default() };
+                s.submit(r.with_flags(more | Flags::CALLBACK_IMMEDIATE), &cb);
+            }
+            for _ in 0..16 {
+                let got = rx.recv_timeout(Duration::from_secs(10)).expect("lost");
+                let i = got.as_ref().map_or_else(|f| f.request.user, |r| r.user) as usize;
+                same_as_soft(got, soft.run(request_of(k, soft, i)), &format!("direct {:?}", k.params.mode));
+            }
+            let after = mb.stats();
+            let jobs = after.held + after.run_now - before.held - before.run_now;
+            // (The last one runs on soft's session if the flusher emptied the lane first.)
+            let what = format!("{:?} forward {} layout {layout}", k.params.mode, k.forward);
+            assert!(jobs >= 15, "{what}: only {jobs} of 16 ran as jobs");
         }
-        for _ in 0..16 {
-            let got = rx.recv_timeout(Duration::from_secs(10)).expect("lost");
-            let i = got.as_ref().map_or_else(|f| f.request.user, |r| r.user) as usize;
-            same_as_soft(got, soft.run(request_of(k, soft, i)), &format!("direct {:?}", k.params.mode));
-        }
-        let after = mb.stats();
-        let jobs = after.held + after.run_now - before.held - before.run_now;
-        // (The last one runs on soft's session if the flusher emptied the lane first.)
-        assert!(jobs >= 15, "{:?} forward {}: only {jobs} of 16 ran as jobs", k.params.mode, k.forward);
     }
 }
 
