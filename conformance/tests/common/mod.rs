@@ -25,8 +25,9 @@ pub fn framework_with_all_drivers_and(policy: ocf::Policy) -> Framework {
     fw
 }
 
-/// The multi-buffer driver (Intel IPsec-MB's job API: AES-CBC and AES-CTR), where the
-/// library was built in; elsewhere skipped with the reason, once per process.
+/// The multi-buffer driver (Intel IPsec-MB's job API: AES-CBC/CTR, 3DES, HMAC-SHA1/2,
+/// cipher+HMAC, AES-GCM), where the library was built in; elsewhere skipped with the
+/// reason, once per process.
 pub fn register_mb(fw: &Framework) {
     static SAID: std::sync::Once = std::sync::Once::new();
     if let Err(e) = ocf_mb::register(fw) {

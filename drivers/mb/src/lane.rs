@@ -3,13 +3,16 @@
 //! A held request's job points into the request's own heap buffer, its IV field and the
 //! session's key schedules; the request (with an `Arc` of the schedules) waits in a slot
 //! of the lane until the manager returns its job, so that memory lives as long as the job.
+//! A job that computes a tag writes it into the lane's scratch of its slot (or of its
+//! place in a run in hand: `RUN_MAX` more); [`crate::job::finish`] puts it in place or
+//! compares it.
 
 use std::sync::Arc;
 
 use ocf::{Error, Failed, Outcome, Request, SessionContext};
 
-use crate::ffi::{DoneEntry, JobDesc, Manager, MAX_JOBS};
-use crate::Keys;
+use crate::ffi::{DoneEntry, JobDesc, Manager, MAX_JOBS, MAX_JOB_TAG};
+use crate::job::{finish, Keys};
 
 /// Requests a lane holds at most; one more is run at once with a flush. 64 keeps the
 /// manager (128 jobs) from ever refusing and covers 4 rounds of its widest lanes (16).
@@ -27,7 +30,7 @@ pub const RUN: u64 = 1 << 32;
 /// never refuses one.
 pub const RUN_MAX: usize = 64;
 
-/// The user id of the request in hand in [`Lane::run_now`].
+/// The user id of the request in hand in [`Lane::run_now`]: a run of one.
 pub const IN_HAND: u64 = RUN;
 
 struct Held {
@@ -41,6 +44,8 @@ pub struct Lane {
     slots: Vec<Option<Held>>,
     free: Vec<u32>,
     done: [DoneEntry; MAX_JOBS],
+    /// The tag each slot's job computes, then each job's of a run in hand (`MAX_HELD + i`).
+    tags: Box<[[u8; MAX_JOB_TAG]; MAX_HELD + RUN_MAX]>,
     /// Requests the manager finished during a run of MORE, not yet delivered (at most
     /// [`DELIVER_AT`] - 1 between calls).
     finished: Completions,
@@ -60,6 +65,7 @@ impl Lane {
             slots: (0..MAX_HELD).map(|_| None).collect(),
             free: (0..MAX_HELD as u32).rev().collect(),
             done: [DoneEntry::default(); MAX_JOBS],
+            tags: Box::new([[0; MAX_JOB_TAG]; MAX_HELD + RUN_MAX]),
             finished: Vec::with_capacity(MAX_JOBS),
             generation: 0,
             stats: crate::MbStats::default(),
@@ -95,6 +101,7 @@ impl Lane {
     ) {
         let slot = self.free.pop().expect("hold is called only with room");
         desc.user = u64::from(slot);
+        desc.tag = self.tags[slot as usize].as_mut_ptr();
         self.slots[slot as usize] = Some(Held { ctx, req, _keys: keys });
         self.stats.held += 1;
         // SAFETY: the caller's promise; the slot keeps the memory until the job returns.
@@ -107,22 +114,34 @@ impl Lane {
         self.finished = finished;
     }
 
-    /// Runs the job of the request in hand (`desc.user` = [`IN_HAND`]) and flushes:
-    /// every held job completes into `out`; returns whether the one in hand succeeded.
+    /// Runs the job of the request in hand (a run of one) and flushes: every held job
+    /// completes into `out`; returns whether the one in hand succeeded (its tag, if any, is
+    /// then in [`Lane::in_hand_tag`]).
     ///
     /// # Safety
     /// As [`Manager::submit`], until this returns.
-    pub unsafe fn run_now(&mut self, desc: &JobDesc, out: &mut Completions) -> bool {
+    pub unsafe fn run_now(&mut self, desc: JobDesc, out: &mut Completions) -> bool {
         let mut mine = [false];
         self.stats.run_now += 1;
         // SAFETY: the caller's promise.
-        unsafe { self.run(std::iter::once(JobDesc { user: IN_HAND, ..*desc }), &mut mine, out) };
+        unsafe { self.run(std::iter::once(JobDesc { user: IN_HAND, ..desc }), &mut mine, out) };
         mine[0]
     }
 
+    /// The tag the request in hand's job computed (see [`Lane::run_now`]).
+    pub fn in_hand_tag(&mut self) -> &mut [u8; MAX_JOB_TAG] {
+        self.run_tag(0)
+    }
+
+    /// The tag the `i`th job of the last run computed (see [`Lane::run`]).
+    pub fn run_tag(&mut self, i: usize) -> &mut [u8; MAX_JOB_TAG] {
+        &mut self.tags[MAX_HELD + i]
+    }
+
     /// Runs the jobs of a run in hand (at most [`RUN_MAX`], user ids `RUN + i` with `i` <
-    /// `ok.len()`): submits each, flushes, and sets `ok[i]` for each that succeeded. Held
-    /// jobs that come back meanwhile complete into `out`.
+    /// `ok.len()`): submits each, flushes, and sets `ok[i]` for each that succeeded (its
+    /// tag, if any, in [`Lane::run_tag`]). Held jobs that come back meanwhile complete into
+    /// `out`.
     ///
     /// # Safety
     /// As [`Manager::submit`] for every job, until this returns.
@@ -133,8 +152,9 @@ impl Lane {
         out: &mut Completions,
     ) {
         out.append(&mut self.finished);
-        for desc in jobs.take(RUN_MAX) {
-            debug_assert!(desc.user >= RUN);
+        for mut desc in jobs.take(RUN_MAX) {
+            debug_assert!(desc.user >= RUN && desc.user - RUN < RUN_MAX as u64);
+            desc.tag = self.tags[MAX_HELD + (desc.user - RUN) as usize].as_mut_ptr();
             // SAFETY: the caller's promise; the flush below returns the job before we return.
             let n = unsafe { self.mgr.submit(&desc, &mut self.done) };
             self.collect(n, out, ok);
@@ -160,11 +180,15 @@ impl Lane {
                 continue;
             }
             let slot = d.user as usize;
-            let Some(Held { ctx, req, .. }) = self.slots.get_mut(slot).and_then(Option::take) else {
+            let Some(Held { ctx, mut req, .. }) = self.slots.get_mut(slot).and_then(Option::take) else {
                 continue;
             };
             self.free.push(slot as u32);
-            let outcome = if d.ok != 0 { Ok(req) } else { Err(Failed::new(job_failed(), req)) };
+            let outcome = match (d.ok != 0).then(|| finish(&mut req, &mut self.tags[slot])) {
+                Some(Ok(())) => Ok(req),
+                Some(Err(e)) => Err(Failed::new(e, req)),
+                None => Err(Failed::new(job_failed(), req)),
+            };
             out.push((ctx, outcome));
         }
     }

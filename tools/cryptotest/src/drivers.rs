@@ -15,10 +15,11 @@
 //! run goes on with the other drivers. `-d all` does not include it (it would probe the
 //! kernel on every run): name it.
 //!
-//! `mb` is the multi-buffer driver (Intel IPsec-MB's job API): built without the library,
-//! registering it prints the reason and leaves its column out; `-d all` includes it where
-//! it is available. It batches only what arrives with the "more follow" hint or as a run
-//! handed over whole: measure it with `--batch N` (and `--direct`).
+//! `mb` is the multi-buffer driver (Intel IPsec-MB's job API; AES-CBC/CTR, 3DES,
+//! HMAC-SHA1/2 alone or after a cipher, AES-GCM): built without the library, registering
+//! it prints the reason and leaves its column out; `-d all` includes it where it is
+//! available. It batches only what arrives with the "more follow" hint or as a run handed
+//! over whole: measure it with `--batch N` (and `--direct`).
 
 use ocf::Framework;
 use ocf_sim::{SimProfile, PROFILE_NAMES};

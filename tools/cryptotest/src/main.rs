@@ -74,7 +74,7 @@ const QUICK_SECONDS: f64 = 0.1;
                   cryptotest -d soft -d sim:hifn7951 -d sim:hifn7951 -d auto -a des-ede3-cbc -s 1k -t 8"
 )]
 struct Cli {
-    /// Driver to measure: soft, null, sim:PROFILE, afalg, mb (multi-buffer; use --batch N, and --direct for runs handed over whole), all, or auto (repeatable). Default: soft.
+    /// Driver to measure: soft, null, sim:PROFILE, afalg, mb (multi-buffer AES-CBC/CTR, 3DES, HMAC-SHA1/2, cipher+HMAC, AES-GCM; use --batch N, and --direct for runs handed over whole), all, or auto (repeatable). Default: soft.
     /// Each sim:PROFILE is a card of its own (twice: two cards, the second named
     /// sim:PROFILE#2). auto: a column in which ocf chooses per request among the other
     /// drivers given (not null; not soft unless given), by --policy.
