@@ -1,0 +1,239 @@
+//! # cbc16 — AES-CBC encryption of up to 16 buffers at once with VAES on 512-bit registers
+//!
+//! CBC encryption is serial within a buffer (each block's input is the previous block's
+//! output), so one buffer keeps one AES unit waiting on its latency. Sixteen independent
+//! buffers fill four 512-bit registers of four 128-bit lanes each; one `vaesenc` advances
+//! four chains, and four registers in flight hide the latency:
+//!
+//! ```text
+//!  encrypt(lanes)  for each key length (10, 12, 14 rounds; a call may mix them):
+//!    slots 0..16 ◄── lanes of that length, in order, 0-length ones skipped
+//!    loop:  steps = min(blocks left in the active slots, CHUNK)
+//!           kernel: NZ = ceil(active / 4) registers, `steps` times:
+//!                   s = s ^ P ^ k0 (one vpternlog); NR-1 × vaesenc; vaesenclast; store s
+//!           slots whose lane ended: the last active slot moves into the hole; the
+//!           next waiting lane (a call may pass more than 16) takes the freed slot
+//! ```
+//!
+//! Choices, and why:
+//! - **Per-slot round keys** are copied into a per-call table `keys[round][slot]`, so one
+//!   aligned 64-byte load gives four slots' round key `r`: lanes of one call may have
+//!   different keys. When every lane of a pass has the same [`RoundKeys`], the kernel
+//!   broadcasts them into registers once instead (the `SHARED` variant).
+//! - **Lanes of different lengths**: all active slots run to the shortest, then finished
+//!   lanes retire, the slots are compacted (the last active slot fills the hole), and
+//!   waiting lanes fill free slots, so more than 16 lanes overlap and the register count
+//!   shrinks as lanes end. Slots above the active count in the last register read and
+//!   write a scratch block run (their results are never used).
+//! - **Key expansion** is FIPS-197's, word by word, with `aeskeygenassist` for SubWord (no
+//!   S-box table indexed by key bytes), tested against FIPS-197 appendix A.
+//! - **Wiping**: [`RoundKeys`] zeroizes on drop; so does the per-call table of copies and
+//!   chaining values.
+//! - Chosen once: [`Cbc16::new`] checks the CPU (AVX-512F, VAES, AES-NI) and is the only
+//!   way to get the handle that runs the kernel; `None` elsewhere (the driver then keeps
+//!   IPsec-MB).
+
+#[cfg(test)]
+mod bench;
+mod kernel;
+#[cfg(test)]
+mod tests;
+
+use ocf::Error;
+use zeroize::Zeroize;
+
+/// Most rounds (AES-256).
+const MAX_ROUNDS: usize = 14;
+/// Slots (buffers in flight): four 128-bit lanes in each of four 512-bit registers.
+pub(crate) const SLOTS: usize = 16;
+/// Most block steps per kernel call: bounds the scratch that idle slots read and write.
+const CHUNK: usize = 64;
+
+/// Sixteen blocks (one per slot), 64-aligned: four 512-bit registers' worth.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Blocks([[u8; 16]; SLOTS]);
+
+/// An AES key's encryption round keys (FIPS-197 §5.2), wiped on drop.
+pub(crate) struct RoundKeys {
+    rk: [[u8; 16]; MAX_ROUNDS + 1],
+    rounds: usize,
+}
+
+impl Drop for RoundKeys {
+    fn drop(&mut self) {
+        self.rk.zeroize();
+    }
+}
+
+impl RoundKeys {
+    /// Rounds: 10, 12 or 14 for a 16-, 24- or 32-byte key.
+    pub(crate) fn rounds(&self) -> usize {
+        self.rounds
+    }
+}
+
+/// One buffer to encrypt in place: `data` (a multiple of 16 bytes) with `keys`, chained
+/// from `iv`.
+pub(crate) struct Lane<'a> {
+    pub keys: &'a RoundKeys,
+    pub iv: [u8; 16],
+    pub data: &'a mut [u8],
+}
+
+/// The engine, on a CPU that has VAES on 512-bit registers (holding one proves it).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Cbc16 {
+    _checked: (),
+}
+
+impl Cbc16 {
+    /// The engine where the CPU has AVX-512F, VAES and AES-NI; `None` elsewhere.
+    pub(crate) fn new() -> Option<Cbc16> {
+        if is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("vaes")
+            && is_x86_feature_detected!("aes")
+        {
+            return Some(Cbc16 { _checked: () });
+        }
+        None
+    }
+
+    /// Expands an AES-128/192/256 key into its encryption round keys.
+    pub(crate) fn expand(&self, key: &[u8]) -> Result<RoundKeys, Error> {
+        if !matches!(key.len(), 16 | 24 | 32) {
+            return Err(Error::BadKeyLength { what: "mb: AES key", got: key.len(), allowed: &[16, 24, 32] });
+        }
+        let mut keys = RoundKeys { rk: [[0; 16]; MAX_ROUNDS + 1], rounds: 0 };
+        // SAFETY: `self` exists only where `new` found AES-NI; the key length is checked.
+        keys.rounds = unsafe { kernel::expand(key, &mut keys.rk) };
+        Ok(keys)
+    }
+
+    /// Encrypts every lane in place (AES-CBC, no padding). Any number of lanes, of any
+    /// lengths and key lengths; a lane of length 0 is left alone. `NotBlockMultiple` when
+    /// a lane's length is not a multiple of 16, before any lane is touched.
+    pub(crate) fn encrypt(&self, lanes: &mut [Lane<'_>]) -> Result<(), Error> {
+        if let Some(l) = lanes.iter().find(|l| l.data.len() % 16 != 0) {
+            return Err(Error::NotBlockMultiple { len: l.data.len(), block: 16 });
+        }
+        let mut table = Table::new();
+        for rounds in [10, 12, 14] {
+            let in_pass = |l: &Lane<'_>| l.keys.rounds == rounds && !l.data.is_empty();
+            let Some(first) = lanes.iter().find(|l| in_pass(l)) else { continue };
+            let one_key = lanes.iter().filter(|l| in_pass(l)).all(|l| std::ptr::eq(l.keys, first.keys));
+            let pass = lanes.iter_mut().filter(|l| in_pass(l));
+            match (rounds, one_key) {
+                (10, false) => table.run::<10, false>(pass),
+                (10, true) => table.run::<10, true>(pass),
+                (12, false) => table.run::<12, false>(pass),
+                (12, true) => table.run::<12, true>(pass),
+                (14, false) => table.run::<14, false>(pass),
+                _ => table.run::<14, true>(pass),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What one call keeps per slot: the chaining values and round keys the kernel reads, and
+/// where each lane is (wiped on drop: key copies and chaining values).
+struct Table {
+    chain: Blocks,
+    keys: [Blocks; MAX_ROUNDS + 1],
+    ptr: [*mut u8; SLOTS],
+    /// Blocks left per slot.
+    left: [usize; SLOTS],
+    /// What idle slots of the last register read and write.
+    scratch: [[u8; 16]; CHUNK],
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        self.chain.0.zeroize();
+        for k in &mut self.keys {
+            k.0.zeroize();
+        }
+    }
+}
+
+impl Table {
+    fn new() -> Table {
+        Table {
+            chain: Blocks([[0; 16]; SLOTS]),
+            keys: [Blocks([[0; 16]; SLOTS]); MAX_ROUNDS + 1],
+            ptr: [std::ptr::null_mut(); SLOTS],
+            left: [0; SLOTS],
+            scratch: [[0; 16]; CHUNK],
+        }
+    }
+
+    /// Puts `lane` into `slot`.
+    fn fill(&mut self, slot: usize, lane: &mut Lane<'_>) {
+        self.chain.0[slot] = lane.iv;
+        for (row, k) in self.keys.iter_mut().zip(&lane.keys.rk[..=lane.keys.rounds]) {
+            row.0[slot] = *k;
+        }
+        self.ptr[slot] = lane.data.as_mut_ptr();
+        self.left[slot] = lane.data.len() / 16;
+    }
+
+    /// Moves slot `from` into slot `to`.
+    fn shift(&mut self, from: usize, to: usize) {
+        self.chain.0[to] = self.chain.0[from];
+        for row in &mut self.keys {
+            row.0[to] = row.0[from];
+        }
+        self.ptr[to] = self.ptr[from];
+        self.left[to] = self.left[from];
+    }
+
+    /// Encrypts the lanes of `pass` (all with `NR` rounds, none empty; with `SHARED`, all
+    /// with one key), 16 at a time, refilling slots as lanes end.
+    fn run<'l, 'a: 'l, const NR: usize, const SHARED: bool>(
+        &mut self,
+        mut pass: impl Iterator<Item = &'l mut Lane<'a>>,
+    ) {
+        let mut active = 0;
+        loop {
+            while active < SLOTS {
+                let Some(lane) = pass.next() else { break };
+                self.fill(active, lane);
+                active += 1;
+            }
+            if active == 0 {
+                return;
+            }
+            let steps = self.left[..active].iter().copied().min().unwrap_or(0).min(CHUNK);
+            let nz = active.div_ceil(4);
+            let scratch = self.scratch.as_mut_ptr().cast::<u8>();
+            for p in &mut self.ptr[active..4 * nz] {
+                *p = scratch;
+            }
+            let (chain, keys, ptr) = (&mut self.chain, &self.keys, &self.ptr);
+            // SAFETY: a `Table` runs only under `Cbc16::encrypt` (the CPU has the
+            // features); each active slot points at its lane's `16 * left` bytes, with
+            // `steps <= left`, borrowed mutably for the whole call; idle slots at the
+            // scratch (`16 * CHUNK` bytes, `steps <= CHUNK`).
+            unsafe {
+                match nz {
+                    1 => kernel::steps::<1, NR, SHARED>(chain, keys, ptr, steps),
+                    2 => kernel::steps::<2, NR, SHARED>(chain, keys, ptr, steps),
+                    3 => kernel::steps::<3, NR, SHARED>(chain, keys, ptr, steps),
+                    _ => kernel::steps::<4, NR, SHARED>(chain, keys, ptr, steps),
+                }
+            }
+            let mut i = 0;
+            while i < active {
+                self.ptr[i] = self.ptr[i].wrapping_add(16 * steps);
+                self.left[i] -= steps;
+                if self.left[i] == 0 {
+                    active -= 1;
+                    self.shift(active, i);
+                    continue;
+                }
+                i += 1;
+            }
+        }
+    }
+}
