@@ -11,7 +11,7 @@
 //!    loop:  steps = min(blocks left in the active slots, CHUNK)
 //!           kernel: NZ = ceil(active / 4) registers, `steps` times:
 //!                   s = s ^ P ^ k0 (one vpternlog); NR-1 × vaesenc; vaesenclast; store s
-//!           slots whose lane ended: the last active slot moves into the hole; the
+//!           slots whose lane ended leave, the others move down (in order); the
 //!           next waiting lane (a call may pass more than 16) takes the freed slot
 //! ```
 //!
@@ -21,7 +21,7 @@
 //!   different keys. When every lane of a pass has the same [`RoundKeys`], the kernel
 //!   broadcasts them into registers once instead (the `SHARED` variant).
 //! - **Lanes of different lengths**: all active slots run to the shortest, then finished
-//!   lanes retire, the slots are compacted (the last active slot fills the hole), and
+//!   lanes retire, the slots are compacted (the later ones move down, in order), and
 //!   waiting lanes fill free slots, so more than 16 lanes overlap and the register count
 //!   shrinks as lanes end. Slots above the active count in the last register read and
 //!   write a scratch block run (their results are never used).
@@ -114,15 +114,26 @@ impl Cbc16 {
     /// lengths and key lengths; a lane of length 0 is left alone. `NotBlockMultiple` when
     /// a lane's length is not a multiple of 16, before any lane is touched.
     pub(crate) fn encrypt(&self, lanes: &mut [Lane<'_>]) -> Result<(), Error> {
-        if let Some(l) = lanes.iter().find(|l| l.data.len() % 16 != 0) {
-            return Err(Error::NotBlockMultiple { len: l.data.len(), block: 16 });
+        // One look at every lane: lengths checked, and per key length whether it occurs
+        // and whether all its lanes share one key.
+        let mut passes: [Option<(*const RoundKeys, bool)>; 3] = [None; 3];
+        for l in lanes.iter() {
+            if l.data.len() % 16 != 0 {
+                return Err(Error::NotBlockMultiple { len: l.data.len(), block: 16 });
+            }
+            if l.data.is_empty() {
+                continue;
+            }
+            let p = &mut passes[(l.keys.rounds - 10) / 2];
+            match p {
+                None => *p = Some((l.keys, true)),
+                Some((first, one)) => *one &= std::ptr::eq(*first, l.keys),
+            }
         }
         let mut table = Table::new();
-        for rounds in [10, 12, 14] {
-            let in_pass = |l: &Lane<'_>| l.keys.rounds == rounds && !l.data.is_empty();
-            let Some(first) = lanes.iter().find(|l| in_pass(l)) else { continue };
-            let one_key = lanes.iter().filter(|l| in_pass(l)).all(|l| std::ptr::eq(l.keys, first.keys));
-            let pass = lanes.iter_mut().filter(|l| in_pass(l));
+        for (rounds, pass) in [10, 12, 14].into_iter().zip(passes) {
+            let Some((_, one_key)) = pass else { continue };
+            let pass = lanes.iter_mut().filter(|l| l.keys.rounds == rounds && !l.data.is_empty());
             match (rounds, one_key) {
                 (10, false) => table.run::<10, false>(pass),
                 (10, true) => table.run::<10, true>(pass),
@@ -150,9 +161,12 @@ struct Table {
 
 impl Drop for Table {
     fn drop(&mut self) {
-        self.chain.0.zeroize();
-        for k in &mut self.keys {
-            k.0.zeroize();
+        // SAFETY: a `Table` exists only under `Cbc16::encrypt` (the CPU has AVX-512F).
+        // `zeroize` wrote the table byte by byte, about 1 µs per call (as much as the
+        // work on 16 x 1 KiB), then as 256-byte volatile copies, about 100 ns.
+        unsafe {
+            kernel::wipe(std::slice::from_mut(&mut self.chain));
+            kernel::wipe(&mut self.keys);
         }
     }
 }
@@ -168,21 +182,26 @@ impl Table {
         }
     }
 
-    /// Puts `lane` into `slot`.
-    fn fill(&mut self, slot: usize, lane: &mut Lane<'_>) {
+    /// Puts `lane` into `slot`, its round keys too unless `SHARED` (whose kernel reads
+    /// slot 0's alone) and `slot` is not 0.
+    fn fill<const SHARED: bool>(&mut self, slot: usize, lane: &mut Lane<'_>) {
         self.chain.0[slot] = lane.iv;
-        for (row, k) in self.keys.iter_mut().zip(&lane.keys.rk[..=lane.keys.rounds]) {
-            row.0[slot] = *k;
+        if !SHARED || slot == 0 {
+            for (row, k) in self.keys.iter_mut().zip(&lane.keys.rk[..=lane.keys.rounds]) {
+                row.0[slot] = *k;
+            }
         }
         self.ptr[slot] = lane.data.as_mut_ptr();
         self.left[slot] = lane.data.len() / 16;
     }
 
-    /// Moves slot `from` into slot `to`.
-    fn shift(&mut self, from: usize, to: usize) {
+    /// Moves slot `from` into slot `to` (with `SHARED`, slot 0's keys serve every slot).
+    fn shift<const SHARED: bool>(&mut self, from: usize, to: usize) {
         self.chain.0[to] = self.chain.0[from];
-        for row in &mut self.keys {
-            row.0[to] = row.0[from];
+        if !SHARED {
+            for row in &mut self.keys {
+                row.0[to] = row.0[from];
+            }
         }
         self.ptr[to] = self.ptr[from];
         self.left[to] = self.left[from];
@@ -198,7 +217,7 @@ impl Table {
         loop {
             while active < SLOTS {
                 let Some(lane) = pass.next() else { break };
-                self.fill(active, lane);
+                self.fill::<SHARED>(active, lane);
                 active += 1;
             }
             if active == 0 {
@@ -223,17 +242,20 @@ impl Table {
                     _ => kernel::steps::<4, NR, SHARED>(chain, keys, ptr, steps),
                 }
             }
-            let mut i = 0;
-            while i < active {
-                self.ptr[i] = self.ptr[i].wrapping_add(16 * steps);
+            // Lanes that ended leave; the others close ranks, in order (none move when
+            // all end together, as 16 equal lengths do).
+            let mut kept = 0;
+            for i in 0..active {
                 self.left[i] -= steps;
-                if self.left[i] == 0 {
-                    active -= 1;
-                    self.shift(active, i);
-                    continue;
+                if self.left[i] > 0 {
+                    self.ptr[i] = self.ptr[i].wrapping_add(16 * steps);
+                    if i != kept {
+                        self.shift::<SHARED>(i, kept);
+                    }
+                    kept += 1;
                 }
-                i += 1;
             }
+            active = kept;
         }
     }
 }

@@ -319,7 +319,7 @@ fn key_material_is_wiped_on_drop() {
     let mut table = ManuallyDrop::new(Table::new());
     let k = e.expand(&[0x5a; 16]).unwrap();
     let mut data = [1u8; 16];
-    table.fill(3, &mut Lane { keys: &k, iv: [0x77; 16], data: &mut data });
+    table.fill::<false>(3, &mut Lane { keys: &k, iv: [0x77; 16], data: &mut data });
     // SAFETY: as above.
     unsafe { ManuallyDrop::drop(&mut table) };
     assert!(table.chain.0.iter().flatten().all(|&b| b == 0));
