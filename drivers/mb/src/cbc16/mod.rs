@@ -11,7 +11,7 @@
 //!    loop:  steps = min(blocks left in the active slots, CHUNK)
 //!           kernel: NZ = ceil(active / 4) registers, `steps` times:
 //!                   s = s ^ P ^ k0 (one vpternlog); NR-1 × vaesenc; vaesenclast; store s
-//!           slots whose lane ended leave, the others move down (in order); the
+//!           slots whose lane ended leave, the last live slot fills each hole; the
 //!           next waiting lane (a call may pass more than 16) takes the freed slot
 //! ```
 //!
@@ -21,7 +21,7 @@
 //!   different keys. When every lane of a pass has the same [`RoundKeys`], the kernel
 //!   broadcasts them into registers once instead (the `SHARED` variant).
 //! - **Lanes of different lengths**: all active slots run to the shortest, then finished
-//!   lanes retire, the slots are compacted (the later ones move down, in order), and
+//!   lanes retire, the slots are compacted (the last live slot fills each hole), and
 //!   waiting lanes fill free slots, so more than 16 lanes overlap and the register count
 //!   shrinks as lanes end. Slots above the active count in the last register read and
 //!   write a scratch block run (their results are never used).
@@ -196,10 +196,10 @@ impl Table {
     }
 
     /// Moves slot `from` into slot `to` (with `SHARED`, slot 0's keys serve every slot).
-    fn shift<const SHARED: bool>(&mut self, from: usize, to: usize) {
+    fn shift<const NR: usize, const SHARED: bool>(&mut self, from: usize, to: usize) {
         self.chain.0[to] = self.chain.0[from];
         if !SHARED {
-            for row in &mut self.keys {
+            for row in &mut self.keys[..=NR] {
                 row.0[to] = row.0[from];
             }
         }
@@ -242,20 +242,27 @@ impl Table {
                     _ => kernel::steps::<4, NR, SHARED>(chain, keys, ptr, steps),
                 }
             }
-            // Lanes that ended leave; the others close ranks, in order (none move when
-            // all end together, as 16 equal lengths do).
-            let mut kept = 0;
             for i in 0..active {
                 self.left[i] -= steps;
+                self.ptr[i] = self.ptr[i].wrapping_add(16 * steps);
+            }
+            // Lanes that ended leave; the last live slot fills each hole (one move per
+            // hole at most; none when all end together, as 16 equal lengths do).
+            let mut i = 0;
+            while i < active {
                 if self.left[i] > 0 {
-                    self.ptr[i] = self.ptr[i].wrapping_add(16 * steps);
-                    if i != kept {
-                        self.shift::<SHARED>(i, kept);
-                    }
-                    kept += 1;
+                    i += 1;
+                    continue;
+                }
+                while active > i + 1 && self.left[active - 1] == 0 {
+                    active -= 1;
+                }
+                active -= 1;
+                if i < active {
+                    self.shift::<NR, SHARED>(active, i);
+                    i += 1;
                 }
             }
-            active = kept;
         }
     }
 }
