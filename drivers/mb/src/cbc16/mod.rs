@@ -27,8 +27,8 @@
 //!   write a scratch block run (their results are never used).
 //! - **Key expansion** is FIPS-197's, word by word, with `aeskeygenassist` for SubWord (no
 //!   S-box table indexed by key bytes), tested against FIPS-197 appendix A.
-//! - **Wiping**: [`RoundKeys`] zeroizes on drop; so does the per-call table of copies and
-//!   chaining values.
+//! - **Wiping**: [`RoundKeys`] zeroizes on drop; the [`Workspace`]'s key copies and
+//!   chaining values are wiped at the end of every call and on drop.
 //! - Chosen once: [`Cbc16::new`] checks the CPU (AVX-512F, VAES, AES-NI) and is the only
 //!   way to get the handle that runs the kernel; `None` elsewhere (the driver then keeps
 //!   IPsec-MB).
@@ -110,10 +110,38 @@ impl Cbc16 {
         Ok(keys)
     }
 
+    /// Where calls of [`Workspace::encrypt`] keep their per-slot state: one per thread
+    /// that encrypts (the driver's per-CPU lane would keep one).
+    pub(crate) fn workspace(&self) -> Workspace {
+        Workspace {
+            chain: Blocks([[0; 16]; SLOTS]),
+            keys: [Blocks([[0; 16]; SLOTS]); MAX_ROUNDS + 1],
+            scratch: [[0; 16]; CHUNK],
+        }
+    }
+}
+
+/// The chaining values and round keys the kernel reads, per slot, and the scratch that
+/// idle slots read and write: kept between calls (made zero once; a table made per call
+/// cost about 55 ns of memset, a third of the cost of a 16-byte call). Each call leaves
+/// it wiped (key copies and chaining values), and so does drop.
+pub(crate) struct Workspace {
+    chain: Blocks,
+    keys: [Blocks; MAX_ROUNDS + 1],
+    scratch: [[u8; 16]; CHUNK],
+}
+
+impl Drop for Workspace {
+    fn drop(&mut self) {
+        self.wipe(MAX_ROUNDS);
+    }
+}
+
+impl Workspace {
     /// Encrypts every lane in place (AES-CBC, no padding). Any number of lanes, of any
     /// lengths and key lengths; a lane of length 0 is left alone. `NotBlockMultiple` when
     /// a lane's length is not a multiple of 16, before any lane is touched.
-    pub(crate) fn encrypt(&self, lanes: &mut [Lane<'_>]) -> Result<(), Error> {
+    pub(crate) fn encrypt(&mut self, lanes: &mut [Lane<'_>]) -> Result<(), Error> {
         // One look at every lane: lengths checked, and per key length whether it occurs
         // and whether all its lanes share one key.
         let mut passes: [Option<(*const RoundKeys, bool)>; 3] = [None; 3];
@@ -130,64 +158,54 @@ impl Cbc16 {
                 Some((first, one)) => *one &= std::ptr::eq(*first, l.keys),
             }
         }
-        let mut table = Table::new();
+        let mut used = 0;
         for (rounds, pass) in [10, 12, 14].into_iter().zip(passes) {
             let Some((_, one_key)) = pass else { continue };
+            used = rounds;
             let pass = lanes.iter_mut().filter(|l| l.keys.rounds == rounds && !l.data.is_empty());
+            let mut t = Table { ws: self, ptr: [std::ptr::null_mut(); SLOTS], left: [0; SLOTS] };
             match (rounds, one_key) {
-                (10, false) => table.run::<10, false>(pass),
-                (10, true) => table.run::<10, true>(pass),
-                (12, false) => table.run::<12, false>(pass),
-                (12, true) => table.run::<12, true>(pass),
-                (14, false) => table.run::<14, false>(pass),
-                _ => table.run::<14, true>(pass),
+                (10, false) => t.run::<10, false>(pass),
+                (10, true) => t.run::<10, true>(pass),
+                (12, false) => t.run::<12, false>(pass),
+                (12, true) => t.run::<12, true>(pass),
+                (14, false) => t.run::<14, false>(pass),
+                _ => t.run::<14, true>(pass),
             }
+        }
+        if used > 0 {
+            self.wipe(used);
         }
         Ok(())
     }
+
+    /// Zeroes the chaining values and round key rows `0..=rounds`.
+    fn wipe(&mut self, rounds: usize) {
+        // SAFETY: a `Workspace` is made only by `Cbc16::workspace` (the CPU has
+        // AVX-512F). `zeroize` wrote the table byte by byte, about 1 µs per call (as much
+        // as the work on 16 x 1 KiB), then as 256-byte volatile copies, about 100 ns.
+        unsafe {
+            kernel::wipe(std::slice::from_mut(&mut self.chain));
+            kernel::wipe(&mut self.keys[..=rounds]);
+        }
+    }
 }
 
-/// What one call keeps per slot: the chaining values and round keys the kernel reads, and
-/// where each lane is (wiped on drop: key copies and chaining values).
-struct Table {
-    chain: Blocks,
-    keys: [Blocks; MAX_ROUNDS + 1],
+/// One pass of a call: the workspace and where each slot's lane is.
+struct Table<'w> {
+    ws: &'w mut Workspace,
     ptr: [*mut u8; SLOTS],
     /// Blocks left per slot.
     left: [usize; SLOTS],
-    /// What idle slots of the last register read and write.
-    scratch: [[u8; 16]; CHUNK],
 }
 
-impl Drop for Table {
-    fn drop(&mut self) {
-        // SAFETY: a `Table` exists only under `Cbc16::encrypt` (the CPU has AVX-512F).
-        // `zeroize` wrote the table byte by byte, about 1 µs per call (as much as the
-        // work on 16 x 1 KiB), then as 256-byte volatile copies, about 100 ns.
-        unsafe {
-            kernel::wipe(std::slice::from_mut(&mut self.chain));
-            kernel::wipe(&mut self.keys);
-        }
-    }
-}
-
-impl Table {
-    fn new() -> Table {
-        Table {
-            chain: Blocks([[0; 16]; SLOTS]),
-            keys: [Blocks([[0; 16]; SLOTS]); MAX_ROUNDS + 1],
-            ptr: [std::ptr::null_mut(); SLOTS],
-            left: [0; SLOTS],
-            scratch: [[0; 16]; CHUNK],
-        }
-    }
-
+impl Table<'_> {
     /// Puts `lane` into `slot`, its round keys too unless `SHARED` (whose kernel reads
     /// slot 0's alone) and `slot` is not 0.
     fn fill<const SHARED: bool>(&mut self, slot: usize, lane: &mut Lane<'_>) {
-        self.chain.0[slot] = lane.iv;
+        self.ws.chain.0[slot] = lane.iv;
         if !SHARED || slot == 0 {
-            for (row, k) in self.keys.iter_mut().zip(&lane.keys.rk[..=lane.keys.rounds]) {
+            for (row, k) in self.ws.keys.iter_mut().zip(&lane.keys.rk[..=lane.keys.rounds]) {
                 row.0[slot] = *k;
             }
         }
@@ -197,9 +215,9 @@ impl Table {
 
     /// Moves slot `from` into slot `to` (with `SHARED`, slot 0's keys serve every slot).
     fn shift<const NR: usize, const SHARED: bool>(&mut self, from: usize, to: usize) {
-        self.chain.0[to] = self.chain.0[from];
+        self.ws.chain.0[to] = self.ws.chain.0[from];
         if !SHARED {
-            for row in &mut self.keys[..=NR] {
+            for row in &mut self.ws.keys[..=NR] {
                 row.0[to] = row.0[from];
             }
         }
@@ -225,12 +243,12 @@ impl Table {
             }
             let steps = self.left[..active].iter().copied().min().unwrap_or(0).min(CHUNK);
             let nz = active.div_ceil(4);
-            let scratch = self.scratch.as_mut_ptr().cast::<u8>();
+            let scratch = self.ws.scratch.as_mut_ptr().cast::<u8>();
             for p in &mut self.ptr[active..4 * nz] {
                 *p = scratch;
             }
-            let (chain, keys, ptr) = (&mut self.chain, &self.keys, &self.ptr);
-            // SAFETY: a `Table` runs only under `Cbc16::encrypt` (the CPU has the
+            let (chain, keys, ptr) = (&mut self.ws.chain, &self.ws.keys, &self.ptr);
+            // SAFETY: a `Workspace` comes only from a `Cbc16` (the CPU has the
             // features); each active slot points at its lane's `16 * left` bytes, with
             // `steps <= left`, borrowed mutably for the whole call; idle slots at the
             // scratch (`16 * CHUNK` bytes, `steps <= CHUNK`).

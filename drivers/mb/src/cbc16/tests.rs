@@ -149,7 +149,7 @@ fn sp800_38a_in_every_lane_position() {
                     .enumerate()
                     .map(|(i, data)| Lane { keys: if i == pos { &keys } else { other }, iv, data })
                     .collect();
-                e.encrypt(&mut lanes).unwrap();
+                e.workspace().encrypt(&mut lanes).unwrap();
                 assert_eq!(bufs[pos], hex(want), "{}-bit key in slot {pos}", key.len() * 8);
             }
         }
@@ -185,7 +185,7 @@ fn cavp_cbcmmt_all_in_one_call() {
         .zip(&cases)
         .map(|((data, keys), c)| Lane { keys, iv: c.1.clone().try_into().unwrap(), data })
         .collect();
-    e.encrypt(&mut lanes).unwrap();
+    e.workspace().encrypt(&mut lanes).unwrap();
     for (i, (buf, c)) in bufs.iter().zip(&cases).enumerate() {
         assert_eq!(buf, &c.3, "case {i}");
     }
@@ -252,7 +252,7 @@ fn random_lanes_equal_aws_lc() {
                 }
             })
             .collect();
-        e.encrypt(&mut lanes).unwrap();
+        e.workspace().encrypt(&mut lanes).unwrap();
         for i in 0..n {
             assert!(bufs[i] == want[i], "case {case}: lane {i} of {n}, {} bytes, keys {key_mix}", lens[i]);
         }
@@ -275,7 +275,7 @@ fn few_and_many_lanes_equal_aws_lc() {
             .enumerate()
             .map(|(i, data)| Lane { keys: &keys, iv: [i as u8; 16], data })
             .collect();
-        e.encrypt(&mut lanes).unwrap();
+        e.workspace().encrypt(&mut lanes).unwrap();
         for i in 0..n {
             assert_eq!(bufs[i], aws_lc_cbc(&key, [i as u8; 16], &plain[i]), "lane {i} of {n}");
         }
@@ -295,17 +295,17 @@ fn a_partial_block_fails_the_call_before_any_lane_is_touched() {
         Lane { keys: &keys, iv: [0; 16], data: &mut b },
         Lane { keys: &keys, iv: [0; 16], data: &mut c },
     ];
-    assert_eq!(e.encrypt(&mut lanes), Err(Error::NotBlockMultiple { len: 40, block: 16 }));
+    assert_eq!(e.workspace().encrypt(&mut lanes), Err(Error::NotBlockMultiple { len: 40, block: 16 }));
     assert_eq!((a, b, c), (plain.clone(), vec![0x33; 40], plain));
 }
 
 #[test]
 fn no_lanes_is_fine() {
     let Some(e) = engine() else { return };
-    assert_eq!(e.encrypt(&mut []), Ok(()));
+    assert_eq!(e.workspace().encrypt(&mut []), Ok(()));
 }
 
-/// Round keys and the per-call table are zero once dropped.
+/// Round keys are zero once dropped; a workspace is after each call and once dropped.
 #[test]
 fn key_material_is_wiped_on_drop() {
     let Some(e) = engine() else { return };
@@ -316,12 +316,24 @@ fn key_material_is_wiped_on_drop() {
     unsafe { ManuallyDrop::drop(&mut keys) };
     assert!(keys.rk.iter().flatten().all(|&b| b == 0));
 
-    let mut table = ManuallyDrop::new(Table::new());
+    // The workspace after a call of each key length: no key copy or chaining value left.
+    let mut ws = e.workspace();
+    for key_len in [16, 24, 32] {
+        let k = e.expand(&vec![0x5a; key_len]).unwrap();
+        let mut data = [1u8; 48];
+        ws.encrypt(&mut [Lane { keys: &k, iv: [0x77; 16], data: &mut data }]).unwrap();
+        assert!(ws.chain.0.iter().flatten().all(|&b| b == 0), "{key_len}");
+        assert!(ws.keys.iter().flat_map(|r| r.0.iter().flatten()).all(|&b| b == 0), "{key_len}");
+    }
+    // And once dropped, what a pass leaves there until the call ends.
+    let mut ws = ManuallyDrop::new(e.workspace());
     let k = e.expand(&[0x5a; 16]).unwrap();
     let mut data = [1u8; 16];
-    table.fill::<false>(3, &mut Lane { keys: &k, iv: [0x77; 16], data: &mut data });
+    let mut t = Table { ws: &mut ws, ptr: [std::ptr::null_mut(); SLOTS], left: [0; SLOTS] };
+    t.fill::<false>(3, &mut Lane { keys: &k, iv: [0x77; 16], data: &mut data });
+    assert!(ws.keys[10].0[3] != [0; 16]);
     // SAFETY: as above.
-    unsafe { ManuallyDrop::drop(&mut table) };
-    assert!(table.chain.0.iter().flatten().all(|&b| b == 0));
-    assert!(table.keys.iter().flat_map(|r| r.0.iter().flatten()).all(|&b| b == 0));
+    unsafe { ManuallyDrop::drop(&mut ws) };
+    assert!(ws.chain.0.iter().flatten().all(|&b| b == 0));
+    assert!(ws.keys.iter().flat_map(|r| r.0.iter().flatten()).all(|&b| b == 0));
 }
