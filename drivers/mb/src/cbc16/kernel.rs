@@ -105,20 +105,42 @@ pub(super) unsafe fn steps<const NZ: usize, const NR: usize, const SHARED: bool>
         }
     });
     let key = |r: usize, z: usize| if SHARED { shared[r] } else { row(&keys[r], z) };
-    let mut s: [__m512i; NZ] = std::array::from_fn(|z| row(chain, z));
+    // Register `z`'s four blocks at byte `off` of their slots.
+    let load = |z: usize, off: usize| {
+        // SAFETY: `off + 16 <= 16 * steps`: inside each slot's bytes (the caller's
+        // promise); unaligned 16-byte loads.
+        let p = |j: usize| unsafe { _mm_loadu_si128(ptr[4 * z + j].add(off).cast()) };
+        let mut v = _mm512_castsi128_si512(p(0));
+        v = _mm512_inserti32x4::<1>(v, p(1));
+        v = _mm512_inserti32x4::<2>(v, p(2));
+        _mm512_inserti32x4::<3>(v, p(3))
+    };
+    // Out through memory: one 64-byte store, then a 16-byte load and store per slot.
+    // `vextracti32x4` to memory (what LLVM makes of extract + store) cost 10% more per
+    // step (17.4 against 15.7 ns, 4 registers, AES-128): the extracts compete with the
+    // AES instructions for the vector pipes. The volatile loads keep LLVM from folding
+    // the copy back into extracts.
+    let store = |z: usize, off: usize, v: __m512i| {
+        let mut out = Out([_mm_setzero_si128(); 4]);
+        // SAFETY: `out` is a local 64-aligned 64-byte array.
+        unsafe { _mm512_store_si512(out.0.as_mut_ptr().cast(), v) };
+        for (j, block) in out.0.iter().enumerate() {
+            // SAFETY: `block` is a live local; the store goes to the same 16 bytes of
+            // slot `4z + j` that `load(z, off)` read (the caller's promise).
+            unsafe {
+                let b = std::ptr::read_volatile(block);
+                _mm_storeu_si128(ptr[4 * z + j].add(off).cast(), b);
+            }
+        }
+    };
+    if steps == 0 {
+        return;
+    }
+    // The state entering round 1: chain ^ block ^ round key 0 (0x96: three-way XOR).
+    let mut s: [__m512i; NZ] =
+        std::array::from_fn(|z| _mm512_ternarylogic_epi64::<0x96>(row(chain, z), load(z, 0), key(0, z)));
     for step in 0..steps {
         let off = 16 * step;
-        for (z, sz) in s.iter_mut().enumerate() {
-            // SAFETY: `off + 16 <= 16 * steps`: inside each slot's bytes (the caller's
-            // promise); unaligned 16-byte loads.
-            let p = |j: usize| unsafe { _mm_loadu_si128(ptr[4 * z + j].add(off).cast()) };
-            let mut v = _mm512_castsi128_si512(p(0));
-            v = _mm512_inserti32x4::<1>(v, p(1));
-            v = _mm512_inserti32x4::<2>(v, p(2));
-            v = _mm512_inserti32x4::<3>(v, p(3));
-            // chain ^ block ^ round key 0 in one instruction (0x96: three-way XOR).
-            *sz = _mm512_ternarylogic_epi64::<0x96>(*sz, v, key(0, z));
-        }
         // Rounds outside, chains inside: the NZ independent chains interleave, so the
         // AES units stay busy while each chain waits on its own latency.
         for r in 1..NR {
@@ -127,22 +149,22 @@ pub(super) unsafe fn steps<const NZ: usize, const NR: usize, const SHARED: bool>
             }
         }
         for (z, sz) in s.iter_mut().enumerate() {
-            *sz = _mm512_aesenclast_epi128(*sz, key(NR, z));
-            // Out through memory: one 64-byte store, then a 16-byte load and store per
-            // slot. `vextracti32x4` to memory (what LLVM makes of extract + store) cost
-            // 10% more per step (17.4 against 15.7 ns, 4 registers, AES-128): the
-            // extracts compete with the AES instructions for the vector pipes. The
-            // volatile loads keep LLVM from folding the copy back into extracts.
-            let mut out = Out([_mm_setzero_si128(); 4]);
-            // SAFETY: `out` is a local 64-aligned 64-byte array.
-            unsafe { _mm512_store_si512(out.0.as_mut_ptr().cast(), *sz) };
-            for (j, block) in out.0.iter().enumerate() {
-                // SAFETY: `block` is a live local; the store goes to the same 16 bytes of
-                // slot `4z + j` that the load above read (the caller's promise).
-                unsafe {
-                    let b = std::ptr::read_volatile(block);
-                    _mm_storeu_si128(ptr[4 * z + j].add(off).cast(), b);
-                }
+            if step + 1 < steps {
+                // The next block and round key 0 go into the last round's key, as
+                // aesenclast(x, k) = f(x) ^ k: its result is already the state that
+                // enters round 1 of the next block (one XOR less on the chain, which is
+                // all that bounds 1 to 3 lanes), and the ciphertext is that ^ m.
+                let next = load(z, off + 16);
+                let m = _mm512_xor_si512(next, key(0, z));
+                let t = _mm512_aesenclast_epi128(
+                    *sz,
+                    _mm512_ternarylogic_epi64::<0x96>(key(NR, z), next, key(0, z)),
+                );
+                store(z, off, _mm512_xor_si512(t, m));
+                *sz = t;
+            } else {
+                *sz = _mm512_aesenclast_epi128(*sz, key(NR, z));
+                store(z, off, *sz);
             }
         }
     }

@@ -10,7 +10,8 @@
 //!    slots 0..16 ◄── lanes of that length, in order, 0-length ones skipped
 //!    loop:  steps = min(blocks left in the active slots, CHUNK)
 //!           kernel: NZ = ceil(active / 4) registers, `steps` times:
-//!                   s = s ^ P ^ k0 (one vpternlog); NR-1 × vaesenc; vaesenclast; store s
+//!                   NR-1 × vaesenc; vaesenclast with key k_NR ^ P_next ^ k0 (its result is the
+//!                   next state: no XOR on the chain); out: result ^ P_next ^ k0
 //!           slots whose lane ended leave, the last live slot fills each hole; the
 //!           next waiting lane (a call may pass more than 16) takes the freed slot
 //! ```
