@@ -92,9 +92,13 @@ pub(super) unsafe fn steps<const NZ: usize, const NR: usize, const SHARED: bool>
     ptr: &[*mut u8; 16],
     steps: usize,
 ) {
-    // SAFETY (all loads of `chain` and `keys`): `Blocks` is 256 bytes, 64-aligned: four
-    // aligned 64-byte vectors.
-    let row = |b: &Blocks, z: usize| unsafe { _mm512_load_si512(b.0.as_ptr().add(4 * z).cast()) };
+    const { assert!(NZ >= 1 && NZ <= 4 && NR <= MAX_ROUNDS) };
+    // Register `z`'s four slots of a row (`chain` or a round key).
+    let row = |b: &Blocks, z: usize| {
+        // SAFETY: `Blocks` is 256 bytes, 64-aligned; `z < NZ <= 4` names one of its four
+        // aligned 64-byte vectors.
+        unsafe { _mm512_load_si512(b.0.as_ptr().add(4 * z).cast()) }
+    };
     let shared: [__m512i; MAX_ROUNDS + 1] = std::array::from_fn(|r| {
         // SAFETY: a 16-byte load inside `keys[r]` (aligned 16).
         let k = unsafe { _mm_load_si128(keys[r].0.as_ptr().cast()) };
