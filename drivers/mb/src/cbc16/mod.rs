@@ -20,23 +20,27 @@
 //!    wipe the workspace's key copies and chaining values
 //! ```
 //!
-//! Choices, and why (figures: `bench.rs`, AES-128, one thread, best of 21 rounds, GB/s,
-//! on this 2-core Zen 5; aws-lc-rs is the soft driver's AES-CBC, "job" IPsec-MB's job API
-//! through the driver's `ffi::Manager`, submit each + flush):
+//! Choices, and why. Figures: AES-128, GB/s, one thread, best of 21 alternating rounds,
+//! on this 2-core Zen 5 (`taskset -c 1 cargo test --release -p ocf-mb --lib -- --ignored
+//! --nocapture cbc16_throughput`, see `bench.rs`); aws-lc is aws-lc-rs, the soft driver's
+//! AES-CBC; job is IPsec-MB's job API through the driver's `ffi::Manager` (submit each,
+//! then flush):
 //!
-//! | case | aws-lc | job | cbc16 | cbc16/aws-lc |
-//! |---|---:|---:|---:|---:|
-//! | 16 x 1 KiB, one key | 1.38 | 7.6 | 18.2 | 13x |
-//! | 16 x 1 KiB, 16 keys | 1.38 | 7.9 | 14.4 | 10x |
-//! | 16 x 64..1500 B, one key | 1.37 | 3.9 | 8.5 | 6.2x |
-//! | 16 x 64..1500 B, 16 keys | 1.37 | 3.9 | 7.4 | 5.4x |
-//! | 1 x 1 KiB | 1.39 | 0.90 | 1.35 | 0.97x |
-//! | 3 x 1 KiB | 1.39 | 2.2 | 4.0 | 2.9x |
+//! | case | aws-lc | job | cbc16 | cbc16/aws-lc | cbc16/job |
+//! |---|---:|---:|---:|---:|---:|
+//! | 16 x 1 KiB, one key | 1.39 | 8.08 | 18.29 | 13.2x | 2.3x |
+//! | 16 x 1 KiB, 16 keys | 1.39 | 8.07 | 14.73 | 10.6x | 1.8x |
+//! | 16 x 64..1500 B, one key | 1.38 | 3.86 | 8.50 | 6.2x | 2.2x |
+//! | 16 x 64..1500 B, 16 keys | 1.37 | 3.86 | 7.35 | 5.4x | 1.9x |
+//! | 64 x 64..1500 B, 16 keys | 1.37 | 5.57 | 7.89 | 5.7x | 1.4x |
+//! | 1 x 1 KiB | 1.39 | 0.90 | 1.36 | 0.98x | 1.5x |
+//! | 3 x 1 KiB | 1.39 | 2.40 | 4.06 | 2.9x | 1.7x |
+//! | 64 x 1 KiB, one key | 1.39 | 8.71 | 18.66 | 13.4x | 2.1x |
 //!
 //! - **Per-slot round keys** are copied into the workspace's table `keys[round][slot]`, so
 //!   one aligned 64-byte load gives four slots' round key `r`: lanes of one call may have
 //!   different keys. When every lane of a pass has the same [`RoundKeys`], the kernel
-//!   broadcasts them into registers once instead (the `SHARED` variant: 18.2 against 14.4
+//!   broadcasts them into registers once instead (the `SHARED` variant: 18.3 against 14.7
 //!   GB/s at 16 x 1 KiB).
 //! - **Lanes of different lengths**: all active slots run to the shortest, then finished
 //!   lanes retire, the slots are compacted (the last live slot fills each hole), and
