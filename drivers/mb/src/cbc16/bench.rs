@@ -110,7 +110,7 @@ fn cbc16_throughput() {
     ];
     println!("AES-128-CBC encrypt, GB/s (best of {ROUNDS} alternating rounds)");
     println!(
-        "{:<32} {:>8} {:>8} {:>8} {:>10} {:>10}",
+        "{:<36} {:>8} {:>8} {:>8} {:>10} {:>10}",
         "case", "aws-lc", "imb-job", "cbc16", "cbc16/aws", "cbc16/imb"
     );
     // CBC16_CASE=text runs only the cases whose name contains it (for `perf record`).
