@@ -10,7 +10,8 @@
 //!                                  └ workspace() → Workspace (per thread / CPU lane)
 //!  Workspace::encrypt(lanes: [Lane { keys, iv, data }; any number])
 //!    for each key length present (10, 12, 14 rounds; a call may mix them):
-//!    slots 0..16 ◄── lanes of that length, in order, 0-length ones skipped
+//!    slots 0..16 ◄── lanes of that length (longest first when more than 16), 0-length
+//!                    ones skipped
 //!    loop:  steps = min(blocks left in the active slots, CHUNK)
 //!           kernel: NZ = ceil(active / 4) registers, `steps` times:
 //!                   NR-1 × vaesenc; vaesenclast with key k_NR ^ P_next ^ k0 (its
@@ -51,8 +52,8 @@
 //!   (their results are never used). A call is as long as its longest lane: 16 mixed
 //!   sizes run at half the rate of 16 equal ones. More than 16 lanes run longest first
 //!   (64 x 64..1500 B in random order: 7.6 -> 9.9 GB/s, the sort included).
-//! - **Few lanes**: one lane runs at aws-lc's speed (the same latency chain: 0.97x at
-//!   1 KiB); a call costs about 64 ns besides (1 x 16 B), aws-lc about 33 ns.
+//! - **Few lanes**: one lane runs at aws-lc's speed (the same latency chain: 0.98x at
+//!   1 KiB); a call costs about 65 ns besides (1 x 16 B), aws-lc about 33 ns.
 //! - **Data path**: blocks come in with `vinserti32x4` and go out through a 64-byte store
 //!   and 16-byte copies (extracting to memory cost 10% more: the extracts compete with
 //!   the AES instructions for the vector pipes). Folding the next block and round key 0
