@@ -36,8 +36,8 @@
 //! - Keys are expanded once per session into an `Arc` the held requests keep too, so a
 //!   session freed with requests in flight still completes them; schedules are wiped on drop.
 
-// The VAES-512 CBC encrypt engine; the driver does not use it yet (the coordinator wires
-// it into `process`), so only its tests and measurement reach it for now.
+// The VAES-512 AES-CBC encrypt engine. `process` does not use it yet: only its tests and
+// its measurement reach it, hence `dead_code` outside tests.
 #[cfg(target_arch = "x86_64")]
 #[cfg_attr(not(test), allow(dead_code))]
 mod cbc16;
