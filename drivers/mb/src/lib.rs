@@ -58,11 +58,10 @@
 //!   once per session into an `Arc` the held requests keep too, so a session freed with
 //!   requests in flight still completes them; all of it is wiped on drop.
 
-// The VAES-512 AES-CBC encrypt engine. `process` does not use it yet: only its tests and
-// its measurement reach it, hence `dead_code` outside tests.
+// The VAES-512 AES-CBC encrypt engine: runs use it (`cbc_runs`); the held path does not.
 #[cfg(target_arch = "x86_64")]
-#[cfg_attr(not(test), allow(dead_code))]
 mod cbc16;
+mod cbc_runs;
 mod ffi;
 mod job;
 mod lane;
@@ -78,6 +77,7 @@ use ocf::{
     Request, SessionContext, SessionParams,
 };
 
+use crate::cbc_runs::CbcRuns;
 use crate::ffi::Manager;
 use crate::job::Keys;
 use crate::lane::{job_failed, Completions, Lane, RUN, RUN_MAX};
@@ -116,8 +116,10 @@ pub struct MbStats {
     pub run_now: u64,
     /// Lone requests (no hint, nothing held) run by the soft driver's session.
     pub lone: u64,
-    /// Requests done as jobs of a run handed over whole (`run_batch`).
+    /// Requests done in runs handed over whole (`run_batch`): as jobs, or by the engine.
     pub in_runs: u64,
+    /// Of those, AES-CBC encryptions done by the VAES engine (`cbc16`).
+    pub engine: u64,
     /// Manager flushes (each completes every job it holds).
     pub flushes: u64,
     /// Flushes by the flusher thread: held requests whose follower never came.
@@ -175,6 +177,7 @@ impl MbDriver {
                 run_now: a.run_now + s.run_now,
                 lone: a.lone + s.lone,
                 in_runs: a.in_runs + s.in_runs,
+                engine: a.engine + s.engine,
                 flushes: a.flushes + s.flushes,
                 timed_flushes: a.timed_flushes + s.timed_flushes,
             }
@@ -317,7 +320,8 @@ impl Driver for MbDriver {
     ) -> Result<Box<dyn DriverSession>, Error> {
         let keys = Keys::new(self.shared.lane().manager(), params)?;
         let soft = ocf_soft::SoftDriver::new().new_session(params, ctx.clone())?;
-        Ok(Box::new(MbSession { soft, shared: self.shared.clone(), ctx, keys: Arc::new(keys) }))
+        let cbc_runs = CbcRuns::new(params);
+        Ok(Box::new(MbSession { soft, shared: self.shared.clone(), ctx, keys: Arc::new(keys), cbc_runs }))
     }
 }
 
@@ -328,6 +332,70 @@ struct MbSession {
     shared: Arc<Shared>,
     ctx: SessionContext,
     keys: Arc<Keys>,
+    /// AES-CBC encryption of runs on the VAES engine (AES-CBC sessions, where the CPU has it).
+    cbc_runs: Option<CbcRuns>,
+}
+
+/// What became of a request of a run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    /// Neither the engine nor a job took it: it runs on its own.
+    Alone,
+    Done,
+    /// Its error is in the run's error list.
+    Failed,
+}
+
+impl MbSession {
+    /// The requests of a run (at most [`RUN_MAX`]) still `Fate::Alone` (not taken by the
+    /// engine), as jobs of this thread's lane, and one flush: each one's fate, and the
+    /// error of each that failed. Requests no job covers (a layout of soft's, a bad op,
+    /// nothing to do) stay `Alone`.
+    fn run_jobs(
+        &self,
+        reqs: &mut [Request],
+        fate: &mut [Fate; RUN_MAX],
+        errors: &mut Vec<(usize, Error)>,
+        out: &mut Completions,
+        engine: usize,
+    ) {
+        let (mut ran, mut ok) = ([false; RUN_MAX], [false; RUN_MAX]);
+        let mut lane = self.shared.lane();
+        lane.stats.engine += engine as u64;
+        lane.stats.in_runs += engine as u64;
+        if engine == reqs.len() {
+            // The engine took them all: no job, no flush (the lane only counts them).
+            return;
+        }
+        let before = lane.held();
+        let jobs = reqs.iter_mut().zip(&mut ran).enumerate().filter_map(|(i, (req, ran))| {
+            if fate[i] != Fate::Alone {
+                return None;
+            }
+            self.keys.check_op(req.op).ok()?;
+            let empty = req.payload.as_ref().map_or(req.buf.is_empty(), |p| p.is_empty());
+            let desc = if empty { None } else { self.keys.desc(req) }?;
+            *ran = true;
+            Some(ffi::JobDesc { user: RUN + i as u64, ..desc })
+        });
+        // SAFETY: each job points into a request of `reqs` (its heap buffers, its boxed IV,
+        // tag and AAD fields) and `self.keys`; none moves or is touched until `run`
+        // returns, which flushes every job back.
+        unsafe { lane.run(jobs, &mut ok, out) };
+        for (i, req) in reqs.iter_mut().enumerate().filter(|(i, _)| ran[*i]) {
+            match if ok[i] { job::finish(req, lane.run_tag(i)) } else { Err(job_failed()) } {
+                Ok(()) => fate[i] = Fate::Done,
+                Err(e) => {
+                    fate[i] = Fate::Failed;
+                    errors.push((i, e));
+                }
+            }
+        }
+        lane.stats.in_runs += ran.iter().filter(|&&r| r).count() as u64;
+        let after = lane.held();
+        drop(lane);
+        self.shared.account(before, after);
+    }
 }
 
 impl DriverSession for MbSession {
@@ -337,36 +405,22 @@ impl DriverSession for MbSession {
         let mut out = completions();
         while !run.is_empty() {
             let n = run.len().min(RUN_MAX);
-            let (mut ran, mut ok) = ([false; RUN_MAX], [false; RUN_MAX]);
-            let mut lane = self.shared.lane();
-            let before = lane.held();
-            // Requests no job covers (a layout of soft's, a bad op, nothing to do) are done
-            // on their own below; the rest become the run's jobs.
-            let jobs = run[..n].iter_mut().zip(&mut ran).enumerate().filter_map(|(i, (req, ran))| {
-                self.keys.check_op(req.op).ok()?;
-                let empty = req.payload.as_ref().map_or(req.buf.is_empty(), |p| p.is_empty());
-                let desc = if empty { None } else { self.keys.desc(req) }?;
-                *ran = true;
-                Some(ffi::JobDesc { user: RUN + i as u64, ..desc })
-            });
-            // SAFETY: each job points into a request of `run[..n]` (its heap buffers, its
-            // boxed IV, tag and AAD fields) and `self.keys`; none moves or is touched until
-            // `run` returns, which flushes every job back.
-            unsafe { lane.run(jobs, &mut ok, &mut out) };
-            let mut finished = [const { None }; RUN_MAX];
-            for (i, req) in run[..n].iter_mut().enumerate().filter(|(i, _)| ran[*i]) {
-                finished[i] = Some(if ok[i] { job::finish(req, lane.run_tag(i)) } else { Err(job_failed()) });
-            }
-            lane.stats.in_runs += ran.iter().filter(|&&r| r).count() as u64;
-            let after = lane.held();
-            drop(lane);
-            self.shared.account(before, after);
+            // AES-CBC encryption on the VAES engine first, without the lane (`cbc_runs`).
+            let mut taken = [false; RUN_MAX];
+            let engine = self.cbc_runs.as_ref().map_or(0, |c| c.encrypt(&mut run[..n], &mut taken));
+            let mut fate = taken.map(|t| if t { Fate::Done } else { Fate::Alone });
+            // (Allocates only when a request fails.)
+            let mut errors = Vec::new();
+            self.run_jobs(&mut run[..n], &mut fate, &mut errors, &mut out, engine);
             for (i, req) in run.drain(..n).enumerate() {
-                done.push(match finished[i].take() {
-                    Some(Ok(())) => Ok(req),
-                    Some(Err(e)) => Err(Failed::new(e, req)),
+                done.push(match fate[i] {
+                    Fate::Done => Ok(req),
+                    Fate::Failed => {
+                        let at = errors.iter().position(|(j, _)| *j == i).expect("a failed job's error");
+                        Err(Failed::new(errors.swap_remove(at).1, req))
+                    }
                     // Not a job of the run: on its own, as a request without the hint.
-                    None => match self.process(req, Hint::default()) {
+                    Fate::Alone => match self.process(req, Hint::default()) {
                         Processed::Done(o) => o,
                         _ => unreachable!("without the hint mb answers at once"),
                     },

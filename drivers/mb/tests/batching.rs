@@ -160,6 +160,13 @@ fn runs_of_1_to_100_match_soft() {
             let jobs = n - usize::from(apart.is_some());
             // (The out-of-place one is a job too; the scatter-gather one is not.)
             assert_eq!((after.in_runs - before.in_runs) as usize, jobs, "run {n}: {before:?} -> {after:?}");
+            // AES-CBC encryption in place goes to the VAES engine where the CPU has it.
+            let engine = if c.alg == CipherAlg::AesCbc && c.op == Op::Encrypt && has_vaes() {
+                n - 2 * usize::from(apart.is_some())
+            } else {
+                0
+            };
+            assert_eq!((after.engine - before.engine) as usize, engine, "run {n}: {before:?} -> {after:?}");
             assert_eq!(after.held, before.held, "a run holds nothing");
         }
     }
@@ -240,6 +247,11 @@ fn nothing_is_lost_when_sessions_are_freed_with_requests_in_flight() {
     assert!(mb.stats().held - before.held >= 50, "{:?}", mb.stats());
 }
 
+/// Whether this CPU runs the VAES-512 engine (AVX-512F, VAES, AES-NI).
+fn has_vaes() -> bool {
+    is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("vaes") && is_x86_feature_detected!("aes")
+}
+
 fn hex(s: &str) -> Vec<u8> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
 }
@@ -285,7 +297,7 @@ fn known_answers_through_held_jobs() {
             }
             assert_eq!(mb.stats().held - held, 15, "{alg:?} {op:?}: the batch was not held");
             // The same 16 as one run handed over whole.
-            let in_runs = mb.stats().in_runs;
+            let (in_runs, engine) = (mb.stats().in_runs, mb.stats().engine);
             let mut reqs: Vec<Request> =
                 (0..16).map(|_| Request::new(op, hex(input)).with_iv(&hex(iv))).collect();
             let mut out = Vec::new();
@@ -294,6 +306,9 @@ fn known_answers_through_held_jobs() {
                 assert_eq!(got.unwrap().buf.to_vec(), hex(want), "{alg:?} {op:?} in a run");
             }
             assert_eq!(mb.stats().in_runs - in_runs, 16, "{alg:?} {op:?}: not done as a run");
+            if alg == CipherAlg::AesCbc && op == Op::Encrypt && has_vaes() {
+                assert_eq!(mb.stats().engine - engine, 16, "AES-CBC encrypt runs on the VAES engine");
+            }
         }
     }
 }

@@ -68,6 +68,28 @@ impl SessionCore {
         }
     }
 
+    /// `account` for a run's outcomes together: one add per size class present and one
+    /// for the bytes, instead of two per request (atomic adds; measured below `run_whole`).
+    pub(super) fn account_run(&self, outcomes: &[Outcome]) {
+        let (mut ops, mut bytes) = ([0u64; crate::routing::SIZE_CLASSES], 0u64);
+        for o in outcomes {
+            match o {
+                Ok(req) => {
+                    let len = req.payload_range().len();
+                    ops[SizeClass::of(len).index()] += 1;
+                    bytes += len as u64;
+                }
+                Err(f) => self.count_error(f.error().kind()),
+            }
+        }
+        for (c, n) in self.counters.ops.iter().zip(ops).filter(|(_, n)| *n > 0) {
+            c.fetch_add(n, Ordering::Relaxed);
+        }
+        if bytes > 0 {
+            self.counters.bytes.fetch_add(bytes, Ordering::Relaxed);
+        }
+    }
+
     pub(crate) fn count_error(&self, kind: ErrorKind) {
         self.counters.errors.record(kind);
         self.entry.counters.errors.record(kind);
@@ -106,7 +128,7 @@ impl SessionCore {
 
     /// Stamps a finished request and sends it to its target.
     #[inline(always)]
-    fn deliver_outcome(this: &Arc<SessionCore>, mut outcome: Outcome) -> Option<Outcome> {
+    pub(super) fn deliver_outcome(this: &Arc<SessionCore>, mut outcome: Outcome) -> Option<Outcome> {
         let trip = request_mut(&mut outcome).trip_mut();
         if trip.profiled {
             trip.stamps.done = profile::now();

@@ -178,10 +178,12 @@ impl SessionShared {
         }
         let mut done = DONE.with(Cell::take);
         ds.process_run(&mut run, &mut done);
-        // Every request of the run is on the fast path: `complete` hands it back (a routed
-        // one that failed is not redone: nobody else could deliver its outcome).
+        // Every request of the run is on the fast path, unrouted (the run was timed as a
+        // whole): `complete`'s counting, once for the run (two atomic adds per request
+        // were 5% of a 16 x 1 KiB AES-CBC run on mb), then its hand-back.
+        b.core.account_run(&done);
         for o in done.drain(..) {
-            let Some(o) = SessionCore::complete(&b.core, o) else { continue };
+            let Some(o) = SessionCore::deliver_outcome(&b.core, o) else { continue };
             if let Some(stamps) = stamps(&o) {
                 b.entry.profile.record_request(&stamps, 0);
             }

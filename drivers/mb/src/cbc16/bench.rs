@@ -168,7 +168,7 @@ fn shuffled_mixed(e: Cbc16, mixed: &[usize]) {
 
 /// IPsec-MB's job API through the driver's glue, where it was built in.
 mod ipsec_mb {
-    use crate::ffi::{DoneEntry, JobDesc, JobMode, Manager, Schedule, MAX_JOBS};
+    use crate::ffi::{CipherKind, DoneEntry, HashKind, JobDesc, Manager, Schedule, MAX_JOBS};
 
     pub struct Jobs {
         scheds: Vec<(Schedule, Schedule)>,
@@ -207,13 +207,25 @@ mod ipsec_mb {
                 let d = JobDesc {
                     src: b.as_ptr(),
                     dst: b.as_mut_ptr(),
-                    len: b.len() as u64,
+                    cipher_off: 0,
+                    cipher_len: b.len() as u64,
+                    hash_off: 0,
+                    hash_len: 0,
                     iv: iv.as_ptr(),
                     iv_len: 16,
                     enc_keys: enc.0.as_ptr().cast(),
                     dec_keys: dec.0.as_ptr().cast(),
                     key_len: 16,
-                    mode: JobMode::CbcEncrypt,
+                    ipad: std::ptr::null(),
+                    opad: std::ptr::null(),
+                    aad: std::ptr::null(),
+                    aad_len: 0,
+                    tag: std::ptr::null_mut(),
+                    tag_len: 0,
+                    cipher: CipherKind::AesCbc,
+                    hash: HashKind::Null,
+                    decrypt: 0,
+                    pad: 0,
                     user: i as u64,
                 };
                 // SAFETY: the buffer, IV and schedules outlive this call, and the flush

@@ -104,6 +104,7 @@ impl Drop for RoundKeys {
 
 impl RoundKeys {
     /// Rounds: 10, 12 or 14 for a 16-, 24- or 32-byte key.
+    #[cfg(test)]
     pub(crate) fn rounds(&self) -> usize {
         self.rounds
     }
