@@ -427,8 +427,10 @@ impl Routes {
         if self.routes.len() < 2 || self.policy != Policy::CostModel {
             return self.pick(op, len, shared);
         }
+        // Every run's decision is full and counted as a timed one (with its cost).
+        let now = profile::now();
         let class = SizeClass::of(len);
-        let mut fresh = None;
+        let mut fresh = Some(now);
         let (mut best, mut fallback) = (None::<(usize, f64)>, None);
         for (i, r) in self.routes.iter().enumerate() {
             if !self.usable(r) || stalled(r, &mut fresh) {
@@ -441,14 +443,14 @@ impl Routes {
                 }
             }
         }
-        let now = *fresh.get_or_insert_with(profile::now);
-        if let Some(p) = self.explore(Arrival::InRun, op, class, len, best, now) {
-            return Some(p);
-        }
-        Some(match best {
+        let pick = self.explore(Arrival::InRun, op, class, len, best, now).unwrap_or(match best {
             Some((i, cost)) => Pick::decided(i, true, cost as u64),
             None => Pick::decided(fallback.unwrap_or(0), true, 0),
-        })
+        });
+        shared.timed_decisions.fetch_add(1, Ordering::Relaxed);
+        let took = profile::elapsed_ns(now, profile::now()).min(MAX_DECISION_NS);
+        shared.decision_ns.fetch_add(took, Ordering::Relaxed);
+        Some(pick)
     }
 
     /// The route with the fewest requests in flight relative to its limit.
