@@ -638,6 +638,15 @@ impl DriverSession for WholeSession {
     }
 }
 
+/// A session on a framework whose one driver takes runs whole, and that driver's record.
+fn whole_session() -> (Framework, Arc<Whole>, ocf::Session) {
+    let fw = Framework::with_config(config());
+    let whole = Arc::new(Whole::default());
+    fw.register(Arc::new(WholeDriver(whole.clone()))).unwrap();
+    let s = fw.new_session(&params()).unwrap();
+    (fw, whole, s)
+}
+
 /// `run_batch` hands a run to a driver that takes runs in one call; to a synchronous
 /// driver through the default `process_run` (each request with the hint but the last); to
 /// an asynchronous one request by request with the hint, and waits. Every request comes
@@ -659,10 +668,7 @@ fn run_batch_hands_the_run_over_whole_where_the_driver_takes_runs() {
     };
     let mut out = Vec::new();
 
-    let fw = Framework::with_config(config());
-    let whole = Arc::new(Whole::default());
-    fw.register(Arc::new(WholeDriver(whole.clone()))).unwrap();
-    let s = fw.new_session(&params()).unwrap();
+    let (_fw, whole, s) = whole_session();
     let mut reqs: Vec<Request> = (0..16).map(request).collect();
     s.run_batch(&mut reqs, &mut out);
     assert!(reqs.is_empty(), "every request taken");
@@ -702,10 +708,7 @@ fn submit_run_finishes_what_it_can_at_once_and_calls_back_the_rest() {
     let c = Arc::new(Collector::default());
     let cb = c.callback();
     let mut out = Vec::new();
-    let fw = Framework::with_config(config());
-    let whole = Arc::new(Whole::default());
-    fw.register(Arc::new(WholeDriver(whole.clone()))).unwrap();
-    let s = fw.new_session(&params()).unwrap();
+    let (_fw, whole, s) = whole_session();
     let mut reqs: Vec<Request> = (0..16).map(request).collect();
     s.submit_run(&mut reqs, &cb, &mut out);
     assert_eq!(out.len(), 16, "all finished in the call");
