@@ -7,6 +7,7 @@
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(ocf_ipsec_mb)");
     println!("cargo::rerun-if-changed=csrc/ipsec_mb.c");
+    println!("cargo::rerun-if-changed=csrc/imb_mgr.h");
     println!("cargo::rerun-if-env-changed=OCF_NO_IPSEC_MB");
     if std::env::var_os("OCF_NO_IPSEC_MB").is_some() {
         return;

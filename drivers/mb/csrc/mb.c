@@ -12,6 +12,8 @@
 #include <string.h>
 #include <intel-ipsec-mb.h>
 
+#include "imb_mgr.h"
+
 /* Indexes shared with src/ffi.rs (CipherKind, HashKind). */
 static const IMB_CIPHER_MODE ciphers[] = {
         IMB_CIPHER_NULL, IMB_CIPHER_CBC, IMB_CIPHER_CNTR, IMB_CIPHER_DES3, IMB_CIPHER_GCM,
@@ -59,16 +61,7 @@ struct ocf_mb_done {
 
 IMB_MGR *ocf_mb_new(void)
 {
-        IMB_MGR *m = alloc_mb_mgr(0);
-
-        if (m == NULL)
-                return NULL;
-        init_mb_mgr_auto(m, NULL);
-        if (imb_get_errno(m) != 0) {
-                free_mb_mgr(m);
-                return NULL;
-        }
-        return m;
+        return ocf_imb_mgr_new();
 }
 
 void ocf_mb_free(IMB_MGR *m)

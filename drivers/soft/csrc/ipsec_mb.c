@@ -9,19 +9,12 @@
 #include <string.h>
 #include <intel-ipsec-mb.h>
 
+#include "imb_mgr.h"
+
 /* A manager set up for the best code path this CPU runs, or NULL. */
 IMB_MGR *ocf_imb_new(void)
 {
-        IMB_MGR *m = alloc_mb_mgr(0);
-
-        if (m == NULL)
-                return NULL;
-        init_mb_mgr_auto(m, NULL);
-        if (imb_get_errno(m) != 0) {
-                free_mb_mgr(m);
-                return NULL;
-        }
-        return m;
+        return ocf_imb_mgr_new();
 }
 
 /*
