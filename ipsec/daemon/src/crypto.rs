@@ -161,7 +161,17 @@ pub fn prometheus(r: &RoutingStats) -> String {
             writeln!(o, "ocf_routing_skipped_total{{{drv},reason=\"unhealthy\"}} {}", d.skipped_unhealthy);
         let _ = writeln!(o, "ocf_driver_in_flight{{{drv}}} {}", d.in_flight);
         for m in &d.models {
-            let l = format!("{drv},algorithm=\"{}\",op=\"{}\"", label(&m.algorithm), m.op_name());
+            let arrival = match m.run_len {
+                0 => "alone",
+                2 => "run2",
+                4 => "run4",
+                _ => "run16",
+            };
+            let l = format!(
+                "{drv},algorithm=\"{}\",op=\"{}\",arrival=\"{arrival}\"",
+                label(&m.algorithm),
+                m.op_name()
+            );
             let _ = writeln!(o, "ocf_model_setup_ns{{{l}}} {}", m.setup_ns);
             let _ = writeln!(o, "ocf_model_ns_per_kib{{{l}}} {}", m.ns_per_kib);
             let _ = writeln!(o, "ocf_model_samples_total{{{l}}} {}", m.samples);
@@ -187,6 +197,7 @@ mod tests {
             ns_per_kib: 230.0,
             samples: 75,
             classes: Default::default(),
+            run_len: 0,
         });
         let mut card = DriverRouting {
             driver: "sim:qat-like".into(),
@@ -230,8 +241,8 @@ mod tests {
             "ocf_routing_skipped_total{driver=\"sim:qat-like\",reason=\"blocked\"} 2",
             "ocf_routing_skipped_total{driver=\"soft\",reason=\"unhealthy\"} 0",
             "ocf_driver_in_flight{driver=\"sim:qat-like\"} 1",
-            "ocf_model_setup_ns{driver=\"soft\",algorithm=\"aead AES-GCM-128\",op=\"encrypt\"} 410.4",
-            "ocf_model_samples_total{driver=\"soft\",algorithm=\"aead AES-GCM-128\",op=\"encrypt\"} 75",
+            "ocf_model_setup_ns{driver=\"soft\",algorithm=\"aead AES-GCM-128\",op=\"encrypt\",arrival=\"alone\"} 410.4",
+            "ocf_model_samples_total{driver=\"soft\",algorithm=\"aead AES-GCM-128\",op=\"encrypt\",arrival=\"alone\"} 75",
             "# TYPE ocf_routed_requests_total counter",
             "# TYPE ocf_model_ns_per_kib gauge",
         ] {

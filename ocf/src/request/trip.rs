@@ -53,8 +53,9 @@ pub(crate) struct RouteTrip {
     pub(crate) active: bool,
     /// It failed on a driver's fault once and was offered to another driver.
     pub(crate) redone: bool,
-    /// It was routed as part of a run: its time teaches the model's run cells.
-    pub(crate) in_run: bool,
+    /// 0, or the length of the run it was routed in: its time teaches the model's cells
+    /// for runs of that length.
+    pub(crate) run_len: usize,
 }
 
 /// A completion callback, shared by many requests (typically one per client, like

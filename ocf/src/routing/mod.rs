@@ -34,11 +34,13 @@
 //!   and of its size. Predictions within a class scale with size; a driver's setup cost and
 //!   cost per KiB ([`ModelEstimate`]) are a least-squares line through its classes.
 //! - **Runs.** A batch handed over whole ([`crate::Session::run_batch`]) is routed once, by
-//!   each driver's cost per request *in runs*, a second set of cells the model keeps apart
-//!   (`model::Arrival`): a multi-buffer driver that costs more than the CPU for one request
-//!   can cost a fraction of it per request in a run of 16. Every decided run is timed as a
-//!   whole and teaches its driver's run cells; exploration works as for single requests.
-//!   So single requests stay on the CPU and runs go where runs win, without configuration.
+//!   each driver's cost per request *in runs of that length* (2–3, 4–15, 16 and more),
+//!   cells the model keeps apart from single requests (`model::Arrival`): a multi-buffer
+//!   driver that costs more than the CPU for one request can cost a fraction of it per
+//!   request in a run of 16, and a flush of 2 jobs costs it nearly what one of 16 does.
+//!   Every decided run is timed as a whole and teaches its driver's cells for its length;
+//!   exploration works as for single requests. So single requests stay on the CPU and runs
+//!   go where runs of their length win, without configuration.
 //! - **Queueing.** For a driver that completes requests later (a device), the time its
 //!   requests in flight will still take is added to the prediction, so a full card loses
 //!   to an idle one or to the CPU. A synchronous driver (the CPU) has no queue of its own:
@@ -227,14 +229,21 @@ impl ModelEstimate {
     }
 }
 
-/// One line for reports: `aead aes-gcm/128 encrypt: setup 870 ns, 310 ns/KiB, 2 samples`.
+/// One line for reports: `aead aes-gcm/128 encrypt: setup 870 ns, 310 ns/KiB, 2 samples`
+/// (`encrypt in runs of 16+: …` for the cost per request of runs of that length).
 impl fmt::Display for ModelEstimate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} {}: setup {:.0} ns, {:.0} ns/KiB, {} samples",
+            "{} {}{}: setup {:.0} ns, {:.0} ns/KiB, {} samples",
             self.algorithm,
             self.op_name(),
+            match self.run_len {
+                0 => "",
+                2 => " in runs of 2-3",
+                4 => " in runs of 4-15",
+                _ => " in runs of 16+",
+            },
             self.setup_ns,
             self.ns_per_kib,
             self.samples
@@ -261,6 +270,10 @@ pub struct ModelEstimate {
     pub ns_per_kib: f64,
     /// Completions measured.
     pub samples: u64,
+    /// 0: requests one at a time; else the cost per request of runs handed over whole
+    /// (`Session::run_batch`, `submit_run`) of this length class, by its lower bound: 2
+    /// (2–3 requests), 4 (4–15) or 16 (16 and more). The model keeps them apart.
+    pub run_len: usize,
     /// Per size class: the estimated time of one request (ns) at the class's average size,
     /// and that size; `None` where nothing was measured yet.
     pub classes: [Option<(f64, f64)>; SIZE_CLASSES],

@@ -173,7 +173,10 @@ impl SessionCore {
             // add from the backlog itself; the model learns the rest (at least a quarter).
             let took = profile::elapsed_ns(route.start, now);
             let own = took.saturating_sub(route.wait_ns).max(took / 4);
-            let arrival = if route.in_run { Arrival::InRun } else { Arrival::Alone };
+            let arrival = match route.run_len {
+                0 => Arrival::Alone,
+                n => Arrival::InRun(n),
+            };
             self.model.cell_for(arrival, op, SizeClass::of(len)).learn(own, len);
         }
         route

@@ -15,7 +15,7 @@ use arc_swap::Guard;
 use crate::params::SessionParams;
 use crate::profile;
 use crate::request::{Op, Request};
-use crate::routing::model::{op_index, Arrival, ModelTable, OPS, SAMPLE_EVERY, WARM_UP};
+use crate::routing::model::{op_index, Arrival, ModelTable, OPS, RUN_CLASSES, SAMPLE_EVERY, WARM_UP};
 use crate::routing::{cpu, Policy, RoutingShared, SizeClass, SIZE_CLASSES};
 
 use super::binding::{Binding, DriverEntry};
@@ -96,9 +96,11 @@ pub(crate) struct Pick(u64);
 impl Pick {
     const TIMED: u64 = 1 << 16;
     const DECIDED: u64 = 1 << 17;
-    /// Chosen for a run: its completion teaches the model's run cells.
-    const IN_RUN: u64 = 1 << 18;
-    const COST_SHIFT: u32 = 19;
+    /// Chosen for a run (two bits: the run's length class + 1, `Arrival::index`): its
+    /// completion teaches the model's cells for runs of that length.
+    const RUN_SHIFT: u32 = 18;
+    const RUN: u64 = 3 << Self::RUN_SHIFT;
+    const COST_SHIFT: u32 = 20;
 
     #[inline(always)]
     pub(crate) fn route(index: usize) -> Pick {
@@ -132,20 +134,25 @@ impl Pick {
         self.0 >> Self::COST_SHIFT
     }
 
-    /// Whether it was chosen for a run (`Routes::pick_run`).
+    /// 0, or the length class (its lower bound) of the run it was chosen for
+    /// (`Routes::pick_run`).
     #[inline(always)]
-    pub(crate) fn is_in_run(self) -> bool {
-        self.0 & Self::IN_RUN != 0
+    pub(crate) fn run_len(self) -> usize {
+        match (self.0 & Self::RUN) >> Self::RUN_SHIFT {
+            0 => 0,
+            c => RUN_CLASSES[c as usize - 1],
+        }
     }
 
-    /// The same pick, marked as chosen for a run.
-    pub(crate) fn for_run(self) -> Pick {
-        Pick(self.0 | Self::IN_RUN)
+    /// The same pick, marked as chosen for a run of `n` requests.
+    pub(crate) fn for_run(self, n: usize) -> Pick {
+        let class = Arrival::InRun(n).index() as u64;
+        Pick((self.0 & !Self::RUN) | (class << Self::RUN_SHIFT))
     }
 
     /// The same pick on another route, without a prediction.
     fn moved_to(self, index: usize) -> Pick {
-        Pick(Pick::route(index).0 | (self.0 & (Self::TIMED | Self::DECIDED | Self::IN_RUN)))
+        Pick(Pick::route(index).0 | (self.0 & (Self::TIMED | Self::DECIDED | Self::RUN)))
     }
 }
 
@@ -423,7 +430,7 @@ impl Routes {
     /// `CostModel` the least predicted cost per request in runs (every run is timed, so
     /// exploration is looked at every time); under the other policies the pick for its
     /// first request. `None` if there is no route.
-    pub(crate) fn pick_run(&self, op: Op, len: usize, shared: &RoutingShared) -> Option<Pick> {
+    pub(crate) fn pick_run(&self, op: Op, len: usize, n: usize, shared: &RoutingShared) -> Option<Pick> {
         if self.routes.len() < 2 || self.policy != Policy::CostModel {
             return self.pick(op, len, shared);
         }
@@ -437,13 +444,13 @@ impl Routes {
                 continue;
             }
             fallback.get_or_insert(i);
-            if let Some(cost) = r.model.predict_for(Arrival::InRun, op, class, len) {
+            if let Some(cost) = r.model.predict_for(Arrival::InRun(n), op, class, len) {
                 if best.is_none_or(|(_, b)| cost < b) {
                     best = Some((i, cost));
                 }
             }
         }
-        let pick = self.explore(Arrival::InRun, op, class, len, best, now).unwrap_or(match best {
+        let pick = self.explore(Arrival::InRun(n), op, class, len, best, now).unwrap_or(match best {
             Some((i, cost)) => Pick::decided(i, true, cost as u64),
             None => Pick::decided(fallback.unwrap_or(0), true, 0),
         });
@@ -605,16 +612,17 @@ impl SessionShared {
         self.choose_slow(routes, pick)
     }
 
-    /// A binding for a run whose first request is `first` (see `Routes::pick_run`).
+    /// A binding for a run of `n` requests whose first is `first` (see `Routes::pick_run`).
     pub(crate) fn choose_run<'r>(
         self: &Arc<Self>,
         routes: &'r Routes,
         first: &Request,
+        n: usize,
     ) -> Option<(&'r Arc<Binding>, Pick)> {
         if routes.only.is_some() || !first.part.starts() {
             return self.choose(routes, first);
         }
-        let pick = routes.pick_run(first.op, first.payload_range().len(), &self.shared)?.for_run();
+        let pick = routes.pick_run(first.op, first.payload_range().len(), n, &self.shared)?.for_run(n);
         match routes.routes[pick.index()].made() {
             Some(b) => Some((b, pick)),
             None => self.choose_slow(routes, pick),

@@ -116,7 +116,7 @@ impl SessionShared {
     ) {
         let Some(first) = reqs.first() else { return };
         let routes = self.routes();
-        let Some((b, pick)) = self.choose_run(&routes, first) else {
+        let Some((b, pick)) = self.choose_run(&routes, first, reqs.len()) else {
             drop(routes);
             for req in reqs.drain(..) {
                 if let Started::Now(o) = self.without_route(req, Target::Run) {
@@ -148,7 +148,7 @@ impl SessionShared {
         if let Some((start, op, len, n)) = timed {
             let ns = profile::elapsed_ns(start, profile::now()) / n as u64;
             let model = SessionShared::route_model(&routes, pick);
-            model.cell_for(Arrival::InRun, op, SizeClass::of(len)).learn(ns, len);
+            model.cell_for(Arrival::InRun(n), op, SizeClass::of(len)).learn(ns, len);
         }
     }
 
@@ -300,7 +300,7 @@ impl SessionShared {
                 decided: true,
                 timed: pick.timed(),
                 cost_ns: pick.cost_ns(),
-                in_run: pick.is_in_run(),
+                run_len: pick.run_len(),
                 ..RouteTrip::default()
             };
         }

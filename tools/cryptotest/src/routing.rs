@@ -52,8 +52,12 @@ impl Routing {
                     }
                 }
                 let samples_before = |m: &ModelEstimate| {
-                    was.and_then(|w| w.models.iter().find(|o| o.algorithm == m.algorithm && o.op == m.op))
-                        .map_or(0, |o| o.samples)
+                    was.and_then(|w| {
+                        w.models
+                            .iter()
+                            .find(|o| o.algorithm == m.algorithm && o.op == m.op && o.run_len == m.run_len)
+                    })
+                    .map_or(0, |o| o.samples)
                 };
                 let models = d.models.iter().filter(|m| m.samples > samples_before(m)).cloned().collect();
                 DriverShare { driver: d.driver.clone(), routed, models }
