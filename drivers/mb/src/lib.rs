@@ -62,9 +62,14 @@
 #[cfg(target_arch = "x86_64")]
 mod cbc16;
 mod cbc_runs;
+// The AVX-512 VBMI 3DES-CBC encrypt engine: runs use it (`des_runs`).
+#[cfg(target_arch = "x86_64")]
+mod des16;
 mod ffi;
 mod job;
 mod lane;
+#[cfg(target_arch = "x86_64")]
+mod slots;
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

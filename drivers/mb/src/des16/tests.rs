@@ -1,0 +1,183 @@
+//! Known answers (NIST CAVP TDES CBC: TCBCMMT1–3 and the DES known-answer sets
+//! TCBCvarkey, TCBCvartext, TCBCinvperm, TCBCpermop, TCBCsubtab; the FIPS 46-3 / SP 800-67
+//! examples) and equality with aws-lc (the soft driver's 3DES-CBC, an independent
+//! implementation) over random mixes of lane counts, lengths and keys.
+
+use std::mem::ManuallyDrop;
+
+#[allow(deprecated)]
+use aws_lc_rs::cipher::DES_EDE3_FOR_LEGACY_USE_ONLY;
+use aws_lc_rs::cipher::{EncryptingKey, EncryptionContext, UnboundCipherKey};
+use aws_lc_rs::iv::FixedLength;
+
+use super::*;
+
+fn hex(s: &str) -> Vec<u8> {
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+}
+
+/// The engine, or `None` (and a note) on a CPU without VBMI: every test then checks only
+/// that `new` agrees with the CPU's flags (`available_where_the_cpu_has_vbmi`).
+fn engine() -> Option<Des16> {
+    let e = Des16::new();
+    if e.is_none() {
+        eprintln!("des16: this CPU lacks AVX-512 VBMI: nothing to run");
+    }
+    e
+}
+
+/// A deterministic generator (xorshift64*): reproducible cases without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
+
+/// aws-lc's 3DES-CBC encryption of `data` (no padding): the independent answer.
+fn aws_lc_cbc(key: &[u8], iv: [u8; 8], data: &[u8]) -> Vec<u8> {
+    #[allow(deprecated)]
+    let k = EncryptingKey::cbc(UnboundCipherKey::new(&DES_EDE3_FOR_LEGACY_USE_ONLY, key).unwrap()).unwrap();
+    let mut out = data.to_vec();
+    k.less_safe_encrypt(&mut out, EncryptionContext::Iv64(FixedLength::from(iv))).unwrap();
+    out
+}
+
+#[test]
+fn available_where_the_cpu_has_vbmi() {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let flags: Vec<&str> =
+        cpuinfo.lines().find(|l| l.starts_with("flags")).map_or(vec![], |l| l.split_whitespace().collect());
+    let has = ["avx512f", "avx512bw", "avx512vbmi"].iter().all(|f| flags.contains(f));
+    assert_eq!(Des16::new().is_some(), has, "flags: {flags:?}");
+}
+
+/// Each row of each S-box is a permutation of 0..16 (FIPS 46-3's tables, as typed here).
+#[test]
+fn every_s_box_row_is_a_permutation() {
+    for (j, s) in fips::S.iter().enumerate() {
+        for row in s.chunks_exact(16) {
+            let mut seen = [false; 16];
+            row.iter().for_each(|&v| seen[usize::from(v)] = true);
+            assert!(seen.iter().all(|&b| b), "S{}", j + 1);
+        }
+    }
+}
+
+/// One ENCRYPT case of a CAVP TDES file: key (24 bytes), IV, plaintext, ciphertext.
+struct Case {
+    key: Vec<u8>,
+    iv: [u8; 8],
+    plain: Vec<u8>,
+    cipher: Vec<u8>,
+}
+
+/// The ENCRYPT cases of `file` (`KEY1..3 =` or one `KEYs =` for all three).
+fn cavp(file: &str) -> Vec<Case> {
+    let encrypt = file.split("[DECRYPT]").next().unwrap();
+    let field = |block: &str, name: &str| {
+        block.lines().find_map(|l| l.strip_prefix(name)).map(|v| hex(v.trim_start_matches(" = ").trim()))
+    };
+    encrypt
+        .split("COUNT = ")
+        .skip(1)
+        .map(|block| {
+            let f = |n| field(block, n).unwrap();
+            let key = match field(block, "KEYs") {
+                Some(k) => k.repeat(3),
+                None => [f("KEY1"), f("KEY2"), f("KEY3")].concat(),
+            };
+            Case { key, iv: f("IV").try_into().unwrap(), plain: f("PLAINTEXT"), cipher: f("CIPHERTEXT") }
+        })
+        .collect()
+}
+
+const CAVP: [(&str, &str, usize); 8] = [
+    ("TCBCMMT1", include_str!("../../../../conformance/vectors/nist/tdes-cbc/TCBCMMT1.rsp"), 10),
+    ("TCBCMMT2", include_str!("../../../../conformance/vectors/nist/tdes-cbc/TCBCMMT2.rsp"), 10),
+    ("TCBCMMT3", include_str!("../../../../conformance/vectors/nist/tdes-cbc/TCBCMMT3.rsp"), 10),
+    ("TCBCvarkey", include_str!("../../../../conformance/vectors/nist/tdes-cbc/TCBCvarkey.rsp"), 56),
+    ("TCBCvartext", include_str!("../../../../conformance/vectors/nist/tdes-cbc/TCBCvartext.rsp"), 64),
+    ("TCBCinvperm", include_str!("../../../../conformance/vectors/nist/tdes-cbc/TCBCinvperm.rsp"), 64),
+    ("TCBCpermop", include_str!("../../../../conformance/vectors/nist/tdes-cbc/TCBCpermop.rsp"), 32),
+    ("TCBCsubtab", include_str!("../../../../conformance/vectors/nist/tdes-cbc/TCBCsubtab.rsp"), 19),
+];
+
+/// Every ENCRYPT case of the eight CAVP TDES CBC files, each file in one call (10 to 64
+/// lanes of different keys, and for MMT of 1 to 10 blocks: more than the 16 slots).
+#[test]
+fn cavp_tdes_cbc_each_file_in_one_call() {
+    let Some(e) = engine() else { return };
+    for (name, file, count) in CAVP {
+        let cases = cavp(file);
+        assert_eq!(cases.len(), count, "{name}");
+        let keys: Vec<Des3Keys> = cases.iter().map(|c| e.expand(&c.key).unwrap()).collect();
+        let mut bufs: Vec<Vec<u8>> = cases.iter().map(|c| c.plain.clone()).collect();
+        let mut lanes: Vec<Lane<'_>> =
+            bufs.iter_mut().zip(&keys).zip(&cases).map(|((data, keys), c)| Lane { keys, iv: c.iv, data }).collect();
+        e.workspace().encrypt(&mut lanes).unwrap();
+        for (i, (buf, c)) in bufs.iter().zip(&cases).enumerate() {
+            assert_eq!(hex_of(buf), hex_of(&c.cipher), "{name} case {i}");
+        }
+    }
+}
+
+fn hex_of(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// TCBCMMT3 (three independent keys) case by case, each in each of the 16 slot positions
+/// beside 15 lanes of other keys, and with 15 lanes of its own key (the shared-key kernel).
+#[test]
+fn tcbcmmt3_in_every_lane_position() {
+    let Some(e) = engine() else { return };
+    let mut rng = Rng(46);
+    let other = e.expand(&rng.bytes(24)).unwrap();
+    for c in cavp(CAVP[2].1) {
+        let keys = e.expand(&c.key).unwrap();
+        for pos in 0..SLOTS {
+            for o in [&other, &keys] {
+                let mut bufs: Vec<Vec<u8>> = (0..SLOTS).map(|_| rng.bytes(c.plain.len())).collect();
+                bufs[pos] = c.plain.clone();
+                let mut lanes: Vec<Lane<'_>> = bufs
+                    .iter_mut()
+                    .enumerate()
+                    .map(|(i, data)| Lane { keys: if i == pos { &keys } else { o }, iv: c.iv, data })
+                    .collect();
+                e.workspace().encrypt(&mut lanes).unwrap();
+                assert_eq!(bufs[pos], c.cipher, "slot {pos}");
+            }
+        }
+    }
+}
+
+/// FIPS 46-3's worked example as reprinted in SP 800-67 and the classic DES test
+/// (key 133457799BBCDFF1, plaintext 0123456789ABCDEF -> 85E813540F0AB405), as one-key
+/// 3DES (K1 = K2 = K3), one block with a zero IV; and SP 800-67 Rev. 1 appendix B's
+/// three-key TDEA example (ECB: each block with a zero IV in its own lane).
+#[test]
+fn fips_46_3_and_sp_800_67_examples() {
+    let Some(e) = engine() else { return };
+    let keys = e.expand(&hex("133457799bbcdff1").repeat(3)).unwrap();
+    let mut block = hex("0123456789abcdef");
+    e.workspace().encrypt(&mut [Lane { keys: &keys, iv: [0; 8], data: &mut block }]).unwrap();
+    assert_eq!(hex_of(&block), "85e813540f0ab405");
+
+    let keys = e.expand(&hex("0123456789abcdef23456789abcdef01456789abcdef0123")).unwrap();
+    let plain = ["5468652071756663", "6b2062726f776e20", "666f78206a756d70"];
+    let want = ["a826fd8ce53b855f", "cce21c8112256fe6", "68d5c05dd9b6b900"];
+    let mut bufs: Vec<Vec<u8>> = plain.iter().map(|p| hex(p)).collect();
+    let mut lanes: Vec<Lane<'_>> = bufs.iter_mut().map(|data| Lane { keys: &keys, iv: [0; 8], data }).collect();
+    e.workspace().encrypt(&mut lanes).unwrap();
+    assert_eq!(bufs.iter().map(|b| hex_of(b)).collect::<Vec<_>>(), want);
+}
