@@ -62,7 +62,7 @@
 #[cfg(target_arch = "x86_64")]
 mod cbc16;
 mod cbc_runs;
-// The AVX-512 VBMI 3DES-CBC encrypt engine: runs use it (`des_runs`).
+// The AVX-512 VBMI 3DES-CBC encrypt engine: runs use it too (`cbc_runs`); the held path does not.
 #[cfg(target_arch = "x86_64")]
 mod des16;
 mod ffi;
@@ -123,7 +123,8 @@ pub struct MbStats {
     pub lone: u64,
     /// Requests done in runs handed over whole (`run_batch`): as jobs, or by the engine.
     pub in_runs: u64,
-    /// Of those, AES-CBC encryptions done by the VAES engine (`cbc16`).
+    /// Of those, CBC encryptions done by the 16-lane engines: AES-CBC on VAES-512
+    /// (`cbc16`), 3DES-CBC on AVX-512 VBMI (`des16`).
     pub engine: u64,
     /// Manager flushes (each completes every job it holds).
     pub flushes: u64,
@@ -337,7 +338,8 @@ struct MbSession {
     shared: Arc<Shared>,
     ctx: SessionContext,
     keys: Arc<Keys>,
-    /// AES-CBC encryption of runs on the VAES engine (AES-CBC sessions, where the CPU has it).
+    /// CBC encryption of runs on an engine (AES-CBC sessions where the CPU has VAES-512,
+    /// 3DES-CBC ones where it has AVX-512 VBMI).
     cbc_runs: Option<CbcRuns>,
 }
 
@@ -410,7 +412,7 @@ impl DriverSession for MbSession {
         let mut out = completions();
         while !run.is_empty() {
             let n = run.len().min(RUN_MAX);
-            // AES-CBC encryption on the VAES engine first, without the lane (`cbc_runs`).
+            // CBC encryption on an engine first (AES or 3DES), without the lane (`cbc_runs`).
             let mut taken = [false; RUN_MAX];
             let engine = self.cbc_runs.as_ref().map_or(0, |c| c.encrypt(&mut run[..n], &mut taken));
             let mut fate = taken.map(|t| if t { Fate::Done } else { Fate::Alone });

@@ -53,7 +53,9 @@ fn measure(e: Des16, case: &Case) -> (f64, Option<f64>, f64) {
     #[allow(deprecated)]
     let aws: Vec<EncryptingKey> = raw
         .iter()
-        .map(|k| EncryptingKey::cbc(UnboundCipherKey::new(&DES_EDE3_FOR_LEGACY_USE_ONLY, k).unwrap()).unwrap())
+        .map(|k| {
+            EncryptingKey::cbc(UnboundCipherKey::new(&DES_EDE3_FOR_LEGACY_USE_ONLY, k).unwrap()).unwrap()
+        })
         .collect();
     let ours: Vec<Des3Keys> = raw.iter().map(|k| e.expand(k).unwrap()).collect();
     let mb = ipsec_mb::Jobs::new(&raw);

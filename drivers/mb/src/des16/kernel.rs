@@ -13,7 +13,8 @@ use super::{Halves, Row, HALF_ROUNDS, SLOTS};
 fn swap_move<const N: u32>(a: &mut __m512i, b: &mut __m512i, m: u32) {
     // SAFETY (of the intrinsics): only called from the kernel below, which has AVX-512F.
     unsafe {
-        let t = _mm512_and_si512(_mm512_xor_si512(_mm512_srli_epi32::<N>(*a), *b), _mm512_set1_epi32(m as i32));
+        let t =
+            _mm512_and_si512(_mm512_xor_si512(_mm512_srli_epi32::<N>(*a), *b), _mm512_set1_epi32(m as i32));
         *b = _mm512_xor_si512(*b, t);
         *a = _mm512_xor_si512(*a, _mm512_slli_epi32::<N>(t));
     }
@@ -62,14 +63,16 @@ fn feistel(l: __m512i, r: __m512i, k0: __m512i, k1: __m512i, c: &Consts) -> __m5
     // SAFETY (of the intrinsics): the kernel below has AVX-512F/BW/VBMI.
     unsafe {
         let words = [_mm512_xor_si512(r, k0), _mm512_xor_si512(_mm512_ror_epi32::<4>(r), k1)];
-        let mut acc = l;
-        for n in 0..8 {
+        let w: [__m512i; 8] = std::array::from_fn(|n| {
             let v = _mm512_permutexvar_epi8(words[n / 4], c.table[n]);
-            let w = _mm512_multishift_epi64_epi8(c.control[n], v);
-            // acc ^ (w & mask): 0x78 = A ^ (B & C).
-            acc = _mm512_ternarylogic_epi32::<0x78>(acc, w, c.mask[n]);
-        }
-        acc
+            _mm512_multishift_epi64_epi8(c.control[n], v)
+        });
+        // Two chains of four (short enough not to bound the round): acc ^ (w & mask) is
+        // one instruction, 0x78 = A ^ (B & C).
+        let step = |acc, n: usize| _mm512_ternarylogic_epi32::<0x78>(acc, w[n], c.mask[n]);
+        let a = step(step(step(step(l, 0), 1), 2), 3);
+        let b = step(step(step(_mm512_and_si512(w[4], c.mask[4]), 5), 6), 7);
+        _mm512_xor_si512(a, b)
     }
 }
 

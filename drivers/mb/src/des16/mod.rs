@@ -179,7 +179,8 @@ impl<'k> Table<'_, 'k> {
     /// Puts `lane` into `slot`, its subkeys too unless `SHARED` (whose kernel broadcasts
     /// the one key).
     fn fill<const SHARED: bool>(&mut self, slot: usize, lane: &mut Lane<'k>) {
-        let [hi, lo] = [&lane.iv[..4], &lane.iv[4..]].map(|h| u32::from_be_bytes(h.try_into().expect("4 bytes")));
+        let [hi, lo] =
+            [&lane.iv[..4], &lane.iv[4..]].map(|h| u32::from_be_bytes(h.try_into().expect("4 bytes")));
         self.ws.chain.l.0[slot] = hi;
         self.ws.chain.r.0[slot] = lo;
         if SHARED {

@@ -123,8 +123,12 @@ fn cavp_tdes_cbc_each_file_in_one_call() {
         assert_eq!(cases.len(), count, "{name}");
         let keys: Vec<Des3Keys> = cases.iter().map(|c| e.expand(&c.key).unwrap()).collect();
         let mut bufs: Vec<Vec<u8>> = cases.iter().map(|c| c.plain.clone()).collect();
-        let mut lanes: Vec<Lane<'_>> =
-            bufs.iter_mut().zip(&keys).zip(&cases).map(|((data, keys), c)| Lane { keys, iv: c.iv, data }).collect();
+        let mut lanes: Vec<Lane<'_>> = bufs
+            .iter_mut()
+            .zip(&keys)
+            .zip(&cases)
+            .map(|((data, keys), c)| Lane { keys, iv: c.iv, data })
+            .collect();
         e.workspace().encrypt(&mut lanes).unwrap();
         for (i, (buf, c)) in bufs.iter().zip(&cases).enumerate() {
             assert_eq!(hex_of(buf), hex_of(&c.cipher), "{name} case {i}");
@@ -177,7 +181,161 @@ fn fips_46_3_and_sp_800_67_examples() {
     let plain = ["5468652071756663", "6b2062726f776e20", "666f78206a756d70"];
     let want = ["a826fd8ce53b855f", "cce21c8112256fe6", "68d5c05dd9b6b900"];
     let mut bufs: Vec<Vec<u8>> = plain.iter().map(|p| hex(p)).collect();
-    let mut lanes: Vec<Lane<'_>> = bufs.iter_mut().map(|data| Lane { keys: &keys, iv: [0; 8], data }).collect();
+    let mut lanes: Vec<Lane<'_>> =
+        bufs.iter_mut().map(|data| Lane { keys: &keys, iv: [0; 8], data }).collect();
     e.workspace().encrypt(&mut lanes).unwrap();
     assert_eq!(bufs.iter().map(|b| hex_of(b)).collect::<Vec<_>>(), want);
+}
+
+#[test]
+fn a_key_of_another_length_is_refused_by_name() {
+    let Some(e) = engine() else { return };
+    for len in [0, 8, 16, 23, 25, 32] {
+        assert_eq!(
+            e.expand(&vec![1; len]).err(),
+            Some(Error::BadKeyLength { what: "mb: 3DES key", got: len, allowed: &[24] })
+        );
+    }
+}
+
+/// Guard bytes around every lane's data: nothing outside a lane is written.
+const GUARD: usize = 24;
+
+/// Random calls against aws-lc: 1..=40 lanes, 0..=4096 bytes each in 8-byte steps, one
+/// shared key or a key per lane; distinct IVs; each lane's data between guard bytes,
+/// which must stay as they were (and so must a lane of length 0).
+#[test]
+fn random_lanes_equal_aws_lc() {
+    let Some(e) = engine() else { return };
+    let mut rng = Rng(0xde5);
+    for case in 0..200 {
+        let n = 1 + case % 40;
+        let one_key = case % 2 == 0;
+        let raw: Vec<Vec<u8>> = (0..n).map(|_| rng.bytes(24)).collect();
+        let raw: Vec<&[u8]> = raw.iter().map(|k| if one_key { &raw[0][..] } else { &k[..] }).collect();
+        let expanded: Vec<Des3Keys> = raw.iter().map(|k| e.expand(k).unwrap()).collect();
+        // Short lengths often, so that lanes end at different times; zero sometimes.
+        let lens: Vec<usize> = (0..n)
+            .map(|_| match rng.below(4) {
+                0 => 0,
+                1 => 8 * rng.below(8),
+                _ => 8 * rng.below(513),
+            })
+            .collect();
+        let ivs: Vec<[u8; 8]> =
+            (0..n).map(|i| std::array::from_fn(|j| (i * 8 + j) as u8 ^ case as u8)).collect();
+        let plain: Vec<Vec<u8>> = lens.iter().map(|&l| rng.bytes(l + 2 * GUARD)).collect();
+        let want: Vec<Vec<u8>> = (0..n)
+            .map(|i| {
+                let mut w = plain[i].clone();
+                let body = aws_lc_cbc(raw[i], ivs[i], &plain[i][GUARD..GUARD + lens[i]]);
+                w[GUARD..GUARD + lens[i]].copy_from_slice(&body);
+                w
+            })
+            .collect();
+        let mut bufs = plain.clone();
+        let mut lanes: Vec<Lane<'_>> = bufs
+            .iter_mut()
+            .enumerate()
+            .map(|(i, b)| {
+                let len = b.len() - GUARD;
+                Lane {
+                    keys: if one_key { &expanded[0] } else { &expanded[i] },
+                    iv: ivs[i],
+                    data: &mut b[GUARD..len],
+                }
+            })
+            .collect();
+        e.workspace().encrypt(&mut lanes).unwrap();
+        for i in 0..n {
+            assert!(bufs[i] == want[i], "case {case}: lane {i} of {n}, {} bytes, one key {one_key}", lens[i]);
+        }
+    }
+}
+
+/// More than 16 lanes of one key and one length (the refill path), and few lanes,
+/// against aws-lc; one workspace for all the calls.
+#[test]
+fn few_and_many_lanes_equal_aws_lc() {
+    let Some(e) = engine() else { return };
+    let mut rng = Rng(7);
+    let key = rng.bytes(24);
+    let keys = e.expand(&key).unwrap();
+    let mut ws = e.workspace();
+    for n in [1, 2, 3, 15, 16, 17, 31, 32, 33, 100] {
+        let plain: Vec<Vec<u8>> = (0..n).map(|_| rng.bytes(1024)).collect();
+        let mut bufs = plain.clone();
+        let mut lanes: Vec<Lane<'_>> = bufs
+            .iter_mut()
+            .enumerate()
+            .map(|(i, data)| Lane { keys: &keys, iv: [i as u8; 8], data })
+            .collect();
+        ws.encrypt(&mut lanes).unwrap();
+        for i in 0..n {
+            assert_eq!(bufs[i], aws_lc_cbc(&key, [i as u8; 8], &plain[i]), "lane {i} of {n}");
+        }
+    }
+}
+
+/// A lane whose length is not a multiple of 8 fails the whole call by name, and no lane
+/// (before or after it) is touched.
+#[test]
+fn a_partial_block_fails_the_call_before_any_lane_is_touched() {
+    let Some(e) = engine() else { return };
+    let keys = e.expand(&[9; 24]).unwrap();
+    let plain = vec![0x33; 64];
+    let (mut a, mut b, mut c) = (plain.clone(), vec![0x33; 20], plain.clone());
+    let mut lanes = [
+        Lane { keys: &keys, iv: [0; 8], data: &mut a },
+        Lane { keys: &keys, iv: [0; 8], data: &mut b },
+        Lane { keys: &keys, iv: [0; 8], data: &mut c },
+    ];
+    assert_eq!(e.workspace().encrypt(&mut lanes), Err(Error::NotBlockMultiple { len: 20, block: 8 }));
+    assert_eq!((a, b, c), (plain.clone(), vec![0x33; 20], plain));
+}
+
+#[test]
+fn no_lanes_is_fine() {
+    let Some(e) = engine() else { return };
+    assert_eq!(e.workspace().encrypt(&mut []), Ok(()));
+    let keys = e.expand(&[9; 24]).unwrap();
+    assert_eq!(e.workspace().encrypt(&mut [Lane { keys: &keys, iv: [1; 8], data: &mut [] }]), Ok(()));
+}
+
+/// Subkeys are zero once dropped; a workspace is after each call and once dropped.
+#[test]
+fn key_material_is_wiped_on_drop() {
+    let Some(e) = engine() else { return };
+    let mut keys = ManuallyDrop::new(e.expand(&[0xa5; 24]).unwrap());
+    assert!(keys.ks.iter().any(|&w| w != 0));
+    // SAFETY: dropped once, and only its plain word array is read afterwards (no
+    // destructor-owned resource is touched).
+    unsafe { ManuallyDrop::drop(&mut keys) };
+    assert!(keys.ks.iter().all(|&w| w == 0));
+
+    let zero = |ws: &Workspace| {
+        ws.chain.l.0.iter().chain(&ws.chain.r.0).all(|&w| w == 0)
+            && ws.keys.iter().flat_map(|r| r.0.iter()).all(|&w| w == 0)
+    };
+    // After a call with mixed keys (the per-slot key copies) and with one key.
+    let mut ws = e.workspace();
+    let (k1, k2) = (e.expand(&[0x5a; 24]).unwrap(), e.expand(&[0x3c; 24]).unwrap());
+    let (mut a, mut b) = ([1u8; 48], [2u8; 16]);
+    ws.encrypt(&mut [
+        Lane { keys: &k1, iv: [7; 8], data: &mut a },
+        Lane { keys: &k2, iv: [7; 8], data: &mut b },
+    ])
+    .unwrap();
+    assert!(zero(&ws));
+    ws.encrypt(&mut [Lane { keys: &k1, iv: [7; 8], data: &mut a }]).unwrap();
+    assert!(zero(&ws));
+    // And once dropped, what a fill leaves there until the call ends.
+    let mut ws = ManuallyDrop::new(e.workspace());
+    let mut data = [1u8; 8];
+    let mut t = Table { ws: &mut ws, ptr: [std::ptr::null_mut(); SLOTS], left: [0; SLOTS], shared: None };
+    t.fill::<false>(3, &mut Lane { keys: &k1, iv: [0x77; 8], data: &mut data });
+    assert!(!zero(&ws));
+    // SAFETY: as above.
+    unsafe { ManuallyDrop::drop(&mut ws) };
+    assert!(zero(&ws));
 }
