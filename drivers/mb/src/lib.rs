@@ -18,8 +18,10 @@
 //!      hint, then soft's session) ─► Done
 //!  flusher thread: parked while no lane holds anything; else every BOUND, flushes each
 //!    lane that holds jobs and was not flushed since the last look (a MORE with no follower)
-//!  process_run(run) ── a batch handed over whole (Session::run_batch): every request a job
-//!    of this thread's lane (64 at most per flush), one flush ─► all Done; nothing held
+//!  process_run(run) ── a batch handed over whole (Session::run_batch): AES-CBC and
+//!    3DES-CBC encryptions in place on a 16-lane engine (`cbc_runs`: cbc16, des16) ─► Done;
+//!    every other request a job of this thread's lane (64 at most per flush), one flush
+//!    ─► all Done; nothing held
 //! ```
 //!
 //! The run is the cheaper way in: the framework prepares the batch in one call, each
@@ -121,7 +123,7 @@ pub struct MbStats {
     pub run_now: u64,
     /// Lone requests (no hint, nothing held) run by the soft driver's session.
     pub lone: u64,
-    /// Requests done in runs handed over whole (`run_batch`): as jobs, or by the engine.
+    /// Requests done in runs handed over whole (`run_batch`): as jobs, or by an engine.
     pub in_runs: u64,
     /// Of those, CBC encryptions done by the 16-lane engines: AES-CBC on VAES-512
     /// (`cbc16`), 3DES-CBC on AVX-512 VBMI (`des16`).
