@@ -1,21 +1,24 @@
-//! CBC encryption of a run on the 16-lane engines — AES-CBC on VAES-512
-//! ([`crate::cbc16`]), 3DES-CBC on AVX-512 VBMI ([`crate::des16`]) — before the rest of
-//! the run goes to IPsec-MB as jobs.
+//! CBC on the 16-lane engines for a run — AES-CBC encryption on VAES-512
+//! ([`crate::cbc16`]), 3DES-CBC encryption and decryption on AVX-512 VBMI
+//! ([`crate::des16`]) — before the rest of the run goes to IPsec-MB as jobs.
 //!
 //! ```text
 //!  process_run(run) ─ AES-CBC session on a CPU with VAES-512, or 3DES-CBC with VBMI?
-//!    ├ yes: encrypt requests, contiguous, in place, with a payload ─► one engine call
-//!    │      (up to 64 lanes: 16 in flight, refilled as lanes end) ─► Done
-//!    └ the others (decrypt, out of place, scatter-gather) ─► IPsec-MB jobs, as before
+//!    ├ yes: requests contiguous, in place, with a payload: AES encrypt ─► one engine call;
+//!    │      3DES encrypt ─► one call, 3DES decrypt ─► one call (each up to 64 lanes: 16 in
+//!    │      flight, refilled as lanes end) ─► Done
+//!    └ the others (AES decrypt, out of place, scatter-gather) ─► IPsec-MB jobs, as before
 //! ```
 //!
-//! Why: for 16 × 1 KiB, IPsec-MB's job API peaks at ~8 GB/s for AES-CBC here and the
-//! engine at ~18 GB/s; for 3DES-CBC at ~107 MB/s and the engine at ~300 MB/s (their
-//! module docs). A run is in hand whole, so the engine needs no job ring and no flush:
-//! one call encrypts every lane. The lanes are built on the stack (no allocation per run,
-//! nothing initialised beyond the lanes used), from the session's keys (expanded once per
-//! session, wiped on drop) and each request's payload and IV; the thread keeps one
-//! workspace per engine between runs (its key copies are wiped after every call).
+//! Why: for 16 × 1 KiB, IPsec-MB's job API peaks here at ~8 GB/s for AES-CBC encryption
+//! and the engine at ~18 GB/s; for 3DES-CBC at ~107 MB/s either way, the engine at ~300
+//! (their module docs). AES-CBC decryption is parallel within a buffer, and IPsec-MB's
+//! is fast: it stays there. A run is in hand whole, so the engine needs no job ring and
+//! no flush: one call does every lane. The lanes are built on the stack (no allocation
+//! per run, nothing initialised beyond the lanes used), from the session's keys
+//! (expanded once per session, wiped on drop) and each request's payload and IV; the
+//! thread keeps one workspace per engine between runs (its key copies are wiped after
+//! every call).
 
 #[cfg(target_arch = "x86_64")]
 mod on_x86 {
@@ -58,47 +61,63 @@ mod on_x86 {
             }
         }
 
-        /// Encrypts the requests of `reqs` (at most [`RUN_MAX`]) the engine takes —
-        /// encryption, a contiguous buffer, in place, a payload — and marks each in `taken`.
-        pub(crate) fn encrypt(&self, reqs: &mut [Request], taken: &mut [bool; RUN_MAX]) -> usize {
-            let ok = match self {
-                CbcRuns::Aes(engine, keys) => run(
+        /// Runs the requests of `reqs` (at most [`RUN_MAX`]) the engine takes — AES-CBC
+        /// encryption, 3DES-CBC encryption and decryption; a contiguous buffer, in place,
+        /// a payload — and marks each in `taken`; returns how many.
+        pub(crate) fn run(&self, reqs: &mut [Request], taken: &mut [bool; RUN_MAX]) -> usize {
+            match self {
+                CbcRuns::Aes(engine, keys) => call(
                     &AES,
-                    lanes(reqs, taken, |iv, data| cbc16::Lane { keys, iv, data }),
+                    reqs,
+                    Op::Encrypt,
+                    taken,
+                    |iv, data| cbc16::Lane { keys, iv, data },
                     || engine.workspace(),
                     |ws, lanes| ws.encrypt(lanes).is_ok(),
                 ),
-                CbcRuns::Des3(engine, keys) => run(
-                    &DES,
-                    lanes(reqs, taken, |iv, data| des16::Lane { keys, iv, data }),
-                    || engine.workspace(),
-                    |ws, lanes| ws.encrypt(lanes).is_ok(),
-                ),
-            };
-            match ok {
-                Some(true) => taken.iter().filter(|&&t| t).count(),
-                Some(false) => {
-                    // The session's rules let only whole blocks through; should a lane not
-                    // be, the engine refuses the call before touching any lane, and the
-                    // requests go on to IPsec-MB, which names the error.
-                    taken.fill(false);
-                    0
+                CbcRuns::Des3(engine, keys) => {
+                    let make = || engine.workspace();
+                    let encrypted = call(
+                        &DES,
+                        reqs,
+                        Op::Encrypt,
+                        taken,
+                        |iv, data| des16::Lane { keys, iv, data },
+                        make,
+                        |ws, lanes| ws.encrypt(lanes).is_ok(),
+                    );
+                    encrypted
+                        + call(
+                            &DES,
+                            reqs,
+                            Op::Decrypt,
+                            taken,
+                            |iv, data| des16::Lane { keys, iv, data },
+                            make,
+                            |ws, lanes| ws.decrypt(lanes).is_ok(),
+                        )
                 }
-                None => 0,
             }
         }
     }
 
-    /// The lanes of the requests an engine takes (each marked in `taken`), made by `lane`
-    /// from the request's IV (of the engine's length `IV`) and payload.
-    fn lanes<'r, L, const IV: usize>(
+    /// One engine call on the requests of `reqs` for `op` (contiguous, in place, with a
+    /// payload), as lanes made by `lane` from the request's IV (of the engine's length
+    /// `IV`) and payload, with this thread's workspace in `slot` (made by `make` on first
+    /// use). Marks the requests it did in `taken`; returns how many.
+    fn call<'r, L, W: 'static, const IV: usize>(
+        slot: &'static LocalKey<RefCell<Option<W>>>,
         reqs: &'r mut [Request],
+        op: Op,
         taken: &mut [bool; RUN_MAX],
         lane: impl Fn([u8; IV], &'r mut [u8]) -> L,
-    ) -> SmallVec<[L; RUN_MAX]> {
-        let mut lanes = SmallVec::new();
+        make: impl FnOnce() -> W,
+        run: impl FnOnce(&mut W, &mut [L]) -> bool,
+    ) -> usize {
+        let mut mine = [false; RUN_MAX];
+        let mut lanes: SmallVec<[L; RUN_MAX]> = SmallVec::new();
         for (i, req) in reqs.iter_mut().enumerate().take(RUN_MAX) {
-            if req.op != Op::Encrypt || req.out.is_some() {
+            if req.op != op || req.out.is_some() {
                 continue;
             }
             let (Ok(iv), payload) = (<[u8; IV]>::try_from(req.iv()), req.payload_range()) else {
@@ -111,23 +130,21 @@ mod on_x86 {
                 continue;
             }
             lanes.push(lane(iv, data));
-            taken[i] = true;
+            mine[i] = true;
         }
-        lanes
-    }
-
-    /// One engine call on `lanes` with this thread's workspace in `slot` (made by `make`
-    /// on first use): `None` when there is no lane, else whether the engine took the call.
-    fn run<W: 'static, L>(
-        slot: &'static LocalKey<RefCell<Option<W>>>,
-        mut lanes: SmallVec<[L; RUN_MAX]>,
-        make: impl FnOnce() -> W,
-        encrypt: impl FnOnce(&mut W, &mut [L]) -> bool,
-    ) -> Option<bool> {
         if lanes.is_empty() {
-            return None;
+            return 0;
         }
-        Some(slot.with_borrow_mut(|ws| encrypt(ws.get_or_insert_with(make), &mut lanes)))
+        // The session's rules let only whole blocks through; should a lane not be, the
+        // engine refuses the call before touching any lane, and the requests go on to
+        // IPsec-MB, which names the error.
+        if !slot.with_borrow_mut(|ws| run(ws.get_or_insert_with(make), &mut lanes)) {
+            return 0;
+        }
+        for (t, m) in taken.iter_mut().zip(mine) {
+            *t |= m;
+        }
+        lanes.len()
     }
 }
 
@@ -144,7 +161,7 @@ impl CbcRuns {
         None
     }
 
-    pub(crate) fn encrypt(&self, _: &mut [ocf::Request], _: &mut [bool; crate::lane::RUN_MAX]) -> usize {
+    pub(crate) fn run(&self, _: &mut [ocf::Request], _: &mut [bool; crate::lane::RUN_MAX]) -> usize {
         0
     }
 }

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 #[allow(deprecated)]
 use aws_lc_rs::cipher::DES_EDE3_FOR_LEGACY_USE_ONLY;
-use aws_lc_rs::cipher::{EncryptingKey, EncryptionContext, UnboundCipherKey};
+use aws_lc_rs::cipher::{
+    DecryptingKey, DecryptionContext, EncryptingKey, EncryptionContext, UnboundCipherKey,
+};
 use aws_lc_rs::iv::FixedLength;
 
 use super::*;
@@ -38,6 +40,7 @@ struct Case {
     lens: Vec<usize>,
     /// One key for all buffers, or one each.
     one_key: bool,
+    decrypt: bool,
 }
 
 /// The engines on one case, `ROUNDS` times in turn: the best rounds (aws-lc, IPsec-MB, des16).
@@ -51,11 +54,10 @@ fn measure(e: Des16, case: &Case) -> (f64, Option<f64>, f64) {
     let mut bufs: Vec<Vec<u8>> = case.lens.iter().map(|&l| vec![0xa7; l]).collect();
 
     #[allow(deprecated)]
-    let aws: Vec<EncryptingKey> = raw
+    let unbound = |k: &[u8; 24]| UnboundCipherKey::new(&DES_EDE3_FOR_LEGACY_USE_ONLY, k).unwrap();
+    let aws: Vec<(EncryptingKey, DecryptingKey)> = raw
         .iter()
-        .map(|k| {
-            EncryptingKey::cbc(UnboundCipherKey::new(&DES_EDE3_FOR_LEGACY_USE_ONLY, k).unwrap()).unwrap()
-        })
+        .map(|k| (EncryptingKey::cbc(unbound(k)).unwrap(), DecryptingKey::cbc(unbound(k)).unwrap()))
         .collect();
     let ours: Vec<Des3Keys> = raw.iter().map(|k| e.expand(k).unwrap()).collect();
     let mb = ipsec_mb::Jobs::new(&raw);
@@ -64,13 +66,16 @@ fn measure(e: Des16, case: &Case) -> (f64, Option<f64>, f64) {
     let (mut a, mut m, mut c) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
         a.push(mbps(bytes, || {
-            for ((k, iv), b) in aws.iter().zip(&ivs).zip(bufs.iter_mut()) {
-                let ctx = EncryptionContext::Iv64(FixedLength::from(*iv));
-                k.less_safe_encrypt(b, ctx).unwrap();
+            for (((enc, dec), iv), b) in aws.iter().zip(&ivs).zip(bufs.iter_mut()) {
+                if case.decrypt {
+                    dec.decrypt(b, DecryptionContext::Iv64(FixedLength::from(*iv))).unwrap();
+                } else {
+                    enc.less_safe_encrypt(b, EncryptionContext::Iv64(FixedLength::from(*iv))).unwrap();
+                }
             }
         }));
         if let Some(mut jobs) = mb.as_ref().and_then(|j| j.start()) {
-            m.push(mbps(bytes, || jobs.run(&mut bufs, &ivs)));
+            m.push(mbps(bytes, || jobs.run(&mut bufs, &ivs, case.decrypt)));
         }
         let mut lanes: Vec<Lane<'_>> = bufs
             .iter_mut()
@@ -78,7 +83,9 @@ fn measure(e: Des16, case: &Case) -> (f64, Option<f64>, f64) {
             .zip(&ivs)
             .map(|((data, k), iv)| Lane { keys: if case.one_key { &ours[0] } else { k }, iv: *iv, data })
             .collect();
-        c.push(mbps(bytes, || ws.encrypt(&mut lanes).unwrap()));
+        c.push(mbps(bytes, || {
+            if case.decrypt { ws.decrypt(&mut lanes) } else { ws.encrypt(&mut lanes) }.unwrap()
+        }));
     }
     (best(a), (!m.is_empty()).then(|| best(m)), best(c))
 }
@@ -91,16 +98,19 @@ fn des16_throughput() {
         return;
     };
     let mixed: Vec<usize> = (0..16).map(|i| (64 + (i * 1436 / 15)) & !7).collect();
+    let case = |name, lens, one_key| Case { name, lens, one_key, decrypt: false };
     let cases = [
-        Case { name: "16 x 1 KiB, one key", lens: vec![1024; 16], one_key: true },
-        Case { name: "16 x 1 KiB, 16 keys", lens: vec![1024; 16], one_key: false },
-        Case { name: "16 x mixed 64..1500, 16 keys", lens: mixed, one_key: false },
-        Case { name: "1 x 1 KiB", lens: vec![1024], one_key: true },
-        Case { name: "4 x 1 KiB", lens: vec![1024; 4], one_key: true },
-        Case { name: "64 x 1 KiB, one key", lens: vec![1024; 64], one_key: true },
-        Case { name: "16 x 8 B (per-call cost)", lens: vec![8; 16], one_key: true },
+        case("16 x 1 KiB, one key", vec![1024; 16], true),
+        case("16 x 1 KiB, 16 keys", vec![1024; 16], false),
+        case("16 x mixed 64..1500, 16 keys", mixed, false),
+        case("1 x 1 KiB", vec![1024], true),
+        case("4 x 1 KiB", vec![1024; 4], true),
+        case("64 x 1 KiB, one key", vec![1024; 64], true),
+        case("16 x 8 B (per-call cost)", vec![8; 16], true),
+        Case { decrypt: true, ..case("decrypt 16 x 1 KiB, 16 keys", vec![1024; 16], false) },
+        Case { decrypt: true, ..case("decrypt 1 x 1 KiB", vec![1024], true) },
     ];
-    println!("3DES-CBC encrypt, MB/s (best of {ROUNDS} alternating rounds)");
+    println!("3DES-CBC, MB/s (best of {ROUNDS} alternating rounds)");
     println!(
         "{:<32} {:>8} {:>8} {:>8} {:>10} {:>10}",
         "case", "aws-lc", "imb-job", "des16", "des16/aws", "des16/imb"
@@ -143,7 +153,7 @@ mod ipsec_mb {
 
     impl Running<'_> {
         /// Submits one job per buffer, then flushes: every job completes before it returns.
-        pub fn run(&mut self, bufs: &mut [Vec<u8>], ivs: &[[u8; 8]]) {
+        pub fn run(&mut self, bufs: &mut [Vec<u8>], ivs: &[[u8; 8]], decrypt: bool) {
             for (i, ((b, iv), k)) in bufs.iter_mut().zip(ivs).zip(&self.jobs.keys).enumerate() {
                 let d = JobDesc {
                     src: b.as_ptr(),
@@ -165,7 +175,7 @@ mod ipsec_mb {
                     tag_len: 0,
                     cipher: CipherKind::Des3,
                     hash: HashKind::Null,
-                    decrypt: 0,
+                    decrypt: u32::from(decrypt),
                     pad: 0,
                     user: i as u64,
                 };

@@ -83,18 +83,20 @@ struct Consts {
     mask: [__m512i; 8],
 }
 
-/// Runs `steps` 3DES-CBC block steps on all 16 slots: per slot `i`, `steps` blocks at
-/// `ptr[i]` are each replaced by `EDE_k(chain ^ block)`, which becomes the chain. `chain`
-/// holds the slots' chaining values as big-endian halves (read, then written back);
-/// `keys[h]` slot `i`'s half-round key word `h` (48 rounds × `[k0, k1]`). With `SHARED`,
-/// every slot has the words `shared` instead, broadcast.
+/// Runs `steps` 3DES-CBC block steps on all 16 slots. Encrypting, per slot `i`, `steps`
+/// blocks at `ptr[i]` are each replaced by `EDE_k(chain ^ block)`, which becomes the
+/// chain; with `DECRYPT`, by `EDE_k⁻¹(block) ^ chain`, and the block (ciphertext) becomes
+/// the chain. `chain` holds the slots' chaining values as big-endian halves (read, then
+/// written back); `keys[h]` slot `i`'s half-round key word `h` (48 rounds × `[k0, k1]`,
+/// in encryption order: decryption reads the rounds backwards). With `SHARED`, every slot
+/// has the words `shared` instead, broadcast.
 ///
 /// # Safety
 /// The CPU has AVX-512F, AVX-512BW and AVX-512 VBMI; each `ptr[i]` is valid for reads and
 /// writes of `8 * steps` bytes, used by nothing else meanwhile (slots may share a pointer
 /// only where the bytes are scratch).
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
-pub(super) unsafe fn steps<const SHARED: bool>(
+pub(super) unsafe fn steps<const SHARED: bool, const DECRYPT: bool>(
     chain: &mut Halves,
     keys: &[Row; HALF_ROUNDS],
     shared: &[u32; HALF_ROUNDS],
@@ -102,6 +104,8 @@ pub(super) unsafe fn steps<const SHARED: bool>(
     steps: usize,
 ) {
     let key = |h: usize| {
+        // Decryption runs the 48 rounds backwards, each round's two words as they are.
+        let h = if DECRYPT { 2 * (HALF_ROUNDS / 2 - 1 - h / 2) + h % 2 } else { h };
         if SHARED {
             _mm512_set1_epi32(shared[h] as i32)
         } else {
@@ -131,11 +135,12 @@ pub(super) unsafe fn steps<const SHARED: bool>(
             blocks.l.0[i] = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
             blocks.r.0[i] = u32::from_be_bytes([b[4], b[5], b[6], b[7]]);
         }
-        let mut l = _mm512_xor_si512(load_row(&blocks.l), cl);
-        let mut r = _mm512_xor_si512(load_row(&blocks.r), cr);
+        let (bl, br) = (load_row(&blocks.l), load_row(&blocks.r));
+        let (mut l, mut r) =
+            if DECRYPT { (bl, br) } else { (_mm512_xor_si512(bl, cl), _mm512_xor_si512(br, cr)) };
         ip(&mut l, &mut r);
-        // E with K1, D with K2 (its subkeys stored reversed), E with K3; between them the
-        // halves swap, and FP·IP cancel.
+        // E with K1, D with K2 (its subkeys stored reversed), E with K3 (decrypting: all
+        // of it backwards); between them the halves swap, and FP·IP cancel.
         for des in 0..3 {
             for pair in 0..8 {
                 let h = 32 * des + 4 * pair;
@@ -145,7 +150,12 @@ pub(super) unsafe fn steps<const SHARED: bool>(
             std::mem::swap(&mut l, &mut r);
         }
         fp(&mut l, &mut r);
-        (cl, cr) = (l, r);
+        if DECRYPT {
+            (l, r) = (_mm512_xor_si512(l, cl), _mm512_xor_si512(r, cr));
+            (cl, cr) = (bl, br);
+        } else {
+            (cl, cr) = (l, r);
+        }
         // SAFETY: as in `key`.
         unsafe {
             _mm512_store_si512(blocks.l.0.as_mut_ptr().cast(), l);

@@ -118,8 +118,8 @@ impl Drop for Des3Keys {
     }
 }
 
-/// One buffer to encrypt in place: `data` (a multiple of 8 bytes) with `keys`, chained
-/// from `iv`.
+/// One buffer to encrypt or decrypt in place: `data` (a multiple of 8 bytes) with `keys`,
+/// chained from `iv`.
 pub(crate) struct Lane<'a> {
     pub keys: &'a Des3Keys,
     pub iv: [u8; 8],
@@ -196,6 +196,16 @@ impl Workspace {
     /// lane's length is not a multiple of 8, before any lane is touched. More than 16
     /// lanes are reordered (longest first); their data is where it was.
     pub(crate) fn encrypt(&mut self, lanes: &mut [Lane<'_>]) -> Result<(), Error> {
+        self.call::<false>(lanes)
+    }
+
+    /// Decrypts every lane in place (3DES-CBC, no padding), with `iv` the IV (the
+    /// ciphertext block before the lane's first): as [`Workspace::encrypt`] otherwise.
+    pub(crate) fn decrypt(&mut self, lanes: &mut [Lane<'_>]) -> Result<(), Error> {
+        self.call::<true>(lanes)
+    }
+
+    fn call<const DECRYPT: bool>(&mut self, lanes: &mut [Lane<'_>]) -> Result<(), Error> {
         let mut first: Option<*const Des3Keys> = None;
         let mut one_key = true;
         for l in lanes.iter() {
@@ -221,9 +231,9 @@ impl Workspace {
         let pass = lanes.iter_mut().filter(|l| !l.data.is_empty());
         let mut t = Table { ws: self, ptr: [std::ptr::null_mut(); SLOTS], left: [0; SLOTS], shared: None };
         if one_key {
-            t.run::<true>(pass);
+            t.run::<true, DECRYPT>(pass);
         } else {
-            t.run::<false>(pass);
+            t.run::<false, DECRYPT>(pass);
         }
         self.wipe();
         Ok(())
@@ -282,10 +292,12 @@ impl<'k> Table<'_, 'k> {
         self.left[to] = self.left[from];
     }
 
-    /// Encrypts the lanes of `pass` (none empty; with `SHARED`, all with one key), 16 at
-    /// a time, refilling slots as lanes end.
-    fn run<'l, const SHARED: bool>(&mut self, mut pass: impl Iterator<Item = &'l mut Lane<'k>>)
-    where
+    /// Encrypts (or with `DECRYPT` decrypts) the lanes of `pass` (none empty; with
+    /// `SHARED`, all with one key), 16 at a time, refilling slots as lanes end.
+    fn run<'l, const SHARED: bool, const DECRYPT: bool>(
+        &mut self,
+        mut pass: impl Iterator<Item = &'l mut Lane<'k>>,
+    ) where
         'k: 'l,
     {
         let mut active = 0;
@@ -309,7 +321,9 @@ impl<'k> Table<'_, 'k> {
             // each active slot points at its lane's `8 * left` bytes, with `steps <= left`,
             // borrowed mutably for the whole call; idle slots at the scratch (`8 * CHUNK`
             // bytes, `steps <= CHUNK`).
-            unsafe { kernel::steps::<SHARED>(&mut self.ws.chain, &self.ws.keys, shared, &self.ptr, steps) };
+            unsafe {
+                kernel::steps::<SHARED, DECRYPT>(&mut self.ws.chain, &self.ws.keys, shared, &self.ptr, steps)
+            };
             for i in 0..active {
                 self.left[i] -= steps;
                 self.ptr[i] = self.ptr[i].wrapping_add(8 * steps);

@@ -74,21 +74,22 @@ fn every_s_box_row_is_a_permutation() {
     }
 }
 
-/// One ENCRYPT case of a CAVP TDES file: key (24 bytes), IV, plaintext, ciphertext.
+/// One case of a CAVP TDES file: key (24 bytes), IV, input, expected output.
 struct Case {
     key: Vec<u8>,
     iv: [u8; 8],
-    plain: Vec<u8>,
-    cipher: Vec<u8>,
+    input: Vec<u8>,
+    want: Vec<u8>,
 }
 
-/// The ENCRYPT cases of `file` (`KEY1..3 =` or one `KEYs =` for all three).
-fn cavp(file: &str) -> Vec<Case> {
-    let encrypt = file.split("[DECRYPT]").next().unwrap();
+/// The cases of `file`'s `[ENCRYPT]` section, or with `decrypt` its `[DECRYPT]` one
+/// (`KEY1..3 =`, or one `KEYs =` for all three).
+fn cavp(file: &str, decrypt: bool) -> Vec<Case> {
+    let (encrypt, decrypt_part) = file.split_once("[DECRYPT]").unwrap();
     let field = |block: &str, name: &str| {
         block.lines().find_map(|l| l.strip_prefix(name)).map(|v| hex(v.trim_start_matches(" = ").trim()))
     };
-    encrypt
+    (if decrypt { decrypt_part } else { encrypt })
         .split("COUNT = ")
         .skip(1)
         .map(|block| {
@@ -97,7 +98,9 @@ fn cavp(file: &str) -> Vec<Case> {
                 Some(k) => k.repeat(3),
                 None => [f("KEY1"), f("KEY2"), f("KEY3")].concat(),
             };
-            Case { key, iv: f("IV").try_into().unwrap(), plain: f("PLAINTEXT"), cipher: f("CIPHERTEXT") }
+            let (plain, cipher) = (f("PLAINTEXT"), f("CIPHERTEXT"));
+            let (input, want) = if decrypt { (cipher, plain) } else { (plain, cipher) };
+            Case { key, iv: f("IV").try_into().unwrap(), input, want }
         })
         .collect()
 }
@@ -113,25 +116,29 @@ const CAVP: [(&str, &str, usize); 8] = [
     ("TCBCsubtab", include_str!("../../../../conformance/vectors/nist/tdes-cbc/TCBCsubtab.rsp"), 19),
 ];
 
-/// Every ENCRYPT case of the eight CAVP TDES CBC files, each file in one call (10 to 64
-/// lanes of different keys, and for MMT of 1 to 10 blocks: more than the 16 slots).
+/// Every case of the eight CAVP TDES CBC files, both directions, each file and direction
+/// in one call (10 to 64 lanes of different keys, and for MMT of 1 to 10 blocks: more
+/// than the 16 slots).
 #[test]
 fn cavp_tdes_cbc_each_file_in_one_call() {
     let Some(e) = engine() else { return };
     for (name, file, count) in CAVP {
-        let cases = cavp(file);
-        assert_eq!(cases.len(), count, "{name}");
-        let keys: Vec<Des3Keys> = cases.iter().map(|c| e.expand(&c.key).unwrap()).collect();
-        let mut bufs: Vec<Vec<u8>> = cases.iter().map(|c| c.plain.clone()).collect();
-        let mut lanes: Vec<Lane<'_>> = bufs
-            .iter_mut()
-            .zip(&keys)
-            .zip(&cases)
-            .map(|((data, keys), c)| Lane { keys, iv: c.iv, data })
-            .collect();
-        e.workspace().encrypt(&mut lanes).unwrap();
-        for (i, (buf, c)) in bufs.iter().zip(&cases).enumerate() {
-            assert_eq!(hex_of(buf), hex_of(&c.cipher), "{name} case {i}");
+        for decrypt in [false, true] {
+            let cases = cavp(file, decrypt);
+            assert_eq!(cases.len(), count, "{name}");
+            let keys: Vec<Des3Keys> = cases.iter().map(|c| e.expand(&c.key).unwrap()).collect();
+            let mut bufs: Vec<Vec<u8>> = cases.iter().map(|c| c.input.clone()).collect();
+            let mut lanes: Vec<Lane<'_>> = bufs
+                .iter_mut()
+                .zip(&keys)
+                .zip(&cases)
+                .map(|((data, keys), c)| Lane { keys, iv: c.iv, data })
+                .collect();
+            let mut ws = e.workspace();
+            if decrypt { ws.decrypt(&mut lanes) } else { ws.encrypt(&mut lanes) }.unwrap();
+            for (i, (buf, c)) in bufs.iter().zip(&cases).enumerate() {
+                assert_eq!(hex_of(buf), hex_of(&c.want), "{name} case {i}, decrypt {decrypt}");
+            }
         }
     }
 }
@@ -147,19 +154,19 @@ fn tcbcmmt3_in_every_lane_position() {
     let Some(e) = engine() else { return };
     let mut rng = Rng(46);
     let other = e.expand(&rng.bytes(24)).unwrap();
-    for c in cavp(CAVP[2].1) {
+    for c in cavp(CAVP[2].1, false) {
         let keys = e.expand(&c.key).unwrap();
         for pos in 0..SLOTS {
             for o in [&other, &keys] {
-                let mut bufs: Vec<Vec<u8>> = (0..SLOTS).map(|_| rng.bytes(c.plain.len())).collect();
-                bufs[pos] = c.plain.clone();
+                let mut bufs: Vec<Vec<u8>> = (0..SLOTS).map(|_| rng.bytes(c.input.len())).collect();
+                bufs[pos] = c.input.clone();
                 let mut lanes: Vec<Lane<'_>> = bufs
                     .iter_mut()
                     .enumerate()
                     .map(|(i, data)| Lane { keys: if i == pos { &keys } else { o }, iv: c.iv, data })
                     .collect();
                 e.workspace().encrypt(&mut lanes).unwrap();
-                assert_eq!(bufs[pos], c.cipher, "slot {pos}");
+                assert_eq!(bufs[pos], c.want, "slot {pos}");
             }
         }
     }
@@ -203,7 +210,8 @@ const GUARD: usize = 24;
 
 /// Random calls against aws-lc: 1..=40 lanes, 0..=4096 bytes each in 8-byte steps, one
 /// shared key or a key per lane; distinct IVs; each lane's data between guard bytes,
-/// which must stay as they were (and so must a lane of length 0).
+/// which must stay as they were (and so must a lane of length 0). Then decrypted in one
+/// call (the lanes in another order): the plaintext again.
 #[test]
 fn random_lanes_equal_aws_lc() {
     let Some(e) = engine() else { return };
@@ -249,6 +257,23 @@ fn random_lanes_equal_aws_lc() {
         e.workspace().encrypt(&mut lanes).unwrap();
         for i in 0..n {
             assert!(bufs[i] == want[i], "case {case}: lane {i} of {n}, {} bytes, one key {one_key}", lens[i]);
+        }
+        let mut lanes: Vec<Lane<'_>> = bufs
+            .iter_mut()
+            .enumerate()
+            .rev()
+            .map(|(i, b)| {
+                let len = b.len() - GUARD;
+                Lane {
+                    keys: if one_key { &expanded[0] } else { &expanded[i] },
+                    iv: ivs[i],
+                    data: &mut b[GUARD..len],
+                }
+            })
+            .collect();
+        e.workspace().decrypt(&mut lanes).unwrap();
+        for i in 0..n {
+            assert!(bufs[i] == plain[i], "case {case}: decrypting lane {i} of {n}, {} bytes", lens[i]);
         }
     }
 }
