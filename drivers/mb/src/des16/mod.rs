@@ -1,4 +1,4 @@
-//! # des16 — 3DES-CBC encryption of up to 16 buffers at once with AVX-512 VBMI
+//! # des16 — 3DES-CBC on up to 16 buffers at once with AVX-512 VBMI
 //!
 //! CBC encryption is serial within a buffer, and 3DES is 48 Feistel rounds of table
 //! look-ups per 8-byte block: one buffer runs at ~34 MB/s here (aws-lc, the soft driver).
@@ -9,12 +9,14 @@
 //!  Des16::new() (CPU checked once) ─ expand(24-byte key) → Des3Keys (per session:
 //!                                  │   48 subkeys, K2's reversed; wiped on drop)
 //!                                  └ workspace() → Workspace (per thread)
-//!  Workspace::encrypt(lanes: [Lane { keys, iv, data }; any number])
+//!  Workspace::encrypt / decrypt(lanes: [Lane { keys, iv, data }; any number])
 //!    slots 0..16 ◄── the lanes (longest first when more than 16), 0-length ones skipped
 //!    loop:  steps = min(blocks left in the active slots, CHUNK)
 //!           kernel, `steps` times: L||R = block ^ chain (16 lanes, big-endian halves);
 //!             IP (swap-moves) ─ 16 rounds K1 ─ swap ─ 16 rounds K2⁻¹ ─ swap ─ 16 rounds
 //!             K3 ─ swap ─ FP; out and chain = the result (FP·IP between the three cancel)
+//!             (decrypting: the 48 rounds backwards on the block; out = that ^ chain,
+//!             chain = the block)
 //!           a round: l ^= f(r): per S-box j (8): vpermb (its 64-byte table, indexed by
 //!             its input byte) ─ vpmultishiftqb (its 4 output bits to their places after
 //!             P) ─ vpternlogd (masked XOR into l)
@@ -35,6 +37,8 @@
 //! | 1 x 1 KiB | 33.6 | 6.8 | 19.1 | 0.57x | 2.8x |
 //! | 4 x 1 KiB | 33.6 | 27.0 | 76.5 | 2.3x | 2.8x |
 //! | 64 x 1 KiB, one key | 33.7 | 107.4 | 305.7 | 9.1x | 2.9x |
+//! | decrypt 16 x 1 KiB, 16 keys | 35.0 | 106.4 | 288.1 | 8.2x | 2.7x |
+//! | decrypt 1 x 1 KiB | 34.9 | 6.8 | 18.6 | 0.53x | 2.7x |
 //!
 //! Choices, and why:
 //! - **The S-box look-up** (`kernel::feistel`, tables in `fips`). `R` is kept rotated left
@@ -61,9 +65,11 @@
 //!   compaction is `crate::slots`, shared. A call is as long as its longest lane.
 //! - **Few lanes**: a step costs the same for 1 lane as for 16 (the round's chain of
 //!   look-ups), so one lane runs at 0.57x aws-lc and two break even; runs of one 3DES
-//!   encryption still come here, as IPsec-MB's job would be slower (6.8 MB/s).
-//! - **Decryption** is not done here: CBC decryption is parallel within a buffer, and a
-//!   run's 3DES decryptions go to IPsec-MB's jobs as before.
+//!   request still come here, as IPsec-MB's job would be slower (6.8 MB/s).
+//! - **Decryption** uses the same kernel, one buffer per lane, the rounds read backwards
+//!   from the same key copies (no second schedule). CBC decryption is parallel within a
+//!   buffer, so one long buffer could fill all 16 lanes; not done: runs of requests fill
+//!   them already, and IPsec-MB's decryption is no faster (106 MB/s at 16 x 1 KiB).
 //! - **Key schedule**: FIPS 46-3's PC-1, shifts and PC-2, bit by bit (once per session),
 //!   tested by CAVP's TCBCvarkey/permop/subtab sets; parity bits are ignored.
 //! - **No secret-indexed memory**: `vpermb` reads a whole 64-byte table (a register, or
