@@ -1,7 +1,9 @@
 //! The instructions: 16 3DES-CBC chains at once, one per 32-bit lane of two 512-bit
 //! registers (the `L` and `R` halves), the S-boxes and P looked up with `vpermb`
-//! (AVX-512 VBMI). Everything here is `unsafe` because of `#[target_feature]`: callers
-//! hold a [`super::Des16`], made only where the CPU reported these features.
+//! (AVX-512 VBMI). The helpers are `#[target_feature]` functions, which only code with
+//! the same features calls without `unsafe`; the entry points `steps` and `wipe` are
+//! `unsafe`: callers hold a [`super::Des16`], made only where the CPU reported these
+//! features.
 
 use std::arch::x86_64::*;
 
@@ -9,46 +11,39 @@ use super::fips::SPREAD;
 use super::{Halves, Row, HALF_ROUNDS, SLOTS};
 
 /// A swap-move: the bits of `(a >> n) ^ b` under `m` are exchanged between `a` and `b`.
-#[inline(always)]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+#[inline]
 fn swap_move<const N: u32>(a: &mut __m512i, b: &mut __m512i, m: u32) {
-    // SAFETY (of the intrinsics): only called from the kernel below, which has AVX-512F.
-    unsafe {
-        let t =
-            _mm512_and_si512(_mm512_xor_si512(_mm512_srli_epi32::<N>(*a), *b), _mm512_set1_epi32(m as i32));
-        *b = _mm512_xor_si512(*b, t);
-        *a = _mm512_xor_si512(*a, _mm512_slli_epi32::<N>(t));
-    }
+    let t = _mm512_and_si512(_mm512_xor_si512(_mm512_srli_epi32::<N>(*a), *b), _mm512_set1_epi32(m as i32));
+    *b = _mm512_xor_si512(*b, t);
+    *a = _mm512_xor_si512(*a, _mm512_slli_epi32::<N>(t));
 }
 
 /// FIPS 46-3's initial permutation IP of the block `l || r` (big-endian halves), as swap-moves,
 /// leaving both halves rotated left by one (the `R'` domain of [`super::fips`]).
-#[inline(always)]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+#[inline]
 fn ip(l: &mut __m512i, r: &mut __m512i) {
     swap_move::<4>(l, r, 0x0f0f_0f0f);
     swap_move::<16>(l, r, 0x0000_ffff);
     swap_move::<2>(r, l, 0x3333_3333);
     swap_move::<8>(r, l, 0x00ff_00ff);
-    // SAFETY (of the intrinsics): as in `swap_move`.
-    unsafe {
-        *r = _mm512_rol_epi32::<1>(*r);
-        let t = _mm512_and_si512(_mm512_xor_si512(*l, *r), _mm512_set1_epi32(0xaaaa_aaaau32 as i32));
-        *l = _mm512_xor_si512(*l, t);
-        *r = _mm512_xor_si512(*r, t);
-        *l = _mm512_rol_epi32::<1>(*l);
-    }
+    *r = _mm512_rol_epi32::<1>(*r);
+    let t = _mm512_and_si512(_mm512_xor_si512(*l, *r), _mm512_set1_epi32(0xaaaa_aaaau32 as i32));
+    *l = _mm512_xor_si512(*l, t);
+    *r = _mm512_xor_si512(*r, t);
+    *l = _mm512_rol_epi32::<1>(*l);
 }
 
 /// The inverse of [`ip`]: the final permutation IP⁻¹ of `l || r` (rotated halves in).
-#[inline(always)]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+#[inline]
 fn fp(l: &mut __m512i, r: &mut __m512i) {
-    // SAFETY (of the intrinsics): as in `swap_move`.
-    unsafe {
-        *l = _mm512_ror_epi32::<1>(*l);
-        let t = _mm512_and_si512(_mm512_xor_si512(*l, *r), _mm512_set1_epi32(0xaaaa_aaaau32 as i32));
-        *l = _mm512_xor_si512(*l, t);
-        *r = _mm512_xor_si512(*r, t);
-        *r = _mm512_ror_epi32::<1>(*r);
-    }
+    *l = _mm512_ror_epi32::<1>(*l);
+    let t = _mm512_and_si512(_mm512_xor_si512(*l, *r), _mm512_set1_epi32(0xaaaa_aaaau32 as i32));
+    *l = _mm512_xor_si512(*l, t);
+    *r = _mm512_xor_si512(*r, t);
+    *r = _mm512_ror_epi32::<1>(*r);
     swap_move::<8>(r, l, 0x00ff_00ff);
     swap_move::<2>(r, l, 0x3333_3333);
     swap_move::<16>(l, r, 0x0000_ffff);
@@ -58,22 +53,20 @@ fn fp(l: &mut __m512i, r: &mut __m512i) {
 /// One Feistel half-round on 16 lanes: `l ^ f(r, k)` with `k = (k0, k1)` (see `fips`).
 /// Per S-box: `vpermb` (its byte table, indexed by its input byte), `vpmultishiftqb` (the
 /// output bits to their places in the lane), and a masked XOR into the result.
-#[inline(always)]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+#[inline]
 fn feistel(l: __m512i, r: __m512i, k0: __m512i, k1: __m512i, c: &Consts) -> __m512i {
-    // SAFETY (of the intrinsics): the kernel below has AVX-512F/BW/VBMI.
-    unsafe {
-        let words = [_mm512_xor_si512(r, k0), _mm512_xor_si512(_mm512_ror_epi32::<4>(r), k1)];
-        let w: [__m512i; 8] = std::array::from_fn(|n| {
-            let v = _mm512_permutexvar_epi8(words[n / 4], c.table[n]);
-            _mm512_multishift_epi64_epi8(c.control[n], v)
-        });
-        // Two chains of four (short enough not to bound the round): acc ^ (w & mask) is
-        // one instruction, 0x78 = A ^ (B & C).
-        let step = |acc, n: usize| _mm512_ternarylogic_epi32::<0x78>(acc, w[n], c.mask[n]);
-        let a = step(step(step(step(l, 0), 1), 2), 3);
-        let b = step(step(step(_mm512_and_si512(w[4], c.mask[4]), 5), 6), 7);
-        _mm512_xor_si512(a, b)
-    }
+    let words = [_mm512_xor_si512(r, k0), _mm512_xor_si512(_mm512_ror_epi32::<4>(r), k1)];
+    let w: [__m512i; 8] = std::array::from_fn(|n| {
+        let v = _mm512_permutexvar_epi8(words[n / 4], c.table[n]);
+        _mm512_multishift_epi64_epi8(c.control[n], v)
+    });
+    // Two chains of four (short enough not to bound the round): acc ^ (w & mask) is
+    // one instruction, 0x78 = A ^ (B & C).
+    let step = |acc, n: usize| _mm512_ternarylogic_epi32::<0x78>(acc, w[n], c.mask[n]);
+    let a = step(step(step(step(l, 0), 1), 2), 3);
+    let b = step(step(step(_mm512_and_si512(w[4], c.mask[4]), 5), 6), 7);
+    _mm512_xor_si512(a, b)
 }
 
 /// The S-box constants of `fips::SPREAD`, in registers.
