@@ -2,6 +2,11 @@
 //! TCBCvarkey, TCBCvartext, TCBCinvperm, TCBCpermop, TCBCsubtab; the FIPS 46-3 / SP 800-67
 //! examples) and equality with aws-lc (the soft driver's 3DES-CBC, an independent
 //! implementation) over random mixes of lane counts, lengths and keys.
+//!
+//! Under AddressSanitizer (the kernel's loads and stores are checked; a read of one byte
+//! past each lane, put in on purpose, was caught): `ASAN_OPTIONS=detect_odr_violation=0
+//! RUSTFLAGS=-Zsanitizer=address cargo +nightly test -p ocf-mb --lib --target
+//! x86_64-unknown-linux-gnu des16` (why the ODR option: cbc16's tests).
 
 use std::mem::ManuallyDrop;
 
