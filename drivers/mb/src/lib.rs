@@ -18,8 +18,10 @@
 //!      hint, then soft's session) ─► Done
 //!  flusher thread: parked while no lane holds anything; else every BOUND, flushes each
 //!    lane that holds jobs and was not flushed since the last look (a MORE with no follower)
-//!  process_run(run) ── a batch handed over whole (Session::run_batch): every request a job
-//!    of this thread's lane (64 at most per flush), one flush ─► all Done; nothing held
+//!  process_run(run) ── a batch handed over whole (Session::run_batch): AES-CBC
+//!    encryptions and 3DES-CBC ones both ways, in place, on a 16-lane engine (`cbc_runs`:
+//!    cbc16, des16) ─► Done; every other request a job of this thread's lane (64 at most
+//!    per flush), one flush ─► all Done; nothing held
 //! ```
 //!
 //! The run is the cheaper way in: the framework prepares the batch in one call, each
@@ -62,9 +64,14 @@
 #[cfg(target_arch = "x86_64")]
 mod cbc16;
 mod cbc_runs;
+// The AVX-512 VBMI 3DES-CBC engine: runs use it too (`cbc_runs`); the held path does not.
+#[cfg(target_arch = "x86_64")]
+mod des16;
 mod ffi;
 mod job;
 mod lane;
+#[cfg(target_arch = "x86_64")]
+mod slots;
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -116,9 +123,10 @@ pub struct MbStats {
     pub run_now: u64,
     /// Lone requests (no hint, nothing held) run by the soft driver's session.
     pub lone: u64,
-    /// Requests done in runs handed over whole (`run_batch`): as jobs, or by the engine.
+    /// Requests done in runs handed over whole (`run_batch`): as jobs, or by an engine.
     pub in_runs: u64,
-    /// Of those, AES-CBC encryptions done by the VAES engine (`cbc16`).
+    /// Of those, done by the 16-lane engines: AES-CBC encryptions on VAES-512 (`cbc16`),
+    /// 3DES-CBC encryptions and decryptions on AVX-512 VBMI (`des16`).
     pub engine: u64,
     /// Manager flushes (each completes every job it holds).
     pub flushes: u64,
@@ -332,7 +340,8 @@ struct MbSession {
     shared: Arc<Shared>,
     ctx: SessionContext,
     keys: Arc<Keys>,
-    /// AES-CBC encryption of runs on the VAES engine (AES-CBC sessions, where the CPU has it).
+    /// CBC of runs on an engine (AES-CBC encryption where the CPU has VAES-512, 3DES-CBC
+    /// both ways where it has AVX-512 VBMI).
     cbc_runs: Option<CbcRuns>,
 }
 
@@ -405,9 +414,9 @@ impl DriverSession for MbSession {
         let mut out = completions();
         while !run.is_empty() {
             let n = run.len().min(RUN_MAX);
-            // AES-CBC encryption on the VAES engine first, without the lane (`cbc_runs`).
+            // CBC on an engine first (AES encryption, 3DES), without the lane (`cbc_runs`).
             let mut taken = [false; RUN_MAX];
-            let engine = self.cbc_runs.as_ref().map_or(0, |c| c.encrypt(&mut run[..n], &mut taken));
+            let engine = self.cbc_runs.as_ref().map_or(0, |c| c.run(&mut run[..n], &mut taken));
             let mut fate = taken.map(|t| if t { Fate::Done } else { Fate::Alone });
             // (Allocates only when a request fails.)
             let mut errors = Vec::new();

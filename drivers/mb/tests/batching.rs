@@ -252,13 +252,20 @@ fn has_vaes() -> bool {
     is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("vaes") && is_x86_feature_detected!("aes")
 }
 
+/// Whether this CPU runs the 3DES engine (AVX-512F, AVX-512BW, AVX-512 VBMI).
+fn has_vbmi() -> bool {
+    is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("avx512bw")
+        && is_x86_feature_detected!("avx512vbmi")
+}
+
 fn hex(s: &str) -> Vec<u8> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
 }
 
 /// Known answers through the held path (16 copies in one batch, all but the last marked
-/// MORE) and as a run handed over whole: RFC 3602 case 2 (AES-128-CBC) and SP 800-38A
-/// F.5.1 (AES-128-CTR), both ways.
+/// MORE) and as a run handed over whole: RFC 3602 case 2 (AES-128-CBC), SP 800-38A
+/// F.5.1 (AES-128-CTR) and CAVP TCBCMMT3 encrypt COUNT = 1 (3DES-CBC), both ways.
 /// (The conformance suite's lone requests run on soft's session; this is IPsec-MB's.)
 #[test]
 fn known_answers_through_held_jobs() {
@@ -277,6 +284,13 @@ fn known_answers_through_held_jobs() {
             "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff",
             "6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c9eb76fac45af8e5130c81c46a35ce411e5fbc1191a0a52eff69f2445df4f9b17ad2b417be66c3710",
             "874d6191b620e3261bef6864990db6ce9806f66b7970fdff8617187bb9fffdff5ae4df3edbd5d35e5b4f09020db03eab1e031dda2fbe03d1792170a0f3009cee",
+        ),
+        (
+            CipherAlg::TdesCbc,
+            "a49d7564199e97cb529d2c9d97bf2f98d35edf57ba1f7358",
+            "c2e999cb6249023c",
+            "c689aee38a301bb316da75db36f110b5",
+            "e9afaba5ec75ea1bbe65506655bb4ecb",
         ),
     ];
     let (cb, rx) = collector();
@@ -306,9 +320,14 @@ fn known_answers_through_held_jobs() {
                 assert_eq!(got.unwrap().buf.to_vec(), hex(want), "{alg:?} {op:?} in a run");
             }
             assert_eq!(mb.stats().in_runs - in_runs, 16, "{alg:?} {op:?}: not done as a run");
-            if alg == CipherAlg::AesCbc && op == Op::Encrypt && has_vaes() {
-                assert_eq!(mb.stats().engine - engine, 16, "AES-CBC encrypt runs on the VAES engine");
-            }
+            // AES-CBC encryption and 3DES-CBC both ways run on the engines.
+            let on_engine = match alg {
+                CipherAlg::AesCbc => op == Op::Encrypt && has_vaes(),
+                CipherAlg::TdesCbc => has_vbmi(),
+                _ => false,
+            };
+            let want = if on_engine { 16 } else { 0 };
+            assert_eq!(mb.stats().engine - engine, want, "{alg:?} {op:?}: not on the engine");
         }
     }
 }
@@ -547,6 +566,12 @@ fn every_kind_in_runs_of_1_to_64_matches_soft() {
             let after = mb.stats();
             assert!(after.in_runs > before.in_runs || n < 4, "{:?}: run {n} ran no job", kind.params.mode);
             assert_eq!(after.held, before.held, "a run holds nothing");
+            // 3DES-CBC in place, both ways (every layout but the out-of-place one, `i % 4
+            // == 3`) goes to the 3DES engine where the CPU has it; nothing else does.
+            let tdes = matches!(kind.params.mode, Mode::Cipher { alg: CipherAlg::TdesCbc, .. });
+            let engine = if tdes && has_vbmi() { (0..n).filter(|i| i % 4 != 3).count() } else { 0 };
+            let what = format!("{:?} forward {}", kind.params.mode, kind.forward);
+            assert_eq!((after.engine - before.engine) as usize, engine, "{what}: run {n}");
         }
     }
 }

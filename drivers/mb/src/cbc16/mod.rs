@@ -311,23 +311,20 @@ impl Table<'_> {
                 self.left[i] -= steps;
                 self.ptr[i] = self.ptr[i].wrapping_add(16 * steps);
             }
-            // Lanes that ended leave; the last live slot fills each hole (one move per
-            // hole at most; none when all end together, as 16 equal lengths do).
-            let mut i = 0;
-            while i < active {
-                if self.left[i] > 0 {
-                    i += 1;
-                    continue;
-                }
-                while active > i + 1 && self.left[active - 1] == 0 {
-                    active -= 1;
-                }
-                active -= 1;
-                if i < active {
-                    self.shift::<NR, SHARED>(active, i);
-                    i += 1;
-                }
-            }
+            // Lanes that ended leave; the last live slot fills each hole.
+            active = crate::slots::retire(&mut Retiring::<NR, SHARED>(self), active);
         }
+    }
+}
+
+/// A table between kernel calls, as [`crate::slots::Slots`].
+struct Retiring<'t, 'w, const NR: usize, const SHARED: bool>(&'t mut Table<'w>);
+
+impl<const NR: usize, const SHARED: bool> crate::slots::Slots for Retiring<'_, '_, NR, SHARED> {
+    fn left(&self, slot: usize) -> usize {
+        self.0.left[slot]
+    }
+    fn shift(&mut self, from: usize, to: usize) {
+        self.0.shift::<NR, SHARED>(from, to);
     }
 }

@@ -1,0 +1,371 @@
+//! Known answers (NIST CAVP TDES CBC: TCBCMMT1–3 and the DES known-answer sets
+//! TCBCvarkey, TCBCvartext, TCBCinvperm, TCBCpermop, TCBCsubtab; the FIPS 46-3 / SP 800-67
+//! examples) and equality with aws-lc (the soft driver's 3DES-CBC, an independent
+//! implementation) over random mixes of lane counts, lengths and keys.
+//!
+//! Under AddressSanitizer (the kernel's loads and stores are checked; a read of one byte
+//! past each lane, put in on purpose, was caught): `ASAN_OPTIONS=detect_odr_violation=0
+//! RUSTFLAGS=-Zsanitizer=address cargo +nightly test -p ocf-mb --lib --target
+//! x86_64-unknown-linux-gnu des16` (why the ODR option: cbc16's tests).
+
+use std::mem::ManuallyDrop;
+
+#[allow(deprecated)]
+use aws_lc_rs::cipher::DES_EDE3_FOR_LEGACY_USE_ONLY;
+use aws_lc_rs::cipher::{EncryptingKey, EncryptionContext, UnboundCipherKey};
+use aws_lc_rs::iv::FixedLength;
+
+use super::*;
+
+fn hex(s: &str) -> Vec<u8> {
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+}
+
+/// The engine, or `None` (and a note) on a CPU without VBMI: every test then checks only
+/// that `new` agrees with the CPU's flags (`available_where_the_cpu_has_vbmi`).
+fn engine() -> Option<Des16> {
+    let e = Des16::new();
+    if e.is_none() {
+        eprintln!("des16: this CPU lacks AVX-512 VBMI: nothing to run");
+    }
+    e
+}
+
+/// A deterministic generator (xorshift64*): reproducible cases without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
+
+/// aws-lc's 3DES-CBC encryption of `data` (no padding): the independent answer.
+fn aws_lc_cbc(key: &[u8], iv: [u8; 8], data: &[u8]) -> Vec<u8> {
+    #[allow(deprecated)]
+    let k = EncryptingKey::cbc(UnboundCipherKey::new(&DES_EDE3_FOR_LEGACY_USE_ONLY, key).unwrap()).unwrap();
+    let mut out = data.to_vec();
+    k.less_safe_encrypt(&mut out, EncryptionContext::Iv64(FixedLength::from(iv))).unwrap();
+    out
+}
+
+#[test]
+fn available_where_the_cpu_has_vbmi() {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let flags: Vec<&str> =
+        cpuinfo.lines().find(|l| l.starts_with("flags")).map_or(vec![], |l| l.split_whitespace().collect());
+    let has = ["avx512f", "avx512bw", "avx512vbmi"].iter().all(|f| flags.contains(f));
+    assert_eq!(Des16::new().is_some(), has, "flags: {flags:?}");
+}
+
+/// Each row of each S-box is a permutation of 0..16 (FIPS 46-3's tables, as typed here).
+#[test]
+fn every_s_box_row_is_a_permutation() {
+    for (j, s) in fips::S.iter().enumerate() {
+        for row in s.chunks_exact(16) {
+            let mut seen = [false; 16];
+            row.iter().for_each(|&v| seen[usize::from(v)] = true);
+            assert!(seen.iter().all(|&b| b), "S{}", j + 1);
+        }
+    }
+}
+
+/// One case of a CAVP TDES file: key (24 bytes), IV, input, expected output.
+struct Case {
+    key: Vec<u8>,
+    iv: [u8; 8],
+    input: Vec<u8>,
+    want: Vec<u8>,
+}
+
+/// The cases of `file`'s `[ENCRYPT]` section, or with `decrypt` its `[DECRYPT]` one
+/// (`KEY1..3 =`, or one `KEYs =` for all three).
+fn cavp(file: &str, decrypt: bool) -> Vec<Case> {
+    let (encrypt, decrypt_part) = file.split_once("[DECRYPT]").unwrap();
+    let field = |block: &str, name: &str| {
+        block.lines().find_map(|l| l.strip_prefix(name)).map(|v| hex(v.trim_start_matches(" = ").trim()))
+    };
+    (if decrypt { decrypt_part } else { encrypt })
+        .split("COUNT = ")
+        .skip(1)
+        .map(|block| {
+            let f = |n| field(block, n).unwrap();
+            let key = match field(block, "KEYs") {
+                Some(k) => k.repeat(3),
+                None => [f("KEY1"), f("KEY2"), f("KEY3")].concat(),
+            };
+            let (plain, cipher) = (f("PLAINTEXT"), f("CIPHERTEXT"));
+            let (input, want) = if decrypt { (cipher, plain) } else { (plain, cipher) };
+            Case { key, iv: f("IV").try_into().unwrap(), input, want }
+        })
+        .collect()
+}
+
+const CAVP: [(&str, &str, usize); 8] = [
+    ("TCBCMMT1", include_str!("../../../../conformance/vectors/nist/tdes-cbc/TCBCMMT1.rsp"), 10),
+    ("TCBCMMT2", include_str!("../../../../conformance/vectors/nist/tdes-cbc/TCBCMMT2.rsp"), 10),
+    ("TCBCMMT3", include_str!("../../../../conformance/vectors/nist/tdes-cbc/TCBCMMT3.rsp"), 10),
+    ("TCBCvarkey", include_str!("../../../../conformance/vectors/nist/tdes-cbc/TCBCvarkey.rsp"), 56),
+    ("TCBCvartext", include_str!("../../../../conformance/vectors/nist/tdes-cbc/TCBCvartext.rsp"), 64),
+    ("TCBCinvperm", include_str!("../../../../conformance/vectors/nist/tdes-cbc/TCBCinvperm.rsp"), 64),
+    ("TCBCpermop", include_str!("../../../../conformance/vectors/nist/tdes-cbc/TCBCpermop.rsp"), 32),
+    ("TCBCsubtab", include_str!("../../../../conformance/vectors/nist/tdes-cbc/TCBCsubtab.rsp"), 19),
+];
+
+/// Every case of the eight CAVP TDES CBC files, both directions, each file and direction
+/// in one call (10 to 64 lanes of different keys, and for MMT of 1 to 10 blocks: more
+/// than the 16 slots).
+#[test]
+fn cavp_tdes_cbc_each_file_in_one_call() {
+    let Some(e) = engine() else { return };
+    for (name, file, count) in CAVP {
+        for decrypt in [false, true] {
+            let cases = cavp(file, decrypt);
+            assert_eq!(cases.len(), count, "{name}");
+            let keys: Vec<Des3Keys> = cases.iter().map(|c| e.expand(&c.key).unwrap()).collect();
+            let mut bufs: Vec<Vec<u8>> = cases.iter().map(|c| c.input.clone()).collect();
+            let mut lanes: Vec<Lane<'_>> = bufs
+                .iter_mut()
+                .zip(&keys)
+                .zip(&cases)
+                .map(|((data, keys), c)| Lane { keys, iv: c.iv, data })
+                .collect();
+            let mut ws = e.workspace();
+            if decrypt { ws.decrypt(&mut lanes) } else { ws.encrypt(&mut lanes) }.unwrap();
+            for (i, (buf, c)) in bufs.iter().zip(&cases).enumerate() {
+                assert_eq!(hex_of(buf), hex_of(&c.want), "{name} case {i}, decrypt {decrypt}");
+            }
+        }
+    }
+}
+
+fn hex_of(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// TCBCMMT3 (three independent keys) case by case, each in each of the 16 slot positions
+/// beside 15 lanes of other keys, and with 15 lanes of its own key (the shared-key kernel).
+#[test]
+fn tcbcmmt3_in_every_lane_position() {
+    let Some(e) = engine() else { return };
+    let mut rng = Rng(46);
+    let other = e.expand(&rng.bytes(24)).unwrap();
+    for c in cavp(CAVP[2].1, false) {
+        let keys = e.expand(&c.key).unwrap();
+        for pos in 0..SLOTS {
+            for o in [&other, &keys] {
+                let mut bufs: Vec<Vec<u8>> = (0..SLOTS).map(|_| rng.bytes(c.input.len())).collect();
+                bufs[pos] = c.input.clone();
+                let mut lanes: Vec<Lane<'_>> = bufs
+                    .iter_mut()
+                    .enumerate()
+                    .map(|(i, data)| Lane { keys: if i == pos { &keys } else { o }, iv: c.iv, data })
+                    .collect();
+                e.workspace().encrypt(&mut lanes).unwrap();
+                assert_eq!(bufs[pos], c.want, "slot {pos}");
+            }
+        }
+    }
+}
+
+/// FIPS 46-3's worked example as reprinted in SP 800-67 and the classic DES test
+/// (key 133457799BBCDFF1, plaintext 0123456789ABCDEF -> 85E813540F0AB405), as one-key
+/// 3DES (K1 = K2 = K3), one block with a zero IV; and SP 800-67 Rev. 1 appendix B's
+/// three-key TDEA example (ECB: each block with a zero IV in its own lane).
+#[test]
+fn fips_46_3_and_sp_800_67_examples() {
+    let Some(e) = engine() else { return };
+    let keys = e.expand(&hex("133457799bbcdff1").repeat(3)).unwrap();
+    let mut block = hex("0123456789abcdef");
+    e.workspace().encrypt(&mut [Lane { keys: &keys, iv: [0; 8], data: &mut block }]).unwrap();
+    assert_eq!(hex_of(&block), "85e813540f0ab405");
+
+    let keys = e.expand(&hex("0123456789abcdef23456789abcdef01456789abcdef0123")).unwrap();
+    let plain = ["5468652071756663", "6b2062726f776e20", "666f78206a756d70"];
+    let want = ["a826fd8ce53b855f", "cce21c8112256fe6", "68d5c05dd9b6b900"];
+    let mut bufs: Vec<Vec<u8>> = plain.iter().map(|p| hex(p)).collect();
+    let mut lanes: Vec<Lane<'_>> =
+        bufs.iter_mut().map(|data| Lane { keys: &keys, iv: [0; 8], data }).collect();
+    e.workspace().encrypt(&mut lanes).unwrap();
+    assert_eq!(bufs.iter().map(|b| hex_of(b)).collect::<Vec<_>>(), want);
+}
+
+#[test]
+fn a_key_of_another_length_is_refused_by_name() {
+    let Some(e) = engine() else { return };
+    for len in [0, 8, 16, 23, 25, 32] {
+        assert_eq!(
+            e.expand(&vec![1; len]).err(),
+            Some(Error::BadKeyLength { what: "mb: 3DES key", got: len, allowed: &[24] })
+        );
+    }
+}
+
+/// Guard bytes around every lane's data: nothing outside a lane is written.
+const GUARD: usize = 24;
+
+/// Random calls against aws-lc: 1..=40 lanes, 0..=4096 bytes each in 8-byte steps, one
+/// shared key or a key per lane; distinct IVs; each lane's data between guard bytes,
+/// which must stay as they were (and so must a lane of length 0). Then decrypted in one
+/// call (the lanes in another order): the plaintext again.
+#[test]
+fn random_lanes_equal_aws_lc() {
+    let Some(e) = engine() else { return };
+    let mut rng = Rng(0xde5);
+    for case in 0..200 {
+        let n = 1 + case % 40;
+        let one_key = case % 2 == 0;
+        let raw: Vec<Vec<u8>> = (0..n).map(|_| rng.bytes(24)).collect();
+        let raw: Vec<&[u8]> = raw.iter().map(|k| if one_key { &raw[0][..] } else { &k[..] }).collect();
+        let expanded: Vec<Des3Keys> = raw.iter().map(|k| e.expand(k).unwrap()).collect();
+        // Short lengths often, so that lanes end at different times; zero sometimes.
+        let lens: Vec<usize> = (0..n)
+            .map(|_| match rng.below(4) {
+                0 => 0,
+                1 => 8 * rng.below(8),
+                _ => 8 * rng.below(513),
+            })
+            .collect();
+        let ivs: Vec<[u8; 8]> =
+            (0..n).map(|i| std::array::from_fn(|j| (i * 8 + j) as u8 ^ case as u8)).collect();
+        let plain: Vec<Vec<u8>> = lens.iter().map(|&l| rng.bytes(l + 2 * GUARD)).collect();
+        let want: Vec<Vec<u8>> = (0..n)
+            .map(|i| {
+                let mut w = plain[i].clone();
+                let body = aws_lc_cbc(raw[i], ivs[i], &plain[i][GUARD..GUARD + lens[i]]);
+                w[GUARD..GUARD + lens[i]].copy_from_slice(&body);
+                w
+            })
+            .collect();
+        let mut bufs = plain.clone();
+        let mut lanes: Vec<Lane<'_>> = bufs
+            .iter_mut()
+            .enumerate()
+            .map(|(i, b)| {
+                let len = b.len() - GUARD;
+                Lane {
+                    keys: if one_key { &expanded[0] } else { &expanded[i] },
+                    iv: ivs[i],
+                    data: &mut b[GUARD..len],
+                }
+            })
+            .collect();
+        e.workspace().encrypt(&mut lanes).unwrap();
+        for i in 0..n {
+            assert!(bufs[i] == want[i], "case {case}: lane {i} of {n}, {} bytes, one key {one_key}", lens[i]);
+        }
+        let mut lanes: Vec<Lane<'_>> = bufs
+            .iter_mut()
+            .enumerate()
+            .rev()
+            .map(|(i, b)| {
+                let len = b.len() - GUARD;
+                Lane {
+                    keys: if one_key { &expanded[0] } else { &expanded[i] },
+                    iv: ivs[i],
+                    data: &mut b[GUARD..len],
+                }
+            })
+            .collect();
+        e.workspace().decrypt(&mut lanes).unwrap();
+        for i in 0..n {
+            assert!(bufs[i] == plain[i], "case {case}: decrypting lane {i} of {n}, {} bytes", lens[i]);
+        }
+    }
+}
+
+/// More than 16 lanes of one key and one length (the refill path), and few lanes,
+/// against aws-lc; one workspace for all the calls.
+#[test]
+fn few_and_many_lanes_equal_aws_lc() {
+    let Some(e) = engine() else { return };
+    let mut rng = Rng(7);
+    let key = rng.bytes(24);
+    let keys = e.expand(&key).unwrap();
+    let mut ws = e.workspace();
+    for n in [1, 2, 3, 15, 16, 17, 31, 32, 33, 100] {
+        let plain: Vec<Vec<u8>> = (0..n).map(|_| rng.bytes(1024)).collect();
+        let mut bufs = plain.clone();
+        let mut lanes: Vec<Lane<'_>> = bufs
+            .iter_mut()
+            .enumerate()
+            .map(|(i, data)| Lane { keys: &keys, iv: [i as u8; 8], data })
+            .collect();
+        ws.encrypt(&mut lanes).unwrap();
+        for i in 0..n {
+            assert_eq!(bufs[i], aws_lc_cbc(&key, [i as u8; 8], &plain[i]), "lane {i} of {n}");
+        }
+    }
+}
+
+/// A lane whose length is not a multiple of 8 fails the whole call by name, and no lane
+/// (before or after it) is touched.
+#[test]
+fn a_partial_block_fails_the_call_before_any_lane_is_touched() {
+    let Some(e) = engine() else { return };
+    let keys = e.expand(&[9; 24]).unwrap();
+    let plain = vec![0x33; 64];
+    let (mut a, mut b, mut c) = (plain.clone(), vec![0x33; 20], plain.clone());
+    let mut lanes = [
+        Lane { keys: &keys, iv: [0; 8], data: &mut a },
+        Lane { keys: &keys, iv: [0; 8], data: &mut b },
+        Lane { keys: &keys, iv: [0; 8], data: &mut c },
+    ];
+    assert_eq!(e.workspace().encrypt(&mut lanes), Err(Error::NotBlockMultiple { len: 20, block: 8 }));
+    assert_eq!((a, b, c), (plain.clone(), vec![0x33; 20], plain));
+}
+
+#[test]
+fn no_lanes_is_fine() {
+    let Some(e) = engine() else { return };
+    assert_eq!(e.workspace().encrypt(&mut []), Ok(()));
+    let keys = e.expand(&[9; 24]).unwrap();
+    assert_eq!(e.workspace().encrypt(&mut [Lane { keys: &keys, iv: [1; 8], data: &mut [] }]), Ok(()));
+}
+
+/// Subkeys are zero once dropped; a workspace is after each call and once dropped.
+#[test]
+fn key_material_is_wiped_on_drop() {
+    let Some(e) = engine() else { return };
+    let mut keys = ManuallyDrop::new(e.expand(&[0xa5; 24]).unwrap());
+    assert!(keys.ks.iter().any(|&w| w != 0));
+    // SAFETY: dropped once, and only its plain word array is read afterwards (no
+    // destructor-owned resource is touched).
+    unsafe { ManuallyDrop::drop(&mut keys) };
+    assert!(keys.ks.iter().all(|&w| w == 0));
+
+    let zero = |ws: &Workspace| {
+        ws.chain.l.0.iter().chain(&ws.chain.r.0).all(|&w| w == 0)
+            && ws.keys.iter().flat_map(|r| r.0.iter()).all(|&w| w == 0)
+    };
+    // After a call with mixed keys (the per-slot key copies) and with one key.
+    let mut ws = e.workspace();
+    let (k1, k2) = (e.expand(&[0x5a; 24]).unwrap(), e.expand(&[0x3c; 24]).unwrap());
+    let (mut a, mut b) = ([1u8; 48], [2u8; 16]);
+    ws.encrypt(&mut [
+        Lane { keys: &k1, iv: [7; 8], data: &mut a },
+        Lane { keys: &k2, iv: [7; 8], data: &mut b },
+    ])
+    .unwrap();
+    assert!(zero(&ws));
+    ws.encrypt(&mut [Lane { keys: &k1, iv: [7; 8], data: &mut a }]).unwrap();
+    assert!(zero(&ws));
+    // And once dropped, what a fill leaves there until the call ends.
+    let mut ws = ManuallyDrop::new(e.workspace());
+    let mut data = [1u8; 8];
+    let mut t = Table { ws: &mut ws, ptr: [std::ptr::null_mut(); SLOTS], left: [0; SLOTS], shared: None };
+    t.fill::<false>(3, &mut Lane { keys: &k1, iv: [0x77; 8], data: &mut data });
+    assert!(!zero(&ws));
+    // SAFETY: as above.
+    unsafe { ManuallyDrop::drop(&mut ws) };
+    assert!(zero(&ws));
+}
