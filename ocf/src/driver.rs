@@ -68,6 +68,11 @@ pub struct Capabilities {
     /// The driver processes multi-part messages ([`crate::Part`]), keeping its state for a
     /// message in the request ([`crate::PartState`]) between parts.
     pub multipart: bool,
+    /// Every request that comes *without* the "more follow" hint is finished inside
+    /// `process` (`Done` or `Busy`, never `Pending`); with the hint it may be held. Such a
+    /// request then takes the framework's synchronous path (no credit, no completion
+    /// target): the multi-buffer driver, whose lone requests cost no more than the CPU's.
+    pub synchronous_without_hint: bool,
     /// The driver takes a whole run of requests in one call and finishes every one before
     /// it returns ([`DriverSession::process_run`]), though it may hold requests given one
     /// at a time with the hint. For drivers whose cost falls with the run's length (the
@@ -90,6 +95,7 @@ impl Capabilities {
             synchronous: false,
             named_only: false,
             multipart: false,
+            synchronous_without_hint: false,
             runs: false,
         }
     }

@@ -737,3 +737,59 @@ fn submit_run_finishes_what_it_can_at_once_and_calls_back_the_rest() {
         (ring.state.hints_more.load(Ordering::SeqCst), ring.state.hints_last.load(Ordering::SeqCst));
     assert_eq!((more, last), (15, 1));
 }
+
+/// A driver that keeps every request (answers Pending) and completes it on `flush`, but
+/// promises `synchronous_without_hint`: requests without the hint take the framework's
+/// synchronous path, so keeping one is the driver's fault, named and counted; requests
+/// with the hint are held as an asynchronous driver's are.
+struct Holder {
+    kept: Mutex<Vec<(Request, SessionContext)>>,
+}
+
+struct HolderDriver(Arc<Holder>);
+
+struct HolderSession(Arc<Holder>, SessionContext);
+
+impl Driver for HolderDriver {
+    fn name(&self) -> &str {
+        "holder"
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { ciphers: vec![CipherAlg::Null], synchronous_without_hint: true, ..Default::default() }
+    }
+    fn probe_session(&self, _: &SessionParams) -> Option<Priority> {
+        Some(Priority::Hardware)
+    }
+    fn new_session(&self, _: &SessionParams, ctx: SessionContext) -> Result<Box<dyn DriverSession>, Error> {
+        Ok(Box::new(HolderSession(self.0.clone(), ctx)))
+    }
+}
+
+impl DriverSession for HolderSession {
+    fn process(&self, req: Request, _: Hint) -> Processed {
+        self.0.kept.lock().unwrap().push((req, self.1.clone()));
+        Processed::Pending
+    }
+}
+
+#[test]
+fn a_driver_synchronous_without_the_hint_gets_such_requests_on_the_synchronous_path() {
+    let fw = Framework::with_config(config());
+    let holder = Arc::new(Holder { kept: Mutex::new(Vec::new()) });
+    fw.register(Arc::new(HolderDriver(holder.clone()))).unwrap();
+    let s = fw.new_session(&params()).unwrap();
+    // Without the hint: the synchronous path, so a Pending is the driver's broken promise.
+    let e = s.run(request(1)).unwrap_err();
+    assert_eq!(e.error(), &Error::DriverFailure("a synchronous driver left a request pending"));
+    assert_eq!(s.stats().errors.get(ocf::ErrorKind::DriverFailure), 1);
+    holder.kept.lock().unwrap().clear();
+    // With the hint: held, and completed later through the callback.
+    let c = Arc::new(Collector::default());
+    let cb = c.callback();
+    s.submit(request(2).with_flags(Flags::MORE | Flags::CALLBACK_IMMEDIATE), &cb);
+    assert_eq!(c.done.load(Ordering::SeqCst), 0, "held");
+    let (r, ctx) = holder.kept.lock().unwrap().pop().unwrap();
+    ctx.done(Ok(r));
+    c.wait_for(1);
+    assert_eq!(c.bad.load(Ordering::SeqCst), 0);
+}

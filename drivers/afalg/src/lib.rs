@@ -283,6 +283,7 @@ fn capabilities_of(r: &ProbeReport, synchronous: bool) -> Capabilities {
         synchronous,
         named_only: false,
         multipart: false,
+        synchronous_without_hint: false,
         runs: false,
     }
 }

@@ -312,6 +312,10 @@ impl Driver for MbDriver {
             aeads: job::AEADS.to_vec(),
             macs: job::MACS.to_vec(),
             cipher_then_mac: true,
+            // Without the hint `process` always answers Done (lone: soft's code; else a
+            // flush), so such a request skips the framework's asynchronous set-up: a lone
+            // AES-128-GCM 1 KiB request cost 1.18-1.25x soft's with it, 1.0x without.
+            synchronous_without_hint: true,
             runs: true,
             ..Capabilities::default()
         }

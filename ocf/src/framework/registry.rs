@@ -70,6 +70,7 @@ impl Registrar for Registry {
             core,
             driver_session: Some(driver_session),
             synchronous: entry.caps.synchronous,
+            synchronous_unhinted: entry.caps.synchronous || entry.caps.synchronous_without_hint,
             runs: entry.caps.synchronous || entry.caps.runs,
             count_active: entry.caps.synchronous && self.config.policy == Policy::LeastLoaded,
         })

@@ -90,6 +90,9 @@ pub(crate) struct Binding {
     pub(crate) core: Arc<SessionCore>,
     pub(crate) driver_session: Option<Box<dyn DriverSession>>,
     pub(crate) synchronous: bool,
+    /// The driver finishes a request without the "more follow" hint in `process`
+    /// (synchronous, or [`crate::Capabilities::synchronous_without_hint`]).
+    pub(crate) synchronous_unhinted: bool,
     /// The driver finishes a whole run in one `process_run` call (synchronous, or
     /// [`crate::Capabilities::runs`]).
     pub(crate) runs: bool,

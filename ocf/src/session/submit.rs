@@ -268,7 +268,8 @@ impl SessionShared {
         // The fast path: the outcome comes straight back up the stack, so the request can
         // never wait anywhere and needs neither a credit nor a completion target. A run's
         // requests (`run_many`) are on it too: the driver finishes them all in one call.
-        let returns_now = (b.synchronous || target.is_run())
+        let synchronous = b.synchronous || (b.synchronous_unhinted && !req.flags.contains(Flags::MORE));
+        let returns_now = (synchronous || target.is_run())
             && immediate
             && self.order.is_none()
             && !req.flags.contains(Flags::BATCH);
@@ -358,6 +359,8 @@ impl SessionShared {
             if req.trip().route.decided {
                 routed_to(b, &mut req);
             }
+            // On the fast path (no credit, no target): the driver promised to finish it.
+            let fast = matches!(req.trip().notify, Notify::Return);
             match ds.process(req, hint) {
                 Processed::Done(outcome) => {
                     return match SessionCore::complete(&b.core, outcome) {
@@ -366,7 +369,7 @@ impl SessionShared {
                     };
                 }
                 Processed::Pending => {
-                    if b.synchronous {
+                    if b.synchronous || fast {
                         // The driver broke its promise; if the request was on the fast
                         // path nobody will see it again.
                         return Offered::Now(broken_sync_contract(&b.core));
