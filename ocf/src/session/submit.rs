@@ -154,7 +154,10 @@ impl SessionShared {
 
     /// A run in one `process_run` call; see `run_many`.
     fn run_whole(&self, b: &Binding, pick: Pick, reqs: &mut Vec<Request>, out: &mut Vec<Outcome>) {
-        let Some(ds) = b.driver_session.as_ref() else { return };
+        let Some(ds) = b.driver_session.as_ref() else {
+            unreachable!("a bound session always has its driver session")
+        };
+        debug_assert!(!pick.is_decided(), "a run's requests carry no decision of their own");
         let mut run = RUN.with(Cell::take);
         for mut req in reqs.drain(..) {
             // The run goes directly, as a whole: a queue's flag or a hint means nothing here.
@@ -163,9 +166,6 @@ impl SessionShared {
                 Ok((mut req, _)) => {
                     if req.trip().profiled {
                         req.trip_mut().stamps.dispatch = profile::now();
-                    }
-                    if req.trip().route.decided {
-                        routed_to(b, &mut req);
                     }
                     run.push(req)
                 }
