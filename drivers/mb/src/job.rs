@@ -32,7 +32,6 @@ use subtle::ConstantTimeEq;
 use zeroize::Zeroize;
 
 use crate::ffi::{CipherKind, Des3Keys, GcmKey, HashKind, HmacPads, JobDesc, Manager, Schedule, MAX_JOB_TAG};
-use crate::lane::IN_HAND;
 
 /// The cipher keys of a session.
 enum CipherKeys {
@@ -187,7 +186,8 @@ impl Keys {
     }
 
     /// A job descriptor for the payload `data` with its IV (any layout: the caller
-    /// gathered it), cipher sessions only. Its `user` is [`IN_HAND`].
+    /// gathered it), cipher sessions only. Its `user` is for the lane to set, as every
+    /// descriptor's (a slot, or a run's place).
     pub fn cipher_desc(&self, op: Op, data: &mut [u8], iv: &[u8]) -> JobDesc {
         let mut d = self.base(op, iv);
         d.src = data.as_ptr();
@@ -289,7 +289,8 @@ impl Keys {
             hash: self.hash,
             decrypt: u32::from(op == Op::Decrypt),
             pad: 0,
-            user: IN_HAND,
+            // Set by the lane: a held slot, or a place in a run (`lane::RUN`).
+            user: 0,
         }
     }
 }
