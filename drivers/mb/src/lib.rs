@@ -72,6 +72,9 @@ mod job;
 mod lane;
 #[cfg(target_arch = "x86_64")]
 mod slots;
+// What both 16-lane engines' tests share.
+#[cfg(all(test, target_arch = "x86_64"))]
+mod testkit;
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
