@@ -1,8 +1,9 @@
 //! What the 16-lane engines' tests share (`cbc16/tests.rs`, `des16/tests.rs`): hex, a
 //! reproducible generator, the CPU's flags, CAVP response files, and lanes of random
 //! lengths between guard bytes. Each engine's tests keep their own engine, reference
-//! (aws-lc) and lanes, and share, through [`LaneEngine`], the tests that differ only in
-//! types and sizes.
+//! (aws-lc) and lanes, and share the tests that differ only in types and sizes: each
+//! engine's tests call `lane_engine_tests!`, which implements [`LaneEngine`] for it and
+//! runs them.
 
 use ocf::Error;
 
@@ -166,3 +167,53 @@ pub(crate) fn no_lanes_is_fine<E: LaneEngine>(e: E) {
     let keys = e.expand(&[9; 32][..E::KEY]).unwrap();
     assert_eq!(E::encrypt(&mut e.workspace(), &mut [E::lane(&keys, 1, &mut [])]), Ok(()));
 }
+
+/// Implements [`LaneEngine`] for an engine whose tests define `engine()` (the engine, or
+/// `None` on a CPU without it) and whose `Lane`, `Workspace`, `expand` and `encrypt` have
+/// the shape both engines give them, with `reference(key, iv, data)` as the independent
+/// answer; and runs the shared tests on it.
+macro_rules! lane_engine_tests {
+    ($engine:ident, $keys:ident, key: $key:literal, block: $block:literal, reference: $reference:ident) => {
+        impl testkit::LaneEngine for $engine {
+            type Keys = $keys;
+            type Lane<'a> = Lane<'a>;
+            type Workspace = Workspace;
+            const KEY: usize = $key;
+            const BLOCK: usize = $block;
+            fn expand(self, key: &[u8]) -> Result<$keys, Error> {
+                $engine::expand(&self, key)
+            }
+            fn workspace(self) -> Workspace {
+                $engine::workspace(&self)
+            }
+            fn lane<'a>(keys: &'a $keys, iv: u8, data: &'a mut [u8]) -> Lane<'a> {
+                Lane { keys, iv: [iv; $block], data }
+            }
+            fn encrypt(ws: &mut Workspace, lanes: &mut [Lane<'_>]) -> Result<(), Error> {
+                ws.encrypt(lanes)
+            }
+            fn reference(key: &[u8], iv: u8, data: &[u8]) -> Vec<u8> {
+                $reference(key, [iv; $block], data)
+            }
+        }
+
+        #[test]
+        fn few_and_many_lanes_equal_aws_lc() {
+            let Some(e) = engine() else { return };
+            testkit::few_and_many_lanes_equal_reference(e);
+        }
+
+        #[test]
+        fn a_partial_block_fails_the_call_before_any_lane_is_touched() {
+            let Some(e) = engine() else { return };
+            testkit::a_partial_block_fails_the_call_before_any_lane_is_touched(e);
+        }
+
+        #[test]
+        fn no_lanes_is_fine() {
+            let Some(e) = engine() else { return };
+            testkit::no_lanes_is_fine(e);
+        }
+    };
+}
+pub(crate) use lane_engine_tests;

@@ -217,46 +217,8 @@ fn random_lanes_equal_aws_lc() {
     }
 }
 
-impl LaneEngine for Cbc16 {
-    type Keys = RoundKeys;
-    type Lane<'a> = Lane<'a>;
-    type Workspace = Workspace;
-    const KEY: usize = 16;
-    const BLOCK: usize = 16;
-    fn expand(self, key: &[u8]) -> Result<RoundKeys, Error> {
-        Cbc16::expand(&self, key)
-    }
-    fn workspace(self) -> Workspace {
-        Cbc16::workspace(&self)
-    }
-    fn lane<'a>(keys: &'a RoundKeys, iv: u8, data: &'a mut [u8]) -> Lane<'a> {
-        Lane { keys, iv: [iv; 16], data }
-    }
-    fn encrypt(ws: &mut Workspace, lanes: &mut [Lane<'_>]) -> Result<(), Error> {
-        ws.encrypt(lanes)
-    }
-    fn reference(key: &[u8], iv: u8, data: &[u8]) -> Vec<u8> {
-        aws_lc_cbc(key, [iv; 16], data)
-    }
-}
-
-#[test]
-fn few_and_many_lanes_equal_aws_lc() {
-    let Some(e) = engine() else { return };
-    testkit::few_and_many_lanes_equal_reference(e);
-}
-
-#[test]
-fn a_partial_block_fails_the_call_before_any_lane_is_touched() {
-    let Some(e) = engine() else { return };
-    testkit::a_partial_block_fails_the_call_before_any_lane_is_touched(e);
-}
-
-#[test]
-fn no_lanes_is_fine() {
-    let Some(e) = engine() else { return };
-    testkit::no_lanes_is_fine(e);
-}
+// The tests both engines share (`testkit`), on this one with aws-lc as the reference.
+testkit::lane_engine_tests!(Cbc16, RoundKeys, key: 16, block: 16, reference: aws_lc_cbc);
 
 /// Round keys are zero once dropped; a workspace is after each call and once dropped.
 #[test]
