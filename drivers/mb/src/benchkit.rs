@@ -9,6 +9,7 @@ use std::ffi::c_void;
 use std::time::{Duration, Instant};
 
 use crate::ffi::{CipherKind, DoneEntry, HashKind, JobDesc, Manager, MAX_JOBS};
+use crate::testkit::LaneEngine;
 
 /// How long one engine's round lasts.
 const ROUND: Duration = Duration::from_millis(40);
@@ -46,6 +47,22 @@ impl Case {
     pub(crate) fn new(name: &'static str, lens: Vec<usize>, one_key: bool) -> Case {
         Case { name, lens, one_key, decrypt: false }
     }
+
+    /// The engine's lanes over `bufs`: buffer `i` with `keys[i]` (`keys[0]` where the case
+    /// has one key), chained from an IV of the byte [`iv`]`(i)` repeated.
+    pub(crate) fn lanes<'a, E: LaneEngine>(
+        &self,
+        bufs: &'a mut [Vec<u8>],
+        keys: &'a [E::Keys],
+    ) -> Vec<E::Lane<'a>> {
+        let key = |i| if self.one_key { &keys[0] } else { &keys[i] };
+        bufs.iter_mut().enumerate().map(|(i, data)| E::lane(key(i), iv(i), data)).collect()
+    }
+}
+
+/// The byte buffer `i`'s IV repeats, for every engine.
+pub(crate) fn iv(i: usize) -> u8 {
+    i as u8 ^ 0x5c
 }
 
 /// How a table shows rates: its unit's name, bytes per unit, and decimals.

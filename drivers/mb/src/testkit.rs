@@ -110,7 +110,8 @@ pub(crate) fn guarded_lanes<'a, L>(
     lanes
 }
 
-/// An engine as the tests both engines share drive it: encryption of lanes with one key.
+/// An engine as the tests both engines share drive it (and `benchkit` builds its lanes):
+/// encryption of lanes with one key.
 pub(crate) trait LaneEngine: Copy {
     type Keys;
     type Lane<'a>;

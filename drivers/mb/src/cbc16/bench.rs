@@ -14,7 +14,7 @@ use aws_lc_rs::cipher::{EncryptingKey, EncryptionContext, UnboundCipherKey, AES_
 use aws_lc_rs::iv::FixedLength;
 
 use super::*;
-use crate::benchkit::{best, rate, report, Case, JobKeys, Jobs, Unit};
+use crate::benchkit::{best, iv, rate, report, Case, JobKeys, Jobs, Unit};
 use crate::ffi::{CipherKind, Schedule};
 
 const ROUNDS: usize = 21;
@@ -34,7 +34,7 @@ fn measure(e: Cbc16, case: &Case) -> (f64, Option<f64>, f64) {
     let raw: Vec<[u8; 16]> = (0..n)
         .map(|i| std::array::from_fn(|j| if case.one_key { j as u8 } else { (i * 31 + j) as u8 }))
         .collect();
-    let ivs: Vec<[u8; 16]> = (0..n).map(|i| [i as u8 ^ 0x5c; 16]).collect();
+    let ivs: Vec<[u8; 16]> = (0..n).map(|i| [iv(i); 16]).collect();
     let bytes: usize = case.lens.iter().sum();
     let mut bufs: Vec<Vec<u8>> = case.lens.iter().map(|&l| vec![0xa7; l]).collect();
 
@@ -64,12 +64,7 @@ fn measure(e: Cbc16, case: &Case) -> (f64, Option<f64>, f64) {
         if let Some(mut jobs) = mb.as_ref().and_then(|j| j.start()) {
             m.push(rate(bytes, 32, || jobs.run(&mut bufs, &ivs, false)));
         }
-        let mut lanes: Vec<Lane<'_>> = bufs
-            .iter_mut()
-            .zip(&ours)
-            .zip(&ivs)
-            .map(|((data, k), iv)| Lane { keys: if case.one_key { &ours[0] } else { k }, iv: *iv, data })
-            .collect();
+        let mut lanes = case.lanes::<Cbc16>(&mut bufs, &ours);
         c.push(rate(bytes, 32, || ws.encrypt(&mut lanes).unwrap()));
     }
     (best(a), (!m.is_empty()).then(|| best(m)), best(c))

@@ -13,7 +13,7 @@ use aws_lc_rs::cipher::{
 use aws_lc_rs::iv::FixedLength;
 
 use super::*;
-use crate::benchkit::{best, rate, report, Case, JobKeys, Jobs, Unit};
+use crate::benchkit::{best, iv, rate, report, Case, JobKeys, Jobs, Unit};
 use crate::ffi::{self, CipherKind};
 
 const ROUNDS: usize = 11;
@@ -33,7 +33,7 @@ fn measure(e: Des16, case: &Case) -> (f64, Option<f64>, f64) {
     let raw: Vec<[u8; 24]> = (0..n)
         .map(|i| std::array::from_fn(|j| if case.one_key { j as u8 * 7 } else { (i * 31 + j * 7) as u8 }))
         .collect();
-    let ivs: Vec<[u8; 8]> = (0..n).map(|i| [i as u8 ^ 0x5c; 8]).collect();
+    let ivs: Vec<[u8; 8]> = (0..n).map(|i| [iv(i); 8]).collect();
     let bytes: usize = case.lens.iter().sum();
     let mut bufs: Vec<Vec<u8>> = case.lens.iter().map(|&l| vec![0xa7; l]).collect();
 
@@ -61,12 +61,7 @@ fn measure(e: Des16, case: &Case) -> (f64, Option<f64>, f64) {
         if let Some(mut jobs) = mb.as_ref().and_then(|j| j.start()) {
             m.push(rate(bytes, 1, || jobs.run(&mut bufs, &ivs, case.decrypt)));
         }
-        let mut lanes: Vec<Lane<'_>> = bufs
-            .iter_mut()
-            .zip(&ours)
-            .zip(&ivs)
-            .map(|((data, k), iv)| Lane { keys: if case.one_key { &ours[0] } else { k }, iv: *iv, data })
-            .collect();
+        let mut lanes = case.lanes::<Des16>(&mut bufs, &ours);
         c.push(rate(bytes, 1, || {
             if case.decrypt { ws.decrypt(&mut lanes) } else { ws.encrypt(&mut lanes) }.unwrap()
         }));
