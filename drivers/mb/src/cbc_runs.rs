@@ -75,28 +75,27 @@ mod on_x86 {
                     || engine.workspace(),
                     |ws, lanes| ws.encrypt(lanes).is_ok(),
                 ),
-                CbcRuns::Des3(engine, keys) => {
-                    let make = || engine.workspace();
-                    let encrypted = call(
-                        &DES,
-                        reqs,
-                        Op::Encrypt,
-                        taken,
-                        |iv, data| des16::Lane { keys, iv, data },
-                        make,
-                        |ws, lanes| ws.encrypt(lanes).is_ok(),
-                    );
-                    encrypted
-                        + call(
+                // Its encryptions in one call, then its decryptions in another.
+                CbcRuns::Des3(engine, keys) => [Op::Encrypt, Op::Decrypt]
+                    .into_iter()
+                    .map(|op| {
+                        call(
                             &DES,
                             reqs,
-                            Op::Decrypt,
+                            op,
                             taken,
                             |iv, data| des16::Lane { keys, iv, data },
-                            make,
-                            |ws, lanes| ws.decrypt(lanes).is_ok(),
+                            || engine.workspace(),
+                            |ws, lanes| {
+                                match op {
+                                    Op::Encrypt => ws.encrypt(lanes),
+                                    _ => ws.decrypt(lanes),
+                                }
+                                .is_ok()
+                            },
                         )
-                }
+                    })
+                    .sum(),
             }
         }
     }

@@ -64,6 +64,9 @@
 #[cfg(target_arch = "x86_64")]
 mod cbc16;
 mod cbc_runs;
+// The throughput harness both 16-lane engines' measurements use.
+#[cfg(all(test, target_arch = "x86_64"))]
+mod benchkit;
 // The AVX-512 VBMI 3DES-CBC engine: runs use it too (`cbc_runs`); the held path does not.
 #[cfg(target_arch = "x86_64")]
 mod des16;
@@ -72,6 +75,9 @@ mod job;
 mod lane;
 #[cfg(target_arch = "x86_64")]
 mod slots;
+// What both 16-lane engines' tests share.
+#[cfg(all(test, target_arch = "x86_64"))]
+mod testkit;
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -14,10 +14,10 @@ use aws_lc_rs::cipher::{EncryptingKey, EncryptionContext, UnboundCipherKey, AES_
 use aws_lc_rs::iv::FixedLength;
 
 use super::*;
-
-fn hex(s: &str) -> Vec<u8> {
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
-}
+use crate::testkit::{
+    self, cavp_blocks, cavp_field, cpu_has, expected, guarded, guarded_lanes, hex, random_lens, LaneEngine,
+    Rng,
+};
 
 /// The engine, or `None` (and a note) on a CPU without VAES-512: every test then checks
 /// only that `new` agrees with the CPU's flags (`available_where_the_cpu_has_vaes_512`).
@@ -27,24 +27,6 @@ fn engine() -> Option<Cbc16> {
         eprintln!("cbc16: this CPU lacks AVX-512F/VAES: nothing to run");
     }
     e
-}
-
-/// A deterministic generator (xorshift64*): reproducible cases without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
 }
 
 /// aws-lc's AES-CBC encryption of `data` (no padding): the independent answer.
@@ -62,10 +44,7 @@ fn aws_lc_cbc(key: &[u8], iv: [u8; 16], data: &[u8]) -> Vec<u8> {
 
 #[test]
 fn available_where_the_cpu_has_vaes_512() {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let flags: Vec<&str> =
-        cpuinfo.lines().find(|l| l.starts_with("flags")).map_or(vec![], |l| l.split_whitespace().collect());
-    let has = ["avx512f", "vaes", "aes"].iter().all(|f| flags.contains(f));
+    let (has, flags) = cpu_has(&["avx512f", "vaes", "aes"]);
     assert_eq!(Cbc16::new().is_some(), has, "flags: {flags:?}");
 }
 
@@ -174,12 +153,8 @@ fn cavp_cbcmmt_all_in_one_call() {
         include_str!("../../../../conformance/vectors/nist/aes-cbc/CBCMMT192.rsp"),
         include_str!("../../../../conformance/vectors/nist/aes-cbc/CBCMMT256.rsp"),
     ] {
-        let encrypt = file.split("[DECRYPT]").next().unwrap();
-        let field = |block: &str, name: &str| {
-            block.lines().find_map(|l| l.strip_prefix(name)).map(|v| hex(v.trim_start_matches(" = ").trim()))
-        };
-        for block in encrypt.split("COUNT = ").skip(1) {
-            let f = |n| field(block, n).unwrap();
+        for block in cavp_blocks(file, false) {
+            let f = |n| cavp_field(block, n).unwrap();
             cases.push((f("KEY"), f("IV"), f("PLAINTEXT"), f("CIPHERTEXT")));
         }
     }
@@ -197,9 +172,6 @@ fn cavp_cbcmmt_all_in_one_call() {
         assert_eq!(buf, &c.3, "case {i}");
     }
 }
-
-/// Guard bytes around every lane's data: nothing outside a lane is written.
-const GUARD: usize = 32;
 
 /// Random calls against aws-lc: 1..=40 lanes, 0..=4096 bytes each in 16-byte steps, one
 /// shared key, or mixed keys of one length, or of all three lengths; distinct IVs; each
@@ -227,38 +199,17 @@ fn random_lanes_equal_aws_lc() {
         let raw: Vec<&[u8]> = raw.iter().map(|k| if key_mix == 0 { &shared[..] } else { &k[..] }).collect();
         let one = e.expand(&shared).unwrap();
         let expanded: Vec<RoundKeys> = raw.iter().map(|k| e.expand(k).unwrap()).collect();
-        // Short lengths often, so that lanes end at different times; zero sometimes.
-        let lens: Vec<usize> = (0..n)
-            .map(|_| match rng.below(4) {
-                0 => 0,
-                1 => 16 * rng.below(8),
-                _ => 16 * rng.below(257),
-            })
-            .collect();
+        let lens = random_lens(&mut rng, n, 16, 256);
         let ivs: Vec<[u8; 16]> =
             (0..n).map(|i| std::array::from_fn(|j| (i * 16 + j) as u8 ^ case as u8)).collect();
-        let plain: Vec<Vec<u8>> = lens.iter().map(|&l| rng.bytes(l + 2 * GUARD)).collect();
-        let want: Vec<Vec<u8>> = (0..n)
-            .map(|i| {
-                let mut w = plain[i].clone();
-                let body = aws_lc_cbc(raw[i], ivs[i], &plain[i][GUARD..GUARD + lens[i]]);
-                w[GUARD..GUARD + lens[i]].copy_from_slice(&body);
-                w
-            })
-            .collect();
+        let plain = guarded(&mut rng, &lens);
+        let want = expected(&plain, |i, body| aws_lc_cbc(raw[i], ivs[i], body));
         let mut bufs = plain.clone();
-        let mut lanes: Vec<Lane<'_>> = bufs
-            .iter_mut()
-            .enumerate()
-            .map(|(i, b)| {
-                let len = b.len() - GUARD;
-                Lane {
-                    keys: if key_mix == 0 { &one } else { &expanded[i] },
-                    iv: ivs[i],
-                    data: &mut b[GUARD..len],
-                }
-            })
-            .collect();
+        let mut lanes = guarded_lanes(&mut bufs, false, |i, data| Lane {
+            keys: if key_mix == 0 { &one } else { &expanded[i] },
+            iv: ivs[i],
+            data,
+        });
         e.workspace().encrypt(&mut lanes).unwrap();
         for i in 0..n {
             assert!(bufs[i] == want[i], "case {case}: lane {i} of {n}, {} bytes, keys {key_mix}", lens[i]);
@@ -266,51 +217,8 @@ fn random_lanes_equal_aws_lc() {
     }
 }
 
-/// More than 16 lanes of one key and one length (the refill path without retirement
-/// order effects), and the 1–3 lane calls, against aws-lc.
-#[test]
-fn few_and_many_lanes_equal_aws_lc() {
-    let Some(e) = engine() else { return };
-    let mut rng = Rng(7);
-    let key = rng.bytes(16);
-    let keys = e.expand(&key).unwrap();
-    for n in [1, 2, 3, 15, 16, 17, 31, 32, 33, 100] {
-        let plain: Vec<Vec<u8>> = (0..n).map(|_| rng.bytes(1024)).collect();
-        let mut bufs = plain.clone();
-        let mut lanes: Vec<Lane<'_>> = bufs
-            .iter_mut()
-            .enumerate()
-            .map(|(i, data)| Lane { keys: &keys, iv: [i as u8; 16], data })
-            .collect();
-        e.workspace().encrypt(&mut lanes).unwrap();
-        for i in 0..n {
-            assert_eq!(bufs[i], aws_lc_cbc(&key, [i as u8; 16], &plain[i]), "lane {i} of {n}");
-        }
-    }
-}
-
-/// A lane whose length is not a multiple of 16 fails the whole call by name, and no lane
-/// (before or after it) is touched.
-#[test]
-fn a_partial_block_fails_the_call_before_any_lane_is_touched() {
-    let Some(e) = engine() else { return };
-    let keys = e.expand(&[9; 16]).unwrap();
-    let plain = vec![0x33; 64];
-    let (mut a, mut b, mut c) = (plain.clone(), vec![0x33; 40], plain.clone());
-    let mut lanes = [
-        Lane { keys: &keys, iv: [0; 16], data: &mut a },
-        Lane { keys: &keys, iv: [0; 16], data: &mut b },
-        Lane { keys: &keys, iv: [0; 16], data: &mut c },
-    ];
-    assert_eq!(e.workspace().encrypt(&mut lanes), Err(Error::NotBlockMultiple { len: 40, block: 16 }));
-    assert_eq!((a, b, c), (plain.clone(), vec![0x33; 40], plain));
-}
-
-#[test]
-fn no_lanes_is_fine() {
-    let Some(e) = engine() else { return };
-    assert_eq!(e.workspace().encrypt(&mut []), Ok(()));
-}
+// The tests both engines share (`testkit`), on this one with aws-lc as the reference.
+testkit::lane_engine_tests!(Cbc16, RoundKeys, key: 16, block: 16, reference: aws_lc_cbc);
 
 /// Round keys are zero once dropped; a workspace is after each call and once dropped.
 #[test]

@@ -16,10 +16,10 @@ use aws_lc_rs::cipher::{EncryptingKey, EncryptionContext, UnboundCipherKey};
 use aws_lc_rs::iv::FixedLength;
 
 use super::*;
-
-fn hex(s: &str) -> Vec<u8> {
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
-}
+use crate::testkit::{
+    self, cavp_blocks, cavp_field, cpu_has, expected, guarded, guarded_lanes, hex, hex_of, random_lens,
+    LaneEngine, Rng,
+};
 
 /// The engine, or `None` (and a note) on a CPU without VBMI: every test then checks only
 /// that `new` agrees with the CPU's flags (`available_where_the_cpu_has_vbmi`).
@@ -29,24 +29,6 @@ fn engine() -> Option<Des16> {
         eprintln!("des16: this CPU lacks AVX-512 VBMI: nothing to run");
     }
     e
-}
-
-/// A deterministic generator (xorshift64*): reproducible cases without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
 }
 
 /// aws-lc's 3DES-CBC encryption of `data` (no padding): the independent answer.
@@ -60,10 +42,7 @@ fn aws_lc_cbc(key: &[u8], iv: [u8; 8], data: &[u8]) -> Vec<u8> {
 
 #[test]
 fn available_where_the_cpu_has_vbmi() {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let flags: Vec<&str> =
-        cpuinfo.lines().find(|l| l.starts_with("flags")).map_or(vec![], |l| l.split_whitespace().collect());
-    let has = ["avx512f", "avx512bw", "avx512vbmi"].iter().all(|f| flags.contains(f));
+    let (has, flags) = cpu_has(&["avx512f", "avx512bw", "avx512vbmi"]);
     assert_eq!(Des16::new().is_some(), has, "flags: {flags:?}");
 }
 
@@ -90,16 +69,10 @@ struct Case {
 /// The cases of `file`'s `[ENCRYPT]` section, or with `decrypt` its `[DECRYPT]` one
 /// (`KEY1..3 =`, or one `KEYs =` for all three).
 fn cavp(file: &str, decrypt: bool) -> Vec<Case> {
-    let (encrypt, decrypt_part) = file.split_once("[DECRYPT]").unwrap();
-    let field = |block: &str, name: &str| {
-        block.lines().find_map(|l| l.strip_prefix(name)).map(|v| hex(v.trim_start_matches(" = ").trim()))
-    };
-    (if decrypt { decrypt_part } else { encrypt })
-        .split("COUNT = ")
-        .skip(1)
+    cavp_blocks(file, decrypt)
         .map(|block| {
-            let f = |n| field(block, n).unwrap();
-            let key = match field(block, "KEYs") {
+            let f = |n| cavp_field(block, n).unwrap();
+            let key = match cavp_field(block, "KEYs") {
                 Some(k) => k.repeat(3),
                 None => [f("KEY1"), f("KEY2"), f("KEY3")].concat(),
             };
@@ -146,10 +119,6 @@ fn cavp_tdes_cbc_each_file_in_one_call() {
             }
         }
     }
-}
-
-fn hex_of(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// TCBCMMT3 (three independent keys) case by case, each in each of the 16 slot positions
@@ -210,9 +179,6 @@ fn a_key_of_another_length_is_refused_by_name() {
     }
 }
 
-/// Guard bytes around every lane's data: nothing outside a lane is written.
-const GUARD: usize = 24;
-
 /// Random calls against aws-lc: 1..=40 lanes, 0..=4096 bytes each in 8-byte steps, one
 /// shared key or a key per lane; distinct IVs; each lane's data between guard bytes,
 /// which must stay as they were (and so must a lane of length 0). Then decrypted in one
@@ -227,55 +193,19 @@ fn random_lanes_equal_aws_lc() {
         let raw: Vec<Vec<u8>> = (0..n).map(|_| rng.bytes(24)).collect();
         let raw: Vec<&[u8]> = raw.iter().map(|k| if one_key { &raw[0][..] } else { &k[..] }).collect();
         let expanded: Vec<Des3Keys> = raw.iter().map(|k| e.expand(k).unwrap()).collect();
-        // Short lengths often, so that lanes end at different times; zero sometimes.
-        let lens: Vec<usize> = (0..n)
-            .map(|_| match rng.below(4) {
-                0 => 0,
-                1 => 8 * rng.below(8),
-                _ => 8 * rng.below(513),
-            })
-            .collect();
+        let lens = random_lens(&mut rng, n, 8, 512);
         let ivs: Vec<[u8; 8]> =
             (0..n).map(|i| std::array::from_fn(|j| (i * 8 + j) as u8 ^ case as u8)).collect();
-        let plain: Vec<Vec<u8>> = lens.iter().map(|&l| rng.bytes(l + 2 * GUARD)).collect();
-        let want: Vec<Vec<u8>> = (0..n)
-            .map(|i| {
-                let mut w = plain[i].clone();
-                let body = aws_lc_cbc(raw[i], ivs[i], &plain[i][GUARD..GUARD + lens[i]]);
-                w[GUARD..GUARD + lens[i]].copy_from_slice(&body);
-                w
-            })
-            .collect();
+        let plain = guarded(&mut rng, &lens);
+        let want = expected(&plain, |i, body| aws_lc_cbc(raw[i], ivs[i], body));
         let mut bufs = plain.clone();
-        let mut lanes: Vec<Lane<'_>> = bufs
-            .iter_mut()
-            .enumerate()
-            .map(|(i, b)| {
-                let len = b.len() - GUARD;
-                Lane {
-                    keys: if one_key { &expanded[0] } else { &expanded[i] },
-                    iv: ivs[i],
-                    data: &mut b[GUARD..len],
-                }
-            })
-            .collect();
+        let keys = |i: usize| if one_key { &expanded[0] } else { &expanded[i] };
+        let mut lanes = guarded_lanes(&mut bufs, false, |i, data| Lane { keys: keys(i), iv: ivs[i], data });
         e.workspace().encrypt(&mut lanes).unwrap();
         for i in 0..n {
             assert!(bufs[i] == want[i], "case {case}: lane {i} of {n}, {} bytes, one key {one_key}", lens[i]);
         }
-        let mut lanes: Vec<Lane<'_>> = bufs
-            .iter_mut()
-            .enumerate()
-            .rev()
-            .map(|(i, b)| {
-                let len = b.len() - GUARD;
-                Lane {
-                    keys: if one_key { &expanded[0] } else { &expanded[i] },
-                    iv: ivs[i],
-                    data: &mut b[GUARD..len],
-                }
-            })
-            .collect();
+        let mut lanes = guarded_lanes(&mut bufs, true, |i, data| Lane { keys: keys(i), iv: ivs[i], data });
         e.workspace().decrypt(&mut lanes).unwrap();
         for i in 0..n {
             assert!(bufs[i] == plain[i], "case {case}: decrypting lane {i} of {n}, {} bytes", lens[i]);
@@ -283,54 +213,8 @@ fn random_lanes_equal_aws_lc() {
     }
 }
 
-/// More than 16 lanes of one key and one length (the refill path), and few lanes,
-/// against aws-lc; one workspace for all the calls.
-#[test]
-fn few_and_many_lanes_equal_aws_lc() {
-    let Some(e) = engine() else { return };
-    let mut rng = Rng(7);
-    let key = rng.bytes(24);
-    let keys = e.expand(&key).unwrap();
-    let mut ws = e.workspace();
-    for n in [1, 2, 3, 15, 16, 17, 31, 32, 33, 100] {
-        let plain: Vec<Vec<u8>> = (0..n).map(|_| rng.bytes(1024)).collect();
-        let mut bufs = plain.clone();
-        let mut lanes: Vec<Lane<'_>> = bufs
-            .iter_mut()
-            .enumerate()
-            .map(|(i, data)| Lane { keys: &keys, iv: [i as u8; 8], data })
-            .collect();
-        ws.encrypt(&mut lanes).unwrap();
-        for i in 0..n {
-            assert_eq!(bufs[i], aws_lc_cbc(&key, [i as u8; 8], &plain[i]), "lane {i} of {n}");
-        }
-    }
-}
-
-/// A lane whose length is not a multiple of 8 fails the whole call by name, and no lane
-/// (before or after it) is touched.
-#[test]
-fn a_partial_block_fails_the_call_before_any_lane_is_touched() {
-    let Some(e) = engine() else { return };
-    let keys = e.expand(&[9; 24]).unwrap();
-    let plain = vec![0x33; 64];
-    let (mut a, mut b, mut c) = (plain.clone(), vec![0x33; 20], plain.clone());
-    let mut lanes = [
-        Lane { keys: &keys, iv: [0; 8], data: &mut a },
-        Lane { keys: &keys, iv: [0; 8], data: &mut b },
-        Lane { keys: &keys, iv: [0; 8], data: &mut c },
-    ];
-    assert_eq!(e.workspace().encrypt(&mut lanes), Err(Error::NotBlockMultiple { len: 20, block: 8 }));
-    assert_eq!((a, b, c), (plain.clone(), vec![0x33; 20], plain));
-}
-
-#[test]
-fn no_lanes_is_fine() {
-    let Some(e) = engine() else { return };
-    assert_eq!(e.workspace().encrypt(&mut []), Ok(()));
-    let keys = e.expand(&[9; 24]).unwrap();
-    assert_eq!(e.workspace().encrypt(&mut [Lane { keys: &keys, iv: [1; 8], data: &mut [] }]), Ok(()));
-}
+// The tests both engines share (`testkit`), on this one with aws-lc as the reference.
+testkit::lane_engine_tests!(Des16, Des3Keys, key: 24, block: 8, reference: aws_lc_cbc);
 
 /// Subkeys are zero once dropped; a workspace is after each call and once dropped.
 #[test]
