@@ -3,8 +3,8 @@
 //! both directions use; and how a batch's requests meet ocf ([`Batch`]).
 //!
 //! A batch's requests go to ocf as *runs*: the requests for one SA and direction in a row
-//! are gathered until a request for another SA comes or the batch ends, then handed over
-//! together (`ocf::Session::submit_run`). A driver that takes runs whole (the multi-buffer
+//! are gathered until a request for another SA comes, an outbound run has [`RUN_LIMIT`]
+//! (16), or the batch ends, then handed over together (`ocf::Session::submit_run`). A driver that takes runs whole (the multi-buffer
 //! driver, which encrypts 16 packets at once) gets the run in one call; a synchronous
 //! driver finishes it in the call too; an asynchronous card gets each request with ocf's
 //! "more follow" hint ([`ocf::Flags::MORE`]) on all but the last — one doorbell per run —
@@ -230,6 +230,17 @@ struct RunHead {
     first: Option<Request>,
 }
 
+/// The most outbound requests a run gathers before it goes to ocf; the SA's next packets
+/// start another. A run takes its packets' sequence numbers in one burst before any is
+/// encrypted and sent: with two threads sending for one SA (`--threads 2`), a run of a
+/// whole batch (64) that a smaller batch of the other thread overtook arrived 64 or more
+/// behind it, and the peer's 64-packet replay window dropped one as `too_old` (scripts/e2e,
+/// 32 TCP connections over two TUN loops, in one CI run). 16 fills the multi-buffer
+/// driver's lanes (longer runs of equal sizes gain it nothing) and takes sequence numbers
+/// about as gradually as one packet at a time did. Inbound runs take no sequence numbers
+/// and are not capped.
+pub(crate) const RUN_LIMIT: usize = 16;
+
 thread_local! {
     /// A run's requests and outcomes, kept between batches (no allocation per batch).
     static SPARE: std::cell::Cell<(Vec<Request>, Vec<Outcome>)> =
@@ -344,6 +355,9 @@ impl Shared {
         if let Some(h) = b.head.as_mut().filter(|h| Arc::ptr_eq(&h.sa, next) && h.way == way) {
             b.run.extend(h.first.take());
             b.run.push(req);
+            if way == Way::Out && b.run.len() >= RUN_LIMIT {
+                self.submit_run(b);
+            }
             return;
         }
         self.submit_run(b);

@@ -461,11 +461,11 @@ fn time_lifetimes_expire_through_tick() {
 
 /// Over ocf-sim's QuickAssist-like card, which completes every request later from its own
 /// thread: encapsulation and decapsulation finish in the SAs' callbacks, not in the call.
-/// A batch reaches the card with the "more follow" hint on all but its last request: one
-/// doorbell per batch (a full ring rings it early), where packets one at a time ring it
-/// each time.
+/// A batch reaches the card with the "more follow" hint on all but the last request of
+/// each run: one doorbell per inbound batch and per outbound run of 16 (a full ring rings
+/// it early), where packets one at a time ring it each time.
 #[test]
-fn over_an_asynchronous_accelerator_a_batch_rings_the_doorbell_once() {
+fn over_an_asynchronous_accelerator_a_run_rings_the_doorbell_once() {
     let (s, a) = gcm_tunnel();
     let fw = ocf::Framework::new();
     let card = ocf_sim::register_driver(&fw, "qat-like").unwrap();
@@ -495,18 +495,20 @@ fn over_an_asynchronous_accelerator_a_batch_rings_the_doorbell_once() {
     wait(&ls, n, true);
     assert_eq!(card.stats().doorbells, n as u64);
     let one_by_one = ls.take_sent();
-    // The same packets as one batch: one doorbell.
+    // The same packets as one batch: one doorbell per run of 16 (`path::RUN_LIMIT`: an
+    // outbound run takes its sequence numbers at once, so runs stay short).
     let mut out = ipsec_core::Results::default();
     (*left).output(plain.iter().map(|p| Packet::with_headroom(p)), &mut out);
     assert!(out.is_empty(), "an asynchronous driver's packets go to the sink");
     wait(&ls, n, true);
-    assert_eq!(card.stats().doorbells, n as u64 + 1);
+    let runs = n.div_ceil(16) as u64;
+    assert_eq!(card.stats().doorbells, n as u64 + runs);
     assert_eq!(card.stats().doorbell_timeouts, 0, "the last request went without the hint");
     let batched = ls.take_sent();
     // Decapsulated as a batch too, out of order or not: every packet arrives once, intact.
     (*right).input(one_by_one.into_iter().chain(batched).map(Packet::new), Via::Ip, &mut out);
     wait(&rs, 2 * n, false);
-    assert_eq!(card.stats().doorbells, n as u64 + 2);
+    assert_eq!(card.stats().doorbells, n as u64 + runs + 1, "inbound: one doorbell for the batch");
     let mut got = rs.take_delivered();
     got.sort();
     plain.extend(plain.clone());
@@ -849,9 +851,10 @@ impl ocf::DriverSession for RunsSession {
     }
 }
 
-/// A batch meets ocf as runs: each SA's packets in a row reach a driver that takes runs in
-/// one call (`Session::submit_run`) and are finished in the call, into the results; the
-/// one-packet calls go one request at a time. Every packet arrives once, intact.
+/// A batch meets ocf as runs: each SA's packets in a row (out, at most 16) reach a driver
+/// that takes runs in one call (`Session::submit_run`) and are finished in the call, into
+/// the results; the one-packet calls go one request at a time. Every packet arrives once,
+/// intact.
 #[test]
 fn a_batch_reaches_a_driver_that_takes_runs_as_one_run_per_sa() {
     let (s, a) = gcm_tunnel();
@@ -863,14 +866,15 @@ fn a_batch_reaches_a_driver_that_takes_runs_as_one_run_per_sa() {
     let mut out = ipsec_core::Results::default();
     (*left).output(plain.iter().map(|p| Packet::with_headroom(p)), &mut out);
     assert_eq!(out.transmit.len(), 24, "finished in the call");
-    assert_eq!(*lengths.lock().unwrap(), vec![24], "one run for the batch");
+    // Outbound runs stop at 16 (`path::RUN_LIMIT`); inbound the batch is one run.
+    assert_eq!(*lengths.lock().unwrap(), vec![16, 8], "runs of at most 16 out");
     let sent: Vec<Packet> = out.transmit.drain(..).collect();
     (*right).input(sent, Via::Ip, &mut out);
-    assert_eq!(*lengths.lock().unwrap(), vec![24, 24]);
+    assert_eq!(*lengths.lock().unwrap(), vec![16, 8, 24], "one run in");
     let got: Vec<Vec<u8>> = out.deliver.drain(..).map(|p| p.bytes().to_vec()).collect();
     assert_eq!(got, plain, "in order, intact");
     left.output(Packet::with_headroom(&plain[0])).unwrap();
-    assert_eq!(lengths.lock().unwrap().len(), 2, "a packet alone is not a run");
+    assert_eq!(lengths.lock().unwrap().len(), 3, "a packet alone is not a run");
     assert_eq!(ls.take_sent().len(), 1);
     assert_eq!(left.stats().total_drops() + right.stats().total_drops(), 0);
     let _ = rs;
