@@ -18,10 +18,11 @@
 //!      hint, then soft's session) ─► Done
 //!  flusher thread: parked while no lane holds anything; else every BOUND, flushes each
 //!    lane that holds jobs and was not flushed since the last look (a MORE with no follower)
-//!  process_run(run) ── a batch handed over whole (Session::run_batch): AES-CBC
-//!    encryptions and 3DES-CBC ones both ways, in place, on a 16-lane engine (`cbc_runs`:
-//!    cbc16, des16) ─► Done; every other request a job of this thread's lane (64 at most
-//!    per flush), one flush ─► all Done; nothing held
+//!  process_run(run) ── a batch handed over whole (Session::run_batch): a run of one is a
+//!    lone request (as above); else AES-CBC encryptions and 3DES-CBC ones both ways, in
+//!    place, on a 16-lane engine (`cbc_runs`: cbc16, des16) ─► Done; every other request
+//!    a job of this thread's lane (64 at most per flush), one flush ─► all Done; those no
+//!    job covers as lone requests; nothing held
 //! ```
 //!
 //! The run is the cheaper way in: the framework prepares the batch in one call, each
@@ -366,6 +367,15 @@ enum Fate {
 }
 
 impl MbSession {
+    /// A request on its own, as one without the hint: always finished at once (soft's code,
+    /// or a job and a flush), which is what `synchronous_without_hint` promises.
+    fn alone(&self, req: Request) -> Outcome {
+        match self.process(req, Hint::default()) {
+            Processed::Done(o) => o,
+            _ => unreachable!("without the hint mb answers at once"),
+        }
+    }
+
     /// The requests of a run (at most [`RUN_MAX`]) still `Fate::Alone` (not taken by the
     /// engine), as jobs of this thread's lane, and one flush: each one's fate, and the
     /// error of each that failed. Requests no job covers (a layout of soft's, a bad op,
@@ -418,17 +428,14 @@ impl MbSession {
 }
 
 impl DriverSession for MbSession {
-    /// A run in hand ([`ocf::Session::run_batch`]): its jobs go to this thread's lane
-    /// together and one flush finishes them; nothing is held, nothing waits for a follower.
+    /// A run in hand ([`ocf::Session::run_batch`]): CBC on an engine, the rest as jobs of
+    /// this thread's lane that one flush finishes; nothing is held, nothing waits for a
+    /// follower.
     fn process_run(&self, run: &mut Vec<Request>, done: &mut Vec<Outcome>) {
         if let [_] = run.as_slice() {
             // A run of one is a lone request: soft's code (an engine's one lane ran 3DES at
             // 0.57x soft's; IPsec-MB's one-job flush AES-CBC at half of it).
-            let req = run.pop().expect("one request");
-            match self.process(req, Hint::default()) {
-                Processed::Done(o) => done.push(o),
-                _ => unreachable!("without the hint mb answers at once"),
-            }
+            done.push(self.alone(run.pop().expect("one request")));
             return;
         }
         let mut out = completions();
@@ -449,10 +456,7 @@ impl DriverSession for MbSession {
                         Err(Failed::new(errors.swap_remove(at).1, req))
                     }
                     // Not a job of the run: on its own, as a request without the hint.
-                    Fate::Alone => match self.process(req, Hint::default()) {
-                        Processed::Done(o) => o,
-                        _ => unreachable!("without the hint mb answers at once"),
-                    },
+                    Fate::Alone => self.alone(req),
                 });
             }
         }

@@ -6,8 +6,8 @@
 //!  input(batch, via) ─┐                                            │  one ocf request each,
 //!  input_payloads(batch) ─ per packet: inbound.rs (SAD, replay) ───┤  gathered into a run
 //!                                                                  ▼  per SA and direction
-//!                        submit_run: a request for another SA (or the batch's end) sends
-//!                                the run to ocf whole (Session::submit_run)
+//!                        submit_run: a request for another SA, 16 outbound (RUN_LIMIT)
+//!                                or the batch's end sends the run to ocf whole
 //!                                                                  │
 //!        driver that takes runs (mb), or synchronous (soft): the whole run finished in
 //!                                the call ─► Results { transmit, deliver } ─► caller
