@@ -110,12 +110,12 @@ fn the_guides_files_load_and_carry_traffic_both_ways() {
     let host_a = [10, 98, 1, 10];
     let host_b = [10, 98, 2, 10];
     let ab = packet(host_a, host_b);
-    assert_eq!(through(&a, &b, &ab), [ab.clone()], "host a -> host b");
+    assert_eq!(through(&a, &b, &ab), [ab], "host a -> host b");
     let ba = packet(host_b, host_a);
-    assert_eq!(through(&b, &a, &ba), [ba.clone()], "host b -> host a");
+    assert_eq!(through(&b, &a, &ba), [ba], "host b -> host a");
     // The gateway's own ping with -I 10.98.1.1, and without (source 10.99.0.1: no policy).
     let own = packet([10, 98, 1, 1], host_b);
-    assert_eq!(through(&a, &b, &own), [own.clone()], "ping -I 10.98.1.1");
+    assert_eq!(through(&a, &b, &own), [own], "ping -I 10.98.1.1");
     let bare = packet([10, 99, 0, 1], host_b);
     assert_eq!(a.output_one(Packet::with_headroom(&bare), &mut Results::default()), Err(Drop::NoPolicy));
 }
