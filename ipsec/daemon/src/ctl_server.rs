@@ -12,7 +12,8 @@
 //!     │ setkey: a first "working\n"; the client is gone (EPIPE)? ── nothing applied
 //!     │
 //!     ├─ heartbeat thread: "working\n" every Limits::heartbeat until the answer is ready
-//!     └─ Handler::stats at once │ Handler::change under the change lock: one at a time
+//!     └─ Handler::stats at once │ Handler::change (setkey keys: change_showing_keys) under
+//!                               │ the change lock: one at a time
 //!     ▼
 //!  the reply, written by Limits::deadline; closed
 //! ```
