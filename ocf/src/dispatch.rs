@@ -1,7 +1,7 @@
 //! Dispatch and return: how requests travel between submitters, drivers and callbacks.
 //!
-//! This is the machinery of section 3 of the seed paper (Leffler, "Cryptographic Device
-//! Support for FreeBSD"), whose lesson is that the framework's own overhead — thread hops,
+//! This is the machinery of section 3 of Leffler's "Cryptographic Device Support for
+//! FreeBSD" (BSDCon 2003), whose lesson is that the framework's own overhead — thread hops,
 //! shared locks, dropped requests — decides performance.
 //!
 //! ```text

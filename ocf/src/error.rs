@@ -1,6 +1,6 @@
 //! The one error type of the framework, and the counters that account for every error.
 //!
-//! The seed paper: "Every error or failure is accounted for separately so problems can be
+//! Leffler, "Cryptographic Device Support for FreeBSD": "Every error or failure is accounted for separately so problems can be
 //! determined immediately." Each [`Error`] variant has an [`ErrorKind`]; the framework
 //! increments an [`ErrorCounts`] slot for every error it returns or delivers — per session,
 //! per driver, and framework-wide for errors that happen before a driver is involved.

@@ -74,7 +74,7 @@ pub enum Mode {
     /// decrypt verifies the MAC first and decrypts only if it matched.
     CipherThenMac { cipher: CipherAlg, cipher_key: Key, mac: MacAlg, mac_key: Key, tag_len: usize },
     /// Lossless compression ([`crate::Op::Compress`] / [`crate::Op::Decompress`]), as the
-    /// seed's OCF carried CRYPTO_DEFLATE_COMP beside its ciphers. The result's length
+    /// BSDs' OCF carried CRYPTO_DEFLATE_COMP beside its ciphers. The result's length
     /// differs from the input's: it goes to the request's `out` buffer, whose room is the
     /// limit, and its length comes back in [`crate::RequestFields::result_len`] (FreeBSD's
     /// crp_olen). See [`crate::Op::Compress`] for the rules.

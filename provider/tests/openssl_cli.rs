@@ -250,3 +250,74 @@ fn a_pinned_driver_serves_every_session_even_with_more_cards() {
     // Pinned sessions make no routing decisions.
     assert!(report.contains(", 0 full decisions"), "{report}");
 }
+
+/// The requests and bytes of the soft row of the report at `path`, removed after reading (so that the next command's report is read alone).
+fn soft_requests(path: &std::path::Path) -> (u64, u64) {
+    let report = std::fs::read_to_string(path).unwrap_or_default();
+    let _ = std::fs::remove_file(path);
+    let (requests, bytes, _) = soft_row(&report);
+    (requests, bytes)
+}
+
+/// `openssl dgst -sha256 -provider ocf` printed the right hash while `OCF_STATS` counted 0
+/// requests. The statistics were right: OpenSSL 3.0's `dgst -sha256` does not use a
+/// provider loaded with `-provider` unless a property query is given (with only the legacy
+/// provider, which has no SHA-256, it prints the same hash). `docs/provider.md` says so;
+/// this pins what it says: with `-propquery provider=ocf`, as `openssl sha256`, and with the
+/// guide's own openssl.cnf (read from the guide), the digest goes through ocf, and its hash
+/// is OpenSSL's; with a wrong module path in that file nothing says so but `openssl list
+/// -providers`.
+#[test]
+fn dgst_goes_through_ocf_with_a_property_query_and_the_guides_openssl_cnf() {
+    let dir = module_dir();
+    let path = dir.path().to_str().expect("utf-8 path");
+    let input = dir.path().join("in");
+    std::fs::write(&input, vec![0x61u8; 100_000]).expect("write input");
+    let input = input.to_str().expect("utf-8 path");
+    let report = dir.path().join("stats.txt");
+    let stats = [("OCF_STATS", report.to_str().expect("utf-8"))];
+    let (ok, reference) = openssl(&["dgst", "-sha256", input], &[]);
+    assert!(ok, "{reference}");
+    let hash = reference.rsplit("= ").next().expect("a hash").trim().to_owned();
+    let load = ["-provider-path", path, "-provider", "ocf"];
+    // dgst with ocf loaded but no property query: ocf idle.
+    let (ok, text) = openssl(&[&["dgst", "-sha256"][..], &load, &[input]].concat(), &stats);
+    assert!(ok && text.contains(&hash), "{text}");
+    assert_eq!(soft_requests(&report), (0, 0), "no property query: ocf is not asked");
+    // With one, with openssl sha256: through ocf.
+    let with_query =
+        [&["dgst", "-sha256"][..], &load, &["-provider", "default", "-propquery", "provider=ocf", input]];
+    for args in [with_query.concat(), [&["sha256"][..], &load, &[input]].concat()] {
+        let (ok, text) = openssl(&args, &stats);
+        assert!(ok && text.contains(&hash), "{args:?}: {text}");
+        let (requests, bytes) = soft_requests(&report);
+        assert!(requests > 0 && bytes == 100_000, "{args:?}: {requests} requests, {bytes} bytes");
+    }
+    // The guide's openssl.cnf, its module path pointed at this build.
+    let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/provider.md")).unwrap();
+    let start = guide.find("```\nopenssl_conf = openssl_init").expect("the guide's openssl.cnf") + 4;
+    let cnf_text = &guide[start..start + guide[start..].find("```").unwrap()];
+    assert!(cnf_text.contains("module = /tmp/ocf/ocf.so\n"), "{cnf_text}");
+    let cnf = dir.path().join("guide.cnf");
+    let write = |module: &str| {
+        std::fs::write(&cnf, cnf_text.replace("/tmp/ocf/ocf.so", module)).expect("write the cnf");
+        [("OPENSSL_CONF", cnf.to_str().expect("utf-8")), stats[0]]
+    };
+    let env = write(&dir.path().join("ocf.so").display().to_string());
+    let (ok, text) = openssl(&["list", "-providers"], &env);
+    let ocf = text.split("  ocf\n").nth(1).unwrap_or_else(|| panic!("ocf is not listed: {text}"));
+    assert!(ok && ocf.contains("status: active"), "{text}");
+    let _ = std::fs::remove_file(&report);
+    let (ok, text) = openssl(&["dgst", "-sha256", input], &env);
+    assert!(ok && text.contains(&hash), "{text}");
+    let (requests, bytes) = soft_requests(&report);
+    assert!(requests > 0 && bytes == 100_000, "the guide's cnf: {requests} requests, {bytes} bytes");
+    // A wrong module path: OpenSSL loads nothing, says nothing and succeeds on the default
+    // provider; `openssl list -providers` is where it shows.
+    let env = write("/nonexistent/ocf.so");
+    let (ok, text) = openssl(&["list", "-providers"], &env);
+    assert!(ok && !text.contains("  ocf\n") && text.contains("  default\n"), "{text}");
+    let (ok, text) = openssl(&["dgst", "-sha256", input], &env);
+    assert!(ok && text.contains(&hash), "{text}");
+    assert!(!report.exists(), "ocf was not loaded, so it wrote no report");
+}

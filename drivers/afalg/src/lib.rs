@@ -53,7 +53,7 @@ use ocf::{
 pub use crate::errors::{Cause, KernelErrors};
 pub use crate::names::{authenc_key, KernelAlg, SockType};
 use crate::pool::{Job, Pool, PoolCounters};
-pub use crate::probe::{Missing, ProbeReport, Probed, Unavailable};
+pub use crate::probe::{deprecates, Missing, ProbeReport, Probed, Unavailable, DEPRECATED_FROM};
 use crate::session::SessionCore;
 pub use crate::socket::{AEAD_MAX, CHUNK};
 

@@ -9,7 +9,20 @@
 //!     │
 //!  /proc/crypto ─► best entry per bound name ─► selftest passed? ─► class ─► Probed
 //!                                               └ no: refused (listed with the reason)
+//!     │
+//!  /proc/sys/kernel/osrelease ─► 7.2 or later? ─► ProbeReport::deprecated (a warning first)
 //! ```
+//!
+//! **AF_ALG's deprecation.** Linux 7.2 deprecates AF_ALG (Eric Biggers' patches "crypto:
+//! af_alg - Document the deprecation of AF_ALG" and the ones after it, April–June 2026) and
+//! drops its zero-copy path and its use of off-CPU accelerators: from 7.2 AF_ALG runs only
+//! the kernel's software implementations. A running kernel announces this nowhere but in
+//! its documentation and Kconfig help (no `/proc/crypto` field, sysfs file or log line marks
+//! it), so the probe goes by the release the kernel reports: 7.2 or later is taken as
+//! deprecating. A distribution kernel that backports the change under an older number is
+//! not recognised, and one that reverts it is still warned about. `/proc/crypto` still
+//! lists the engines on such a kernel, so a `hardware` class in the report says what the
+//! kernel has, not what AF_ALG will use: the warning says so.
 
 use std::fmt;
 
@@ -43,6 +56,40 @@ pub struct Missing {
 pub struct ProbeReport {
     pub probed: Vec<Probed>,
     pub missing: Vec<Missing>,
+    /// The kernel's release, where it is one that deprecates AF_ALG ([`deprecates`]).
+    pub deprecated: Option<String>,
+}
+
+/// The first release that deprecates AF_ALG, without zero-copy or off-CPU accelerators.
+pub const DEPRECATED_FROM: (u32, u32) = (7, 2);
+
+/// Whether a kernel release string (`uname -r`: `7.2.0-1-amd64`, `6.1.0-28-amd64`,
+/// `7.2-rc3`) is one that deprecates AF_ALG: its major.minor is at least
+/// [`DEPRECATED_FROM`]. `None` where the string does not start with `MAJOR.MINOR`.
+pub fn deprecates(release: &str) -> Option<bool> {
+    let (major, rest) = release.trim().split_once('.')?;
+    let major: u32 = major.parse().ok()?;
+    let minor = &rest[..rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len())];
+    let minor: u32 = minor.parse().ok()?;
+    Some((major, minor) >= DEPRECATED_FROM)
+}
+
+/// The running kernel's release if it deprecates AF_ALG.
+fn running_kernel_deprecates() -> Option<String> {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+    let release = release.trim();
+    deprecates(release)?.then(|| release.to_owned())
+}
+
+/// The warning a deprecating kernel gets, first in the report and in [`Unavailable`].
+fn deprecation_warning(release: &str) -> String {
+    format!(
+        "warning: Linux {release} deprecates AF_ALG (from {}.{}): no zero-copy and no off-CPU \
+         accelerators through it, only the kernel's software code; a `hardware` class below is \
+         what /proc/crypto lists, not what AF_ALG will use. On the CPU, soft or mb are faster \
+         (docs/afalg.md)",
+        DEPRECATED_FROM.0, DEPRECATED_FROM.1
+    )
 }
 
 impl ProbeReport {
@@ -61,6 +108,9 @@ fn class_name(p: Priority) -> &'static str {
 
 impl fmt::Display for ProbeReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(release) = &self.deprecated {
+            writeln!(f, "  {}", deprecation_warning(release))?;
+        }
         for p in &self.probed {
             writeln!(
                 f,
@@ -82,8 +132,9 @@ impl fmt::Display for ProbeReport {
 /// Why the driver registers nothing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Unavailable {
-    /// `socket(AF_ALG)` failed: the kernel has no AF_ALG (or it is forbidden).
-    NoAfAlg(Errno),
+    /// `socket(AF_ALG)` failed: the kernel has no AF_ALG (or it is forbidden). With the
+    /// kernel's release where it is one that deprecates AF_ALG.
+    NoAfAlg(Errno, Option<String>),
     /// `/proc/crypto` could not be read.
     ProcCrypto(String),
     /// AF_ALG answers, but no algorithm ocf names is usable.
@@ -93,12 +144,21 @@ pub enum Unavailable {
 impl fmt::Display for Unavailable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Unavailable::NoAfAlg(e) => write!(
+            Unavailable::NoAfAlg(e, None) => write!(
                 f,
                 "afalg: unavailable: this kernel has no AF_ALG sockets (socket(AF_ALG): {}); it needs \
                  CONFIG_CRYPTO_USER_API_{{SKCIPHER,AEAD,HASH}} (modules af_alg, algif_skcipher, \
                  algif_aead, algif_hash)",
                 e.desc()
+            ),
+            Unavailable::NoAfAlg(e, Some(release)) => write!(
+                f,
+                "afalg: unavailable: this kernel has no AF_ALG sockets (socket(AF_ALG): {}); Linux \
+                 {release} deprecates AF_ALG (from {}.{}) and may be built without it: use soft or mb \
+                 (docs/afalg.md)",
+                e.desc(),
+                DEPRECATED_FROM.0,
+                DEPRECATED_FROM.1
             ),
             Unavailable::ProcCrypto(why) => write!(f, "afalg: unavailable: cannot read /proc/crypto: {why}"),
             Unavailable::NothingUsable(r) => {
@@ -139,9 +199,10 @@ pub(crate) fn candidates() -> Vec<KernelAlg> {
 
 /// Probes the running kernel (see the module docs).
 pub fn probe_kernel() -> Result<ProbeReport, Unavailable> {
-    af_alg_socket().map_err(Unavailable::NoAfAlg)?;
+    let deprecated = running_kernel_deprecates();
+    af_alg_socket().map_err(|e| Unavailable::NoAfAlg(e, deprecated.clone()))?;
     let mut bound = Vec::new();
-    let mut report = ProbeReport::default();
+    let mut report = ProbeReport { deprecated, ..ProbeReport::default() };
     for alg in candidates() {
         match Transform::bind(alg.kind, &alg.name) {
             Ok(t) => bound.push((alg, t)),
@@ -226,7 +287,51 @@ mod tests {
 
     #[test]
     fn unavailable_says_why() {
-        let e = Unavailable::NoAfAlg(Errno::EAFNOSUPPORT).to_string();
+        let e = Unavailable::NoAfAlg(Errno::EAFNOSUPPORT, None).to_string();
         assert!(e.contains("no AF_ALG") && e.contains("Address family not supported"), "{e}");
+        assert!(!e.contains("deprecates"), "{e}");
+        let e = Unavailable::NoAfAlg(Errno::EAFNOSUPPORT, Some("7.2.0-1-amd64".into())).to_string();
+        assert!(e.contains("Linux 7.2.0-1-amd64 deprecates AF_ALG") && e.contains("soft or mb"), "{e}");
+    }
+
+    /// Releases as `uname -r` prints them: Debian's, Fedora's, release candidates, a
+    /// two-digit minor, the 7.x boundary; and what is not a release.
+    #[test]
+    fn deprecation_is_read_from_the_release() {
+        for (release, want) in [
+            ("6.1.0-28-amd64", Some(false)),
+            ("6.19.3", Some(false)),
+            ("7.0.0", Some(false)),
+            ("7.1.9-200.fc44.x86_64", Some(false)),
+            ("7.2-rc1", Some(true)),
+            ("7.2.0-1-amd64", Some(true)),
+            ("7.10.1", Some(true)),
+            ("8.0.0-arch1-1", Some(true)),
+            ("10.1", Some(true)),
+            (" 7.2.0\n", Some(true)),
+            ("6.1.0-28-amd64\n", Some(false)),
+            ("", None),
+            ("linux", None),
+            ("7", None),
+            ("7-2", None),
+            ("7.x", None),
+        ] {
+            assert_eq!(deprecates(release), want, "{release:?}");
+        }
+    }
+
+    /// A deprecating kernel's report starts with the warning; another's has none.
+    #[test]
+    fn a_deprecating_kernel_is_warned_about_first() {
+        let text = "name : sha256\ndriver : sha256-qat\nmodule : qat\npriority : 300\nselftest : passed\ntype : ahash\n";
+        let k = KernelAlg { kind: SockType::Hash, name: "sha256".into() };
+        let old = classify_bound(text, [k.clone()], ProbeReport::default()).to_string();
+        assert!(!old.contains("deprecates"), "{old}");
+        let new = ProbeReport { deprecated: Some("7.2.0-1-amd64".into()), ..ProbeReport::default() };
+        let new = classify_bound(text, [k], new).to_string();
+        let first = new.lines().next().unwrap();
+        assert!(first.contains("warning: Linux 7.2.0-1-amd64 deprecates AF_ALG"), "{new}");
+        assert!(first.contains("not what AF_ALG will use"), "{first}");
+        assert!(new.lines().nth(1).unwrap().contains("sha256-qat"), "{new}");
     }
 }

@@ -1,7 +1,7 @@
 //! The framework's cost per request on each dispatch path, through the null driver (whose
 //! "algorithm" does nothing), and the cost of profiling.
 //!
-//! Paths (seed paper, section 3.2):
+//! Paths (Leffler, "Cryptographic Device Support for FreeBSD", section 3.2):
 //! - `direct-immediate/run`: a blocking caller on a synchronous driver: the outcome comes
 //!   back up the stack.
 //! - `direct-immediate/callback`: `submit` with `CALLBACK_IMMEDIATE`: the callback runs on

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fits the simulated accelerator's timing model to Table 5 of the seed paper.
+"""Fits the simulated accelerator's timing model to Table 5 of Leffler's paper.
 
 Source: S. Leffler, "Cryptographic Device Support for FreeBSD", BSDCon 2003, Table 5:
 "Cryptotest results for FreeBSD 4.8" (Asus P4B533-V, 1.8 GHz P4, cards in a 32-bit/33 MHz PCI

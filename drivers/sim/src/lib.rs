@@ -1,7 +1,7 @@
 //! # ocf-sim — a simulated crypto accelerator
 //!
-//! A driver that behaves like the PCI offload cards of the seed paper (Hifn 7951/7811,
-//! Broadcom 5822) or a modern one, so that the framework's dispatch, batching and flow
+//! A driver that behaves like the PCI offload cards of Leffler's "Cryptographic Device
+//! Support for FreeBSD" (BSDCon 2003: Hifn 7951/7811, Broadcom 5822) or a modern one, so that the framework's dispatch, batching and flow
 //! control can be exercised and measured on a machine without such a card. Its results are
 //! real (computed by the software driver); only its timing is simulated.
 //!
@@ -61,7 +61,7 @@
 //!   itself, as it drops a delivered request's context: that thread cannot join itself
 //!   and ends on its own once it has delivered everything.)
 //!
-//! Profiles ([`SimProfile`]): `hifn7951`, `hifn7811` and `bcm5822` are fitted to the seed
+//! Profiles ([`SimProfile`]): `hifn7951`, `hifn7811` and `bcm5822` are fitted to that
 //! paper's Table 5; `qat-like` is a modern card; custom ones are written
 //! `ring=16,setup=20us,rate=400MB/s`. See [`profile`] and the crate's README.
 //!

@@ -26,8 +26,8 @@
 //! `GB/s` (decimal bytes) or `Kb/s`, `Mb/s`, `Gb/s` (bits). Numbers are plain decimals
 //! (`1.5GB/s`); signs and exponents are refused.
 //!
-//! The named profiles of the 2003 cards are fitted to Table 5 of the seed paper (Leffler,
-//! "Cryptographic Device Support for FreeBSD", BSDCon 2003: cryptotest on FreeBSD 4.8, one
+//! The named profiles of the 2003 cards are fitted to Table 5 of Leffler's
+//! "Cryptographic Device Support for FreeBSD" (BSDCon 2003: cryptotest on FreeBSD 4.8, one
 //! synchronous request at a time, so a row's time per operation is `size * 8 / Mb/s`). The
 //! fit is `drivers/sim/fit/fit_table5.py`; its output, with the error at every size, is
 //! `drivers/sim/fit/table5_fit.txt`.
@@ -102,7 +102,7 @@ impl SimProfile {
     /// | `bcm5822` | 60 | 21.97 µs | 55.525 MB/s | 79.772 MB/s | off |
     /// | `qat-like` | 1024 | 5 µs | 12 GB/s | 12 GB/s | 16 or 10 µs |
     ///
-    /// The first three are fitted to Table 5 of the seed paper (see the module docs). Their
+    /// The first three are fitted to Table 5 of Leffler's paper (see the module docs). Their
     /// rings: OpenBSD's `hifn7751var.h` gives the Hifn parts 24 command descriptors
     /// (`HIFN_D_CMD_RSIZE`); Broadcom's `ubsec` driver queues about 60 requests on the chip
     /// (`UBS_MAX_NQUEUE`). `qat-like` is a modern offload card of the QuickAssist kind: a

@@ -1,4 +1,5 @@
-//! The seed paper's flow-control experiment (Leffler, BSDCon 2003, section 3.3): 28 threads
+//! The flow-control experiment of Leffler's "Cryptographic Device Support for FreeBSD"
+//! (BSDCon 2003, section 3.3): 28 threads
 //! submit 3DES requests concurrently to one Hifn 7951, whose command ring (24 descriptors)
 //! fills under load. The paper saw 51% of requests restarted; without flow control each
 //! would have failed. Here: every result must be correct (checked against the soft driver),

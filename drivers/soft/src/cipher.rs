@@ -7,7 +7,8 @@
 //! session; aws-lc wipes them when the key objects are freed.
 
 // 3DES is deprecated for new designs (NIST SP 800-131A), and aws-lc-rs says so; ocf offers
-// it because IPsec peers still negotiate it (RFC 2451) and the seeds measure it.
+// it because IPsec peers still negotiate it (RFC 2451) and the papers ocf follows
+// measure it (Leffler's "Cryptographic Device Support for FreeBSD", Tables 5-8).
 #[allow(deprecated)]
 use aws_lc_rs::cipher::DES_EDE3_FOR_LEGACY_USE_ONLY;
 use aws_lc_rs::cipher::{

@@ -102,6 +102,13 @@ impl Ipsec {
         &self.shared.db
     }
 
+    /// The path MTU the SA `id` has learned ([`crate::pmtu`]), if it has one that has not
+    /// aged out: what `ipsecctl -D` shows. `None` also for an SA that does not exist.
+    pub fn path_mtu(&self, id: &crate::control::SaId) -> Option<u32> {
+        let sa = self.shared.db.sad.get(id)?;
+        sa.path_mtu.get(self.shared.clock.now())
+    }
+
     /// Totals over every SA, and drops that happened before an SA was found.
     pub fn stats(&self) -> Stats {
         self.shared.counters.snapshot()

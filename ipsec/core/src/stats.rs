@@ -1,5 +1,6 @@
 //! Statistics: every reason a packet is dropped has its own counter, per SA and in total
-//! (the seed's per-error statistics, `ipsecstat`/`espstat` in Fast IPsec).
+//! (the per-error statistics of Leffler's "Fast IPsec: A High-Performance IPsec
+//! Implementation", `ipsecstat`/`espstat`).
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -6,7 +6,9 @@
 //!
 //! ```text
 //! request := verb "\n" body      (the client then shuts down its sending half)
-//! verb    := "setkey"            body: setkey(8) statements, parsed by ipsec_core::setkey
+//! verb    := "setkey"            body: setkey(8) statements, parsed by ipsec_core::setkey;
+//!                                what they print (dump, get) shows no key
+//!          | "setkey keys"       the same, SAs printed with their keys (`ipsecctl --keys`)
 //!          | "stats"             body: empty
 //! reply   := *("working" "\n") ("ok" | "error") "\n" text      (the daemon then closes)
 //!
@@ -50,7 +52,12 @@ pub const MAX_REQUEST: usize = 4 << 20;
 /// The verb line of a `setkey` request.
 const SETKEY_VERB: &str = "setkey\n";
 
-/// The largest body a `setkey` request can carry: [`MAX_REQUEST`] less its verb line.
+/// The verb line of a `setkey` request whose printed SAs show their keys.
+const SETKEY_KEYS_VERB: &str = "setkey keys\n";
+
+/// The largest body a `setkey` request can carry: [`MAX_REQUEST`] less its verb line. (A
+/// `setkey keys` request, which only reads need, has 5 bytes less: the daemon refuses a
+/// larger one with its reason.)
 pub const MAX_SETKEY_BODY: usize = MAX_REQUEST - SETKEY_VERB.len();
 
 /// How long the daemon waits for a whole request, and for a client to take its whole reply.
@@ -77,8 +84,11 @@ pub const EMPTY: &str = "empty request";
 /// A request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
-    /// setkey(8) statements.
+    /// setkey(8) statements; SAs they print (`dump`, `get`) show `(key not shown)` for
+    /// each key.
     Setkey(String),
+    /// setkey(8) statements whose printed SAs show their keys, as setkey(8) prints them.
+    SetkeyWithKeys(String),
     /// Every counter: global, per SA, per drop reason.
     Stats,
     /// Events, one line each, until the client closes ([`crate::monitor`]).
@@ -93,6 +103,7 @@ impl Request {
     pub fn encode(&self) -> Vec<u8> {
         match self {
             Request::Setkey(body) => format!("{SETKEY_VERB}{body}").into_bytes(),
+            Request::SetkeyWithKeys(body) => format!("{SETKEY_KEYS_VERB}{body}").into_bytes(),
             Request::Stats => b"stats\n".to_vec(),
             Request::Monitor => MONITOR.as_bytes().to_vec(),
         }
@@ -107,13 +118,14 @@ impl Request {
         let (verb, body) = text.split_once('\n').unwrap_or((text, ""));
         match verb.trim() {
             "setkey" => Ok(Request::Setkey(body.to_owned())),
+            "setkey keys" => Ok(Request::SetkeyWithKeys(body.to_owned())),
             "stats" if body.trim().is_empty() => Ok(Request::Stats),
             "stats" => Err("stats takes no body".to_owned()),
             "monitor" if body.trim().is_empty() => Ok(Request::Monitor),
             "monitor" => Err("monitor takes no body".to_owned()),
-            other => {
-                Err(format!("unknown request {other:?} (expected \"setkey\", \"stats\" or \"monitor\")"))
-            }
+            other => Err(format!(
+                "unknown request {other:?} (expected \"setkey\", \"setkey keys\", \"stats\" or \"monitor\")"
+            )),
         }
     }
 }
@@ -312,6 +324,8 @@ mod tests {
             Request::Monitor,
             Request::Setkey("flush;\nspdflush;\n".into()),
             Request::Setkey(String::new()),
+            Request::SetkeyWithKeys("dump;\n".into()),
+            Request::SetkeyWithKeys(String::new()),
         ] {
             assert_eq!(Request::decode(&r.encode()), Ok(r));
         }
@@ -326,6 +340,9 @@ mod tests {
     #[test]
     fn malformed_requests_are_named() {
         assert!(Request::decode(b"frobnicate\n").unwrap_err().contains("unknown request \"frobnicate\""));
+        assert!(Request::decode(b"setkey all\ndump;")
+            .unwrap_err()
+            .contains("unknown request \"setkey all\""));
         assert!(Request::decode(b"stats\nextra").unwrap_err().contains("no body"));
         assert!(Request::decode(b"monitor\nextra").unwrap_err().contains("monitor takes no body"));
         assert!(Request::decode(&[0xff, 0xfe]).unwrap_err().contains("UTF-8"));

@@ -12,7 +12,8 @@
 //!     │ setkey: a first "working\n"; the client is gone (EPIPE)? ── nothing applied
 //!     │
 //!     ├─ heartbeat thread: "working\n" every Limits::heartbeat until the answer is ready
-//!     └─ Handler::stats at once │ Handler::change under the change lock: one at a time
+//!     └─ Handler::stats at once │ Handler::change (setkey keys: change_showing_keys) under
+//!                               │ the change lock: one at a time
 //!     ▼
 //!  the reply, written by Limits::deadline; closed
 //! ```
@@ -46,7 +47,13 @@ pub trait Handler: Send + Sync + 'static {
     /// `stats`: every counter (the control server's own are in `ctl`).
     fn stats(&self, ctl: &Counters) -> String;
     /// `setkey`: called for one request at a time (and never during a [`Server::turn`]).
+    /// SAs it prints show no key.
     fn change(&self, body: &str) -> Reply;
+    /// `setkey keys`: the same, SAs printed with their keys. By default as
+    /// [`Handler::change`] (for handlers that print no SA).
+    fn change_showing_keys(&self, body: &str) -> Reply {
+        self.change(body)
+    }
 }
 
 /// The server's bounds.
@@ -152,7 +159,9 @@ impl<H: Handler> Server<H> {
         // sent it all, and what came may be a prefix that parses. So a change is carried
         // out only if the client is still there to hear the answer: the first heartbeat,
         // written now, fails on a connection whose other end is closed.
-        if matches!(request, Request::Setkey(_)) && (&conn).write_all(ctl::WORKING.as_bytes()).is_err() {
+        if matches!(request, Request::Setkey(_) | Request::SetkeyWithKeys(_))
+            && (&conn).write_all(ctl::WORKING.as_bytes()).is_err()
+        {
             self.counters.count(Refused::Abandoned);
             tracing::warn!("control: the client was gone when its request ended; nothing was applied");
             return;
@@ -185,6 +194,10 @@ impl<H: Handler> Server<H> {
                 Request::Setkey(body) => {
                     let _turn = self.turn();
                     self.handler.change(body)
+                }
+                Request::SetkeyWithKeys(body) => {
+                    let _turn = self.turn();
+                    self.handler.change_showing_keys(body)
                 }
             };
             drop(done);

@@ -23,7 +23,7 @@ use crate::monitor::Hub;
 use crate::net::{self, Family, IoCounters, NetSink};
 use crate::routing::Routing;
 use crate::serve::{self, Counters, Refused};
-use crate::service;
+use crate::service::{self, Keys};
 
 /// The TUN's MTU unless `--mtu` says otherwise: the longest packet that every transform
 /// carries in an ESP packet within Ethernet's 1500 bytes, over IPv6 and ESP in UDP too
@@ -346,8 +346,18 @@ impl Handler for Control {
     /// The change, then its routes. One at a time, SIGHUP's reload included: both run in
     /// the server's turn ([`Server::turn`]).
     fn change(&self, body: &str) -> Reply {
+        self.apply(body, Keys::Hidden)
+    }
+
+    fn change_showing_keys(&self, body: &str) -> Reply {
+        self.apply(body, Keys::Shown)
+    }
+}
+
+impl Control {
+    fn apply(&self, body: &str, keys: Keys) -> Reply {
         let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
-        let r = service::apply_setkey(&self.core, "control", body);
+        let r = service::apply_setkey_keys(&self.core, "control", body, keys);
         routes.sync(&self.core);
         r
     }

@@ -8,6 +8,7 @@
 //! - [`crypto`]: the ocf framework (`soft`, `--driver` cards, `--policy`) and what routing
 //!   did, for stats and metrics.
 //! - [`daemon`]: start-up, threads, routes, signals, the lifetime tick.
+//! - [`logs`]: the log on stderr, in colour only on a terminal without `NO_COLOR`.
 //! - [`net`]: the TUN and sockets, and the loops that feed the core.
 //! - [`icmp`]: ICMP path MTU errors from the network side, for the core's path MTU.
 //! - [`afpacket`]: raw ESP out through a packet socket, past the IP output path.
@@ -34,6 +35,7 @@ pub mod ctl_server;
 pub mod daemon;
 pub mod icmp;
 pub mod keepalive;
+pub mod logs;
 pub mod metrics;
 pub mod monitor;
 pub mod net;

@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use ipsec_core::control::{Located, Request};
+use ipsec_core::control::{Located, Request, SaId};
 use ipsec_core::db::{Response, SaInfo};
 use ipsec_core::setkey;
 use ipsec_core::Ipsec;
@@ -19,18 +19,35 @@ pub fn parse(origin: &str, text: &str) -> Result<Vec<Located<Request>>, String> 
     setkey::parse(text).map_err(|e| format!("{origin}:{}:{}: {}", e.line, e.column, e.message))
 }
 
+/// Whether SAs that a reply prints (`get`, `dump`) show their keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keys {
+    /// As setkey(8) prints them: statements that install the SAs again (`ipsecctl --keys`).
+    Shown,
+    /// Each key as `(key not shown)` (`ipsecctl -D`): for output that ends up in terminals,
+    /// logs and bug reports.
+    Hidden,
+}
+
+/// [`apply_setkey_keys`] with the keys shown, as setkey(8) prints them (the config file, and
+/// the tests that read a dump back).
+pub fn apply_setkey(core: &Ipsec, origin: &str, text: &str) -> Reply {
+    apply_setkey_keys(core, origin, text, Keys::Shown)
+}
+
 /// Carries out setkey text as one transaction: parsed whole first (a malformed request
 /// changes nothing), then applied in order; if the databases refuse one, nothing changes
-/// (its line is named). The reply holds what `get`, `dump` and `spddump` print.
+/// (its line is named). The reply holds what `get`, `dump` and `spddump` print, the SAs
+/// with or without their keys as `keys` says.
 ///
 /// Errors show a statement without its keys ([`setkey::format_redacted`]): they are logged.
-pub fn apply_setkey(core: &Ipsec, origin: &str, text: &str) -> Reply {
+pub fn apply_setkey_keys(core: &Ipsec, origin: &str, text: &str, keys: Keys) -> Reply {
     let reqs = parse(origin, text)?;
     core.transact(|t| {
         let mut out = String::new();
         for r in &reqs {
             match t.apply(&r.item) {
-                Ok(resp) => print_response(&mut out, &resp),
+                Ok(resp) => print_response(&mut out, &resp, keys, core),
                 Err(e) => {
                     return Err(format!(
                         "{origin}:{}:{}: {}: {e} (nothing was changed)",
@@ -46,12 +63,13 @@ pub fn apply_setkey(core: &Ipsec, origin: &str, text: &str) -> Reply {
 }
 
 /// What a response prints: SAs and policies as setkey statements that would install them
-/// again, each SA followed by a comment with its state and counters.
-fn print_response(out: &mut String, r: &Response) {
+/// again (SAs only with [`Keys::Shown`]), each SA followed by a comment with its state, path
+/// MTU, driver and counters.
+fn print_response(out: &mut String, r: &Response, keys: Keys, core: &Ipsec) {
     match r {
         Response::Done(_) => {}
-        Response::Sa(info) => print_sa(out, info),
-        Response::Sas(infos) => infos.iter().for_each(|i| print_sa(out, i)),
+        Response::Sa(info) => print_sa(out, info, keys, core),
+        Response::Sas(infos) => infos.iter().for_each(|i| print_sa(out, i, keys, core)),
         Response::Policies(ps) => {
             for p in ps {
                 statement(out, &Request::AddPolicy(p.clone()));
@@ -77,13 +95,24 @@ fn statement(out: &mut String, r: &Request) {
     out.push('\n');
 }
 
-fn print_sa(out: &mut String, info: &SaInfo) {
-    statement(out, &Request::AddSa(info.spec.clone()));
+fn print_sa(out: &mut String, info: &SaInfo, keys: Keys, core: &Ipsec) {
+    let add = Request::AddSa(info.spec.clone());
+    match keys {
+        Keys::Shown => statement(out, &add),
+        Keys::Hidden => {
+            out.push_str(&setkey::format_redacted(&add));
+            out.push_str(" ;\n");
+        }
+    }
+    let s = &info.spec;
+    // The path MTU learned from ICMP errors and refused sends (`pmtu`), or `-` while none is.
+    let pmtu = core.path_mtu(&SaId { src: s.src, dst: s.dst, proto: s.proto, spi: s.spi });
     let _ = writeln!(
         out,
-        "#\tstate {:?}, age {} s, driver {}: {}",
+        "#\tstate {:?}, age {} s, path MTU {}, driver {}: {}",
         info.state,
         info.age.as_secs(),
+        pmtu.map_or_else(|| "-".to_owned(), |m| m.to_string()),
         info.driver,
         info.stats
     );

@@ -118,3 +118,155 @@ fn monitor_prints_each_event_as_it_comes() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.starts_with("ipsecctl: cannot reach ipsecd at /nonexistent/ipsecd.sock"), "{err}");
 }
+
+/// `--version` and `-V` used to be refused as unknown arguments.
+#[test]
+fn version_is_printed() {
+    for flag in ["--version", "-V"] {
+        let o = Command::new(IPSECCTL).arg(flag).output().unwrap();
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{flag}: {:?} {err}", o.status);
+        assert_eq!(out, format!("ipsecctl {}\n", env!("CARGO_PKG_VERSION")));
+    }
+}
+
+/// `ipsecctl -D -X` named both as "unknown arguments [\"-D\", \"-X\"]": only the unknown one
+/// is named now, and two commands are told apart from an unknown flag.
+#[test]
+fn only_the_unknown_argument_is_named() {
+    let run = |args: &[&str]| {
+        let o = Command::new(IPSECCTL).args(["-s", "/nonexistent/ipsecd.sock"]).args(args).output().unwrap();
+        (o.status.code(), text(&o).1)
+    };
+    for args in [&["-D", "-X"][..], &["-X", "-D"], &["--keys", "-X"]] {
+        let (code, err) = run(args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("ipsecctl: unknown argument \"-X\"\n"), "{args:?}: {err}");
+        assert!(!err.contains("\"-D\""), "{args:?}: {err}");
+    }
+    let (code, err) = run(&["-D", "-F"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.starts_with("ipsecctl: -D and -F: one command at a time\n"), "{err}");
+    let (code, err) = run(&["-f"]);
+    assert_eq!((code, err.lines().next()), (Some(2), Some("ipsecctl: -f needs a file")));
+}
+
+/// A core with SA 0x1001 (and 0x1002) whose path MTU is learned as 1400.
+mod real {
+    use std::sync::Arc;
+
+    use ipsec_core::{Ipsec, Packet, Results, Sink};
+    use ipsecd::ctl::Reply;
+    use ipsecd::ctl_server::{Counters, Handler};
+    use ipsecd::service::{apply_setkey_keys, Keys};
+
+    struct Nowhere;
+
+    impl Sink for Nowhere {
+        fn transmit(&self, _: Packet) {}
+        fn deliver(&self, _: Packet) {}
+    }
+
+    pub const KEY_OUT: &str = "0x0123456789abcdef0123456789abcdef01234567";
+    pub const KEY_IN: &str = "0xfedcba9876543210fedcba9876543210fedcba98";
+
+    /// The daemon's handler as `Control` has it: `setkey` with the keys hidden, `setkey
+    /// keys` with them shown.
+    pub struct Daemon(pub Ipsec);
+
+    impl Handler for Daemon {
+        fn stats(&self, _: &Counters) -> String {
+            String::new()
+        }
+        fn change(&self, body: &str) -> Reply {
+            apply_setkey_keys(&self.0, "control", body, Keys::Hidden)
+        }
+        fn change_showing_keys(&self, body: &str) -> Reply {
+            apply_setkey_keys(&self.0, "control", body, Keys::Shown)
+        }
+    }
+
+    pub fn daemon() -> Daemon {
+        let fw = ocf::Framework::new();
+        ocf_soft::register(&fw).unwrap();
+        let core = Ipsec::new(fw, Arc::new(Nowhere));
+        let conf = format!(
+            "add 10.99.0.1 10.99.0.2 esp 0x1001 -m tunnel -E aes-gcm-16 {KEY_OUT};\n\
+             add 10.99.0.2 10.99.0.1 esp 0x1002 -m tunnel -E aes-gcm-16 {KEY_IN};\n\
+             spdadd 10.98.1.0/24 10.98.2.0/24 any -P out ipsec esp/tunnel/10.99.0.1-10.99.0.2/require;\n"
+        );
+        apply_setkey_keys(&core, "conf", &conf, Keys::Shown).unwrap();
+        // One 1400-byte packet out on 0x1001, then the local stack refuses its ESP packet
+        // (about 1450 bytes) as larger than 1400.
+        let mut p = vec![0x45, 0, 0x05, 0x78, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 98, 1, 1, 10, 98, 2, 1];
+        let c = ipsec_wire::checksum::checksum(&p);
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+        p.extend_from_slice(&[0x30, 0x39, 0, 53, 0x05, 0x64, 0, 0]);
+        p.resize(1400, 7);
+        let mut out = Results::default();
+        core.output_one(Packet::with_headroom(&p), &mut out).unwrap();
+        let esp = out.transmit.pop().expect("an ESP packet");
+        let learned = core.local_path_mtu(esp.bytes(), 1400);
+        assert_eq!(learned, Ok(ipsec_core::Learned::Lowered(1400)), "{} bytes", esp.bytes().len());
+        Daemon(core)
+    }
+}
+
+/// `ipsecctl -D` printed every key. Now it shows `(key not shown)` in their place, unless
+/// `--keys` asks for setkey's form, which installs the SAs again; both show each SA's path
+/// MTU (learned: the number; none: `-`).
+#[test]
+fn a_dump_hides_keys_unless_asked_and_shows_the_path_mtu() {
+    let dir = std::env::temp_dir().join(format!("ipsecctl-keys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("ctl.sock");
+    let _ = std::fs::remove_file(&sock);
+    let listener = UnixListener::bind(&sock).unwrap();
+    let server = Server::new(real::daemon(), Limits::default());
+    let s = Arc::clone(&server);
+    std::thread::spawn(move || s.serve(&listener));
+    let ctl = |args: &[&str]| {
+        let o = Command::new(IPSECCTL).arg("-s").arg(&sock).args(args).output().unwrap();
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{args:?}: {err}");
+        out
+    };
+    let hex = |k: &str| k.trim_start_matches("0x").to_owned();
+    let hidden = ctl(&["-D"]);
+    assert!(!hidden.contains(&hex(real::KEY_OUT)) && !hidden.contains(&hex(real::KEY_IN)), "{hidden}");
+    assert!(hidden.contains("esp 0x1001 -m tunnel") && hidden.contains("(key not shown)"), "{hidden}");
+    for line in hidden.lines().filter(|l| l.starts_with("add ")) {
+        assert!(line.ends_with(" ;"), "{line}");
+    }
+    // -c with a dump statement hides them too; --keys shows them.
+    let o = Command::new(IPSECCTL)
+        .arg("-s")
+        .arg(&sock)
+        .arg("-c")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(b"get 10.99.0.1 10.99.0.2 esp 0x1001;")?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    let got = text(&o).0;
+    assert!(got.contains("(key not shown)") && !got.contains(&hex(real::KEY_OUT)), "{got}");
+    let shown = ctl(&["-D", "--keys"]);
+    assert!(shown.contains(&hex(real::KEY_OUT)) && shown.contains(&hex(real::KEY_IN)), "{shown}");
+    assert!(!shown.contains("(key not shown)"), "{shown}");
+    ipsecd::service::parse("dump", &shown).expect("--keys prints setkey statements that parse");
+    assert_eq!(ctl(&["--keys", "-D"]), shown, "--keys before or after -D");
+    // The path MTU: 1400 on the SA that learned it, none on the other.
+    for dump in [&hidden, &shown] {
+        let comment = |spi: &str| {
+            let mut lines = dump.lines().skip_while(|l| !l.contains(spi));
+            lines.nth(1).unwrap_or_else(|| panic!("{spi}: {dump}")).to_owned()
+        };
+        assert!(comment("0x1001").contains(", path MTU 1400,"), "{dump}");
+        assert!(comment("0x1002").contains(", path MTU -,"), "{dump}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -50,3 +50,11 @@ fn a_bad_policy_or_driver_stops_start_up_naming_it() {
         assert!(text.contains(expected), "{args:?}: {text}");
     }
 }
+
+/// `ipsecd --version`, as `ipsecctl --version`, prints the version.
+#[test]
+fn version_is_printed() {
+    let o = Command::new(IPSECD).arg("--version").output().unwrap();
+    assert!(o.status.success());
+    assert_eq!(String::from_utf8_lossy(&o.stdout), format!("ipsecd {}\n", env!("CARGO_PKG_VERSION")));
+}

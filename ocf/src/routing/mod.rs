@@ -1,10 +1,13 @@
 //! Routing: which driver serves each request of a session.
 //!
-//! The seed paper's main future work (section 5, "Load balancing"): compute per-device,
+//! The main future work of Leffler's "Cryptographic Device Support for FreeBSD" (BSDCon
+//! 2003, section 5, "Load balancing"): compute per-device,
 //! per-operation cost metrics and schedule every operation as it is submitted, the software
 //! driver included, so that small operations stay on the CPU and large ones go where a
-//! device wins. Seeds 001/002 show why from the user's side: an accelerator is slower than
-//! the CPU on small buffers.
+//! device wins. Two later write-ups show why from the user's side ("Hardware Accelerated SSL
+//! on SheevaPlug (Marvell Kirkwood ARM) Using OpenSSL on Fedora", and a FreeBSD 9.2 user's
+//! measurements of the Geode's glxsb, "Криптоакселерация", 2013): an accelerator is slower
+//! than the CPU on small buffers.
 //!
 //! A session is served by every registered driver that accepts its parameters (its
 //! *routes*); each route gets its own driver session, with its own copy of the keys, the

@@ -6,15 +6,17 @@ use std::time::Duration;
 
 use ipsecd::ctl::{call, read_body, Request, Wait, DEFAULT_SOCKET};
 
-const USAGE: &str =
-    "usage: ipsecctl [-s SOCKET] [--timeout SECONDS] (-f FILE | -c | -D | -DP | -F | -FP | stats | monitor)";
+const USAGE: &str = "usage: ipsecctl [-s SOCKET] [--timeout SECONDS] [--keys] \
+     (-f FILE | -c | -D | -DP | -F | -FP | stats | monitor)";
 
 const HELP: &str = "\
 Talks to a running ipsecd over its control socket, with setkey(8)'s flags.
 
   -f FILE      carry out the setkey statements in FILE
   -c           carry out setkey statements read from stdin
-  -D           dump SAs (as setkey statements, with their counters)
+  -D           dump SAs (as setkey statements, each followed by a comment with its state,
+               path MTU, driver and counters); keys are shown as (key not shown) unless
+               --keys is given
   -DP          dump policies
   -F           flush SAs
   -FP          flush policies
@@ -26,9 +28,12 @@ Talks to a running ipsecd over its control socket, with setkey(8)'s flags.
                this reader was too slow (--timeout does not apply)
 
   -s SOCKET          the control socket (default /run/ipsecd.sock)
+  --keys             print SAs with their keys (-D, and dump/get statements in -f or -c),
+                     in setkey(8)'s form that can be fed back with -f
   --timeout SECONDS  give up after this long in all (default: wait as long as ipsecd
                      says it is working on the request; it says so every second)
   -h, --help         this text
+  -V, --version      ipsecctl's version
 
 A request holds at most 4 MiB (FILE or stdin: 4194297 bytes); more is refused before
 anything is sent.
@@ -37,48 +42,90 @@ Exit status: 0 done; 1 ipsecd refused the request (its reason on stderr) or coul
 reached; 2 bad arguments; 3 no reply came, so whether the request was applied is unknown
 (look with -D and -DP).";
 
+/// What the command line asks for.
+enum Command {
+    File(String),
+    Stdin,
+    Dump,
+    DumpPolicies,
+    Flush,
+    FlushPolicies,
+    Stats,
+    Monitor,
+}
+
 fn main() -> ExitCode {
     let mut socket = PathBuf::from(DEFAULT_SOCKET);
     let mut wait = Wait::default();
-    let mut command = Vec::new();
+    let mut keys = false;
+    let mut command: Option<(String, Command)> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
-        match a.as_str() {
+        let c = match a.as_str() {
             "-h" | "--help" => {
                 println!("{USAGE}\n\n{HELP}");
                 return ExitCode::SUCCESS;
             }
-            "-s" => match args.next() {
-                Some(p) => socket = PathBuf::from(p),
-                None => return usage("-s needs a socket path"),
+            "-V" | "--version" => {
+                println!("ipsecctl {}", env!("CARGO_PKG_VERSION"));
+                return ExitCode::SUCCESS;
+            }
+            "-s" => {
+                match args.next() {
+                    Some(p) => socket = PathBuf::from(p),
+                    None => return usage("-s needs a socket path"),
+                }
+                continue;
+            }
+            "--timeout" => {
+                match args.next().as_deref().map(str::parse::<f64>) {
+                    Some(Ok(s)) if s.is_finite() && s > 0.0 => wait.total = Some(Duration::from_secs_f64(s)),
+                    _ => return usage("--timeout needs a number of seconds above 0"),
+                }
+                continue;
+            }
+            "--keys" => {
+                keys = true;
+                continue;
+            }
+            "-f" => match args.next() {
+                Some(file) => Command::File(file),
+                None => return usage("-f needs a file"),
             },
-            "--timeout" => match args.next().as_deref().map(str::parse::<f64>) {
-                Some(Ok(s)) if s.is_finite() && s > 0.0 => wait.total = Some(Duration::from_secs_f64(s)),
-                _ => return usage("--timeout needs a number of seconds above 0"),
-            },
-            _ => command.push(a),
+            "-c" => Command::Stdin,
+            "-D" => Command::Dump,
+            "-DP" => Command::DumpPolicies,
+            "-F" => Command::Flush,
+            "-FP" => Command::FlushPolicies,
+            "stats" => Command::Stats,
+            "monitor" => Command::Monitor,
+            other => return usage(&format!("unknown argument {other:?}")),
+        };
+        if let Some((first, _)) = &command {
+            return usage(&format!("{first} and {a}: one command at a time"));
         }
+        command = Some((a, c));
     }
-    let req = match command.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
-        ["-f", file] => match std::fs::File::open(file)
+    let Some((_, command)) = command else { return usage("nothing to do") };
+    let setkey = |text: String| if keys { Request::SetkeyWithKeys(text) } else { Request::Setkey(text) };
+    let req = match command {
+        Command::File(file) => match std::fs::File::open(&file)
             .map_err(|e| format!("{file}: {e}"))
-            .and_then(|f| read_body(f, file))
+            .and_then(|f| read_body(f, &file))
         {
-            Ok(t) => Request::Setkey(t),
+            Ok(t) => setkey(t),
             Err(e) => return fail(&e),
         },
-        ["-c"] => match read_body(std::io::stdin().lock(), "stdin") {
-            Ok(t) => Request::Setkey(t),
+        Command::Stdin => match read_body(std::io::stdin().lock(), "stdin") {
+            Ok(t) => setkey(t),
             Err(e) => return fail(&e),
         },
-        ["-D"] => Request::Setkey("dump;".into()),
-        ["-DP"] => Request::Setkey("spddump;".into()),
-        ["-F"] => Request::Setkey("flush;".into()),
-        ["-FP"] => Request::Setkey("spdflush;".into()),
-        ["stats"] => Request::Stats,
-        ["monitor"] => return watch(&socket),
-        [] => return usage("nothing to do"),
-        other => return usage(&format!("unknown arguments {other:?}")),
+        Command::Dump => setkey("dump;".into()),
+        Command::DumpPolicies => setkey("spddump;".into()),
+        Command::Flush => setkey("flush;".into()),
+        Command::FlushPolicies => setkey("spdflush;".into()),
+        Command::Stats => Request::Stats,
+        Command::Monitor => return watch(&socket),
     };
     match call(&socket, &req, wait) {
         Ok(Ok(text)) => {
