@@ -33,7 +33,7 @@ fn valid_forms(stderr: &str) -> Vec<String> {
 }
 
 /// The names `--list` gives drivers: the first word of each line of its driver section that
-/// is indented by exactly two spaces, and every `sim:NAME` it shows.
+/// is indented by exactly two spaces, and every named profile (`sim:NAME`) it shows.
 fn listed_drivers(list: &str) -> Vec<String> {
     let section: Vec<&str> = list
         .lines()
@@ -47,7 +47,13 @@ fn listed_drivers(list: &str) -> Vec<String> {
         .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
         .collect();
     for l in &section {
-        names.extend(l.split_whitespace().filter(|w| w.starts_with("sim:")).map(str::to_owned));
+        // The named profiles (`sim:qat-like`), not the prose about them (`sim:…`).
+        let profile = |w: &&str| {
+            w.strip_prefix("sim:").is_some_and(|p| {
+                !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            })
+        };
+        names.extend(l.split_whitespace().filter(profile).map(str::to_owned));
     }
     names
 }
@@ -73,15 +79,16 @@ fn list_names_every_driver_that_d_accepts() {
     let (list, _) = text(&out);
     let listed = listed_drivers(&list);
 
-    let (_, usage) = text(&cryptotest(&["-d", "gpu0"]));
-    let mut values = valid_forms(&usage);
-    assert!(values.len() >= 7, "{values:?} from {usage}");
-    // Every concrete value, besides the forms: each named profile, custom cards, afalg's
-    // paths.
-    values
-        .extend(["soft", "mb", "null", "afalg", "afalg:sync", "afalg:pool", "all", "auto"].map(String::from));
+    // Every concrete value: each named profile, a custom card, afalg's paths; then the
+    // forms the parser's own usage error gives.
+    let mut values: Vec<String> =
+        ["soft", "mb", "null", "afalg", "afalg:sync", "afalg:pool", "all", "auto"].map(String::from).to_vec();
     values.extend(["hifn7951", "hifn7811", "bcm5822", "qat-like"].map(|p| format!("sim:{p}")));
     values.push("sim:ring=4,setup=1us,rate=1GB/s".into());
+    let (_, usage) = text(&cryptotest(&["-d", "gpu0"]));
+    let forms = valid_forms(&usage);
+    assert!(forms.len() >= 7, "{forms:?} from {usage}");
+    values.extend(forms);
     for value in &values {
         assert!(is_listed(value, &listed), "`-d {value}` is accepted but --list does not name it:\n{list}");
     }
