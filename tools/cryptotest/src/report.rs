@@ -486,6 +486,7 @@ pub fn openssl_layout(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::routing::DriverShare;
     use crate::rusage::Usage;
 
     fn row(alg: &str, driver: &str, size: usize, bytes: u64) -> Row {
@@ -538,6 +539,62 @@ mod tests {
             Clock::Cpu,
         );
         assert!(cpu.contains("16.0") && !cpu.contains("openssl"), "{cpu}");
+    }
+
+    /// A case at `mbit_s` Mb/s: 1 s of `size`-byte requests.
+    fn at(alg: &str, driver: &str, size: usize, mbit_s: f64) -> Row {
+        row(alg, driver, size, (mbit_s * 1e6 / 8.0) as u64 / size as u64 * size as u64)
+    }
+
+    fn routed(shares: &[(&str, u64)]) -> Routing {
+        let drivers = shares
+            .iter()
+            .map(|&(d, n)| {
+                let mut routed = [0; ocf::routing::SIZE_CLASSES];
+                routed[0] = n;
+                DriverShare { driver: d.into(), routed, models: Vec::new() }
+            })
+            .collect();
+        Routing { policy: "cost-model".into(), decisions: 1, decision_ns: 1.0, drivers }
+    }
+
+    #[test]
+    fn the_summary_names_the_fastest_driver_and_what_auto_chose() {
+        let mut auto16 = at("cbc", AUTO, 16, 96.0);
+        auto16.routing = Some(routed(&[("soft", 9990), ("mb", 6), ("sim", 4)]));
+        let mut auto1k = at("cbc", AUTO, 1024, 2900.0);
+        auto1k.routing = Some(routed(&[("soft", 100), ("mb", 9900), ("sim", 0)]));
+        let rows = vec![
+            at("cbc", "soft", 16, 100.0),
+            at("cbc", "mb", 16, 80.0),
+            at("cbc", "sim", 16, 2.0),
+            // null is faster, but auto does not route to it: not the fastest "alone".
+            at("cbc", "null", 16, 5000.0),
+            auto16,
+            at("cbc", "soft", 1024, 1000.0),
+            at("cbc", "mb", 1024, 3000.0),
+            at("cbc", "sim", 1024, 100.0),
+            auto1k,
+        ];
+        let sizes = [SizeSpec::Fixed(16), SizeSpec::Fixed(1024)];
+        let t = auto_summary(&rows, &["cbc".into()], &sizes).unwrap();
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 4, "{t}");
+        assert!(lines[0].contains("fastest alone") && lines[0].contains("÷ fastest"), "{t}");
+        fn cells(l: &str) -> Vec<&str> {
+            l.split("  ").map(str::trim).filter(|c| !c.is_empty()).collect()
+        }
+        assert_eq!(
+            cells(lines[1]),
+            ["cbc", "16", "soft", "100.0", "soft 99.9% (+0.1% elsewhere)", "96.0", "0.96"]
+        );
+        assert_eq!(cells(lines[2]), ["1024", "mb", "3000", "mb 99%, soft 1.0%", "2900", "0.97"]);
+        assert_eq!(
+            lines[3],
+            "cbc: auto chose soft at 16 B, mb at 1024 B; auto ÷ the fastest driver alone: 0.96–0.97"
+        );
+        // Without an auto case there is nothing to summarise.
+        assert!(auto_summary(&rows[..4], &["cbc".into()], &sizes).is_none());
     }
 
     #[test]
