@@ -75,13 +75,17 @@ pub struct DriverName {
 
 impl DriverName {
     fn matches(&self, value: &str) -> bool {
-        value == self.name || (self.prefix && value.starts_with(self.name) && value.len() > self.name.len())
+        if self.prefix {
+            value.starts_with(self.name)
+        } else {
+            value == self.name
+        }
     }
 }
 
 /// Every `-d` value, in `--list`'s order. `afalg` is two rows: the bare name and the
 /// prefix with options.
-pub const NAMES: [DriverName; 8] = [
+pub static NAMES: [DriverName; 8] = [
     DriverName {
         name: ocf_soft::NAME,
         prefix: false,
@@ -367,6 +371,24 @@ mod tests {
             Ok(_) => assert_eq!(cols, ["soft", "afalg", "afalg:sync", "auto"]),
             Err(_) => assert_eq!(cols, ["soft", "auto"], "afalg left out, the run goes on"),
         }
+    }
+
+    /// Every row of the table is a value `-d` takes (a prefix with a valid rest), and a
+    /// value reaches exactly one row.
+    #[test]
+    fn every_row_of_the_table_resolves() {
+        for n in &NAMES {
+            let value = match (n.kind, n.prefix) {
+                (NameKind::Sim, _) => format!("{}qat-like", n.name),
+                (NameKind::Afalg, true) => format!("{}sync", n.name),
+                _ => n.name.to_owned(),
+            };
+            assert!(std::ptr::eq(lookup(&value).unwrap(), n), "{value} reaches another row");
+            let with = if n.kind == NameKind::Auto { names(&["soft", &value]) } else { names(&[&value]) };
+            assert!(resolve(&with).is_ok(), "{value}: {:?}", resolve(&with));
+            assert!(valid_names().contains(n.form), "{} missing from {}", n.form, valid_names());
+        }
+        assert!(lookup("softer").is_none() && lookup("afalgx").is_none() && lookup("sim").is_none());
     }
 
     #[test]
