@@ -63,8 +63,9 @@ const DEFAULT_SECONDS: f64 = 1.0;
 /// with `--batch 1` soft and mb tie and auto's choice shows nothing). Three algorithms,
 /// three sizes: AES-CBC+HMAC (mb wins from about 256 B), AES-GCM (about even), and
 /// ChaCha20-Poly1305 (mb has none: auto routes around it). 3DES is left out: mb wins it
-/// by 9x, but at 8 KiB 0.1 s is a dozen runs, too few for auto to learn from. About as
-/// long as the sweep before it (32 cases of 0.1 s; now 33).
+/// by 9x, but at 8 KiB a 0.1 s case is one or two dozen runs, too few for auto to learn
+/// from (a trial at 0.075 s sent 57% of them to the card). About as long as the sweep
+/// before it (32 cases of 0.1 s; now 33).
 const QUICK_DRIVERS: [&str; 4] = ["soft", "mb", "sim:qat-like", "auto"];
 const QUICK_ALGS: [&str; 3] = ["aes-128-gcm", "aes-128-cbc-hmac-sha1", "chacha20-poly1305"];
 const QUICK_SIZES: [usize; 3] = [16, 1024, 8192];

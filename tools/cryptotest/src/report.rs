@@ -1,6 +1,8 @@
 //! What cryptotest prints: the throughput table in the seed paper's layout (rows: operand
 //! size or size distribution; columns: algorithm × driver), openssl speed's layout, the
-//! cost of each case, and JSON Lines (an auto case's routing and oracle: `crate::routing`).
+//! cost of each case, the summary of what `auto` chose ([`auto_summary`]: the fastest
+//! driver alone per algorithm and size, where auto sent its requests, auto ÷ that driver),
+//! and JSON Lines (an auto case's routing and oracle: `crate::routing`).
 
 use std::fmt::Write as _;
 
