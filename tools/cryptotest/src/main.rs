@@ -61,7 +61,7 @@ const DEFAULT_SECONDS: f64 = 1.0;
 /// gateway hands ocf a batch of packets: the shape in which each driver has its case (mb's
 /// engines need several buffers at once; a lone request on mb runs on soft's code, so
 /// with `--batch 1` soft and mb tie and auto's choice shows nothing). Three algorithms,
-/// three sizes: AES-CBC+HMAC (mb wins from about 256 B), AES-GCM (about even), and
+/// three sizes: AES-CBC+HMAC (mb wins from about 256 B), AES-GCM (close), and
 /// ChaCha20-Poly1305 (mb has none: auto routes around it). 3DES is left out: mb wins it
 /// by 9x, but at 8 KiB a 0.1 s case is one or two dozen runs, too few for auto to learn
 /// from (a trial at 0.075 s sent 57% of them to the card). About as long as the sweep
