@@ -238,9 +238,9 @@ fn routable(s: &DriverSpec) -> bool {
     matches!(s, DriverSpec::Soft | DriverSpec::Sim(_) | DriverSpec::Afalg(_) | DriverSpec::Mb)
 }
 
-/// Registers one driver; returns its name, or `None` for an `afalg` the kernel cannot
-/// give (the reason printed on stderr).
-fn register_one(fw: &Framework, spec: &DriverSpec) -> Result<Option<String>, String> {
+/// Registers one driver; returns its name, or `None` for an `afalg` the kernel cannot give
+/// or an `mb` this build or CPU lacks (with `say`, the reason printed on stderr).
+fn register_one(fw: &Framework, spec: &DriverSpec, say: bool) -> Result<Option<String>, String> {
     match spec {
         DriverSpec::Soft => {
             ocf_soft::register(fw).map_err(|e| format!("cannot register soft: {e}"))?;
@@ -256,7 +256,9 @@ fn register_one(fw: &Framework, spec: &DriverSpec) -> Result<Option<String>, Str
         DriverSpec::Afalg(name) => match ocf_afalg::register_named(fw, name) {
             Ok(_) => Ok(Some(name.clone())),
             Err(ocf_afalg::AfalgError::Unavailable(why)) => {
-                eprintln!("cryptotest: {name} skipped: {why}");
+                if say {
+                    eprintln!("cryptotest: {name} skipped: {why}");
+                }
                 Ok(None)
             }
             Err(e) => Err(format!("cannot register {name}: {e}")),
@@ -264,7 +266,9 @@ fn register_one(fw: &Framework, spec: &DriverSpec) -> Result<Option<String>, Str
         DriverSpec::Mb => match ocf_mb::register(fw) {
             Ok(()) => Ok(Some(ocf_mb::NAME.to_owned())),
             Err(e) if !ocf_mb::available() => {
-                eprintln!("cryptotest: {} skipped: {e}", ocf_mb::NAME);
+                if say {
+                    eprintln!("cryptotest: {} skipped: {e}", ocf_mb::NAME);
+                }
                 Ok(None)
             }
             Err(e) => Err(format!("cannot register {}: {e}", ocf_mb::NAME)),
@@ -277,18 +281,20 @@ fn register_one(fw: &Framework, spec: &DriverSpec) -> Result<Option<String>, Str
 /// returns the column names, in order (`auto` for `-d auto`; a sim card by the name it
 /// registered under).
 pub fn register(fw: &Framework, specs: &[DriverSpec]) -> Result<Vec<String>, String> {
-    register_one(fw, &DriverSpec::Soft)?;
+    register_one(fw, &DriverSpec::Soft, true)?;
     let name = |s: &DriverSpec| match s {
         DriverSpec::Soft => Ok(Some(ocf_soft::NAME.to_owned())),
-        _ => register_one(fw, s),
+        _ => register_one(fw, s, true),
     };
     specs.iter().filter_map(|s| name(s).transpose()).collect()
 }
 
 /// Registers, into `auto`'s own framework, exactly the drivers it routes to: those listed
-/// but `null` (and `auto`). Returns their names in order (the first is `--oracle`'s A).
+/// but `null` (and `auto`). Returns their names in order (the first is `--oracle`'s A). A
+/// driver this machine lacks is left out silently: [`register`], given the same list
+/// first, said why.
 pub fn register_routed(fw: &Framework, specs: &[DriverSpec]) -> Result<Vec<String>, String> {
-    specs.iter().filter(|s| routable(s)).filter_map(|s| register_one(fw, s).transpose()).collect()
+    specs.iter().filter(|s| routable(s)).filter_map(|s| register_one(fw, s, false).transpose()).collect()
 }
 
 #[cfg(test)]
