@@ -66,7 +66,7 @@ pub struct DriverName {
     pub name: &'static str,
     /// Whether `name` is a prefix that takes more after it (`sim:PROFILE`, `afalg:OPTIONS`).
     pub prefix: bool,
-    /// How `--list` and the error messages write it (`sim:PROFILE`, `afalg[:OPTIONS]`).
+    /// How `--list` and the error messages write it (`sim:PROFILE`, `afalg:OPTIONS`).
     pub form: &'static str,
     /// What it is, one line for `--list`.
     pub about: &'static str,
