@@ -1,6 +1,8 @@
-//! The drivers cryptotest can measure, by the names given to `-d`: `soft`, `null`,
-//! `sim:PROFILE`, `afalg` (and `afalg:OPTIONS`), `mb`, `all`, and `auto`. Resolving checks every name before anything runs;
-//! registering puts them (and `soft`, the reference for `--verify`) into one framework.
+//! The drivers cryptotest can measure, by the names given to `-d`: `soft`, `mb`, `null`,
+//! `sim:PROFILE`, `afalg` (and `afalg:OPTIONS`), `all`, and `auto`, each a row of [`NAMES`],
+//! the one table that the parser, `--list` and the error messages read. Resolving checks
+//! every name before anything runs; registering puts them (and `soft`, the reference for
+//! `--verify`) into one framework.
 //!
 //! `auto` is no driver but a column in which ocf chooses among the others: its sessions
 //! come from a framework of their own ([`register_routed`]) that holds exactly the other
@@ -42,6 +44,116 @@ pub enum DriverSpec {
 /// The column name of `-d auto`.
 pub const AUTO: &str = "auto";
 
+/// Which kind of `-d` value a [`DriverName`] is: what [`resolve`] makes of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameKind {
+    Soft,
+    Null,
+    Sim,
+    Afalg,
+    Mb,
+    All,
+    Auto,
+}
+
+/// One kind of `-d` value. [`NAMES`] is the one table of them: [`resolve`] accepts a
+/// value only through it, and `--list` and the error messages print it, so a driver the
+/// parser takes cannot be missing from the listing.
+#[derive(Clone, Copy, Debug)]
+pub struct DriverName {
+    /// The value itself (`soft`), or what it starts with when it carries options or a
+    /// profile (`sim:`, `afalg:`).
+    pub name: &'static str,
+    /// Whether `name` is a prefix that takes more after it (`sim:PROFILE`, `afalg:OPTIONS`).
+    pub prefix: bool,
+    /// How `--list` and the error messages write it (`sim:PROFILE`, `afalg:OPTIONS`).
+    pub form: &'static str,
+    /// What it is, one line for `--list`.
+    pub about: &'static str,
+    pub kind: NameKind,
+}
+
+impl DriverName {
+    fn matches(&self, value: &str) -> bool {
+        if self.prefix {
+            value.starts_with(self.name)
+        } else {
+            value == self.name
+        }
+    }
+}
+
+/// Every `-d` value, in `--list`'s order. `afalg` is two rows: the bare name and the
+/// prefix with options.
+pub static NAMES: [DriverName; 8] = [
+    DriverName {
+        name: ocf_soft::NAME,
+        prefix: false,
+        form: "soft",
+        about: "the CPU: the fastest of aws-lc-rs, OpenSSL libcrypto, Intel IPsec-MB and RustCrypto per algorithm",
+        kind: NameKind::Soft,
+    },
+    DriverName {
+        name: ocf_null::NAME,
+        prefix: false,
+        form: "null",
+        about: "does nothing: what the framework alone costs (its results are not cryptography)",
+        kind: NameKind::Null,
+    },
+    DriverName {
+        name: "sim:",
+        prefix: true,
+        form: "sim:PROFILE",
+        about: "a simulated accelerator (descriptor ring, doorbell, timed engine, interrupts; its results \
+                computed with soft's code on a host thread)",
+        kind: NameKind::Sim,
+    },
+    DriverName {
+        name: ocf_afalg::NAME,
+        prefix: false,
+        form: "afalg",
+        about: "the Linux kernel crypto API (AF_ALG): hardware engines, instruction-set code or generic C, \
+                as /proc/crypto ranks them; hardware on a worker pool, the rest on the caller's thread; \
+                skipped, with the reason, without AF_ALG",
+        kind: NameKind::Afalg,
+    },
+    DriverName {
+        name: "afalg:",
+        prefix: true,
+        form: "afalg:OPTIONS",
+        about: "afalg with options: sync or pool (force one path), workers=N, queue=N, zero_copy=BYTES|off",
+        kind: NameKind::Afalg,
+    },
+    DriverName {
+        name: ocf_mb::NAME,
+        prefix: false,
+        form: "mb",
+        about: "the multi-buffer CPU driver: up to 16 buffers at once (AES-CBC/CTR, 3DES, HMAC-SHA1/2, \
+                cipher+HMAC, AES-GCM); wins on runs handed over whole (--batch N --direct), a lone \
+                request runs on soft's code",
+        kind: NameKind::Mb,
+    },
+    DriverName {
+        name: "all",
+        prefix: false,
+        form: "all",
+        about: "soft, null, every named sim profile, and mb where IPsec-MB is built in (not afalg: name it)",
+        kind: NameKind::All,
+    },
+    DriverName {
+        name: AUTO,
+        prefix: false,
+        form: "auto",
+        about: "a column in which ocf chooses per request among the other drivers given (not null), by --policy",
+        kind: NameKind::Auto,
+    },
+];
+
+/// The table entry a `-d` value matches, if any.
+pub fn lookup(value: &str) -> Option<&'static DriverName> {
+    NAMES.iter().find(|n| n.matches(value))
+}
+
 /// What `-d all` means: every driver this build has, with each named accelerator profile
 /// (and `mb` where IPsec-MB is built in).
 pub fn all() -> Vec<DriverSpec> {
@@ -53,12 +165,24 @@ pub fn all() -> Vec<DriverSpec> {
     v
 }
 
-/// The valid `-d` values, for error messages and `--list`.
+/// The valid `-d` values, for error messages: [`NAMES`]' forms, with the profiles and
+/// options spelled out.
 pub fn valid_names() -> String {
-    format!(
-        "soft, null, sim:PROFILE (PROFILE: {} or ring=N,setup=TIME,rate=RATE[,…]), afalg[:sync|pool,workers=N,queue=N,zero_copy=BYTES|off], mb, all, auto",
-        PROFILE_NAMES.join(", ")
-    )
+    let forms: Vec<String> = NAMES
+        .iter()
+        .map(|n| match n.kind {
+            NameKind::Sim => format!(
+                "{} (PROFILE: {} or ring=N,setup=TIME,rate=RATE[,…])",
+                n.form,
+                PROFILE_NAMES.join(", ")
+            ),
+            NameKind::Afalg if n.prefix => {
+                format!("{} (sync|pool,workers=N,queue=N,zero_copy=BYTES|off)", n.form)
+            }
+            _ => n.form.to_owned(),
+        })
+        .collect();
+    forms.join(", ")
 }
 
 /// Checks `-d` values. The error names the bad value and lists the valid ones, or says what
@@ -67,30 +191,30 @@ pub fn resolve(names: &[String]) -> Result<Vec<DriverSpec>, String> {
     let mut out: Vec<DriverSpec> = Vec::new();
     for raw in names {
         let name = raw.trim();
-        let specs = match name {
-            "all" => all(),
-            "soft" => vec![DriverSpec::Soft],
-            "null" => vec![DriverSpec::Null],
-            ocf_mb::NAME => vec![DriverSpec::Mb],
-            AUTO => vec![DriverSpec::Auto],
-            _ if name == ocf_afalg::NAME || name.starts_with("afalg:") => {
+        let Some(entry) = lookup(name) else {
+            return Err(format!("unknown driver `{name}`\nvalid drivers: {}", valid_names()));
+        };
+        let bad =
+            |e: &dyn std::fmt::Display| format!("bad driver `{name}`: {e}\nvalid drivers: {}", valid_names());
+        let specs = match entry.kind {
+            NameKind::All => all(),
+            NameKind::Soft => vec![DriverSpec::Soft],
+            NameKind::Null => vec![DriverSpec::Null],
+            NameKind::Mb => vec![DriverSpec::Mb],
+            NameKind::Auto => vec![DriverSpec::Auto],
+            NameKind::Afalg => {
                 // Check the options now; whether the kernel has AF_ALG is found at registration.
                 if let Some(opts) = name.strip_prefix("afalg:") {
-                    ocf_afalg::Config::parse(opts)
-                        .map_err(|e| format!("bad driver `{name}`: {e}\nvalid drivers: {}", valid_names()))?;
+                    ocf_afalg::Config::parse(opts).map_err(|e| bad(&e))?;
                 }
                 vec![DriverSpec::Afalg(name.to_owned())]
             }
-            _ => match name.strip_prefix("sim:") {
-                Some(profile) => {
-                    // Parse now so a bad profile is a usage error, not a failure mid-run.
-                    profile
-                        .parse::<SimProfile>()
-                        .map_err(|e| format!("bad driver `{name}`: {e}\nvalid drivers: {}", valid_names()))?;
-                    vec![DriverSpec::Sim(profile.trim().to_owned())]
-                }
-                None => return Err(format!("unknown driver `{name}`\nvalid drivers: {}", valid_names())),
-            },
+            NameKind::Sim => {
+                // Parse now so a bad profile is a usage error, not a failure mid-run.
+                let profile = &name[entry.name.len()..];
+                profile.parse::<SimProfile>().map_err(|e| bad(&e))?;
+                vec![DriverSpec::Sim(profile.trim().to_owned())]
+            }
         };
         for s in specs {
             // Every sim card counts; the others once.
@@ -114,9 +238,9 @@ fn routable(s: &DriverSpec) -> bool {
     matches!(s, DriverSpec::Soft | DriverSpec::Sim(_) | DriverSpec::Afalg(_) | DriverSpec::Mb)
 }
 
-/// Registers one driver; returns its name, or `None` for an `afalg` the kernel cannot
-/// give (the reason printed on stderr).
-fn register_one(fw: &Framework, spec: &DriverSpec) -> Result<Option<String>, String> {
+/// Registers one driver; returns its name, or `None` for an `afalg` the kernel cannot give
+/// or an `mb` this build or CPU lacks (with `say`, the reason printed on stderr).
+fn register_one(fw: &Framework, spec: &DriverSpec, say: bool) -> Result<Option<String>, String> {
     match spec {
         DriverSpec::Soft => {
             ocf_soft::register(fw).map_err(|e| format!("cannot register soft: {e}"))?;
@@ -132,7 +256,9 @@ fn register_one(fw: &Framework, spec: &DriverSpec) -> Result<Option<String>, Str
         DriverSpec::Afalg(name) => match ocf_afalg::register_named(fw, name) {
             Ok(_) => Ok(Some(name.clone())),
             Err(ocf_afalg::AfalgError::Unavailable(why)) => {
-                eprintln!("cryptotest: {name} skipped: {why}");
+                if say {
+                    eprintln!("cryptotest: {name} skipped: {why}");
+                }
                 Ok(None)
             }
             Err(e) => Err(format!("cannot register {name}: {e}")),
@@ -140,7 +266,9 @@ fn register_one(fw: &Framework, spec: &DriverSpec) -> Result<Option<String>, Str
         DriverSpec::Mb => match ocf_mb::register(fw) {
             Ok(()) => Ok(Some(ocf_mb::NAME.to_owned())),
             Err(e) if !ocf_mb::available() => {
-                eprintln!("cryptotest: {} skipped: {e}", ocf_mb::NAME);
+                if say {
+                    eprintln!("cryptotest: {} skipped: {e}", ocf_mb::NAME);
+                }
                 Ok(None)
             }
             Err(e) => Err(format!("cannot register {}: {e}", ocf_mb::NAME)),
@@ -153,18 +281,20 @@ fn register_one(fw: &Framework, spec: &DriverSpec) -> Result<Option<String>, Str
 /// returns the column names, in order (`auto` for `-d auto`; a sim card by the name it
 /// registered under).
 pub fn register(fw: &Framework, specs: &[DriverSpec]) -> Result<Vec<String>, String> {
-    register_one(fw, &DriverSpec::Soft)?;
+    register_one(fw, &DriverSpec::Soft, true)?;
     let name = |s: &DriverSpec| match s {
         DriverSpec::Soft => Ok(Some(ocf_soft::NAME.to_owned())),
-        _ => register_one(fw, s),
+        _ => register_one(fw, s, true),
     };
     specs.iter().filter_map(|s| name(s).transpose()).collect()
 }
 
 /// Registers, into `auto`'s own framework, exactly the drivers it routes to: those listed
-/// but `null` (and `auto`). Returns their names in order (the first is `--oracle`'s A).
+/// but `null` (and `auto`). Returns their names in order (the first is `--oracle`'s A). A
+/// driver this machine lacks is left out silently: [`register`], given the same list
+/// first, said why.
 pub fn register_routed(fw: &Framework, specs: &[DriverSpec]) -> Result<Vec<String>, String> {
-    specs.iter().filter(|s| routable(s)).filter_map(|s| register_one(fw, s).transpose()).collect()
+    specs.iter().filter(|s| routable(s)).filter_map(|s| register_one(fw, s, false).transpose()).collect()
 }
 
 #[cfg(test)]
@@ -247,6 +377,24 @@ mod tests {
             Ok(_) => assert_eq!(cols, ["soft", "afalg", "afalg:sync", "auto"]),
             Err(_) => assert_eq!(cols, ["soft", "auto"], "afalg left out, the run goes on"),
         }
+    }
+
+    /// Every row of the table is a value `-d` takes (a prefix with a valid rest), and a
+    /// value reaches exactly one row.
+    #[test]
+    fn every_row_of_the_table_resolves() {
+        for n in &NAMES {
+            let value = match (n.kind, n.prefix) {
+                (NameKind::Sim, _) => format!("{}qat-like", n.name),
+                (NameKind::Afalg, true) => format!("{}sync", n.name),
+                _ => n.name.to_owned(),
+            };
+            assert!(std::ptr::eq(lookup(&value).unwrap(), n), "{value} reaches another row");
+            let with = if n.kind == NameKind::Auto { names(&["soft", &value]) } else { names(&[&value]) };
+            assert!(resolve(&with).is_ok(), "{value}: {:?}", resolve(&with));
+            assert!(valid_names().contains(n.form), "{} missing from {}", n.form, valid_names());
+        }
+        assert!(lookup("softer").is_none() && lookup("afalgx").is_none() && lookup("sim").is_none());
     }
 
     #[test]

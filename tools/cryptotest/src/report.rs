@@ -1,6 +1,8 @@
 //! What cryptotest prints: the throughput table in the seed paper's layout (rows: operand
 //! size or size distribution; columns: algorithm × driver), openssl speed's layout, the
-//! cost of each case, and JSON Lines (an auto case's routing and oracle: `crate::routing`).
+//! cost of each case, the summary of what `auto` chose ([`auto_summary`]: the fastest
+//! driver alone per algorithm and size, where auto sent its requests, auto ÷ that driver),
+//! and JSON Lines (an auto case's routing and oracle: `crate::routing`).
 
 use std::fmt::Write as _;
 
@@ -8,8 +10,10 @@ use ocf::{ProfileStats, Stage};
 use serde_json::{json, Value};
 
 use crate::bench::{CaseResult, Skipped};
+use crate::drivers::AUTO;
 use crate::routing::{Oracle, Routing};
 use crate::sizes::SizeSpec;
+use crate::units::fmt_rate;
 
 /// One measured (or skipped) case and what goes with it.
 pub struct Row {
@@ -105,17 +109,6 @@ impl Row {
             obj.insert("oracle".into(), oracle.json());
         }
         Some(v)
-    }
-}
-
-/// A number in a table cell: three significant figures or so, never scientific.
-pub fn fmt_rate(v: f64) -> String {
-    if v >= 1000.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
     }
 }
 
@@ -228,6 +221,158 @@ pub fn throughput_table(
         }
     }
     out
+}
+
+/// One (algorithm, size) of [`auto_summary`]: the fastest driver alone, and what auto did.
+struct Chosen<'a> {
+    size: SizeSpec,
+    fastest: Option<(&'a str, f64)>,
+    auto_mbit_s: f64,
+    /// auto's requests per driver, most first, with their share (%).
+    shares: Vec<(&'a str, f64)>,
+}
+
+impl Chosen<'_> {
+    /// The driver that took most of auto's requests.
+    fn main_choice(&self) -> Option<&str> {
+        self.shares.first().map(|&(d, _)| d)
+    }
+}
+
+/// A share as the summary writes it: `100%`, `99.8%`, `97%`, `0.4%`, `<0.1%`.
+fn pct(share: f64) -> String {
+    if share >= 99.95 {
+        "100%".into()
+    } else if (10.0..99.5).contains(&share) {
+        format!("{share:.0}%")
+    } else if share >= 0.05 {
+        format!("{share:.1}%")
+    } else {
+        "<0.1%".into()
+    }
+}
+
+/// What `auto` chose, for a newcomer: per algorithm and size, the fastest driver alone (of
+/// those auto routes to), where auto sent its requests, and auto ÷ that fastest driver
+/// (wall clock); then a line per algorithm naming the driver auto chose at each size.
+/// `None` without an auto case.
+pub fn auto_summary(rows: &[Row], algs: &[String], sizes: &[SizeSpec]) -> Option<String> {
+    let mut by_alg: Vec<(&str, Vec<Chosen>)> = Vec::new();
+    for alg in algs {
+        let mut chosen = Vec::new();
+        for &size in sizes {
+            let auto = rows.iter().find(|r| &r.alg == alg && r.driver == AUTO && r.size == size);
+            let Some((auto, routing)) = auto.and_then(|r| Some((r.measured()?, r.routing.as_ref()?))) else {
+                continue;
+            };
+            let routed: Vec<&str> = routing.drivers.iter().map(|d| d.driver.as_str()).collect();
+            let fastest = rows
+                .iter()
+                .filter(|r| &r.alg == alg && r.size == size && routed.contains(&r.driver.as_str()))
+                .filter_map(|r| Some((r.driver.as_str(), r.measured()?.mbit_s())))
+                .max_by(|a, b| a.1.total_cmp(&b.1));
+            let all: u64 = routing.drivers.iter().map(|d| d.total()).sum();
+            let mut shares: Vec<(&str, f64)> = routing
+                .drivers
+                .iter()
+                .filter(|d| d.total() > 0)
+                .map(|d| (d.driver.as_str(), 100.0 * d.total() as f64 / all.max(1) as f64))
+                .collect();
+            shares.sort_by(|a, b| b.1.total_cmp(&a.1));
+            chosen.push(Chosen { size, fastest, auto_mbit_s: auto.mbit_s(), shares });
+        }
+        if !chosen.is_empty() {
+            by_alg.push((alg, chosen));
+        }
+    }
+    if by_alg.is_empty() {
+        return None;
+    }
+    let sent = |c: &Chosen| {
+        let big: Vec<String> =
+            c.shares.iter().filter(|s| s.1 >= 1.0).map(|(d, s)| format!("{d} {}", pct(*s))).collect();
+        let small: f64 = c.shares.iter().filter(|s| s.1 < 1.0).map(|s| s.1).sum();
+        if small > 0.0 {
+            format!("{} (+{} elsewhere)", big.join(", "), pct(small))
+        } else {
+            big.join(", ")
+        }
+    };
+    let alg_w = by_alg.iter().map(|(a, _)| a.len()).max().unwrap_or(0).max(9);
+    let size_w = sizes.iter().map(|s| s.to_string().len()).max().unwrap_or(0).max(5);
+    let drv_w = by_alg
+        .iter()
+        .flat_map(|(_, c)| c.iter().filter_map(|c| c.fastest.map(|f| f.0.len())))
+        .max()
+        .unwrap_or(0)
+        .max(13);
+    let sent_w = by_alg.iter().flat_map(|(_, c)| c.iter().map(|c| sent(c).len())).max().unwrap_or(0).max(9);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "  {:<alg_w$}  {:>size_w$}  {:<drv_w$}  {:>9}  {:<sent_w$}  {:>9}  {:>6}",
+        "algorithm", "bytes", "fastest alone", "Mb/s", "auto sent", "auto Mb/s", "÷ fastest"
+    );
+    for (alg, chosen) in &by_alg {
+        for (i, c) in chosen.iter().enumerate() {
+            let (fd, fm) = match c.fastest {
+                Some((d, m)) => (d, fmt_rate(m)),
+                None => ("-", "-".into()),
+            };
+            let ratio = match c.fastest {
+                Some((_, m)) if m > 0.0 => format!("{:.2}", c.auto_mbit_s / m),
+                _ => "-".into(),
+            };
+            let _ = writeln!(
+                out,
+                "  {:<alg_w$}  {:>size_w$}  {fd:<drv_w$}  {fm:>9}  {:<sent_w$}  {:>9}  {ratio:>9}",
+                if i == 0 { alg } else { "" },
+                c.size.to_string(),
+                sent(c),
+                fmt_rate(c.auto_mbit_s)
+            );
+        }
+    }
+    for (alg, chosen) in &by_alg {
+        // Sizes grouped by the driver that took most of auto's requests, in size order.
+        let mut groups: Vec<(&str, Vec<String>)> = Vec::new();
+        for c in chosen {
+            let Some(d) = c.main_choice() else { continue };
+            let size = match c.size {
+                SizeSpec::Fixed(n) => format!("{n} B"),
+                d => d.to_string(),
+            };
+            match groups.iter_mut().find(|(g, _)| *g == d) {
+                Some((_, v)) => v.push(size),
+                None => groups.push((d, vec![size])),
+            }
+        }
+        let phrases: Vec<String> = groups.iter().map(|(d, v)| format!("{d} at {}", and_list(v))).collect();
+        let ratios: Vec<f64> = chosen
+            .iter()
+            .filter_map(|c| c.fastest.filter(|f| f.1 > 0.0).map(|f| c.auto_mbit_s / f.1))
+            .collect();
+        let range = match (ratios.iter().copied().reduce(f64::min), ratios.iter().copied().reduce(f64::max)) {
+            (Some(lo), Some(hi)) if (hi - lo) < 0.005 => format!("{lo:.2}"),
+            (Some(lo), Some(hi)) => format!("{lo:.2}–{hi:.2}"),
+            _ => "-".into(),
+        };
+        let _ = writeln!(
+            out,
+            "{alg}: auto chose {}; auto ÷ the fastest driver alone: {range}",
+            phrases.join(", ")
+        );
+    }
+    Some(out)
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn and_list(v: &[String]) -> String {
+    match v {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
 }
 
 /// What each case cost: operations, wall and CPU time, context switches, flow control,
@@ -343,6 +488,7 @@ pub fn openssl_layout(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::routing::DriverShare;
     use crate::rusage::Usage;
 
     fn row(alg: &str, driver: &str, size: usize, bytes: u64) -> Row {
@@ -395,6 +541,62 @@ mod tests {
             Clock::Cpu,
         );
         assert!(cpu.contains("16.0") && !cpu.contains("openssl"), "{cpu}");
+    }
+
+    /// A case at `mbit_s` Mb/s: 1 s of `size`-byte requests.
+    fn at(alg: &str, driver: &str, size: usize, mbit_s: f64) -> Row {
+        row(alg, driver, size, (mbit_s * 1e6 / 8.0) as u64 / size as u64 * size as u64)
+    }
+
+    fn routed(shares: &[(&str, u64)]) -> Routing {
+        let drivers = shares
+            .iter()
+            .map(|&(d, n)| {
+                let mut routed = [0; ocf::routing::SIZE_CLASSES];
+                routed[0] = n;
+                DriverShare { driver: d.into(), routed, models: Vec::new() }
+            })
+            .collect();
+        Routing { policy: "cost-model".into(), decisions: 1, decision_ns: 1.0, drivers }
+    }
+
+    #[test]
+    fn the_summary_names_the_fastest_driver_and_what_auto_chose() {
+        let mut auto16 = at("cbc", AUTO, 16, 96.0);
+        auto16.routing = Some(routed(&[("soft", 9990), ("mb", 6), ("sim", 4)]));
+        let mut auto1k = at("cbc", AUTO, 1024, 2900.0);
+        auto1k.routing = Some(routed(&[("soft", 100), ("mb", 9900), ("sim", 0)]));
+        let rows = vec![
+            at("cbc", "soft", 16, 100.0),
+            at("cbc", "mb", 16, 80.0),
+            at("cbc", "sim", 16, 2.0),
+            // null is faster, but auto does not route to it: not the fastest "alone".
+            at("cbc", "null", 16, 5000.0),
+            auto16,
+            at("cbc", "soft", 1024, 1000.0),
+            at("cbc", "mb", 1024, 3000.0),
+            at("cbc", "sim", 1024, 100.0),
+            auto1k,
+        ];
+        let sizes = [SizeSpec::Fixed(16), SizeSpec::Fixed(1024)];
+        let t = auto_summary(&rows, &["cbc".into()], &sizes).unwrap();
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 4, "{t}");
+        assert!(lines[0].contains("fastest alone") && lines[0].contains("÷ fastest"), "{t}");
+        fn cells(l: &str) -> Vec<&str> {
+            l.split("  ").map(str::trim).filter(|c| !c.is_empty()).collect()
+        }
+        assert_eq!(
+            cells(lines[1]),
+            ["cbc", "16", "soft", "100.0", "soft 99.9% (+0.1% elsewhere)", "96.0", "0.96"]
+        );
+        assert_eq!(cells(lines[2]), ["1024", "mb", "3000", "mb 99%, soft 1.0%", "2900", "0.97"]);
+        assert_eq!(
+            lines[3],
+            "cbc: auto chose soft at 16 B, mb at 1024 B; auto ÷ the fastest driver alone: 0.96–0.97"
+        );
+        // Without an auto case there is nothing to summarise.
+        assert!(auto_summary(&rows[..4], &["cbc".into()], &sizes).is_none());
     }
 
     #[test]

@@ -9,7 +9,7 @@ use ocf::routing::{ModelEstimate, RoutingStats, SIZE_CLASSES};
 use ocf::SizeClass;
 use serde_json::{json, Value};
 
-use crate::report::fmt_rate;
+use crate::units::fmt_rate;
 
 /// One driver's part of an auto case.
 #[derive(Clone, Debug, PartialEq)]
