@@ -233,7 +233,7 @@ pub fn all() -> Vec<Alg> {
 }
 
 /// The algorithms measured when `-a` is not given: what IPsec and TLS mostly use, and the
-/// 3DES+SHA1 of the seed paper's tables.
+/// 3DES+SHA1 of the tables in Leffler's "Cryptographic Device Support for FreeBSD".
 pub const MAIN: [&str; 6] =
     ["aes-128-gcm", "aes-256-gcm", "chacha20-poly1305", "aes-128-cbc", "aes-128-cbc-hmac-sha1", "sha256"];
 

@@ -11,7 +11,7 @@
 //! allocation. A size distribution gives each thread its own sequence of sizes
 //! (`crate::sizes`) and a request per entry; the measuring loop cycles through the slots,
 //! so the only per-request work besides the operation is an index step. With `--batch 1` a thread runs one request at a time (`Session::run`: direct
-//! dispatch, as the seed paper's cryptotest did through /dev/crypto). With `--batch N` it
+//! dispatch, as the cryptotest of "Cryptographic Device Support for FreeBSD" did through /dev/crypto). With `--batch N` it
 //! hands N batchable requests to the dispatch worker in one `submit_batch` (the driver gets
 //! them with the hint that more follow), with immediate callbacks that only hand each
 //! result back; it keeps two such batches in flight and submits a batch again as soon as

@@ -1,7 +1,8 @@
 //! # cryptotest — ocf's benchmark and verification tool
 //!
 //! Measures throughput by operand size for every driver and algorithm asked for, the way
-//! the seed paper's `cryptotest` did (Tables 5–8), with what the seeds used to explain
+//! the `cryptotest` of Leffler's "Cryptographic Device Support for FreeBSD" did (Tables 5–8),
+//! with what that paper and later users' measurements used to explain
 //! their figures: user and system CPU time and voluntary/involuntary context switches per
 //! case (getrusage), the per-stage profile of Table 1 (`-p`), and `openssl speed
 //! -elapsed` run side by side (`--openssl`). `--verify` checks every result against the
@@ -128,7 +129,7 @@ struct Cli {
     /// dispatch worker
     #[arg(long, requires = "batch")]
     direct: bool,
-    /// Profile every request and print the per-stage table (the seed paper's Table 1).
+    /// Profile every request and print the per-stage table (Table 1 of "Cryptographic Device Support for FreeBSD").
     #[arg(short = 'p', long)]
     profile: bool,
     /// Check every result against the reference driver (soft); a mismatch makes the exit

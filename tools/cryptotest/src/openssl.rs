@@ -2,7 +2,7 @@
 //! the two figures come from the same minute on the same machine (`--openssl`).
 //!
 //! It runs `openssl speed -elapsed -mr -seconds S -bytes N [-multi T] [-decrypt] ARGS`:
-//! wall-clock time, as the seeds measured accelerators (CPU time hides the time a process
+//! wall-clock time, as the OCF papers and users measured accelerators (CPU time hides the time a process
 //! waits for a device), and the machine-readable `+F:` line, whose last field is bytes per
 //! second (with `-multi`, the line without a `Got:` prefix is the sum over the processes).
 

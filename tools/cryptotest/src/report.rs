@@ -1,4 +1,5 @@
-//! What cryptotest prints: the throughput table in the seed paper's layout (rows: operand
+//! What cryptotest prints: the throughput table in the layout of "Cryptographic Device
+//! Support for FreeBSD" (rows: operand
 //! size or size distribution; columns: algorithm × driver), openssl speed's layout, the
 //! cost of each case, the summary of what `auto` chose ([`auto_summary`]: the fastest
 //! driver alone per algorithm and size, where auto sent its requests, auto ÷ that driver),

@@ -1,5 +1,6 @@
 //! CPU time and context switches of the whole process (every thread: the benchmark's, the
-//! framework's workers, a simulated device's), from getrusage(2). Seed 002 found why an
+//! framework's workers, a simulated device's), from getrusage(2). "Криптоакселерация" (a FreeBSD user's
+//! glxsb measurements, 2013) found why an
 //! accelerator was slow by counting voluntary context switches: each is a thread that went
 //! to sleep waiting for something.
 
