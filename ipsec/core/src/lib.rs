@@ -36,6 +36,8 @@
 //! - [`acquire`]: ACQUIRE: outbound packets that wait for an SA a key manager was asked for.
 //! - [`larval`]: GETSPI's reserved SPIs (larval SAs) until UPDATE gives them keys.
 
+#![forbid(unsafe_code)]
+
 pub mod acquire;
 pub mod ah;
 mod ah_path;
