@@ -4,10 +4,10 @@
 //!
 //! ```text
 //!  DriverEntry ── flow: Flow<Held> ──▶ Held ── binding ──▶ Binding ── core ──▶ SessionCore
-//!       ▲                                                                      │  │  │
-//!       └──────────────────────────────── entry ───────────────────────────────┘  │  │
-//!  Workers = dispatch::Workers<SessionJobs>: queues of Work and Completion ◀─ workers │
-//!  SessionReorder = Reorder<Arc<SessionCore>> ◀──────────────────────────────── order ┘
+//!       ▲                                                                        │ │ │
+//!       └───────────────────────────────────────────── entry ────────────────────┘ │ │
+//!  Workers = dispatch::Workers<SessionJobs>: Work, Completion queues ◀─ workers ───┘ │
+//!  SessionReorder = Reorder<Arc<SessionCore>> ◀─ order ──────────────────────────────┘
 //! ```
 //!
 //! What each part does lives with its concern: [`DriverEntry`]'s bookkeeping below (it
