@@ -19,8 +19,8 @@
 //!                                                                     (rate-limited)
 //! ```
 //!
-//! Two modules: this one holds what needs no SA database — an SA's [`PathMtu`] and its
-//! aging, the core's coarse [`Clock`], the ICMP error parsed to its quote, fragmenting, the
+//! Two modules: this one holds what needs no SA database — an SA's `PathMtu` and its
+//! aging, the core's coarse `Clock`, the ICMP error parsed to its quote, fragmenting, the
 //! error to the sender, the rate limit — and `pmtu_path` the steps that find or read an SA
 //! (`learn`, `check`, `inner_mtu`), so that the SA database can keep its SAs' path MTU
 //! without importing the path that uses it.
