@@ -1,8 +1,9 @@
 //! Binding: a session's tie to one driver ([`Binding`]: the driver's per-session state and
-//! where requests on it are counted; the type is in `parts`) — its id, its end, and the
-//! session's counting through its bindings — and the registry as sessions see it
-//! ([`Registrar`], implemented by the framework, which lists and binds drivers). A session
-//! has a binding per driver it has used (see `routes`).
+//! where requests on it are counted; the type is in `parts`). Here: a binding's id, what
+//! its drop does (the driver session freed, its counts kept until its last request is
+//! done), the session's counting through its bindings, and the registry as sessions see
+//! it ([`Registrar`], implemented by the framework, which lists and binds drivers). A
+//! session has a binding per driver it has used (see `routes`).
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
