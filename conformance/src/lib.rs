@@ -33,6 +33,8 @@
 //! assert!(report.is_clean(), "{report}");
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod case;
 mod hex;
 pub mod openssl_cli;

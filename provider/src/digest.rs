@@ -289,14 +289,30 @@ extern "C" fn digest_gettable_params(_provctx: *mut c_void) -> *const Param {
 
 const fn digest_table<const I: usize>() -> [Dispatch; 9] {
     [
-        entry!(1, digest_newctx::<I>, unsafe extern "C" fn(*mut c_void) -> *mut c_void),
-        entry!(2, digest_init, unsafe extern "C" fn(*mut c_void, *const Param) -> c_int),
-        entry!(3, digest_update, unsafe extern "C" fn(*mut c_void, *const u8, usize) -> c_int),
-        entry!(4, digest_final, unsafe extern "C" fn(*mut c_void, *mut u8, *mut usize, usize) -> c_int),
-        entry!(6, digest_freectx, unsafe extern "C" fn(*mut c_void)),
-        entry!(7, digest_dupctx, unsafe extern "C" fn(*mut c_void) -> *mut c_void),
-        entry!(8, digest_get_params::<I>, unsafe extern "C" fn(*mut Param) -> c_int),
-        entry!(11, digest_gettable_params, unsafe extern "C" fn(*mut c_void) -> *const Param),
+        entry!(abi::FUNC_DIGEST_NEWCTX, digest_newctx::<I>, unsafe extern "C" fn(*mut c_void) -> *mut c_void),
+        entry!(abi::FUNC_DIGEST_INIT, digest_init, unsafe extern "C" fn(*mut c_void, *const Param) -> c_int),
+        entry!(
+            abi::FUNC_DIGEST_UPDATE,
+            digest_update,
+            unsafe extern "C" fn(*mut c_void, *const u8, usize) -> c_int
+        ),
+        entry!(
+            abi::FUNC_DIGEST_FINAL,
+            digest_final,
+            unsafe extern "C" fn(*mut c_void, *mut u8, *mut usize, usize) -> c_int
+        ),
+        entry!(abi::FUNC_DIGEST_FREECTX, digest_freectx, unsafe extern "C" fn(*mut c_void)),
+        entry!(abi::FUNC_DIGEST_DUPCTX, digest_dupctx, unsafe extern "C" fn(*mut c_void) -> *mut c_void),
+        entry!(
+            abi::FUNC_DIGEST_GET_PARAMS,
+            digest_get_params::<I>,
+            unsafe extern "C" fn(*mut Param) -> c_int
+        ),
+        entry!(
+            abi::FUNC_DIGEST_GETTABLE_PARAMS,
+            digest_gettable_params,
+            unsafe extern "C" fn(*mut c_void) -> *const Param
+        ),
         abi::END,
     ]
 }
@@ -478,16 +494,40 @@ extern "C" fn mac_settable_ctx_params(_ctx: *mut c_void, _provctx: *mut c_void) 
 }
 
 static HMAC_TABLE: [Dispatch; 11] = [
-    entry!(1, mac_newctx, unsafe extern "C" fn(*mut c_void) -> *mut c_void),
-    entry!(2, mac_dupctx, unsafe extern "C" fn(*mut c_void) -> *mut c_void),
-    entry!(3, mac_freectx, unsafe extern "C" fn(*mut c_void)),
-    entry!(4, mac_init, unsafe extern "C" fn(*mut c_void, *const u8, usize, *const Param) -> c_int),
-    entry!(5, mac_update, unsafe extern "C" fn(*mut c_void, *const u8, usize) -> c_int),
-    entry!(6, mac_final, unsafe extern "C" fn(*mut c_void, *mut u8, *mut usize, usize) -> c_int),
-    entry!(8, mac_get_ctx_params, unsafe extern "C" fn(*mut c_void, *mut Param) -> c_int),
-    entry!(9, mac_set_ctx_params, unsafe extern "C" fn(*mut c_void, *const Param) -> c_int),
-    entry!(11, mac_gettable_ctx_params, unsafe extern "C" fn(*mut c_void, *mut c_void) -> *const Param),
-    entry!(12, mac_settable_ctx_params, unsafe extern "C" fn(*mut c_void, *mut c_void) -> *const Param),
+    entry!(abi::FUNC_MAC_NEWCTX, mac_newctx, unsafe extern "C" fn(*mut c_void) -> *mut c_void),
+    entry!(abi::FUNC_MAC_DUPCTX, mac_dupctx, unsafe extern "C" fn(*mut c_void) -> *mut c_void),
+    entry!(abi::FUNC_MAC_FREECTX, mac_freectx, unsafe extern "C" fn(*mut c_void)),
+    entry!(
+        abi::FUNC_MAC_INIT,
+        mac_init,
+        unsafe extern "C" fn(*mut c_void, *const u8, usize, *const Param) -> c_int
+    ),
+    entry!(abi::FUNC_MAC_UPDATE, mac_update, unsafe extern "C" fn(*mut c_void, *const u8, usize) -> c_int),
+    entry!(
+        abi::FUNC_MAC_FINAL,
+        mac_final,
+        unsafe extern "C" fn(*mut c_void, *mut u8, *mut usize, usize) -> c_int
+    ),
+    entry!(
+        abi::FUNC_MAC_GET_CTX_PARAMS,
+        mac_get_ctx_params,
+        unsafe extern "C" fn(*mut c_void, *mut Param) -> c_int
+    ),
+    entry!(
+        abi::FUNC_MAC_SET_CTX_PARAMS,
+        mac_set_ctx_params,
+        unsafe extern "C" fn(*mut c_void, *const Param) -> c_int
+    ),
+    entry!(
+        abi::FUNC_MAC_GETTABLE_CTX_PARAMS,
+        mac_gettable_ctx_params,
+        unsafe extern "C" fn(*mut c_void, *mut c_void) -> *const Param
+    ),
+    entry!(
+        abi::FUNC_MAC_SETTABLE_CTX_PARAMS,
+        mac_settable_ctx_params,
+        unsafe extern "C" fn(*mut c_void, *mut c_void) -> *const Param
+    ),
     abi::END,
 ];
 

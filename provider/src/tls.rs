@@ -16,8 +16,8 @@
 //! sequence number). What an update returns is what OpenSSL's providers return: the whole
 //! record when sealing, the payload's length when opening.
 //!
-//! This module holds the record arithmetic; `cipher.rs` sends each record's payload through
-//! ocf as one whole AEAD message. CBC records are described further down.
+//! This module holds the record arithmetic; `cipher/records.rs` sends each record's payload
+//! through ocf as one whole AEAD message. CBC records are described further down.
 
 /// The length of TLS 1.2's AEAD additional data (`EVP_AEAD_TLS1_AAD_LEN`).
 pub const AAD_LEN: usize = 13;

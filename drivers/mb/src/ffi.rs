@@ -1,6 +1,9 @@
-//! The only `unsafe` of the crate: the calls into `csrc/mb.c` (IPsec-MB's job API). The
-//! C side keeps `IMB_MGR`/`IMB_JOB`; a [`JobDesc`] crosses per request and [`DoneEntry`]s
-//! come back, oldest first.
+//! The calls into `csrc/mb.c` (IPsec-MB's job API), the crate's FFI `unsafe`. The C side
+//! keeps `IMB_MGR`/`IMB_JOB`; a [`JobDesc`] crosses per request and [`DoneEntry`]s come
+//! back, oldest first. The crate's other `unsafe`: the lane's `hold`/`run`/`run_now`
+//! (`lane.rs`, whose callers in `lib.rs` promise the held requests' memory; the benchmark
+//! harness `benchkit.rs` submits too) and the AVX-512 engines (`cbc16/`, `des16/`: their
+//! kernels' intrinsics and the calls into them).
 
 use std::os::raw::c_void;
 use std::ptr::NonNull;

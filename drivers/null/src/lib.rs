@@ -10,6 +10,8 @@
 //! makes one that routing may choose, under a name of its own, to measure what routing
 //! itself costs (the dispatch bench) — never register one beside real drivers.
 
+#![forbid(unsafe_code)]
+
 use std::sync::Arc;
 
 use ocf::{

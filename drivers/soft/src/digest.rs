@@ -15,7 +15,7 @@ use sha1::Sha1;
 use sha2::digest::Digest;
 use sha2::{Sha256, Sha384, Sha512};
 
-use crate::evp::{self, EvpDigest, EvpHmac};
+use crate::evp::{self, EvpDigest, EvpHmac, EvpMd};
 
 /// The digests this driver implements (ocf's `DigestAlg` may grow; this enum is what a
 /// session resolved it to).
@@ -38,6 +38,17 @@ impl Hash {
             DigestAlg::Sha512 => Hash::Sha512,
             _ => return Err(Error::UnsupportedDigest(alg)),
         })
+    }
+
+    /// The libcrypto digest this hash runs through where libcrypto is faster (SHA-384,
+    /// SHA-512, MD5); SHA-1 and SHA-256 stay with RustCrypto (SHA-NI) at every size.
+    fn evp(self) -> Option<EvpMd> {
+        match self {
+            Hash::Sha384 => Some(EvpMd::Sha384),
+            Hash::Sha512 => Some(EvpMd::Sha512),
+            Hash::Md5 => Some(EvpMd::Md5),
+            Hash::Sha1 | Hash::Sha256 => None,
+        }
     }
 }
 
@@ -188,8 +199,9 @@ pub struct Digester {
 impl Digester {
     pub fn new(alg: DigestAlg) -> Result<Digester, Error> {
         let hash = Hash::new(alg)?;
-        let evp = EvpDigest::new(hash).transpose()?.map(Mutex::new);
-        Ok(Digester { hash, evp, evp_min_len: evp::min_len(hash, false) })
+        let md = hash.evp();
+        let evp = md.and_then(EvpDigest::new).transpose()?.map(Mutex::new);
+        Ok(Digester { hash, evp, evp_min_len: md.map_or(usize::MAX, |md| evp::min_len(md, false)) })
     }
 
     /// Digest of `data` into `out` (at least the digest length).
@@ -219,9 +231,10 @@ impl HmacKey {
         let MacAlg::Hmac(d) = alg else {
             return Err(Error::UnsupportedMac(alg));
         };
-        let hash = Hash::new(d)?;
-        let evp = EvpHmac::new(hash, key).transpose()?.map(Mutex::new);
-        Ok(HmacKey { rust: RustHmac::new(alg, key)?, evp, evp_min_len: evp::min_len(hash, true) })
+        let md = Hash::new(d)?.evp();
+        let evp = md.and_then(|md| EvpHmac::new(md, key)).transpose()?.map(Mutex::new);
+        let evp_min_len = md.map_or(usize::MAX, |md| evp::min_len(md, true));
+        Ok(HmacKey { rust: RustHmac::new(alg, key)?, evp, evp_min_len })
     }
 
     /// The keyed RustCrypto state, from which multi-part messages start.
@@ -257,6 +270,9 @@ mod tests {
             let d = Digester::new(alg).unwrap();
             let key: Vec<u8> = (0..alg.block_len() as u8 + 7).collect();
             let h = HmacKey::new(MacAlg::Hmac(alg), &key).unwrap();
+            // The hashes libcrypto is faster for take its contexts; the others never do.
+            let libcrypto = matches!(alg, DigestAlg::Sha384 | DigestAlg::Sha512 | DigestAlg::Md5);
+            assert_eq!((d.evp.is_some(), h.evp.is_some()), (libcrypto, libcrypto), "{alg}: libcrypto");
             for len in [0, 1, 55, 64, 511, 512, 513, 1024, 4999] {
                 let msg = &data[..len];
                 let (mut a, mut b) = ([0u8; 64], [0u8; 64]);

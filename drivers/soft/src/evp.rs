@@ -11,6 +11,9 @@
 //! raw `HMAC_CTX` calls: the crate offers no reusable keyed HMAC, and its `Signer` costs
 //! ~4 µs per message. Like the ChaCha20-Poly1305 contexts, these serve one message at a
 //! time behind a `try_lock`; a thread that finds a context busy uses RustCrypto.
+//!
+//! This module is the libcrypto layer only: it names libcrypto's algorithms ([`EvpMd`]) and
+//! knows nothing of the driver's own `Hash`; `digest` decides which of its hashes come here.
 
 use std::os::raw::c_uint;
 use std::ptr;
@@ -24,8 +27,6 @@ use openssl::md::{Md, MdRef};
 use openssl::md_ctx::MdCtx;
 use openssl::provider::Provider;
 use openssl_sys as ffi;
-
-use crate::digest::Hash;
 
 /// The driver's own libcrypto library context, with only OpenSSL's default provider
 /// loaded, from which every algorithm the driver uses is fetched.
@@ -54,14 +55,21 @@ pub fn chacha20_poly1305() -> Option<&'static Cipher> {
     CIPHER.get_or_init(|| Cipher::fetch(Some(lib_ctx()?), "ChaCha20-Poly1305", None).ok()).as_ref()
 }
 
+/// The digests this module runs through libcrypto (the ones where its assembly wins).
+#[derive(Clone, Copy, Debug)]
+pub enum EvpMd {
+    Sha384,
+    Sha512,
+    Md5,
+}
+
 /// A libcrypto digest, fetched once from the driver's context.
-fn fetched_md(hash: Hash) -> Option<&'static MdRef> {
+fn fetched_md(md: EvpMd) -> Option<&'static MdRef> {
     static MDS: [OnceLock<Option<Md>>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
-    let (slot, name) = match hash {
-        Hash::Sha384 => (0, "SHA2-384"),
-        Hash::Sha512 => (1, "SHA2-512"),
-        Hash::Md5 => (2, "MD5"),
-        Hash::Sha1 | Hash::Sha256 => return None,
+    let (slot, name) = match md {
+        EvpMd::Sha384 => (0, "SHA2-384"),
+        EvpMd::Sha512 => (1, "SHA2-512"),
+        EvpMd::Md5 => (2, "MD5"),
     };
     MDS[slot].get_or_init(|| Md::fetch(Some(lib_ctx()?), name, None).ok()).as_deref()
 }
@@ -69,9 +77,9 @@ fn fetched_md(hash: Hash) -> Option<&'static MdRef> {
 /// The smallest message for which libcrypto is used (from the measured size sweeps:
 /// SHA-384/512 tie up to 64 B and win from 128 B; MD5 and HMAC lose or tie up to 128 B
 /// and win from 256 B).
-pub fn min_len(hash: Hash, hmac: bool) -> usize {
-    match (hash, hmac) {
-        (Hash::Sha384 | Hash::Sha512, false) => 128,
+pub fn min_len(md: EvpMd, hmac: bool) -> usize {
+    match (md, hmac) {
+        (EvpMd::Sha384 | EvpMd::Sha512, false) => 128,
         _ => 256,
     }
 }
@@ -83,10 +91,9 @@ pub struct EvpDigest {
 }
 
 impl EvpDigest {
-    /// `None` for digests this module does not accelerate, or when libcrypto cannot
-    /// provide them.
-    pub fn new(hash: Hash) -> Option<Result<EvpDigest, Error>> {
-        let md = fetched_md(hash)?;
+    /// `None` when libcrypto cannot provide the digest.
+    pub fn new(md: EvpMd) -> Option<Result<EvpDigest, Error>> {
+        let md = fetched_md(md)?;
         let fail = |_| Error::DriverFailure("soft: libcrypto digest setup failed");
         Some(MdCtx::new().map(|ctx| EvpDigest { ctx, md }).map_err(fail))
     }
@@ -105,16 +112,18 @@ pub struct EvpHmac {
     ctx: *mut ffi::HMAC_CTX,
 }
 
-// SAFETY: as for EvpDigest.
+// SAFETY: an `HMAC_CTX` belongs to no thread (libcrypto keeps no thread-local state in it);
+// this value owns its context alone (made in `new`, freed once in `Drop`, never shared or
+// handed out), and every use goes through `&mut self`, so moving it to another thread
+// cannot race. Not `Sync`: the driver shares it behind a `Mutex`.
 unsafe impl Send for EvpHmac {}
 
 impl EvpHmac {
-    /// `None` for digests this module does not accelerate, or when libcrypto cannot
-    /// provide them.
-    pub fn new(hash: Hash, key: &[u8]) -> Option<Result<EvpHmac, Error>> {
+    /// `None` when libcrypto cannot provide the digest.
+    pub fn new(md: EvpMd, key: &[u8]) -> Option<Result<EvpHmac, Error>> {
         // A digest fetched from the driver's own context (see `lib_ctx`): HMAC_Init_ex
         // then runs it without an implicit fetch from the application's context.
-        let md = fetched_md(hash)?.as_ptr();
+        let md = fetched_md(md)?.as_ptr();
         let fail = Error::DriverFailure("soft: libcrypto HMAC setup failed");
         let Ok(key_len) = key.len().try_into() else { return Some(Err(fail)) };
         // SAFETY: HMAC_CTX_new returns an owned context or null (checked; `Drop` frees it).

@@ -46,7 +46,8 @@ use ocf::{Callback, Framework};
 use crate::acquire::AcquireLimits;
 use crate::db::{ControlError, Databases, Response, Transaction};
 use crate::path::{Batch, Shared, To};
-use crate::pmtu::{self, IcmpFrom, Learned};
+use crate::pmtu::{IcmpFrom, Learned};
+use crate::pmtu_path;
 use crate::sad::{Event, Sa, SaCallbacks};
 use crate::stats::{Counters, Drop, Stats};
 
@@ -147,7 +148,7 @@ impl Ipsec {
     /// error about one of our ESP packets lowers its SA's path MTU ([`crate::pmtu`]).
     /// `Err`: dropped and counted under its reason.
     pub fn icmp_error(&self, msg: &[u8], from: IcmpFrom) -> Result<Learned, Drop> {
-        let learned = pmtu::learn(&self.shared.db.sad, msg, from, self.shared.clock.now());
+        let learned = pmtu_path::learn(&self.shared.db.sad, msg, from, self.shared.clock.now());
         self.shared.learned(learned)
     }
 
@@ -155,7 +156,7 @@ impl Ipsec {
     /// larger than `mtu`, its route's MTU (EMSGSIZE): lowers its SA's path MTU as an ICMP
     /// error quoting it would ([`crate::pmtu`]).
     pub fn local_path_mtu(&self, outer: &[u8], mtu: u32) -> Result<Learned, Drop> {
-        let learned = pmtu::learn_local(&self.shared.db.sad, outer, mtu, self.shared.clock.now());
+        let learned = pmtu_path::learn_local(&self.shared.db.sad, outer, mtu, self.shared.clock.now());
         self.shared.learned(learned)
     }
 

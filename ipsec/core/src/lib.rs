@@ -31,10 +31,13 @@
 //! - [`transform`]: an SA's transform, ESP's, AH's or IPComp's.
 //! - [`spd`]: the security policy database, read lock-free on the packet path.
 //! - [`pmtu`]: path MTU per SA, learned from ICMP errors on the outer path; ICMP errors
-//!   to inner senders whose packets no longer fit (RFC 4301 §8).
+//!   to inner senders whose packets no longer fit (RFC 4301 §8); `pmtu_path`: the steps
+//!   that find or read the SA.
 //! - [`stats`]: a counter for every reason a packet is dropped.
 //! - [`acquire`]: ACQUIRE: outbound packets that wait for an SA a key manager was asked for.
 //! - [`larval`]: GETSPI's reserved SPIs (larval SAs) until UPDATE gives them keys.
+
+#![forbid(unsafe_code)]
 
 pub mod acquire;
 pub mod ah;
@@ -55,6 +58,7 @@ mod outbound;
 mod packet;
 mod path;
 pub mod pmtu;
+mod pmtu_path;
 pub mod replay;
 pub mod sad;
 pub mod setkey;

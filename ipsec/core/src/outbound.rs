@@ -31,11 +31,11 @@ use crate::esp::{self, ESP_HEADER_LEN};
 use crate::ipip;
 use crate::packet::{emit_ip, Fresh, Packet, TAILROOM};
 use crate::path::{flow, into_vec, parse_trusted, Batch, Results, SaRef, Shared, Tally, Way};
-use crate::pmtu;
 use crate::sad::{Event, Sa};
 use crate::stats::{Counters, Drop};
 use crate::transform::Transform;
 use crate::transport::{fix_transport_header, transport_split, Split};
+use crate::{pmtu, pmtu_path};
 
 const PROTO_UDP: u8 = 17;
 const PROTO_ESP: u8 = 50;
@@ -116,7 +116,7 @@ impl Shared {
             }
             // Does it fit the path (crate::pmtu)? One atomic load while no path MTU is known.
             let keep = || if tunnel { 0 } else { transport_split(packet.bytes(), s).map_or(0, |sp| sp.keep) };
-            let fragmentable = match pmtu::check(sa, packet.bytes(), s, keep, &self.clock) {
+            let fragmentable = match pmtu_path::check(sa, packet.bytes(), s, keep, &self.clock) {
                 pmtu::Verdict::Fits => false,
                 pmtu::Verdict::Fragmentable => true,
                 pmtu::Verdict::TooBig(mtu) => return Err(self.too_big_for_path(b, sa, &packet, s, mtu)),

@@ -19,6 +19,12 @@
 //!                                                                     (rate-limited)
 //! ```
 //!
+//! Two modules: this one holds what needs no SA database — an SA's `PathMtu` and its
+//! aging, the core's coarse `Clock`, the ICMP error parsed to its quote, fragmenting, the
+//! error to the sender, the rate limit — and `pmtu_path` the steps that find or read an SA
+//! (`learn`, `check`, `inner_mtu`), so that the SA database can keep its SAs' path MTU
+//! without importing the path that uses it.
+//!
 //! Choices, and why:
 //! - **Which SA.** As Linux's `esp4_err`/`esp6_err` and `ah4_err`/`ah6_err` (RFC 4301
 //!   §6.1.2: the SPI and the quoted addresses tie an ICMP error to its SA): the SPI in the
@@ -65,18 +71,13 @@
 //!   its segment size; what is over is counted (`icmp_rate_limited`).
 
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
-use ipsec_wire::{icmp, ipv4, ipv6, ipv6_ext, ChecksumPolicy, IpProtocol, PseudoHeader, Summary};
+use ipsec_wire::{icmp, ipv4, ipv6, ipv6_ext, IpProtocol, PseudoHeader, Summary};
 
-use crate::control::Proto;
-use crate::esp::ESP_HEADER_LEN;
 use crate::packet::{emit_ip, Fresh, Packet, HEADROOM};
-pub use crate::sad::PMTU_AGE;
-use crate::sad::{Sa, Sad};
-use crate::stats::Drop;
 
 /// The smallest path MTU an ICMP error may report for an IPv4 path: what every IPv4 host
 /// must accept (RFC 1122 §3.3.3). Linux takes 552 (`min_pmtu`).
@@ -85,6 +86,48 @@ pub const MIN_PMTU_V4: u32 = 576;
 pub const MIN_PMTU_V6: u32 = 1280;
 /// ICMP errors to inner senders per second (and the burst).
 pub const ICMP_PER_SECOND: u32 = 100;
+
+/// How long a learned path MTU holds after it was last lowered (RFC 1191 §6.3: "the
+/// timeout … should be set to a value of 10 minutes").
+pub const PMTU_AGE: Duration = Duration::from_secs(600);
+/// An SA's path MTU (the SA keeps one, `Sa::path_mtu`): unknown (0) until an ICMP error
+/// says, then that until `until` on the core's clock.
+#[derive(Default)]
+pub(crate) struct PathMtu {
+    mtu: AtomicU32,
+    until: AtomicU64,
+}
+
+impl PathMtu {
+    /// Whether a path MTU was ever learned (one relaxed load: the packet path's test while
+    /// none is).
+    #[inline]
+    pub(crate) fn ever_learned(&self) -> bool {
+        self.mtu.load(Ordering::Relaxed) != 0
+    }
+
+    /// The path MTU at time `now`, if one was learned and has not aged out.
+    #[inline]
+    pub(crate) fn get(&self, now: u64) -> Option<u32> {
+        match self.mtu.load(Ordering::Relaxed) {
+            0 => None,
+            m if now < self.until.load(Ordering::Relaxed) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Learns `mtu` at time `now` if it is below the path MTU known (or none is): true if
+    /// it was. (Two errors at once may race; the lower one may lose, and the next error
+    /// about a packet still too big brings it again.)
+    pub(crate) fn lower(&self, mtu: u32, now: u64) -> bool {
+        if self.get(now).is_some_and(|m| mtu >= m) {
+            return false;
+        }
+        self.until.store(now + PMTU_AGE.as_secs(), Ordering::Relaxed);
+        self.mtu.store(mtu, Ordering::Relaxed);
+        true
+    }
+}
 
 /// The core's coarse clock: seconds since the core started, moved by `tick`.
 pub(crate) struct Clock {
@@ -130,79 +173,21 @@ pub enum Learned {
     Lowered(u32),
 }
 
-/// Parses an ICMP error and lowers the path MTU of the SA whose packet it quotes, at time
-/// `now`. The SA is returned with the outcome (for its counters and an event), or the drop
-/// reason the error is counted under.
-pub(crate) fn learn(
-    sad: &Sad,
-    msg: &[u8],
-    from: IcmpFrom,
-    now: u64,
-) -> Result<(Learned, Option<Arc<Sa>>), Drop> {
-    let p = icmp::Packet::new_unchecked(msg);
-    let parsed = match from {
-        IcmpFrom::V4 => icmp::Repr::parse_v4(&p, ChecksumPolicy::Verify),
-        IcmpFrom::V6(Some(pseudo)) => icmp::Repr::parse_v6(&p, &pseudo, ChecksumPolicy::Verify),
-        IcmpFrom::V6(None) => {
-            let any = PseudoHeader::V6 { src: [0; 16].into(), dst: [0; 16].into() };
-            icmp::Repr::parse_v6(&p, &any, ChecksumPolicy::Ignore)
-        }
-    };
-    let repr = match parsed {
-        Ok(r) => r,
-        Err(ipsec_wire::Error::NotPathMtu { .. }) => return Ok((Learned::NotOurs, None)),
-        Err(_) => return Err(Drop::IcmpMalformed),
-    };
-    let quote = Quote::parse(repr.quoted()).ok_or(Drop::IcmpMalformed)?;
-    if quote.v6 != matches!(from, IcmpFrom::V6(_)) {
-        return Err(Drop::IcmpMalformed);
-    }
-    lower(sad, &quote, repr.mtu(), now)
-}
-
-/// One of our own ESP or AH packets, `outer`, that the local IP stack refused to send as larger
-/// than its route's MTU `mtu` (EMSGSIZE: the gateway's own link is the narrow one, or the
-/// kernel cached a smaller path MTU first): learned as if an ICMP error had quoted it.
-pub(crate) fn learn_local(
-    sad: &Sad,
-    outer: &[u8],
-    mtu: u32,
-    now: u64,
-) -> Result<(Learned, Option<Arc<Sa>>), Drop> {
-    let quote = Quote::parse(outer).ok_or(Drop::Malformed)?;
-    lower(sad, &quote, mtu, now)
-}
-
-/// Lowers the path MTU of the SA that sent the `quote`d packet to `mtu`, unless it is
-/// bogus ([`Drop::IcmpBogusMtu`]) or higher.
-fn lower(sad: &Sad, quote: &Quote<'_>, mtu: u32, now: u64) -> Result<(Learned, Option<Arc<Sa>>), Drop> {
-    let sa = match quote.find(sad)? {
-        Some(sa) => sa,
-        None => return Ok((Learned::NotOurs, None)),
-    };
-    let min = if quote.v6 { MIN_PMTU_V6 } else { MIN_PMTU_V4 };
-    if mtu < min || mtu as usize >= quote.total_len {
-        return Err(Drop::IcmpBogusMtu);
-    }
-    let learned = if sa.path_mtu.lower(mtu, now) { Learned::Lowered(mtu) } else { Learned::Unchanged };
-    Ok((learned, Some(sa)))
-}
-
 /// The outer header of one of our ESP or AH packets as an ICMP error quotes it.
-struct Quote<'a> {
-    v6: bool,
-    src: IpAddr,
-    dst: IpAddr,
+pub(crate) struct Quote<'a> {
+    pub(crate) v6: bool,
+    pub(crate) src: IpAddr,
+    pub(crate) dst: IpAddr,
     /// The packet's length as its header gives it (the quote itself is shorter).
-    total_len: usize,
+    pub(crate) total_len: usize,
     /// What follows the IP header.
-    kind: Quoted,
-    rest: &'a [u8],
+    pub(crate) kind: Quoted,
+    pub(crate) rest: &'a [u8],
 }
 
 /// What a quoted packet carries behind its IP header.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Quoted {
+pub(crate) enum Quoted {
     Esp,
     /// UDP (ESP in UDP behind it, or another application's datagram).
     Udp,
@@ -222,7 +207,7 @@ impl Quoted {
     }
 
     /// Where the SPI is in what follows the IP header.
-    fn spi_at(self) -> usize {
+    pub(crate) fn spi_at(self) -> usize {
         match self {
             Quoted::Udp => 8,
             Quoted::Ah => 4,
@@ -233,7 +218,7 @@ impl Quoted {
 
 impl<'a> Quote<'a> {
     /// `None` if the quote is too short for its IP header, or is no IP header.
-    fn parse(q: &'a [u8]) -> Option<Quote<'a>> {
+    pub(crate) fn parse(q: &'a [u8]) -> Option<Quote<'a>> {
         match q.first()? >> 4 {
             4 if q.len() >= 20 => {
                 let h = ipv4::Packet::new_unchecked(q);
@@ -269,38 +254,6 @@ impl<'a> Quote<'a> {
         let total_len = if kind == Quoted::Other { 0 } else { total_len };
         Quote { v6, src, dst, total_len, kind, rest }
     }
-
-    /// The SA that sent the quoted packet. `Ok(None)`: not ESP or AH, or UDP that is not
-    /// ESP in UDP of ours; `Err(IcmpNoSa)`: ESP (or ESP in UDP with an SPI) or AH that no
-    /// SA sent.
-    fn find(&self, sad: &Sad) -> Result<Option<Arc<Sa>>, Drop> {
-        let udp = self.kind == Quoted::Udp;
-        if self.total_len == 0 {
-            return Ok(None);
-        }
-        let at = self.kind.spi_at();
-        let Some(s) = self.rest.get(at..at + 4) else {
-            // RFC 792 routers quote 8 bytes: ESP's and AH's SPIs are there, ESP in UDP's
-            // is not.
-            return if udp { Ok(None) } else { Err(Drop::IcmpMalformed) };
-        };
-        let spi = u32::from_be_bytes([s[0], s[1], s[2], s[3]]);
-        let sa = sad.inbound(spi, self.dst).filter(|sa| sa.id.src == self.src);
-        let ours = |sa: &Arc<Sa>| match (self.kind, sa.spec.natt) {
-            (Quoted::Ah, _) => sa.id.proto == Proto::Ah,
-            (Quoted::Esp, None) => sa.id.proto != Proto::Ah,
-            (Quoted::Udp, Some(n)) => {
-                let ports = ipsec_wire::udp::Packet::new_unchecked(self.rest);
-                ports.src_port() == n.sport && Some(ports.dst_port()) == sa.send_port()
-            }
-            _ => false,
-        };
-        match sa {
-            Some(sa) if ours(&sa) => Ok(Some(sa)),
-            _ if udp => Ok(None),
-            _ => Err(Drop::IcmpNoSa),
-        }
-    }
 }
 
 /// What becomes of an outbound packet on an SA whose path MTU is known.
@@ -313,62 +266,6 @@ pub(crate) enum Verdict {
     Fragmentable,
     /// It does not fit and may not be fragmented: the largest inner packet that fits.
     TooBig(u32),
-}
-
-/// Whether the packet `bytes` (parsed as `s`) fits `sa`'s path by `clock`. `keep` gives
-/// the bytes of it that stay in front of ESP (transport mode; 0 in tunnel mode). While the
-/// SA knows no path MTU this is one relaxed load of it: the clock and `keep` are read only
-/// when one is known.
-#[inline]
-pub(crate) fn check(
-    sa: &Sa,
-    bytes: &[u8],
-    s: &Summary,
-    keep: impl FnOnce() -> usize,
-    clock: &Clock,
-) -> Verdict {
-    if !sa.path_mtu.ever_learned() {
-        return Verdict::Fits;
-    }
-    let Some(mtu) = sa.path_mtu.get(clock.now()) else { return Verdict::Fits };
-    let max = inner_mtu(sa, keep(), mtu as usize);
-    if s.ip_len <= max {
-        return Verdict::Fits;
-    }
-    let may_fragment = match bytes.first().map(|b| b >> 4) {
-        Some(4) => !ipv4::Packet::new_unchecked(bytes).dont_frag(),
-        _ => s.ip_len <= MIN_PMTU_V6 as usize,
-    };
-    if may_fragment {
-        return Verdict::Fragmentable;
-    }
-    let floor = if s.src.is_ipv6() { MIN_PMTU_V6 } else { 68 };
-    Verdict::TooBig((max as u32).max(floor))
-}
-
-/// The longest inner packet `sa` carries in an outer packet of at most `mtu` bytes: the
-/// outer IP header (tunnel mode; `keep` bytes of the packet's own in transport mode), UDP
-/// for ESP in UDP, ESP header and IV in front; padding to the cipher's alignment, the
-/// 2-byte trailer and the ICV behind.
-pub(crate) fn inner_mtu(sa: &Sa, keep: usize, mtu: usize) -> usize {
-    let outer = if keep > 0 {
-        keep
-    } else if sa.id.dst.is_ipv6() {
-        40
-    } else {
-        20
-    };
-    let t = match &sa.transform {
-        crate::transform::Transform::Esp(t) => t,
-        crate::transform::Transform::Ah(t) => {
-            return crate::ah::inner_mtu(t, sa.id.dst.is_ipv6(), outer, keep, mtu)
-        }
-        // IPComp (tunnel mode): a packet that does not shrink goes as plain IP-in-IP.
-        crate::transform::Transform::IpComp => return (mtu.saturating_sub(outer) + keep).min(mtu),
-    };
-    let udp = if sa.spec.natt.is_some() { 8 } else { 0 };
-    let room = mtu.saturating_sub(outer + udp + ESP_HEADER_LEN + t.iv_len + t.icv_len);
-    ((room & !(t.align - 1)).saturating_sub(2) + keep).min(mtu)
 }
 
 /// A token bucket of [`ICMP_PER_SECOND`] tokens a second, as many at most.
@@ -494,10 +391,7 @@ pub(crate) fn error_to_sender(inner: &[u8], s: &Summary, mtu: u32) -> Option<Pac
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
-    use crate::sad::PathMtu;
 
     #[test]
     fn a_path_mtu_only_goes_down_and_ages_out_after_pmtu_age() {

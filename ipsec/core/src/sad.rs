@@ -45,7 +45,7 @@
 use std::hash::BuildHasher;
 use std::net::IpAddr;
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -55,19 +55,56 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::control::{Lifetime, Mode, Proto, SaId, SaSpec, Selector, MAX_REPLAY_WINDOW};
 use crate::esp::TransformError;
+use crate::pmtu::PathMtu;
 use crate::replay::{ReplayWindow, SeqCounter};
 use crate::spd::Flow;
 use crate::stats::{Counters, Stats};
 use crate::transform::Transform;
 
-/// Where an SA is in its life (RFC 2367's mature / dying / dead).
+/// Where an SA is in its life (RFC 2367's mature / dying / dead). It only moves forward.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub enum SaState {
-    Mature,
+    Mature = 0,
     /// Past a soft lifetime: still used, but should be replaced.
-    Dying,
+    Dying = 1,
     /// Past a hard lifetime (or removed): never used again.
-    Dead,
+    Dead = 2,
+}
+
+/// An SA's [`SaState`] in one atomic byte: the packet path reads it once per packet (one
+/// load, as a bare `AtomicU8` was), lifetimes move it on. Only `SaState`s are stored.
+struct AtomicSaState(AtomicU8);
+
+impl AtomicSaState {
+    const fn new(state: SaState) -> AtomicSaState {
+        AtomicSaState(AtomicU8::new(state as u8))
+    }
+
+    #[inline]
+    fn load(&self) -> SaState {
+        Self::state(self.0.load(Ordering::Acquire))
+    }
+
+    /// Moves from `from` to `to`; true if the state was `from`.
+    fn advance(&self, from: SaState, to: SaState) -> bool {
+        self.0.compare_exchange(from as u8, to as u8, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
+    /// Sets `to`; the state it was.
+    fn swap(&self, to: SaState) -> SaState {
+        Self::state(self.0.swap(to as u8, Ordering::AcqRel))
+    }
+
+    #[inline]
+    fn state(v: u8) -> SaState {
+        match v {
+            0 => SaState::Mature,
+            1 => SaState::Dying,
+            // Only `SaState`s are stored; anything else reads as the safe end.
+            _ => SaState::Dead,
+        }
+    }
 }
 
 /// Per SA, the two completions of an asynchronous driver (made when the SA is installed,
@@ -95,7 +132,7 @@ pub struct Sa {
     keyed: KeyedIn,
     /// The packet path's completions for this SA (set by [`crate::Ipsec`] when it installs it).
     pub(crate) callbacks: OnceLock<SaCallbacks>,
-    state: AtomicU8,
+    state: AtomicSaState,
     /// The peer's UDP port as learned from its authenticated packets (ESP in UDP only):
     /// `LEARNED | port`, or 0 while the configured port holds (see the module docs).
     peer_port: AtomicU32,
@@ -210,11 +247,7 @@ pub enum Event {
 
 impl Sa {
     pub fn state(&self) -> SaState {
-        match self.state.load(Ordering::Acquire) {
-            0 => SaState::Mature,
-            1 => SaState::Dying,
-            _ => SaState::Dead,
-        }
+        self.state.load()
     }
 
     /// The UDP port of the peer as learned from its authenticated packets, if it moved
@@ -277,12 +310,12 @@ impl Sa {
 
     /// Marks the SA dying; true if it was mature (report once).
     fn to_dying(&self) -> bool {
-        self.state.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        self.state.advance(SaState::Mature, SaState::Dying)
     }
 
     /// Marks the SA dead; true if it was not already.
     fn to_dead(&self) -> bool {
-        self.state.swap(2, Ordering::AcqRel) != 2
+        self.state.swap(SaState::Dead) != SaState::Dead
     }
 
     /// Whether the SA has packet or byte lifetimes (else [`Sa::charge`] has nothing to do).
@@ -645,7 +678,7 @@ impl Sa {
             transform,
             keyed,
             callbacks: OnceLock::new(),
-            state: AtomicU8::new(0),
+            state: AtomicSaState::new(SaState::Mature),
             peer_port: AtomicU32::new(0),
             path_mtu: Default::default(),
         }
@@ -851,47 +884,5 @@ impl<'a> Writer<'a> {
         let new_keys = std::mem::take(&mut self.new_keys);
         self.keys.used.extend(new_keys);
         std::mem::take(&mut self.added)
-    }
-}
-
-/// How long a learned path MTU holds ([`crate::pmtu`]) after it was last lowered (RFC 1191 §6.3: "the
-/// timeout … should be set to a value of 10 minutes").
-pub const PMTU_AGE: Duration = Duration::from_secs(600);
-/// An SA's path MTU ([`crate::pmtu`]): unknown (0) until an ICMP error says, then that until `until` on the
-/// core's clock.
-#[derive(Default)]
-pub(crate) struct PathMtu {
-    mtu: AtomicU32,
-    until: AtomicU64,
-}
-
-impl PathMtu {
-    /// Whether a path MTU was ever learned (one relaxed load: the packet path's test while
-    /// none is).
-    #[inline]
-    pub(crate) fn ever_learned(&self) -> bool {
-        self.mtu.load(Ordering::Relaxed) != 0
-    }
-
-    /// The path MTU at time `now`, if one was learned and has not aged out.
-    #[inline]
-    pub(crate) fn get(&self, now: u64) -> Option<u32> {
-        match self.mtu.load(Ordering::Relaxed) {
-            0 => None,
-            m if now < self.until.load(Ordering::Relaxed) => Some(m),
-            _ => None,
-        }
-    }
-
-    /// Learns `mtu` at time `now` if it is below the path MTU known (or none is): true if
-    /// it was. (Two errors at once may race; the lower one may lose, and the next error
-    /// about a packet still too big brings it again.)
-    pub(crate) fn lower(&self, mtu: u32, now: u64) -> bool {
-        if self.get(now).is_some_and(|m| mtu >= m) {
-            return false;
-        }
-        self.until.store(now + PMTU_AGE.as_secs(), Ordering::Relaxed);
-        self.mtu.store(mtu, Ordering::Relaxed);
-        true
     }
 }

@@ -20,7 +20,7 @@ use crate::params::SessionParams;
 use crate::profile::ProfileStats;
 use crate::routing::{DriverRouting, Policy, RoutingStats};
 use crate::session::{
-    DriverEntry, Pin, Registrar, Reorder, Route, Routes, Session, SessionShared, Work, Workers,
+    DriverEntry, Pin, Registrar, Route, Routes, Session, SessionReorder, SessionShared, Work, Workers,
 };
 
 mod registry;
@@ -248,7 +248,7 @@ impl Framework {
             }
         };
         let id = self.inner.next_session_id.fetch_add(1, Ordering::Relaxed);
-        let order = params.ordered.then(|| Arc::new(Reorder::new()));
+        let order = params.ordered.then(|| Arc::new(SessionReorder::new()));
         // The first (best) route's binding is made now, so that a driver refusing the
         // session does so here; the others' when a request first goes there.
         let first = entries[0].clone();

@@ -12,8 +12,8 @@ use crate::params::{Mode, SessionParams};
 use crate::routing::model::ModelTable;
 use crate::routing::{Policy, RoutingShared};
 use crate::session::{
-    next_binding_id, Binding, CoreReturnPath, DriverEntry, Registrar, Reorder, SessionCore, SessionCounters,
-    Workers,
+    next_binding_id, Binding, CoreReturnPath, DriverEntry, Registrar, SessionCore, SessionCounters,
+    SessionReorder, Workers,
 };
 
 use super::Config;
@@ -48,7 +48,7 @@ impl Registrar for Registry {
         entry: &Arc<DriverEntry>,
         params: &SessionParams,
         id: u64,
-        order: Option<Arc<Reorder>>,
+        order: Option<Arc<SessionReorder>>,
         model: Arc<ModelTable>,
     ) -> Result<Binding, Error> {
         let counters = Arc::new(SessionCounters::default());

@@ -1,64 +1,20 @@
 //! Binding: a session's tie to one driver ([`Binding`]: the driver's per-session state and
-//! where requests on it are counted), and the registered driver as sessions see it
-//! ([`DriverEntry`]). A session has a binding per driver it has used (see `routes`); the
-//! registry that lists and binds drivers is the framework's, reached through [`Registrar`].
+//! where requests on it are counted; the type is in `parts`). Here: a binding's id, what
+//! its drop does (the driver session freed, its counts kept until its last request is
+//! done), the session's counting through its bindings, and the registry as sessions see
+//! it ([`Registrar`], implemented by the framework, which lists and binds drivers). A
+//! session has a binding per driver it has used (see `routes`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 
-use crate::credits::Credits;
-use crate::dispatch::Flow;
-use crate::driver::{Capabilities, Driver, DriverSession};
 use crate::error::{Error, ErrorKind};
 use crate::params::SessionParams;
-use crate::profile::StageProfile;
 use crate::routing::model::ModelTable;
-use crate::routing::DriverRouteState;
 
-use super::complete::SessionCore;
-use super::counters::{DriverCounters, SessionCounters};
-use super::jobs::Held;
-use super::reorder::Reorder;
+use super::counters::SessionCounters;
+use super::parts::{Binding, DriverEntry, SessionReorder};
 use super::SessionShared;
-
-/// A registered driver, its accounting, flow control, profile and routing state.
-pub(crate) struct DriverEntry {
-    pub(crate) name: String,
-    pub(crate) driver: Arc<dyn Driver>,
-    pub(crate) caps: Capabilities,
-    pub(crate) counters: Arc<DriverCounters>,
-    pub(crate) flow: Flow<Held>,
-    pub(crate) credits: Arc<Credits>,
-    pub(crate) profile: Arc<StageProfile>,
-    pub(crate) routing: DriverRouteState,
-    gone: AtomicBool,
-}
-
-impl DriverEntry {
-    pub(crate) fn new(name: String, driver: Arc<dyn Driver>, max_in_flight: usize) -> DriverEntry {
-        DriverEntry {
-            caps: driver.capabilities(),
-            name,
-            driver,
-            counters: Arc::default(),
-            flow: Flow::default(),
-            credits: Arc::new(Credits::new(max_in_flight)),
-            profile: Arc::default(),
-            routing: DriverRouteState::default(),
-            gone: AtomicBool::new(false),
-        }
-    }
-
-    /// Unregistered: sessions with a route here drop it at their next request.
-    pub(crate) fn mark_gone(&self) {
-        self.gone.store(true, Ordering::SeqCst)
-    }
-
-    #[inline]
-    pub(crate) fn is_gone(&self) -> bool {
-        self.gone.load(Ordering::Relaxed)
-    }
-}
 
 /// The framework's registry as a session sees it (implemented by `crate::framework`).
 pub(crate) trait Registrar: Send + Sync {
@@ -73,32 +29,12 @@ pub(crate) trait Registrar: Send + Sync {
         entry: &Arc<DriverEntry>,
         params: &SessionParams,
         id: u64,
-        order: Option<Arc<Reorder>>,
+        order: Option<Arc<SessionReorder>>,
         model: Arc<ModelTable>,
     ) -> Result<Binding, Error>;
 
     /// Counts an error that no driver can be charged with.
     fn count_error(&self, kind: ErrorKind);
-}
-
-/// A session's tie to one driver: the driver's per-session state and where its requests
-/// are counted.
-pub(crate) struct Binding {
-    /// Unique in the process (never 0): what a multi-part message remembers of its driver.
-    pub(crate) id: u64,
-    pub(crate) entry: Arc<DriverEntry>,
-    pub(crate) core: Arc<SessionCore>,
-    pub(crate) driver_session: Option<Box<dyn DriverSession>>,
-    pub(crate) synchronous: bool,
-    /// The driver finishes a request without the "more follow" hint in `process`
-    /// (synchronous, or [`crate::Capabilities::synchronous_without_hint`]).
-    pub(crate) synchronous_unhinted: bool,
-    /// The driver finishes a whole run in one `process_run` call (synchronous, or
-    /// [`crate::Capabilities::runs`]).
-    pub(crate) runs: bool,
-    /// Count requests inside `process` (policy `LeastLoaded` needs it for synchronous
-    /// drivers).
-    pub(crate) count_active: bool,
 }
 
 /// The next binding id.

@@ -1,11 +1,11 @@
 //! The return path: every finished request comes through [`SessionCore::complete`]
 //! (FreeBSD's `crypto_done`) — counted, stamped, and handed to its waiter or callback, or
-//! straight back to the submitter on the direct path. [`SessionCore`] is what a binding's
-//! requests need on their way back; [`CoreReturnPath`] is the framework's end of a
-//! driver's [`crate::SessionContext`].
+//! straight back to the submitter on the direct path. [`SessionCore`] (its fields are in
+//! `parts`) is what a binding's requests need on their way back; [`CoreReturnPath`] is the
+//! framework's end of a driver's [`crate::SessionContext`].
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, PoisonError, Weak};
 
 use crate::completion::Callback;
 use crate::credits::{give_back, CreditGuard, FrameworkContext};
@@ -14,30 +14,11 @@ use crate::error::Error;
 use crate::error::ErrorKind;
 use crate::profile;
 use crate::request::{Failed, Flags, Notify, Outcome, Request, RouteTrip};
-use crate::routing::model::{Arrival, ModelTable};
+use crate::routing::model::Arrival;
 use crate::routing::SizeClass;
 
-use super::binding::DriverEntry;
-use super::counters::SessionCounters;
-use super::jobs::{collecting, to_return_worker, Completion, Work, Workers};
-use super::reorder::Reorder;
-use super::SessionShared;
-
-/// What a binding's requests need on their way back, shared with the driver through its
-/// [`crate::SessionContext`]: where to count, how to deliver, where to profile.
-pub(crate) struct SessionCore {
-    pub(crate) counters: Arc<SessionCounters>,
-    pub(crate) entry: Arc<DriverEntry>,
-    pub(crate) workers: Arc<Workers>,
-    pub(crate) order: Option<Arc<Reorder>>,
-    /// This session's return worker: one per session keeps its callbacks in order and on
-    /// one thread's cache.
-    pub(crate) return_queue: usize,
-    /// The driver's cost model for this session's algorithm, which routed requests teach.
-    pub(crate) model: Arc<ModelTable>,
-    /// The session, for redoing a request its driver failed (set once it exists).
-    pub(crate) session: OnceLock<Weak<SessionShared>>,
-}
+use super::handoff::{collecting, to_return_worker};
+use super::parts::{Completion, SessionCore, Work};
 
 impl Drop for SessionCore {
     /// The binding's last request is finished (its driver session and every request that
@@ -139,7 +120,7 @@ impl SessionCore {
         match &this.order {
             Some(order) => {
                 let seq = trip.seq;
-                order.release(this, seq, outcome)
+                order.release(seq, this.clone(), outcome, |core, o| SessionCore::release(&core, o))
             }
             None => SessionCore::release(this, outcome),
         }

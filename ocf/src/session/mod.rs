@@ -4,14 +4,31 @@
 //! one concern per file:
 //! - `submit`: the submit path, from `run`/`submit` to the driver's `process` (the direct
 //!   path is there);
+//! - `jobs`: what the framework's dispatch and return workers do (`crate::dispatch` holds
+//!   the threads and queues, which know nothing of sessions);
 //! - `complete`: the return path, where every finished request is counted and delivered;
-//! - `reorder`: ordered completion for `ordered()` sessions;
+//! - `handoff`: completions handed to the return workers, collected over a batch;
 //! - `routes`: the drivers that may serve the session and the choice of one per request
 //!   (`crate::routing` has the model and the policies);
-//! - `binding`: a session's tie to one driver, and the registered driver as sessions see it;
+//! - `binding`: a session's tie to one driver, and the registry as sessions see it;
+//! - `parts`: the types those share, which refer to one another (a driver's held requests
+//!   hold bindings, a binding its core, the core its driver): defined together so that no
+//!   concern's file needs another's for a type;
 //! - `counters`: per-session and per-driver counters, and [`SessionStats`];
-//! - `jobs`: what the framework's dispatch and return workers do (`crate::dispatch` holds
-//!   the threads and queues, which know nothing of sessions).
+//! - `reorder`: ordered completion for `ordered()` sessions.
+//!
+//! They name each other only downwards (`scripts/module-cycles` checks it), and any of them
+//! may use this file's `SessionShared`:
+//!
+//! ```text
+//!  submit ─▶ complete ─▶ handoff ◀─ jobs
+//!    │   └─▶ routes │        │       │      binding
+//!    ▼         ▼    ▼        ▼       ▼        ▼
+//!  parts: DriverEntry, Binding, SessionCore, Work, Held … ─▶ counters, reorder
+//! ```
+//!
+//! The shared types' methods live with their concern (`SessionCore`'s in `complete`,
+//! `SessionShared`'s in `submit`, `routes` and `binding`) and are called from any of them.
 //!
 //! A session has *routes*: every registered driver that can serve it (or one, when the
 //! caller named it or the policy is `Priority`). It is *bound* to a driver — a driver
@@ -35,17 +52,18 @@ use crate::routing::RoutingShared;
 mod binding;
 mod complete;
 mod counters;
+mod handoff;
 mod jobs;
+mod parts;
 mod reorder;
 mod routes;
 mod submit;
 
-pub(crate) use binding::{next_binding_id, Binding, DriverEntry, Registrar};
-pub(crate) use complete::{CoreReturnPath, SessionCore};
+pub(crate) use binding::{next_binding_id, Registrar};
+pub(crate) use complete::CoreReturnPath;
 pub use counters::SessionStats;
 pub(crate) use counters::{sum, SessionCounters};
-pub(crate) use jobs::{Work, Workers};
-pub(crate) use reorder::Reorder;
+pub(crate) use parts::{Binding, DriverEntry, SessionCore, SessionReorder, Work, Workers};
 pub(crate) use routes::{Pin, Route, Routes};
 
 use complete::request_mut;
@@ -70,7 +88,7 @@ pub(crate) struct SessionShared {
     shared: Arc<RoutingShared>,
     /// The counters of every binding this session has had (one per driver it used).
     history: Mutex<Vec<Arc<SessionCounters>>>,
-    order: Option<Arc<Reorder>>,
+    order: Option<Arc<SessionReorder>>,
     registry: Weak<dyn Registrar>,
     /// Serializes renewing the routes.
     rebinding: Mutex<()>,
@@ -85,7 +103,7 @@ impl Session {
         id: u64,
         params: SessionParams,
         routes: Routes,
-        order: Option<Arc<Reorder>>,
+        order: Option<Arc<SessionReorder>>,
         registry: Weak<dyn Registrar>,
         shared: Arc<RoutingShared>,
         profile_every: u32,

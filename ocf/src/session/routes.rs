@@ -18,7 +18,7 @@ use crate::request::{Op, Request};
 use crate::routing::model::{op_index, Arrival, ModelTable, OPS, RUN_CLASSES, SAMPLE_EVERY, WARM_UP};
 use crate::routing::{cpu, Policy, RoutingShared, SizeClass, SIZE_CLASSES};
 
-use super::binding::{Binding, DriverEntry};
+use super::parts::{Binding, DriverEntry};
 use super::SessionShared;
 
 /// How a session chooses among drivers.

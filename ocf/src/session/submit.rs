@@ -19,9 +19,8 @@ use crate::error::Error;
 use crate::profile;
 use crate::request::{Failed, Flags, Notify, Outcome, Part, Request, RouteTrip, Waiter};
 
-use super::binding::Binding;
-use super::complete::{request_mut, SessionCore};
-use super::jobs::{Held, Work};
+use super::complete::request_mut;
+use super::parts::{Binding, Held, SessionCore, Work};
 use super::routes::Pick;
 use super::SessionShared;
 use crate::routing::model::Arrival;

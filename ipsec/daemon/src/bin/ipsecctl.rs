@@ -1,5 +1,7 @@
 //! `ipsecctl`: talks to a running ipsecd with setkey(8)'s own flags. See [`HELP`].
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;

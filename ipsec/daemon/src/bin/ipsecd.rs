@@ -1,5 +1,7 @@
 //! `ipsecd`: the gateway daemon. See the crate documentation and `docs/gateway.md`.
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
