@@ -23,6 +23,8 @@
 //! request failed (or the plot could not be written at the end); 2 for bad arguments
 //! (a `--plot` path that cannot be written is one, found before anything is measured).
 
+#![forbid(unsafe_code)]
+
 mod algs;
 mod bench;
 mod drivers;
