@@ -19,6 +19,10 @@ use ocf::{
     Op, Policy, Priority, Processed, Request, SessionContext, SessionParams, SizeClass,
 };
 
+/// How long a test waits for what must happen: generous, since other work shares the
+/// machine; waits return as soon as their event comes.
+const PATIENCE: Duration = Duration::from_secs(60);
+
 /// Takes `ns`: sleeps through long times (so that a test's many "CPU" threads do not starve
 /// the card's engine thread of the machine's cores), spins through short ones (exact).
 fn spin(ns: u64) {
@@ -340,7 +344,7 @@ fn a_failing_card_is_routed_around_and_its_failed_requests_are_redone_elsewhere(
     card.shared.failing.store(false, Ordering::SeqCst);
     let t = Instant::now();
     let start = routed(&fw, "card", 512);
-    while routed(&fw, "card", 512) < start + 50 && t.elapsed() < Duration::from_secs(10) {
+    while routed(&fw, "card", 512) < start + 50 && t.elapsed() < PATIENCE {
         run_many(&s, 20, 512);
     }
     assert!(routed(&fw, "card", 512) >= start + 50, "a recovered card is used again");
@@ -392,10 +396,21 @@ fn a_stalled_card_is_routed_around_and_its_requests_complete_when_it_resumes() {
     // Requests submitted now may land on the stalled card; they must complete later.
     let stuck: Vec<_> = (0..4).map(|_| s.submit_async(Request::new(Op::Encrypt, vec![1; 512]))).collect();
     thread::sleep(Duration::from_millis(20));
-    let t = Instant::now();
-    run_many(&s, 300, 512);
-    assert!(t.elapsed() < Duration::from_secs(5), "the CPU served while the card stalled");
+    // Served at all while the card stalls (it stays paused until the 300 are done): a
+    // request routed to the stalled card would wait for ever, so the test waits a minute
+    // at most; no timing of the CPU's work.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let serving = {
+        let s = s.clone();
+        thread::spawn(move || {
+            run_many(&s, 300, 512);
+            let _ = tx.send(());
+        })
+    };
+    let served = rx.recv_timeout(PATIENCE);
     card.shared.paused.store(false, Ordering::SeqCst);
+    serving.join().unwrap();
+    assert!(served.is_ok(), "the CPU did not serve all 300 within {PATIENCE:?} while the card stalled");
     for f in stuck {
         let done = futures_lite_block_on(f).unwrap();
         assert_eq!(done.buf.to_vec(), vec![1 ^ 0x5a; 512]);
@@ -431,19 +446,17 @@ fn two_identical_cards_share_the_load() {
         fw.register(Card::new("card-a", 50_000, 0.0, 8)).unwrap();
         fw.register(Card::new("card-b", 50_000, 0.0, 8)).unwrap();
         let s = fw.new_session(&params()).unwrap();
-        let t = Instant::now();
         thread::scope(|scope| {
             for _ in 0..8 {
                 let s = s.clone();
                 scope.spawn(move || run_many(&s, 50, 64));
             }
         });
-        let took = t.elapsed();
+        // (No wall-clock bound: the share below is the claim; one card alone would need
+        // 400 × 50 µs = 20 ms of engine time, which a loaded machine can stretch anyhow.)
         let (a, b) = (routed(&fw, "card-a", 64), routed(&fw, "card-b", 64));
         assert_eq!(a + b, 400, "{policy}");
         assert!(a.min(b) * 10 >= (a + b) * 3, "{policy}: card-a {a}, card-b {b}: {:#?}", fw.routing());
-        // One card alone would need 400 × 50 µs = 20 ms of engine time.
-        assert!(took < Duration::from_secs(5), "{policy}: {took:?}");
     }
 }
 

@@ -177,8 +177,11 @@ fn runs_of_1_to_100_match_soft() {
     }
 }
 
-/// A request promised "more" whose follower never comes completes within the flusher's
-/// bound (generously checked: 20 ms, against a bound of ~2 x 200 µs plus timer slack).
+/// A request promised "more" whose follower never comes is completed by the flusher
+/// within the bound the model gives: at the end of the flusher's wait of `FLUSH_BOUND`
+/// during which it was held, or of the next one (`MbStats::flusher_waits` counts them).
+/// Counted in the flusher's own waits rather than timed: on a shared two-core machine a
+/// wall-clock bound measures the scheduler (the wall-clock worst is printed, not asserted).
 #[test]
 fn a_more_with_no_follower_completes_within_the_bound() {
     let (fw, mb) = frameworks();
@@ -186,20 +189,25 @@ fn a_more_with_no_follower_completes_within_the_bound() {
     let s = fw.new_session_on(ocf_mb::NAME, &SessionParams::cipher(c.alg, c.key.as_slice())).unwrap();
     let soft = fw.new_session_on(ocf_soft::NAME, &SessionParams::cipher(c.alg, c.key.as_slice())).unwrap();
     let (cb, rx) = collector();
-    let mut worst = Duration::ZERO;
+    let (mut worst, mut most_waits) = (Duration::ZERO, 0);
     for round in 0..50 {
         let before = mb.stats();
         let t = Instant::now();
         s.submit(request(&c, round).with_flags(Flags::MORE | Flags::CALLBACK_IMMEDIATE), &cb);
-        let req = rx.recv_timeout(Duration::from_secs(5)).expect("the held request never completed").unwrap();
+        let req = rx.recv_timeout(Duration::from_secs(60)).expect("the held request never completed").unwrap();
         worst = worst.max(t.elapsed());
         assert_eq!(req.buf.to_vec(), soft_result(&soft, &c, round));
         let after = mb.stats();
         assert_eq!(after.held - before.held, 1, "the request was not held");
         assert_eq!(after.timed_flushes - before.timed_flushes, 1, "not completed by the flusher");
+        let waits = after.flusher_waits - before.flusher_waits;
+        assert!((1..=2).contains(&waits), "round {round}: completed after {waits} flusher waits");
+        most_waits = most_waits.max(waits);
     }
-    eprintln!("MORE with no follower: worst completion {worst:?} over 50");
-    assert!(worst < Duration::from_millis(20), "worst {worst:?}");
+    eprintln!(
+        "MORE with no follower: at most {most_waits} flusher waits of {:?}; worst completion {worst:?} over 50",
+        ocf_mb::FLUSH_BOUND
+    );
 }
 
 /// A lone request (no hint) is answered at once, never held, and runs on the soft
@@ -252,16 +260,28 @@ fn nothing_is_lost_when_sessions_are_freed_with_requests_in_flight() {
     assert!(mb.stats().held - before.held >= 50, "{:?}", mb.stats());
 }
 
-/// Whether this CPU runs the VAES-512 engine (AVX-512F, VAES, AES-NI).
+/// Whether this CPU runs the VAES-512 engine (AVX-512F, VAES, AES-NI); with
+/// `OCF_REQUIRE_AVX512=1` (set by `scripts/test` where the CPU has it) it must.
 fn has_vaes() -> bool {
-    is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("vaes") && is_x86_feature_detected!("aes")
+    let has =
+        is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("vaes") && is_x86_feature_detected!("aes");
+    assert!(has || !avx512_required(), "OCF_REQUIRE_AVX512=1, but no AVX-512F/VAES for the AES-CBC engine");
+    has
 }
 
-/// Whether this CPU runs the 3DES engine (AVX-512F, AVX-512BW, AVX-512 VBMI).
+/// Whether this CPU runs the 3DES engine (AVX-512F, AVX-512BW, AVX-512 VBMI); with
+/// `OCF_REQUIRE_AVX512=1` it must.
 fn has_vbmi() -> bool {
-    is_x86_feature_detected!("avx512f")
+    let has = is_x86_feature_detected!("avx512f")
         && is_x86_feature_detected!("avx512bw")
-        && is_x86_feature_detected!("avx512vbmi")
+        && is_x86_feature_detected!("avx512vbmi");
+    assert!(has || !avx512_required(), "OCF_REQUIRE_AVX512=1, but no AVX-512 VBMI for the 3DES engine");
+    has
+}
+
+/// `OCF_REQUIRE_AVX512=1`: the 16-lane engines must run here.
+fn avx512_required() -> bool {
+    std::env::var_os("OCF_REQUIRE_AVX512").is_some_and(|v| v == "1")
 }
 
 fn hex(s: &str) -> Vec<u8> {
