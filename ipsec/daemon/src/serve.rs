@@ -295,10 +295,11 @@ mod tests {
                 let mut c = TcpStream::connect(addr).unwrap();
                 let t = Instant::now();
                 while !stop.load(Ordering::SeqCst) && t.elapsed() < PATIENCE {
+                    // Counted before it is sent, so that the reader never has more.
+                    sent.fetch_add(1, Ordering::SeqCst);
                     if c.write_all(b"G").is_err() {
                         break;
                     }
-                    sent.fetch_add(1, Ordering::SeqCst);
                     std::thread::sleep(Duration::from_millis(50));
                 }
                 // Whether it was still dripping when told to stop.
