@@ -119,7 +119,12 @@ fn session_parameters_wipe_their_keys() {
         &|| SessionParams::hmac(DigestAlg::Sha256, &key[..]),
         &|| SessionParams::aead(CipherAlg::AesGcm, &key[..]),
         &|| {
-            SessionParams::cipher_then_mac(CipherAlg::AesCbc, &key[..16], MacAlg::Hmac(DigestAlg::Sha1), &key[..20])
+            SessionParams::cipher_then_mac(
+                CipherAlg::AesCbc,
+                &key[..16],
+                MacAlg::Hmac(DigestAlg::Sha1),
+                &key[..20],
+            )
         },
     ];
     let mut watched = 0;

@@ -78,10 +78,10 @@ mod lane;
 #[cfg(target_arch = "x86_64")]
 mod slots;
 // What both 16-lane engines' tests share.
-#[cfg(all(test, target_arch = "x86_64"))]
-mod testkit;
 #[cfg(test)]
 mod required;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod testkit;
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -195,7 +195,10 @@ impl MbDriver {
 
     /// The counters of every lane together.
     pub fn stats(&self) -> MbStats {
-        let start = MbStats { flusher_waits: self.shared.flusher_waits.load(Ordering::Relaxed), ..MbStats::default() };
+        let start = MbStats {
+            flusher_waits: self.shared.flusher_waits.load(Ordering::Relaxed),
+            ..MbStats::default()
+        };
         self.shared.lanes.iter().fold(start, |a, l| {
             let s = lock(l).stats;
             MbStats {

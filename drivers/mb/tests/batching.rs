@@ -194,7 +194,8 @@ fn a_more_with_no_follower_completes_within_the_bound() {
         let before = mb.stats();
         let t = Instant::now();
         s.submit(request(&c, round).with_flags(Flags::MORE | Flags::CALLBACK_IMMEDIATE), &cb);
-        let req = rx.recv_timeout(Duration::from_secs(60)).expect("the held request never completed").unwrap();
+        let req =
+            rx.recv_timeout(Duration::from_secs(60)).expect("the held request never completed").unwrap();
         worst = worst.max(t.elapsed());
         assert_eq!(req.buf.to_vec(), soft_result(&soft, &c, round));
         let after = mb.stats();
@@ -263,8 +264,9 @@ fn nothing_is_lost_when_sessions_are_freed_with_requests_in_flight() {
 /// Whether this CPU runs the VAES-512 engine (AVX-512F, VAES, AES-NI); with
 /// `OCF_REQUIRE_AVX512=1` (set by `scripts/test` where the CPU has it) it must.
 fn has_vaes() -> bool {
-    let has =
-        is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("vaes") && is_x86_feature_detected!("aes");
+    let has = is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("vaes")
+        && is_x86_feature_detected!("aes");
     assert!(has || !avx512_required(), "OCF_REQUIRE_AVX512=1, but no AVX-512F/VAES for the AES-CBC engine");
     has
 }

@@ -60,7 +60,8 @@ fn pipelined_requests_follow_the_serial_engine_without_piling_up_lateness() {
     // where an upper bound would measure the scheduler.)
     let fw = Framework::new();
     let card = ocf_sim::register_driver(&fw, "ring=64,setup=100us,rate=1GB/s").unwrap();
-    let per_request = SimProfile::parse("ring=64,setup=100us,rate=1GB/s").unwrap().modelled_ns(WorkKind::Cipher, 64);
+    let per_request =
+        SimProfile::parse("ring=64,setup=100us,rate=1GB/s").unwrap().modelled_ns(WorkKind::Cipher, 64);
     assert_eq!(per_request, 100_064);
     let session = fw
         .new_session_on(ocf::Driver::name(&*card), &SessionParams::cipher(CipherAlg::AesCtr, &[1; 16]))

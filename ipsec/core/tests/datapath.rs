@@ -472,7 +472,8 @@ fn over_an_asynchronous_accelerator_a_run_rings_the_doorbell_once() {
     let ring = card.stats().ring_size;
     let (left, ls, right, rs) = pair_on(fw, &s, &a);
     for g in [&left, &right] {
-        assert!(g.databases().sad.dump(None).iter().all(|sa| sa.driver() == "sim:qat-like"));
+        let sas = g.databases().sad.dump(None);
+        assert!(!sas.is_empty() && sas.iter().all(|sa| sa.driver() == "sim:qat-like"), "{} SAs", sas.len());
     }
 
     let wait = |c: &Collect, n: usize, sent: bool| {

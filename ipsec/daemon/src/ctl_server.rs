@@ -537,7 +537,11 @@ mod tests {
     /// be cut off before the third connection came.)
     #[test]
     fn connections_over_the_bound_are_told_busy() {
-        let s = start("busy", Limits { clients: 2, deadline: Duration::from_secs(3600), ..quick() }, Duration::ZERO);
+        let s = start(
+            "busy",
+            Limits { clients: 2, deadline: Duration::from_secs(3600), ..quick() },
+            Duration::ZERO,
+        );
         let a = UnixStream::connect(&s.path).unwrap();
         let b = UnixStream::connect(&s.path).unwrap();
         let msg = call(&s.path, &Request::Stats, patient()).unwrap().unwrap_err();

@@ -308,7 +308,18 @@ fn an_unwritable_plot_path_is_refused_up_front() {
     let dir = std::env::temp_dir().join(format!("cryptotest-plot-nodir-{}", std::process::id()));
     let missing = dir.join("x.svg");
     let mut child = Command::new(env!("CARGO_BIN_EXE_cryptotest"))
-        .args(["-d", "soft", "-a", "aes-128-gcm", "-s", "16", "-T", "3600", "--plot", missing.to_str().unwrap()])
+        .args([
+            "-d",
+            "soft",
+            "-a",
+            "aes-128-gcm",
+            "-s",
+            "16",
+            "-T",
+            "3600",
+            "--plot",
+            missing.to_str().unwrap(),
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -43,7 +43,10 @@ fn aws_lc_cbc(key: &[u8], iv: [u8; 16], data: &[u8]) -> Vec<u8> {
 fn available_where_the_cpu_has_vaes_512() {
     let (has, flags) = cpu_has(&["avx512f", "vaes", "aes"]);
     assert_eq!(Cbc16::new().is_some(), has, "flags: {flags:?}");
-    assert!(has || !testkit::avx512_required(), "OCF_REQUIRE_AVX512=1, but the CPU's flags lack it: {flags:?}");
+    assert!(
+        has || !testkit::avx512_required(),
+        "OCF_REQUIRE_AVX512=1, but the CPU's flags lack it: {flags:?}"
+    );
 }
 
 /// FIPS-197 appendix A.1–A.3: the first derived word, and the last round key.

@@ -41,7 +41,10 @@ fn aws_lc_cbc(key: &[u8], iv: [u8; 8], data: &[u8]) -> Vec<u8> {
 fn available_where_the_cpu_has_vbmi() {
     let (has, flags) = cpu_has(&["avx512f", "avx512bw", "avx512vbmi"]);
     assert_eq!(Des16::new().is_some(), has, "flags: {flags:?}");
-    assert!(has || !testkit::avx512_required(), "OCF_REQUIRE_AVX512=1, but the CPU's flags lack it: {flags:?}");
+    assert!(
+        has || !testkit::avx512_required(),
+        "OCF_REQUIRE_AVX512=1, but the CPU's flags lack it: {flags:?}"
+    );
 }
 
 /// Each row of each S-box is a permutation of 0..16 (FIPS 46-3's tables, as typed here).
