@@ -102,7 +102,7 @@ fn batches_of_1_to_64_match_soft() {
         mbs[other].submit_batch((0..n).map(|i| request(&cases[other], i + 1000)), &cb);
         let mut got = 0;
         while got < 2 * n {
-            let req = rx.recv_timeout(Duration::from_secs(10)).expect("a request was lost").unwrap();
+            let req = rx.recv_timeout(Duration::from_secs(60)).expect("a request was lost").unwrap();
             let i = req.user as usize;
             let (c, s, i) = if i >= 1000 { (&cases[other], &softs[other], i) } else { (c, &softs[which], i) };
             assert_eq!(
@@ -253,7 +253,7 @@ fn nothing_is_lost_when_sessions_are_freed_with_requests_in_flight() {
         drop(s);
     }
     for _ in 0..want.len() {
-        let req = rx.recv_timeout(Duration::from_secs(5)).expect("a request was lost").unwrap();
+        let req = rx.recv_timeout(Duration::from_secs(60)).expect("a request was lost").unwrap();
         let w = want.remove(&(req.user as usize)).expect("an unknown or repeated request");
         assert_eq!(req.buf.to_vec(), w);
     }
@@ -333,7 +333,7 @@ fn known_answers_through_held_jobs() {
                 s.submit(r, &cb);
             }
             for _ in 0..16 {
-                let got = rx.recv_timeout(Duration::from_secs(5)).expect("lost").unwrap();
+                let got = rx.recv_timeout(Duration::from_secs(60)).expect("lost").unwrap();
                 assert_eq!(got.buf.to_vec(), hex(want), "{alg:?} {op:?}");
             }
             assert_eq!(mb.stats().held - held, 15, "{alg:?} {op:?}: the batch was not held");
@@ -533,7 +533,7 @@ fn every_kind_in_batches_of_1_to_64_matches_soft() {
             mbs[a].submit_batch((0..n).map(|i| request_of(&kinds[a], &softs[a], i)), &cb);
             mbs[b].submit_batch((0..n).map(|i| request_of(&kinds[b], &softs[b], i + 1000)), &cb);
             for _ in 0..2 * n {
-                let got = rx.recv_timeout(Duration::from_secs(10)).expect("a request was lost");
+                let got = rx.recv_timeout(Duration::from_secs(60)).expect("a request was lost");
                 let i = match &got {
                     Ok(r) => r.user as usize,
                     Err(f) => f.request.user as usize,
@@ -557,7 +557,7 @@ fn every_kind_in_batches_of_1_to_64_matches_soft() {
                 s.submit(r.with_flags(more | Flags::CALLBACK_IMMEDIATE), &cb);
             }
             for _ in 0..16 {
-                let got = rx.recv_timeout(Duration::from_secs(10)).expect("lost");
+                let got = rx.recv_timeout(Duration::from_secs(60)).expect("lost");
                 let i = got.as_ref().map_or_else(|f| f.request.user, |r| r.user) as usize;
                 same_as_soft(got, soft.run(request_of(k, soft, i)), &format!("direct {:?}", k.params.mode));
             }
@@ -689,7 +689,7 @@ fn check_known(source: &str, cases: Vec<Known>) {
             s.submit(req.with_flags(more | Flags::CALLBACK_IMMEDIATE), &cb);
         }
         for _ in 0..n {
-            let got = rx.recv_timeout(Duration::from_secs(10)).expect("lost");
+            let got = rx.recv_timeout(Duration::from_secs(60)).expect("lost");
             let (req, err) = match got {
                 Ok(r) => (r, None),
                 Err(f) => {

@@ -477,7 +477,7 @@ fn over_an_asynchronous_accelerator_a_run_rings_the_doorbell_once() {
     }
 
     let wait = |c: &Collect, n: usize, sent: bool| {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         loop {
             let have = if sent { c.sent.lock().unwrap().len() } else { c.delivered.lock().unwrap().len() };
             if have >= n {
