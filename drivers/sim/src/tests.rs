@@ -11,10 +11,12 @@ use ocf::{CipherAlg, Framework, Op};
 use super::*;
 
 /// A driver that only exists to hand out the `SessionContext` the framework makes for it:
-/// ocf has no other way to make one, and these tests call the sim's `process` directly.
-struct ContextCatcher(Mutex<Option<SessionContext>>);
+/// ocf has no other way to make one, and these tests call the sim's `process` directly
+/// (`device.rs`'s timing-model test too).
+pub(crate) struct ContextCatcher(pub(crate) Mutex<Option<SessionContext>>);
 
-struct Nothing;
+/// A driver session that answers every request at once, unchanged.
+pub(crate) struct Nothing;
 
 impl DriverSession for Nothing {
     fn process(&self, req: Request, _hint: Hint) -> Processed {

@@ -56,8 +56,9 @@ fn digests_are_timed_at_the_hash_rate() {
 fn pipelined_requests_follow_the_serial_engine_without_piling_up_lateness() {
     // 40 requests posted at once on a deep ring: the engine is serial, so the last one
     // completes no earlier than 40 × 100.064 µs (100 µs + 64 B at 1 GB/s). (Model times are
-    // absolute, so wake-up lateness does not add up over the 40; that is not timed here,
-    // where an upper bound would measure the scheduler.)
+    // absolute, so wake-up lateness does not add up over the 40: asserted on the model
+    // itself, `device.rs`'s `model_times_are_absolute`, not timed here, where an upper
+    // bound would measure the scheduler.)
     let fw = Framework::new();
     let card = ocf_sim::register_driver(&fw, "ring=64,setup=100us,rate=1GB/s").unwrap();
     let per_request =
