@@ -15,6 +15,24 @@ pub(crate) fn hex_of(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// Whether `OCF_REQUIRE_AVX512=1`: the machine has what the 16-lane engines need (AVX-512F
+/// and VAES for `cbc16`, AVX-512BW and VBMI for `des16`), so an engine that reports itself
+/// unavailable fails its tests instead of leaving them empty. `scripts/test` sets it where
+/// `/proc/cpuinfo` lists those flags (as `OCF_REQUIRE_AFALG=1` is set where AF_ALG is).
+pub(crate) fn avx512_required() -> bool {
+    std::env::var_os("OCF_REQUIRE_AVX512").is_some_and(|v| v == "1")
+}
+
+/// `engine` where the CPU has it; `None` with a note where it does not, or a failure naming
+/// `what` when [`avx512_required`].
+pub(crate) fn engine_or_skip<E>(engine: Option<E>, what: &str) -> Option<E> {
+    if engine.is_none() {
+        assert!(!avx512_required(), "OCF_REQUIRE_AVX512=1, but {what}");
+        eprintln!("{what}: nothing to run");
+    }
+    engine
+}
+
 /// Whether `/proc/cpuinfo` lists all of `want` (and the flags it lists, for the message).
 pub(crate) fn cpu_has(want: &[&str]) -> (bool, Vec<String>) {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();

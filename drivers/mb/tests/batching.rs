@@ -102,7 +102,7 @@ fn batches_of_1_to_64_match_soft() {
         mbs[other].submit_batch((0..n).map(|i| request(&cases[other], i + 1000)), &cb);
         let mut got = 0;
         while got < 2 * n {
-            let req = rx.recv_timeout(Duration::from_secs(10)).expect("a request was lost").unwrap();
+            let req = rx.recv_timeout(Duration::from_secs(60)).expect("a request was lost").unwrap();
             let i = req.user as usize;
             let (c, s, i) = if i >= 1000 { (&cases[other], &softs[other], i) } else { (c, &softs[which], i) };
             assert_eq!(
@@ -177,8 +177,11 @@ fn runs_of_1_to_100_match_soft() {
     }
 }
 
-/// A request promised "more" whose follower never comes completes within the flusher's
-/// bound (generously checked: 20 ms, against a bound of ~2 x 200 µs plus timer slack).
+/// A request promised "more" whose follower never comes is completed by the flusher
+/// within the bound the model gives: at the end of the flusher's wait of `FLUSH_BOUND`
+/// during which it was held, or of the next one (`MbStats::flusher_waits` counts them).
+/// Counted in the flusher's own waits rather than timed: on a shared two-core machine a
+/// wall-clock bound measures the scheduler (the wall-clock worst is printed, not asserted).
 #[test]
 fn a_more_with_no_follower_completes_within_the_bound() {
     let (fw, mb) = frameworks();
@@ -186,20 +189,26 @@ fn a_more_with_no_follower_completes_within_the_bound() {
     let s = fw.new_session_on(ocf_mb::NAME, &SessionParams::cipher(c.alg, c.key.as_slice())).unwrap();
     let soft = fw.new_session_on(ocf_soft::NAME, &SessionParams::cipher(c.alg, c.key.as_slice())).unwrap();
     let (cb, rx) = collector();
-    let mut worst = Duration::ZERO;
+    let (mut worst, mut most_waits) = (Duration::ZERO, 0);
     for round in 0..50 {
         let before = mb.stats();
         let t = Instant::now();
         s.submit(request(&c, round).with_flags(Flags::MORE | Flags::CALLBACK_IMMEDIATE), &cb);
-        let req = rx.recv_timeout(Duration::from_secs(5)).expect("the held request never completed").unwrap();
+        let req =
+            rx.recv_timeout(Duration::from_secs(60)).expect("the held request never completed").unwrap();
         worst = worst.max(t.elapsed());
         assert_eq!(req.buf.to_vec(), soft_result(&soft, &c, round));
         let after = mb.stats();
         assert_eq!(after.held - before.held, 1, "the request was not held");
         assert_eq!(after.timed_flushes - before.timed_flushes, 1, "not completed by the flusher");
+        let waits = after.flusher_waits - before.flusher_waits;
+        assert!((1..=2).contains(&waits), "round {round}: completed after {waits} flusher waits");
+        most_waits = most_waits.max(waits);
     }
-    eprintln!("MORE with no follower: worst completion {worst:?} over 50");
-    assert!(worst < Duration::from_millis(20), "worst {worst:?}");
+    eprintln!(
+        "MORE with no follower: at most {most_waits} flusher waits of {:?}; worst completion {worst:?} over 50",
+        ocf_mb::FLUSH_BOUND
+    );
 }
 
 /// A lone request (no hint) is answered at once, never held, and runs on the soft
@@ -244,7 +253,7 @@ fn nothing_is_lost_when_sessions_are_freed_with_requests_in_flight() {
         drop(s);
     }
     for _ in 0..want.len() {
-        let req = rx.recv_timeout(Duration::from_secs(5)).expect("a request was lost").unwrap();
+        let req = rx.recv_timeout(Duration::from_secs(60)).expect("a request was lost").unwrap();
         let w = want.remove(&(req.user as usize)).expect("an unknown or repeated request");
         assert_eq!(req.buf.to_vec(), w);
     }
@@ -252,16 +261,29 @@ fn nothing_is_lost_when_sessions_are_freed_with_requests_in_flight() {
     assert!(mb.stats().held - before.held >= 50, "{:?}", mb.stats());
 }
 
-/// Whether this CPU runs the VAES-512 engine (AVX-512F, VAES, AES-NI).
+/// Whether this CPU runs the VAES-512 engine (AVX-512F, VAES, AES-NI); with
+/// `OCF_REQUIRE_AVX512=1` (set by `scripts/test` where the CPU has it) it must.
 fn has_vaes() -> bool {
-    is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("vaes") && is_x86_feature_detected!("aes")
+    let has = is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("vaes")
+        && is_x86_feature_detected!("aes");
+    assert!(has || !avx512_required(), "OCF_REQUIRE_AVX512=1, but no AVX-512F/VAES for the AES-CBC engine");
+    has
 }
 
-/// Whether this CPU runs the 3DES engine (AVX-512F, AVX-512BW, AVX-512 VBMI).
+/// Whether this CPU runs the 3DES engine (AVX-512F, AVX-512BW, AVX-512 VBMI); with
+/// `OCF_REQUIRE_AVX512=1` it must.
 fn has_vbmi() -> bool {
-    is_x86_feature_detected!("avx512f")
+    let has = is_x86_feature_detected!("avx512f")
         && is_x86_feature_detected!("avx512bw")
-        && is_x86_feature_detected!("avx512vbmi")
+        && is_x86_feature_detected!("avx512vbmi");
+    assert!(has || !avx512_required(), "OCF_REQUIRE_AVX512=1, but no AVX-512 VBMI for the 3DES engine");
+    has
+}
+
+/// `OCF_REQUIRE_AVX512=1`: the 16-lane engines must run here.
+fn avx512_required() -> bool {
+    std::env::var_os("OCF_REQUIRE_AVX512").is_some_and(|v| v == "1")
 }
 
 fn hex(s: &str) -> Vec<u8> {
@@ -311,7 +333,7 @@ fn known_answers_through_held_jobs() {
                 s.submit(r, &cb);
             }
             for _ in 0..16 {
-                let got = rx.recv_timeout(Duration::from_secs(5)).expect("lost").unwrap();
+                let got = rx.recv_timeout(Duration::from_secs(60)).expect("lost").unwrap();
                 assert_eq!(got.buf.to_vec(), hex(want), "{alg:?} {op:?}");
             }
             assert_eq!(mb.stats().held - held, 15, "{alg:?} {op:?}: the batch was not held");
@@ -511,7 +533,7 @@ fn every_kind_in_batches_of_1_to_64_matches_soft() {
             mbs[a].submit_batch((0..n).map(|i| request_of(&kinds[a], &softs[a], i)), &cb);
             mbs[b].submit_batch((0..n).map(|i| request_of(&kinds[b], &softs[b], i + 1000)), &cb);
             for _ in 0..2 * n {
-                let got = rx.recv_timeout(Duration::from_secs(10)).expect("a request was lost");
+                let got = rx.recv_timeout(Duration::from_secs(60)).expect("a request was lost");
                 let i = match &got {
                     Ok(r) => r.user as usize,
                     Err(f) => f.request.user as usize,
@@ -535,7 +557,7 @@ fn every_kind_in_batches_of_1_to_64_matches_soft() {
                 s.submit(r.with_flags(more | Flags::CALLBACK_IMMEDIATE), &cb);
             }
             for _ in 0..16 {
-                let got = rx.recv_timeout(Duration::from_secs(10)).expect("lost");
+                let got = rx.recv_timeout(Duration::from_secs(60)).expect("lost");
                 let i = got.as_ref().map_or_else(|f| f.request.user, |r| r.user) as usize;
                 same_as_soft(got, soft.run(request_of(k, soft, i)), &format!("direct {:?}", k.params.mode));
             }
@@ -667,7 +689,7 @@ fn check_known(source: &str, cases: Vec<Known>) {
             s.submit(req.with_flags(more | Flags::CALLBACK_IMMEDIATE), &cb);
         }
         for _ in 0..n {
-            let got = rx.recv_timeout(Duration::from_secs(10)).expect("lost");
+            let got = rx.recv_timeout(Duration::from_secs(60)).expect("lost");
             let (req, err) = match got {
                 Ok(r) => (r, None),
                 Err(f) => {

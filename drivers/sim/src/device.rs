@@ -636,3 +636,59 @@ impl Engine {
         }
     }
 }
+
+#[cfg(test)]
+mod model_tests {
+    use std::sync::Mutex;
+
+    use ocf::{CipherAlg, Framework, Key, Op, SessionParams};
+
+    use super::*;
+    use crate::tests::{ContextCatcher, Nothing};
+
+    /// The timing model is a serial engine whose times are absolute: requests visible at
+    /// once are due one cost apart from that instant, and computing them late (a device
+    /// thread that woke late) moves none of them, so lateness does not add up over a
+    /// queue; a request that becomes visible after the engine went idle starts at its own
+    /// visibility. (`tests/timing.rs` checks the lower bounds on the wall clock; an upper
+    /// bound there would time the scheduler.)
+    #[test]
+    fn model_times_are_absolute() {
+        let fw = Framework::new();
+        let catcher = Arc::new(ContextCatcher(Mutex::new(None)));
+        fw.register(catcher.clone()).unwrap();
+        let _session =
+            fw.new_session_on("context-catcher", &SessionParams::cipher(CipherAlg::Null, Key::empty()));
+        let ctx = catcher.0.lock().unwrap().take().expect("a context");
+        let session = Arc::new(SessionEngine { soft: Box::new(Nothing), kind: WorkKind::Cipher });
+        let descriptor = |visible_ns: u64, cost_ns: u64| Descriptor {
+            req: Request::new(Op::Encrypt, vec![0; 64]),
+            ctx: ctx.clone(),
+            session: session.clone(),
+            cost_ns,
+            arrival_ns: visible_ns,
+            visible_ns,
+        };
+        const COST: u64 = 100_064; // 100 µs + 64 B at 1 GB/s, as tests/timing.rs's card
+        let mut engine = Engine::new(64, None, None);
+        for _ in 0..40 {
+            engine.accept(descriptor(1_000, COST));
+        }
+        let due: Vec<u64> = (0..40).map(|i| engine.due(i).unwrap()).collect();
+        assert_eq!(due, (1..=40).map(|i| 1_000 + i * COST).collect::<Vec<_>>());
+        for _ in 0..20 {
+            engine.compute_one(false);
+        }
+        assert_eq!(
+            (0..40).map(|i| engine.due(i).unwrap()).collect::<Vec<_>>(),
+            due,
+            "computing moved nothing"
+        );
+        // Visible while the engine is still busy: behind the queue.
+        engine.accept(descriptor(2_000, COST));
+        assert_eq!(engine.due(40), Some(1_000 + 41 * COST));
+        // Visible after the engine went idle: from its own visibility.
+        engine.accept(descriptor(10_000_000, COST));
+        assert_eq!(engine.due(41), Some(10_000_000 + COST));
+    }
+}

@@ -58,10 +58,10 @@ impl Outcomes {
         self.0.lock().unwrap().len()
     }
 
-    /// Waits up to 3 s for `n` outcomes.
+    /// Waits for `n` outcomes (a minute at most: other work shares the machine).
     fn wait_for(&self, n: usize) -> usize {
         let start = Instant::now();
-        while self.count() < n && start.elapsed() < Duration::from_secs(3) {
+        while self.count() < n && start.elapsed() < Duration::from_secs(60) {
             std::thread::sleep(Duration::from_millis(1));
         }
         self.count()
@@ -78,12 +78,14 @@ fn accepted_requests_survive_a_pause_and_complete_after_resume() {
         on_card.submit(request(i), &callback);
     }
     card.pause();
+    let paused_at = Instant::now();
     card.pause(); // idempotent
     let done_at_pause = card.stats().completed;
     for i in 8..12 {
         on_card.submit(request(i), &callback);
     }
-    std::thread::sleep(Duration::from_millis(30));
+    // (Nothing can complete while paused; the pause gives a wrong card the chance to.)
+    std::thread::sleep(Duration::from_millis(300));
     let s = card.stats();
     assert!(s.paused, "{s:?}");
     assert_eq!(s.accepted, 12, "accepted while paused, there was room: {s:?}");
@@ -91,6 +93,7 @@ fn accepted_requests_survive_a_pause_and_complete_after_resume() {
     assert_eq!(s.in_flight as u64, 12 - done_at_pause, "the rest stay in the ring: {s:?}");
     assert_eq!(outcomes.count() as u64, done_at_pause);
 
+    let paused_for = paused_at.elapsed();
     card.resume();
     card.resume(); // idempotent
     assert_eq!(outcomes.wait_for(12), 12, "everything accepted completes after the resume");
@@ -101,8 +104,9 @@ fn accepted_requests_survive_a_pause_and_complete_after_resume() {
         let expected = on_soft.run(request(*i)).unwrap().buf.to_vec();
         assert_eq!(outcome.as_ref().ok(), Some(&expected), "request {i}: the real result");
     }
-    // The clock stood still: the pause shows as no lateness.
-    assert!(s.late_max_ns < 20_000_000, "{s:?}");
+    // The clock stood still: the pause (at least 300 ms) shows as no lateness; counted, it
+    // would make the requests due in it late by about the whole pause.
+    assert!(Duration::from_nanos(s.late_max_ns) < paused_for / 2, "paused {paused_for:?}: {s:?}");
 }
 
 #[test]
@@ -180,7 +184,7 @@ fn a_paused_failing_card_fails_what_it_held_after_the_resume() {
     assert_eq!(done.load(Ordering::SeqCst), 0);
     card.resume();
     let start = Instant::now();
-    while done.load(Ordering::SeqCst) < 4 && start.elapsed() < Duration::from_secs(3) {
+    while done.load(Ordering::SeqCst) < 4 && start.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(1));
     }
     assert_eq!(done.load(Ordering::SeqCst), 4);

@@ -118,7 +118,7 @@ fn unregistered_card_finishes_what_it_holds() {
     // Delivered before the card's thread ends; ocf's return workers may run the callbacks a
     // little later.
     let start = std::time::Instant::now();
-    while calls.load(Ordering::SeqCst) < 8 && start.elapsed() < std::time::Duration::from_secs(2) {
+    while calls.load(Ordering::SeqCst) < 8 && start.elapsed() < std::time::Duration::from_secs(60) {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     assert_eq!(calls.load(Ordering::SeqCst), 8, "every callback ran once");

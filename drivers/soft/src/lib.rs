@@ -286,3 +286,24 @@ impl DriverSession for SoftSession {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// Intel IPsec-MB is built in and runs here when `OCF_REQUIRE_IPSEC_MB=1` (set by
+    /// `scripts/test` where the library is installed and `OCF_NO_IPSEC_MB` is not set): its
+    /// tests are compiled only with it (`cfg(ocf_ipsec_mb)`), so a build that lost it would
+    /// otherwise pass them by having none, and ChaCha20-Poly1305 would quietly fall back.
+    #[test]
+    fn ipsec_mb_is_there_when_required() {
+        #[cfg(ocf_ipsec_mb)]
+        let runs = crate::imb::available();
+        #[cfg(not(ocf_ipsec_mb))]
+        let runs = false;
+        if std::env::var_os("OCF_REQUIRE_IPSEC_MB").is_some_and(|v| v == "1") {
+            let why = if cfg!(ocf_ipsec_mb) { "does not start on this CPU" } else { "is not built in" };
+            assert!(runs, "OCF_REQUIRE_IPSEC_MB=1, but IPsec-MB {why}");
+        } else if !runs {
+            eprintln!("soft: no IPsec-MB (built without it, or it does not start): its tests are not run");
+        }
+    }
+}

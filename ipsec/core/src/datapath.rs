@@ -123,11 +123,11 @@ impl Ipsec {
     }
 
     /// [`Ipsec::tick`] with the time given: the clock that learned path MTUs age on
-    /// ([`crate::pmtu::PMTU_AGE`]) moves to `now` (never back); lifetimes go by the SAs' age;
-    /// held packets and larval SAs expire by `now`.
+    /// ([`crate::pmtu::PMTU_AGE`]) moves to `now` (never back); lifetimes go by the SAs' age
+    /// at `now`; held packets and larval SAs expire by `now`.
     pub fn tick_at(&self, now: Instant) {
         self.shared.clock.set(now);
-        let ev = self.shared.db.sad.tick();
+        let ev = self.shared.db.sad.tick(now);
         self.shared.push_events(ev);
         self.shared.expire_acquires(now);
         let ev = self.shared.db.larval.expire(now);

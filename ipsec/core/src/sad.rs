@@ -607,14 +607,15 @@ impl Sad {
         }))
     }
 
-    /// Applies time lifetimes (call it every second or so): soft expiry marks the SA dying
-    /// and reports it; hard expiry removes it. Also removes the SAs that died on the packet
-    /// path while a writer held the tables (`Sad::reap`).
-    pub fn tick(&self) -> Vec<Event> {
+    /// Applies time lifetimes as of `now` (call it every second or so): soft expiry marks
+    /// the SA dying and reports it; hard expiry removes it. Also removes the SAs that died on
+    /// the packet path while a writer held the tables (`Sad::reap`). Ages are taken at `now`
+    /// rather than read from the clock, so that a test can step time instead of sleeping.
+    pub fn tick(&self, now: Instant) -> Vec<Event> {
         let mut events = Vec::new();
         let mut gone = Vec::new();
         for sa in self.tables.load().by_id.values() {
-            let age = sa.age().as_secs();
+            let age = now.saturating_duration_since(sa.added).as_secs();
             if sa.spec.hard.seconds.is_some_and(|s| age >= s) {
                 gone.push(sa.id);
                 events.push(Event::HardExpired { sa: sa.id, by: Limit::Time });

@@ -134,7 +134,7 @@ fn outer_proto(wire: &[u8]) -> u8 {
 
 /// Waits until `n` packets reached the sink one way (an asynchronous driver's come later).
 fn wait(c: &Collect, n: usize, sent: bool) -> Vec<Vec<u8>> {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let have = if sent { c.sent.lock().unwrap().len() } else { c.delivered.lock().unwrap().len() };
         if have >= n {

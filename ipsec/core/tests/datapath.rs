@@ -435,25 +435,31 @@ fn an_sa_stops_sending_before_its_sequence_number_wraps() {
     }
 }
 
+/// Time is stepped (`tick_at`), not slept through: the SA is added between `before` and
+/// `after`, so at `after + 100 s` it is at least 100 s old and, however long the set-up took
+/// (less than 100 s), not yet 200. (It slept 1.1 s and 1 s before, and needed the second
+/// tick within 0.9 s of the first sleep's end.)
 #[test]
 fn time_lifetimes_expire_through_tick() {
+    let before = std::time::Instant::now();
     let (s, g, sink) = sending_gateway(
-        Lifetime { seconds: Some(1), ..Lifetime::default() },
-        Lifetime { seconds: Some(2), ..Lifetime::default() },
+        Lifetime { seconds: Some(100), ..Lifetime::default() },
+        Lifetime { seconds: Some(200), ..Lifetime::default() },
     );
+    let after = std::time::Instant::now();
+    let at = |secs| after + std::time::Duration::from_secs(secs);
+    g.tick_at(before);
     g.tick();
     assert!(g.take_events().is_empty(), "nothing expires at once");
-    std::thread::sleep(std::time::Duration::from_millis(1100));
-    g.tick();
-    g.tick();
+    g.tick_at(at(100));
+    g.tick_at(at(100));
     assert!(
         matches!(g.take_events().as_slice(), [Event::SoftExpired { by: Limit::Time, .. }]),
         "soft expiry is reported once"
     );
     g.output(Packet::new(udp_packet(s.inner.0, s.inner.1, 8))).unwrap();
     assert_eq!(sink.take_sent().len(), 1, "a dying SA still sends");
-    std::thread::sleep(std::time::Duration::from_millis(1000));
-    g.tick();
+    g.tick_at(at(200));
     assert!(matches!(g.take_events().as_slice(), [Event::HardExpired { by: Limit::Time, .. }]));
     assert_eq!(g.output(Packet::new(udp_packet(s.inner.0, s.inner.1, 8))), Ok(()), "the SA is gone: held");
     assert!(matches!(g.take_events().as_slice(), [Event::Acquire(_)]), "and a new one asked for");
@@ -472,11 +478,12 @@ fn over_an_asynchronous_accelerator_a_run_rings_the_doorbell_once() {
     let ring = card.stats().ring_size;
     let (left, ls, right, rs) = pair_on(fw, &s, &a);
     for g in [&left, &right] {
-        assert!(g.databases().sad.dump(None).iter().all(|sa| sa.driver() == "sim:qat-like"));
+        let sas = g.databases().sad.dump(None);
+        assert!(!sas.is_empty() && sas.iter().all(|sa| sa.driver() == "sim:qat-like"), "{} SAs", sas.len());
     }
 
     let wait = |c: &Collect, n: usize, sent: bool| {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         loop {
             let have = if sent { c.sent.lock().unwrap().len() } else { c.delivered.lock().unwrap().len() };
             if have >= n {

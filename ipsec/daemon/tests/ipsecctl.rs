@@ -101,7 +101,7 @@ fn monitor_prints_each_event_as_it_comes() {
         .unwrap();
     let t = std::time::Instant::now();
     while server.hub().subscribers() == 0 {
-        assert!(t.elapsed() < std::time::Duration::from_secs(5), "ipsecctl monitor did not subscribe");
+        assert!(t.elapsed() < std::time::Duration::from_secs(60), "ipsecctl monitor did not subscribe");
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap()).lines();

@@ -19,14 +19,11 @@ use crate::testkit::{
     Rng,
 };
 
-/// The engine, or `None` (and a note) on a CPU without VAES-512: every test then checks
-/// only that `new` agrees with the CPU's flags (`available_where_the_cpu_has_vaes_512`).
+/// The engine, or `None` (and a note) on a CPU without VAES-512: every test then checks only
+/// that `new` agrees with the CPU's flags (`available_where_the_cpu_has_vaes_512`). With
+/// `OCF_REQUIRE_AVX512=1` a missing engine fails instead.
 fn engine() -> Option<Cbc16> {
-    let e = Cbc16::new();
-    if e.is_none() {
-        eprintln!("cbc16: this CPU lacks AVX-512F/VAES: nothing to run");
-    }
-    e
+    testkit::engine_or_skip(Cbc16::new(), "cbc16: this CPU lacks AVX-512F/VAES")
 }
 
 /// aws-lc's AES-CBC encryption of `data` (no padding): the independent answer.
@@ -46,6 +43,10 @@ fn aws_lc_cbc(key: &[u8], iv: [u8; 16], data: &[u8]) -> Vec<u8> {
 fn available_where_the_cpu_has_vaes_512() {
     let (has, flags) = cpu_has(&["avx512f", "vaes", "aes"]);
     assert_eq!(Cbc16::new().is_some(), has, "flags: {flags:?}");
+    assert!(
+        has || !testkit::avx512_required(),
+        "OCF_REQUIRE_AVX512=1, but the CPU's flags lack it: {flags:?}"
+    );
 }
 
 /// FIPS-197 appendix A.1–A.3: the first derived word, and the last round key.

@@ -22,13 +22,10 @@ use crate::testkit::{
 };
 
 /// The engine, or `None` (and a note) on a CPU without VBMI: every test then checks only
-/// that `new` agrees with the CPU's flags (`available_where_the_cpu_has_vbmi`).
+/// that `new` agrees with the CPU's flags (`available_where_the_cpu_has_vbmi`). With
+/// `OCF_REQUIRE_AVX512=1` a missing engine fails instead.
 fn engine() -> Option<Des16> {
-    let e = Des16::new();
-    if e.is_none() {
-        eprintln!("des16: this CPU lacks AVX-512 VBMI: nothing to run");
-    }
-    e
+    testkit::engine_or_skip(Des16::new(), "des16: this CPU lacks AVX-512 VBMI")
 }
 
 /// aws-lc's 3DES-CBC encryption of `data` (no padding): the independent answer.
@@ -44,6 +41,10 @@ fn aws_lc_cbc(key: &[u8], iv: [u8; 8], data: &[u8]) -> Vec<u8> {
 fn available_where_the_cpu_has_vbmi() {
     let (has, flags) = cpu_has(&["avx512f", "avx512bw", "avx512vbmi"]);
     assert_eq!(Des16::new().is_some(), has, "flags: {flags:?}");
+    assert!(
+        has || !testkit::avx512_required(),
+        "OCF_REQUIRE_AVX512=1, but the CPU's flags lack it: {flags:?}"
+    );
 }
 
 /// Each row of each S-box is a permutation of 0..16 (FIPS 46-3's tables, as typed here).

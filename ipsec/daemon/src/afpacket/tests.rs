@@ -159,7 +159,7 @@ fn a_packet_sent_through_the_packet_socket_arrives_whole() {
     let link = Link { ifindex: lo, mac: [0; 6] };
     assert_eq!(tx.send(&mut hdrs, &pkts, link).unwrap(), 3);
     let mut got = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(2);
+    let deadline = Instant::now() + Duration::from_secs(60); // generous: the machine is shared
     let mut buf = [0u8; 2048];
     while got.len() < pkts.len() && Instant::now() < deadline {
         let Ok(n) = rx.recv(&mut buf) else { continue };

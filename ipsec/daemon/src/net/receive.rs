@@ -333,9 +333,14 @@ mod tests {
         let mut rx = Receiver::with(Family::V4, pool, bufs, (HEADROOM, HEADROOM + 100), 0, false);
         tx.send(&bytes(500)).unwrap();
         tx.send(&bytes(100)).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        rx.receive(&sock).unwrap();
-        let got: Vec<(usize, bool)> = rx.got.iter().map(|r| (r.len, r.truncated)).collect();
+        // Both, in as many reads as they take to arrive (a minute at most), rather than one
+        // read after a 50 ms sleep that a loaded machine may not have delivered both by.
+        sock.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+        let mut got: Vec<(usize, bool)> = Vec::new();
+        while got.len() < 2 {
+            rx.receive(&sock).unwrap();
+            got.extend(rx.got.iter().map(|r| (r.len, r.truncated)));
+        }
         assert_eq!(got, [(100, true), (100, false)]);
     }
 
