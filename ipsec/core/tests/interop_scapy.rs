@@ -706,7 +706,9 @@ fn a_decapsulated_packet_outside_the_sas_selectors_is_dropped() {
                 assert!(send(&g, &sink, &sa, tunnel, &plain).is_empty(), "{what}: delivered with no policy");
                 assert_eq!(g.stats().drops(Drop::NoInboundPolicy), 1, "{what}: {}", g.stats());
                 // A gateway with two peers: the other peer's SA carrying this peer's network.
-                let theirs = SaSpec { src: other_peer, spi: sa.spi + 2, ..sa.clone() };
+                // (An AEAD key of its own: the SAD refuses one installed twice.)
+                let key = if sa.enc.is_aead() { KeyBytes::new(&[0x77; 20]) } else { sa.enc_key.clone() };
+                let theirs = SaSpec { src: other_peer, spi: sa.spi + 2, enc_key: key, ..sa.clone() };
                 let theirs_policy = inbound(other_net, h2, proto, mode, Some((other_peer, o2)));
                 let (g, sink) = gateway_with(&[sa.clone(), theirs.clone()], &[ours.clone(), theirs_policy]);
                 let ends = Some((other_peer, o2));
