@@ -9,18 +9,26 @@
 //!                             └─ anything else: not_esp (Via::Esp), not_ipcomp (Via::IpComp)
 //! payload (headers taken off by the socket) ─ UDP: keepalive? IKE? ─┤
 //!                                                                   ▼
-//!        SAD (SPI, dst) ─ encapsulation as the SA's? ─ replay check ─ batch (ocf)
-//!        ─ input_done: replay update ─ (UDP: peer moved? ─ float) ─ trailer
+//!        SAD (SPI, dst) ─ encapsulation as the SA's? (UDP: to the SA's port?) ─ replay check
+//!        ─ batch (ocf) ─ input_done: replay update ─ (UDP: peer moved? ─ float) ─ trailer
 //!          ─ tunnel: inner packet (ipip, RFC 6040 ECN) · transport: an IP header in front
 //!          ─ accept_inner: another SA's packet inside (a bundle)? ─► bundle
-//!          ─ SPD in ─► results.deliver
+//!          ─ the SA's selectors (RFC 4301 §5.2, `selectors_allow`):
+//!              transport: addresses the SA's ends? ─ no: sa_selector
+//!              SPD in ─ a policy: its rules met by the SA(s), mode too? ─ no: policy
+//!                     └ none: came through a tunnel? ─ yes: no_inbound_policy
+//!          ─► results.deliver
 //! ```
 //!
 //! A whole packet says where it came from ([`Via`]): a host's IP stack hands over any
 //! packet, a raw ESP socket only ESP, a raw IPComp or IP-in-IP socket only IPComp's. A
 //! [`Payload`] is ESP (or, over UDP, what a NAT-T socket carries) whose headers the socket
 //! already took off: nothing is rebuilt, the addresses and ports the socket reported stand
-//! for them. Which datagrams are ESP in UDP is the socket's to say, not a port number's.
+//! for them. Which datagrams are ESP in UDP is the socket's to say, not a port number's;
+//! the SA then says which port they must have been sent to (`udp_port` otherwise).
+//!
+//! The check after decapsulation is the same for ESP, AH and IPComp, alone or in a bundle:
+//! they all end in `accept_inner`, told whether their SA took an outer header off.
 
 use std::net::IpAddr;
 use std::sync::{Arc, PoisonError};
@@ -380,10 +388,8 @@ impl Shared {
             // after it and carries the outer header's ECN mark in (RFC 6040). (Not for a
             // transport-mode SA: its IP-in-IP is a packet of its own, such as the one an
             // IPComp SA inside a bundle sends uncompressed, `crate::bundle`.)
-            PROTO_IPV4 | PROTO_IPV6 if tunnel => {
-                ipip::decapsulate(Packet { data, head: body }, next, c.ecn)
-                    .map_err(|why| self.drop(Some(sa), why))?
-            }
+            PROTO_IPV4 | PROTO_IPV6 if tunnel => ipip::decapsulate(Packet { data, head: body }, next, c.ecn)
+                .map_err(|why| self.drop(Some(sa), why))?,
             // Transport mode: an IP header in front of the payload again.
             _ => match c.arrival {
                 Arrival::Bare { .. } => transport_header_for(data, body, sa, next, c.ecn),

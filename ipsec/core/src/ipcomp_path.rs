@@ -199,10 +199,8 @@ impl Shared {
         let len = data.len() - at;
         let tunnel = matches!(next, IpProtocol::IPV4 | IpProtocol::IPV6) && sa.spec.mode != Mode::Transport;
         let inner = match next {
-            _ if tunnel => {
-                ipip::decapsulate(Packet { data, head: at }, next.0, ecn)
-                    .map_err(|why| self.drop(Some(&sa), why))?
-            }
+            _ if tunnel => ipip::decapsulate(Packet { data, head: at }, next.0, ecn)
+                .map_err(|why| self.drop(Some(&sa), why))?,
             // Transport mode: the packet's own header names what IPComp carried.
             _ if sa.spec.mode != Mode::Tunnel => {
                 restore_transport_header(&mut data[head..], s.offset, next.0)

@@ -423,7 +423,8 @@ pub(crate) fn fragment(outer: &[u8], mtu: usize) -> Option<Vec<Packet>> {
         IpProtocol::AH => 4,
         _ => 0,
     };
-    let be32 = |at: usize| payload.get(at..at + 4).map_or(0, |s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]));
+    let be32 =
+        |at: usize| payload.get(at..at + 4).map_or(0, |s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]));
     let ident = if v6 { ident6(&header[8..40], be32(spi_at), be32(spi_at + 4)) } else { 0 };
     let mut out = Vec::with_capacity(payload.len().div_ceil(chunk));
     for (i, piece) in payload.chunks(chunk).enumerate() {

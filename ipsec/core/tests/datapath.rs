@@ -186,7 +186,9 @@ fn every_algorithm_mode_and_family_round_trips() {
                 let sent = ls.take_sent().remove(0);
                 let off = if s.outer.0.is_ipv4() { 20 } else { 40 } + if s.natt { 8 } else { 0 };
                 let sport = if s.natt { 4500 } else { 0 };
-                right.input_payload(payload(s.outer.0, s.outer.1, (sport, sport), s.natt, &sent[off..])).unwrap();
+                right
+                    .input_payload(payload(s.outer.0, s.outer.1, (sport, sport), s.natt, &sent[off..]))
+                    .unwrap();
                 let got = rs.take_delivered().remove(0);
                 let hdr = if src.is_ipv4() { 20 } else { 40 };
                 if s.tunnel {

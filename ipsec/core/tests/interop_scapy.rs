@@ -641,7 +641,13 @@ fn gateway_with(sas: &[SaSpec], policies: &[PolicySpec]) -> (Gw, Arc<Collect>) {
 }
 
 /// An inbound policy from `src` to `dst` (hosts) asking for one rule.
-fn inbound(src: IpAddr, dst: IpAddr, proto: Proto, mode: Mode, tunnel: Option<(IpAddr, IpAddr)>) -> PolicySpec {
+fn inbound(
+    src: IpAddr,
+    dst: IpAddr,
+    proto: Proto,
+    mode: Mode,
+    tunnel: Option<(IpAddr, IpAddr)>,
+) -> PolicySpec {
     let host = |a: IpAddr| Prefix { addr: a, len: if a.is_ipv4() { 32 } else { 128 } };
     PolicySpec {
         selector: Selector { src: host(src), dst: host(dst), sport: None, dport: None, upper: Upper::Any },
@@ -698,7 +704,10 @@ fn a_decapsulated_packet_outside_the_sas_selectors_is_dropped() {
                 let plain = udp_packet(h1, h2, 40);
                 assert_eq!(send(&g, &sink, &sa, tunnel, &plain), vec![plain], "{what}: the policy's traffic");
                 let forged = udp_packet(stranger, h2, 40);
-                assert!(send(&g, &sink, &sa, tunnel, &forged).is_empty(), "{what}: a stranger's source delivered");
+                assert!(
+                    send(&g, &sink, &sa, tunnel, &forged).is_empty(),
+                    "{what}: a stranger's source delivered"
+                );
                 assert_eq!(g.stats().drops(Drop::NoInboundPolicy), 1, "{what}: {}", g.stats());
                 // No inbound policy at all (the case: B's `-P in` removed).
                 let (g, sink) = gateway_with(std::slice::from_ref(&sa), &[]);
@@ -713,7 +722,10 @@ fn a_decapsulated_packet_outside_the_sas_selectors_is_dropped() {
                 let (g, sink) = gateway_with(&[sa.clone(), theirs.clone()], &[ours.clone(), theirs_policy]);
                 let ends = Some((other_peer, o2));
                 assert_eq!(send(&g, &sink, &theirs, ends, &udp_packet(other_net, h2, 40)).len(), 1, "{what}");
-                assert!(send(&g, &sink, &theirs, ends, &udp_packet(h1, h2, 40)).is_empty(), "{what}: spoofed");
+                assert!(
+                    send(&g, &sink, &theirs, ends, &udp_packet(h1, h2, 40)).is_empty(),
+                    "{what}: spoofed"
+                );
                 assert_eq!(g.stats().drops(Drop::Policy), 1, "{what}: {}", g.stats());
                 // A policy whose rule is transport mode, met by a tunnel SA.
                 let transport_rule = inbound(h1, h2, proto, Mode::Transport, None);
@@ -724,7 +736,11 @@ fn a_decapsulated_packet_outside_the_sas_selectors_is_dropped() {
                 // With no policy, a packet with the SA's own addresses passes.
                 let (g, sink) = gateway_with(std::slice::from_ref(&sa), &[]);
                 let plain = udp_packet(o1, o2, 40);
-                assert_eq!(send(&g, &sink, &sa, None, &plain), vec![plain], "{what}: no policy, own addresses");
+                assert_eq!(
+                    send(&g, &sink, &sa, None, &plain),
+                    vec![plain],
+                    "{what}: no policy, own addresses"
+                );
                 // The key holder writes another outer source: not the SA's, with or without
                 // a policy that covers that source.
                 let spoofed = if v4 { ip("192.0.2.9") } else { ip("2001:db8::9") };
@@ -732,7 +748,10 @@ fn a_decapsulated_packet_outside_the_sas_selectors_is_dropped() {
                 for policies in [vec![ours.clone()], vec![ours.clone(), cover]] {
                     let (g, sink) = gateway_with(std::slice::from_ref(&sa), &policies);
                     let forged = udp_packet(spoofed, o2, 40);
-                    assert!(send(&g, &sink, &sa, None, &forged).is_empty(), "{what}: spoofed source delivered");
+                    assert!(
+                        send(&g, &sink, &sa, None, &forged).is_empty(),
+                        "{what}: spoofed source delivered"
+                    );
                     assert_eq!(g.stats().drops(Drop::SaSelector), 1, "{what}: {}", g.stats());
                 }
             }

@@ -27,38 +27,39 @@
 //! Each kind is one log line however many items it has (a gateway of 10,000 peers must not
 //! log 10,000 lines): the first few named, then the count.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 
-use ipsec_core::control::{Action, Dir, Mode, PolicySpec, Prefix, Request, Rule, SaSpec};
+use ipsec_core::control::{Action, Dir, Mode, PolicySpec, Prefix, Request, Rule, SaSpec, Selector};
 use ipsec_core::{setkey, Ipsec};
 
 /// Items named per warning; the rest are counted.
 const NAMED: usize = 3;
 
 /// The warnings for `sas` and `policies` on a host whose addresses `is_local` knows and
-/// whose ESP-in-UDP port is `udp_port`, one line per kind (none: an empty list).
-pub fn warnings(
-    sas: &[SaSpec],
+/// whose ESP-in-UDP port is `udp_port`, one line per kind (none: an empty list). Linear in
+/// the number of policies where each tunnel's ends have a few (the inbound policies are
+/// found by their tunnel's ends: a gateway of 10,000 peers must not compare every pair).
+pub fn warnings<'a>(
+    sas: impl IntoIterator<Item = &'a SaSpec>,
     policies: &[PolicySpec],
     is_local: &dyn Fn(IpAddr) -> bool,
     udp_port: u16,
 ) -> Vec<String> {
-    let inbound: Vec<(&PolicySpec, &[Rule])> = policies
-        .iter()
-        .filter(|p| p.dir == Dir::In)
-        .filter_map(|p| match &p.action {
-            Action::Protect(rules) => Some((p, &rules[..])),
-            _ => None,
-        })
-        .collect();
+    // Inbound `ipsec` policies' selectors by the ends of each of their tunnel rules.
+    let mut inbound: HashMap<(IpAddr, IpAddr), Vec<&Selector>> = HashMap::new();
+    for p in policies.iter().filter(|p| p.dir == Dir::In) {
+        let Action::Protect(rules) = &p.action else { continue };
+        for ends in rules.iter().filter_map(|r: &Rule| r.tunnel) {
+            inbound.entry(ends).or_default().push(&p.selector);
+        }
+    }
     let (mut no_way_back, mut foreign_source, mut ports) = (Vec::new(), Vec::new(), Vec::new());
     for p in policies.iter().filter(|p| p.dir == Dir::Out) {
         let Action::Protect(rules) = &p.action else { continue };
         for &(src, dst) in rules.iter().filter(|r| r.mode == Mode::Tunnel).filter_map(|r| r.tunnel.as_ref()) {
-            let back = inbound.iter().any(|(q, rules)| {
-                covers(&q.selector.src, &p.selector.dst)
-                    && covers(&q.selector.dst, &p.selector.src)
-                    && rules.iter().any(|r| r.tunnel == Some((dst, src)))
+            let back = inbound.get(&(dst, src)).is_some_and(|sels| {
+                sels.iter().any(|q| covers(&q.src, &p.selector.dst) && covers(&q.dst, &p.selector.src))
             });
             if !back {
                 no_way_back.push(policy(p));
@@ -75,7 +76,13 @@ pub fn warnings(
             (_, true) if n.sport != udp_port => ("source", n.sport),
             _ => continue,
         };
-        ports.push(format!("{} {} -> {} SPI {:#x} ({here} port {port})", sa.proto.name(), sa.src, sa.dst, sa.spi));
+        ports.push(format!(
+            "{} {} -> {} SPI {:#x} ({here} port {port})",
+            sa.proto.name(),
+            sa.src,
+            sa.dst,
+            sa.spi
+        ));
     }
     let mut out = Vec::new();
     summarise(
@@ -128,8 +135,8 @@ fn summarise(out: &mut Vec<String>, what: &str, items: Vec<String>) {
 pub fn check(core: &Ipsec, udp_port: u16) -> Vec<String> {
     let local = crate::keepalive::local_addresses();
     let is_local = |a: IpAddr| local.as_ref().is_ok_and(|l| l.contains(&a));
-    let sas: Vec<SaSpec> = core.databases().sad.dump(None).into_iter().map(|sa| sa.spec.clone()).collect();
-    let mut w = warnings(&sas, &core.databases().spd.dump(), &is_local, udp_port);
+    let sas = core.databases().sad.dump(None);
+    let mut w = warnings(sas.iter().map(|sa| &sa.spec), &core.databases().spd.dump(), &is_local, udp_port);
     if let Err(e) = &local {
         w.push(format!("this host's addresses could not be read ({e}): the tunnel sources were not checked"));
         w.retain(|l| !l.starts_with("outbound tunnel policies whose tunnel source"));
