@@ -365,7 +365,7 @@ impl Shared {
             let packet = Packet { data, head: body - ah };
             without_ah(packet, field, next).ok_or_else(|| self.drop(Some(sa), Drop::BadInner))?
         };
-        self.accept_inner(sa, outer, packet, stats_len, tally).map(Some)
+        self.accept_inner(sa, outer, tunnel, packet, stats_len, tally).map(Some)
     }
 }
 

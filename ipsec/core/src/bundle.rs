@@ -181,8 +181,8 @@ impl Shared {
                 // IPComp, or an IPComp SA's IP-in-IP (`holds_another_sa` said which): no
                 // crypto, the whole stage here.
                 _ => {
-                    let (sa, inner, len) = self.ipcomp_decap(packet, s)?;
-                    let inner = self.accept_inner(&sa, &path, inner, len, None)?;
+                    let (sa, inner, len, tunnel) = self.ipcomp_decap(packet, s)?;
+                    let inner = self.accept_inner(&sa, &path, tunnel, inner, len, None)?;
                     return self.take_inner(inner, to);
                 }
             }
@@ -243,15 +243,17 @@ pub(crate) fn holds_another_sa(shared: &Shared, sa: &Sa, s: &Summary, bytes: &[u
 }
 
 /// The policy check after decapsulation: whether the SAs a packet came through, `sa` last
-/// (innermost) and `outer` before it (outermost first), are the ones `rules` asks for, in
-/// order. A `use` rule may have no SA (it is skipped); every other rule needs its SA; and
-/// every SA must be one a rule asked for (Linux's template check, `xfrm_policy_ok`). For a
-/// packet of one SA and a policy of one rule: whether the rule allows the SA.
-pub(crate) fn allows(rules: &[Rule], sa: &Sa, outer: &[Arc<Sa>]) -> bool {
-    let mut sas = std::iter::once(sa).chain(outer.iter().rev().map(|a| &**a)).peekable();
+/// (innermost; `tunnel`: it took an outer header off) and `outer` before it (outermost
+/// first), are the ones `rules` asks for, in order. A `use` rule may have no SA (it is
+/// skipped); every other rule needs its SA; and every SA must be one a rule asked for
+/// (Linux's template check, `xfrm_policy_ok`). For a packet of one SA and a policy of one
+/// rule: whether the rule allows the SA.
+pub(crate) fn allows(rules: &[Rule], sa: &Sa, tunnel: bool, outer: &[Arc<Sa>]) -> bool {
+    let innermost = std::iter::once((sa, Some(tunnel)));
+    let mut sas = innermost.chain(outer.iter().rev().map(|a| (&**a, None))).peekable();
     for r in rules {
         match sas.peek() {
-            Some(s) if rule_allows(r, s) => {
+            Some(&(s, tunnel)) if rule_allows(r, s, tunnel) => {
                 sas.next();
             }
             _ if r.level == Level::Use => {}
@@ -263,14 +265,24 @@ pub(crate) fn allows(rules: &[Rule], sa: &Sa, outer: &[Arc<Sa>]) -> bool {
 
 /// Whether a policy rule is satisfied by a packet that came through `sa`: an `ah` rule by
 /// an AH SA, an `ipcomp` rule by an IPComp SA, an `esp` or `esp-udp` rule by either ESP SA;
-/// a tunnel rule's ends are the SA's; a `unique:N` rule's reqid is the SA's.
-fn rule_allows(r: &Rule, sa: &Sa) -> bool {
+/// a tunnel rule's ends are the SA's; a `unique:N` rule's reqid is the SA's; and the rule's
+/// mode is the one the packet came through (`tunnel`, where known: the innermost SA's; else
+/// the SA's own mode, `any` fitting either), as Linux's `xfrm_state_ok` asks. (Without
+/// that, a tunnel SA from one peer satisfied a transport rule, and delivered inner packets
+/// from the addresses the rule's policy covers.)
+fn rule_allows(r: &Rule, sa: &Sa, tunnel: Option<bool>) -> bool {
     let proto = match sa.id.proto {
         Proto::Ah => r.proto == Proto::Ah,
         Proto::IpComp => r.proto == Proto::IpComp,
         Proto::Esp | Proto::EspUdp => matches!(r.proto, Proto::Esp | Proto::EspUdp),
     };
+    let mode = match (r.mode, tunnel) {
+        (Mode::Any, _) => true,
+        (m, Some(tunnel)) => tunnel == (m == Mode::Tunnel),
+        (m, None) => sa.spec.mode == Mode::Any || sa.spec.mode == m,
+    };
     proto
+        && mode
         && r.tunnel.is_none_or(|(src, dst)| src == sa.id.src && dst == sa.id.dst)
         && match r.level {
             Level::Unique(n) if n != 0 => sa.spec.reqid == n,

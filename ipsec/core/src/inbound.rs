@@ -9,18 +9,26 @@
 //!                             └─ anything else: not_esp (Via::Esp), not_ipcomp (Via::IpComp)
 //! payload (headers taken off by the socket) ─ UDP: keepalive? IKE? ─┤
 //!                                                                   ▼
-//!        SAD (SPI, dst) ─ encapsulation as the SA's? ─ replay check ─ batch (ocf)
-//!        ─ input_done: replay update ─ (UDP: peer moved? ─ float) ─ trailer
+//!        SAD (SPI, dst) ─ encapsulation as the SA's? (UDP: to the SA's port?) ─ replay check
+//!        ─ batch (ocf) ─ input_done: replay update ─ (UDP: peer moved? ─ float) ─ trailer
 //!          ─ tunnel: inner packet (ipip, RFC 6040 ECN) · transport: an IP header in front
 //!          ─ accept_inner: another SA's packet inside (a bundle)? ─► bundle
-//!          ─ SPD in ─► results.deliver
+//!          ─ the SA's selectors (RFC 4301 §5.2, `selectors_allow`):
+//!              transport: addresses the SA's ends? ─ no: sa_selector
+//!              SPD in ─ a policy: its rules met by the SA(s), mode too? ─ no: policy
+//!                     └ none: came through a tunnel? ─ yes: no_inbound_policy
+//!          ─► results.deliver
 //! ```
 //!
 //! A whole packet says where it came from ([`Via`]): a host's IP stack hands over any
 //! packet, a raw ESP socket only ESP, a raw IPComp or IP-in-IP socket only IPComp's. A
 //! [`Payload`] is ESP (or, over UDP, what a NAT-T socket carries) whose headers the socket
 //! already took off: nothing is rebuilt, the addresses and ports the socket reported stand
-//! for them. Which datagrams are ESP in UDP is the socket's to say, not a port number's.
+//! for them. Which datagrams are ESP in UDP is the socket's to say, not a port number's;
+//! the SA then says which port they must have been sent to (`udp_port` otherwise).
+//!
+//! The check after decapsulation is the same for ESP, AH and IPComp, alone or in a bundle:
+//! they all end in `accept_inner`, told whether their SA took an outer header off.
 
 use std::net::IpAddr;
 use std::sync::{Arc, PoisonError};
@@ -150,9 +158,9 @@ impl Shared {
                 return self.input_ah(b, packet, s, ah);
             }
         }
-        let arrival = match s.upper {
-            Wire::Esp(_) => Arrival::Esp,
-            Wire::UdpEncap(_, Encap::Esp(_)) => Arrival::Udp,
+        let (arrival, dport) = match s.upper {
+            Wire::Esp(_) => (Arrival::Esp, 0),
+            Wire::UdpEncap(ref u, Encap::Esp(_)) => (Arrival::Udp, u.dst_port),
             Wire::UdpEncap(_, ref encap) => return self.not_esp_in_udp(encap),
             Wire::BadEsp(ipsec_wire::Error::Truncated { .. }) => {
                 return Err(self.drop(None, Drop::EspTruncated))
@@ -182,7 +190,7 @@ impl Shared {
         let esp = s.offset + if arrival == Arrival::Udp { udp::HEADER_LEN } else { 0 };
         let ecn = ipip::ecn(packet.bytes());
         let cookie = InCookie { head: 0, esp: esp as u16, arrival, ecn, sport: 0 };
-        self.open(b, packet, s.ip_len, s.dst, cookie)
+        self.open(b, packet, s.ip_len, s.dst, dport, cookie)
     }
 
     /// One ESP packet (or, over UDP, one datagram's payload) whose headers its socket took
@@ -204,7 +212,7 @@ impl Shared {
         let len = bytes.len();
         let arrival = Arrival::Bare { udp: p.udp };
         let cookie = InCookie { head: 0, esp: 0, arrival, ecn: p.ecn, sport: p.src.port() };
-        self.open(b, p.packet, len, p.dst, cookie)
+        self.open(b, p.packet, len, p.dst, p.dport, cookie)
     }
 
     /// What a NAT-T socket carries besides ESP: a NAT-keepalive only keeps a NAT mapping
@@ -224,17 +232,19 @@ impl Shared {
         ))
     }
 
-    /// The ESP packet at `c.esp` of `packet` (`ip_len` bytes from its head), sent to `dst`:
-    /// its SA, the checks before the crypto, and the request to the batch.
+    /// The ESP packet at `c.esp` of `packet` (`ip_len` bytes from its head), sent to `dst`
+    /// (ESP in UDP: to UDP port `dport`): its SA, the checks before the crypto, and the
+    /// request to the batch.
     fn open(
         &self,
         b: &mut Batch<'_>,
         packet: Packet,
         ip_len: usize,
         dst: IpAddr,
+        dport: u16,
         c: InCookie,
     ) -> Result<(), Drop> {
-        let (sa, req) = self.open_request(packet, ip_len, dst, c)?;
+        let (sa, req) = self.open_request(packet, ip_len, dst, dport, c)?;
         self.submit(b, SaRef::Owned(sa), req, Way::In, finish_input);
         Ok(())
     }
@@ -244,7 +254,7 @@ impl Shared {
     pub(crate) fn open_nested(&self, packet: Packet, s: &Summary) -> Result<(Arc<Sa>, ocf::Request), Drop> {
         let ecn = ipip::ecn(packet.bytes());
         let cookie = InCookie { head: 0, esp: s.offset as u16, arrival: Arrival::Esp, ecn, sport: 0 };
-        self.open_request(packet, s.ip_len, s.dst, cookie)
+        self.open_request(packet, s.ip_len, s.dst, 0, cookie)
     }
 
     /// [`Shared::open`]'s SA and request, not yet submitted.
@@ -254,6 +264,7 @@ impl Shared {
         packet: Packet,
         ip_len: usize,
         dst: IpAddr,
+        dport: u16,
         mut c: InCookie,
     ) -> Result<(Arc<Sa>, ocf::Request), Drop> {
         let esp_off = usize::from(c.esp);
@@ -271,8 +282,14 @@ impl Shared {
         // An SA is ESP in UDP or plain ESP, never both (a peer that switches must say so
         // with a new SA; Linux drops the same).
         let udp = matches!(c.arrival, Arrival::Udp | Arrival::Bare { udp: true });
-        if sa.spec.natt.is_some() != udp {
-            return Err(self.drop(Some(&sa), Drop::EncapMismatch));
+        match sa.spec.natt {
+            Some(_) if !udp => return Err(self.drop(Some(&sa), Drop::EncapMismatch)),
+            None if udp => return Err(self.drop(Some(&sa), Drop::EncapMismatch)),
+            // ESP in UDP goes to the port the SA names for this end. The source port is not
+            // checked here: a peer behind a NAT may appear from another one, which the SA
+            // follows once a packet from it authenticates (`follow_peer`).
+            Some(n) if n.dport != dport => return Err(self.drop(Some(&sa), Drop::UdpPort)),
+            _ => {}
         }
         if sa.state() == SaState::Dead {
             return Err(self.drop(Some(&sa), Drop::Expired));
@@ -362,6 +379,7 @@ impl Shared {
         // Counters and volume lifetimes count the payload ESP carried, TFC padding included
         // (as Linux counts an SA's bytes), though the padding is not delivered.
         let stats_len = len;
+        let tunnel = matches!(next, PROTO_IPV4 | PROTO_IPV6) && sa.spec.mode != Mode::Transport;
         let packet = match next {
             // A dummy packet (RFC 4303 §2.6, traffic flow confidentiality): discard quietly.
             PROTO_NONE => return Ok(None),
@@ -370,10 +388,8 @@ impl Shared {
             // after it and carries the outer header's ECN mark in (RFC 6040). (Not for a
             // transport-mode SA: its IP-in-IP is a packet of its own, such as the one an
             // IPComp SA inside a bundle sends uncompressed, `crate::bundle`.)
-            PROTO_IPV4 | PROTO_IPV6 if sa.spec.mode != Mode::Transport => {
-                ipip::decapsulate(Packet { data, head: body }, next, c.ecn)
-                    .map_err(|why| self.drop(Some(sa), why))?
-            }
+            PROTO_IPV4 | PROTO_IPV6 if tunnel => ipip::decapsulate(Packet { data, head: body }, next, c.ecn)
+                .map_err(|why| self.drop(Some(sa), why))?,
             // Transport mode: an IP header in front of the payload again.
             _ => match c.arrival {
                 Arrival::Bare { .. } => transport_header_for(data, body, sa, next, c.ecn),
@@ -389,12 +405,13 @@ impl Shared {
             }
             .map_err(|()| self.drop(Some(sa), Drop::BadInner))?,
         };
-        self.accept_inner(sa, outer, packet, stats_len, tally).map(Some)
+        self.accept_inner(sa, outer, tunnel, packet, stats_len, tally).map(Some)
     }
 
     /// The end of every decapsulated packet (ESP's, AH's and IPComp's): the policy check
-    /// after decapsulation, volume lifetimes, the counters. `stats_len` is the payload the
-    /// SA carried; `outer`, the SAs of a bundle the packet came through before `sa`.
+    /// after decapsulation, volume lifetimes, the counters. `tunnel`: `sa` took an outer
+    /// header off (tunnel mode); `stats_len` is the payload the SA carried; `outer`, the SAs
+    /// of a bundle the packet came through before `sa`.
     ///
     /// A packet to this SA's destination from its source that holds ESP, AH or IPComp
     /// (or IP-in-IP between the ends of an IPComp SA) is a bundle's next SA's, not yet
@@ -405,6 +422,7 @@ impl Shared {
         &self,
         sa: &Arc<Sa>,
         outer: &[Arc<Sa>],
+        tunnel: bool,
         packet: Packet,
         stats_len: usize,
         tally: Option<&mut Tally>,
@@ -414,17 +432,9 @@ impl Shared {
             return Err(self.drop(Some(sa), Drop::BadInner));
         };
         let next = crate::bundle::holds_another_sa(self, sa, inner, packet.bytes());
-        // The policy check after decapsulation: the packet must be one this SA (and the
-        // bundle's SAs before it) may carry.
         if !next {
-            if let Some(p) = self.db.spd.lookup(Dir::In, &flow(inner, packet.bytes())) {
-                let ok = match &p.spec.action {
-                    Action::Protect(rules) => crate::bundle::allows(rules, sa, outer),
-                    Action::Bypass | Action::Discard => false,
-                };
-                if !ok {
-                    return Err(self.drop(Some(sa), Drop::Policy));
-                }
+            if let Err(why) = self.selectors_allow(sa, outer, tunnel, inner, packet.bytes()) {
+                return Err(self.drop(Some(sa), why));
             }
         }
         if self.expire_by_volume(sa, stats_len) {
@@ -435,6 +445,43 @@ impl Shared {
             false => Inner::Deliver(packet),
             true => Inner::Next(outer.iter().chain([sa]).cloned().collect(), packet),
         })
+    }
+
+    /// The check after decapsulation (RFC 4301 §5.2: the inner headers must match the
+    /// selectors of the SA, and of the bundle's SAs, they came through). Our SAs carry no
+    /// selectors of their own beyond their ends, so:
+    ///
+    /// - transport mode: the packet's addresses are the outer header's, and must be the
+    ///   SA's ends (its own selector) — else `sa_selector` (a key holder spoofing the outer
+    ///   source; Linux: XfrmInStateMismatch);
+    /// - the first inbound policy that covers the packet must be `ipsec` with rules that
+    ///   this SA, and `outer`, satisfy (`crate::bundle::allows`) — else `policy`;
+    /// - no inbound policy covers it: delivered only if no SA on its way took an outer
+    ///   header off (transport mode: the addresses are the SA's own, as in the clear); from
+    ///   a tunnel, where the inner source is whatever the key holder wrote, it is dropped
+    ///   as `no_inbound_policy` (Linux: XfrmInNoPols, `secpath_has_nontransport`).
+    #[inline(always)]
+    fn selectors_allow(
+        &self,
+        sa: &Sa,
+        outer: &[Arc<Sa>],
+        tunnel: bool,
+        inner: &Summary,
+        bytes: &[u8],
+    ) -> Result<(), Drop> {
+        if !tunnel && (inner.src != sa.id.src || inner.dst != sa.id.dst) {
+            return Err(Drop::SaSelector);
+        }
+        let verdict = self.db.spd.lookup_with(Dir::In, &flow(inner, bytes), |p| match &p.spec.action {
+            Action::Protect(rules) => crate::bundle::allows(rules, sa, tunnel, outer),
+            Action::Bypass | Action::Discard => false,
+        });
+        match verdict {
+            Some(true) => Ok(()),
+            Some(false) => Err(Drop::Policy),
+            None if tunnel || outer.iter().any(|o| o.spec.mode == Mode::Tunnel) => Err(Drop::NoInboundPolicy),
+            None => Ok(()),
+        }
     }
 
     /// An authenticated ESP-in-UDP packet may come from another UDP source port than the

@@ -152,17 +152,22 @@ impl Shared {
 
     /// Inbound: an IPComp packet, or IP-in-IP from an IPComp peer ([`claims`]).
     pub(crate) fn ipcomp_input(&self, packet: Packet, s: &Summary, b: &mut Batch<'_>) -> Result<(), Drop> {
-        let (sa, inner, len) = self.ipcomp_decap(packet, s)?;
+        let (sa, inner, len, tunnel) = self.ipcomp_decap(packet, s)?;
         // Delivered, or on to a bundle's next SA (a transport-mode IPComp SA's packet may
         // hold ESP or AH to us).
-        let inner = self.accept_inner(&sa, &[], inner, len, b.tally.as_mut())?;
+        let inner = self.accept_inner(&sa, &[], tunnel, inner, len, b.tally.as_mut())?;
         self.take_inner(inner, &mut To::Results(b.results()))
     }
 
     /// An IPComp packet, or IP-in-IP from an IPComp peer, without IPComp and the outer
-    /// header: its SA, the inner packet, and the length the SA is charged. (A bundle's
-    /// stage after ESP or AH, `crate::bundle`, calls it too.)
-    pub(crate) fn ipcomp_decap(&self, packet: Packet, s: &Summary) -> Result<(Arc<Sa>, Packet, usize), Drop> {
+    /// header: its SA, the inner packet, the length the SA is charged, and whether an outer
+    /// header came off (tunnel mode). (A bundle's stage after ESP or AH, `crate::bundle`,
+    /// calls it too.)
+    pub(crate) fn ipcomp_decap(
+        &self,
+        packet: Packet,
+        s: &Summary,
+    ) -> Result<(Arc<Sa>, Packet, usize, bool), Drop> {
         if s.is_fragment {
             return Err(self.drop(None, Drop::Fragment));
         }
@@ -192,11 +197,10 @@ impl Shared {
             (sa, s.protocol)
         };
         let len = data.len() - at;
+        let tunnel = matches!(next, IpProtocol::IPV4 | IpProtocol::IPV6) && sa.spec.mode != Mode::Transport;
         let inner = match next {
-            IpProtocol::IPV4 | IpProtocol::IPV6 if sa.spec.mode != Mode::Transport => {
-                ipip::decapsulate(Packet { data, head: at }, next.0, ecn)
-                    .map_err(|why| self.drop(Some(&sa), why))?
-            }
+            _ if tunnel => ipip::decapsulate(Packet { data, head: at }, next.0, ecn)
+                .map_err(|why| self.drop(Some(&sa), why))?,
             // Transport mode: the packet's own header names what IPComp carried.
             _ if sa.spec.mode != Mode::Tunnel => {
                 restore_transport_header(&mut data[head..], s.offset, next.0)
@@ -206,6 +210,6 @@ impl Shared {
             // A tunnel-mode SA carries IP packets only.
             _ => return Err(self.drop(Some(&sa), Drop::BadInner)),
         };
-        Ok((sa, inner, len))
+        Ok((sa, inner, len, tunnel))
     }
 }

@@ -70,6 +70,8 @@ pub struct Payload {
     pub src: SocketAddr,
     /// The local address it was sent to (the packet-info option).
     pub dst: IpAddr,
+    /// For ESP in UDP, the local UDP port it was sent to (the socket's); 0 for raw ESP.
+    pub dport: u16,
     /// ESP in UDP (RFC 3948) rather than raw ESP.
     pub udp: bool,
     /// The outer header's ECN field (IP_RECVTOS / IPV6_RECVTCLASS), which RFC 6040 carries

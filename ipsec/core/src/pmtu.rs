@@ -298,9 +298,8 @@ impl RateLimit {
 /// `__xfrm6_output`, because a router may not fragment IPv6 (RFC 8200 §5; RFC 2473 §7.1
 /// has the tunnel entry point do it) and the IP_HDRINCL socket the gateway sends through
 /// never fragments (EMSGSIZE over its link's MTU). IPv4 fragments keep the outer header's
-/// Identification (the SA's sequence number's low bits); IPv6 fragments are identified by
-/// the ESP sequence number's low 32 bits, unique for the SA's packets. `None` if `outer` is
-/// not such a packet or `mtu` leaves no room for 8 bytes of payload.
+/// Identification (the SA's sequence number's low bits); IPv6 fragments get [`ident6`]'s.
+/// `None` if `outer` is not such a packet or `mtu` leaves no room for 8 bytes of payload.
 pub(crate) fn fragment(outer: &[u8], mtu: usize) -> Option<Vec<Packet>> {
     let (hl, v6) = match outer.first()? >> 4 {
         4 if outer.len() >= 20 && outer[0] == 0x45 => (20, false),
@@ -313,10 +312,17 @@ pub(crate) fn fragment(outer: &[u8], mtu: usize) -> Option<Vec<Packet>> {
         return None;
     }
     let (header, payload) = outer.split_at(hl);
-    // The ESP sequence number (behind UDP for ESP in UDP): the IPv6 fragments' identity.
+    // The SPI and sequence number (ESP's, behind UDP for ESP in UDP; AH's after its first
+    // four bytes): the IPv6 fragments' identity.
     let next = if v6 { ipv6::Packet::new_unchecked(header).next_header() } else { IpProtocol::ESP };
-    let seq_at = if next == IpProtocol::UDP { 8 + 4 } else { 4 };
-    let ident = payload.get(seq_at..seq_at + 4).map_or(0, |s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]));
+    let spi_at = match next {
+        IpProtocol::UDP => 8,
+        IpProtocol::AH => 4,
+        _ => 0,
+    };
+    let be32 =
+        |at: usize| payload.get(at..at + 4).map_or(0, |s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]));
+    let ident = if v6 { ident6(&header[8..40], be32(spi_at), be32(spi_at + 4)) } else { 0 };
     let mut out = Vec::with_capacity(payload.len().div_ceil(chunk));
     for (i, piece) in payload.chunks(chunk).enumerate() {
         let (offset, more) = ((i * chunk) as u16, (i + 1) * chunk < payload.len());
@@ -344,6 +350,22 @@ pub(crate) fn fragment(outer: &[u8], mtu: usize) -> Option<Vec<Packet>> {
         out.push(Packet { data: b, head: 0 });
     }
     Some(out)
+}
+
+/// The Identification of the IPv6 fragments of the packet with `spi` and sequence number
+/// `seq` between `addrs` (source and destination, 32 bytes): unique and unpredictable, as
+/// RFC 7739 asks (§5.3's algorithm, a hash-based offset added to a counter). The counter is
+/// the sequence number's low 32 bits, unique among the SA's last 2^32 packets; the offset
+/// is a keyed hash of the addresses and SPI (SipHash-1-3 under a key drawn from the OS's
+/// random source once per process: std's `RandomState`), so an off-path host can neither
+/// predict an ID (to spoil reassembly with forged fragments, or count the SA's packets by
+/// probing) nor learn one SA's IDs from another's. (They were the sequence number itself,
+/// and for AH its SPI: the same ID on every packet of the SA.)
+fn ident6(addrs: &[u8], spi: u32, seq: u32) -> u32 {
+    use std::hash::{BuildHasher, RandomState};
+    static KEY: std::sync::OnceLock<RandomState> = std::sync::OnceLock::new();
+    let offset = KEY.get_or_init(RandomState::new).hash_one((addrs, spi));
+    seq.wrapping_add(offset as u32)
 }
 
 /// The ICMP error that tells the sender of `inner` (parsed as `s`) that at most `mtu`
@@ -460,17 +482,53 @@ mod tests {
                 assert_eq!(frags.len(), (len - hl).div_ceil((mtu - hl - if v6 { 8 } else { 0 }) & !7));
                 assert_eq!(reassemble(&frags, v6), &p[hl..], "v6 {v6} {len}/{mtu}");
                 if v6 {
-                    // Identified by the ESP sequence number (bytes 4..8 of ESP).
                     let f = ipv6_ext::FragmentHeader::new_unchecked(&frags[0].bytes()[40..48]);
-                    assert_eq!(
-                        (f.ident(), f.next_header()),
-                        (u32::from_be_bytes([4, 5, 6, 7]), IpProtocol::ESP)
-                    );
+                    assert_eq!(f.next_header(), IpProtocol::ESP);
+                    assert!(frags.iter().all(|g| ident_of(g) == f.ident()), "one ID per packet");
                 }
             }
         }
         assert!(fragment(&[0x45; 10], 1300).is_none());
         assert!(fragment(&[0x60; 100], 47).is_none());
+    }
+
+    /// The Identification of an IPv6 fragment.
+    fn ident_of(f: &Packet) -> u32 {
+        ipv6_ext::FragmentHeader::new_unchecked(&f.bytes()[40..48]).ident()
+    }
+
+    /// An IPv6 packet from `src` carrying `next` (ESP, UDP then ESP, or AH) with `spi` and
+    /// sequence number `seq`, 2000 bytes long.
+    fn v6_packet(src: u8, next: IpProtocol, spi: u32, seq: u32) -> Vec<u8> {
+        let mut p = vec![0x60, 0, 0, 0, 0, 0, next.0, 64];
+        p.extend([0x20, 0x01, 0x0d, 0xb8].iter().chain(&[0; 11]).chain(&[src]));
+        p.extend([0x20, 0x01, 0x0d, 0xb8].iter().chain(&[0; 11]).chain(&[2]));
+        match next {
+            IpProtocol::UDP => p.extend([0x11, 0x94, 0x11, 0x94, 0, 0, 0, 0]),
+            IpProtocol::AH => p.extend([50, 4, 0, 0]),
+            _ => {}
+        }
+        p.extend(spi.to_be_bytes());
+        p.extend(seq.to_be_bytes());
+        p.resize(2000, 0xab);
+        p
+    }
+
+    /// RFC 7739: IPv6 fragment IDs neither the sequence number (which an off-path host can
+    /// guess by counting from 1) nor the same across SAs, SPIs or address pairs; unique
+    /// among one SA's packets (consecutive sequence numbers, consecutive IDs); AH's from its
+    /// sequence number (its fragments all had the SPI as their ID).
+    #[test]
+    fn ipv6_fragment_ids_are_unique_per_sa_and_unpredictable() {
+        let id = |src, next, spi, seq| ident_of(&fragment(&v6_packet(src, next, spi, seq), 1280).unwrap()[0]);
+        for next in [IpProtocol::ESP, IpProtocol::UDP, IpProtocol::AH] {
+            let ids: Vec<u32> = (1..=100).map(|seq| id(1, next, 0x1001, seq)).collect();
+            assert!(ids.windows(2).all(|w| w[1] == w[0].wrapping_add(1)), "{next:?}: {:x?}", &ids[..4]);
+            // A chance of 2^-32 each that a keyed hash gives an offset of 0, or two equal.
+            assert_ne!(ids[0], 1, "{next:?}: the ID is the sequence number");
+            assert_ne!(id(1, next, 0x1002, 1), ids[0], "{next:?}: another SPI, the same IDs");
+            assert_ne!(id(3, next, 0x1001, 1), ids[0], "{next:?}: another source, the same IDs");
+        }
     }
 
     #[test]

@@ -121,10 +121,21 @@ pub enum Drop {
     /// Inbound: a packet nests more SAs in a row than a bundle holds
     /// ([`crate::bundle::MAX_SAS`]).
     BundleTooDeep,
+    /// Inbound: a packet decapsulated from a tunnel-mode SA that no inbound policy covers
+    /// (RFC 4301 §5.2: its inner headers must match the SA's selectors; a tunnel SA's are
+    /// the inbound policy it serves). Linux counts the same as XfrmInNoPols.
+    NoInboundPolicy,
+    /// Inbound: a transport-mode packet whose addresses are not its SA's ends (the SA's own
+    /// selector; its sender holds the key but spoofed the outer source). Linux counts a
+    /// packet outside its state's selector as XfrmInStateMismatch.
+    SaSelector,
+    /// Inbound: ESP in UDP sent to another UDP port than its SA names for this end (the
+    /// SA's destination port; the source port may float, `crate::sad::Sad::float`).
+    UdpPort,
 }
 
 impl Drop {
-    pub const COUNT: usize = Drop::BundleTooDeep as usize + 1;
+    pub const COUNT: usize = Drop::UdpPort as usize + 1;
 
     pub const ALL: [Drop; Drop::COUNT] = [
         Drop::Malformed,
@@ -168,6 +179,9 @@ impl Drop {
         Drop::IpCompCorrupt,
         Drop::NotIpComp,
         Drop::BundleTooDeep,
+        Drop::NoInboundPolicy,
+        Drop::SaSelector,
+        Drop::UdpPort,
     ];
 
     /// A stable snake_case name for statistics output.
@@ -214,6 +228,9 @@ impl Drop {
             Drop::IpCompCorrupt => "ipcomp_corrupt",
             Drop::NotIpComp => "not_ipcomp",
             Drop::BundleTooDeep => "bundle_too_deep",
+            Drop::NoInboundPolicy => "no_inbound_policy",
+            Drop::SaSelector => "sa_selector",
+            Drop::UdpPort => "udp_port",
         }
     }
 }

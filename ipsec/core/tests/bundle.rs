@@ -307,3 +307,24 @@ fn ipcomp_and_esp_both_in_transport_mode() {
     assert_eq!(sa_stats(&b, host.a, host.b, Proto::IpComp, 0x4001), (0, 1), "only the big one compressed");
     assert_eq!(b.stats().total_drops(), 0, "{}", b.stats());
 }
+
+/// A bundle's packet that no inbound policy covers (RFC 4301 §5.2): A's policy sends all
+/// of 10/8 through IPComp under ESP, B's inbound policy covers 10.1/16 only. A packet from
+/// 10.77.0.1, compressed or not, is dropped after the last SA as `no_inbound_policy` (it
+/// was delivered); the policy's own traffic still passes.
+#[test]
+fn a_bundles_packet_that_no_inbound_policy_covers_is_dropped() {
+    let wide = Ends { net_a: "10.0.0.0/8", ..V4 };
+    let (a, sa) = core(&config(&wide, true, IPCOMP_ESP, IPCOMP_ESP), false);
+    let (b, sb) = core(&config(&V4, false, IPCOMP_ESP, IPCOMP_ESP), false);
+    for payload in [text(1300), b"hi".to_vec()] {
+        let plain = udp4([10, 77, 0, 1], [10, 2, 0, 1], &payload);
+        a.output(Packet::with_headroom(&plain)).unwrap();
+        let wire = wait(&sa, 1, true).pop().unwrap();
+        assert_eq!(b.input(Packet::new(wire)), Err(Drop::NoInboundPolicy), "{} bytes", payload.len());
+        assert!(sb.take_delivered().is_empty());
+    }
+    assert_eq!(b.stats().drops(Drop::NoInboundPolicy), 2, "{}", b.stats());
+    through((&a, &sa), (&b, &sb), &udp4([10, 1, 0, 1], [10, 2, 0, 1], &text(1300)));
+    assert_eq!(b.stats().total_drops(), 2, "{}", b.stats());
+}

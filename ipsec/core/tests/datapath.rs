@@ -186,7 +186,9 @@ fn every_algorithm_mode_and_family_round_trips() {
                 let sent = ls.take_sent().remove(0);
                 let off = if s.outer.0.is_ipv4() { 20 } else { 40 } + if s.natt { 8 } else { 0 };
                 let sport = if s.natt { 4500 } else { 0 };
-                right.input_payload(payload(s.outer.0, s.outer.1, sport, s.natt, &sent[off..])).unwrap();
+                right
+                    .input_payload(payload(s.outer.0, s.outer.1, (sport, sport), s.natt, &sent[off..]))
+                    .unwrap();
                 let got = rs.take_delivered().remove(0);
                 let hdr = if src.is_ipv4() { 20 } else { 40 };
                 if s.tunnel {
@@ -569,7 +571,7 @@ fn esp_in_udp_on_any_port_is_decapsulated_from_the_udp_socket() {
         // The socket gives the datagram's payload, with the addresses and ports.
         let off = if outer.0.is_ipv4() { 20 } else { 40 };
         assert_eq!(&sent[off..off + 4], &[0x11, 0x95, 0x11, 0x95], "from and to port 4501");
-        right.input_payload(payload(outer.0, outer.1, 4501, true, &sent[off + 8..])).unwrap();
+        right.input_payload(payload(outer.0, outer.1, (4501, 4501), true, &sent[off + 8..])).unwrap();
         assert_eq!(rs.take_delivered(), vec![plain]);
         // Through an IP stack, port 4501 is not ESP in UDP: plain UDP, which the inbound
         // policy does not cover (it names inner addresses), delivered as it is.
@@ -584,8 +586,8 @@ fn what_is_not_esp_from_the_network_sockets_is_counted_and_never_delivered() {
     for outer in [(ip("192.0.2.1"), ip("192.0.2.2")), (ip("2001:db8::1"), ip("2001:db8::2"))] {
         let (_left, _ls, right, rs, _s) = udp_gateways(outer, 4501);
         let (peer, me) = outer;
-        let udp = |b: &[u8]| In::Payload(payload(peer, me, 40000, true, b));
-        let bare = |b: &[u8]| In::Payload(payload(peer, me, 0, false, b));
+        let udp = |b: &[u8]| In::Payload(payload(peer, me, (40000, 4501), true, b));
+        let bare = |b: &[u8]| In::Payload(payload(peer, me, (0, 0), false, b));
         let raw = |b: &[u8]| In::Whole(Packet::new(ip_packet(peer, me, 50, b)), Via::Esp);
         let ip = |p: Vec<u8>, via: Via| In::Whole(Packet::new(p), via);
         let mut marker_and_header = vec![0; 32];
@@ -604,6 +606,8 @@ fn what_is_not_esp_from_the_network_sockets_is_counted_and_never_delivered() {
             (udp(&esp_bytes(0x1000, 8)), Err(Drop::EspTruncated)),
             (udp(&esp_bytes(0xdead_0001, 40)), Err(Drop::UnknownSpi)),
             (udp(&esp_bytes(0x3001, 40)), Err(Drop::EncapMismatch)),
+            // ESP in UDP to another port than the SA's (4501): ipsecd's socket on 4500.
+            (In::Payload(payload(peer, me, (4501, 4500), true, &esp_bytes(0x1000, 40))), Err(Drop::UdpPort)),
             (raw(&esp_bytes(0x3001, 0)[..4]), Err(Drop::EspTruncated)),
             (raw(&esp_bytes(0, 40)), Err(Drop::UnknownSpi)),
             (raw(&esp_bytes(0xdead_0001, 40)), Err(Drop::UnknownSpi)),
@@ -636,6 +640,7 @@ fn what_is_not_esp_from_the_network_sockets_is_counted_and_never_delivered() {
             (Drop::Ike, 3),
             (Drop::UnknownSpi, 4),
             (Drop::EncapMismatch, 3),
+            (Drop::UdpPort, 1),
         ];
         assert_eq!(st.nonzero_drops().collect::<Vec<_>>(), expect.to_vec(), "{st}");
         assert_eq!(st.total_drops() + st.keepalives, n as u64);
@@ -692,14 +697,15 @@ fn the_longest_inner_packet_fits_every_transform_in_1500_bytes() {
 /// it the source port `port`.
 fn from_port(esp: &[u8], port: u16) -> Payload {
     let ip = ipsec_wire::ipv4::Packet::new_unchecked(esp);
-    payload(ip.src_addr().into(), ip.dst_addr().into(), port, true, &esp[28..])
+    payload(ip.src_addr().into(), ip.dst_addr().into(), (port, 4500), true, &esp[28..])
 }
 
-/// What a socket gives of ESP (`udp`: in UDP from `sport`) from `src` to `dst`: the bytes
-/// behind the headers it took off, at an offset, as a gateway's reader puts them.
-fn payload(src: IpAddr, dst: IpAddr, sport: u16, udp: bool, b: &[u8]) -> Payload {
+/// What a socket gives of ESP (`udp`: in UDP from port `sport` to port `dport`) from `src`
+/// to `dst`: the bytes behind the headers it took off, at an offset, as a gateway's reader
+/// puts them.
+fn payload(src: IpAddr, dst: IpAddr, (sport, dport): (u16, u16), udp: bool, b: &[u8]) -> Payload {
     let src = std::net::SocketAddr::new(src, sport);
-    Payload { packet: Packet::with_headroom(b), src, dst, udp, ecn: 0 }
+    Payload { packet: Packet::with_headroom(b), src, dst, dport, udp, ecn: 0 }
 }
 
 /// A packet from the network as a test hands it over: whole, or as a socket's payload.

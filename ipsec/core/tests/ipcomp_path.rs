@@ -204,6 +204,27 @@ fn bad_ipcomp_packets_are_dropped_by_name() {
          spdadd 10.3.0.0/16 10.2.0.0/16 any -P in ipsec esp/tunnel/192.0.2.1-192.0.2.2/require;\n",
     );
     assert_eq!(receive(&b_strict, &send(&a_any, &stray)), Err(Drop::Policy));
+    // One that no inbound policy covers (B's covers 10.1/16 only), compressed and as plain
+    // IP-in-IP: IPComp authenticates nothing, so anyone could have sent it; it was
+    // delivered.
+    let b_one = gateway(
+        "add 192.0.2.1 192.0.2.2 ipcomp 0x4000 -m tunnel -C deflate;\n\
+         spdadd 10.1.0.0/16 10.2.0.0/16 any -P in ipsec ipcomp/tunnel/192.0.2.1-192.0.2.2/require;\n",
+    );
+    let mut short = stray.clone();
+    short.truncate(60);
+    short[2..4].copy_from_slice(&60u16.to_be_bytes());
+    short[24..26].copy_from_slice(&40u16.to_be_bytes());
+    short[10..12].fill(0);
+    let c = checksum::checksum(&short[..20]);
+    short[10..12].copy_from_slice(&c.to_be_bytes());
+    let (compressed, plain) = (send(&a_any, &stray), send(&a_any, &short));
+    assert_eq!((outer_proto(&compressed), outer_proto(&plain)), (IpProtocol::IPCOMP.0, IpProtocol::IPV4.0));
+    for wire in [compressed, plain] {
+        assert_eq!(receive(&b_one, &wire), Err(Drop::NoInboundPolicy));
+    }
+    assert_eq!(receive(&b_one, &send(&a_any, &inner(&text(1372)))).map(|p| p.len()), Ok(1400));
+    assert_eq!((b_one.stats().drops(Drop::NoInboundPolicy), b_one.stats().total_drops()), (2, 2));
 }
 
 /// Transport mode (RFC 3173 §3): the packet keeps its own header, which names IPComp when

@@ -18,6 +18,7 @@ use crate::ctl::Reply;
 use crate::ctl_server::{self, Handler, Server};
 use crate::icmp;
 use crate::keepalive::Keepalives;
+use crate::lint;
 use crate::metrics;
 use crate::monitor::Hub;
 use crate::net::{self, Family, IoCounters, NetSink};
@@ -166,6 +167,7 @@ pub fn run(opts: Options) -> Result<(), String> {
         if let Some(w) = config::manual_aead_keys_warning(&core) {
             tracing::warn!("{w}");
         }
+        lint::log(&p.display().to_string(), &lint::check(&core, opts.udp_port));
     }
     let reloads = Arc::new(config::Reloads::default());
     let mut routing = Routing::start(&opts.tun, opts.table, opts.fwmark, opts.routes);
@@ -254,6 +256,7 @@ pub fn run(opts: Options) -> Result<(), String> {
             reloads: reloads.clone(),
             metrics: metrics.clone(),
             hub: hub.clone(),
+            udp_port: opts.udp_port,
         },
         ctl_server::Limits::default(),
         hub,
@@ -330,6 +333,8 @@ struct Control {
     metrics: Arc<Counters>,
     /// The `monitor` subscribers' hub, for `stats`.
     hub: Arc<Hub>,
+    /// `--udp-port`, for the warnings about a change ([`lint`]).
+    udp_port: u16,
 }
 
 impl Handler for Control {
@@ -344,7 +349,8 @@ impl Handler for Control {
     }
 
     /// The change, then its routes. One at a time, SIGHUP's reload included: both run in
-    /// the server's turn ([`Server::turn`]).
+    /// the server's turn ([`Server::turn`]). Warnings the change brings ([`lint`]) are
+    /// logged and added to the reply as setkey comments (`# warning: …`).
     fn change(&self, body: &str) -> Reply {
         self.apply(body, Keys::Hidden)
     }
@@ -357,9 +363,13 @@ impl Handler for Control {
 impl Control {
     fn apply(&self, body: &str, keys: Keys) -> Reply {
         let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        let before = lint::check(&self.core, self.udp_port);
         let r = service::apply_setkey_keys(&self.core, "control", body, keys);
         routes.sync(&self.core);
-        r
+        let new: Vec<String> =
+            lint::check(&self.core, self.udp_port).into_iter().filter(|w| !before.contains(w)).collect();
+        lint::log("control", &new);
+        r.map(|out| new.iter().fold(out, |out, w| out + "# warning: " + w + "\n"))
     }
 }
 
@@ -437,6 +447,7 @@ fn reload(opts: &Options, core: &Ipsec, routes: &Mutex<Routing>, reloads: &confi
         Ok(r) => {
             routes.lock().unwrap_or_else(|e| e.into_inner()).sync(core);
             tracing::info!("SIGHUP: {} re-read in {:?}: {r}", path.display(), started.elapsed());
+            lint::log(&format!("SIGHUP: {}", path.display()), &lint::check(core, opts.udp_port));
         }
         Err(e) => tracing::error!("SIGHUP: reload failed, nothing was changed: {e}"),
     }

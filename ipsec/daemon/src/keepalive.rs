@@ -134,7 +134,7 @@ fn traffic(core: &Ipsec, local: &HashSet<IpAddr>) -> Vec<(Peer, u64)> {
 }
 
 /// This host's addresses (in ipsecd's network namespace).
-fn local_addresses() -> nix::Result<HashSet<IpAddr>> {
+pub(crate) fn local_addresses() -> nix::Result<HashSet<IpAddr>> {
     Ok(nix::ifaddrs::getifaddrs()?
         .filter_map(|i| {
             let a = i.address?;

@@ -19,6 +19,7 @@
 //! - [`service`]: control requests (setkey text into the core's control protocol).
 //! - [`metrics`]: what `ipsecctl stats` and the metrics endpoint show.
 //! - [`config`]: the config file's reload on SIGHUP (atomic, keeps SA state) and its outcomes.
+//! - [`lint`]: warnings about configurations that load but cannot work as meant.
 //! - [`ctl`]: the control socket's protocol and its client.
 //! - [`ctl_server`]: the control server: concurrent clients, deadlines, changes one at a time.
 //! - [`monitor`]: the core's events as lines to `monitor` subscribers (bounded queues).
@@ -35,6 +36,7 @@ pub mod ctl_server;
 pub mod daemon;
 pub mod icmp;
 pub mod keepalive;
+pub mod lint;
 pub mod logs;
 pub mod metrics;
 pub mod monitor;

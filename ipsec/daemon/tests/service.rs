@@ -303,3 +303,33 @@ fn routes_follow_outbound_protecting_policies_with_a_host_source_as_src() {
         ]
     );
 }
+
+/// The warnings ipsecd logs at start-up, after a reload and after a control change
+/// (`ipsecd::lint::check`), with this host's own addresses (127.0.0.1 is one of them;
+/// 192.0.2.77 is not): [`CONF`]'s outbound tunnel has no inbound policy back, and its
+/// source is not this host's; with the tunnel from 127.0.0.1 and the inbound policy added,
+/// nothing is left to warn of, until an `esp-udp` SA to 127.0.0.1 names port 4501.
+#[test]
+fn warnings_name_what_cannot_work_as_meant() {
+    use ipsecd::lint::check;
+    let c = core();
+    apply_setkey(&c, "test", CONF).unwrap();
+    let w = check(&c, 4500);
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert!(w[0].starts_with("outbound tunnel policies with no inbound policy back"), "{w:?}");
+    assert!(w[1].contains("(tunnel source 10.99.0.1)"), "{w:?}");
+    let local = CONF.replace("10.99.0.1", "127.0.0.1")
+        + "spdadd 10.98.2.0/24 10.98.1.0/24 any -P in ipsec esp/tunnel/10.99.0.2-127.0.0.1/require;\n";
+    let c = core();
+    apply_setkey(&c, "test", &local).unwrap();
+    assert_eq!(check(&c, 4500), Vec::<String>::new());
+    apply_setkey(
+        &c,
+        "test",
+        "add 192.0.2.77[4501] 127.0.0.1[4501] esp-udp 0x3001 -E aes-gcm-16 0x3333333333333333333333333333333333333333;",
+    )
+    .unwrap();
+    let w = check(&c, 4500);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].contains("SPI 0x3001 (destination port 4501)"), "{w:?}");
+}

@@ -55,6 +55,7 @@ fuzz_target!(|data: &[u8]| {
                 packet,
                 src,
                 dst: "192.0.2.2".parse().expect("an address"),
+                dport: if udp { 4500 } else { 0 },
                 udp,
                 ecn: data.len() as u8 & 3,
             },

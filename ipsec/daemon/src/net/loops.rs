@@ -217,7 +217,7 @@ fn gather(
         match (family, src.ip(), dst) {
             (Family::V4, _, _) if len > 0 => batch.push(packet),
             (Family::V6, _, Some(dst)) if proto == IpProtocol::ESP => {
-                payloads.push(Payload { packet, src, dst, udp: false, ecn });
+                payloads.push(Payload { packet, src, dst, dport: 0, udp: false, ecn });
             }
             (Family::V6, IpAddr::V6(src), Some(IpAddr::V6(dst)))
                 if ipv6_in_front(
@@ -244,6 +244,8 @@ fn gather(
 pub fn udp_loop(core: &Ipsec, sink: &NetSink, tun: &TunQueues, sock: &Socket, family: Family, max: usize) {
     let mut rx = Receiver::coalescing(family, max, UDP_BATCH);
     let mut flush = Flush::new(tun);
+    // The port every datagram here was sent to: the core checks it against the SA's.
+    let dport = sock.local_addr().ok().and_then(|a| a.as_socket()).map_or(0, |a| a.port());
     loop {
         if let Err(e) = rx.receive(sock) {
             sink.io.recv_errors.fetch_add(1, Ordering::Relaxed);
@@ -278,7 +280,7 @@ pub fn udp_loop(core: &Ipsec, sink: &NetSink, tun: &TunQueues, sock: &Socket, fa
                 data[HEADROOM..end].copy_from_slice(payload);
                 data.truncate(end);
                 let packet = Packet { data, head: HEADROOM };
-                flush.payloads.push(Payload { packet, src, dst, udp: true, ecn });
+                flush.payloads.push(Payload { packet, src, dst, dport, udp: true, ecn });
             }
             // A batch of coalesced datagrams can be hundreds: to the core as they come.
             core.input_payloads(flush.payloads.drain(..), &mut flush.results);
