@@ -122,7 +122,7 @@ fn sp800_38a_in_every_lane_position() {
     for (key, want) in SP800_38A {
         let key = hex(key);
         let keys = e.expand(&key).unwrap();
-        let others: Vec<RoundKeys> = [key.len(), if key.len() == 32 { 16 } else { key.len() + 8 }]
+        let others: Vec<Box<RoundKeys>> = [key.len(), if key.len() == 32 { 16 } else { key.len() + 8 }]
             .iter()
             .map(|&n| e.expand(&rng.bytes(n)).unwrap())
             .collect();
@@ -159,7 +159,7 @@ fn cavp_cbcmmt_all_in_one_call() {
         }
     }
     assert_eq!(cases.len(), 30);
-    let keys: Vec<RoundKeys> = cases.iter().map(|c| e.expand(&c.0).unwrap()).collect();
+    let keys: Vec<Box<RoundKeys>> = cases.iter().map(|c| e.expand(&c.0).unwrap()).collect();
     let mut bufs: Vec<Vec<u8>> = cases.iter().map(|c| c.2.clone()).collect();
     let mut lanes: Vec<Lane<'_>> = bufs
         .iter_mut()
@@ -198,7 +198,7 @@ fn random_lanes_equal_aws_lc() {
         let shared = rng.bytes(key_len);
         let raw: Vec<&[u8]> = raw.iter().map(|k| if key_mix == 0 { &shared[..] } else { &k[..] }).collect();
         let one = e.expand(&shared).unwrap();
-        let expanded: Vec<RoundKeys> = raw.iter().map(|k| e.expand(k).unwrap()).collect();
+        let expanded: Vec<Box<RoundKeys>> = raw.iter().map(|k| e.expand(k).unwrap()).collect();
         let lens = random_lens(&mut rng, n, 16, 256);
         let ivs: Vec<[u8; 16]> =
             (0..n).map(|i| std::array::from_fn(|j| (i * 16 + j) as u8 ^ case as u8)).collect();
@@ -226,10 +226,17 @@ fn key_material_is_wiped_on_drop() {
     let Some(e) = engine() else { return };
     let mut keys = ManuallyDrop::new(e.expand(&[0xa5; 32]).unwrap());
     assert!(keys.rk.iter().flatten().any(|&b| b != 0));
-    // SAFETY: dropped once, and only its plain byte arrays are read afterwards (no
-    // destructor-owned resource is touched).
-    unsafe { ManuallyDrop::drop(&mut keys) };
+    // SAFETY: the keys are dropped once, in their box, and only their plain array is read
+    // afterwards (no destructor-owned resource is touched).
+    unsafe { std::ptr::drop_in_place::<RoundKeys>(&mut **keys) };
     assert!(keys.rk.iter().flatten().all(|&b| b == 0));
+    // SAFETY: the box came from `Box::new`; freed as uninitialised memory, it is not
+    // dropped twice.
+    drop(unsafe {
+        Box::from_raw(
+            Box::into_raw(ManuallyDrop::into_inner(keys)).cast::<std::mem::MaybeUninit<RoundKeys>>(),
+        )
+    });
 
     // The workspace after a call of each key length: no key copy or chaining value left.
     let mut ws = e.workspace();
