@@ -16,9 +16,9 @@
 //! is fast: it stays there. A run is in hand whole, so the engine needs no job ring and
 //! no flush: one call does every lane. The lanes are built on the stack (no allocation
 //! per run, nothing initialised beyond the lanes used), from the session's keys
-//! (expanded once per session into the box they stay in, wiped on drop) and each request's payload and IV; the
-//! thread keeps one workspace per engine between runs (its key copies are wiped after
-//! every call).
+//! (expanded once per session into the box they stay in, wiped on drop) and each
+//! request's payload and IV; the thread keeps one workspace per engine between runs (its
+//! key copies are wiped after every call).
 
 #[cfg(target_arch = "x86_64")]
 mod on_x86 {

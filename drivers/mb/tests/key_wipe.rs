@@ -6,12 +6,16 @@
 //! searched for those keys' round keys:
 //!
 //! ```text
-//!  framework + mb ─ sessions (FIPS-197 A.1's AES key, a 3DES key whose K1 is the textbook
-//!    one) ─ runs on the engines, held and lone requests, both directions
-//!    └ scan: every round key found (the control: scan and patterns work)
-//!  drop sessions and framework
-//!    └ scan: none found anywhere (freed heap, dead stack frames, live memory alike)
+//!  1. framework + mb ─ sessions made (FIPS-197 A.1's AES key, a 3DES key whose K1 is the
+//!     textbook one) ─ dropped ─ scan: none found (what set-up left: a library's moves)
+//!  2. framework + mb ─ sessions made and used: runs on the engines, held and lone
+//!     requests, both directions
+//!       └ scan: every round key found (the control: scan and patterns work)
+//!     dropped ─ scan: none found anywhere (freed heap, dead stack frames, live memory)
 //! ```
+//!
+//! Two rounds because the engines' own wiping after a call would also wipe what set-up
+//! left in the stack below.
 //!
 //! The expected round keys are public: FIPS-197 appendix A.1 (AES-128 key expansion of
 //! 2b7e1516 28aed2a6 abf71588 09cf4f3c, `w[4..44]`) and the 16 subkeys of DES key

@@ -71,9 +71,9 @@
 //!   after a call with several keys (the kernel copies the table's rows into its frame), and
 //!   after every call in a debug build (which spills every value), the call zeroes
 //!   [`SCRUB_KIB`] of the stack below it (`ocf::scrub`). No type that holds key or data
-//!   bytes is `Copy`. The workspace is kept between calls because making its 5 KiB zeroed per call
-//!   cost 55 ns. `tests/key_wipe.rs` looks for a known key's round keys in the whole
-//!   process's memory after a session's drop.
+//!   bytes is `Copy`. The workspace is kept between calls because making its 5 KiB zeroed
+//!   per call cost 55 ns. `tests/key_wipe.rs` looks for a known key's round keys in the
+//!   whole process's memory after a session's drop.
 //! - **Chosen once**: [`Cbc16::new`] checks the CPU (AVX-512F, VAES, AES-NI) and is the
 //!   only way to get the handle that expands keys and makes workspaces; `None` elsewhere
 //!   (the driver then keeps IPsec-MB). The AVX-512 intrinsics need Rust 1.89.
@@ -95,7 +95,7 @@ pub(crate) const SLOTS: usize = 16;
 const CHUNK: usize = 64;
 /// KiB of stack zeroed after a call whose kernel frames hold key material: the release
 /// kernel's frame is 2.5 KiB (its table copy); a debug build's frames are larger.
-pub(crate) const SCRUB_KIB: usize = if cfg!(debug_assertions) { 16 } else { 4 };
+const SCRUB_KIB: usize = if cfg!(debug_assertions) { 16 } else { 4 };
 
 /// Sixteen blocks (one per slot), 64-aligned: four 512-bit registers' worth. Not `Copy`:
 /// it holds round keys and chaining values.
