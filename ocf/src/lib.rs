@@ -81,6 +81,7 @@ pub mod params;
 pub mod profile;
 pub mod request;
 pub mod routing;
+pub mod scrub;
 pub mod session;
 
 pub use alg::{CipherAlg, CompAlg, DigestAlg, MacAlg};

@@ -6,6 +6,7 @@
 
 use std::fmt;
 
+use subtle::{Choice, ConstantTimeEq};
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
 use crate::alg::{CipherAlg, CompAlg, DigestAlg, MacAlg};
@@ -15,8 +16,31 @@ use crate::error::Error;
 ///
 /// Sessions own copies of their keys (so that a session can move to another driver), and
 /// every copy is a `Key`, so freeing a session wipes them.
-#[derive(Clone, Default, PartialEq, Eq, Zeroize, ZeroizeOnDrop)]
+///
+/// Keys compare in constant time only ([`ConstantTimeEq`], or [`Key::matches`] against
+/// bytes): there is no `PartialEq`, so a variable-time `==` on key bytes cannot be
+/// written by accident.
+///
+/// ```
+/// use subtle::ConstantTimeEq;
+/// let (a, b) = (ocf::Key::new(&[1; 16]), ocf::Key::new(&[1; 16]));
+/// assert!(bool::from(a.ct_eq(&b)));
+/// assert!(a.matches(&[1; 16]) && !a.matches(&[2; 16]) && !a.matches(&[1; 15]));
+/// ```
+///
+/// ```compile_fail
+/// let (a, b) = (ocf::Key::new(&[1; 16]), ocf::Key::new(&[1; 16]));
+/// assert!(a == b);
+/// ```
+#[derive(Clone, Default, Zeroize, ZeroizeOnDrop)]
 pub struct Key(Vec<u8>);
+
+/// In time that depends on the lengths only (a length is not secret).
+impl ConstantTimeEq for Key {
+    fn ct_eq(&self, other: &Key) -> Choice {
+        self.0.as_slice().ct_eq(other.0.as_slice())
+    }
+}
 
 impl Key {
     pub fn new(bytes: &[u8]) -> Key {
@@ -29,6 +53,11 @@ impl Key {
 
     pub fn as_bytes(&self) -> &[u8] {
         &self.0
+    }
+
+    /// Whether `bytes` are this key, in time that depends on the lengths only.
+    pub fn matches(&self, bytes: &[u8]) -> bool {
+        self.0.as_slice().ct_eq(bytes).into()
     }
 
     pub fn len(&self) -> usize {
@@ -60,7 +89,7 @@ impl fmt::Debug for Key {
 
 /// What a session does. The six modes of the framework.
 #[non_exhaustive]
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum Mode {
     /// Encrypt or decrypt with a plain cipher (no authentication).
     Cipher { alg: CipherAlg, key: Key },
@@ -96,7 +125,7 @@ impl Mode {
 }
 
 /// Everything a driver needs to set up a session.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct SessionParams {
     pub mode: Mode,
     /// Deliver this session's results in submit order (FreeBSD's

@@ -16,9 +16,9 @@
 //! is fast: it stays there. A run is in hand whole, so the engine needs no job ring and
 //! no flush: one call does every lane. The lanes are built on the stack (no allocation
 //! per run, nothing initialised beyond the lanes used), from the session's keys
-//! (expanded once per session, wiped on drop) and each request's payload and IV; the
-//! thread keeps one workspace per engine between runs (its key copies are wiped after
-//! every call).
+//! (expanded once per session into the box they stay in, wiped on drop) and each
+//! request's payload and IV; the thread keeps one workspace per engine between runs (its
+//! key copies are wiped after every call).
 
 #[cfg(target_arch = "x86_64")]
 mod on_x86 {
@@ -38,10 +38,12 @@ mod on_x86 {
         static DES: RefCell<Option<des16::Workspace>> = const { RefCell::new(None) };
     }
 
-    /// A CBC session's keys for its engine, where the CPU has it.
+    /// A CBC session's keys for its engine, where the CPU has it: expanded in their box,
+    /// so that moving this value (into the session, and the session into its box) moves
+    /// a pointer and leaves no copy of them behind.
     pub(crate) enum CbcRuns {
-        Aes(cbc16::Cbc16, cbc16::RoundKeys),
-        Des3(des16::Des16, des16::Des3Keys),
+        Aes(cbc16::Cbc16, Box<cbc16::RoundKeys>),
+        Des3(des16::Des16, Box<des16::Des3Keys>),
     }
 
     impl CbcRuns {

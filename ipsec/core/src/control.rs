@@ -12,6 +12,7 @@
 use std::fmt;
 use std::net::IpAddr;
 
+use subtle::{Choice, ConstantTimeEq};
 use zeroize::Zeroizing;
 
 /// An IPsec protocol. Only ESP is implemented; AH and IPComp are named so that a
@@ -186,9 +187,30 @@ impl AuthAlg {
     }
 }
 
-/// Key bytes, wiped when dropped.
-#[derive(Clone, Default, PartialEq, Eq)]
+/// Key bytes, wiped when dropped. They compare in constant time only
+/// ([`ConstantTimeEq`]): there is no `PartialEq`, so a variable-time `==` on key bytes
+/// cannot be written by accident (a type holding keys compares them with `ct_eq`, as
+/// [`SaSpec`]'s `PartialEq` does).
+///
+/// ```
+/// use ipsec_core::control::KeyBytes;
+/// use subtle::ConstantTimeEq;
+/// assert!(bool::from(KeyBytes::new(&[1; 16]).ct_eq(&KeyBytes::new(&[1; 16]))));
+/// ```
+///
+/// ```compile_fail
+/// use ipsec_core::control::KeyBytes;
+/// assert!(KeyBytes::new(&[1; 16]) == KeyBytes::new(&[1; 16]));
+/// ```
+#[derive(Clone, Default)]
 pub struct KeyBytes(pub Zeroizing<Vec<u8>>);
+
+/// In time that depends on the lengths only (a length is not secret).
+impl ConstantTimeEq for KeyBytes {
+    fn ct_eq(&self, other: &KeyBytes) -> Choice {
+        self.0.as_slice().ct_eq(other.0.as_slice())
+    }
+}
 
 impl KeyBytes {
     pub fn new(bytes: &[u8]) -> KeyBytes {
@@ -215,8 +237,9 @@ pub struct Lifetime {
     pub packets: Option<u64>,
 }
 
-/// Everything needed to install an SA (setkey `add`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Everything needed to install an SA (setkey `add`). Its `PartialEq` compares the keys in
+/// constant time.
+#[derive(Clone, Debug)]
 pub struct SaSpec {
     pub src: IpAddr,
     pub dst: IpAddr,
@@ -241,6 +264,42 @@ pub struct SaSpec {
     pub hard: Lifetime,
     pub soft: Lifetime,
 }
+
+/// Field by field, the keys with `ct_eq` (every key compared, whatever the other fields
+/// are); the pattern names every field, so a new one does not compile until it is
+/// compared here.
+impl PartialEq for SaSpec {
+    fn eq(&self, o: &SaSpec) -> bool {
+        let SaSpec {
+            src,
+            dst,
+            proto,
+            spi,
+            mode,
+            reqid,
+            enc,
+            enc_key,
+            auth,
+            replay_window,
+            esn,
+            natt,
+            hard,
+            soft,
+        } = self;
+        let keys = enc_key.ct_eq(&o.enc_key)
+            & match (auth, &o.auth) {
+                (None, None) => Choice::from(1),
+                (Some((a, k)), Some((b, l))) => Choice::from(u8::from(a == b)) & k.ct_eq(l),
+                _ => Choice::from(0),
+            };
+        bool::from(keys)
+            && (*src, *dst, *proto, *spi, *mode, *reqid, *enc)
+                == (o.src, o.dst, o.proto, o.spi, o.mode, o.reqid, o.enc)
+            && (*replay_window, *esn, *natt, *hard, *soft) == (o.replay_window, o.esn, o.natt, o.hard, o.soft)
+    }
+}
+
+impl Eq for SaSpec {}
 
 /// The largest anti-replay window accepted, in packets.
 pub const MAX_REPLAY_WINDOW: u32 = 4096;
@@ -390,4 +449,55 @@ pub struct Located<T> {
     pub line: usize,
     pub column: usize,
     pub item: T,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> SaSpec {
+        SaSpec {
+            src: "10.0.0.1".parse().unwrap(),
+            dst: "10.0.0.2".parse().unwrap(),
+            proto: Proto::Esp,
+            spi: 0x1001,
+            mode: Mode::Tunnel,
+            reqid: 0,
+            enc: EncAlg::AesCbc,
+            enc_key: KeyBytes::new(&[4; 16]),
+            auth: Some((AuthAlg::HmacSha256, KeyBytes::new(&[5; 32]))),
+            replay_window: DEFAULT_REPLAY_WINDOW,
+            esn: false,
+            natt: None,
+            hard: Lifetime::default(),
+            soft: Lifetime::default(),
+        }
+    }
+
+    /// `SaSpec`'s hand-written `==`: equal with equal keys; a different key byte or length,
+    /// an authentication key missing or of another algorithm, or another field, is not.
+    #[test]
+    fn sa_specs_compare_keys_and_every_field() {
+        assert_eq!(spec(), spec());
+        let mut last_byte = spec();
+        last_byte.enc_key = KeyBytes::new(&[[4; 15].as_slice(), &[5]].concat());
+        let shorter = SaSpec { enc_key: KeyBytes::new(&[4; 15]), ..spec() };
+        let auth_key = SaSpec { auth: Some((AuthAlg::HmacSha256, KeyBytes::new(&[6; 32]))), ..spec() };
+        let auth_alg = SaSpec { auth: Some((AuthAlg::HmacSha1, KeyBytes::new(&[5; 32]))), ..spec() };
+        let no_auth = SaSpec { auth: None, ..spec() };
+        let spi = SaSpec { spi: 0x1002, ..spec() };
+        let lifetime = SaSpec { soft: Lifetime { packets: Some(1), ..Lifetime::default() }, ..spec() };
+        for (what, other) in [
+            ("last key byte", last_byte),
+            ("key length", shorter),
+            ("auth key", auth_key),
+            ("auth alg", auth_alg),
+            ("no auth", no_auth),
+            ("spi", spi),
+            ("lifetime", lifetime),
+        ] {
+            assert_ne!(spec(), other, "{what}");
+            assert_ne!(other, spec(), "{what}");
+        }
+    }
 }

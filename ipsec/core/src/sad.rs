@@ -52,6 +52,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use ocf::{Callback, Framework, Session};
 use rustc_hash::FxHashMap as HashMap;
+use subtle::{Choice, ConstantTimeEq};
 
 use crate::control::{Lifetime, Mode, Proto, SaId, SaSpec, Selector, MAX_REPLAY_WINDOW};
 use crate::esp::TransformError;
@@ -686,11 +687,16 @@ impl Sa {
     }
 
     /// Whether `spec` has this SA's keys (and sequence number space): then a new version
-    /// of it may go on with its state.
+    /// of it may go on with its state. The keys are compared in constant time, both of
+    /// them whatever the algorithms are.
     fn same_keys(&self, spec: &SaSpec) -> bool {
-        self.spec.enc == spec.enc
-            && self.spec.enc_key == spec.enc_key
-            && self.spec.auth == spec.auth
+        let auth = match (&self.spec.auth, &spec.auth) {
+            (None, None) => Choice::from(1),
+            (Some((a, k)), Some((b, l))) => Choice::from(u8::from(a == b)) & k.ct_eq(l),
+            _ => Choice::from(0),
+        };
+        bool::from(self.spec.enc_key.ct_eq(&spec.enc_key) & auth)
+            && self.spec.enc == spec.enc
             && self.spec.esn == spec.esn
     }
 }

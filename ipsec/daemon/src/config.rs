@@ -17,6 +17,7 @@ use ipsec_core::control::{Located, PolicySpec, Request, SaId, SaSpec};
 use ipsec_core::sad::{self, Installed};
 use ipsec_core::setkey;
 use ipsec_core::Ipsec;
+use zeroize::Zeroizing;
 
 use crate::service::parse;
 
@@ -254,7 +255,9 @@ impl std::fmt::Display for Reloaded {
 /// error, nothing. The outcome is counted in `reloads`.
 pub fn reload_file(core: &Ipsec, path: &std::path::Path, reloads: &Reloads) -> Result<Reloaded, String> {
     let origin = path.display().to_string();
+    // The text holds keys: wiped when it goes.
     let outcome = std::fs::read_to_string(path)
+        .map(Zeroizing::new)
         .map_err(|e| (ReloadError::Read, format!("{origin}: {e}")))
         .and_then(|t| parse(&origin, &t).map_err(|e| (ReloadError::Parse, e)))
         .and_then(|reqs| reload(core, &Desired::of(&reqs)).map_err(|e| (ReloadError::Refused, e)));

@@ -81,8 +81,8 @@ pub const DEFAULT_SOCKET: &str = "/run/ipsecd.sock";
 /// another one is serving the socket: its server closes such a connection unanswered.)
 pub const EMPTY: &str = "empty request";
 
-/// A request.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A request. Its `Debug` never prints a setkey body (it may hold keys), only its length.
+#[derive(Clone, PartialEq, Eq)]
 pub enum Request {
     /// setkey(8) statements; SAs they print (`dump`, `get`) show `(key not shown)` for
     /// each key.
@@ -93,6 +93,17 @@ pub enum Request {
     Stats,
     /// Events, one line each, until the client closes ([`crate::monitor`]).
     Monitor,
+}
+
+impl std::fmt::Debug for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Request::Setkey(body) => write!(f, "Setkey({} bytes)", body.len()),
+            Request::SetkeyWithKeys(body) => write!(f, "SetkeyWithKeys({} bytes)", body.len()),
+            Request::Stats => f.write_str("Stats"),
+            Request::Monitor => f.write_str("Monitor"),
+        }
+    }
 }
 
 /// The whole of a `monitor` request (the daemon stops reading there).
@@ -335,6 +346,17 @@ mod tests {
             beating.extend(encode_reply(&r));
             assert_eq!(decode_reply(&beating), r);
         }
+    }
+
+    /// A request's `Debug` (what a failed assertion or a log line would print) names a
+    /// setkey body's length, not its keys.
+    #[test]
+    fn debug_never_prints_a_setkey_body() {
+        let body =
+            "add 10.0.0.1 10.0.0.2 esp 0x1001 -E aes-gcm-16 0x00112233445566778899aabbccddeeff01020304;\n";
+        let printed = format!("{:?}", Request::Setkey(body.to_owned()));
+        assert_eq!(printed, format!("Setkey({} bytes)", body.len()));
+        assert_eq!(format!("{:?}", Request::Stats), "Stats");
     }
 
     #[test]

@@ -41,6 +41,7 @@ use crate::ctl::{self, Reply, Request};
 use crate::monitor::Hub;
 use crate::serve::{self, ReadError, WriteError};
 pub use crate::serve::{Counters, Refused};
+use zeroize::{Zeroize, Zeroizing};
 
 /// What the daemon does with requests.
 pub trait Handler: Send + Sync + 'static {
@@ -142,7 +143,7 @@ impl<H: Handler> Server<H> {
     }
 
     fn connection(&self, mut conn: UnixStream) {
-        let request = match read_request(&mut conn, &self.limits) {
+        let mut request = match read_request(&mut conn, &self.limits) {
             Ok(req) => req,
             Err(None) => return, // nothing sent: a starting daemon's probe
             Err(Some((why, msg))) => {
@@ -166,12 +167,18 @@ impl<H: Handler> Server<H> {
             tracing::warn!("control: the client was gone when its request ended; nothing was applied");
             return;
         }
-        let reply = self.answer_beating(&conn, &request);
+        let mut reply = self.answer_beating(&conn, &request);
         if let Err(e) = &reply {
             tracing::warn!("control request failed: {e}");
         }
         self.counters.count_answered();
         self.reply(&mut conn, &reply);
+        // A setkey body holds keys, and so may its reply (a `dump`): wiped, not just freed.
+        if let Request::Setkey(body) | Request::SetkeyWithKeys(body) = &mut request {
+            body.zeroize();
+        }
+        let (Ok(text) | Err(text)) = &mut reply;
+        text.zeroize();
     }
 
     /// Answers `request` while a second thread tells the client, every heartbeat, that
@@ -237,7 +244,7 @@ impl<H: Handler> Server<H> {
 
     /// Writes the reply by the deadline (however slowly the client reads), then closes.
     fn reply(&self, conn: &mut UnixStream, reply: &Reply) {
-        let bytes = ctl::encode_reply(reply);
+        let bytes = Zeroizing::new(ctl::encode_reply(reply));
         if let Err(WriteError::Deadline(sent)) =
             serve::write_by(conn, &bytes, Instant::now() + self.limits.deadline)
         {
@@ -286,6 +293,8 @@ fn read_request(conn: &mut UnixStream, limits: &Limits) -> Result<Request, Optio
             ReadError::Io(e) => (Refused::Io, format!("reading the request: {e}")),
         })
     })?;
+    // The request's text (a setkey body holds keys) is wiped once decoded.
+    let buf = Zeroizing::new(buf);
     if buf.is_empty() {
         return Err(None);
     }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use ipsec_core::{DefaultPolicy, Ipsec};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use tun_rs::{DeviceBuilder, SyncDevice};
+use zeroize::Zeroizing;
 
 use crate::config;
 use crate::crypto;
@@ -97,7 +98,10 @@ fn packet_socket(esp_out: crate::afpacket::EspOut, mark: u32) -> Option<crate::a
 pub fn run(opts: Options) -> Result<(), String> {
     // The config first: a bad one stops start-up before anything is created.
     let text = match &opts.config {
-        Some(p) => Some(std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?),
+        // The text holds keys: wiped when it goes.
+        Some(p) => {
+            Some(Zeroizing::new(std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?))
+        }
         None => None,
     };
     if let (Some(p), Some(t)) = (&opts.config, &text) {

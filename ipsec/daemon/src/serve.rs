@@ -21,6 +21,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use zeroize::Zeroizing;
+
 /// A stream with timeouts: a Unix or a TCP connection.
 pub trait Conn: Read + Write + Send + 'static {
     fn set_read_timeout(&self, d: Option<Duration>) -> io::Result<()>;
@@ -205,23 +207,35 @@ pub fn read_by<C: Conn>(
     max: usize,
     complete: impl Fn(&[u8]) -> bool,
 ) -> Result<Vec<u8>, ReadError> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 64 << 10];
+    // A request may carry keys (setkey statements): what is read is wiped wherever it was
+    // (the chunk on the stack, the buffer as it grows, the buffer on an error); only the
+    // returned buffer is the caller's to wipe.
+    let mut buf = Zeroizing::new(Vec::new());
+    let mut chunk = Zeroizing::new([0u8; 64 << 10]);
     while !complete(&buf) {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(ReadError::Deadline(buf.len()));
         }
         conn.set_read_timeout(Some(left)).map_err(ReadError::Io)?;
-        match conn.read(&mut chunk) {
+        match conn.read(&mut chunk[..]) {
             Ok(0) => break,
             Ok(n) if buf.len() + n > max => return Err(ReadError::TooLarge),
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Ok(n) => {
+                if buf.capacity() - buf.len() < n {
+                    // Grown by hand: a reallocation would leave the old bytes in the block
+                    // it frees. The old buffer is wiped as it drops.
+                    let mut bigger = Vec::with_capacity((buf.len() + n).max(2 * buf.capacity()));
+                    bigger.extend_from_slice(&buf);
+                    buf = Zeroizing::new(bigger);
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
             Err(e) if is_timeout(&e) => {}
             Err(e) => return Err(ReadError::Io(e)),
         }
     }
-    Ok(buf)
+    Ok(std::mem::take(&mut *buf))
 }
 
 /// Why [`write_by`] stopped.

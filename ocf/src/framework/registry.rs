@@ -62,7 +62,11 @@ impl Registrar for Registry {
             session: Default::default(),
         });
         let ctx = SessionContext::new(Arc::new(CoreReturnPath(core.clone())));
-        let driver_session = entry.driver.new_session(params, ctx)?;
+        let driver_session = entry.driver.new_session(params, ctx);
+        // The copies of key schedules a driver's library left in the frames it returned
+        // from (see `crate::scrub`).
+        crate::scrub::below_here::<{ crate::scrub::SESSION_KIB }>();
+        let driver_session = driver_session?;
         entry.counters.sessions_created.fetch_add(1, Ordering::Relaxed);
         Ok(Binding {
             id: next_binding_id(),

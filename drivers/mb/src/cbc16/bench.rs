@@ -42,7 +42,7 @@ fn measure(e: Cbc16, case: &Case) -> (f64, Option<f64>, f64) {
         .iter()
         .map(|k| EncryptingKey::cbc(UnboundCipherKey::new(&AES_128, k).unwrap()).unwrap())
         .collect();
-    let ours: Vec<RoundKeys> = raw.iter().map(|k| e.expand(k).unwrap()).collect();
+    let ours: Vec<Box<RoundKeys>> = raw.iter().map(|k| e.expand(k).unwrap()).collect();
     let mb = Jobs::new(CipherKind::AesCbc, 16, |mgr| {
         let schedule = |k: &[u8; 16]| {
             let (mut enc, mut dec) = (Schedule([0; 240]), Schedule([0; 240]));
@@ -105,7 +105,7 @@ fn cbc16_throughput() {
 /// own time is taken off. Shows what `encrypt`'s longest-first order costs and gains.
 fn shuffled_mixed(e: Cbc16, mixed: &[usize]) {
     let raw: Vec<[u8; 16]> = (0..16).map(|i| [i as u8; 16]).collect();
-    let keys: Vec<RoundKeys> = raw.iter().map(|k| e.expand(k).unwrap()).collect();
+    let keys: Vec<Box<RoundKeys>> = raw.iter().map(|k| e.expand(k).unwrap()).collect();
     let lens = mixed.repeat(4);
     let bytes: usize = lens.iter().sum();
     let mut bufs: Vec<Vec<u8>> = lens.iter().map(|&l| vec![0; l]).collect();

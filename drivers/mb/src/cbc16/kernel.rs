@@ -99,6 +99,10 @@ pub(super) unsafe fn steps<const NZ: usize, const NR: usize, const SHARED: bool>
         // aligned 64-byte vectors.
         unsafe { _mm512_load_si512(b.0.as_ptr().add(4 * z).cast()) }
     };
+    // A release build keeps these in registers in every `SHARED` variant (no stack load or
+    // store of them in the disassembly); without `SHARED`, the table's rows are copied into
+    // this frame, and a debug build spills everything: the caller zeroes the stack after
+    // such a call (`Workspace::encrypt`).
     let shared: [__m512i; MAX_ROUNDS + 1] = std::array::from_fn(|r| {
         // SAFETY: a 16-byte load inside `keys[r]` (aligned 16).
         let k = unsafe { _mm_load_si128(keys[r].0.as_ptr().cast()) };

@@ -6,7 +6,8 @@
 //! four chains, and four registers in flight hide the latency:
 //!
 //! ```text
-//!  Cbc16::new() (CPU checked once) ─ expand(key) → RoundKeys (per session)
+//!  Cbc16::new() (CPU checked once) ─ expand(key) → Box<RoundKeys> (per session, expanded
+//!                                  │   where it stays; wiped on drop)
 //!                                  └ workspace() → Workspace (per thread / CPU lane)
 //!  Workspace::encrypt(lanes: [Lane { keys, iv, data }; any number])
 //!    for each key length present (10, 12, 14 rounds; a call may mix them):
@@ -61,10 +62,18 @@
 //!   16 x 1 KiB 17.1 -> 18.2.
 //! - **Key expansion** is FIPS-197's, word by word, with `aeskeygenassist` for SubWord (no
 //!   S-box table indexed by key bytes), tested against FIPS-197 appendix A.
-//! - **Wiping**: [`RoundKeys`] zeroizes on drop; the [`Workspace`]'s key copies and
-//!   chaining values are wiped at the end of every call and on drop (64-byte volatile
-//!   stores: `zeroize`'s byte writes cost 1 µs per call). The workspace is kept between
-//!   calls because making its 5 KiB zeroed per call cost 55 ns.
+//! - **Wiping**: [`RoundKeys`] are expanded in their box, where they stay (never moved or
+//!   copied: a value returned or moved leaves its old bytes behind), and zeroize on drop;
+//!   the [`Workspace`]'s key copies and chaining values are wiped at the end of every call
+//!   and on drop (64-byte volatile stores: `zeroize`'s byte writes cost 1 µs per call). The
+//!   kernel's own frame: with one key per pass (the driver's only kind of call) a release
+//!   build keeps the broadcast round keys in registers (none stored, per the disassembly);
+//!   after a call with several keys (the kernel copies the table's rows into its frame), and
+//!   after every call in a debug build (which spills every value), the call zeroes
+//!   [`SCRUB_KIB`] of the stack below it (`ocf::scrub`). No type that holds key or data
+//!   bytes is `Copy`. The workspace is kept between calls because making its 5 KiB zeroed
+//!   per call cost 55 ns. `tests/key_wipe.rs` looks for a known key's round keys in the
+//!   whole process's memory after a session's drop.
 //! - **Chosen once**: [`Cbc16::new`] checks the CPU (AVX-512F, VAES, AES-NI) and is the
 //!   only way to get the handle that expands keys and makes workspaces; `None` elsewhere
 //!   (the driver then keeps IPsec-MB). The AVX-512 intrinsics need Rust 1.89.
@@ -84,13 +93,17 @@ const MAX_ROUNDS: usize = 14;
 pub(crate) const SLOTS: usize = 16;
 /// Most block steps per kernel call: bounds the scratch that idle slots read and write.
 const CHUNK: usize = 64;
+/// KiB of stack zeroed after a call whose kernel frames hold key material: the release
+/// kernel's frame is 2.5 KiB (its table copy); a debug build's frames are larger.
+const SCRUB_KIB: usize = if cfg!(debug_assertions) { 16 } else { 4 };
 
-/// Sixteen blocks (one per slot), 64-aligned: four 512-bit registers' worth.
-#[derive(Clone, Copy)]
+/// Sixteen blocks (one per slot), 64-aligned: four 512-bit registers' worth. Not `Copy`:
+/// it holds round keys and chaining values.
 #[repr(C, align(64))]
 struct Blocks([[u8; 16]; SLOTS]);
 
-/// An AES key's encryption round keys (FIPS-197 §5.2), wiped on drop.
+/// An AES key's encryption round keys (FIPS-197 §5.2), wiped on drop; made only boxed
+/// ([`Cbc16::expand`]) and never moved out of the box.
 pub(crate) struct RoundKeys {
     rk: [[u8; 16]; MAX_ROUNDS + 1],
     rounds: usize,
@@ -136,12 +149,13 @@ impl Cbc16 {
         None
     }
 
-    /// Expands an AES-128/192/256 key into its encryption round keys.
-    pub(crate) fn expand(&self, key: &[u8]) -> Result<RoundKeys, Error> {
+    /// Expands an AES-128/192/256 key into its encryption round keys, in the box they
+    /// stay in (the zeroed box is made first; no copy of the keys is left elsewhere).
+    pub(crate) fn expand(&self, key: &[u8]) -> Result<Box<RoundKeys>, Error> {
         if !matches!(key.len(), 16 | 24 | 32) {
             return Err(Error::BadKeyLength { what: "mb: AES key", got: key.len(), allowed: &[16, 24, 32] });
         }
-        let mut keys = RoundKeys { rk: [[0; 16]; MAX_ROUNDS + 1], rounds: 0 };
+        let mut keys = Box::new(RoundKeys { rk: [[0; 16]; MAX_ROUNDS + 1], rounds: 0 });
         // SAFETY: `self` exists only where `new` found AES-NI; the key length is checked.
         keys.rounds = unsafe { kernel::expand(key, &mut keys.rk) };
         Ok(keys)
@@ -152,7 +166,7 @@ impl Cbc16 {
     pub(crate) fn workspace(&self) -> Workspace {
         Workspace {
             chain: Blocks([[0; 16]; SLOTS]),
-            keys: [Blocks([[0; 16]; SLOTS]); MAX_ROUNDS + 1],
+            keys: std::array::from_fn(|_| Blocks([[0; 16]; SLOTS])),
             scratch: [[0; 16]; CHUNK],
         }
     }
@@ -222,6 +236,13 @@ impl Workspace {
         }
         if used > 0 {
             self.wipe(used);
+            if cfg!(debug_assertions) || passes.iter().flatten().any(|&(_, one_key)| !one_key) {
+                // What the kernel left in its frame: the table's key rows it copied there
+                // (lanes of several keys), or, in a debug build, every value (a lane's
+                // plaintext, broadcast round keys). A call of one key per pass, the driver's
+                // only kind, leaves none in a release build: nothing to zero.
+                ocf::scrub::below_here::<SCRUB_KIB>();
+            }
         }
         Ok(())
     }

@@ -123,7 +123,7 @@ fn sp800_38a_in_every_lane_position() {
     for (key, want) in SP800_38A {
         let key = hex(key);
         let keys = e.expand(&key).unwrap();
-        let others: Vec<RoundKeys> = [key.len(), if key.len() == 32 { 16 } else { key.len() + 8 }]
+        let others: Vec<Box<RoundKeys>> = [key.len(), if key.len() == 32 { 16 } else { key.len() + 8 }]
             .iter()
             .map(|&n| e.expand(&rng.bytes(n)).unwrap())
             .collect();
@@ -160,7 +160,7 @@ fn cavp_cbcmmt_all_in_one_call() {
         }
     }
     assert_eq!(cases.len(), 30);
-    let keys: Vec<RoundKeys> = cases.iter().map(|c| e.expand(&c.0).unwrap()).collect();
+    let keys: Vec<Box<RoundKeys>> = cases.iter().map(|c| e.expand(&c.0).unwrap()).collect();
     let mut bufs: Vec<Vec<u8>> = cases.iter().map(|c| c.2.clone()).collect();
     let mut lanes: Vec<Lane<'_>> = bufs
         .iter_mut()
@@ -199,7 +199,7 @@ fn random_lanes_equal_aws_lc() {
         let shared = rng.bytes(key_len);
         let raw: Vec<&[u8]> = raw.iter().map(|k| if key_mix == 0 { &shared[..] } else { &k[..] }).collect();
         let one = e.expand(&shared).unwrap();
-        let expanded: Vec<RoundKeys> = raw.iter().map(|k| e.expand(k).unwrap()).collect();
+        let expanded: Vec<Box<RoundKeys>> = raw.iter().map(|k| e.expand(k).unwrap()).collect();
         let lens = random_lens(&mut rng, n, 16, 256);
         let ivs: Vec<[u8; 16]> =
             (0..n).map(|i| std::array::from_fn(|j| (i * 16 + j) as u8 ^ case as u8)).collect();
@@ -227,10 +227,17 @@ fn key_material_is_wiped_on_drop() {
     let Some(e) = engine() else { return };
     let mut keys = ManuallyDrop::new(e.expand(&[0xa5; 32]).unwrap());
     assert!(keys.rk.iter().flatten().any(|&b| b != 0));
-    // SAFETY: dropped once, and only its plain byte arrays are read afterwards (no
-    // destructor-owned resource is touched).
-    unsafe { ManuallyDrop::drop(&mut keys) };
+    // SAFETY: the keys are dropped once, in their box, and only their plain array is read
+    // afterwards (no destructor-owned resource is touched).
+    unsafe { std::ptr::drop_in_place::<RoundKeys>(&mut **keys) };
     assert!(keys.rk.iter().flatten().all(|&b| b == 0));
+    // SAFETY: the box came from `Box::new`; freed as uninitialised memory, it is not
+    // dropped twice.
+    drop(unsafe {
+        Box::from_raw(
+            Box::into_raw(ManuallyDrop::into_inner(keys)).cast::<std::mem::MaybeUninit<RoundKeys>>(),
+        )
+    });
 
     // The workspace after a call of each key length: no key copy or chaining value left.
     let mut ws = e.workspace();
@@ -252,4 +259,43 @@ fn key_material_is_wiped_on_drop() {
     unsafe { ManuallyDrop::drop(&mut ws) };
     assert!(ws.chain.0.iter().flatten().all(|&b| b == 0));
     assert!(ws.keys.iter().flat_map(|r| r.0.iter().flatten()).all(|&b| b == 0));
+}
+
+/// A call with lanes of several keys (the kernel copies the table's key rows into its
+/// frame) leaves none of FIPS-197 A.1's round keys on this thread's stack: the call zeroes
+/// it after the kernel (without that, a release build left rows 2 KiB below the caller).
+#[test]
+fn a_call_with_several_keys_leaves_no_round_key_on_the_stack() {
+    use std::os::unix::fs::FileExt;
+    let Some(e) = engine() else { return };
+    let (k1, k2) = (e.expand(&hex("2b7e151628aed2a6abf7158809cf4f3c")).unwrap(), e.expand(&[9; 16]).unwrap());
+    let mut bufs: Vec<Vec<u8>> = (0..16).map(|i| vec![i as u8; 1024]).collect();
+    let mut lanes: Vec<Lane<'_>> = bufs
+        .iter_mut()
+        .enumerate()
+        .map(|(i, data)| Lane { keys: if i % 2 == 0 { &k1 } else { &k2 }, iv: [0; 16], data })
+        .collect();
+    e.workspace().encrypt(&mut lanes).unwrap();
+    drop(lanes);
+    drop((k1, k2));
+    // Round keys 5 and 10, inverted (so that the patterns themselves are never found).
+    let inverted = |h: &str| hex(h).iter().map(|b| !b).collect::<Vec<u8>>();
+    let patterns =
+        [inverted("d4d1c6f87c839d87caf2b8bc11f915bc"), inverted("d014f9a8c9ee2589e13f0cc8b6630ca6")];
+    // This thread's stack: the mapping that holds one of this frame's locals.
+    let here = &bufs as *const _ as u64;
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let (start, end) = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().next()?.split_once('-'))
+        .map(|(s, e)| (u64::from_str_radix(s, 16).unwrap(), u64::from_str_radix(e, 16).unwrap()))
+        .find(|(s, e)| (*s..*e).contains(&here))
+        .expect("the stack's mapping");
+    let mut stack = vec![0u8; (end - start) as usize];
+    let n = std::fs::File::open("/proc/self/mem").unwrap().read_at(&mut stack, start).unwrap();
+    let hits: Vec<u64> = (0..n.saturating_sub(16))
+        .filter(|&i| patterns.iter().any(|p| stack[i..i + 16].iter().zip(p).all(|(x, y)| !x == *y)))
+        .map(|i| here - (start + i as u64))
+        .collect();
+    assert!(hits.is_empty(), "round keys at these distances below this frame: {hits:?}");
 }

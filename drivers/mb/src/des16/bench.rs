@@ -43,7 +43,7 @@ fn measure(e: Des16, case: &Case) -> (f64, Option<f64>, f64) {
         .iter()
         .map(|k| (EncryptingKey::cbc(unbound(k)).unwrap(), DecryptingKey::cbc(unbound(k)).unwrap()))
         .collect();
-    let ours: Vec<Des3Keys> = raw.iter().map(|k| e.expand(k).unwrap()).collect();
+    let ours: Vec<Box<Des3Keys>> = raw.iter().map(|k| e.expand(k).unwrap()).collect();
     let mb = Jobs::new(CipherKind::Des3, 24, |mgr| raw.iter().map(|k| mgr.des3_keys(k)).collect());
     let mut ws = e.workspace();
 

@@ -74,24 +74,25 @@ pub(super) const S: [[u8; 64]; 8] = [
     ],
 ];
 
-/// The 16 round subkeys of one DES key (its parity bits ignored), each as the two words
-/// `[k0, k1]` of the module docs: `k0` holds groups 7, 5, 3, 1 in bytes 0–3, `k1` groups
-/// 6, 4, 2, 0.
-pub(super) fn subkeys(key: &[u8; 8]) -> [[u32; 2]; 16] {
+/// The 16 round subkeys of one DES key (its parity bits ignored), written into `out` (32
+/// words: round `i`'s at `2i`, or at `2 * (15 - i)` when `reversed`), each as the two
+/// words `[k0, k1]` of the module docs: `k0` holds groups 7, 5, 3, 1 in bytes 0–3, `k1`
+/// groups 6, 4, 2, 0. Written where they stay: no copy is left on the stack.
+pub(super) fn subkeys(key: &[u8; 8], out: &mut [u32; 32], reversed: bool) {
     let mut k = u64::from_be_bytes(*key);
     let mut cd = PC1.iter().fold(0u64, |acc, &p| (acc << 1) | ((k >> (64 - p)) & 1));
     let rotl28 = |v: u64, n: u32| ((v << n) | (v >> (28 - n))) & 0x0fff_ffff;
-    let mut out = [[0u32; 2]; 16];
-    for (round, shift) in out.iter_mut().zip(SHIFTS) {
+    for (i, shift) in SHIFTS.into_iter().enumerate() {
         cd = (rotl28(cd >> 28, shift) << 28) | rotl28(cd & 0x0fff_ffff, shift);
         let mut k48 = PC2.iter().fold(0u64, |acc, &p| (acc << 1) | ((cd >> (56 - p)) & 1));
         let g = |j: u32| ((k48 >> (42 - 6 * j)) & 63) as u32;
-        *round = [g(7) | g(5) << 8 | g(3) << 16 | g(1) << 24, g(6) | g(4) << 8 | g(2) << 16 | g(0) << 24];
+        let at = 2 * if reversed { 15 - i } else { i };
+        out[at] = g(7) | g(5) << 8 | g(3) << 16 | g(1) << 24;
+        out[at + 1] = g(6) | g(4) << 8 | g(2) << 16 | g(0) << 24;
         zeroize::Zeroize::zeroize(&mut k48);
     }
     zeroize::Zeroize::zeroize(&mut k);
     zeroize::Zeroize::zeroize(&mut cd);
-    out
 }
 
 /// `P(S_j(x))` placed at S-box `j`'s output bits, rotated left by one (the `R'` domain):

@@ -166,6 +166,14 @@ pub(super) unsafe fn steps<const SHARED: bool, const DECRYPT: bool>(
         _mm512_store_si512(chain.l.0.as_mut_ptr().cast(), cl);
         _mm512_store_si512(chain.r.0.as_mut_ptr().cast(), cr);
     }
+    // The last blocks in and out of each slot (decrypting, plaintext) are not left in this
+    // frame. What else a release build keeps here is the chaining values (ciphertext); the
+    // subkeys stay in registers (the disassembly). A debug build spills every value: the
+    // caller zeroes the stack after the call there (`Workspace::call`).
+    // SAFETY: the CPU has AVX-512F (the caller's promise); `blocks` is a live local.
+    unsafe { wipe(std::slice::from_mut(&mut blocks.l)) };
+    // SAFETY: as above.
+    unsafe { wipe(std::slice::from_mut(&mut blocks.r)) };
 }
 
 /// Zeroes `rows` with 64-byte volatile stores (not removed as dead stores).

@@ -6,8 +6,9 @@
 //! (the `L` and `R` halves), and every round looks up all sixteen lanes' S-boxes at once:
 //!
 //! ```text
-//!  Des16::new() (CPU checked once) ─ expand(24-byte key) → Des3Keys (per session:
-//!                                  │   48 subkeys, K2's reversed; wiped on drop)
+//!  Des16::new() (CPU checked once) ─ expand(24-byte key) → Box<Des3Keys> (per session:
+//!                                  │   48 subkeys, K2's reversed, made where they stay;
+//!                                  │   wiped on drop)
 //!                                  └ workspace() → Workspace (per thread)
 //!  Workspace::encrypt / decrypt(lanes: [Lane { keys, iv, data }; any number])
 //!    slots 0..16 ◄── the lanes (longest first when more than 16), 0-length ones skipped
@@ -76,9 +77,16 @@
 //!   a fixed address) and picks the entries inside the instruction, so no load address
 //!   depends on key or data (a table-driven DES in memory leaks its indices to the
 //!   cache).
-//! - **Wiping**: [`Des3Keys`] zeroizes on drop; the [`Workspace`]'s key copies and
-//!   chaining values are wiped at the end of every call and on drop (64-byte volatile
-//!   stores, as cbc16's).
+//! - **Wiping**: [`Des3Keys`] are written in their box by the key schedule itself (never
+//!   returned or moved: a moved value leaves its old bytes behind) and zeroize on drop; the
+//!   [`Workspace`]'s key copies and chaining values are wiped at the end of every call and
+//!   on drop (64-byte volatile stores, as cbc16's); the kernel wipes its last blocks
+//!   (plaintext when decrypting) and keeps the subkeys in registers (the release
+//!   disassembly: its frame holds those blocks and chaining values only); a debug build,
+//!   which spills every value, zeroes the stack after each call (`ocf::scrub`). Zeroing
+//!   2 KiB after every release call was tried: 16 x 8 B calls ran at 0.81-0.91x (two
+//!   alternating pairs each, word by word and as a memset; noisy), for no secret left
+//!   there. No type that holds key or data bytes is `Copy`.
 //! - **Chosen once**: [`Des16::new`] checks the CPU (AVX-512F, BW, VBMI) and is the only
 //!   way to get the handle that expands keys and makes workspaces; `None` elsewhere (the
 //!   driver then keeps IPsec-MB).
@@ -100,8 +108,8 @@ const HALF_ROUNDS: usize = 96;
 /// Most block steps per kernel call: bounds the scratch that idle slots read and write.
 const CHUNK: usize = 64;
 
-/// One 32-bit word per slot, 64-aligned: one 512-bit register's worth.
-#[derive(Clone, Copy)]
+/// One 32-bit word per slot, 64-aligned: one 512-bit register's worth. Not `Copy`: it
+/// holds subkeys, chaining values and blocks.
 #[repr(C, align(64))]
 struct Row([u32; SLOTS]);
 
@@ -113,7 +121,7 @@ struct Halves {
 
 /// A 3DES (EDE, three keys) key's 48 round subkeys in the order the rounds use them: K1's
 /// 16, K2's 16 reversed (decryption), K3's 16; each as the two words of `fips`. Wiped on
-/// drop.
+/// drop; made only boxed ([`Des16::expand`]) and never moved out of the box.
 pub(crate) struct Des3Keys {
     ks: [u32; HALF_ROUNDS],
 }
@@ -151,21 +159,15 @@ impl Des16 {
     }
 
     /// Expands a 24-byte 3DES key `K1 || K2 || K3` (FIPS 46-3 key schedule for each; parity
-    /// bits ignored).
-    pub(crate) fn expand(&self, key: &[u8]) -> Result<Des3Keys, Error> {
+    /// bits ignored), in the box the subkeys stay in.
+    pub(crate) fn expand(&self, key: &[u8]) -> Result<Box<Des3Keys>, Error> {
         let Ok(key) = <&[u8; 24]>::try_from(key) else {
             return Err(Error::BadKeyLength { what: "mb: 3DES key", got: key.len(), allowed: &[24] });
         };
-        let mut keys = Des3Keys { ks: [0; HALF_ROUNDS] };
+        let mut keys = Box::new(Des3Keys { ks: [0; HALF_ROUNDS] });
         for (des, (k, out)) in key.chunks_exact(8).zip(keys.ks.chunks_exact_mut(32)).enumerate() {
-            let mut sub = fips::subkeys(k.try_into().expect("8 bytes"));
-            if des == 1 {
-                sub.reverse();
-            }
-            for (w, s) in out.chunks_exact_mut(2).zip(&sub) {
-                w.copy_from_slice(s);
-            }
-            sub.zeroize();
+            let (Ok(k), Ok(out)) = (k.try_into(), out.try_into()) else { unreachable!("8 and 32") };
+            fips::subkeys(k, out, des == 1);
         }
         Ok(keys)
     }
@@ -175,7 +177,7 @@ impl Des16 {
     pub(crate) fn workspace(&self) -> Workspace {
         Workspace {
             chain: Halves { l: Row([0; SLOTS]), r: Row([0; SLOTS]) },
-            keys: [Row([0; SLOTS]); HALF_ROUNDS],
+            keys: std::array::from_fn(|_| Row([0; SLOTS])),
             scratch: [[0; 8]; CHUNK],
         }
     }
@@ -242,6 +244,11 @@ impl Workspace {
             t.run::<false, DECRYPT>(pass);
         }
         self.wipe();
+        if cfg!(debug_assertions) {
+            // A debug build's kernel spills every value, broadcast subkeys and blocks too;
+            // a release build's wipes its blocks itself and keeps the subkeys in registers.
+            ocf::scrub::below_here::<16>();
+        }
         Ok(())
     }
 

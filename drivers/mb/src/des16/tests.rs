@@ -105,7 +105,7 @@ fn cavp_tdes_cbc_each_file_in_one_call() {
         for decrypt in [false, true] {
             let cases = cavp(file, decrypt);
             assert_eq!(cases.len(), count, "{name}");
-            let keys: Vec<Des3Keys> = cases.iter().map(|c| e.expand(&c.key).unwrap()).collect();
+            let keys: Vec<Box<Des3Keys>> = cases.iter().map(|c| e.expand(&c.key).unwrap()).collect();
             let mut bufs: Vec<Vec<u8>> = cases.iter().map(|c| c.input.clone()).collect();
             let mut lanes: Vec<Lane<'_>> = bufs
                 .iter_mut()
@@ -169,6 +169,48 @@ fn fips_46_3_and_sp_800_67_examples() {
     assert_eq!(bufs.iter().map(|b| hex_of(b)).collect::<Vec<_>>(), want);
 }
 
+/// The key schedule of key 133457799BBCDFF1 gives the 16 subkeys "The DES Algorithm
+/// Illustrated" (J. Orlin Grabbe) lists, in the `[k0, k1]` layout, in order or reversed
+/// (K2's); `tests/key_wipe.rs` looks for the same subkeys in memory.
+#[test]
+fn the_key_schedule_gives_the_textbook_subkeys() {
+    let textbook = [
+        "000110 110000 001011 101111 111111 000111 000001 110010",
+        "011110 011010 111011 011001 110110 111100 100111 100101",
+        "010101 011111 110010 001010 010000 101100 111110 011001",
+        "011100 101010 110111 010110 110110 110011 010100 011101",
+        "011111 001110 110000 000111 111010 110101 001110 101000",
+        "011000 111010 010100 111110 010100 000111 101100 101111",
+        "111011 001000 010010 110111 111101 100001 100010 111100",
+        "111101 111000 101000 111010 110000 010011 101111 111011",
+        "111000 001101 101111 101011 111011 011110 011110 000001",
+        "101100 011111 001101 000111 101110 100100 011001 001111",
+        "001000 010101 111111 010011 110111 101101 001110 000110",
+        "011101 010111 000111 110101 100101 000110 011111 101001",
+        "100101 111100 010111 010001 111110 101011 101001 000001",
+        "010111 110100 001110 110111 111100 101110 011100 111010",
+        "101111 111001 000110 001101 001111 010011 111100 001010",
+        "110010 110011 110110 001011 000011 100001 011111 110101",
+    ];
+    let want: Vec<[u32; 2]> = textbook
+        .iter()
+        .map(|k| {
+            let g: Vec<u32> = k.split(' ').map(|b| u32::from_str_radix(b, 2).unwrap()).collect();
+            [g[7] | g[5] << 8 | g[3] << 16 | g[1] << 24, g[6] | g[4] << 8 | g[2] << 16 | g[0] << 24]
+        })
+        .collect();
+    let key: [u8; 8] = hex("133457799bbcdff1").try_into().unwrap();
+    for reversed in [false, true] {
+        let mut out = [0u32; 32];
+        fips::subkeys(&key, &mut out, reversed);
+        let mut got: Vec<[u32; 2]> = out.chunks_exact(2).map(|w| [w[0], w[1]]).collect();
+        if reversed {
+            got.reverse();
+        }
+        assert_eq!(got, want, "reversed: {reversed}");
+    }
+}
+
 #[test]
 fn a_key_of_another_length_is_refused_by_name() {
     let Some(e) = engine() else { return };
@@ -193,7 +235,7 @@ fn random_lanes_equal_aws_lc() {
         let one_key = case % 2 == 0;
         let raw: Vec<Vec<u8>> = (0..n).map(|_| rng.bytes(24)).collect();
         let raw: Vec<&[u8]> = raw.iter().map(|k| if one_key { &raw[0][..] } else { &k[..] }).collect();
-        let expanded: Vec<Des3Keys> = raw.iter().map(|k| e.expand(k).unwrap()).collect();
+        let expanded: Vec<Box<Des3Keys>> = raw.iter().map(|k| e.expand(k).unwrap()).collect();
         let lens = random_lens(&mut rng, n, 8, 512);
         let ivs: Vec<[u8; 8]> =
             (0..n).map(|i| std::array::from_fn(|j| (i * 8 + j) as u8 ^ case as u8)).collect();
@@ -223,10 +265,15 @@ fn key_material_is_wiped_on_drop() {
     let Some(e) = engine() else { return };
     let mut keys = ManuallyDrop::new(e.expand(&[0xa5; 24]).unwrap());
     assert!(keys.ks.iter().any(|&w| w != 0));
-    // SAFETY: dropped once, and only its plain word array is read afterwards (no
-    // destructor-owned resource is touched).
-    unsafe { ManuallyDrop::drop(&mut keys) };
+    // SAFETY: the keys are dropped once, in their box, and only their plain array is read
+    // afterwards (no destructor-owned resource is touched).
+    unsafe { std::ptr::drop_in_place::<Des3Keys>(&mut **keys) };
     assert!(keys.ks.iter().all(|&w| w == 0));
+    // SAFETY: the box came from `Box::new`; freed as uninitialised memory, it is not
+    // dropped twice.
+    drop(unsafe {
+        Box::from_raw(Box::into_raw(ManuallyDrop::into_inner(keys)).cast::<std::mem::MaybeUninit<Des3Keys>>())
+    });
 
     let zero = |ws: &Workspace| {
         ws.chain.l.0.iter().chain(&ws.chain.r.0).all(|&w| w == 0)
