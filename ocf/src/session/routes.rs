@@ -15,7 +15,10 @@ use arc_swap::Guard;
 use crate::params::SessionParams;
 use crate::profile;
 use crate::request::{Op, Request};
-use crate::routing::model::{op_index, Arrival, ModelTable, OPS, RUN_CLASSES, SAMPLE_EVERY, WARM_UP};
+use crate::routing::model::{
+    op_index, tick, Arrival, ModelTable, OPS, RUN_CLASSES, SAMPLE_EVERY, SAMPLE_SETTLED, SETTLED_MARGIN,
+    SETTLED_SPAN_NS, WARM_UP,
+};
 use crate::routing::{cpu, Policy, RoutingShared, SizeClass, SIZE_CLASSES};
 
 use super::binding::{Binding, DriverEntry};
@@ -72,11 +75,12 @@ pub(crate) struct Routes {
     pub(crate) generation: u64,
     /// The next route for round-robin.
     turn: AtomicUsize,
-    /// `CostModel`'s last full decision per direction × size class (a route index): reused
-    /// between full decisions while it is a synchronous driver that can take requests (a
-    /// CPU driver has no backlog, so the choice changes only with the model, which changes
-    /// only on timed requests). A driver that completes later is decided afresh every time:
-    /// its backlog changes with every request.
+    /// `CostModel`'s last full decision per direction × size class (the route's index + 1,
+    /// and [`SETTLED`] if it was settled; 0: none): reused between full decisions while it
+    /// is a synchronous driver that can take requests (a CPU driver has no backlog, so the
+    /// choice changes only with the model, which changes only on timed requests). A driver
+    /// that completes later is decided afresh every time: its backlog changes with every
+    /// request.
     choice: [[AtomicU16; SIZE_CLASSES]; OPS],
     /// The binding, when there is one route and its binding was made: the direct path's
     /// shortcut (one pointer instead of four).
@@ -170,20 +174,9 @@ const STALLED_NS: u64 = 5_000_000;
 /// A timed decision counts as at most this long in the reported decision cost.
 const MAX_DECISION_NS: u64 = 2_000;
 
-thread_local! {
-    /// Decisions left before this thread's next timed one.
-    static TICK: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// Whether this decision is one of the thread's timed ones (one in [`SAMPLE_EVERY`]).
-#[inline(always)]
-fn tick() -> bool {
-    TICK.with(|t| {
-        let left = t.get();
-        t.set(if left == 0 { SAMPLE_EVERY - 1 } else { left - 1 });
-        left == 0
-    })
-}
+/// In a remembered choice: the decision was settled (one request in [`SAMPLE_SETTLED`]
+/// per thread is timed, not one in [`SAMPLE_EVERY`]; `crate::routing::model`).
+const SETTLED: u16 = 1 << 15;
 
 fn ticks_ago_ns(then: u64, now: u64) -> u64 {
     if then == 0 {
@@ -222,25 +215,29 @@ impl Routes {
 
     #[inline]
     fn decide(&self, op: Op, len: usize, shared: &RoutingShared) -> Pick {
-        let timed = tick();
-        if !timed && self.policy == Policy::CostModel {
-            if let Some(pick) = self.last_choice(op, len) {
+        if self.policy != Policy::CostModel {
+            return self.decide_fully(op, len, shared, tick(SAMPLE_EVERY));
+        }
+        let c = self.choice[op_index(op)][SizeClass::of(len).index()].load(Ordering::Relaxed);
+        let timed = tick(if c & SETTLED != 0 { SAMPLE_SETTLED } else { SAMPLE_EVERY });
+        if !timed {
+            if let Some(pick) = self.last_choice(c) {
                 return pick;
             }
         }
         self.decide_fully(op, len, shared, timed)
     }
 
-    /// The last full decision for this direction and size, if it still holds: a synchronous
+    /// The remembered choice `c` for a direction and size, if it still holds: a synchronous
     /// driver, bound, not blocked, not failing. Nothing to account on its way back
     /// (`decided` stays false).
     #[inline]
-    fn last_choice(&self, op: Op, len: usize) -> Option<Pick> {
-        // Stored only for a synchronous driver whose binding is made (index + 1; 0: none).
-        let c = self.choice[op_index(op)][SizeClass::of(len).index()].load(Ordering::Relaxed) as usize;
-        let e = &self.routes.get(c.wrapping_sub(1))?.entry;
+    fn last_choice(&self, c: u16) -> Option<Pick> {
+        // Stored only for a synchronous driver whose binding is made.
+        let index = ((c & !SETTLED) as usize).wrapping_sub(1);
+        let e = &self.routes.get(index)?.entry;
         let holds = !e.flow.is_blocked() && !e.routing.failing.load(Ordering::Relaxed);
-        holds.then(|| Pick::route(c - 1))
+        holds.then(|| Pick::route(index))
     }
 
     #[inline(never)]
@@ -361,17 +358,29 @@ impl Routes {
                 let r = &self.routes[index];
                 // Reusable while nothing else could win: a synchronous driver (no backlog
                 // of its own) that beats every other route even with theirs at zero, all of
-                // them past their warm-up.
+                // them past their warm-up. Settled (timed less often, `model::SAMPLE_SETTLED`)
+                // where every other route is predicted to cost `SETTLED_MARGIN` times as
+                // much, the driver's own estimate is warm and in line with its last sample,
+                // and the longer period is short in time.
+                let mut settled = r.model.cell(op, class).samples() >= WARM_UP
+                    && r.model.cell(op, class).in_line()
+                    && total * f64::from(SAMPLE_SETTLED) <= SETTLED_SPAN_NS;
                 let reusable = r.entry.caps.synchronous
                     && r.made().is_some()
-                    && index < u16::MAX as usize
+                    && index < (SETTLED - 1) as usize
                     && self.routes.iter().enumerate().all(|(i, o)| {
-                        i == index
-                            || o.refused()
-                            || (o.model.cell(op, class).samples() >= WARM_UP
-                                && o.model.predict(op, class, len).is_some_and(|c| c >= total))
+                        if i == index || o.refused() {
+                            return true;
+                        }
+                        let cost = o.model.predict(op, class, len);
+                        settled &= cost.is_some_and(|c| c >= total * SETTLED_MARGIN);
+                        o.model.cell(op, class).samples() >= WARM_UP && cost.is_some_and(|c| c >= total)
                     });
-                let remembered = if reusable { index as u16 + 1 } else { 0 };
+                let remembered = match (reusable, settled) {
+                    (false, _) => 0,
+                    (true, false) => index as u16 + 1,
+                    (true, true) => (index as u16 + 1) | SETTLED,
+                };
                 self.choice[op_index(op)][class.index()].store(remembered, Ordering::Relaxed);
                 Pick::decided(index, false, cost as u64)
             }
