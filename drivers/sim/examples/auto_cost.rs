@@ -123,7 +123,9 @@ fn main() {
             s10 / a10
         );
         if std::env::var_os("AUTO_COST_MODEL").is_some() {
-            for d in &auto_fw.routing().drivers {
+            let r = auto_fw.routing();
+            println!("       {} timed decisions in all, {:.0} ns each", r.decisions, r.decision_ns);
+            for d in &r.drivers {
                 for m in &d.models {
                     println!("       {} {m} explored {}", d.driver, d.explored);
                 }

@@ -85,6 +85,22 @@ pub(crate) struct Routes {
     /// The binding, when there is one route and its binding was made: the direct path's
     /// shortcut (one pointer instead of four).
     only: Option<Arc<Binding>>,
+    /// The bindings of the first [`AT_HAND`] routes, set when a choice of one is remembered:
+    /// a reused choice reaches its binding from here, without the route list and the route
+    /// (two cache lines fewer per request, often cold on a machine shared with other work;
+    /// measured in `docs/measurements.md`).
+    at_hand: [OnceLock<Arc<Binding>>; AT_HAND],
+}
+
+/// How many routes' bindings [`Routes`] keeps at hand: a remembered choice is one of them.
+const AT_HAND: usize = 8;
+
+/// What a decision among several routes came to.
+enum Decided<'r> {
+    /// A pick, whose route's binding is still to be found (or made).
+    Pick(Pick),
+    /// A remembered choice that still holds, with its binding at hand.
+    AtHand(&'r Arc<Binding>, Pick),
 }
 
 /// The choice for one request: the route's index, whether a decision among several routes
@@ -200,6 +216,7 @@ impl Routes {
             generation,
             turn: AtomicUsize::new(0),
             choice: Default::default(),
+            at_hand: Default::default(),
         }
     }
 
@@ -209,35 +226,38 @@ impl Routes {
         match self.routes.len() {
             0 => None,
             1 => Some(Pick::default()),
-            _ => Some(self.decide(op, len, shared)),
+            _ => Some(match self.decide(op, len, shared) {
+                Decided::Pick(pick) | Decided::AtHand(_, pick) => pick,
+            }),
         }
     }
 
+    /// A decision among several routes.
     #[inline]
-    fn decide(&self, op: Op, len: usize, shared: &RoutingShared) -> Pick {
+    fn decide(&self, op: Op, len: usize, shared: &RoutingShared) -> Decided<'_> {
         if self.policy != Policy::CostModel {
-            return self.decide_fully(op, len, shared, tick(SAMPLE_EVERY));
+            return Decided::Pick(self.decide_fully(op, len, shared, tick(SAMPLE_EVERY)));
         }
         let c = self.choice[op_index(op)][SizeClass::of(len).index()].load(Ordering::Relaxed);
         let timed = tick(if c & SETTLED != 0 { SAMPLE_SETTLED } else { SAMPLE_EVERY });
         if !timed {
-            if let Some(pick) = self.last_choice(c) {
-                return pick;
+            if let Some((b, pick)) = self.last_choice(c) {
+                return Decided::AtHand(b, pick);
             }
         }
-        self.decide_fully(op, len, shared, timed)
+        Decided::Pick(self.decide_fully(op, len, shared, timed))
     }
 
-    /// The remembered choice `c` for a direction and size, if it still holds: a synchronous
-    /// driver, bound, not blocked, not failing. Nothing to account on its way back
-    /// (`decided` stays false).
+    /// The remembered choice `c` for a direction and size and its binding, if it still
+    /// holds: a synchronous driver, bound, not blocked, not failing. Nothing to account on
+    /// its way back (`decided` stays false).
     #[inline]
-    fn last_choice(&self, c: u16) -> Option<Pick> {
-        // Stored only for a synchronous driver whose binding is made.
+    fn last_choice(&self, c: u16) -> Option<(&Arc<Binding>, Pick)> {
+        // Stored only for a synchronous driver whose binding is at hand.
         let index = ((c & !SETTLED) as usize).wrapping_sub(1);
-        let e = &self.routes.get(index)?.entry;
-        let holds = !e.flow.is_blocked() && !e.routing.failing.load(Ordering::Relaxed);
-        holds.then(|| Pick::route(index))
+        let b = self.at_hand.get(index)?.get()?;
+        let holds = !b.entry.flow.is_blocked() && !b.entry.routing.failing.load(Ordering::Relaxed);
+        holds.then_some((b, Pick::route(index)))
     }
 
     #[inline(never)]
@@ -365,9 +385,9 @@ impl Routes {
                 let mut settled = r.model.cell(op, class).samples() >= WARM_UP
                     && r.model.cell(op, class).in_line()
                     && total * f64::from(SAMPLE_SETTLED) <= SETTLED_SPAN_NS;
+                let at_hand = r.made().filter(|_| index < AT_HAND);
                 let reusable = r.entry.caps.synchronous
-                    && r.made().is_some()
-                    && index < (SETTLED - 1) as usize
+                    && at_hand.is_some()
                     && self.routes.iter().enumerate().all(|(i, o)| {
                         if i == index || o.refused() {
                             return true;
@@ -376,6 +396,10 @@ impl Routes {
                         settled &= cost.is_some_and(|c| c >= total * SETTLED_MARGIN);
                         o.model.cell(op, class).samples() >= WARM_UP && cost.is_some_and(|c| c >= total)
                     });
+                if let (true, Some(b)) = (reusable, at_hand) {
+                    // Once per route (an Arc clone, then never again).
+                    let _ = self.at_hand[index].get_or_init(|| b.clone());
+                }
                 let remembered = match (reusable, settled) {
                     (false, _) => 0,
                     (true, false) => index as u16 + 1,
@@ -613,7 +637,14 @@ impl SessionShared {
         if routes.routes.len() > 1 && !req.part.starts() {
             return self.message_route(routes, req);
         }
-        let pick = routes.pick(req.op, req.payload_range().len(), &self.shared)?;
+        let pick = match routes.routes.len() {
+            0 => return None,
+            1 => Pick::default(),
+            _ => match routes.decide(req.op, req.payload_range().len(), &self.shared) {
+                Decided::Pick(pick) => pick,
+                Decided::AtHand(b, pick) => return Some((b, pick)),
+            },
+        };
         let route = &routes.routes[pick.index()];
         if let Some(b) = route.made() {
             return Some((b, pick));
