@@ -2,25 +2,28 @@
 //! pinned to `soft`: AES-128-GCM encryption, one thread, `soft` + `sim:qat-like` routed by
 //! `cost-model` (cryptotest's `-d soft -d sim:qat-like -d auto` in one process).
 //!
-//! Built for a shared, noisy machine: the two sessions take turns in short slices (a few
-//! ms each, the order swapped every round), and each slice is timed with the thread's own
+//! Built for a shared, noisy machine: the two sessions take turns in short slices (about
+//! 1 ms of CPU each, the order swapped every round), and each slice is timed with the thread's own
 //! CPU clock (`CLOCK_THREAD_CPUTIME_ID`), so time the thread spends preempted counts for
 //! neither and a burst of other work on the machine hits both alike. Per size it prints
 //! ns per request for each, and auto ÷ soft (throughput: soft's time over auto's) as the
-//! median of the rounds with their range. The auto session runs alone for a while first,
-//! so that the model has measured both drivers (the card's first samples) before the
-//! clock starts; afterwards its exploration requests to the card are part of what auto
+//! median of the rounds with their range. Both sessions run for 300 ms first, so that the
+//! model has measured both drivers (the card's first samples) before the clock starts; afterwards its exploration requests to the card are part of what auto
 //! costs (their wait for the card is not: the thread sleeps, as in any blocking call).
 //!
 //! Run: `taskset -c 1 cargo run --release -p ocf-sim --example auto_cost [-- SIZES ROUNDS]`
-//! (default `16,256,1024,8192 200`).
+//! (default `16,256,1024,8192 200`); `AUTO_COST_MODEL=1` also prints the timed decisions
+//! and the model after each size. Its figures are in `docs/measurements.md` ("What the
+//! default policy costs a small request"). The "p10" columns compare the two sessions'
+//! 10th-percentile slices: their cost when other work on the core has evicted least.
 
 use std::time::{Duration, Instant};
 
 use nix::time::{clock_gettime, ClockId};
 use ocf::{CipherAlg, Config, Framework, Key, Op, Request, Session, SessionParams};
 
-/// CPU time one slice of one session takes, roughly.
+/// CPU time one slice of one session takes, roughly (short, so that the two sessions see
+/// the same machine).
 const SLICE: Duration = Duration::from_millis(1);
 
 fn thread_ns() -> u64 {
