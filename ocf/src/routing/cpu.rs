@@ -9,8 +9,14 @@
 //! alone where a static 30% to the cards gave 1.25×; `docs/routing.md`).
 //!
 //! The kernel counts, per thread, the time it ran and the time it waited on a run queue
-//! (`/proc/thread-self/schedstat`, Linux's schedstats). Their ratio over the last interval
-//! is the thread's contention: a request that computes for `t` takes `t × (1 + wait/run)`.
+//! (`/proc/thread-self/schedstat`, Linux's schedstats). Their ratio is the thread's
+//! contention: a request that computes for `t` takes `t × (1 + wait/run)`. The ratio is
+//! taken over the recent intervals together, each older one counting [`DECAY`] times less,
+//! not over the last one alone: on a machine shared with other processes, a 10 ms interval
+//! in which the thread ran 0.2 ms and waited the rest says 50 from almost no running, and
+//! such spikes sent one-thread AES-GCM at 8 KiB to a simulated card hundreds of times a
+//! second (`cargo run --release -p ocf-sim --example auto_cost`, issue 31). Summed, an
+//! interval counts by how long the thread ran in it.
 //! The file is read at most every [`INTERVAL_NS`] per thread (a read costs a few µs). The
 //! interval is timed with ocf's own clock (`crate::profile::now`, the TSC): `Instant::now`
 //! is a system call where the kernel offers no vDSO clock, 60 µs a call under
@@ -25,18 +31,42 @@ use crate::profile;
 const INTERVAL_NS: u64 = 10_000_000;
 /// The factor's cap: beyond it the numbers are no longer a queue for the CPU.
 const MAX_FACTOR: f64 = 64.0;
+/// Each interval's time counts this many times less at the next reading.
+const DECAY: f64 = 2.0;
 
 #[derive(Clone, Copy)]
 struct Seen {
     /// When the file was last read ([`profile::now`] ticks; 0: never).
     at: u64,
+    /// The counters at that reading.
     run_ns: u64,
     wait_ns: u64,
+    /// The recent intervals' run and wait times, decayed.
+    run: f64,
+    wait: f64,
     factor: f64,
 }
 
+impl Seen {
+    /// The factor with a new reading of the counters folded in (the first reading only sets
+    /// the baseline).
+    fn fold(mut self, run_ns: u64, wait_ns: u64) -> Seen {
+        let (run, wait) = (run_ns.saturating_sub(self.run_ns), wait_ns.saturating_sub(self.wait_ns));
+        if self.at != 0 {
+            self.run = self.run / DECAY + run as f64;
+            self.wait = self.wait / DECAY + wait as f64;
+            if self.run > 0.0 {
+                self.factor = (1.0 + self.wait / self.run).min(MAX_FACTOR);
+            }
+        }
+        (self.run_ns, self.wait_ns) = (run_ns, wait_ns);
+        self
+    }
+}
+
 thread_local! {
-    static SEEN: Cell<Seen> = const { Cell::new(Seen { at: 0, run_ns: 0, wait_ns: 0, factor: 1.0 }) };
+    static SEEN: Cell<Seen> =
+        const { Cell::new(Seen { at: 0, run_ns: 0, wait_ns: 0, run: 0.0, wait: 0.0, factor: 1.0 }) };
 }
 
 /// The calling thread's CPU contention: 1 when it never waits for a core, `n` when it waits
@@ -49,11 +79,7 @@ pub(crate) fn contention() -> f64 {
             return s.factor;
         }
         if let Some((run_ns, wait_ns)) = read() {
-            let (run, wait) = (run_ns.saturating_sub(s.run_ns), wait_ns.saturating_sub(s.wait_ns));
-            if s.at != 0 && run > 0 {
-                s.factor = (1.0 + wait as f64 / run as f64).min(MAX_FACTOR);
-            }
-            (s.run_ns, s.wait_ns) = (run_ns, wait_ns);
+            s = s.fold(run_ns, wait_ns);
         }
         s.at = now.max(1);
         seen.set(s);
@@ -79,6 +105,30 @@ mod tests {
         while t.elapsed().as_millis() < ms {
             std::hint::black_box(0u64);
         }
+    }
+
+    /// One interval in which the thread hardly ran does not make a queue: steady sharing
+    /// (run 3.5 ms, wait 6.5 ms per 10 ms: factor 2.9), then 0.2 ms run and 9.8 ms waited.
+    /// The last interval alone said 50, which made the CPU's marginal cost 99 times its
+    /// time. Sustained contention still shows in full.
+    #[test]
+    fn a_short_spike_moves_the_factor_little_and_lasting_contention_fully() {
+        let mut s = Seen { at: 1, run_ns: 0, wait_ns: 0, run: 0.0, wait: 0.0, factor: 1.0 };
+        let (mut run, mut wait) = (0, 0);
+        let mut step = |s: Seen, r: u64, w: u64| {
+            (run, wait) = (run + r, wait + w);
+            s.fold(run, wait)
+        };
+        for _ in 0..10 {
+            s = step(s, 3_500_000, 6_500_000);
+        }
+        assert!((s.factor - 1.0 - 6.5 / 3.5).abs() < 0.01, "{}", s.factor);
+        s = step(s, 200_000, 9_800_000);
+        assert!(s.factor < 6.0, "one spike: {}", s.factor);
+        for _ in 0..20 {
+            s = step(s, 200_000, 9_800_000);
+        }
+        assert!(s.factor > 45.0, "lasting: {}", s.factor);
     }
 
     #[test]

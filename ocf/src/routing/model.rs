@@ -17,7 +17,7 @@
 //! are updated with plain loads and stores, not compare-and-swap: two samples racing lose one
 //! of them, which an average can afford, and no request ever waits for another.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::request::Op;
 
@@ -29,6 +29,50 @@ use super::{ModelEstimate, SizeClass, SIZE_CLASSES};
 /// it adds 1 ns to a request (measured: 1 in 16 cost 6% of a 16-byte AES-GCM request, 1 in
 /// 64 about 1.5%).
 pub const SAMPLE_EVERY: u32 = 128;
+
+/// Where a decision is *settled* — a synchronous driver that every other route is predicted
+/// to cost at least [`SETTLED_MARGIN`] times as much as, every one past its warm-up, its
+/// own last sample in line with its estimate, and [`SAMPLE_SETTLED`] requests at its
+/// predicted cost within [`SETTLED_SPAN_NS`] — one request in this many is timed instead:
+/// what the timed decision and completion cost (about 200 ns together) is then spread over
+/// eight times as many requests. A change is still seen: the next timed request is at most
+/// [`SETTLED_SPAN_NS`] away at the old cost, exploration is timed by the clock, not by
+/// counts, and a sample out of line with its estimate makes this thread's next decision a
+/// timed one, which is not settled while the estimate has not caught up (see [`tick`]).
+pub(crate) const SAMPLE_SETTLED: u32 = 1024;
+/// How much dearer every other route must be predicted for a decision to be settled.
+pub(crate) const SETTLED_MARGIN: f64 = 4.0;
+/// The longest that [`SAMPLE_SETTLED`] requests may be predicted to take for a settled
+/// decision: a CPU that suddenly got slower is timed again within this (at its old cost).
+pub(crate) const SETTLED_SPAN_NS: f64 = 10_000_000.0;
+/// A sample more than this many times its cell's estimate is out of line: news (the driver
+/// got slower) or one preempted request; either way the decision is not settled until the
+/// samples agree again.
+const OUT_OF_LINE: u64 = 2;
+
+thread_local! {
+    /// This thread's decisions so far (wrapping): a decision is timed when it is a multiple
+    /// of the period (`tick`).
+    static TICK: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether this thread's next decision is a timed one, for a period of `every` (a power of
+/// two: [`SAMPLE_EVERY`], or [`SAMPLE_SETTLED`] for a settled decision).
+#[inline(always)]
+pub(crate) fn tick(every: u32) -> bool {
+    debug_assert!(every.is_power_of_two());
+    TICK.with(|t| {
+        let n = t.get().wrapping_add(1);
+        t.set(n);
+        n & (every - 1) == 0
+    })
+}
+
+/// Makes this thread's next decision a timed one (a sample was out of line).
+#[cold]
+fn tick_now() {
+    TICK.with(|t| t.set(u32::MAX));
+}
 
 /// The first this-many samples of a cell are its warm-up: their least is the estimate.
 pub(crate) const WARM_UP: u64 = 4;
@@ -62,6 +106,9 @@ pub(crate) struct Cell {
     /// Average payload size of the measured requests, in 1/16 bytes.
     len: AtomicU64,
     samples: AtomicU64,
+    /// The last sample was out of line with the estimate (more than [`OUT_OF_LINE`] times
+    /// it): no decision on this cell is settled until one is in line again.
+    out_of_line: AtomicBool,
     /// When a request was last sent here to explore (clock ticks; 0: never).
     pub(crate) tried: AtomicU64,
 }
@@ -76,6 +123,11 @@ impl Cell {
 
     pub(crate) fn samples(&self) -> u64 {
         self.samples.load(Ordering::Relaxed)
+    }
+
+    /// Whether the last sample was in line with the estimate.
+    pub(crate) fn in_line(&self) -> bool {
+        !self.out_of_line.load(Ordering::Relaxed)
     }
 
     /// Folds in one measurement: `ns` for a request of `len` payload bytes.
@@ -95,6 +147,15 @@ impl Cell {
             // four times the estimate: one preempted thread must not teach the model that
             // the CPU takes milliseconds, while a driver that really got slower is followed
             // within a few samples (see the module docs).
+            let out = sample > old.saturating_mul(OUT_OF_LINE);
+            if out != self.out_of_line.load(Ordering::Relaxed) {
+                self.out_of_line.store(out, Ordering::Relaxed);
+            }
+            if out {
+                // Out of line: this thread's next decision is timed (a synchronous driver
+                // completes on the submitting thread), and not settled (`Cell::in_line`).
+                tick_now();
+            }
             let sample = sample.min(old.saturating_mul(4));
             let shift = if sample < old { 2 } else { 3 };
             let old_len = self.len.load(Ordering::Relaxed);

@@ -15,7 +15,10 @@ use arc_swap::Guard;
 use crate::params::SessionParams;
 use crate::profile;
 use crate::request::{Op, Request};
-use crate::routing::model::{op_index, Arrival, ModelTable, OPS, RUN_CLASSES, SAMPLE_EVERY, WARM_UP};
+use crate::routing::model::{
+    op_index, tick, Arrival, ModelTable, OPS, RUN_CLASSES, SAMPLE_EVERY, SAMPLE_SETTLED, SETTLED_MARGIN,
+    SETTLED_SPAN_NS, WARM_UP,
+};
 use crate::routing::{cpu, Policy, RoutingShared, SizeClass, SIZE_CLASSES};
 
 use super::parts::{Binding, DriverEntry};
@@ -72,15 +75,32 @@ pub(crate) struct Routes {
     pub(crate) generation: u64,
     /// The next route for round-robin.
     turn: AtomicUsize,
-    /// `CostModel`'s last full decision per direction × size class (a route index): reused
-    /// between full decisions while it is a synchronous driver that can take requests (a
-    /// CPU driver has no backlog, so the choice changes only with the model, which changes
-    /// only on timed requests). A driver that completes later is decided afresh every time:
-    /// its backlog changes with every request.
+    /// `CostModel`'s last full decision per direction × size class (the route's index + 1,
+    /// and [`SETTLED`] if it was settled; 0: none): reused between full decisions while it
+    /// is a synchronous driver that can take requests (a CPU driver has no backlog, so the
+    /// choice changes only with the model, which changes only on timed requests). A driver
+    /// that completes later is decided afresh every time: its backlog changes with every
+    /// request.
     choice: [[AtomicU16; SIZE_CLASSES]; OPS],
     /// The binding, when there is one route and its binding was made: the direct path's
     /// shortcut (one pointer instead of four).
     only: Option<Arc<Binding>>,
+    /// The bindings of the first [`AT_HAND`] routes, set when a choice of one is remembered:
+    /// a reused choice reaches its binding from here, without the route list and the route
+    /// (two cache lines fewer per request, often cold on a machine shared with other work;
+    /// measured in `docs/measurements.md`).
+    at_hand: [OnceLock<Arc<Binding>>; AT_HAND],
+}
+
+/// How many routes' bindings [`Routes`] keeps at hand: a remembered choice is one of them.
+const AT_HAND: usize = 8;
+
+/// What a decision among several routes came to.
+enum Decided<'r> {
+    /// A pick, whose route's binding is still to be found (or made).
+    Pick(Pick),
+    /// A remembered choice that still holds, with its binding at hand.
+    AtHand(&'r Arc<Binding>, Pick),
 }
 
 /// The choice for one request: the route's index, whether a decision among several routes
@@ -170,20 +190,9 @@ const STALLED_NS: u64 = 5_000_000;
 /// A timed decision counts as at most this long in the reported decision cost.
 const MAX_DECISION_NS: u64 = 2_000;
 
-thread_local! {
-    /// Decisions left before this thread's next timed one.
-    static TICK: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// Whether this decision is one of the thread's timed ones (one in [`SAMPLE_EVERY`]).
-#[inline(always)]
-fn tick() -> bool {
-    TICK.with(|t| {
-        let left = t.get();
-        t.set(if left == 0 { SAMPLE_EVERY - 1 } else { left - 1 });
-        left == 0
-    })
-}
+/// In a remembered choice: the decision was settled (one request in [`SAMPLE_SETTLED`]
+/// per thread is timed, not one in [`SAMPLE_EVERY`]; `crate::routing::model`).
+const SETTLED: u16 = 1 << 15;
 
 fn ticks_ago_ns(then: u64, now: u64) -> u64 {
     if then == 0 {
@@ -207,6 +216,7 @@ impl Routes {
             generation,
             turn: AtomicUsize::new(0),
             choice: Default::default(),
+            at_hand: Default::default(),
         }
     }
 
@@ -216,31 +226,38 @@ impl Routes {
         match self.routes.len() {
             0 => None,
             1 => Some(Pick::default()),
-            _ => Some(self.decide(op, len, shared)),
+            _ => Some(match self.decide(op, len, shared) {
+                Decided::Pick(pick) | Decided::AtHand(_, pick) => pick,
+            }),
         }
     }
 
+    /// A decision among several routes.
     #[inline]
-    fn decide(&self, op: Op, len: usize, shared: &RoutingShared) -> Pick {
-        let timed = tick();
-        if !timed && self.policy == Policy::CostModel {
-            if let Some(pick) = self.last_choice(op, len) {
-                return pick;
+    fn decide(&self, op: Op, len: usize, shared: &RoutingShared) -> Decided<'_> {
+        if self.policy != Policy::CostModel {
+            return Decided::Pick(self.decide_fully(op, len, shared, tick(SAMPLE_EVERY)));
+        }
+        let c = self.choice[op_index(op)][SizeClass::of(len).index()].load(Ordering::Relaxed);
+        let timed = tick(if c & SETTLED != 0 { SAMPLE_SETTLED } else { SAMPLE_EVERY });
+        if !timed {
+            if let Some((b, pick)) = self.last_choice(c) {
+                return Decided::AtHand(b, pick);
             }
         }
-        self.decide_fully(op, len, shared, timed)
+        Decided::Pick(self.decide_fully(op, len, shared, timed))
     }
 
-    /// The last full decision for this direction and size, if it still holds: a synchronous
-    /// driver, bound, not blocked, not failing. Nothing to account on its way back
-    /// (`decided` stays false).
+    /// The remembered choice `c` for a direction and size and its binding, if it still
+    /// holds: a synchronous driver, bound, not blocked, not failing. Nothing to account on
+    /// its way back (`decided` stays false).
     #[inline]
-    fn last_choice(&self, op: Op, len: usize) -> Option<Pick> {
-        // Stored only for a synchronous driver whose binding is made (index + 1; 0: none).
-        let c = self.choice[op_index(op)][SizeClass::of(len).index()].load(Ordering::Relaxed) as usize;
-        let e = &self.routes.get(c.wrapping_sub(1))?.entry;
-        let holds = !e.flow.is_blocked() && !e.routing.failing.load(Ordering::Relaxed);
-        holds.then(|| Pick::route(c - 1))
+    fn last_choice(&self, c: u16) -> Option<(&Arc<Binding>, Pick)> {
+        // Stored only for a synchronous driver whose binding is at hand.
+        let index = ((c & !SETTLED) as usize).wrapping_sub(1);
+        let b = self.at_hand.get(index)?.get()?;
+        let holds = !b.entry.flow.is_blocked() && !b.entry.routing.failing.load(Ordering::Relaxed);
+        holds.then_some((b, Pick::route(index)))
     }
 
     #[inline(never)]
@@ -361,17 +378,33 @@ impl Routes {
                 let r = &self.routes[index];
                 // Reusable while nothing else could win: a synchronous driver (no backlog
                 // of its own) that beats every other route even with theirs at zero, all of
-                // them past their warm-up.
+                // them past their warm-up. Settled (timed less often, `model::SAMPLE_SETTLED`)
+                // where every other route is predicted to cost `SETTLED_MARGIN` times as
+                // much, the driver's own estimate is warm and in line with its last sample,
+                // and the longer period is short in time.
+                let mut settled = r.model.cell(op, class).samples() >= WARM_UP
+                    && r.model.cell(op, class).in_line()
+                    && total * f64::from(SAMPLE_SETTLED) <= SETTLED_SPAN_NS;
+                let at_hand = r.made().filter(|_| index < AT_HAND);
                 let reusable = r.entry.caps.synchronous
-                    && r.made().is_some()
-                    && index < u16::MAX as usize
+                    && at_hand.is_some()
                     && self.routes.iter().enumerate().all(|(i, o)| {
-                        i == index
-                            || o.refused()
-                            || (o.model.cell(op, class).samples() >= WARM_UP
-                                && o.model.predict(op, class, len).is_some_and(|c| c >= total))
+                        if i == index || o.refused() {
+                            return true;
+                        }
+                        let cost = o.model.predict(op, class, len);
+                        settled &= cost.is_some_and(|c| c >= total * SETTLED_MARGIN);
+                        o.model.cell(op, class).samples() >= WARM_UP && cost.is_some_and(|c| c >= total)
                     });
-                let remembered = if reusable { index as u16 + 1 } else { 0 };
+                if let (true, Some(b)) = (reusable, at_hand) {
+                    // Once per route (an Arc clone, then never again).
+                    let _ = self.at_hand[index].get_or_init(|| b.clone());
+                }
+                let remembered = match (reusable, settled) {
+                    (false, _) => 0,
+                    (true, false) => index as u16 + 1,
+                    (true, true) => (index as u16 + 1) | SETTLED,
+                };
                 self.choice[op_index(op)][class.index()].store(remembered, Ordering::Relaxed);
                 Pick::decided(index, false, cost as u64)
             }
@@ -604,7 +637,14 @@ impl SessionShared {
         if routes.routes.len() > 1 && !req.part.starts() {
             return self.message_route(routes, req);
         }
-        let pick = routes.pick(req.op, req.payload_range().len(), &self.shared)?;
+        let pick = match routes.routes.len() {
+            0 => return None,
+            1 => Pick::default(),
+            _ => match routes.decide(req.op, req.payload_range().len(), &self.shared) {
+                Decided::Pick(pick) => pick,
+                Decided::AtHand(b, pick) => return Some((b, pick)),
+            },
+        };
         let route = &routes.routes[pick.index()];
         if let Some(b) = route.made() {
             return Some((b, pick));
