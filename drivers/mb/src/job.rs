@@ -410,7 +410,7 @@ mod tests {
     /// An operation of the wrong kind is refused by name.
     #[test]
     fn wrong_operations_are_named() {
-        let Some(mut m) = crate::required::manager() else { return };
+        let Some(mut m) = crate::ffi::Manager::for_tests() else { return };
         let mac = Keys::new(&mut m, &SessionParams::hmac(DigestAlg::Sha1, &[1u8; 20][..])).unwrap();
         assert_eq!(mac.check_op(Op::Encrypt), Err(Error::BadOperation { op: "encrypt", mode: "mac" }));
         mac.check_op(Op::VerifyDigest).unwrap();

@@ -644,7 +644,7 @@ mod model_tests {
     use ocf::{CipherAlg, Framework, Key, Op, SessionParams};
 
     use super::*;
-    use crate::tests::{ContextCatcher, Nothing};
+    use crate::testkit::{ContextCatcher, Nothing};
 
     /// The timing model is a serial engine whose times are absolute: requests visible at
     /// once are due one cost apart from that instant, and computing them late (a device

@@ -372,4 +372,6 @@ impl DriverSession for SimSession {
 }
 
 #[cfg(test)]
+mod testkit;
+#[cfg(test)]
 mod tests;

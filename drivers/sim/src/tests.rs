@@ -9,36 +9,7 @@ use std::time::{Duration, Instant};
 use ocf::{CipherAlg, Framework, Op};
 
 use super::*;
-
-/// A driver that only exists to hand out the `SessionContext` the framework makes for it:
-/// ocf has no other way to make one, and these tests call the sim's `process` directly
-/// (`device.rs`'s timing-model test too).
-pub(crate) struct ContextCatcher(pub(crate) Mutex<Option<SessionContext>>);
-
-/// A driver session that answers every request at once, unchanged.
-pub(crate) struct Nothing;
-
-impl DriverSession for Nothing {
-    fn process(&self, req: Request, _hint: Hint) -> Processed {
-        Processed::Done(Ok(req))
-    }
-}
-
-impl Driver for ContextCatcher {
-    fn name(&self) -> &str {
-        "context-catcher"
-    }
-    fn capabilities(&self) -> Capabilities {
-        Capabilities { synchronous: true, named_only: true, ..Capabilities::every_algorithm() }
-    }
-    fn probe_session(&self, _: &SessionParams) -> Option<Priority> {
-        Some(Priority::Software)
-    }
-    fn new_session(&self, _: &SessionParams, ctx: SessionContext) -> Result<Box<dyn DriverSession>, Error> {
-        *self.0.lock().unwrap() = Some(ctx);
-        Ok(Box::new(Nothing))
-    }
-}
+use crate::testkit::ContextCatcher;
 
 const KEY: [u8; 16] = [7; 16];
 const IV: [u8; 16] = [9; 16];
