@@ -26,11 +26,8 @@
 //! One test in this file, so that no other test of the process uses these keys meanwhile.
 #![cfg(ocf_mb)]
 
-use std::fs::File;
-use std::os::unix::fs::FileExt;
-
 use ocf::{CipherAlg, Framework, Op, Request, Session, SessionParams};
-use zeroize::Zeroize;
+use ocf_memscan::{lines, scan};
 
 /// A hex digit's value, at compile time.
 const fn nibble(c: u8) -> u8 {
@@ -122,69 +119,6 @@ fn bytes(hex: &str) -> Vec<u8> {
     hex.as_bytes().chunks_exact(2).map(|p| nibble(p[0]) << 4 | nibble(p[1])).collect()
 }
 
-/// Where a pattern was found: its name, the address and the mapping's path.
-struct Hit {
-    pattern: String,
-    addr: u64,
-    mapping: String,
-}
-
-/// Every place in the process's writable memory where one of `patterns` (inverted) occurs.
-fn scan(patterns: &[(String, &[u8])]) -> Vec<Hit> {
-    let longest = patterns.iter().map(|(_, p)| p.len()).max().unwrap_or(1);
-    // The first bytes the patterns can start with (a byte of each: not a round key).
-    let mut first = [false; 256];
-    for (_, p) in patterns {
-        first[usize::from(!p[0])] = true;
-    }
-    let maps = std::fs::read_to_string("/proc/self/maps").expect("/proc/self/maps");
-    let mem = File::open("/proc/self/mem").expect("/proc/self/mem");
-    // The scan's own buffer is wiped after every chunk: what it copied (found round keys
-    // included) must not be found again in a later scan.
-    let mut buf = vec![0u8; 1 << 20];
-    let mut hits = Vec::new();
-    for line in maps.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 5 || !f[1].starts_with("rw") {
-            continue;
-        }
-        let (start, end) = f[0].split_once('-').expect("a range");
-        let (start, end) = (u64::from_str_radix(start, 16).unwrap(), u64::from_str_radix(end, 16).unwrap());
-        let here = &start as *const u64 as u64;
-        let mapping = match f.get(5) {
-            Some(name) => (*name).to_owned(),
-            None if (start..end).contains(&here) => {
-                format!("this thread's stack ({here:#x} is in the scan's frame)")
-            }
-            None => format!("the anonymous mapping {start:#x}-{end:#x} (a heap arena or a thread's stack)"),
-        };
-        let mut at = start;
-        while at < end {
-            let want = (end - at).min(buf.len() as u64) as usize;
-            let Ok(got) = mem.read_at(&mut buf[..want], at) else { break };
-            if got == 0 {
-                break;
-            }
-            let hay = &buf[..got];
-            for i in (0..got).filter(|&i| first[usize::from(hay[i])]) {
-                for (name, p) in patterns {
-                    if i + p.len() <= got && hay[i..i + p.len()].iter().zip(p.iter()).all(|(a, b)| !a == *b) {
-                        hits.push(Hit {
-                            pattern: name.clone(),
-                            addr: at + i as u64,
-                            mapping: mapping.clone(),
-                        });
-                    }
-                }
-            }
-            buf[..got].zeroize();
-            // The next chunk overlaps this one by a pattern's length less one.
-            at += if at + (got as u64) < end { (got - (longest - 1)) as u64 } else { got as u64 };
-        }
-    }
-    hits
-}
-
 fn has(feature: &[&str]) -> bool {
     feature.iter().all(|f| match *f {
         "avx512f" => std::arch::is_x86_feature_detected!("avx512f"),
@@ -222,11 +156,6 @@ fn exercised(fw: &Framework, alg: CipherAlg, key: &[u8], iv_len: usize) -> Sessi
     s
 }
 
-/// The hits as lines, for a failure's message.
-fn lines(hits: &[Hit]) -> String {
-    hits.iter().map(|h| format!("{} at {:#x} in {}\n", h.pattern, h.addr, h.mapping)).collect()
-}
-
 /// After every session and the framework are dropped, none of the known keys' round keys
 /// is anywhere in the process's writable memory; while they live, every one is found.
 /// First sessions only made (what their set-up left: a library's key moves), then sessions
@@ -242,6 +171,7 @@ fn no_expanded_key_survives_a_session_drop() {
         .collect();
     patterns
         .extend(DES_SUBKEYS.iter().enumerate().map(|(i, k)| (format!("DES K1 subkey {}", i + 1), &k[..])));
+    let patterns: Vec<(&str, &[u8])> = patterns.iter().map(|(name, p)| (name.as_str(), *p)).collect();
     let framework = || {
         let fw = Framework::new();
         ocf_soft::register(&fw).unwrap();
@@ -269,7 +199,7 @@ fn no_expanded_key_survives_a_session_drop() {
     let alive = scan(&patterns);
     for (name, _) in &patterns {
         if engines || name.starts_with("AES") {
-            assert!(alive.iter().any(|h| &h.pattern == name), "{name} not found while its session lives");
+            assert!(alive.iter().any(|h| h.pattern == *name), "{name} not found while its session lives");
         }
     }
     drop((aes, des));

@@ -7,9 +7,7 @@
 //! socket whose own buffers the test wipes; the key is kept inverted (a copy of its own
 //! would be found).
 
-use std::fs::File;
 use std::io::{Read, Write};
-use std::os::unix::fs::FileExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 
 use ipsecd::ctl::Reply;
@@ -42,34 +40,7 @@ impl Handler for Echo {
 
 /// Where the key's text occurs in the process's writable memory.
 fn found() -> Vec<String> {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    let mem = File::open("/proc/self/mem").unwrap();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut hits = Vec::new();
-    for line in maps.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 5 || !f[1].starts_with("rw") {
-            continue;
-        }
-        let (start, end) = f[0].split_once('-').unwrap();
-        let (start, end) = (u64::from_str_radix(start, 16).unwrap(), u64::from_str_radix(end, 16).unwrap());
-        let mut at = start;
-        while at < end {
-            let want = (end - at).min(buf.len() as u64) as usize;
-            let Ok(got) = mem.read_at(&mut buf[..want], at) else { break };
-            if got == 0 {
-                break;
-            }
-            for i in (0..got.saturating_sub(KEY.len() - 1)).filter(|&i| !buf[i] == KEY[0]) {
-                if buf[i..i + KEY.len()].iter().zip(&KEY).all(|(a, b)| !a == *b) {
-                    hits.push(format!("{:#x} in {}", at + i as u64, f.get(5).unwrap_or(&"[anonymous]")));
-                }
-            }
-            buf[..got].zeroize();
-            at += if at + (got as u64) < end { (got - (KEY.len() - 1)) as u64 } else { got as u64 };
-        }
-    }
-    hits
+    ocf_memscan::scan(&[("the key's text", &KEY)]).iter().map(|h| h.to_string()).collect()
 }
 
 #[test]
@@ -81,12 +52,16 @@ fn a_setkey_request_and_its_reply_leave_no_key_behind() {
     std::thread::spawn(move || server.serve(&listener));
 
     // The request: large enough that the server's buffer grows several times on the way.
-    let mut request: Vec<u8> = b"setkey\n".to_vec();
+    // Its buffer is as large as it gets from the start: a vector that grew would leave its
+    // smaller copies, keys included, in freed memory the test does not wipe.
+    let mut request: Vec<u8> = Vec::with_capacity(2000 * 128);
+    request.extend_from_slice(b"setkey\n");
     for spi in 0..2000 {
         request.extend_from_slice(format!("add 10.0.0.1 10.0.0.2 esp {spi:#x} -E aes-cbc 0x").as_bytes());
         request.extend(KEY.iter().map(|b| !b));
         request.extend_from_slice(b";\n");
     }
+    assert_eq!(request.capacity(), 2000 * 128, "the request's buffer grew");
     // The control: the request's own buffer is found.
     assert!(!found().is_empty(), "the scan does not see the request's buffer");
     let mut reply = Vec::with_capacity(2 * request.len());
