@@ -15,16 +15,8 @@ use ipsecd::ctl_server::{Counters, Handler, Limits, Server};
 use zeroize::Zeroize;
 
 /// The key's hex digits, inverted at compile time.
-const KEY: [u8; 64] = {
-    let text = b"8f3a91c4d27be605c1e9a7340bd25f6e93c08a1db47e2f5619ac3d70e85b24f1";
-    let mut out = [0u8; 64];
-    let mut i = 0;
-    while i < 64 {
-        out[i] = !text[i];
-        i += 1;
-    }
-    out
-};
+const KEY: [u8; 64] =
+    ocf_memscan::inverted(*b"8f3a91c4d27be605c1e9a7340bd25f6e93c08a1db47e2f5619ac3d70e85b24f1");
 
 /// Answers a change with its body, as a dump answers with keys.
 struct Echo;

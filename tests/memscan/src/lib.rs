@@ -35,6 +35,18 @@ impl std::fmt::Display for Hit {
     }
 }
 
+/// `bytes` inverted (each byte's bitwise not), for a pattern made at compile time: a
+/// `const` made with it holds no copy of the secret as it is.
+pub const fn inverted<const N: usize>(bytes: [u8; N]) -> [u8; N] {
+    let mut out = [0u8; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = !bytes[i];
+        i += 1;
+    }
+    out
+}
+
 /// The hits as lines, for a failure's message.
 pub fn lines(hits: &[Hit]) -> String {
     hits.iter().map(|h| format!("{h}\n")).collect()
@@ -109,16 +121,7 @@ mod tests {
     use super::*;
 
     /// "memscan-test", inverted at compile time (the test holds no copy of it as it is).
-    const INVERTED: [u8; 12] = {
-        let text = *b"memscan-test";
-        let mut out = [0u8; 12];
-        let mut i = 0;
-        while i < 12 {
-            out[i] = !text[i];
-            i += 1;
-        }
-        out
-    };
+    const INVERTED: [u8; 12] = inverted(*b"memscan-test");
 
     /// A pattern in a live heap buffer is found (two copies 1 MiB apart: the chunks
     /// overlap, so a copy across a chunk's edge is found too), and no longer once the
