@@ -145,6 +145,17 @@ impl Buffer {
         matches!(self, Buffer::Borrowed(_))
     }
 
+    /// Overwrites every byte with zeros (a request's `out` after it carried a key or a
+    /// secret); the zeroing is not optimised away.
+    pub fn wipe(&mut self) {
+        use zeroize::Zeroize;
+        match self {
+            Buffer::Contiguous(v) => v.as_mut_slice().zeroize(),
+            Buffer::Segments(segs) => segs.iter_mut().for_each(|s| s.as_mut_slice().zeroize()),
+            Buffer::Borrowed(b) => b.as_mut_slice().zeroize(),
+        }
+    }
+
     /// Copies the logical bytes `range` into `out` (`out.len() == range.len()`).
     /// The caller has checked that `range` lies inside the buffer.
     pub fn copy_out(&self, range: Range<usize>, out: &mut [u8]) {

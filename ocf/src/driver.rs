@@ -29,6 +29,7 @@
 use std::sync::Arc;
 
 use crate::alg::{CipherAlg, CompAlg, DigestAlg, MacAlg};
+use crate::asym::AsymAlg;
 use crate::error::Error;
 use crate::params::{Mode, SessionParams};
 use crate::request::{Outcome, Request};
@@ -55,6 +56,12 @@ pub struct Capabilities {
     /// Compression algorithms ([`Mode::Compress`]). Not in
     /// [`Capabilities::every_algorithm`]: a driver lists them only if it really compresses.
     pub compression: Vec<CompAlg>,
+    /// Public-key algorithms ([`Mode::Asymmetric`]). Not in
+    /// [`Capabilities::every_algorithm`]; a driver's `probe_session` may still refuse a key
+    /// size its engine does not take.
+    pub asymmetric: Vec<AsymAlg>,
+    /// The driver serves random bytes ([`Mode::Random`]).
+    pub random: bool,
     /// Encrypt-then-MAC sessions are supported for every cipher × MAC listed.
     pub cipher_then_mac: bool,
     /// Every request is finished inside `process` (returns [`Processed::Done`] or
@@ -91,6 +98,8 @@ impl Capabilities {
             digests: DigestAlg::ALL.to_vec(),
             macs: MacAlg::ALL.to_vec(),
             compression: Vec::new(),
+            asymmetric: Vec::new(),
+            random: false,
             cipher_then_mac: true,
             synchronous: false,
             named_only: false,
@@ -114,6 +123,8 @@ impl Capabilities {
                 self.cipher_then_mac && self.ciphers.contains(cipher) && self.macs.contains(mac)
             }
             Mode::Compress { alg } => self.compression.contains(alg),
+            Mode::Asymmetric { alg, .. } => self.asymmetric.contains(alg),
+            Mode::Random => self.random,
         }
     }
 }

@@ -9,6 +9,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::alg::{CipherAlg, CompAlg, DigestAlg, MacAlg};
+use crate::asym::AsymAlg;
 
 /// Everything that can go wrong in ocf. One variant per distinct cause.
 #[non_exhaustive]
@@ -129,6 +130,47 @@ pub enum Error {
     /// Input to decompress that is not a valid stream: corrupt, or truncated before its
     /// final block.
     BadCompressedData,
+    /// No registered driver supports the public-key algorithm.
+    UnsupportedAsym(AsymAlg),
+    /// A key whose encoding does not parse, or does not fit the session's algorithm.
+    BadKey {
+        why: &'static str,
+    },
+    /// An RSA key or modulus smaller than the least accepted.
+    KeyTooSmall {
+        bits: usize,
+        min: usize,
+    },
+    /// An RSA key or modulus larger than the largest accepted.
+    KeyTooLarge {
+        bits: usize,
+        max: usize,
+    },
+    /// A signature that does not verify (wrong key, altered message, malformed or badly
+    /// padded signature: libraries do not tell these apart, on purpose).
+    BadSignature,
+    /// A peer's elliptic-curve public value that is not a point on the curve, or not in
+    /// the encoding the session takes.
+    InvalidPoint,
+    /// Key agreement gave the all-zero secret: the peer's X25519 value has small order
+    /// (RFC 7748 §6.1).
+    ZeroSharedSecret,
+    /// A peer's finite-field Diffie-Hellman value outside `2..=p-2` (SP 800-56A
+    /// §5.6.2.3.1).
+    PeerValueOutOfRange,
+    /// An input of the wrong length for the algorithm (an ML-KEM ciphertext, a raw key).
+    BadInputLength {
+        what: &'static str,
+        got: usize,
+        expected: usize,
+    },
+    /// A modular exponentiation's base not smaller than the modulus.
+    ModExpBaseTooLarge,
+    /// The random source failed its health tests (SP 800-90B §4.4) or could not be read:
+    /// no bytes were given, the source is out until it passes again.
+    RandomSourceFailed {
+        why: &'static str,
+    },
 }
 
 impl Error {
@@ -166,6 +208,17 @@ impl Error {
             Error::Incompressible { .. } => ErrorKind::Incompressible,
             Error::OutputLimit { .. } => ErrorKind::OutputLimit,
             Error::BadCompressedData => ErrorKind::BadCompressedData,
+            Error::UnsupportedAsym(_) => ErrorKind::Unsupported,
+            Error::BadKey { .. } => ErrorKind::BadKey,
+            Error::KeyTooSmall { .. } => ErrorKind::KeyTooSmall,
+            Error::KeyTooLarge { .. } => ErrorKind::KeyTooLarge,
+            Error::BadSignature => ErrorKind::BadSignature,
+            Error::InvalidPoint => ErrorKind::InvalidPoint,
+            Error::ZeroSharedSecret => ErrorKind::ZeroSharedSecret,
+            Error::PeerValueOutOfRange => ErrorKind::PeerValueOutOfRange,
+            Error::BadInputLength { .. } => ErrorKind::BadInputLength,
+            Error::ModExpBaseTooLarge => ErrorKind::ModExpBaseTooLarge,
+            Error::RandomSourceFailed { .. } => ErrorKind::RandomSourceFailed,
         }
     }
 }
@@ -233,6 +286,21 @@ impl fmt::Display for Error {
                 write!(f, "decompressed data would exceed the {limit}-byte limit of the output buffer")
             }
             Error::BadCompressedData => f.write_str("compressed data is corrupt or truncated"),
+            Error::UnsupportedAsym(a) => write!(f, "no driver supports public-key algorithm {a}"),
+            Error::BadKey { why } => write!(f, "bad key: {why}"),
+            Error::KeyTooSmall { bits, min } => write!(f, "key of {bits} bits is below the minimum of {min}"),
+            Error::KeyTooLarge { bits, max } => write!(f, "key of {bits} bits is above the maximum of {max}"),
+            Error::BadSignature => f.write_str("signature verification failed"),
+            Error::InvalidPoint => f.write_str("the peer's public value is not a valid point on the curve"),
+            Error::ZeroSharedSecret => {
+                f.write_str("key agreement gave the all-zero secret (a small-order peer value)")
+            }
+            Error::PeerValueOutOfRange => f.write_str("the peer's Diffie-Hellman value is outside 2..=p-2"),
+            Error::BadInputLength { what, got, expected } => {
+                write!(f, "{what} of {got} bytes (expected {expected})")
+            }
+            Error::ModExpBaseTooLarge => f.write_str("modular exponentiation base is not below the modulus"),
+            Error::RandomSourceFailed { why } => write!(f, "random source failed: {why}"),
         }
     }
 }
@@ -272,11 +340,21 @@ pub enum ErrorKind {
     Incompressible,
     OutputLimit,
     BadCompressedData,
+    BadKey,
+    KeyTooSmall,
+    KeyTooLarge,
+    BadSignature,
+    InvalidPoint,
+    ZeroSharedSecret,
+    PeerValueOutOfRange,
+    BadInputLength,
+    ModExpBaseTooLarge,
+    RandomSourceFailed,
 }
 
 impl ErrorKind {
     /// Number of kinds (length of a counter array).
-    pub const COUNT: usize = ErrorKind::BadCompressedData as usize + 1;
+    pub const COUNT: usize = ErrorKind::RandomSourceFailed as usize + 1;
 
     /// Every kind, in counter order.
     pub const ALL: [ErrorKind; ErrorKind::COUNT] = [
@@ -308,6 +386,16 @@ impl ErrorKind {
         ErrorKind::Incompressible,
         ErrorKind::OutputLimit,
         ErrorKind::BadCompressedData,
+        ErrorKind::BadKey,
+        ErrorKind::KeyTooSmall,
+        ErrorKind::KeyTooLarge,
+        ErrorKind::BadSignature,
+        ErrorKind::InvalidPoint,
+        ErrorKind::ZeroSharedSecret,
+        ErrorKind::PeerValueOutOfRange,
+        ErrorKind::BadInputLength,
+        ErrorKind::ModExpBaseTooLarge,
+        ErrorKind::RandomSourceFailed,
     ];
 
     /// A stable snake_case name, for statistics output.
@@ -341,14 +429,29 @@ impl ErrorKind {
             ErrorKind::Incompressible => "incompressible",
             ErrorKind::OutputLimit => "output_limit",
             ErrorKind::BadCompressedData => "bad_compressed_data",
+            ErrorKind::BadKey => "bad_key",
+            ErrorKind::KeyTooSmall => "key_too_small",
+            ErrorKind::KeyTooLarge => "key_too_large",
+            ErrorKind::BadSignature => "bad_signature",
+            ErrorKind::InvalidPoint => "invalid_point",
+            ErrorKind::ZeroSharedSecret => "zero_shared_secret",
+            ErrorKind::PeerValueOutOfRange => "peer_value_out_of_range",
+            ErrorKind::BadInputLength => "bad_input_length",
+            ErrorKind::ModExpBaseTooLarge => "modexp_base_too_large",
+            ErrorKind::RandomSourceFailed => "random_source_failed",
         }
     }
 }
 
 /// One atomic counter per [`ErrorKind`]. Errors are rare, so a relaxed atomic add is cheap
 /// enough; the success path never touches these.
-#[derive(Default)]
 pub struct ErrorCounters([AtomicU64; ErrorKind::COUNT]);
+
+impl Default for ErrorCounters {
+    fn default() -> ErrorCounters {
+        ErrorCounters(std::array::from_fn(|_| AtomicU64::new(0)))
+    }
+}
 
 impl ErrorCounters {
     pub fn record(&self, kind: ErrorKind) {
@@ -366,8 +469,14 @@ impl ErrorCounters {
 }
 
 /// A snapshot of error counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ErrorCounts([u64; ErrorKind::COUNT]);
+
+impl Default for ErrorCounts {
+    fn default() -> ErrorCounts {
+        ErrorCounts([0; ErrorKind::COUNT])
+    }
+}
 
 impl ErrorCounts {
     pub fn get(&self, kind: ErrorKind) -> u64 {

@@ -70,6 +70,7 @@
 //! mutually recursive.
 
 pub mod alg;
+pub mod asym;
 pub mod buffer;
 pub mod completion;
 mod credits;
@@ -85,6 +86,7 @@ pub mod scrub;
 pub mod session;
 
 pub use alg::{CipherAlg, CompAlg, DigestAlg, MacAlg};
+pub use asym::{AsymAlg, AsymKey, Curve, ModpGroup, PrivateKey, PublicKey, SigEncoding};
 pub use buffer::{Borrowed, Buffer};
 pub use completion::{Callback, RequestFuture};
 pub use driver::{Capabilities, Driver, DriverSession, Hint, Priority, Processed, SessionContext};

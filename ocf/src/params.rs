@@ -10,6 +10,7 @@ use subtle::{Choice, ConstantTimeEq};
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
 use crate::alg::{CipherAlg, CompAlg, DigestAlg, MacAlg};
+use crate::asym::{self, AsymAlg, AsymKey, AsymKind, PrivateFormat, PublicFormat};
 use crate::error::Error;
 
 /// Key material. Zeroized when dropped; `Debug` never prints it.
@@ -87,7 +88,7 @@ impl fmt::Debug for Key {
     }
 }
 
-/// What a session does. The six modes of the framework.
+/// What a session does. The eight modes of the framework.
 #[non_exhaustive]
 #[derive(Clone, Debug)]
 pub enum Mode {
@@ -108,6 +109,14 @@ pub enum Mode {
     /// limit, and its length comes back in [`crate::RequestFields::result_len`] (FreeBSD's
     /// crp_olen). See [`crate::Op::Compress`] for the rules.
     Compress { alg: CompAlg },
+    /// A public-key algorithm with its key (see [`crate::asym`]): signatures, key
+    /// agreement, key encapsulation, modular exponentiation. The result's length comes back
+    /// in [`crate::RequestFields::result_len`]; see [`crate::Op`] for each operation's
+    /// buffers.
+    Asymmetric { alg: AsymAlg, key: AsymKey },
+    /// Random bytes ([`crate::Op::Random`]): from the kernel on the CPU, or from a device's
+    /// own source checked by the SP 800-90B health tests.
+    Random,
 }
 
 impl Mode {
@@ -120,6 +129,8 @@ impl Mode {
             Mode::Aead { .. } => "aead",
             Mode::CipherThenMac { .. } => "cipher+mac",
             Mode::Compress { .. } => "compress",
+            Mode::Asymmetric { .. } => "asymmetric",
+            Mode::Random => "random",
         }
     }
 }
@@ -197,6 +208,26 @@ impl SessionParams {
         SessionParams { mode: Mode::Compress { alg }, ordered: false, multipart: false }
     }
 
+    /// A public-key session: `alg` with `key`.
+    pub fn asymmetric(alg: AsymAlg, key: AsymKey) -> SessionParams {
+        SessionParams { mode: Mode::Asymmetric { alg, key }, ordered: false, multipart: false }
+    }
+
+    /// A random-bytes session.
+    pub fn random() -> SessionParams {
+        SessionParams { mode: Mode::Random, ordered: false, multipart: false }
+    }
+
+    /// The size in bits of an asymmetric session's key (curve, group or modulus); 0 for
+    /// other modes. Valid parameters only (the size is read from the key, as `validate`
+    /// checks it).
+    pub fn key_bits(&self) -> usize {
+        match &self.mode {
+            Mode::Asymmetric { alg, key } => asym::key_bits(*alg, key).unwrap_or(0),
+            _ => 0,
+        }
+    }
+
     /// Sets the tag/MAC length (truncation, e.g. 12 for HMAC-SHA1-96). No effect on modes
     /// without a tag.
     pub fn with_tag_len(mut self, len: usize) -> SessionParams {
@@ -204,7 +235,11 @@ impl SessionParams {
             Mode::Mac { tag_len, .. } | Mode::Aead { tag_len, .. } | Mode::CipherThenMac { tag_len, .. } => {
                 *tag_len = len
             }
-            Mode::Cipher { .. } | Mode::Digest { .. } | Mode::Compress { .. } => {}
+            Mode::Cipher { .. }
+            | Mode::Digest { .. }
+            | Mode::Compress { .. }
+            | Mode::Asymmetric { .. }
+            | Mode::Random => {}
         }
         self
     }
@@ -224,7 +259,7 @@ impl SessionParams {
     /// The length of the tag, MAC or digest a request produces or checks (0 for ciphers).
     pub fn tag_len(&self) -> usize {
         match &self.mode {
-            Mode::Cipher { .. } | Mode::Compress { .. } => 0,
+            Mode::Cipher { .. } | Mode::Compress { .. } | Mode::Asymmetric { .. } | Mode::Random => 0,
             Mode::Digest { alg } => alg.output_len(),
             Mode::Mac { tag_len, .. } | Mode::Aead { tag_len, .. } | Mode::CipherThenMac { tag_len, .. } => {
                 *tag_len
@@ -237,7 +272,11 @@ impl SessionParams {
         match &self.mode {
             Mode::Cipher { alg, .. } | Mode::Aead { alg, .. } => Some(*alg),
             Mode::CipherThenMac { cipher, .. } => Some(*cipher),
-            Mode::Digest { .. } | Mode::Mac { .. } | Mode::Compress { .. } => None,
+            Mode::Digest { .. }
+            | Mode::Mac { .. }
+            | Mode::Compress { .. }
+            | Mode::Asymmetric { .. }
+            | Mode::Random => None,
         }
     }
 
@@ -301,7 +340,87 @@ impl SessionParams {
                 Err(Error::InvalidParams("multi-part messages are not offered for compression sessions"))
             }
             Mode::Compress { .. } => Ok(()),
+            Mode::Asymmetric { .. } | Mode::Random if self.multipart => Err(Error::InvalidParams(
+                "multi-part messages are not offered for asymmetric or random sessions",
+            )),
+            Mode::Asymmetric { alg, key } => validate_asym_key(*alg, key),
+            Mode::Random => Ok(()),
         }
+    }
+}
+
+/// Whether `key` is a key `alg` can hold, of a size it accepts. Encodings are parsed by the
+/// driver's library when the session is made (a key that does not parse fails there with
+/// [`Error::BadKey`]); what is checked here is what needs no library: the kind of key, the
+/// lengths of raw forms, and the sizes of moduli.
+fn validate_asym_key(alg: AsymAlg, key: &AsymKey) -> Result<(), Error> {
+    let kind = alg.kind();
+    match (kind, key) {
+        (AsymKind::ModExp, AsymKey::ModExp { exponent, modulus }) => {
+            let bits = asym::key_bits(alg, key)?;
+            if bits == 0 || modulus.last().is_none_or(|b| b & 1 == 0) {
+                return Err(Error::BadKey { why: "the modulus must be odd and greater than one" });
+            }
+            if bits > asym::MODEXP_MAX_BITS {
+                return Err(Error::KeyTooLarge { bits, max: asym::MODEXP_MAX_BITS });
+            }
+            if exponent.len() > modulus.len() {
+                return Err(Error::BadKey { why: "the exponent is longer than the modulus" });
+            }
+            return Ok(());
+        }
+        (AsymKind::ModExp, _) => {
+            return Err(Error::BadKey { why: "modexp takes an exponent and a modulus (AsymKey::ModExp)" });
+        }
+        (_, AsymKey::ModExp { .. }) => {
+            return Err(Error::BadKey { why: "an exponent and modulus are modexp's key only" });
+        }
+        (AsymKind::Agreement, AsymKey::Public(_)) => {
+            return Err(Error::BadKey {
+                why: "key agreement needs a private key (the peer's public value comes with each request)",
+            });
+        }
+        _ => {}
+    }
+    // Sizes: RSA moduli within bounds, read from the key (or the size asked of generation).
+    asym::key_bits(alg, key)?;
+    let raw_len = |what: &'static str, got: usize, expected: usize| {
+        if got == expected {
+            Ok(())
+        } else {
+            Err(Error::BadInputLength { what, got, expected })
+        }
+    };
+    match key {
+        AsymKey::Private(k) if k.format() == PrivateFormat::Raw => match alg {
+            AsymAlg::X25519 | AsymAlg::Ed25519 => raw_len("raw private key", k.bytes().len(), 32),
+            AsymAlg::Ecdh(c) | AsymAlg::Ecdsa { curve: c, .. } => {
+                raw_len("raw private key", k.bytes().len(), c.field_len())
+            }
+            AsymAlg::Ffdh(g) if k.bytes().is_empty() || k.bytes().len() > g.bytes() => {
+                Err(Error::BadKey { why: "a MODP exponent is 1 to the prime's length bytes" })
+            }
+            AsymAlg::MlKem768 => raw_len("ML-KEM seed (d ‖ z)", k.bytes().len(), asym::MLKEM_SEED_LEN),
+            AsymAlg::RsaPkcs1 { .. } | AsymAlg::RsaPss { .. } => {
+                Err(Error::BadKey { why: "RSA private keys are taken as PKCS#8" })
+            }
+            _ => Ok(()),
+        },
+        AsymKey::Private(_) if matches!(alg, AsymAlg::Ffdh(_) | AsymAlg::MlKem768) => {
+            Err(Error::BadKey { why: "MODP and ML-KEM private keys are taken in their raw form" })
+        }
+        AsymKey::Public(k) if k.format() == PublicFormat::Raw => match alg {
+            AsymAlg::Ed25519 => raw_len("raw Ed25519 public key", k.bytes().len(), 32),
+            AsymAlg::Ecdsa { curve, .. } => raw_len("raw EC public key", k.bytes().len(), curve.point_len()),
+            AsymAlg::MlKem768 => {
+                raw_len("ML-KEM encapsulation key", k.bytes().len(), asym::MLKEM768_PUBLIC_LEN)
+            }
+            _ => Ok(()),
+        },
+        AsymKey::Public(_) if alg == AsymAlg::MlKem768 => {
+            Err(Error::BadKey { why: "ML-KEM public keys are taken in their raw form" })
+        }
+        _ => Ok(()),
     }
 }
 

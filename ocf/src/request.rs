@@ -189,8 +189,9 @@ impl RequestFields {
         self.out.as_ref().unwrap_or(&self.buf)
     }
 
-    /// How many bytes a compression request's result has at `out[out_offset..]` (FreeBSD's
-    /// crp_olen); 0 before it completed and for other operations.
+    /// How many bytes a compression or asymmetric request's result has at
+    /// `out[out_offset..]` (FreeBSD's crp_olen); 0 before it completed and for other
+    /// operations.
     #[inline]
     pub fn result_len(&self) -> usize {
         self.result_len
@@ -198,7 +199,7 @@ impl RequestFields {
 
     /// The payload's result bytes, as one vector (a convenience for tests and tools).
     pub fn result_payload(&self) -> Vec<u8> {
-        if self.op.compresses() {
+        if self.op.compresses() || self.op.asymmetric() {
             let (Some(out), start) = (&self.out, self.out_offset) else { return Vec::new() };
             let mut v = vec![0; self.result_len];
             out.copy_out(start..start + self.result_len, &mut v);
@@ -243,6 +244,51 @@ impl Request {
             error: None,
             trip: Trip::default(),
         }))
+    }
+
+    /// An asymmetric request: `op` on `input` (the message, the peer's public value, the
+    /// ciphertext, the base; empty for `Encapsulate`, `PublicKey`, `GenerateKey`), its result
+    /// written to a new `out` of `room` bytes ([`crate::AsymAlg::max_output_len`] is always
+    /// enough). The result is `out[..result_len()]`.
+    pub fn asymmetric(op: Op, input: impl Into<Buffer>, room: usize) -> Request {
+        Request::new(op, input).with_output(vec![0u8; room])
+    }
+
+    /// A request to verify `signature` over `message`: `buf` is `message ‖ signature`, the
+    /// payload the message, the signature at [`TagPlace::InBuffer`] after it (see
+    /// [`Op::Verify`]).
+    pub fn verify(message: &[u8], signature: &[u8]) -> Request {
+        let mut buf = Vec::with_capacity(message.len() + signature.len());
+        buf.extend_from_slice(message);
+        buf.extend_from_slice(signature);
+        Request::new(Op::Verify, buf)
+            .with_payload(0..message.len())
+            .with_tag_place(TagPlace::InBuffer(message.len()))
+    }
+
+    /// A request for `n` random bytes (a random session), written into its `buf`.
+    pub fn random(n: usize) -> Request {
+        Request::new(Op::Random, vec![0u8; n])
+    }
+
+    /// Driver helper for [`Op::Verify`]: runs `f` on the message (the payload) and the
+    /// signature (`buf` from the signature's offset to its end). The request was validated,
+    /// so both are in bounds and apart. A segmented `buf` is gathered into a temporary.
+    pub fn with_message_and_signature<R>(&self, f: impl FnOnce(&[u8], &[u8]) -> R) -> R {
+        let payload = self.payload_range();
+        let len = self.buf.len();
+        let sig = match self.tag_place {
+            TagPlace::InBuffer(off) => off.min(len)..len,
+            TagPlace::Separate => len..len,
+        };
+        match self.buf.as_contiguous() {
+            Some(v) => f(&v[payload], &v[sig]),
+            None => {
+                let mut whole = vec![0; len];
+                self.buf.copy_out(0..len, &mut whole);
+                f(&whole[payload], &whole[sig])
+            }
+        }
     }
 
     /// Builder: the IV or nonce.

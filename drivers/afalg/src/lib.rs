@@ -279,6 +279,10 @@ fn capabilities_of(r: &ProbeReport, synchronous: bool) -> Capabilities {
         macs,
         // AF_ALG has no socket type for the kernel's compression algorithms.
         compression: Vec::new(),
+        // The kernel's RSA and ECDH (akcipher, kpp) have no AF_ALG socket type, and its
+        // `rng` type is a DRBG, not a source to health-test: the CPU's getrandom is the same.
+        asymmetric: Vec::new(),
+        random: false,
         cipher_then_mac,
         synchronous,
         named_only: false,

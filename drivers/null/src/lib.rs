@@ -1,6 +1,7 @@
 //! # ocf-null — the null driver
 //!
-//! A driver whose "algorithm" does nothing: every request completes at once, untouched. The
+//! A driver whose "algorithm" does nothing: every request completes at once, untouched (an
+//! asymmetric one with an empty result, a random one with its buffer as it came). The
 //! original OCF paper measured the framework's own overhead with a null algorithm; this
 //! driver does the same for ocf, so that what a benchmark through it shows is the framework
 //! alone (validation, dispatch, completion, accounting).
@@ -53,7 +54,15 @@ impl Driver for NullDriver {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities { synchronous: true, named_only: self.named_only, ..Capabilities::every_algorithm() }
+        Capabilities {
+            synchronous: true,
+            named_only: self.named_only,
+            // Public-key requests too: what one costs the framework is measured here (their
+            // result is empty: `result_len` stays 0).
+            asymmetric: ocf::AsymAlg::all(),
+            random: true,
+            ..Capabilities::every_algorithm()
+        }
     }
 
     fn probe_session(&self, _params: &SessionParams) -> Option<Priority> {

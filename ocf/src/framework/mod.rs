@@ -193,6 +193,27 @@ impl Framework {
         self.create(Some(driver), params)
     }
 
+    /// A new private key for `alg` (`bits`: the RSA modulus size; ignored by the others),
+    /// made by the best driver that generates keys for it: one `GenerateKey` request on a
+    /// keyless session. The key's bytes pass through the request's `out`, which is wiped.
+    pub fn generate_key(&self, alg: crate::AsymAlg, bits: usize) -> Result<crate::PrivateKey, Error> {
+        use crate::asym::{PrivateFormat, PrivateKey};
+        let session = self.new_session(&SessionParams::asymmetric(alg, crate::AsymKey::Generate { bits }))?;
+        let room = 64 + 9 * crate::asym::RSA_MAX_BITS.max(bits) / 8;
+        let mut done = session
+            .run(crate::Request::asymmetric(crate::Op::GenerateKey, Vec::new(), room))
+            .map_err(|f| f.into_parts().0)?;
+        let format = match alg {
+            crate::AsymAlg::Ffdh(_) | crate::AsymAlg::MlKem768 => PrivateFormat::Raw,
+            _ => PrivateFormat::Pkcs8,
+        };
+        let bytes = zeroize::Zeroizing::new(done.result_payload());
+        if let Some(out) = done.out.as_mut() {
+            out.wipe();
+        }
+        Ok(PrivateKey::from_key(format, crate::Key::new(&bytes)))
+    }
+
     /// Which driver (and priority) a session with these parameters would get now.
     pub fn choose_driver(&self, params: &SessionParams) -> Result<(String, Priority), Error> {
         params.validate()?;

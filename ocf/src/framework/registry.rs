@@ -127,5 +127,7 @@ pub(super) fn unsupported(params: &SessionParams) -> Error {
         Mode::Mac { alg, .. } => Error::UnsupportedMac(*alg),
         Mode::CipherThenMac { cipher, .. } => Error::UnsupportedCipher(*cipher),
         Mode::Compress { alg } => Error::UnsupportedCompression(*alg),
+        Mode::Asymmetric { alg, .. } => Error::UnsupportedAsym(*alg),
+        Mode::Random => Error::NoDriver,
     }
 }

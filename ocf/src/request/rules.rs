@@ -4,6 +4,7 @@
 
 use std::ops::Range;
 
+use crate::asym::{AsymKey, AsymKind};
 use crate::error::Error;
 use crate::params::{Mode, SessionParams};
 
@@ -17,6 +18,10 @@ pub(crate) struct RequestRules {
     cipher_ops: bool,
     digest_ops: bool,
     comp_ops: bool,
+    /// An asymmetric session: the operations its algorithm and key allow (a bit per
+    /// [`Op`] as `1 << op as u32`); 0 for other modes.
+    asym_ops: u32,
+    random_ops: bool,
     iv_len: usize,
     block_len: usize,
     pub(crate) tag_len: usize,
@@ -31,7 +36,11 @@ impl RequestRules {
             Mode::Cipher { .. } => (true, false, false),
             Mode::Digest { .. } | Mode::Mac { .. } => (false, true, false),
             Mode::Aead { .. } | Mode::CipherThenMac { .. } => (true, false, true),
-            Mode::Compress { .. } => (false, false, false),
+            Mode::Compress { .. } | Mode::Asymmetric { .. } | Mode::Random => (false, false, false),
+        };
+        let asym_ops = match &p.mode {
+            Mode::Asymmetric { alg, key } => asym_ops(alg.kind(), key),
+            _ => 0,
         };
         let comp_ops = matches!(p.mode, Mode::Compress { .. });
         let cipher = p.cipher_alg();
@@ -41,6 +50,8 @@ impl RequestRules {
             cipher_ops,
             digest_ops,
             comp_ops,
+            asym_ops,
+            random_ops: matches!(p.mode, Mode::Random),
             iv_len: cipher.map_or(0, |c| c.iv_len()),
             // A power of two for every cipher (a test in `alg` checks), so `check` masks.
             block_len: cipher.map_or(1, |c| c.block_len()),
@@ -58,12 +69,17 @@ impl RequestRules {
             Op::Encrypt | Op::Decrypt => self.cipher_ops,
             Op::ComputeDigest | Op::VerifyDigest => self.digest_ops,
             Op::Compress | Op::Decompress => self.comp_ops,
+            Op::Random => self.random_ops,
+            op => self.asym_ops & (1 << op as u32) != 0,
         };
         if !op_ok {
             return Err(Error::BadOperation { op: r.op.name(), mode: self.mode });
         }
         if self.comp_ops {
             return self.check_compression(r);
+        }
+        if self.asym_ops != 0 || self.random_ops {
+            return self.check_asymmetric(r);
         }
         if r.part != Part::Whole {
             self.check_part(r)?;
@@ -175,6 +191,64 @@ impl RequestRules {
         Ok(())
     }
 
+    /// An asymmetric or random request: whole, no IV, AAD or ESN; an input inside `buf`; an
+    /// `out` buffer for every result but random bytes (written in place); a signature to
+    /// verify at the end of `buf`, after the message. The result's room is the driver's to
+    /// check (its length depends on the key): [`Error::OutputTooShort`].
+    fn check_asymmetric(&self, r: &RequestFields) -> Result<(), Error> {
+        if r.part != Part::Whole {
+            return Err(Error::BadPart("asymmetric and random sessions take whole messages only"));
+        }
+        if r.iv_len != 0 {
+            return Err(Error::BadIvLength { expected: 0, got: r.iv_len });
+        }
+        if r.esn_set {
+            return Err(Error::EsnNotSupported { mode: self.mode });
+        }
+        if r.aad.separate().is_some_and(|a| !a.is_empty()) || matches!(r.aad, Aad::Region(_)) {
+            return Err(Error::AadNotSupported { mode: self.mode });
+        }
+        let payload = r.payload_range();
+        in_bounds("payload", &payload, r.buf.len())?;
+        match r.op {
+            Op::Random => return Ok(()),
+            Op::Verify => {
+                let TagPlace::InBuffer(off) = r.tag_place else {
+                    return Err(Error::BadRegion {
+                        what: "signature (verify takes it in buf, TagPlace::InBuffer)",
+                        start: 0,
+                        end: 0,
+                        buf_len: r.buf.len(),
+                    });
+                };
+                let sig = off..r.buf.len();
+                in_bounds("signature", &sig, r.buf.len())?;
+                if overlaps(&sig, &payload) {
+                    return Err(Error::BadRegion {
+                        what: "signature (overlaps the message)",
+                        start: sig.start,
+                        end: sig.end,
+                        buf_len: r.buf.len(),
+                    });
+                }
+                return Ok(());
+            }
+            _ => {}
+        }
+        let Some(out) = &r.out else {
+            return Err(Error::NoOutputBuffer { op: r.op.name() });
+        };
+        if r.out_offset > out.len() {
+            return Err(Error::BadRegion {
+                what: "output offset",
+                start: r.out_offset,
+                end: r.out_offset,
+                buf_len: out.len(),
+            });
+        }
+        Ok(())
+    }
+
     /// The rules a part of a multi-part message adds (see [`Part`]).
     fn check_part(&self, r: &RequestFields) -> Result<(), Error> {
         if !self.multipart {
@@ -190,6 +264,22 @@ impl RequestRules {
             _ => Ok(()),
         }
     }
+}
+
+/// The operations an asymmetric session of `kind` holding `key` may ask for, as a bit set.
+fn asym_ops(kind: AsymKind, key: &AsymKey) -> u32 {
+    let ops: &[Op] = match (kind, key) {
+        (AsymKind::ModExp, AsymKey::ModExp { .. }) => &[Op::ModExp],
+        (_, AsymKey::Generate { .. }) => &[Op::GenerateKey],
+        (AsymKind::Agreement, AsymKey::Private(_)) => &[Op::Derive, Op::PublicKey],
+        (AsymKind::Signature, AsymKey::Private(_)) => &[Op::Sign, Op::PublicKey],
+        (AsymKind::Signature, AsymKey::Public(_)) => &[Op::Verify],
+        (AsymKind::Kem, AsymKey::Private(_)) => &[Op::Decapsulate, Op::PublicKey],
+        (AsymKind::Kem, AsymKey::Public(_)) => &[Op::Encapsulate],
+        // Refused by `SessionParams::validate`.
+        _ => &[],
+    };
+    ops.iter().fold(0, |set, &op| set | 1 << op as u32)
 }
 
 fn tag_len_str(n: usize) -> &'static str {

@@ -34,9 +34,61 @@ pub enum Op {
     /// room and allocated nothing for the rest; a corrupt or
     /// truncated one with [`Error::BadCompressedData`](crate::Error::BadCompressedData).
     Decompress,
+    /// Asymmetric (signature key): sign `buf`'s payload, the message (hashed by the driver
+    /// with the algorithm's hash). The signature goes to `out[out_offset..]`, its length to
+    /// [`RequestFields::result_len`](crate::RequestFields::result_len).
+    Sign,
+    /// Asymmetric (public signature key): verify a signature of `buf`'s payload. The
+    /// signature is `buf[off..]` with [`TagPlace::InBuffer`]`(off)`, after the payload
+    /// ([`Request::verify`](crate::Request::verify) lays it out). Fails with
+    /// [`Error::BadSignature`](crate::Error::BadSignature).
+    Verify,
+    /// Asymmetric (agreement, private key): the shared secret with the peer's public value
+    /// in `buf`'s payload (raw form), written to `out[out_offset..]`.
+    Derive,
+    /// Asymmetric (KEM, the peer's public key): a new shared secret and its ciphertext,
+    /// written to `out[out_offset..]` as `ciphertext ‖ shared secret`; `buf` is empty.
+    Encapsulate,
+    /// Asymmetric (KEM, private key): the shared secret of the ciphertext in `buf`'s
+    /// payload, written to `out[out_offset..]`.
+    Decapsulate,
+    /// Asymmetric (`ModExp`): `base ^ exponent mod modulus` for the base in `buf`'s
+    /// payload (big-endian), written to `out[out_offset..]` with the modulus's length.
+    ModExp,
+    /// Asymmetric (private key): the session key's public key in its raw form
+    /// ([`PublicFormat::Raw`](crate::asym::PublicFormat::Raw)) to `out[out_offset..]`.
+    PublicKey,
+    /// Asymmetric (no key, [`AsymKey::Generate`](crate::asym::AsymKey::Generate)): a new
+    /// private key to `out[out_offset..]`, PKCS#8 DER, or the raw form for the MODP groups
+    /// and ML-KEM. [`Framework::generate_key`](crate::Framework::generate_key) wraps it.
+    GenerateKey,
+    /// Random bytes (a [`Mode::Random`](crate::Mode::Random) session): `buf`'s payload is
+    /// overwritten with them, in place. Fails with
+    /// [`Error::RandomSourceFailed`](crate::Error::RandomSourceFailed), the buffer untouched,
+    /// when the source is out.
+    Random,
 }
 
 impl Op {
+    /// Every operation, in the cost model's order.
+    pub const ALL: [Op; 15] = [
+        Op::Encrypt,
+        Op::Decrypt,
+        Op::ComputeDigest,
+        Op::VerifyDigest,
+        Op::Compress,
+        Op::Decompress,
+        Op::Sign,
+        Op::Verify,
+        Op::Derive,
+        Op::Encapsulate,
+        Op::Decapsulate,
+        Op::ModExp,
+        Op::PublicKey,
+        Op::GenerateKey,
+        Op::Random,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Op::Encrypt => "encrypt",
@@ -45,7 +97,33 @@ impl Op {
             Op::VerifyDigest => "verify-digest",
             Op::Compress => "compress",
             Op::Decompress => "decompress",
+            Op::Sign => "sign",
+            Op::Verify => "verify",
+            Op::Derive => "derive",
+            Op::Encapsulate => "encapsulate",
+            Op::Decapsulate => "decapsulate",
+            Op::ModExp => "modexp",
+            Op::PublicKey => "public-key",
+            Op::GenerateKey => "generate-key",
+            Op::Random => "random",
         }
+    }
+
+    /// Whether this is a public-key operation (its result's length comes back in
+    /// [`RequestFields::result_len`](crate::RequestFields::result_len), like compression's).
+    #[inline]
+    pub fn asymmetric(self) -> bool {
+        matches!(
+            self,
+            Op::Sign
+                | Op::Verify
+                | Op::Derive
+                | Op::Encapsulate
+                | Op::Decapsulate
+                | Op::ModExp
+                | Op::PublicKey
+                | Op::GenerateKey
+        )
     }
 
     /// Whether this is a compression operation (result out of place, its own length).
@@ -57,7 +135,7 @@ impl Op {
     /// Whether the tag is an input (checked) rather than an output (written).
     #[inline]
     pub fn checks_tag(self) -> bool {
-        matches!(self, Op::Decrypt | Op::VerifyDigest)
+        matches!(self, Op::Decrypt | Op::VerifyDigest | Op::Verify)
     }
 }
 

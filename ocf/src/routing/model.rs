@@ -80,22 +80,18 @@ pub(crate) const WARM_UP: u64 = 4;
 /// Fixed-point scale of the stored averages (1/16 ns, 1/16 byte).
 const FIX: f64 = 16.0;
 
-/// The six request directions ([`Op`]) a table keeps apart.
-pub(crate) const OPS: usize = 6;
+/// The request directions ([`Op`]) a table keeps apart: every operation, the public-key
+/// ones included (a table is one algorithm and key size, so its cells are per operation and
+/// key size for them).
+pub(crate) const OPS: usize = Op::ALL.len();
 
+#[inline]
 pub(crate) fn op_index(op: Op) -> usize {
-    match op {
-        Op::Encrypt => 0,
-        Op::Decrypt => 1,
-        Op::ComputeDigest => 2,
-        Op::VerifyDigest => 3,
-        Op::Compress => 4,
-        Op::Decompress => 5,
-    }
+    op as usize
 }
 
 fn op_of(i: usize) -> Op {
-    [Op::Encrypt, Op::Decrypt, Op::ComputeDigest, Op::VerifyDigest, Op::Compress, Op::Decompress][i]
+    Op::ALL[i]
 }
 
 /// What the model knows about one driver × algorithm × direction × size class.
@@ -314,6 +310,15 @@ fn fit(points: impl Iterator<Item = (f64, f64)>) -> (f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `op_index` is the discriminant: `Op::ALL` must list the operations in their order.
+    #[test]
+    fn every_operation_has_its_own_cell_row() {
+        for (i, op) in Op::ALL.into_iter().enumerate() {
+            assert_eq!(op_index(op), i, "{op:?}");
+            assert_eq!(op_of(i), op);
+        }
+    }
 
     /// Runs are kept apart by length class, and a run's cell is none of a single request's.
     #[test]

@@ -70,6 +70,9 @@ fn algorithm(params: &SessionParams) -> String {
             format!("{mode} {cipher}/{}+{mac}", cipher_key.len() * 8)
         }
         Mode::Compress { alg } => format!("{mode} {alg}"),
+        // Per key size: an RSA-4096 signature costs eight times a 2048-bit one.
+        Mode::Asymmetric { alg, .. } => format!("{mode} {alg}/{}", params.key_bits()),
+        Mode::Random => mode.to_string(),
     }
 }
 
