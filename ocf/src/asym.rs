@@ -320,8 +320,8 @@ mod tests {
 
     #[test]
     fn modp_primes_have_their_sizes() {
-        assert_eq!(ModpGroup::Modp2048.len(), 256);
-        assert_eq!(ModpGroup::Modp3072.len(), 384);
+        assert_eq!(ModpGroup::Modp2048.bytes(), 256);
+        assert_eq!(ModpGroup::Modp3072.bytes(), 384);
         for g in [ModpGroup::Modp2048, ModpGroup::Modp3072] {
             let p = g.prime();
             // RFC 3526: the primes begin and end with 64 one bits.
