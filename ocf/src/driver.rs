@@ -14,7 +14,10 @@
 //! with [`Error::DriverFailure`] when its buffer is as it came — a routed session then
 //! redoes it once on another driver — or with [`Error::DriverFailureMidway`], its buffer
 //! wiped, when the driver had already begun writing it (the input is gone; it is not
-//! redone). Either way routing counts the driver as failing until it succeeds again.
+//! redone). Either way routing counts the driver as failing until it succeeds again. A
+//! driver whose own random source failed its health tests answers
+//! [`Error::RandomSourceFailed`], the buffer untouched: redone elsewhere the same way, and
+//! the driver avoided until it succeeds again (FreeBSD's rndtest took such a source out).
 //!
 //! Parameters reaching a driver were validated by [`crate::SessionParams::validate`], and
 //! requests by the session's request rules: a driver re-checks nothing.

@@ -14,6 +14,33 @@ use ocf::{
 /// Completes every request as it came.
 struct Echo(&'static str, bool);
 
+/// A random source whose health tests have taken it out: every request fails.
+struct OutRng;
+
+impl Driver for OutRng {
+    fn name(&self) -> &str {
+        "out-rng"
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { synchronous: true, random: true, ..Capabilities::default() }
+    }
+    fn probe_session(&self, _: &SessionParams) -> Option<Priority> {
+        Some(Priority::Hardware)
+    }
+    fn new_session(&self, _: &SessionParams, _: SessionContext) -> Result<Box<dyn DriverSession>, Error> {
+        Ok(Box::new(OutRng))
+    }
+}
+
+impl DriverSession for OutRng {
+    fn process(&self, r: Request, _: Hint) -> Processed {
+        Processed::Done(Err(ocf::Failed::new(
+            Error::RandomSourceFailed { why: "stuck (repetition count)" },
+            r,
+        )))
+    }
+}
+
 impl Driver for Echo {
     fn name(&self) -> &str {
         self.0
@@ -205,4 +232,23 @@ fn the_cost_model_keeps_algorithms_and_key_sizes_apart() {
     ] {
         assert!(names.iter().any(|n| n == want), "{want} not in {names:?}");
     }
+}
+
+/// A source out after failing its health tests: alone, its requests fail with
+/// `RandomSourceFailed` (counted); beside another random driver, they are redone there.
+#[test]
+fn a_failed_random_source_is_routed_around() {
+    let fw = Framework::new();
+    fw.register(Arc::new(OutRng)).unwrap();
+    let s = fw.new_session(&SessionParams::random()).unwrap();
+    let e = s.run(Request::random(16)).unwrap_err();
+    assert!(matches!(e.error(), Error::RandomSourceFailed { .. }), "{e}");
+    assert_eq!(fw.driver_stats("out-rng").unwrap().errors.get(ErrorKind::RandomSourceFailed), 1);
+
+    fw.register(Arc::new(Echo("echo", false))).unwrap();
+    let s = fw.new_session(&SessionParams::random()).unwrap();
+    for _ in 0..50 {
+        s.run(Request::random(16)).unwrap();
+    }
+    assert!(fw.driver_stats("echo").unwrap().ops > 0);
 }

@@ -175,8 +175,9 @@ impl Transform {
     /// `esp + 8 + iv_len`: writes the header, IV, padding and trailer, grows `buf` for the
     /// ICV, and returns the ocf request that encrypts and authenticates it in place.
     ///
-    /// `iv` overrides the IV (known-answer tests); otherwise AEAD uses the sequence number
-    /// and CBC a random one.
+    /// `iv` is the IV: the datapath gives CBC packets one from ocf's random operation
+    /// (`crate::ivs`), known-answer tests their vector's. Without one, AEAD uses the sequence
+    /// number (RFC 4106 §3.1) and CBC draws from the thread's CSPRNG (tests and tools only).
     #[allow(clippy::too_many_arguments)]
     pub fn seal(
         &self,

@@ -53,6 +53,7 @@ mod inbound;
 pub mod ipcomp;
 mod ipcomp_path;
 mod ipip;
+mod ivs;
 pub mod larval;
 mod outbound;
 mod packet;

@@ -216,8 +216,19 @@ impl Shared {
         // The payload must end up right after the ESP header and IV.
         let (mut buf, base) = room_in_front(data, head, keep, udp + esp_len);
         let esp_at = base + keep + udp;
+        // CBC: an unpredictable IV from ocf's random operation (AEAD: the sequence number).
+        let mut iv = [0u8; ocf::MAX_IV_LEN];
+        let iv = if t.enc.is_aead() || t.iv_len == 0 {
+            None
+        } else {
+            let iv = &mut iv[..t.iv_len];
+            if self.ivs.fill(iv).is_err() {
+                return Err(self.drop(Some(sa), Drop::NoRandom));
+            }
+            Some(&*iv)
+        };
         let mut req =
-            t.seal(std::mem::take(&mut buf), esp_at, len, front.next(), sa.id.spi, seq, sa.spec.esn, None);
+            t.seal(std::mem::take(&mut buf), esp_at, len, front.next(), sa.id.spi, seq, sa.spec.esn, iv);
         // Outer headers, now that the packet has its whole length (the ICV is written in
         // place later).
         if let Some(bytes) = req.buf.as_contiguous_mut() {

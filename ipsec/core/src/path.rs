@@ -128,6 +128,9 @@ pub(crate) struct Shared {
     /// `Event`'s ACQUIRE inline too) `esp-input`'s share in `benches/esp.rs` fell from
     /// 0.685 to 0.66 (medians of 16 alternating runs); boxed, 0.69.
     pub(crate) acquires: Box<hold::Pending>,
+    /// Outbound CBC IVs ([`crate::ivs`]); boxed, as `acquires`, to keep the hot fields'
+    /// layout.
+    pub(crate) ivs: Box<crate::ivs::IvSource>,
 }
 
 /// What finishes a synchronous driver's outcome for `sa` into the batch's results (the
@@ -298,6 +301,7 @@ impl Shared {
     pub(crate) fn new(fw: Framework, sink: Arc<dyn Sink>, me: Weak<Shared>) -> Shared {
         Shared {
             me,
+            ivs: Box::new(crate::ivs::IvSource::new(fw.clone())),
             db: Databases::new(fw),
             discard_unmatched: AtomicBool::new(false),
             counters: Counters::default(),

@@ -132,10 +132,14 @@ pub enum Drop {
     /// Inbound: ESP in UDP sent to another UDP port than its SA names for this end (the
     /// SA's destination port; the source port may float, `crate::sad::Sad::float`).
     UdpPort,
+    /// Outbound: a CBC packet's IV could not be drawn from ocf's random operation (no driver
+    /// serves random bytes, or the source failed its health tests): never sent with a
+    /// predictable IV (`crate::ivs`).
+    NoRandom,
 }
 
 impl Drop {
-    pub const COUNT: usize = Drop::UdpPort as usize + 1;
+    pub const COUNT: usize = Drop::NoRandom as usize + 1;
 
     pub const ALL: [Drop; Drop::COUNT] = [
         Drop::Malformed,
@@ -182,6 +186,7 @@ impl Drop {
         Drop::NoInboundPolicy,
         Drop::SaSelector,
         Drop::UdpPort,
+        Drop::NoRandom,
     ];
 
     /// A stable snake_case name for statistics output.
@@ -231,6 +236,7 @@ impl Drop {
             Drop::NoInboundPolicy => "no_inbound_policy",
             Drop::SaSelector => "sa_selector",
             Drop::UdpPort => "udp_port",
+            Drop::NoRandom => "no_random",
         }
     }
 }

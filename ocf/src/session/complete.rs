@@ -103,6 +103,13 @@ impl SessionCore {
                 Ok(()) => return None,
                 Err(o) => outcome = o,
             }
+            // Still here: if the submitter takes it straight back (the synchronous fast
+            // path), it may redo it there (`redoable_here`, which puts the route back to
+            // rest when it does not).
+            let trip = request_mut(&mut outcome).trip_mut();
+            if matches!(trip.notify, Notify::Return) {
+                trip.route.decided = true;
+            }
         }
         SessionCore::deliver_outcome(this, outcome)
     }
@@ -170,8 +177,8 @@ impl SessionCore {
     /// straight back to its submitter (nobody else could deliver a second outcome).
     fn redo(&self, outcome: Outcome) -> Result<(), Outcome> {
         let Some(session) = self.session.get().and_then(Weak::upgrade) else { return Err(outcome) };
-        let mut req = match outcome {
-            Err(f) if !matches!(f.request.trip().notify, Notify::Return) => f.request,
+        let (error, mut req) = match outcome {
+            Err(f) if !matches!(f.request.trip().notify, Notify::Return) => f.into_parts(),
             other => return Err(other),
         };
         let routes = session.routes();
@@ -186,7 +193,13 @@ impl SessionCore {
                 .find_map(|r| session.binding(r).map(|b| (b, Default::default())))
         };
         let Some((b, pick)) = chosen.or_else(other) else {
-            return Err(Err(Failed::new(Error::DriverFailure(REDO_NOWHERE), req)));
+            // A random source that failed its health tests says so; other faults say that
+            // nobody could redo them.
+            let error = match error {
+                Error::RandomSourceFailed { .. } => error,
+                _ => Error::DriverFailure(REDO_NOWHERE),
+            };
+            return Err(Err(Failed::new(error, req)));
         };
         req.trip_mut().route = RouteTrip {
             decided: true,
@@ -298,14 +311,33 @@ impl ReturnPath for CoreReturnPath {
 /// What a request failed by its driver's fault says when no other driver could redo it.
 const REDO_NOWHERE: &str = "the driver failed and no other driver could take the request";
 
-/// The outcome is a failure the driver owns (not the caller's input, not a verification).
+/// The outcome is a failure the driver owns (not the caller's input, not a verification):
+/// a fault, or its random source out after failing its health tests (routing then avoids
+/// the driver until it succeeds again, as rndtest took a failing source out).
 fn failed_by_driver(outcome: &Outcome) -> bool {
-    matches!(outcome, Err(f) if matches!(f.error().kind(), ErrorKind::DriverFailure | ErrorKind::DriverFailureMidway))
+    matches!(outcome, Err(f) if matches!(f.error().kind(),
+        ErrorKind::DriverFailure | ErrorKind::DriverFailureMidway | ErrorKind::RandomSourceFailed))
 }
 
 /// The driver failed the request and handed it back as it came: another driver may do it.
 fn redoable(outcome: &Outcome) -> bool {
-    matches!(outcome, Err(f) if f.error().kind() == ErrorKind::DriverFailure)
+    matches!(outcome, Err(f) if matches!(f.error().kind(), ErrorKind::DriverFailure | ErrorKind::RandomSourceFailed))
+}
+
+/// A failure the submitter took straight back that may be redone on another driver: routed,
+/// not yet redone, handed back as it came by its driver's fault.
+#[inline]
+pub(super) fn redoable_here(outcome: &Outcome) -> bool {
+    let Err(f) = outcome else { return false };
+    let route = &f.request.trip().route;
+    route.decided && !route.redone && redoable(outcome)
+}
+
+pub(super) fn request_of(outcome: &Outcome) -> &Request {
+    match outcome {
+        Ok(r) => r,
+        Err(f) => &f.request,
+    }
 }
 
 pub(super) fn request_mut(outcome: &mut Outcome) -> &mut Request {

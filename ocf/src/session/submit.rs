@@ -19,7 +19,7 @@ use crate::error::Error;
 use crate::profile;
 use crate::request::{Failed, Flags, Notify, Outcome, Part, Request, RouteTrip, Waiter};
 
-use super::complete::request_mut;
+use super::complete::{redoable_here, request_mut, request_of};
 use super::parts::{Binding, Held, SessionCore, Work};
 use super::routes::Pick;
 use super::SessionShared;
@@ -363,6 +363,9 @@ impl SessionShared {
             match ds.process(req, hint) {
                 Processed::Done(outcome) => {
                     return match SessionCore::complete(&b.core, outcome) {
+                        Some(o) if fast && redoable_here(&o) => {
+                            self.redo_here(b, o, hint, front, convert, waiter)
+                        }
                         Some(o) => Offered::Now(o),
                         None => Offered::Later(waiter),
                     };
@@ -394,6 +397,48 @@ impl SessionShared {
                 }
             }
         }
+    }
+
+    /// A routed request its synchronous driver failed by a fault of its own, handed back as
+    /// it came, on the fast path (where the completion path cannot redo it: the submitter
+    /// takes the outcome straight back): redone once, here, on the driver the policy picks
+    /// now, the failing one left out (as `SessionCore::redo` does for the others). With no
+    /// other driver the failure stands.
+    #[cold]
+    #[inline(never)]
+    fn redo_here(
+        self: &Arc<Self>,
+        failed_on: &Arc<Binding>,
+        outcome: Outcome,
+        hint: Hint,
+        front: bool,
+        convert: Option<(Target<'_>, Admission)>,
+        waiter: Option<Arc<Waiter>>,
+    ) -> Offered {
+        let other = {
+            let routes = self.routes();
+            let chosen = self
+                .choose(&routes, request_of(&outcome))
+                .filter(|(b, _)| !Arc::ptr_eq(&b.entry, &failed_on.entry));
+            chosen.map(|(b, _)| b.clone()).or_else(|| {
+                routes
+                    .routes
+                    .iter()
+                    .filter(|r| !Arc::ptr_eq(&r.entry, &failed_on.entry))
+                    .find_map(|r| self.binding(r).cloned())
+            })
+        };
+        let Some(b) = other else {
+            let mut outcome = outcome;
+            request_mut(&mut outcome).trip_mut().route = RouteTrip::default();
+            return Offered::Now(outcome);
+        };
+        let mut req = match outcome {
+            Err(f) => f.into_parts().1,
+            ok => return Offered::Now(ok),
+        };
+        req.trip_mut().route = RouteTrip { decided: true, redone: true, ..RouteTrip::default() };
+        self.offer(&b, req, hint, front, convert, waiter)
     }
 
     /// The request's driver is gone: the session renews its routes and the request goes to
