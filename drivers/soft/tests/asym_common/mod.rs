@@ -85,3 +85,13 @@ pub fn to_hex(b: &[u8]) -> String {
 pub fn path(p: &std::path::Path) -> &str {
     p.to_str().unwrap()
 }
+
+/// Opening a soft session with `key` fails with `kind`, counted once: on the soft
+/// driver when its library refused the key, framework-wide when `validate` did.
+pub fn expect_session_error(fw: &Framework, alg: AsymAlg, key: ocf::asym::AsymKey, kind: ErrorKind) {
+    let count = || fw.stats().errors.get(kind) + fw.driver_stats("soft").unwrap().errors.get(kind);
+    let before = count();
+    let e = fw.new_session_on("soft", &SessionParams::asymmetric(alg, key)).expect_err("the key must be refused");
+    assert_eq!(e.kind(), kind, "{alg}: {e}");
+    assert_eq!(count(), before + 1, "{alg}: {kind:?} counted");
+}
