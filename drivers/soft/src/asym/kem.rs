@@ -70,6 +70,9 @@ pub(crate) struct Encapsulator {
 
 impl Encapsulator {
     pub(crate) fn new(key: &PublicKey) -> Result<Encapsulator, Error> {
+        if !coefficients_reduced(key.bytes()) {
+            return Err(Error::BadKey { why: "the ML-KEM encapsulation key's coefficients are not below q (FIPS 203 §7.2)" });
+        }
         let ek = EncapsulationKey::new(&ML_KEM_768, key.bytes())
             .map_err(|_| Error::BadKey { why: "the ML-KEM-768 encapsulation key does not parse" })?;
         Ok(Encapsulator { ek })
@@ -84,6 +87,20 @@ impl Encapsulator {
         out[MLKEM768_CIPHERTEXT_LEN..n].copy_from_slice(secret.as_ref());
         Ok(n)
     }
+}
+
+/// FIPS 203 §7.2's encapsulation key check, which aws-lc does not make when it parses a
+/// raw key: `ByteEncode12(ByteDecode12(ek[..384k])) == ek[..384k]`, i.e. every 12-bit
+/// coefficient of t̂ is below q = 3329 (the last 32 bytes are the seed ρ). A key of the
+/// wrong length is left to the length check.
+fn coefficients_reduced(ek: &[u8]) -> bool {
+    const Q: u16 = 3329;
+    let t = &ek[..ek.len().min(MLKEM768_PUBLIC_LEN - 32)];
+    t.chunks_exact(3).all(|b| {
+        let d1 = u16::from(b[0]) | (u16::from(b[1] & 0x0f) << 8);
+        let d2 = u16::from(b[1] >> 4) | (u16::from(b[2]) << 4);
+        d1 < Q && d2 < Q
+    })
 }
 
 /// ML-KEM-768.KeyGen_internal(d, z) by aws-lc: the expanded decapsulation key (wiped when
