@@ -242,7 +242,9 @@ impl HealthTests {
     fn run(&mut self, raw: &[u8]) -> Result<(), Test> {
         let tripped = match self.claim.width {
             SampleWidth::Byte => self.run_samples(raw.iter().copied()),
-            SampleWidth::Bit => self.run_samples(raw.iter().flat_map(|&b| (0..8).rev().map(move |i| (b >> i) & 1))),
+            SampleWidth::Bit => {
+                self.run_samples(raw.iter().flat_map(|&b| (0..8).rev().map(move |i| (b >> i) & 1)))
+            }
         };
         match tripped {
             Ok(n) => {

@@ -6,9 +6,7 @@ mod common;
 use std::sync::atomic::Ordering;
 
 use common::{clean, counting, switchable, FnSource};
-use ocf_health::{
-    Claim, Failure, HealthState, HealthTests, NoiseSource, SourceError, Test, TestedSource,
-};
+use ocf_health::{Claim, Failure, HealthState, HealthTests, NoiseSource, SourceError, Test, TestedSource};
 use rand_core::RngCore;
 
 /// Tests for `claim` that have passed a start-up over clean counting bytes (1024 samples:
@@ -83,7 +81,14 @@ fn c_occurrences_of_a_windows_first_sample_trip_the_adaptive_proportion_test_c_m
 
 #[test]
 fn a_stuck_source_fails_its_start_up_and_gives_nothing() {
-    let mut src = TestedSource::new(FnSource(|b: &mut [u8]| Ok(b.fill(0x5A))), Claim::bytes(8.0)).unwrap();
+    let mut src = TestedSource::new(
+        FnSource(|b: &mut [u8]| {
+            b.fill(0x5A);
+            Ok(())
+        }),
+        Claim::bytes(8.0),
+    )
+    .unwrap();
     let mut out = [0xEEu8; 32];
     assert_eq!(src.fill(&mut out), Err(Failure::RepetitionCount { startup: true }));
     assert_eq!(out, [0xEE; 32], "untouched");
