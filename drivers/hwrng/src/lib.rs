@@ -139,7 +139,8 @@ pub struct HwrngStats {
     /// The health tests' counters: samples, failures per test, start-ups, bytes out and
     /// discarded, reads that failed.
     pub health: HealthStats,
-    pub state: Option<HealthState>,
+    /// Where the source stands now.
+    pub state: HealthState,
     /// RDSEED answers "not ready" that were retried (0 for other sources).
     pub rdseed_not_ready: u64,
     /// RDSEED words that never came (each failed a request; also in `health.source_errors`).
@@ -200,7 +201,7 @@ impl HwrngDriver {
         let src = self.shared.lock();
         HwrngStats {
             health: src.stats(),
-            state: Some(src.state()),
+            state: src.state(),
             rdseed_not_ready: self.shared.rdseed.not_ready.load(Ordering::Relaxed),
             rdseed_exhausted: self.shared.rdseed.exhausted.load(Ordering::Relaxed),
         }

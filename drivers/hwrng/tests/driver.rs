@@ -65,7 +65,7 @@ fn the_machines_sources_give_tested_bytes_or_the_driver_says_why_there_are_none(
                 assert_ne!(a, [0; 32], "{name}");
                 let st = d.stats();
                 eprintln!("{name}: {st:?}");
-                assert_eq!(st.state, Some(HealthState::Healthy), "{name}");
+                assert_eq!(st.state, HealthState::Healthy, "{name}");
                 assert_eq!((st.health.startups, st.health.startup_bytes, st.health.bytes_out), (1, 1024, 64));
                 assert_eq!(st.health.samples, 1024 + 64, "{name}: every byte tested");
                 assert_eq!(st.health.rct_failures + st.health.apt_failures, 0, "{name}");
@@ -99,7 +99,13 @@ fn random_sessions_go_to_it_at_hardware_priority_and_only_the_payload_is_written
         "outside the payload untouched"
     );
     assert_ne!(&part[16..48], &[0xEE; 32][..]);
-    assert_eq!(d.stats().health.bytes_out, 64 + 64 + 32);
+    // A buffer in pieces is filled across them.
+    let pieces = Request::new(Op::Random, ocf::Buffer::Segments(vec![vec![0xEE; 24], vec![0xEE; 40]]));
+    let done = s.run(pieces).unwrap();
+    assert!(matches!(done.buf, ocf::Buffer::Segments(_)));
+    let got = done.buf.to_vec();
+    assert!(got[..24].iter().any(|&x| x != 0xEE) && got[24..].iter().any(|&x| x != 0xEE), "{got:?}");
+    assert_eq!(d.stats().health.bytes_out, 64 + 64 + 32 + 64);
 }
 
 fn fails_with(s: &ocf::Session) -> &'static str {
@@ -120,7 +126,7 @@ fn a_stuck_source_fails_requests_naming_the_test_is_counted_and_recovers_when_it
     fault.store(STUCK, Ordering::Relaxed);
     let why = fails_with(&s);
     assert!(why.contains("repetition count test failed"), "{why}");
-    assert_eq!(d.stats().state, Some(HealthState::Failed(Test::RepetitionCount)));
+    assert_eq!(d.stats().state, HealthState::Failed(Test::RepetitionCount));
     let why = fails_with(&s);
     assert!(why.contains("start-up test failed on the repetition count"), "{why}");
 
@@ -128,7 +134,7 @@ fn a_stuck_source_fails_requests_naming_the_test_is_counted_and_recovers_when_it
     let back = s.run(Request::random(64)).unwrap().buf.to_vec();
     assert_ne!(back, [0; 64]);
     let st = d.stats();
-    assert_eq!(st.state, Some(HealthState::Healthy));
+    assert_eq!(st.state, HealthState::Healthy);
     assert_eq!((st.health.startups, st.health.startup_failures, st.health.rct_failures), (2, 1, 2));
     assert_eq!((st.health.bytes_out, st.health.bytes_discarded), (128, 64));
     let errors = fw.driver_stats("hwrng:faulty").unwrap().errors;

@@ -1,7 +1,7 @@
 //! # ocf-health — SP 800-90B health tests for a noise source
 //!
 //! A driver with its own random source (a hardware generator, RDSEED, a card's
-//! generator) gives out no byte of it that has not been tested, as FreeBSD's rndtest(4)
+//! generator) gives out no byte of it that has not been tested, as FreeBSD's rndtest
 //! tested hardware RNGs before trusting them. The tests are NIST SP 800-90B's continuous
 //! health tests (§4.4) over the source's raw samples, with the cutoffs computed from
 //! the min-entropy per sample the source claims at α = 2^-20, and its start-up test

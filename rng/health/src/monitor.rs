@@ -9,7 +9,7 @@
 //!                  the next `startup` call begins again (Failed → Starting)
 //! ```
 //!
-//! As rndtest(4) did in FreeBSD and SP 800-90B §4.3 asks: the samples that trip a test are
+//! As FreeBSD's rndtest did and SP 800-90B §4.3 asks: the samples that trip a test are
 //! discarded (the caller gets none of the buffer they came in), the failure is counted
 //! per test, and the source gives nothing until a start-up test passes again. The
 //! samples of a start-up test are never output either (§4.3 item 10 allows it; holding
@@ -35,9 +35,10 @@ pub enum Test {
 }
 
 /// Where the source stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum HealthState {
     /// New: no start-up test has passed yet; nothing is output.
+    #[default]
     Starting,
     /// The last start-up test passed and no test has tripped since: output flows.
     Healthy,
