@@ -300,3 +300,42 @@ fn the_wrong_error_for_an_invalid_point_is_caught() {
         "{report}"
     );
 }
+
+/// The soft driver without its public-key algorithms.
+struct SymmetricOnly(ocf_soft::SoftDriver);
+
+impl Driver for SymmetricOnly {
+    fn name(&self) -> &str {
+        "symmetric-only"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { asymmetric: Vec::new(), random: false, ..self.0.capabilities() }
+    }
+
+    fn probe_session(&self, params: &SessionParams) -> Option<Priority> {
+        self.0.probe_session(params)
+    }
+
+    fn new_session(
+        &self,
+        params: &SessionParams,
+        ctx: SessionContext,
+    ) -> Result<Box<dyn DriverSession>, Error> {
+        self.0.new_session(params, ctx)
+    }
+}
+
+/// A family that no registered driver offers fails the run, by name, once; routed too.
+#[test]
+fn a_family_no_driver_offers_is_a_failure() {
+    let fw = Framework::new();
+    fw.register(Arc::new(SymmetricOnly(ocf_soft::SoftDriver::new()))).unwrap();
+    for report in [run_suite(&fw, Suite::X25519), ocf_conformance::run_all_routed(&fw)] {
+        let unoffered: Vec<String> =
+            report.failures().iter().filter(|f| f.driver.is_none()).map(|f| f.what.clone()).collect();
+        assert_eq!(unoffered.iter().filter(|w| *w == "no driver offers x25519").count(), 1, "{report}");
+        // Nothing else failed: the symmetric suites pass on the driver, routed.
+        assert!(report.failures().iter().all(|f| f.what.starts_with("no driver offers")), "{report}");
+    }
+}
