@@ -288,20 +288,21 @@ fn ecdh() {
 
 #[test]
 fn ecdsa_verify() {
-    // Wycheproof, valid and invalid per file (no acceptable ones).
+    // Wycheproof, valid and invalid per file (no acceptable ones), each with the key raw
+    // and as SPKI.
     use {Curve::*, DigestAlg::*, SigEncoding::*};
     run_and_check_asym(
         Suite::Ecdsa,
         &[
-            asym(ecdsa(P256, Sha256, Der), 174, 310, 0, 0),
-            asym(ecdsa(P256, Sha512, Der), 243, 311, 0, 0),
-            asym(ecdsa(P256, Sha256, P1363), 173, 89, 0, 0),
-            asym(ecdsa(P256, Sha512, P1363), 242, 90, 0, 0),
-            asym(ecdsa(P384, Sha256, Der), 162, 310, 0, 0),
-            asym(ecdsa(P384, Sha384, Der), 194, 310, 0, 0),
-            asym(ecdsa(P384, Sha512, Der), 231, 311, 0, 0),
-            asym(ecdsa(P384, Sha384, P1363), 193, 87, 0, 0),
-            asym(ecdsa(P384, Sha512, P1363), 230, 88, 0, 0),
+            asym(ecdsa(P256, Sha256, Der), 2 * 174, 2 * 310, 0, 0),
+            asym(ecdsa(P256, Sha512, Der), 2 * 243, 2 * 311, 0, 0),
+            asym(ecdsa(P256, Sha256, P1363), 2 * 173, 2 * 89, 0, 0),
+            asym(ecdsa(P256, Sha512, P1363), 2 * 242, 2 * 90, 0, 0),
+            asym(ecdsa(P384, Sha256, Der), 2 * 162, 2 * 310, 0, 0),
+            asym(ecdsa(P384, Sha384, Der), 2 * 194, 2 * 310, 0, 0),
+            asym(ecdsa(P384, Sha512, Der), 2 * 231, 2 * 311, 0, 0),
+            asym(ecdsa(P384, Sha384, P1363), 2 * 193, 2 * 87, 0, 0),
+            asym(ecdsa(P384, Sha512, P1363), 2 * 230, 2 * 88, 0, 0),
         ],
         &["wycheproof/ecdsa_secp256r1_sha256_test.json", "wycheproof/ecdsa_secp384r1_sha512_p1363_test.json"],
         &[],
@@ -311,10 +312,10 @@ fn ecdsa_verify() {
 #[test]
 fn ed25519() {
     // RFC 8032 TEST 1-3: sign and verify each, and refuse it with a bit flipped.
-    // Wycheproof: 88 valid, 63 invalid.
+    // Wycheproof: 88 valid, 63 invalid, each with the key raw and as SPKI.
     run_and_check_asym(
         Suite::Ed25519,
-        &[asym(AsymAlg::Ed25519, 3 * 2 + 88, 3 + 63, 0, 0)],
+        &[asym(AsymAlg::Ed25519, 3 * 2 + 2 * 88, 3 + 2 * 63, 0, 0)],
         &["rfc/rfc8032-ed25519.txt", "wycheproof/ed25519_test.json"],
         &[],
     );

