@@ -22,7 +22,8 @@
 //!   not skipped;
 //! - public-key algorithms (`asym`): each case is a session holding its key and the
 //!   operations to run on it. Known answers must come out exactly (X25519, ECDH, MODP
-//!   shared secrets, public keys, Ed25519 signatures, ML-KEM secrets, ModExp results);
+//!   shared secrets, public keys, Ed25519 and RSA PKCS#1 v1.5 signatures, ML-KEM secrets,
+//!   ModExp results);
 //!   signatures must verify; invalid inputs must be refused with their own error
 //!   (`BadSignature`, `InvalidPoint`, `ZeroSharedSecret`, `PeerValueOutOfRange`,
 //!   `ModExpBaseTooLarge`, `BadInputLength`), and keys ocf does not take when the session
@@ -92,8 +93,9 @@ pub enum Suite {
     Ecdsa,
     /// RFC 8032 §7.1 tests 1–3, Wycheproof ed25519.
     Ed25519,
-    /// Wycheproof RSA PKCS#1 v1.5 and PSS signatures (2048–4096 bits), and the key-size
-    /// bounds (smaller and larger Wycheproof keys refused).
+    /// Wycheproof RSA PKCS#1 v1.5 and PSS signature verification (2048–4096 bits), NIST
+    /// CAVP SigGen15 PKCS#1 v1.5 signing, and the key-size bounds (smaller and larger
+    /// Wycheproof keys refused).
     Rsa,
     /// Wycheproof ML-KEM-768: decapsulation, key generation from a seed, encapsulation keys.
     MlKem768,

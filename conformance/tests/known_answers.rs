@@ -322,20 +322,21 @@ fn ed25519() {
 }
 
 #[test]
-fn rsa_verify_and_key_sizes() {
+fn rsa() {
     // PKCS#1 v1.5, 2048/3072/4096 bits: valid, invalid and one acceptable per file; the
     // 8192-bit key of each hash refused (KeyTooLarge), and the four 1024- and four
     // 1536-bit keys of rsa_oaep_misc refused (KeyTooSmall) as SPKI (PKCS#1 v1.5 SHA-256)
-    // and as PKCS#8 (PSS SHA-256). PSS: the six files with ocf's parameters.
+    // and as PKCS#8 (PSS SHA-256). PSS: the six files with ocf's parameters. NIST
+    // SigGen15: 30 messages per hash (10 per key size), each signed and verified (+60).
     use DigestAlg::*;
     let pkcs1 = |hash| AsymAlg::RsaPkcs1 { hash };
     let pss = |hash| AsymAlg::RsaPss { hash };
     run_and_check_asym(
         Suite::Rsa,
         &[
-            asym(pkcs1(Sha256), 9 + 8 + 7, 249 + 250 + 250, 1 + 8, 3),
-            asym(pkcs1(Sha384), 7 + 7 + 7, 250 + 251 + 251, 1, 3),
-            asym(pkcs1(Sha512), 8 + 8 + 7, 250 + 251 + 251, 1, 3),
+            asym(pkcs1(Sha256), 9 + 8 + 7 + 60, 249 + 250 + 250, 1 + 8, 3),
+            asym(pkcs1(Sha384), 7 + 7 + 7 + 60, 250 + 251 + 251, 1, 3),
+            asym(pkcs1(Sha512), 8 + 8 + 7 + 60, 250 + 251 + 251, 1, 3),
             asym(pss(Sha256), 63 * 3, 45 * 3, 8, 0),
             asym(pss(Sha384), 95 * 2, 46 * 2, 0, 0),
             asym(pss(Sha512), 132, 47, 0, 0),
@@ -346,6 +347,7 @@ fn rsa_verify_and_key_sizes() {
             "wycheproof/rsa_signature_8192_sha384_test.json",
             "wycheproof/rsa_pss_4096_sha512_mgf1_64_test.json",
             "wycheproof/rsa_oaep_misc_test.json",
+            "nist/rsa/SigGen15_186-2.txt",
         ],
         &[],
     );

@@ -1,7 +1,8 @@
 //! The little DER the harness needs: reading the point out of a named-curve EC
 //! `SubjectPublicKeyInfo` (Wycheproof's ECDH files give the peer's key that way; ocf's
-//! `Derive` takes the raw point), and writing an RSA `SubjectPublicKeyInfo` from a
-//! modulus and exponent (Wycheproof's small RSA keys come as numbers).
+//! `Derive` takes the raw point), and writing RSA keys from their numbers (Wycheproof's
+//! small keys and NIST's signing keys come as numbers): `SubjectPublicKeyInfo`, PKCS#1
+//! `RSAPublicKey`, PKCS#8.
 //!
 //! The reader is strict on purpose: definite minimal lengths, nothing left over. What it
 //! does not accept, the harness leaves out (and says so in the report): it is an SPKI
@@ -91,13 +92,42 @@ fn unsigned_integer(n: &[u8]) -> Vec<u8> {
 
 /// The `SubjectPublicKeyInfo` of the RSA public key (`n`, `e`), both big-endian.
 pub(crate) fn rsa_spki(n: &[u8], e: &[u8]) -> Vec<u8> {
-    let mut key = unsigned_integer(n);
-    key.extend_from_slice(&unsigned_integer(e));
     let mut bits = vec![0];
-    bits.extend_from_slice(&tlv(0x30, &key));
+    bits.extend_from_slice(&rsa_public_key(n, e));
     let mut body = tlv(0x30, RSA_ENCRYPTION);
     body.extend_from_slice(&tlv(0x03, &bits));
     tlv(0x30, &body)
+}
+
+/// The integers of a PKCS#1 `RSAPrivateKey` (RFC 8017 A.1.2), big-endian.
+pub(crate) struct Integers {
+    pub n: Vec<u8>,
+    pub e: Vec<u8>,
+    pub d: Vec<u8>,
+    pub p: Vec<u8>,
+    pub q: Vec<u8>,
+    pub dp: Vec<u8>,
+    pub dq: Vec<u8>,
+    pub qinv: Vec<u8>,
+}
+
+/// The PKCS#8 `PrivateKeyInfo` (RFC 5208) of a two-prime RSA key.
+pub(crate) fn pkcs8_rsa(k: &Integers) -> Vec<u8> {
+    let mut key = unsigned_integer(&[0]);
+    for x in [&k.n, &k.e, &k.d, &k.p, &k.q, &k.dp, &k.dq, &k.qinv] {
+        key.extend_from_slice(&unsigned_integer(x));
+    }
+    let mut info = unsigned_integer(&[0]);
+    info.extend_from_slice(&tlv(0x30, RSA_ENCRYPTION));
+    info.extend_from_slice(&tlv(0x04, &tlv(0x30, &key)));
+    tlv(0x30, &info)
+}
+
+/// PKCS#1 `RSAPublicKey` (RFC 8017 A.1.1): what `Op::PublicKey` gives for an RSA key.
+pub(crate) fn rsa_public_key(n: &[u8], e: &[u8]) -> Vec<u8> {
+    let mut key = unsigned_integer(n);
+    key.extend_from_slice(&unsigned_integer(e));
+    tlv(0x30, &key)
 }
 
 /// The bit length of the big-endian unsigned `n`.

