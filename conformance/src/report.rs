@@ -50,7 +50,9 @@ impl fmt::Display for Family {
 }
 
 /// How a case's buffers are laid out when it is run. Every case runs in every layout,
-/// because the framework's buffer handling is part of what is tested.
+/// because the framework's buffer handling is part of what is tested. (Public-key requests
+/// always write their result to `out`: for them the layouts vary how the input lies in
+/// `buf` and where the result goes in `out`; see the `asym::run` module.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Layout {
     /// One contiguous buffer, processed in place; AAD and tag passed separately.

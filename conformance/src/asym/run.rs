@@ -6,10 +6,10 @@
 //!
 //! | layout | `buf` | result |
 //! |---|---|---|
-//! | in-place | the input, contiguous | `out[0..]`, `out` exactly the room |
+//! | in-place | the input, contiguous | `out[0..]` (`out` exactly the room) |
 //! | out-of-place | the input, contiguous | `out[3..]`, with margins either side |
 //! | segmented | the input split 1 / 0 / 7 / rest | `out[0..]` |
-//! | embedded | filler ‖ input (‖ signature) ‖ filler, payload a range | `out[0..]` |
+//! | embedded | filler ‖ input ‖ filler, the payload a range; to verify, filler ‖ message ‖ signature (a signature ends `buf`) | `out[0..]` |
 //!
 //! In every layout `buf` must come back unchanged, and in `out` nothing but the result may
 //! change: the margins and the room after the result keep their filler. A failed request
