@@ -4,13 +4,15 @@
 //! sign/verify, ECDSA P-256 sign/verify, ECDH P-256, X25519 and Ed25519 sign.
 //!
 //! Run: `taskset -c 1 cargo run --release -p ocf-soft --example asym_speed -- [--ms 300]
-//! [--rounds 5] [--seconds 1]`. Each round times every case once, in turn, then runs
-//! `openssl speed -seconds N rsa2048 ecdsap256 ecdhp256 ecdhx25519 ed25519` (so a slow
-//! neighbour hits all three columns alike); prints the median op/s over the rounds with its
-//! range, and the ratios of the medians.
+//! [--rounds 5] [--seconds 1]`. Each round times every case once, in turn, and after the
+//! cases of each of `rsa2048 ecdsap256 ecdhp256 ecdhx25519 ed25519` runs `openssl speed
+//! -seconds N` for it (so a slow neighbour hits all three columns alike). Prints the median
+//! op/s over the rounds with its range, and the medians of the per-round ratios ocf / library
+//! and ocf / `openssl speed`. Rates are per second of the process's CPU time, as `openssl
+//! speed` counts them (without `-elapsed`, it divides by getrusage's user time), so time the
+//! scheduler gives a neighbour is not counted against either.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use aws_lc_rs::agreement::{self, UnparsedPublicKey};
 use aws_lc_rs::rand::SystemRandom;
@@ -25,7 +27,9 @@ type Run = Box<dyn FnMut()>;
 
 struct Case {
     name: &'static str,
-    /// The `openssl speed` figure it is compared with: (line marker, column from the end).
+    /// The `openssl speed` algorithm, and the figure it is compared with: (line marker,
+    /// column from the end).
+    speed_alg: &'static str,
     speed: (&'static str, usize),
     ocf: Run,
     lib: Run,
@@ -33,16 +37,26 @@ struct Case {
     lib_rates: Vec<f64>,
 }
 
+/// The process's CPU time (user + system), in seconds.
+fn cpu_seconds() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec for the call.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// Operations per second of CPU time (what `openssl speed` reports without `-elapsed`: its
+/// counts over getrusage's user time), for about `ms` of it.
 fn rate(f: &mut dyn FnMut(), ms: u64) -> f64 {
-    let t = Instant::now();
+    let c0 = cpu_seconds();
     let mut n = 0u64;
-    while t.elapsed() < Duration::from_millis(ms) {
+    while cpu_seconds() - c0 < ms as f64 / 1000.0 {
         for _ in 0..8 {
             f();
         }
         n += 8;
     }
-    n as f64 / t.elapsed().as_secs_f64()
+    n as f64 / (cpu_seconds() - c0)
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -73,10 +87,10 @@ fn main() {
     let ed_key = fw.generate_key(AsymAlg::Ed25519, 0).unwrap();
 
     let mut out: Vec<Case> = Vec::new();
-    for (alg, key, name_s, name_v, marker) in [
-        (rsa, rsa_key, "rsa2048 sign", "rsa2048 verify", "rsa 2048 bits"),
-        (ecdsa, ecdsa_key, "ecdsap256 sign", "ecdsap256 verify", "ecdsa (nistp256)"),
-        (AsymAlg::Ed25519, ed_key, "ed25519 sign", "ed25519 verify", "EdDSA (Ed25519)"),
+    for (alg, key, speed_alg, name_s, name_v, marker) in [
+        (rsa, rsa_key, "rsa2048", "rsa2048 sign", "rsa2048 verify", "rsa 2048 bits"),
+        (ecdsa, ecdsa_key, "ecdsap256", "ecdsap256 sign", "ecdsap256 verify", "ecdsa (nistp256)"),
+        (AsymAlg::Ed25519, ed_key, "ed25519", "ed25519 sign", "ed25519 verify", "EdDSA (Ed25519)"),
     ] {
         let signer = session(alg, AsymKey::Private(key.clone()));
         let room = alg.max_output_len(2048);
@@ -121,6 +135,7 @@ fn main() {
         };
         out.push(Case {
             name: name_s,
+            speed_alg,
             speed: (marker, 1),
             ocf: Box::new(move || {
                 signer.run(Request::asymmetric(Op::Sign, MSG.to_vec(), room)).unwrap();
@@ -132,6 +147,7 @@ fn main() {
         let s = signature.clone();
         out.push(Case {
             name: name_v,
+            speed_alg,
             speed: (marker, 0),
             ocf: Box::new(move || {
                 verifier.run(Request::verify(MSG, &s)).unwrap();
@@ -145,6 +161,7 @@ fn main() {
         (AsymAlg::Ecdh(Curve::P256), &agreement::ECDH_P256, "ecdhp256", "ecdh (nistp256)"),
         (AsymAlg::X25519, &agreement::X25519, "ecdhx25519", "ecdh (X25519)"),
     ] {
+        let speed_alg = name;
         let mine = fw.generate_key(alg, 0).unwrap();
         let peer = session(alg, AsymKey::Private(fw.generate_key(alg, 0).unwrap()));
         let peer_pub =
@@ -160,6 +177,7 @@ fn main() {
         let p2 = peer_pub.clone();
         out.push(Case {
             name,
+            speed_alg,
             speed: (marker, 0),
             ocf: Box::new(move || {
                 s.run(Request::asymmetric(Op::Derive, peer_pub.clone(), 64)).unwrap();
@@ -176,47 +194,52 @@ fn main() {
         });
     }
 
-    // `openssl speed` runs once per round too, after the round's cases, so that the three
-    // columns see the same load.
+    // Each round takes the operations in turn: ocf and the library alone for each case of
+    // one `openssl speed` algorithm, then `openssl speed` for it, so that the three columns
+    // of a row are measured within seconds of each other and see the same load. The ratio
+    // to `openssl speed` is taken per round; its median is printed.
     let mut speed_rates: Vec<Vec<f64>> = vec![vec![]; out.len()];
+    let mut ratios: Vec<Vec<f64>> = vec![vec![]; out.len()];
     let mut text = String::new();
-    for round in 0..rounds {
-        for c in out.iter_mut() {
-            c.ocf_rates.push(rate(&mut c.ocf, ms));
-            c.lib_rates.push(rate(&mut c.lib, ms));
+    let groups: Vec<&'static str> = out.iter().map(|c| c.speed_alg).fold(vec![], |mut v, a| {
+        if !v.contains(&a) {
+            v.push(a);
         }
-        let speed = Command::new("openssl")
-            .args([
-                "speed",
-                "-seconds",
-                &seconds.to_string(),
-                "rsa2048",
-                "ecdsap256",
-                "ecdhp256",
-                "ecdhx25519",
-                "ed25519",
-            ])
-            .output()
-            .expect("openssl speed runs");
-        text = String::from_utf8_lossy(&speed.stdout).to_string();
-        for (c, rates) in out.iter().zip(speed_rates.iter_mut()) {
-            let figure = text.lines().find(|l| l.contains(c.speed.0)).and_then(|l| {
-                let nums: Vec<f64> = l.split_whitespace().filter_map(|w| w.parse().ok()).collect();
-                nums.len().checked_sub(1 + c.speed.1).map(|i| nums[i])
-            });
-            rates.extend(figure);
+        v
+    });
+    for round in 0..rounds {
+        for group in &groups {
+            for c in out.iter_mut().filter(|c| c.speed_alg == *group) {
+                c.ocf_rates.push(rate(&mut c.ocf, ms));
+                c.lib_rates.push(rate(&mut c.lib, ms));
+            }
+            let speed = Command::new("openssl")
+                .args(["speed", "-seconds", &seconds.to_string(), group])
+                .output()
+                .expect("openssl speed runs");
+            let t = String::from_utf8_lossy(&speed.stdout).to_string();
+            for (i, c) in out.iter().enumerate().filter(|(_, c)| c.speed_alg == *group) {
+                let figure = t.lines().find(|l| l.contains(c.speed.0)).and_then(|l| {
+                    let nums: Vec<f64> = l.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+                    nums.len().checked_sub(1 + c.speed.1).map(|i| nums[i])
+                });
+                if let Some(f) = figure {
+                    speed_rates[i].push(f);
+                    ratios[i].push(c.ocf_rates.last().unwrap() / f);
+                }
+            }
+            text.push_str(&t);
         }
         eprintln!("round {} of {rounds}", round + 1);
     }
 
-    println!("# ocf soft vs aws-lc-rs alone vs `openssl speed -seconds {seconds}`: op/s, median of {rounds} rounds of {ms} ms (range)");
+    println!("# ocf soft vs aws-lc-rs alone vs `openssl speed -seconds {seconds}`: op per CPU second, median of {rounds} rounds of {ms} ms (range)");
     println!(
         "{:<18} {:>26} {:>26} {:>26} {:>10} {:>10}",
-        "operation", "soft through ocf", "aws-lc-rs alone", "openssl", "ocf/lib", "ocf/speed"
+        "operation", "soft through ocf", "aws-lc-rs alone", "openssl speed", "ocf/lib", "ocf/speed"
     );
-    for (c, speed) in out.iter().zip(&speed_rates) {
+    for ((c, speed), ratio) in out.iter().zip(&speed_rates).zip(&ratios) {
         let figure = (!speed.is_empty()).then(|| median(speed));
-        let (o, l) = (median(&c.ocf_rates), median(&c.lib_rates));
         let range = |v: &[f64]| {
             format!(
                 "{:.0} ({:.0}-{:.0})",
@@ -231,12 +254,12 @@ fn main() {
             range(&c.ocf_rates),
             range(&c.lib_rates),
             figure.map_or("-".into(), |_| range(speed)),
-            o / l,
-            figure.map_or("-".into(), |f| format!("{:.3}", o / f)),
+            median(&c.ocf_rates.iter().zip(&c.lib_rates).map(|(o, l)| o / l).collect::<Vec<_>>()),
+            figure.map_or("-".into(), |_| format!("{:.3}", median(ratio))),
         );
     }
     println!(
-        "\n# openssl speed output (last round)\n{}",
+        "\n# openssl speed output (every round)\n{}",
         text.lines().filter(|l| l.contains("bits")).collect::<Vec<_>>().join("\n")
     );
 }
