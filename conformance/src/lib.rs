@@ -57,6 +57,7 @@ mod case;
 mod hex;
 pub mod openssl_cli;
 pub mod openssl_sig;
+mod outcome;
 pub mod report;
 mod rsp;
 mod run;

@@ -10,16 +10,11 @@ use ocf::{Aad, Buffer, DriverInfo, Error, Framework, Mode, Op, Request, Session,
 
 use crate::case::{pkcs7_pad, pkcs7_unpad, Case, Check, Crypt, Rejection};
 use crate::hex::brief;
+use crate::outcome::{expect_eq, split_awkwardly, Verdict, FILL, PREFIX_LEN, SUFFIX_LEN};
 use crate::report::{Family, Layout, Report};
 
-/// Bytes around the payload that no operation may touch (filler, out-of-place margins).
-pub(crate) const FILL: u8 = 0xA5;
 /// Initial content of a tag slot that an operation is to fill in.
 const TAG_SLOT_FILL: u8 = 0x5A;
-/// Filler bytes before the AAD / payload in the embedded layout, and margins around the
-/// out-of-place output: odd numbers so nothing lands on an aligned offset.
-pub(crate) const PREFIX_LEN: usize = 3;
-pub(crate) const SUFFIX_LEN: usize = 5;
 
 /// Runs `cases` on every registered driver that supports them, in every layout. A family
 /// of cases that no driver offers is a failure ("no driver offers …"), not a silent pass.
@@ -107,12 +102,6 @@ fn run_case(
             Err(what) => report.fail(name, family, &case.id, Some(layout), what),
         }
     }
-}
-
-/// A successful check: the case passed, or was rejected as expected.
-pub(crate) enum Verdict {
-    Passed,
-    Rejected,
 }
 
 /// Runs one case's checks in one layout. `Err` says what went wrong.
@@ -251,14 +240,6 @@ fn flip_first_bit(bytes: &mut [u8]) {
 
 fn cipher_block(session: &Session) -> usize {
     session.params().cipher_alg().map_or(1, |c| c.block_len())
-}
-
-pub(crate) fn expect_eq(what: &str, got: &[u8], expected: &[u8]) -> Result<(), String> {
-    if got == expected {
-        Ok(())
-    } else {
-        Err(format!("{what}: expected {}, got {}", brief(expected), brief(got)))
-    }
 }
 
 fn expect_done(what: &str, result: Result<Done, Refused>) -> Result<Done, String> {
@@ -456,30 +437,6 @@ fn run_op(session: &Session, layout: Layout, spec: &OpSpec<'_>) -> Result<Result
                 None => Ok(Done { payload, tag: after[tag_range].to_vec() }),
                 Some(error) => Err(Refused { error, payload }),
             })
-        }
-    }
-}
-
-/// Splits `data` into segments at awkward offsets: 1 byte, an empty segment, 7 bytes, then
-/// the rest (each clamped to what there is), so that the first cipher block and the first
-/// 3DES block straddle segment boundaries and the driver meets an empty segment.
-pub(crate) fn split_awkwardly(data: &[u8]) -> Vec<Vec<u8>> {
-    let first = data.len().min(1);
-    let second = data.len().min(8);
-    vec![data[..first].to_vec(), Vec::new(), data[first..second].to_vec(), data[second..].to_vec()]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn awkward_split_keeps_every_byte_in_order() {
-        for len in [0usize, 1, 5, 8, 9, 100] {
-            let data: Vec<u8> = (0..len as u8).collect();
-            let segs = split_awkwardly(&data);
-            assert_eq!(segs.concat(), data);
-            assert_eq!(segs.len(), 4);
         }
     }
 }

@@ -29,7 +29,7 @@ use std::fmt;
 
 use crate::alg::DigestAlg;
 
-mod der;
+pub(crate) mod der;
 mod keys;
 pub mod modp;
 
@@ -270,40 +270,6 @@ impl fmt::Display for AsymAlg {
             AsymAlg::MlKem768 => f.write_str("ml-kem-768"),
         }
     }
-}
-
-/// The size of the session's key in bits, as the cost model keys its tables and the
-/// bounds are checked: the curve's, the group's, the modulus's. `Err` names what is wrong
-/// with the key when the size cannot be read or is out of bounds.
-pub(crate) fn key_bits(alg: AsymAlg, key: &AsymKey) -> Result<usize, crate::Error> {
-    use crate::Error;
-    let bits = match alg {
-        AsymAlg::X25519 | AsymAlg::Ed25519 => 256,
-        AsymAlg::Ecdh(c) | AsymAlg::Ecdsa { curve: c, .. } => c.bits(),
-        AsymAlg::Ffdh(g) => g.bytes() * 8,
-        AsymAlg::MlKem768 => 768,
-        AsymAlg::ModExp => match key {
-            AsymKey::ModExp { modulus, .. } => der::bit_len(modulus),
-            _ => 0,
-        },
-        AsymAlg::RsaPkcs1 { .. } | AsymAlg::RsaPss { .. } => {
-            let bits = match key {
-                AsymKey::Private(k) => der::rsa_private_modulus_bits(k.format(), k.bytes())?,
-                AsymKey::Public(k) => der::rsa_public_modulus_bits(k.format(), k.bytes())?,
-                // Generation: the size is the caller's choice, given with the key slot.
-                AsymKey::Generate { bits } => *bits,
-                AsymKey::ModExp { .. } => 0,
-            };
-            if bits < RSA_MIN_BITS {
-                return Err(Error::KeyTooSmall { bits, min: RSA_MIN_BITS });
-            }
-            if bits > RSA_MAX_BITS {
-                return Err(Error::KeyTooLarge { bits, max: RSA_MAX_BITS });
-            }
-            bits
-        }
-    };
-    Ok(bits)
 }
 
 #[cfg(test)]

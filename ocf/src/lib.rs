@@ -22,6 +22,10 @@
 //!   [`SessionParams::multipart`] takes a first, middle and last part in one reused request,
 //!   the driver keeping its state for the message in the request between parts.
 //! - Keys live in [`Key`]s, wiped when a session is freed.
+//! - Public-key sessions ([`Mode::Asymmetric`], [`asym`]) hold their key: signatures,
+//!   key agreement, key encapsulation and modular exponentiation go through the same
+//!   dispatch, flow control, counters, profile and cost model (per operation and key
+//!   size) as the ciphers; [`Mode::Random`] serves random bytes.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -60,7 +64,9 @@
 //!      │            │             │       queues (generic)   │ the driver contract
 //!      ▼            ▼             ▼
 //!  routing, request, credits, profile, buffer, params,        the leaf types (routing: the
-//!  error, alg                                                 policies and the cost model)
+//!  error, asym, alg, key                                      policies and the cost model;
+//!                                                             asym: public-key algorithms
+//!                                                             and key handles)
 //! ```
 //!
 //! The driver contract reaches back into the framework only through the handle it defines
@@ -78,6 +84,7 @@ mod dispatch;
 pub mod driver;
 pub mod error;
 pub mod framework;
+pub mod key;
 pub mod params;
 pub mod profile;
 pub mod request;

@@ -4,89 +4,10 @@
 //! decides whether a combination of mode, algorithms and key/tag lengths is legal. Drivers
 //! are only asked to probe parameters that passed it, so no driver re-checks lengths.
 
-use std::fmt;
-
-use subtle::{Choice, ConstantTimeEq};
-use zeroize::{Zeroize, ZeroizeOnDrop};
-
 use crate::alg::{CipherAlg, CompAlg, DigestAlg, MacAlg};
 use crate::asym::{self, AsymAlg, AsymKey, AsymKind, PrivateFormat, PublicFormat};
 use crate::error::Error;
-
-/// Key material. Zeroized when dropped; `Debug` never prints it.
-///
-/// Sessions own copies of their keys (so that a session can move to another driver), and
-/// every copy is a `Key`, so freeing a session wipes them.
-///
-/// Keys compare in constant time only ([`ConstantTimeEq`], or [`Key::matches`] against
-/// bytes): there is no `PartialEq`, so a variable-time `==` on key bytes cannot be
-/// written by accident.
-///
-/// ```
-/// use subtle::ConstantTimeEq;
-/// let (a, b) = (ocf::Key::new(&[1; 16]), ocf::Key::new(&[1; 16]));
-/// assert!(bool::from(a.ct_eq(&b)));
-/// assert!(a.matches(&[1; 16]) && !a.matches(&[2; 16]) && !a.matches(&[1; 15]));
-/// ```
-///
-/// ```compile_fail
-/// let (a, b) = (ocf::Key::new(&[1; 16]), ocf::Key::new(&[1; 16]));
-/// assert!(a == b);
-/// ```
-#[derive(Clone, Default, Zeroize, ZeroizeOnDrop)]
-pub struct Key(Vec<u8>);
-
-/// In time that depends on the lengths only (a length is not secret).
-impl ConstantTimeEq for Key {
-    fn ct_eq(&self, other: &Key) -> Choice {
-        self.0.as_slice().ct_eq(other.0.as_slice())
-    }
-}
-
-impl Key {
-    pub fn new(bytes: &[u8]) -> Key {
-        Key(bytes.to_vec())
-    }
-
-    pub fn empty() -> Key {
-        Key(Vec::new())
-    }
-
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.0
-    }
-
-    /// Whether `bytes` are this key, in time that depends on the lengths only.
-    pub fn matches(&self, bytes: &[u8]) -> bool {
-        self.0.as_slice().ct_eq(bytes).into()
-    }
-
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl From<&[u8]> for Key {
-    fn from(b: &[u8]) -> Key {
-        Key::new(b)
-    }
-}
-
-impl<const N: usize> From<&[u8; N]> for Key {
-    fn from(b: &[u8; N]) -> Key {
-        Key::new(b)
-    }
-}
-
-impl fmt::Debug for Key {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Key({} bytes)", self.0.len())
-    }
-}
+pub use crate::key::Key;
 
 /// What a session does. The eight modes of the framework.
 #[non_exhaustive]
@@ -223,7 +144,7 @@ impl SessionParams {
     /// checks it).
     pub fn key_bits(&self) -> usize {
         match &self.mode {
-            Mode::Asymmetric { alg, key } => asym::key_bits(*alg, key).unwrap_or(0),
+            Mode::Asymmetric { alg, key } => asym_key_bits(*alg, key).unwrap_or(0),
             _ => 0,
         }
     }
@@ -357,7 +278,7 @@ fn validate_asym_key(alg: AsymAlg, key: &AsymKey) -> Result<(), Error> {
     let kind = alg.kind();
     match (kind, key) {
         (AsymKind::ModExp, AsymKey::ModExp { exponent, modulus }) => {
-            let bits = asym::key_bits(alg, key)?;
+            let bits = asym_key_bits(alg, key)?;
             if bits == 0 || modulus.last().is_none_or(|b| b & 1 == 0) {
                 return Err(Error::BadKey { why: "the modulus must be odd and greater than one" });
             }
@@ -383,7 +304,7 @@ fn validate_asym_key(alg: AsymAlg, key: &AsymKey) -> Result<(), Error> {
         _ => {}
     }
     // Sizes: RSA moduli within bounds, read from the key (or the size asked of generation).
-    asym::key_bits(alg, key)?;
+    asym_key_bits(alg, key)?;
     let raw_len = |what: &'static str, got: usize, expected: usize| {
         if got == expected {
             Ok(())
@@ -481,31 +402,44 @@ fn mac_len_rule(alg: MacAlg) -> &'static str {
     }
 }
 
+/// The size of the session's key in bits, as the cost model keys its tables and the
+/// bounds are checked: the curve's, the group's, the modulus's. `Err` names what is wrong
+/// with the key when the size cannot be read or is out of bounds.
+pub(crate) fn asym_key_bits(alg: AsymAlg, key: &AsymKey) -> Result<usize, crate::Error> {
+    let bits = match alg {
+        AsymAlg::X25519 | AsymAlg::Ed25519 => 256,
+        AsymAlg::Ecdh(c) | AsymAlg::Ecdsa { curve: c, .. } => c.bits(),
+        AsymAlg::Ffdh(g) => g.bytes() * 8,
+        AsymAlg::MlKem768 => 768,
+        AsymAlg::ModExp => match key {
+            AsymKey::ModExp { modulus, .. } => asym::der::bit_len(modulus),
+            _ => 0,
+        },
+        AsymAlg::RsaPkcs1 { .. } | AsymAlg::RsaPss { .. } => {
+            let bits = match key {
+                AsymKey::Private(k) => asym::der::rsa_private_modulus_bits(k.format(), k.bytes())
+                    .map_err(|why| Error::BadKey { why })?,
+                AsymKey::Public(k) => asym::der::rsa_public_modulus_bits(k.format(), k.bytes())
+                    .map_err(|why| Error::BadKey { why })?,
+                // Generation: the size is the caller's choice, given with the key slot.
+                AsymKey::Generate { bits } => *bits,
+                AsymKey::ModExp { .. } => 0,
+            };
+            if bits < asym::RSA_MIN_BITS {
+                return Err(Error::KeyTooSmall { bits, min: asym::RSA_MIN_BITS });
+            }
+            if bits > asym::RSA_MAX_BITS {
+                return Err(Error::KeyTooLarge { bits, max: asym::RSA_MAX_BITS });
+            }
+            bits
+        }
+    };
+    Ok(bits)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// `zeroize` wipes the key's own memory, not only its length: a `Vec`'s bytes stay in
-    /// its allocation after `clear()`, so the test reads that memory itself. (Checking
-    /// `as_bytes()` proved nothing: it is empty after any `clear()`, wiped or not.) The wipe
-    /// on drop is observed where the memory is freed, by an inspecting allocator
-    /// (`ocf/tests/key_wipe.rs`).
-    #[test]
-    fn key_zeroizes_and_hides_itself() {
-        let mut k = Key::new(&[0xAA; 16]);
-        assert_eq!(format!("{k:?}"), "Key(16 bytes)");
-        let before = k.as_bytes().as_ptr();
-        k.zeroize();
-        let after = k.as_bytes().as_ptr();
-        assert_eq!(after, before, "the same allocation, kept");
-        // SAFETY: `after` points at `k`'s live allocation (the same one, checked above), at
-        // least 16 bytes long, all 16 written when the key was copied in (and by `zeroize`
-        // since); `k` is not used while the slice lives.
-        let memory = unsafe { std::slice::from_raw_parts(after, 16) };
-        assert_eq!(memory, &[0u8; 16], "the key's bytes are still in its memory");
-        fn is_zeroize_on_drop<T: ZeroizeOnDrop>() {}
-        is_zeroize_on_drop::<Key>();
-    }
 
     #[test]
     fn validate_accepts_the_defined_lengths() {

@@ -17,10 +17,10 @@
 
 use ocf::{Buffer, Error, Mode, Op, Request, Session, TagPlace};
 
-use super::{Expect, Step};
+use crate::case::{Expect, Step};
 use crate::hex::brief;
+use crate::outcome::{expect_eq, split_awkwardly, Verdict, FILL, PREFIX_LEN, SUFFIX_LEN};
 use crate::report::Layout;
-use crate::run::{expect_eq, split_awkwardly, Verdict, FILL, PREFIX_LEN, SUFFIX_LEN};
 
 /// Runs `steps` in order in `layout`. `Err` says what went wrong.
 pub(crate) fn evaluate(session: &Session, layout: Layout, steps: &[Step]) -> Result<Verdict, String> {

@@ -3,8 +3,6 @@
 //! size. Reads, never allocates, and refuses what it does not understand: a driver's library
 //! parses the key fully when a session is made.
 
-use crate::error::Error;
-
 use super::keys::{PrivateFormat, PublicFormat};
 
 /// A DER reader over a byte slice.
@@ -15,13 +13,16 @@ const INTEGER: u8 = 0x02;
 const BIT_STRING: u8 = 0x03;
 const OCTET_STRING: u8 = 0x04;
 
-fn bad(why: &'static str) -> Error {
-    Error::BadKey { why }
+/// Why a key could not be read (the caller makes it an `Error::BadKey`).
+type Why = &'static str;
+
+fn bad(why: Why) -> Why {
+    why
 }
 
 impl<'a> Der<'a> {
     /// The next element's tag and contents; the reader moves past it.
-    fn next(&mut self) -> Result<(u8, &'a [u8]), Error> {
+    fn next(&mut self) -> Result<(u8, &'a [u8]), Why> {
         let (&tag, rest) = self.0.split_first().ok_or(bad("DER: truncated (tag)"))?;
         let (&first, rest) = rest.split_first().ok_or(bad("DER: truncated (length)"))?;
         let (len, rest) = match first {
@@ -39,7 +40,7 @@ impl<'a> Der<'a> {
         Ok((tag, content))
     }
 
-    fn expect(&mut self, tag: u8, what: &'static str) -> Result<&'a [u8], Error> {
+    fn expect(&mut self, tag: u8, what: &'static str) -> Result<&'a [u8], Why> {
         match self.next()? {
             (t, c) if t == tag => Ok(c),
             _ => Err(bad(what)),
@@ -56,13 +57,13 @@ pub(crate) fn bit_len(be: &[u8]) -> usize {
 }
 
 /// `RSAPublicKey ::= SEQUENCE { modulus INTEGER, publicExponent INTEGER }` → bits of n.
-fn rsa_public_key(der: &[u8]) -> Result<usize, Error> {
+fn rsa_public_key(der: &[u8]) -> Result<usize, Why> {
     let mut seq = Der(Der(der).expect(SEQUENCE, "RSA public key: not a SEQUENCE")?);
     Ok(bit_len(seq.expect(INTEGER, "RSA public key: no modulus")?))
 }
 
 /// Bits of the modulus of an RSA private key (PKCS#8 wrapping PKCS#1 `RSAPrivateKey`).
-pub(crate) fn rsa_private_modulus_bits(format: PrivateFormat, der: &[u8]) -> Result<usize, Error> {
+pub(crate) fn rsa_private_modulus_bits(format: PrivateFormat, der: &[u8]) -> Result<usize, Why> {
     if format != PrivateFormat::Pkcs8 {
         return Err(bad("RSA private keys are taken as PKCS#8"));
     }
@@ -76,7 +77,7 @@ pub(crate) fn rsa_private_modulus_bits(format: PrivateFormat, der: &[u8]) -> Res
 }
 
 /// Bits of the modulus of an RSA public key (SPKI, or raw PKCS#1 `RSAPublicKey`).
-pub(crate) fn rsa_public_modulus_bits(format: PublicFormat, der: &[u8]) -> Result<usize, Error> {
+pub(crate) fn rsa_public_modulus_bits(format: PublicFormat, der: &[u8]) -> Result<usize, Why> {
     match format {
         PublicFormat::Raw => rsa_public_key(der),
         PublicFormat::Spki => {

@@ -6,7 +6,7 @@ use std::fmt;
 use subtle::ConstantTimeEq;
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
-use crate::params::Key;
+use crate::key::Key;
 
 /// How a private key is encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
