@@ -32,6 +32,7 @@ mod openssl;
 mod oracle;
 mod plot;
 mod progress;
+mod pubkey;
 mod report;
 mod routing;
 mod rusage;
@@ -46,9 +47,10 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use ocf::{Config, Framework, Policy};
 
-use crate::bench::{CaseResult, CaseSpec, Limit, Skipped, Target};
+use crate::algs::Kind;
+use crate::bench::{CaseResult, CaseSpec, Limit, PkCase, Skipped, Target};
 use crate::drivers::{DriverSpec, NameKind, AUTO};
-use crate::report::{Clock, Row};
+use crate::report::{Clock, Row, Unit};
 use crate::routing::{Oracle, Routing};
 use crate::sizes::SizeSpec;
 
@@ -211,6 +213,16 @@ fn main() -> ExitCode {
     }
 }
 
+/// The algorithms of each kind of table, in the order given.
+struct Tables {
+    /// Bytes per second by operand size (Mb/s).
+    sized: Vec<String>,
+    /// Random bytes per second by size (MB/s).
+    random: Vec<String>,
+    /// Public-key operations per second.
+    per_op: Vec<String>,
+}
+
 /// `auto`'s own framework and the drivers it routes to (A first), if `-d auto` was given.
 struct Auto {
     fw: Framework,
@@ -279,7 +291,16 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
     } else {
         None
     };
-    let alg_list: Vec<String> = algs.iter().map(|a| a.name.to_owned()).collect();
+    // The tables' algorithms: by operand size (Mb/s), random bytes (MB/s), public-key
+    // operations (per second).
+    let names_of = |keep: fn(&algs::Alg) -> bool| -> Vec<String> {
+        algs.iter().filter(|a| keep(a)).map(|a| a.name.to_owned()).collect()
+    };
+    let tables = Tables {
+        sized: names_of(|a| !a.per_op() && a.kind != Kind::Random),
+        random: names_of(|a| a.kind == Kind::Random),
+        per_op: names_of(algs::Alg::per_op),
+    };
 
     // openssl speed takes whole seconds.
     let openssl_seconds = match limit {
@@ -289,12 +310,20 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
     let has_b = auto.as_ref().is_some_and(|a| a.drivers.len() > 1);
     let splits_per_alg: usize =
         if cli.oracle { sizes.iter().map(|&s| oracle::splits(s, has_b).len()).sum() } else { 0 };
-    let cases = algs.len() * (sizes.len() * driver_names.len() + splits_per_alg);
-    let total = cases + algs.len() * sizes.len() * usize::from(cli.openssl);
+    // Per algorithm, its rows: a size each, or an operation each (public key), and the
+    // openssl runs: one per size, or one for all of a public-key algorithm's operations.
+    let points = |a: &algs::Alg| a.public_key.map_or(sizes.len(), |pk| pk.ops.len());
+    let cases: usize = algs
+        .iter()
+        .map(|a| points(a) * driver_names.len() + if a.per_op() { 0 } else { splits_per_alg })
+        .sum();
+    let openssl_runs: usize = algs.iter().map(|a| if a.per_op() { 1 } else { sizes.len() }).sum();
+    let openssl_secs: u64 = algs.iter().map(|a| points(a) as u64 * openssl_seconds).sum();
+    let total = cases + openssl_runs * usize::from(cli.openssl);
     let estimate = match limit {
         Limit::Time(d) => d.as_secs_f64() * cases as f64,
         Limit::Count(_) => 0.0,
-    } + (openssl_seconds * (algs.len() * sizes.len()) as u64 * u64::from(cli.openssl)) as f64;
+    } + (openssl_secs * u64::from(cli.openssl)) as f64;
     let mut progress = progress::Progress::new(total, !cli.json && estimate > 1.0);
 
     if !cli.json {
@@ -315,12 +344,42 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
     let mut failures_seen: Vec<String> = Vec::new();
     for alg in &algs {
         if cli.decrypt && !alg.kind.ciphers() {
-            note(&progress, format!("{}: a digest has no decrypt; measuring the digest", alg.name));
+            let what = match alg.kind {
+                Kind::PublicKey => "its operations",
+                Kind::Random => "random bytes",
+                _ => "the digest",
+            };
+            note(&progress, format!("{}: no decrypt; measuring {what}", alg.name));
         }
-        for &size in &sizes {
+        // A public-key algorithm's keys: made once, used by every driver and operation.
+        let keys = match alg.kind {
+            Kind::PublicKey => match pubkey::Keys::generate(&fw, alg) {
+                Ok(k) => Some(k),
+                Err(why) => {
+                    note(&progress, why);
+                    continue;
+                }
+            },
+            _ => None,
+        };
+        if cli.oracle && keys.is_some() {
+            note(&progress, format!("--oracle splits by operand size: {} (public key) is not split", alg.name));
+        }
+        let points: Vec<(SizeSpec, Option<PkCase>)> = match &keys {
+            Some(k) => {
+                k.alg.ops.iter().map(|&op| (SizeSpec::Fixed(k.input_len(op)), Some(PkCase { keys: k, op }))).collect()
+            }
+            None => sizes.iter().map(|&s| (s, None)).collect(),
+        };
+        let alg_first = rows.len();
+        for &(size, public_key) in &points {
             let first = rows.len();
+            let what = match public_key {
+                Some(pk) => pk.op.name().to_owned(),
+                None => size.phrase(),
+            };
             for d in &driver_names {
-                progress.show(&format!("{} {} on {d}", alg.name, size.phrase()));
+                progress.show(&format!("{} {what} on {d}", alg.name));
                 let target = match (&auto, d.as_str()) {
                     (Some(a), AUTO) => Target::Auto(&a.fw),
                     _ => Target::Pinned(d),
@@ -336,6 +395,7 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
                     direct: cli.direct,
                     limit,
                     verify: cli.verify,
+                    public_key,
                 };
                 fw.reset_profiles();
                 let before = auto.as_ref().map(|a| a.fw.routing());
@@ -351,7 +411,7 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
                 };
                 progress.step();
                 let oracle = match (&auto, target, &result) {
-                    (Some(a), Target::Auto(_), Ok(r)) if cli.oracle => {
+                    (Some(a), Target::Auto(_), Ok(r)) if cli.oracle && public_key.is_none() => {
                         Some(run_oracle(&spec, a, r, has_b, &mut progress, &mut failures_seen))
                     }
                     _ => None,
@@ -364,18 +424,20 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
                     alg: alg.name.to_owned(),
                     driver: d.clone(),
                     op: spec.op_name(),
+                    per_op: public_key.is_some(),
                     size,
                     threads,
                     batch,
                     result,
                     verify: cli.verify,
                     openssl_kbytes_s: None,
+                    openssl_ops_s: None,
                     profile,
                     routing,
                     oracle,
                 });
             }
-            if cli.openssl {
+            if cli.openssl && public_key.is_none() {
                 progress.show(&format!("{} {} with openssl speed", alg.name, size.phrase()));
                 let measured_any = rows[first..].iter().any(|r| r.measured().is_some());
                 let kbytes = match (alg.openssl, size) {
@@ -407,7 +469,7 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
                 }
                 progress.step();
             }
-            if cli.json {
+            if cli.json && public_key.is_none() {
                 for r in &rows[first..] {
                     if let Some(v) = r.json(cli.openssl, cli.profile) {
                         println!("{v}");
@@ -415,16 +477,51 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
                 }
             }
         }
+        let Some(keys) = &keys else { continue };
+        // A public-key algorithm: one openssl speed run for all its operations, after ours.
+        let measured_any = rows[alg_first..].iter().any(|r| r.measured().is_some());
+        if cli.openssl && measured_any {
+            progress.show(&format!("{} with openssl speed", alg.name));
+            match alg.openssl {
+                None => note(&progress, format!("{}: openssl speed has no such algorithm", alg.name)),
+                Some(args) => {
+                    if let Some(caveat) = algs::openssl_caveat(alg) {
+                        note(&progress, format!("{} vs openssl: {caveat}", alg.name));
+                    }
+                    match openssl::speed_public_key(args, openssl_seconds, threads) {
+                        Ok(per_op) => {
+                            for r in &mut rows[alg_first..] {
+                                let at = keys.alg.ops.iter().position(|o| o.name() == r.op);
+                                r.openssl_ops_s = at.and_then(|i| per_op.get(i).copied());
+                            }
+                        }
+                        Err(e) => note(&progress, e),
+                    }
+                }
+            }
+            progress.step();
+        }
+        if cli.json {
+            for r in &rows[alg_first..] {
+                if let Some(v) = r.json(cli.openssl, cli.profile) {
+                    println!("{v}");
+                }
+            }
+        }
     }
     progress.clear();
 
     if !cli.json {
-        print_tables(&cli, &rows, &alg_list, &driver_names, &sizes);
+        print_tables(&cli, &rows, &tables, &driver_names, &sizes);
     }
 
     for r in &rows {
         let Some(m) = r.measured() else { continue };
-        let case = format!("{} {} {} on {}", r.alg, r.op, r.size.phrase(), r.driver);
+        let case = if r.per_op {
+            format!("{} {} on {}", r.alg, r.op, r.driver)
+        } else {
+            format!("{} {} {} on {}", r.alg, r.op, r.size.phrase(), r.driver)
+        };
         failures_seen.extend(failures(&case, m));
     }
     let mut failed = !failures_seen.is_empty();
@@ -432,7 +529,8 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
         eprintln!("cryptotest: {f}");
     }
     if let Some(path) = &cli.plot {
-        let series = plot_series(&rows, &alg_list, &driver_names);
+        let by_size: Vec<String> = tables.sized.iter().chain(&tables.random).cloned().collect();
+        let series = plot_series(&rows, &by_size, &driver_names);
         let title = format!("cryptotest: {} ({}, batch {batch})", ops_of(&rows), threads_text(threads));
         match plot::write_plot(path, &title, &series) {
             Ok(()) => eprintln!("cryptotest: plot written to {}", path.display()),
@@ -588,32 +686,52 @@ fn header(
     h
 }
 
-fn print_tables(cli: &Cli, rows: &[Row], algs: &[String], drivers: &[String], sizes: &[SizeSpec]) {
-    if cli.format == Format::Openssl {
+fn print_tables(cli: &Cli, rows: &[Row], tables: &Tables, drivers: &[String], sizes: &[SizeSpec]) {
+    let by_size: Vec<String> = tables.sized.iter().chain(&tables.random).cloned().collect();
+    if cli.format == Format::Openssl && !by_size.is_empty() {
         let clock = if cli.elapsed { Clock::Wall } else { Clock::Cpu };
         let what = if cli.elapsed { "wall clock" } else { "per CPU second (user + system)" };
         println!("\nThroughput {what}");
-        print!("{}", report::openssl_layout(rows, algs, drivers, sizes, clock));
+        print!("{}", report::openssl_layout(rows, &by_size, drivers, sizes, clock));
     } else {
-        println!("\nThroughput, Mb/s of payload per second of wall-clock time");
-        print!("{}", report::throughput_table(rows, algs, drivers, sizes, Clock::Wall));
+        for (algs, unit) in [(&tables.sized, Unit::Mbit), (&tables.random, Unit::MByte)] {
+            if algs.is_empty() {
+                continue;
+            }
+            let (what, of) = match unit {
+                Unit::Mbit => ("Throughput, Mb/s", "of payload"),
+                Unit::MByte => ("Random bytes, MB/s (10^6 bytes)", "drawn"),
+            };
+            println!("\n{what} {of} per second of wall-clock time");
+            print!("{}", report::throughput_table(rows, algs, drivers, sizes, Clock::Wall, unit));
+            if !cli.elapsed {
+                println!("\n{what} {of} per CPU second (user + system, every thread of the process)");
+                print!("{}", report::throughput_table(rows, algs, drivers, sizes, Clock::Cpu, unit));
+            }
+        }
+    }
+    if !tables.per_op.is_empty() {
+        println!("\nPublic-key operations per second of wall-clock time (as openssl speed prints them)");
+        print!("{}", report::public_key_table(rows, &tables.per_op, drivers, Clock::Wall));
         if !cli.elapsed {
-            println!(
-                "\nThroughput, Mb/s of payload per CPU second (user + system, every thread of the process)"
-            );
-            print!("{}", report::throughput_table(rows, algs, drivers, sizes, Clock::Cpu));
+            println!("\nPublic-key operations per CPU second (user + system, every thread of the process)");
+            print!("{}", report::public_key_table(rows, &tables.per_op, drivers, Clock::Cpu));
         }
     }
     println!("\nCost of each case (getrusage: CPU seconds and context switches of the whole process)");
     print!("{}", report::cost_table(rows));
     for r in rows {
         if let Some(routing) = &r.routing {
-            println!(
-                "\nRouting: {} {} of {} on auto (requests per size class)",
-                r.alg,
-                r.op,
-                r.size.phrase()
-            );
+            if r.per_op {
+                println!("\nRouting: {} {} on auto (requests per size class of their input)", r.alg, r.op);
+            } else {
+                println!(
+                    "\nRouting: {} {} of {} on auto (requests per size class)",
+                    r.alg,
+                    r.op,
+                    r.size.phrase()
+                );
+            }
             print!("{}", routing.table(cli.profile));
         }
         if let Some(oracle) = &r.oracle {
@@ -624,21 +742,23 @@ fn print_tables(cli: &Cli, rows: &[Row], algs: &[String], drivers: &[String], si
     if cli.profile {
         for r in rows {
             if let Some(p) = &r.profile {
-                println!(
-                    "\nProfile: {} {} of {} on {} (every request, ns)",
-                    r.alg,
-                    r.op,
-                    r.size.phrase(),
-                    r.driver
-                );
+                let of = if r.per_op { String::new() } else { format!(" of {}", r.size.phrase()) };
+                println!("\nProfile: {} {}{of} on {} (every request, ns)", r.alg, r.op, r.driver);
                 print!("{p}");
             }
         }
     }
-    if let Some(summary) = report::auto_summary(rows, algs, sizes) {
+    if let Some(summary) = report::auto_summary(rows, &by_size, sizes) {
         println!(
             "\nWhat auto chose: the fastest driver alone, where auto sent the requests, auto ÷ that \
              driver (wall clock)"
+        );
+        print!("{summary}");
+    }
+    if let Some(summary) = report::public_key_auto_summary(rows, &tables.per_op) {
+        println!(
+            "\nWhat auto chose for each public-key operation: the fastest driver alone, where auto sent \
+             the requests, auto ÷ that driver (operations per second, wall clock)"
         );
         print!("{summary}");
     }
