@@ -20,6 +20,7 @@
 //! `new_session`, so a request costs one `match`, not a lookup.
 
 mod aead;
+mod asym;
 mod chacha;
 mod cipher;
 mod cpu;
@@ -29,6 +30,7 @@ mod evp;
 #[cfg(ocf_ipsec_mb)]
 mod imb;
 mod pool;
+mod random;
 mod stream;
 
 /// The library calls the driver makes, without the framework around them: what the
@@ -43,7 +45,7 @@ pub mod raw {
 use std::sync::Arc;
 
 use ocf::{
-    Capabilities, CipherAlg, CompAlg, DigestAlg, Driver, DriverSession, Error, Failed, Framework, Hint,
+    AsymAlg, Capabilities, CipherAlg, CompAlg, DigestAlg, Driver, DriverSession, Error, Failed, Framework, Hint,
     MacAlg, Mode, Op, Part, Priority, Processed, Request, SessionContext, SessionParams, MAX_TAG_LEN,
 };
 use subtle::ConstantTimeEq;
@@ -83,6 +85,8 @@ impl Driver for SoftDriver {
             synchronous: true,
             multipart: true,
             compression: CompAlg::ALL.to_vec(),
+            asymmetric: AsymAlg::all(),
+            random: true,
             ..Capabilities::every_algorithm()
         }
     }
@@ -146,6 +150,10 @@ pub(crate) enum SoftSession {
     CipherThenMac(Cipher, HmacKey),
     /// Raw DEFLATE (`crate::deflate`); its library state is per thread.
     Deflate,
+    /// A public-key algorithm with its parsed key (`crate::asym`).
+    Asym(asym::AsymSession),
+    /// Random bytes from the kernel (`crate::random`).
+    Random,
 }
 
 impl SoftSession {
@@ -162,6 +170,8 @@ impl SoftSession {
                 HmacKey::new(*mac, mac_key.as_bytes())?,
             ),
             Mode::Compress { alg: CompAlg::Deflate } => SoftSession::Deflate,
+            Mode::Asymmetric { alg, key } => SoftSession::Asym(asym::AsymSession::new(*alg, key)?),
+            Mode::Random => SoftSession::Random,
             _ => return Err(Error::InvalidParams("soft: unknown mode")),
         })
     }
@@ -172,11 +182,16 @@ impl SoftSession {
             return self.run_part(req);
         }
         let op = req.op;
-        if let SoftSession::Deflate = self {
-            return match op {
-                Op::Compress => req.with_input_output(deflate::compress),
-                _ => req.with_input_output(deflate::decompress),
-            };
+        match self {
+            SoftSession::Deflate => {
+                return match op {
+                    Op::Compress => req.with_input_output(deflate::compress),
+                    _ => req.with_input_output(deflate::decompress),
+                };
+            }
+            SoftSession::Asym(a) => return a.run(req),
+            SoftSession::Random => return req.with_views(|v| random::fill_in_place(v.payload)),
+            _ => {}
         }
         req.with_views(|v| match (self, op) {
             (SoftSession::Cipher(c), Op::Encrypt) => c.encrypt(v.iv, v.payload),
@@ -200,8 +215,8 @@ impl SoftSession {
                 c.encrypt(v.iv, v.payload)?;
                 k.compute(&[v.aad, v.payload, v.esn], v.tag)
             }
-            (SoftSession::Deflate, _) => {
-                Err(Error::DriverFailure("soft: compression reached the cipher path"))
+            (SoftSession::Deflate | SoftSession::Asym(_) | SoftSession::Random, _) => {
+                Err(Error::DriverFailure("soft: compression, public-key or random reached the cipher path"))
             }
             (SoftSession::CipherThenMac(c, k), _) => {
                 // Verify before decrypting: a forged packet is never decrypted.
@@ -236,6 +251,9 @@ impl SoftSession {
                 }
                 SoftSession::Deflate => {
                     return Err(Error::BadPart("compression sessions take whole messages only"));
+                }
+                SoftSession::Asym(_) | SoftSession::Random => {
+                    return Err(Error::BadPart("asymmetric and random sessions take whole messages only"));
                 }
             };
             // Recycle the last finished message's state (or an abandoned one) where it is

@@ -48,6 +48,8 @@ use openssl_sys as ffi;
 
 use aws_lc_rs as awslc;
 
+mod asym;
+
 const SIZES: [usize; 3] = [16, 1024, 8192];
 const SLACK: usize = 32;
 const KEY16: [u8; 16] = [
@@ -90,6 +92,8 @@ enum Kind {
     /// Decrypt: `ref_in` (if any) is fed in buf for verification; result must equal pattern.
     Dec,
     Baseline,
+    /// A public-key operation (`asym.rs`): cross-checked when registered, output not compared here.
+    Asym,
 }
 
 struct Case {
@@ -573,7 +577,7 @@ fn verify(cases: &mut [Case]) {
         let mut buf = vec![0u8; n + SLACK];
         let mut out = vec![0u8; 64];
         match c.kind {
-            Kind::Baseline => continue,
+            Kind::Baseline | Kind::Asym => continue,
             Kind::Enc => {
                 buf[..n].copy_from_slice(&pattern(n));
                 (c.op)(0, &mut buf, n, &mut out);
@@ -671,6 +675,7 @@ fn main() {
     }
     let mut reg = Reg { sizes, cases: vec![], only, filter };
     register(&mut reg);
+    asym::register(&mut reg);
     let mut cases = reg.cases;
     verify(&mut cases);
     let mine = my_cpu();
@@ -757,7 +762,7 @@ fn main() {
     }
     println!("#meta\tclean_rounds={clean}\tdirty_rounds={dirty}\tpreempt_retries={preempt_retries}\tcpu={mine}");
     for c in &cases {
-        let dir = match c.kind { Kind::Enc => "enc", Kind::Dec => "dec", Kind::Baseline => "base" };
+        let dir = match c.kind { Kind::Enc => "enc", Kind::Dec => "dec", Kind::Baseline => "base", Kind::Asym => "asym" };
         let s: Vec<String> = c.samples.iter().map(|x| format!("{x:.2}")).collect();
         println!("{}\t{}\t{}\t{}\t{}", c.alg, dir, c.lib, c.size, s.join(","));
     }
