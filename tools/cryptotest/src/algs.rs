@@ -182,8 +182,8 @@ impl Alg {
             Kind::Random => "random bytes (MB/s)".into(),
             Kind::PublicKey => match self.public_key {
                 Some(pk) => {
-                    let ops: Vec<&str> = pk.ops.iter().map(|o| o.name()).collect();
-                    format!("{} ({}/s)", pk.alg, ops.join("/s, "))
+                    let ops: Vec<&str> = pk.ops.iter().map(|o| crate::units::per_second(o.name())).collect();
+                    format!("{} ({})", pk.alg, ops.join(", "))
                 }
                 None => "public key".into(),
             },

@@ -289,6 +289,12 @@ pub fn register(fw: &Framework, specs: &[DriverSpec]) -> Result<Vec<String>, Str
     specs.iter().filter_map(|s| name(s).transpose()).collect()
 }
 
+/// Registers each driver it can, saying nothing of those this machine lacks (`--list`);
+/// returns the names of those registered.
+pub fn register_quietly(fw: &Framework, specs: &[DriverSpec]) -> Vec<String> {
+    specs.iter().filter_map(|s| register_one(fw, s, false).ok().flatten()).collect()
+}
+
 /// Registers, into `auto`'s own framework, exactly the drivers it routes to: those listed
 /// but `null` (and `auto`). Returns their names in order (the first is `--oracle`'s A). A
 /// driver this machine lacks is left out silently: [`register`], given the same list

@@ -519,6 +519,9 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
         let Some(m) = r.measured() else { continue };
         let case = if r.per_op {
             format!("{} {} on {}", r.alg, r.op, r.driver)
+        } else if r.alg == r.op {
+            // random: the operation is the algorithm.
+            format!("{} {} on {}", r.alg, r.size.phrase(), r.driver)
         } else {
             format!("{} {} {} on {}", r.alg, r.op, r.size.phrase(), r.driver)
         };
@@ -546,7 +549,14 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
 /// What went wrong in a case, a line each (none: nothing did).
 fn failures(case: &str, m: &CaseResult) -> Vec<String> {
     let mut out = Vec::new();
-    if m.mismatches > 0 {
+    if m.mismatches > 0 && case.starts_with("random ") {
+        out.push(format!(
+            "{case}: {} of {} results failed the check ({})",
+            m.mismatches,
+            m.checked,
+            m.first_mismatch.as_deref().unwrap_or("")
+        ));
+    } else if m.mismatches > 0 {
         out.push(format!(
             "{case}: {} of {} results differ from {} ({})",
             m.mismatches,
@@ -710,9 +720,10 @@ fn print_tables(cli: &Cli, rows: &[Row], tables: &Tables, drivers: &[String], si
             }
         }
     }
-    if !tables.per_op.is_empty() {
+    let wall = report::public_key_table(rows, &tables.per_op, drivers, Clock::Wall);
+    if !wall.is_empty() {
         println!("\nPublic-key operations per second of wall-clock time (as openssl speed prints them)");
-        print!("{}", report::public_key_table(rows, &tables.per_op, drivers, Clock::Wall));
+        print!("{wall}");
         if !cli.elapsed {
             println!("\nPublic-key operations per CPU second (user + system, every thread of the process)");
             print!("{}", report::public_key_table(rows, &tables.per_op, drivers, Clock::Cpu));
@@ -866,6 +877,48 @@ fn listing() -> String {
         let openssl =
             a.openssl.map_or("(none)".to_owned(), |args| format!("openssl speed {}", args.join(" ")));
         s.push_str(&format!("  {:<24} {:<38} {openssl}\n", a.name, a.describe()));
+    }
+    s.push_str(&per_driver_listing());
+    s
+}
+
+/// `--list`'s table of the public-key algorithms and random bytes each driver of this
+/// machine offers (its capabilities: an engine may still refuse a key size when a session
+/// is made).
+fn per_driver_listing() -> String {
+    let fw = Framework::new();
+    let mut specs = drivers::all();
+    specs.push(DriverSpec::Afalg(ocf_afalg::NAME.to_owned()));
+    // Quietly: a driver this machine lacks is left out (the listing above says why).
+    let names = drivers::register_quietly(&fw, &specs);
+    let infos = fw.drivers();
+    let caps: Vec<(&str, &ocf::Capabilities)> = names
+        .iter()
+        .filter_map(|n| infos.iter().find(|i| &i.name == n).map(|i| (n.as_str(), &i.capabilities)))
+        .collect();
+    let mut rows: Vec<(String, Vec<bool>)> = algs::public_key()
+        .iter()
+        .filter_map(|a| {
+            let pk = a.public_key?;
+            Some((a.name.to_owned(), caps.iter().map(|(_, c)| c.asymmetric.contains(&pk.alg)).collect()))
+        })
+        .collect();
+    rows.push(("random".to_owned(), caps.iter().map(|(_, c)| c.random).collect()));
+    let mut s = String::from(
+        "\nPublic-key algorithms and random bytes per driver (this machine; a driver may still refuse \
+         a key size):\n",
+    );
+    s.push_str(&format!("  {:<12}", ""));
+    for (n, _) in &caps {
+        s.push_str(&format!(" {n:>w$}", w = n.len().max(4)));
+    }
+    s.push('\n');
+    for (name, has) in rows {
+        s.push_str(&format!("  {name:<12}"));
+        for ((n, _), yes) in caps.iter().zip(has) {
+            s.push_str(&format!(" {:>w$}", if yes { "yes" } else { "-" }, w = n.len().max(4)));
+        }
+        s.push('\n');
     }
     s
 }

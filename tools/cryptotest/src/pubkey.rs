@@ -8,11 +8,12 @@
 //!       decapsulate, modexp; public for verify, encapsulate
 //!  Keys::request (per request slot, before the clock starts)
 //!    └─ the request, and under --verify what its result must be ([`Check`]), made by the
-//!       reference sessions: a deterministic result (RSA PKCS#1 v1.5 and Ed25519
-//!       signatures, a shared secret, a modular power) is compared byte for byte; a
-//!       randomized one (an ECDSA signature, an ML-KEM encapsulation) is kept and checked
-//!       after the clock stops (Keys::check_later): the signature must verify, the
-//!       ciphertext must decapsulate to the shared secret beside it.
+//!       reference sessions: a deterministic result is compared byte for byte (an RSA
+//!       PKCS#1 v1.5 or Ed25519 signature with the reference's; a shared secret, or a
+//!       modular power, with what the *peer* derives from our public value); a randomized
+//!       one (an ECDSA signature, an ML-KEM encapsulation) is kept and checked after the
+//!       clock stops (Keys::check_later): the signature must verify, the ciphertext must
+//!       decapsulate to the shared secret beside it.
 //! ```
 //!
 //! What is signed: `openssl speed` 3.0's input lengths (36 bytes for RSA, 20 for ECDSA and
@@ -26,7 +27,7 @@
 //! The null driver answers every operation with an empty result: under `--verify` that is
 //! a mismatch (as its symmetric results are); without it, its operations count as done.
 
-use ocf::asym::{AsymKind, MLKEM768_CIPHERTEXT_LEN, MLKEM_SHARED_LEN};
+use ocf::asym::{AsymKind, MLKEM768_CIPHERTEXT_LEN, MLKEM768_PUBLIC_LEN, MLKEM_SHARED_LEN};
 use ocf::{AsymAlg, AsymKey, Framework, Key, ModpGroup, Op, PublicKey, Request, Session, SessionParams};
 
 use crate::algs::{Alg, PublicKeyAlg};
@@ -53,6 +54,9 @@ pub struct Keys {
     public: Option<AsymKey>,
     /// Derive and modexp: the peer's public value.
     peer: Vec<u8>,
+    /// Derive and modexp: the peer's side (a reference session with the peer's private
+    /// key) and our public value, whose derive is what ours must equal.
+    peer_side: Option<(Session, Vec<u8>)>,
     /// The reference driver's sessions with `private` and `public`.
     ref_private: Session,
     ref_public: Option<Session>,
@@ -74,27 +78,36 @@ impl Keys {
             fw.new_session_on(REFERENCE, &SessionParams::asymmetric(a, key.clone()))
                 .map_err(|e| format!("{name}: skipped on {REFERENCE}: {e}"))
         };
-        let room = pk.alg.max_output_len(pk.bits);
+        // `max_output_len` of ML-KEM-768 covers its ciphertext and secret (1,120 bytes), not
+        // its 1,184-byte public key (ocf's doc says it should): room for both.
+        let room = pk.alg.max_output_len(pk.bits).max(MLKEM768_PUBLIC_LEN);
         let public_of = |s: &Session| {
             s.run(Request::asymmetric(Op::PublicKey, Vec::new(), room))
                 .map(|r| r.result_payload())
                 .map_err(|e| format!("{name}: {REFERENCE} gave no public key: {}", e.error()))
         };
-        let (private, peer) = match pk.alg.kind() {
-            AsymKind::Signature | AsymKind::Kem => (AsymKey::Private(gen(pk.alg)?), Vec::new()),
+        // Key agreement: our key and a peer's, each side's public value from its session.
+        let agreement = |a: AsymAlg| -> Result<_, String> {
+            let (ours, theirs) = (gen(a)?, gen(a)?);
+            let peer_session = session(a, &AsymKey::Private(theirs))?;
+            let peer = public_of(&peer_session)?;
+            let own_public = public_of(&session(a, &AsymKey::Private(ours.clone()))?)?;
+            Ok((ours, peer, Some((peer_session, own_public))))
+        };
+        let (private, peer, peer_side) = match pk.alg.kind() {
+            AsymKind::Signature | AsymKind::Kem => (AsymKey::Private(gen(pk.alg)?), Vec::new(), None),
             AsymKind::Agreement => {
-                let peer = public_of(&session(pk.alg, &AsymKey::Private(gen(pk.alg)?))?)?;
-                (AsymKey::Private(gen(pk.alg)?), peer)
+                let (ours, peer, side) = agreement(pk.alg)?;
+                (AsymKey::Private(ours), peer, side)
             }
             AsymKind::ModExp => {
-                let group = AsymAlg::Ffdh(ModpGroup::Modp2048);
-                let peer = public_of(&session(group, &AsymKey::Private(gen(group)?))?)?;
-                let x = gen(group)?;
+                // The exponent is a MODP group 14 private value (raw: big-endian).
+                let (x, peer, side) = agreement(AsymAlg::Ffdh(ModpGroup::Modp2048))?;
                 let key = AsymKey::ModExp {
                     exponent: Key::new(x.bytes()),
                     modulus: ModpGroup::Modp2048.prime().to_vec(),
                 };
-                (key, peer)
+                (key, peer, side)
             }
         };
         let ref_private = session(pk.alg, &private)?;
@@ -105,7 +118,7 @@ impl Keys {
             _ => None,
         };
         let ref_public = public.as_ref().map(|k| session(pk.alg, k)).transpose()?;
-        Ok(Keys { alg: pk, name, private, public, peer, ref_private, ref_public })
+        Ok(Keys { alg: pk, name, private, public, peer, peer_side, ref_private, ref_public })
     }
 
     /// The session parameters of `op`'s sessions.
@@ -174,7 +187,17 @@ impl Keys {
                 (Request::verify(&message, &sig), verify.then_some(Check::Succeeds))
             }
             Op::Derive | Op::ModExp => {
-                let check = exact(Request::asymmetric(op, self.peer.clone(), room), op.name())?;
+                // What the peer derives from our public value.
+                let check = match (&self.peer_side, verify) {
+                    (Some((side, own_public)), true) => {
+                        let theirs = side
+                            .run(Request::asymmetric(Op::Derive, own_public.clone(), room))
+                            .map(|r| r.result_payload())
+                            .map_err(|e| format!("{}: the peer's derive failed: {}", self.name, e.error()))?;
+                        Some(Check::Exact(theirs))
+                    }
+                    _ => None,
+                };
                 (Request::asymmetric(op, self.peer.clone(), room), check)
             }
             Op::Encapsulate => {
@@ -224,3 +247,4 @@ impl Keys {
         }
     }
 }
+

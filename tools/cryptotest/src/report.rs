@@ -17,7 +17,7 @@ use crate::bench::{CaseResult, Skipped};
 use crate::drivers::AUTO;
 use crate::routing::{Oracle, Routing};
 use crate::sizes::SizeSpec;
-use crate::units::fmt_rate;
+use crate::units::{fmt_rate, per_second};
 
 /// One measured (or skipped) case and what goes with it.
 pub struct Row {
@@ -416,17 +416,6 @@ fn and_list(v: &[String]) -> String {
     }
 }
 
-/// What openssl speed calls a public-key operation's rate column.
-pub fn per_second(op: &str) -> &'static str {
-    match op {
-        "sign" => "sign/s",
-        "verify" => "verify/s",
-        "encapsulate" => "encaps/s",
-        "decapsulate" => "decaps/s",
-        _ => "op/s",
-    }
-}
-
 /// Public-key operations per second, as `openssl speed` prints them: a line per algorithm
 /// and driver, a column per operation (`sign/s verify/s`, `op/s`, …), the column heads
 /// again where the operations change. With openssl figures (wall clock), a line of them
@@ -570,7 +559,7 @@ pub fn cost_table(rows: &[Row]) -> String {
         "{:<alg_w$}  {:<drv_w$}  {:>sw$}  {:>10}  {:>6}  {:>6}  {:>6}  {:>5}  {:>8}  {:>8}  {:>8}  {:>6}  {}\n",
         "algorithm",
         "driver",
-        "bytes",
+        "size/op",
         "ops",
         "wall s",
         "user s",
