@@ -226,7 +226,8 @@ pub fn run_case(spec: &CaseSpec) -> Result<CaseResult, Skipped> {
             alg.block_len()
         )));
     }
-    if let Some(size) = spec.sizes.fixed().filter(|&s| alg.kind == Kind::Random && spec.verify && s < RANDOM_VERIFY_MIN)
+    if let Some(size) =
+        spec.sizes.fixed().filter(|&s| alg.kind == Kind::Random && spec.verify && s < RANDOM_VERIFY_MIN)
     {
         return Err(Skipped(format!(
             "{}: {size}-byte results skipped under --verify: fewer than {RANDOM_VERIFY_MIN} random bytes \

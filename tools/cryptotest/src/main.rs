@@ -363,12 +363,18 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
             _ => None,
         };
         if cli.oracle && keys.is_some() {
-            note(&progress, format!("--oracle splits by operand size: {} (public key) is not split", alg.name));
+            note(
+                &progress,
+                format!("--oracle splits by operand size: {} (public key) is not split", alg.name),
+            );
         }
         let points: Vec<(SizeSpec, Option<PkCase>)> = match &keys {
-            Some(k) => {
-                k.alg.ops.iter().map(|&op| (SizeSpec::Fixed(k.input_len(op)), Some(PkCase { keys: k, op }))).collect()
-            }
+            Some(k) => k
+                .alg
+                .ops
+                .iter()
+                .map(|&op| (SizeSpec::Fixed(k.input_len(op)), Some(PkCase { keys: k, op })))
+                .collect(),
             None => sizes.iter().map(|&s| (s, None)).collect(),
         };
         let alg_first = rows.len();

@@ -72,16 +72,18 @@ pub fn speed_public_key(args: &[&str], seconds: u64, threads: usize) -> Result<V
     let out = c.output().map_err(|e| format!("cannot run `{cmd} speed`: {e}"))?;
     let text = String::from_utf8_lossy(&out.stdout);
     let want = args.last().copied().unwrap_or_default();
-    parse_public_key_table(&text).into_iter().find(|(name, _)| name == want).map(|(_, rates)| rates).ok_or_else(
-        || {
+    parse_public_key_table(&text)
+        .into_iter()
+        .find(|(name, _)| name == want)
+        .map(|(_, rates)| rates)
+        .ok_or_else(|| {
             format!(
                 "`{cmd} speed {}` gave no result (exit {}): {}",
                 args.join(" "),
                 out.status,
                 String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("no message")
             )
-        },
-    )
+        })
 }
 
 /// The lines of `openssl speed`'s public-key table: per algorithm, by `openssl speed`'s

@@ -200,9 +200,10 @@ impl Keys {
                 };
                 (Request::asymmetric(op, self.peer.clone(), room), check)
             }
-            Op::Encapsulate => {
-                (Request::asymmetric(Op::Encapsulate, Vec::new(), room), verify.then(|| Check::Later(Vec::new())))
-            }
+            Op::Encapsulate => (
+                Request::asymmetric(Op::Encapsulate, Vec::new(), room),
+                verify.then(|| Check::Later(Vec::new())),
+            ),
             Op::Decapsulate => {
                 let sealed =
                     self.reference(Request::asymmetric(Op::Encapsulate, Vec::new(), room), "encapsulate")?;
@@ -233,13 +234,18 @@ impl Keys {
             Op::Encapsulate => {
                 let want = MLKEM768_CIPHERTEXT_LEN + MLKEM_SHARED_LEN;
                 if result.len() != want {
-                    return Some(format!("{} bytes instead of {want} (ciphertext ‖ shared secret)", result.len()));
+                    return Some(format!(
+                        "{} bytes instead of {want} (ciphertext ‖ shared secret)",
+                        result.len()
+                    ));
                 }
                 let (ct, shared) = result.split_at(MLKEM768_CIPHERTEXT_LEN);
                 let room = self.room();
                 match self.ref_private.run(Request::asymmetric(Op::Decapsulate, ct.to_vec(), room)) {
                     Ok(r) if r.result_payload() == shared => None,
-                    Ok(_) => Some(format!("{REFERENCE} decapsulates the ciphertext to another shared secret")),
+                    Ok(_) => {
+                        Some(format!("{REFERENCE} decapsulates the ciphertext to another shared secret"))
+                    }
                     Err(e) => Some(format!("{REFERENCE} cannot decapsulate the ciphertext: {}", e.error())),
                 }
             }
@@ -247,4 +253,3 @@ impl Keys {
         }
     }
 }
-

@@ -188,7 +188,9 @@ pub fn throughput_table(
             let cells = sizes
                 .iter()
                 .map(|&s| match find(alg, d, s).and_then(Row::measured) {
-                    Some(r) => fmt_rate(unit.of_mbit(if clock == Clock::Wall { r.mbit_s() } else { r.cpu_mbit_s() })),
+                    Some(r) => {
+                        fmt_rate(unit.of_mbit(if clock == Clock::Wall { r.mbit_s() } else { r.cpu_mbit_s() }))
+                    }
                     None => "-".into(),
                 })
                 .collect();
@@ -197,8 +199,10 @@ pub fn throughput_table(
         if with_openssl && clock == Clock::Wall {
             let openssl =
                 |s: SizeSpec| drivers.iter().find_map(|d| find(alg, d, s).and_then(|r| r.openssl_kbytes_s));
-            let cells =
-                sizes.iter().map(|&s| openssl(s).map_or("n/a".into(), |k| fmt_rate(unit.of_mbit(k * 8.0 / 1e3)))).collect();
+            let cells = sizes
+                .iter()
+                .map(|&s| openssl(s).map_or("n/a".into(), |k| fmt_rate(unit.of_mbit(k * 8.0 / 1e3))))
+                .collect();
             cols.push(Column { group: alg.clone(), label: "openssl".into(), cells });
             for d in drivers {
                 let cells = sizes
@@ -447,7 +451,8 @@ pub fn public_key_table(rows: &[Row], algs: &[String], drivers: &[String], clock
             let figure = |op: &str| openssl(op).map_or("n/a".into(), fmt_rate);
             lines.push((ops.clone(), alg.clone(), "openssl".into(), cells(&figure)));
             for d in drivers {
-                let ratio = |op: &str| find(d, op).and_then(|r| r.ratio()).map_or("-".into(), |x| format!("{x:.2}x"));
+                let ratio =
+                    |op: &str| find(d, op).and_then(|r| r.ratio()).map_or("-".into(), |x| format!("{x:.2}x"));
                 lines.push((ops.clone(), alg.clone(), format!("{d} ÷ openssl"), cells(&ratio)));
             }
         }
@@ -484,12 +489,15 @@ pub fn public_key_auto_summary(rows: &[Row], algs: &[String]) -> Option<String> 
     let mut took: Vec<String> = Vec::new();
     for alg in algs {
         let mut by_op: Vec<String> = Vec::new();
+        let mut first = true;
         for auto in rows.iter().filter(|r| &r.alg == alg && r.per_op && r.driver == AUTO) {
             let (Some(m), Some(routing)) = (auto.measured(), auto.routing.as_ref()) else { continue };
             let routed: Vec<&str> = routing.drivers.iter().map(|d| d.driver.as_str()).collect();
             let fastest = rows
                 .iter()
-                .filter(|r| &r.alg == alg && r.per_op && r.op == auto.op && routed.contains(&r.driver.as_str()))
+                .filter(|r| {
+                    &r.alg == alg && r.per_op && r.op == auto.op && routed.contains(&r.driver.as_str())
+                })
                 .filter_map(|r| Some((r.driver.as_str(), r.measured()?.ops_s())))
                 .max_by(|a, b| a.1.total_cmp(&b.1));
             let all: u64 = routing.drivers.iter().map(|d| d.total()).sum();
@@ -509,8 +517,8 @@ pub fn public_key_auto_summary(rows: &[Row], algs: &[String]) -> Option<String> 
                 _ => ("-".into(), "-".into(), "-".into()),
             };
             // The algorithm's name on its first line only.
-            let first = if by_op.len() > 1 { String::new() } else { alg.clone() };
-            table.push([first, auto.op.to_owned(), fd, fr, sent.join(", "), fmt_rate(m.ops_s()), ratio]);
+            let name = if std::mem::take(&mut first) { alg.clone() } else { String::new() };
+            table.push([name, auto.op.to_owned(), fd, fr, sent.join(", "), fmt_rate(m.ops_s()), ratio]);
         }
         if !by_op.is_empty() {
             took.push(format!("{alg}: auto sent {}", and_list(&by_op)));
@@ -521,7 +529,9 @@ pub fn public_key_auto_summary(rows: &[Row], algs: &[String]) -> Option<String> 
     }
     let head = ["algorithm", "op", "fastest alone", "op/s", "auto sent", "auto op/s", "÷ fastest"];
     let w: Vec<usize> = (0..7)
-        .map(|i| table.iter().map(|l| l[i].chars().count()).chain([head[i].chars().count()]).max().unwrap_or(0))
+        .map(|i| {
+            table.iter().map(|l| l[i].chars().count()).chain([head[i].chars().count()]).max().unwrap_or(0)
+        })
         .collect();
     let mut out = String::new();
     for line in std::iter::once(head.map(String::from)).chain(table) {
@@ -774,6 +784,91 @@ mod tests {
         );
         // Without an auto case there is nothing to summarise.
         assert!(auto_summary(&rows[..4], &["cbc".into()], &sizes).is_none());
+    }
+
+    /// A public-key case: `ops` operations in 1 s of wall clock and 0.5 s of CPU.
+    fn op_row(alg: &str, driver: &str, op: &'static str, ops: u64, openssl: Option<f64>) -> Row {
+        Row {
+            op,
+            per_op: true,
+            size: SizeSpec::Fixed(32),
+            openssl_kbytes_s: None,
+            openssl_ops_s: openssl,
+            result: Ok(CaseResult { ops, bytes: 32 * ops, ..row(alg, driver, 32, 32 * ops).result.unwrap() }),
+            ..row(alg, driver, 32, 32 * ops)
+        }
+    }
+
+    #[test]
+    fn the_public_key_table_is_operations_per_second_with_openssl_and_ratios() {
+        let rows = vec![
+            op_row("rsa2048", "soft", "sign", 3900, Some(4000.0)),
+            op_row("rsa2048", "soft", "verify", 70000, Some(56000.0)),
+            op_row("ecdhx25519", "soft", "derive", 30000, Some(30000.0)),
+        ];
+        let algs = ["rsa2048".to_owned(), "ecdhx25519".to_owned()];
+        let t = public_key_table(&rows, &algs, &["soft".into()], Clock::Wall);
+        let cells = |l: &str| {
+            l.split("  ").map(str::trim).filter(|c| !c.is_empty()).map(String::from).collect::<Vec<_>>()
+        };
+        let lines: Vec<Vec<String>> = t.lines().map(cells).collect();
+        assert_eq!(
+            lines,
+            [
+                vec!["algorithm", "driver", "sign/s", "verify/s"],
+                vec!["rsa2048", "soft", "3900", "70000"],
+                vec!["rsa2048", "openssl", "4000", "56000"],
+                vec!["rsa2048", "soft ÷ openssl", "0.97x", "1.25x"],
+                vec!["algorithm", "driver", "op/s"],
+                vec!["ecdhx25519", "soft", "30000"],
+                vec!["ecdhx25519", "openssl", "30000"],
+                vec!["ecdhx25519", "soft ÷ openssl", "1.00x"],
+            ],
+            "{t}"
+        );
+        // Per CPU second (0.5 s of CPU): twice the figures, and no openssl.
+        let cpu = public_key_table(&rows, &algs, &["soft".into()], Clock::Cpu);
+        assert!(cpu.contains("7800") && cpu.contains("140000") && !cpu.contains("openssl"), "{cpu}");
+        // Rows by size are not this table's.
+        assert!(public_key_table(
+            &[row("sha1", "soft", 16, 16)],
+            &["sha1".into()],
+            &["soft".into()],
+            Clock::Wall
+        )
+        .is_empty());
+        let v = rows[0].json(true, false).unwrap();
+        assert_eq!((v["ops_s"].as_f64(), v["openssl_ops_s"].as_f64()), (Some(3900.0), Some(4000.0)));
+        assert_eq!(v["ratio"].as_f64(), Some(3900.0 / 4000.0));
+        assert!(v.get("openssl_kbytes_s").is_none(), "{v}");
+    }
+
+    #[test]
+    fn the_public_key_summary_says_which_driver_took_which_operation() {
+        let mut sign = op_row("ed25519", AUTO, "sign", 9000, None);
+        sign.routing = Some(routed(&[("soft", 9000), ("sim", 0)]));
+        let mut verify = op_row("ed25519", AUTO, "verify", 5000, None);
+        verify.routing = Some(routed(&[("soft", 100), ("sim", 4900)]));
+        let rows = vec![
+            op_row("ed25519", "soft", "sign", 10000, None),
+            op_row("ed25519", "sim", "sign", 2000, None),
+            sign,
+            op_row("ed25519", "soft", "verify", 3000, None),
+            op_row("ed25519", "sim", "verify", 5200, None),
+            verify,
+        ];
+        let t = public_key_auto_summary(&rows, &["ed25519".into()]).unwrap();
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 4, "{t}");
+        fn cells(l: &str) -> Vec<&str> {
+            l.split("  ").map(str::trim).filter(|c| !c.is_empty()).collect()
+        }
+        assert_eq!(cells(lines[1]), ["ed25519", "sign", "soft", "10000", "soft 100%", "9000", "0.90"]);
+        assert_eq!(cells(lines[2]), ["verify", "sim", "5200", "sim 98%, soft 2.0%", "5000", "0.96"]);
+        assert_eq!(lines[3], "ed25519: auto sent sign to soft and verify to sim");
+        assert!(public_key_auto_summary(&rows[..2], &["ed25519".into()]).is_none());
+        // The size-by-size summary leaves public-key rows alone.
+        assert!(auto_summary(&rows, &["ed25519".into()], &[SizeSpec::Fixed(32)]).is_none());
     }
 
     #[test]
