@@ -13,7 +13,15 @@
 //! requests each driver took per size class, and with `--oracle` the static splits it is
 //! compared with. `-s` takes size distributions as well as sizes (`imix`, `16..16384`).
 //!
-//! The modules: [`algs`] (names → sessions), [`drivers`] (names → registered drivers),
+//! Public-key algorithms (`-a rsa2048,ecdsap256,ecdhx25519,…`, `openssl speed`'s names)
+//! are measured per operation, in operations per second (sign/s, verify/s, op/s), with
+//! keys made once per algorithm through `Framework::generate_key`; `--openssl` runs
+//! `openssl speed NAME` once per algorithm and gives the ratio per operation; an auto
+//! case per operation shows which driver took it. `-a random` measures random bytes
+//! (MB/s) per size on every driver given that serves them.
+//!
+//! The modules: [`algs`] (names → sessions), [`pubkey`] (a public-key case's keys,
+//! requests and checks), [`drivers`] (names → registered drivers),
 //! [`sizes`] (`-s` values and their sequences), [`bench`] (measuring one case), [`oracle`]
 //! (the static splits), [`routing`] (an auto case's routing and oracle tables), [`openssl`],
 //! [`report`] (tables and JSON), [`units`] (how figures are written), [`plot`], [`rusage`],
@@ -100,7 +108,10 @@ struct Cli {
     #[arg(short = 'd', long = "driver", value_name = "NAME")]
     drivers: Vec<String>,
     /// Algorithm, openssl-style (aes-128-gcm, sha256, hmac-sha1, aes-128-cbc-hmac-sha1, …),
-    /// or all (repeatable, or comma-separated). Default: the main ones.
+    /// public-key as openssl speed names them (rsa2048, ecdsap256, ecdhp256, ecdhx25519,
+    /// ed25519, ffdh2048, …; modexp2048, mlkem768), random, or all (repeatable, or
+    /// comma-separated). Default: the main symmetric ones. Public-key cases are measured
+    /// per operation (-s does not apply), random per size.
     #[arg(short = 'a', long = "alg", value_name = "NAME", value_delimiter = ',')]
     algs: Vec<String>,
     /// Measure decryption instead of encryption (decompression for deflate; digests are unaffected).
@@ -137,7 +148,9 @@ struct Cli {
     #[arg(short = 'p', long)]
     profile: bool,
     /// Check every result against the reference driver (soft); a mismatch makes the exit
-    /// status 1.
+    /// status 1. Public key: deterministic results compared (a derive with the peer's),
+    /// ECDSA signatures verified and ML-KEM ciphertexts decapsulated after the clock (up
+    /// to 256 per thread). random: each result must differ from the one before it.
     #[arg(long)]
     verify: bool,
     /// The routing policy of the auto column: cost-model, priority, least-loaded or
@@ -157,7 +170,8 @@ struct Cli {
     #[arg(long)]
     elapsed: bool,
     /// Also run `openssl speed -elapsed` for the same algorithms and sizes, and print the
-    /// ratio (ours ÷ openssl) per size. Uses $OPENSSL if set.
+    /// ratio (ours ÷ openssl) per size; for a public-key algorithm `openssl speed -elapsed
+    /// NAME` once, and the ratio per operation. Uses $OPENSSL if set.
     #[arg(long)]
     openssl: bool,
     /// Print JSON Lines, one object per case, instead of tables.
