@@ -339,12 +339,24 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
         Limit::Count(_) => 0.0,
     } + (openssl_secs * u64::from(cli.openssl)) as f64;
     let mut progress = progress::Progress::new(total, !cli.json && estimate > 1.0);
+    // openssl speed's public-key figures: per CPU second, its own measure and the steadier
+    // one on a shared machine, compared with ours per CPU second; with --elapsed, or
+    // several threads (its -multi sums its processes' rates), per wall-clock second.
+    let pk_clock = if cli.elapsed || threads > 1 { Clock::Wall } else { Clock::Cpu };
 
     if !cli.json {
         let auto_over = auto.as_ref().map(|a| a.drivers.as_slice());
         println!(
             "{}",
-            header(&cli, bare, &driver_names, auto_over, limit, openssl_version.as_deref(), openssl_seconds)
+            header(
+                &cli,
+                bare,
+                &driver_names,
+                auto_over,
+                limit,
+                openssl_version.as_deref().map(|v| (v, pk_clock, !tables.per_op.is_empty())),
+                openssl_seconds
+            )
         );
     }
     let mut rows: Vec<Row> = Vec::new();
@@ -452,6 +464,7 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
                     verify: cli.verify,
                     openssl_kbytes_s: None,
                     openssl_ops_s: None,
+                    openssl_clock: pk_clock,
                     profile,
                     routing,
                     oracle,
@@ -508,7 +521,7 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
                     if let Some(caveat) = algs::openssl_caveat(alg) {
                         note(&progress, format!("{} vs openssl: {caveat}", alg.name));
                     }
-                    match openssl::speed_public_key(args, openssl_seconds, threads) {
+                    match openssl::speed_public_key(args, openssl_seconds, threads, pk_clock == Clock::Wall) {
                         Ok(per_op) => {
                             for r in &mut rows[alg_first..] {
                                 let at = keys.alg.ops.iter().position(|o| o.name() == r.op);
@@ -677,7 +690,7 @@ fn header(
     drivers: &[String],
     auto_over: Option<&[String]>,
     limit: Limit,
-    openssl: Option<&str>,
+    openssl: Option<(&str, Clock, bool)>,
     openssl_seconds: u64,
 ) -> String {
     let mut h = String::new();
@@ -710,8 +723,18 @@ fn header(
         if cli.verify { " · every result verified against soft" } else { "" },
         if cli.oracle { " · --oracle: every split of every auto case runs as long" } else { "" }
     ));
-    if let Some(v) = openssl {
+    if let Some((v, pk_clock, public_key)) = openssl {
         h.push_str(&format!("\nopenssl: {v} · `openssl speed -elapsed`, {openssl_seconds} s per size"));
+        if public_key {
+            let (flag, per) = match pk_clock {
+                Clock::Cpu => ("", "per CPU second (its measure), compared with ours per CPU second"),
+                Clock::Wall => ("-elapsed ", "per second of wall-clock time"),
+            };
+            h.push_str(&format!(
+                "; public key: `openssl speed {flag}-seconds {openssl_seconds} NAME`, {openssl_seconds} s per \
+                 operation, {per}"
+            ));
+        }
     }
     h
 }

@@ -35,8 +35,11 @@ pub struct Row {
     /// `openssl speed` for the same algorithm, direction and size, in 1000s of bytes per
     /// second (`None`: not asked for, or openssl has no such algorithm).
     pub openssl_kbytes_s: Option<f64>,
-    /// `openssl speed` for the same public-key operation, operations per second.
+    /// `openssl speed` for the same public-key operation, operations per second of
+    /// `openssl_clock`: per CPU second (`openssl speed`'s own measure) or, with
+    /// `--elapsed` or threads, of wall-clock time (`-elapsed`).
     pub openssl_ops_s: Option<f64>,
+    pub openssl_clock: Clock,
     pub profile: Option<ProfileStats>,
     /// An auto case's routing, and with `--oracle` its static splits.
     pub routing: Option<Routing>,
@@ -48,10 +51,13 @@ impl Row {
         self.result.as_ref().ok()
     }
 
-    /// Ours ÷ openssl, both in wall-clock bytes (public key: operations) per second.
+    /// Ours ÷ openssl, both in wall-clock bytes per second; public key: operations per
+    /// second of `openssl_clock`, both.
     pub fn ratio(&self) -> Option<f64> {
         let (ours, theirs) = if self.per_op {
-            (self.measured()?.ops_s(), self.openssl_ops_s?)
+            let m = self.measured()?;
+            let ours = if self.openssl_clock == Clock::Cpu { m.cpu_ops_s() } else { m.ops_s() };
+            (ours, self.openssl_ops_s?)
         } else {
             (self.measured()?.kbytes_s(), self.openssl_kbytes_s?)
         };
@@ -105,6 +111,8 @@ impl Row {
         if with_openssl {
             if self.per_op {
                 obj.insert("openssl_ops_s".into(), json!(self.openssl_ops_s));
+                let clock = if self.openssl_clock == Clock::Cpu { "cpu" } else { "wall" };
+                obj.insert("openssl_clock".into(), json!(clock));
             } else {
                 obj.insert("openssl_kbytes_s".into(), json!(self.openssl_kbytes_s));
             }
@@ -142,7 +150,7 @@ struct Column {
 }
 
 /// Which figure the throughput table shows.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Clock {
     Wall,
     Cpu,
@@ -422,8 +430,8 @@ fn and_list(v: &[String]) -> String {
 
 /// Public-key operations per second, as `openssl speed` prints them: a line per algorithm
 /// and driver, a column per operation (`sign/s verify/s`, `op/s`, …), the column heads
-/// again where the operations change. With openssl figures (wall clock), a line of them
-/// and a line of ratios per driver follow each algorithm.
+/// again where the operations change. Where openssl's figures are of this table's clock,
+/// a line of them and a line of ratios per driver follow each algorithm.
 pub fn public_key_table(rows: &[Row], algs: &[String], drivers: &[String], clock: Clock) -> String {
     let mut lines: Vec<(Vec<&str>, String, String, Vec<String>)> = Vec::new();
     for alg in algs {
@@ -446,8 +454,10 @@ pub fn public_key_table(rows: &[Row], algs: &[String], drivers: &[String], clock
             };
             lines.push((ops.clone(), alg.clone(), d.clone(), cells(&figure)));
         }
-        let openssl = |op: &str| mine.iter().filter(|r| r.op == op).find_map(|r| r.openssl_ops_s);
-        if clock == Clock::Wall && ops.iter().any(|op| openssl(op).is_some()) {
+        let openssl = |op: &str| {
+            mine.iter().filter(|r| r.op == op && r.openssl_clock == clock).find_map(|r| r.openssl_ops_s)
+        };
+        if ops.iter().any(|op| openssl(op).is_some()) {
             let figure = |op: &str| openssl(op).map_or("n/a".into(), fmt_rate);
             lines.push((ops.clone(), alg.clone(), "openssl".into(), cells(&figure)));
             for d in drivers {
@@ -692,6 +702,7 @@ mod tests {
             verify: false,
             openssl_kbytes_s: Some(bytes as f64 / 2e3),
             openssl_ops_s: None,
+            openssl_clock: Clock::Wall,
             per_op: false,
             profile: None,
             routing: None,

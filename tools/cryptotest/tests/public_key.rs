@@ -151,17 +151,26 @@ fn random_bytes_per_size_and_a_source_that_repeats_fails_verification() {
 }
 
 /// `--openssl` runs `openssl speed` for a public-key algorithm beside ours and gives
-/// the ratio per operation; for one openssl lacks it says so.
+/// the ratio per operation, per CPU second (openssl's own measure) or with `--elapsed`
+/// per wall-clock second; for an algorithm openssl lacks it says so.
 #[test]
 fn openssl_runs_side_by_side_per_operation() {
     let (out, cases) = json_cases(&["-d", "soft", "-a", "ed25519,mlkem768", "-T", "0.05", "--openssl"]);
     assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
     assert_eq!(cases.len(), 4);
     for c in &cases[..2] {
-        let (ours, theirs) = (c["ops_s"].as_f64().unwrap(), c["openssl_ops_s"].as_f64().unwrap());
+        let (ours, theirs) = (c["cpu_ops_s"].as_f64().unwrap(), c["openssl_ops_s"].as_f64().unwrap());
         assert!(theirs > 500.0, "openssl measured something: {c}");
+        assert_eq!(c["openssl_clock"], "cpu", "{c}");
         assert!((c["ratio"].as_f64().unwrap() - ours / theirs).abs() < 1e-9, "{c}");
     }
+    let (elapsed, wall) =
+        json_cases(&["-d", "soft", "-a", "ecdhx25519", "-T", "0.05", "--openssl", "--elapsed"]);
+    assert_eq!(elapsed.status.code(), Some(0), "{:?}", text(&elapsed));
+    let c = &wall[0];
+    assert_eq!(c["openssl_clock"], "wall", "{c}");
+    let (ours, theirs) = (c["ops_s"].as_f64().unwrap(), c["openssl_ops_s"].as_f64().unwrap());
+    assert!((c["ratio"].as_f64().unwrap() - ours / theirs).abs() < 1e-9, "{c}");
     assert!(cases[0]["openssl_ops_s"] != cases[1]["openssl_ops_s"], "sign/s and verify/s apart");
     for c in &cases[2..] {
         assert_eq!((&c["openssl_ops_s"], &c["ratio"]), (&Value::Null, &Value::Null), "{c}");
@@ -170,9 +179,14 @@ fn openssl_runs_side_by_side_per_operation() {
 
     let out = cryptotest(&["-d", "soft", "-a", "ecdhx25519", "-T", "0.05", "--openssl"]);
     let (stdout, _) = text(&out);
-    let ratio = stdout.lines().find(|l| l.starts_with("ecdhx25519  soft ÷ openssl")).expect("a ratio line");
+    // The openssl line and the ratio are in the per-CPU-second table.
+    let cpu = stdout.split("Public-key operations per CPU second").nth(1).expect("the CPU table");
+    let ratio = cpu.lines().find(|l| l.starts_with("ecdhx25519  soft ÷ openssl")).expect("a ratio line");
     assert!(ratio.trim_end().ends_with('x'), "{stdout}");
-    assert!(stdout.contains("op/s"), "{stdout}");
+    assert!(
+        cpu.contains("op/s") && stdout.contains("public key: `openssl speed -seconds 1 NAME`"),
+        "{stdout}"
+    );
 }
 
 /// `-d auto` routes each operation among the drivers listed, and the summary says which
