@@ -272,6 +272,13 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
     let sizes =
         if cli.sizes.is_empty() { DEFAULT_SIZES.map(SizeSpec::Fixed).to_vec() } else { dedup(&cli.sizes) };
     if let Some(path) = &cli.plot {
+        if algs.iter().all(algs::Alg::per_op) {
+            return Err(Stop::Usage(
+                "--plot draws throughput against operand size, and public-key cases have none: add a \
+                 symmetric algorithm or random, or leave --plot out"
+                    .into(),
+            ));
+        }
         plot::check_path(path).map_err(Stop::Usage)?;
     }
     let openssl_version = if cli.openssl { Some(openssl::check().map_err(Stop::Usage)?) } else { None };
@@ -354,8 +361,14 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
                 &driver_names,
                 auto_over,
                 limit,
-                openssl_version.as_deref().map(|v| (v, pk_clock, !tables.per_op.is_empty())),
-                openssl_seconds
+                openssl_version.as_deref().map(|version| OpensslRun {
+                    version,
+                    seconds: openssl_seconds,
+                    pk_clock,
+                    by_size: !tables.sized.is_empty() || !tables.random.is_empty(),
+                    public_key: !tables.per_op.is_empty(),
+                }),
+                algs.iter().any(|a| a.kind.ciphers()),
             )
         );
     }
@@ -683,6 +696,18 @@ fn threads_text(n: usize) -> String {
     }
 }
 
+/// How `openssl speed` runs beside the cases, for the header.
+struct OpensslRun<'a> {
+    version: &'a str,
+    /// Seconds per size (per public-key operation).
+    seconds: u64,
+    /// The clock of its public-key figures.
+    pk_clock: Clock,
+    /// Whether algorithms by size, and public-key algorithms, are measured.
+    by_size: bool,
+    public_key: bool,
+}
+
 /// The lines above the tables: what was measured, and how.
 fn header(
     cli: &Cli,
@@ -690,8 +715,8 @@ fn header(
     drivers: &[String],
     auto_over: Option<&[String]>,
     limit: Limit,
-    openssl: Option<(&str, Clock, bool)>,
-    openssl_seconds: u64,
+    openssl: Option<OpensslRun<'_>>,
+    directed: bool,
 ) -> String {
     let mut h = String::new();
     if bare {
@@ -709,13 +734,18 @@ fn header(
         Limit::Time(d) => format!("{} s per case", d.as_secs_f64()),
         Limit::Count(n) => format!("{n} operations per case"),
     };
-    let dir = if cli.decrypt { "decrypt" } else { "encrypt" };
+    // The direction applies to ciphers and compression only.
+    let dir = match (directed, cli.decrypt) {
+        (false, _) => String::new(),
+        (true, false) => " · encrypt".into(),
+        (true, true) => " · decrypt".into(),
+    };
     let auto = match auto_over {
         Some(over) => format!(" (auto: {} over {})", cli.policy, over.join(", ")),
         None => String::new(),
     };
     h.push_str(&format!(
-        "drivers: {}{auto} · {dir} · {} · batch {}{} · {per_case}{}{}",
+        "drivers: {}{auto}{dir} · {} · batch {}{} · {per_case}{}{}",
         drivers.join(", "),
         threads_text(usize::from(cli.threads)),
         cli.batch,
@@ -723,18 +753,21 @@ fn header(
         if cli.verify { " · every result verified against soft" } else { "" },
         if cli.oracle { " · --oracle: every split of every auto case runs as long" } else { "" }
     ));
-    if let Some((v, pk_clock, public_key)) = openssl {
-        h.push_str(&format!("\nopenssl: {v} · `openssl speed -elapsed`, {openssl_seconds} s per size"));
+    if let Some(OpensslRun { version, seconds, pk_clock, by_size, public_key }) = openssl {
+        let mut runs = Vec::new();
+        if by_size {
+            runs.push(format!("`openssl speed -elapsed`, {seconds} s per size"));
+        }
         if public_key {
             let (flag, per) = match pk_clock {
                 Clock::Cpu => ("", "per CPU second (its measure), compared with ours per CPU second"),
                 Clock::Wall => ("-elapsed ", "per second of wall-clock time"),
             };
-            h.push_str(&format!(
-                "; public key: `openssl speed {flag}-seconds {openssl_seconds} NAME`, {openssl_seconds} s per \
-                 operation, {per}"
+            runs.push(format!(
+                "public key: `openssl speed {flag}-seconds {seconds} NAME`, {seconds} s per operation, {per}"
             ));
         }
+        h.push_str(&format!("\nopenssl: {version} · {}", runs.join("; ")));
     }
     h
 }

@@ -229,6 +229,10 @@ fn public_key_names_parse_and_list_per_driver() {
     let algs: Vec<&str> = cases.iter().map(|c| c["alg"].as_str().unwrap()).collect();
     assert_eq!(algs, ["ecdhx25519", "random"]);
 
+    let out = cryptotest(&["-a", "ed25519", "--plot", "x.svg"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).1.contains("public-key cases have none"), "{:?}", text(&out));
+
     let (list, _) = text(&cryptotest(&["--list"]));
     assert!(list.contains("openssl speed ecdsap256") && list.contains("ml-kem-768"), "{list}");
     let table =
