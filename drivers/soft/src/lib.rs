@@ -45,8 +45,8 @@ pub mod raw {
 use std::sync::Arc;
 
 use ocf::{
-    AsymAlg, Capabilities, CipherAlg, CompAlg, DigestAlg, Driver, DriverSession, Error, Failed, Framework, Hint,
-    MacAlg, Mode, Op, Part, Priority, Processed, Request, SessionContext, SessionParams, MAX_TAG_LEN,
+    AsymAlg, Capabilities, CipherAlg, CompAlg, DigestAlg, Driver, DriverSession, Error, Failed, Framework,
+    Hint, MacAlg, Mode, Op, Part, Priority, Processed, Request, SessionContext, SessionParams, MAX_TAG_LEN,
 };
 use subtle::ConstantTimeEq;
 

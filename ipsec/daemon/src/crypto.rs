@@ -18,12 +18,16 @@ use std::fmt::Write as _;
 use ocf::{Config, Framework, Policy, RoutingStats, SizeClass};
 use ocf_sim::{SimError, SimProfile};
 
-/// Checks a `--driver` value (clap's value parser): `mb`, `afalg[:<options>]`, or `sim:<profile>`
+/// `--driver hwrng`: every hardware random source the machine has (`ocf-hwrng`: RDSEED,
+/// `/dev/hwrng`), health-tested, for random sessions.
+const HWRNG: &str = "hwrng";
+
+/// Checks a `--driver` value (clap's value parser): `mb`, `hwrng`, `afalg[:<options>]`, or `sim:<profile>`
 /// with a profile ocf-sim takes. The error names what is wrong. (Whether the kernel has
 /// AF_ALG is found when the framework is made.)
 pub fn driver_spec(s: &str) -> Result<String, String> {
     let s = s.trim();
-    if s == ocf_mb::NAME {
+    if s == ocf_mb::NAME || s == HWRNG {
         return Ok(s.to_owned());
     }
     if ocf_afalg::is_afalg_name(s) {
@@ -48,6 +52,8 @@ pub fn framework(drivers: &[String], policy: Policy) -> Result<Framework, String
     for d in drivers {
         let registered = if d == ocf_mb::NAME {
             ocf_mb::register(&fw).map_err(|e| e.to_string())
+        } else if d == HWRNG {
+            ocf_hwrng::register(&fw).map(drop).map_err(|e| e.to_string())
         } else if ocf_afalg::is_afalg_name(d) {
             ocf_afalg::register_named(&fw, d).map(drop).map_err(|e| e.to_string())
         } else {
@@ -311,6 +317,13 @@ mod tests {
             (true, Ok(fw)) => assert!(fw.drivers().iter().any(|d| d.name == "mb")),
             (false, Err(e)) => assert!(e.contains("--driver 'mb'") && e.contains("IPsec-MB"), "{e}"),
             (a, r) => panic!("available {a}, framework {:?}", r.map(|_| ())),
+        }
+        // hwrng registers every hardware random source, or fails naming why there is none.
+        assert_eq!(driver_spec("hwrng"), Ok("hwrng".into()));
+        match (ocf_hwrng::probe(), framework(&["hwrng".into()], Policy::CostModel)) {
+            (Ok(kinds), Ok(fw)) => assert_eq!(fw.drivers().len(), 1 + kinds.len()),
+            (Err(why), Err(e)) => assert_eq!(e, format!("--driver 'hwrng': {why}")),
+            (probe, made) => panic!("probe {:?} but framework {:?}", probe.err(), made.err()),
         }
         assert_eq!(driver_spec("afalg:sync"), Ok("afalg:sync".into()));
         let e = driver_spec("afalg:turbo").unwrap_err();

@@ -95,7 +95,8 @@ pub(crate) struct ModExp {
 
 impl ModExp {
     pub(crate) fn new(exponent: &[u8], modulus: &[u8]) -> Result<ModExp, Error> {
-        let modulus_bn = BigNum::from_slice(modulus).map_err(|_| Error::BadKey { why: "the modulus does not parse" })?;
+        let modulus_bn =
+            BigNum::from_slice(modulus).map_err(|_| Error::BadKey { why: "the modulus does not parse" })?;
         // The result has the modulus's length without its leading zero bytes.
         let len = modulus_bn.num_bytes() as usize;
         Ok(ModExp { exponent: SecretBn::from_slice(exponent)?, modulus: modulus_bn, len })

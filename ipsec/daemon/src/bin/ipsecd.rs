@@ -56,7 +56,8 @@ struct Args {
     /// crypto API, a real accelerator where the machine has one (start-up fails naming why
     /// if the kernel has no AF_ALG); `sim:PROFILE` is a simulated card, for experiments
     /// (`sim:qat-like`, `sim:hifn7951,ring=8`: a profile string of ocf-sim). Repeatable; a
-    /// profile given twice is two cards (`sim:X` and `sim:X#2`). ocf spreads each SA's
+    /// profile given twice is two cards (`sim:X` and `sim:X#2`); `hwrng` is every hardware
+    /// random source (RDSEED, /dev/hwrng), health-tested, for random sessions. ocf spreads each SA's
     /// requests over the drivers with --policy; `ipsecctl stats` shows how.
     #[arg(long = "driver", value_name = "SPEC", value_parser = crypto::driver_spec)]
     drivers: Vec<String>,
