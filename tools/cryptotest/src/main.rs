@@ -101,7 +101,7 @@ const QUICK_SECONDS: f64 = 0.1;
                   cryptotest -d soft -d sim:hifn7951 -d sim:hifn7951 -d auto -a des-ede3-cbc -s 1k -t 8"
 )]
 struct Cli {
-    /// Driver to measure: soft, null, sim:PROFILE, afalg, mb (multi-buffer AES-CBC/CTR, 3DES, HMAC-SHA1/2, cipher+HMAC, AES-GCM; use --batch N, and --direct for runs handed over whole), all, or auto (repeatable). Default: soft.
+    /// Driver to measure: soft, null, sim:PROFILE, afalg, mb (multi-buffer AES-CBC/CTR, 3DES, HMAC-SHA1/2, cipher+HMAC, AES-GCM; use --batch N, and --direct for runs handed over whole), hwrng (hardware random sources, health-tested; random only), all, or auto (repeatable). Default: soft.
     /// Each sim:PROFILE is a card of its own (twice: two cards, the second named
     /// sim:PROFILE#2). auto: a column in which ocf chooses per request among the other
     /// drivers given (not null; not soft unless given), by --policy.
@@ -934,6 +934,13 @@ fn listing() -> String {
                 }
                 Err(why) => s.push_str(&format!("{INDENT}this kernel: {why}\n")),
             },
+            NameKind::Hwrng => {
+                let here = match ocf_hwrng::probe() {
+                    Ok(kinds) => kinds.iter().map(|k| k.driver_name()).collect::<Vec<_>>().join(", "),
+                    Err(why) => format!("{why}: skipped, with the reason"),
+                };
+                s.push_str(&format!("{INDENT}this machine: {here}\n"));
+            }
             NameKind::Auto => {
                 let policies: Vec<&str> = Policy::ALL.iter().map(|p| p.name()).collect();
                 s.push_str(&format!(
@@ -965,6 +972,7 @@ fn per_driver_listing() -> String {
     let fw = Framework::new();
     let mut specs = drivers::all();
     specs.push(DriverSpec::Afalg(ocf_afalg::NAME.to_owned()));
+    specs.push(DriverSpec::Hwrng);
     // Quietly: a driver this machine lacks is left out (the listing above says why).
     let names = drivers::register_quietly(&fw, &specs);
     let infos = fw.drivers();

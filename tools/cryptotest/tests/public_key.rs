@@ -248,3 +248,29 @@ fn public_key_names_parse_and_list_per_driver() {
         assert_eq!(cells[1..3], ["yes", "yes"], "soft and null offer {name}: {line}");
     }
 }
+
+/// `-d hwrng`: a column per hardware random source this machine has, each result through
+/// the health tests and fresh; where there is none, the reason, and nothing to measure.
+#[test]
+fn hardware_random_sources_are_columns_of_their_own() {
+    let (out, cases) = json_cases(&["-d", "hwrng", "-a", "random", "-s", "64", "-n", "20", "--verify"]);
+    match ocf_hwrng::probe() {
+        Ok(kinds) => {
+            assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+            let drivers: Vec<&str> = cases.iter().map(|c| c["driver"].as_str().unwrap()).collect();
+            let want: Vec<&str> = kinds.iter().map(|k| k.driver_name()).collect();
+            assert_eq!(drivers, want);
+            for c in &cases {
+                assert_eq!(
+                    (&c["ops"], &c["errors"], &c["verified"]),
+                    (&json!(20), &json!(0), &json!(true)),
+                    "{c}"
+                );
+            }
+        }
+        Err(why) => {
+            assert_eq!(out.status.code(), Some(1), "{:?}", text(&out));
+            assert!(text(&out).1.contains(&format!("hwrng skipped: {why}")), "{:?}", text(&out));
+        }
+    }
+}
