@@ -807,22 +807,19 @@ fn print_tables(cli: &Cli, rows: &[Row], tables: &Tables, drivers: &[String], si
     }
     println!("\nCost of each case (getrusage: CPU seconds and context switches of the whole process)");
     print!("{}", report::cost_table(rows));
+    // "aes-128-gcm encrypt", "ed25519 sign"; "random" (the operation is the algorithm).
+    let what = |r: &Row| if r.alg == r.op { r.alg.clone() } else { format!("{} {}", r.alg, r.op) };
     for r in rows {
         if let Some(routing) = &r.routing {
             if r.per_op {
-                println!("\nRouting: {} {} on auto (requests per size class of their input)", r.alg, r.op);
+                println!("\nRouting: {} on auto (requests per size class of their input)", what(r));
             } else {
-                println!(
-                    "\nRouting: {} {} of {} on auto (requests per size class)",
-                    r.alg,
-                    r.op,
-                    r.size.phrase()
-                );
+                println!("\nRouting: {} of {} on auto (requests per size class)", what(r), r.size.phrase());
             }
             print!("{}", routing.table(cli.profile));
         }
         if let Some(oracle) = &r.oracle {
-            println!("\nOracle: {} {} of {}, static splits (Mb/s, wall clock)", r.alg, r.op, r.size.phrase());
+            println!("\nOracle: {} of {}, static splits (Mb/s, wall clock)", what(r), r.size.phrase());
             print!("{}", oracle.table());
         }
     }
@@ -830,7 +827,7 @@ fn print_tables(cli: &Cli, rows: &[Row], tables: &Tables, drivers: &[String], si
         for r in rows {
             if let Some(p) = &r.profile {
                 let of = if r.per_op { String::new() } else { format!(" of {}", r.size.phrase()) };
-                println!("\nProfile: {} {}{of} on {} (every request, ns)", r.alg, r.op, r.driver);
+                println!("\nProfile: {}{of} on {} (every request, ns)", what(r), r.driver);
                 print!("{p}");
             }
         }
