@@ -442,11 +442,6 @@ fn build_slots(
     };
     let mut slots = Vec::with_capacity(sizes.len());
     for (i, (&size, route)) in sizes.iter().zip(routes).enumerate() {
-        let data = match alg.comp {
-            Some((_, data)) => comp_input(data, i, thread, size),
-            None => input(i, thread, size),
-        };
-        let iv = vec![(i + 1) as u8; alg.iv_len()];
         if let Some(pk) = spec.public_key {
             let (req, check) = pk.keys.request(pk.op, i, thread, spec.verify).map_err(Skipped)?;
             let expect = check.map(|c| match c {
@@ -462,6 +457,11 @@ fn build_slots(
             slots.push(finish_slot(spec, Request::random(size), i, expect, size, route));
             continue;
         }
+        let data = match alg.comp {
+            Some((_, data)) => comp_input(data, i, thread, size),
+            None => input(i, thread, size),
+        };
+        let iv = vec![(i + 1) as u8; alg.iv_len()];
         let Some(reference) = reference else {
             return Err(Skipped(format!("{}: no reference session", alg.name)));
         };
