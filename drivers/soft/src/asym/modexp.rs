@@ -35,9 +35,6 @@ impl SecretBn {
     pub(crate) fn from_slice(bytes: &[u8]) -> Result<SecretBn, Error> {
         let mut n = BigNum::new().map_err(|_| Error::DriverFailure("soft: BN_new failed"))?;
         n.copy_from_slice(bytes).map_err(|_| Error::DriverFailure("soft: BN_bin2bn failed"))?;
-        // Belt and braces: every exponentiation here is the constant-time one already.
-        // SAFETY: `n` is a valid, owned BIGNUM.
-        unsafe { openssl_sys::BN_set_flags(n.as_ptr(), openssl_sys::BN_FLG_CONSTTIME) };
         Ok(SecretBn(n))
     }
 
