@@ -27,6 +27,14 @@
 //! reference driver (`soft`) computed beforehand, and every result is compared with its
 //! expected bytes. Verification thus costs a copy and a compare per request, not a second
 //! cryptographic operation, and no driver but the measured one runs while the clock does.
+//!
+//! Public-key cases ([`PkCase`]) measure one operation each with the keys of
+//! `crate::pubkey::Keys`, through the same loops; a result that cannot be known beforehand
+//! (an ECDSA signature, an ML-KEM encapsulation) is copied aside, up to [`KEEP_LATER`] per
+//! thread, and checked by the reference after the clock stops (`checked` counts those).
+//! `random` cases ask for random bytes in place; under `--verify` each result must differ
+//! from the one before it in its slot (the first from the zeroed buffer): a source that
+//! repeats itself, or the null driver, fails.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -38,6 +46,7 @@ use ocf::{Callback, Flags, Framework, Op, Outcome, Request, Session};
 
 use crate::algs::{Alg, Data, Kind};
 use crate::oracle::{self, Split};
+use crate::pubkey::{Check, Keys};
 use crate::rusage::Usage;
 use crate::sizes::SizeSpec;
 
@@ -50,6 +59,20 @@ pub const VARIANTS: usize = 8;
 /// The driver every result is compared with under `--verify`, and that makes the
 /// ciphertexts a decrypt case starts from.
 pub const REFERENCE: &str = ocf_soft::NAME;
+
+/// Randomized public-key results kept per thread for the check after the clock.
+pub const KEEP_LATER: usize = 256;
+
+/// Random results shorter than this cannot be told from a repeat (two draws of n bytes
+/// match with probability 2^-8n): `--verify` needs at least this many.
+pub const RANDOM_VERIFY_MIN: usize = 8;
+
+/// A public-key case: the keys, and the operation measured.
+#[derive(Clone, Copy)]
+pub struct PkCase<'a> {
+    pub keys: &'a Keys,
+    pub op: Op,
+}
 
 /// How long a case runs.
 #[derive(Clone, Copy, Debug)]
@@ -87,11 +110,19 @@ pub struct CaseSpec<'a> {
     pub direct: bool,
     pub limit: Limit,
     pub verify: bool,
+    /// A public-key case's keys and operation (`None` for the others).
+    pub public_key: Option<PkCase<'a>>,
 }
 
 impl CaseSpec<'_> {
-    /// `encrypt`, `decrypt` or `digest`.
+    /// `encrypt`, `decrypt`, `digest`, `random`, or the public-key operation's name.
     pub fn op_name(&self) -> &'static str {
+        if let Some(pk) = self.public_key {
+            return pk.op.name();
+        }
+        if self.alg.kind == Kind::Random {
+            return "random";
+        }
         if self.alg.kind == Kind::Compress {
             return if self.decrypt { "decompress" } else { "compress" };
         }
@@ -103,6 +134,12 @@ impl CaseSpec<'_> {
     }
 
     fn op(&self) -> Op {
+        if let Some(pk) = self.public_key {
+            return pk.op;
+        }
+        if self.alg.kind == Kind::Random {
+            return Op::Random;
+        }
         if self.alg.kind == Kind::Compress {
             return if self.decrypt { Op::Decompress } else { Op::Compress };
         }
@@ -155,6 +192,16 @@ impl CaseResult {
     pub fn cpu_mbit_s(&self) -> f64 {
         rate(self.bytes as f64 * 8.0 / 1e6, self.usage.user_s + self.usage.sys_s)
     }
+
+    /// Operations per second of wall-clock time (public-key cases).
+    pub fn ops_s(&self) -> f64 {
+        rate(self.ops as f64, self.seconds)
+    }
+
+    /// Operations per CPU second (user + system, all threads of the process).
+    pub fn cpu_ops_s(&self) -> f64 {
+        rate(self.ops as f64, self.usage.user_s + self.usage.sys_s)
+    }
 }
 
 fn rate(amount: f64, seconds: f64) -> f64 {
@@ -179,7 +226,20 @@ pub fn run_case(spec: &CaseSpec) -> Result<CaseResult, Skipped> {
             alg.block_len()
         )));
     }
-    let params = alg.params();
+    if let Some(size) =
+        spec.sizes.fixed().filter(|&s| alg.kind == Kind::Random && spec.verify && s < RANDOM_VERIFY_MIN)
+    {
+        return Err(Skipped(format!(
+            "{}: {size}-byte results skipped under --verify: fewer than {RANDOM_VERIFY_MIN} random bytes \
+             cannot be told from a repeat",
+            alg.name
+        )));
+    }
+    let params = match (spec.public_key, alg.params()) {
+        (Some(pk), _) => pk.keys.params(pk.op),
+        (None, Some(p)) => p,
+        (None, None) => return Err(Skipped(format!("{}: a public-key algorithm needs its keys", alg.name))),
+    };
     let skipped = |driver: &str, e: ocf::Error| Skipped(format!("{}: skipped on {driver}: {e}", alg.name));
     let pinned =
         |fw: &Framework, driver: &str| fw.new_session_on(driver, &params).map_err(|e| skipped(driver, e));
@@ -190,7 +250,12 @@ pub fn run_case(spec: &CaseSpec) -> Result<CaseResult, Skipped> {
             Target::Split { fw, drivers, .. } => drivers.iter().map(|d| pinned(fw, d)).collect(),
         }
     };
-    let reference = pinned(spec.fw, REFERENCE)?;
+    // Public-key inputs and results come from the keys' own reference sessions; random
+    // bytes have none to compare with.
+    let reference = match alg.kind {
+        Kind::PublicKey | Kind::Random => None,
+        _ => Some(pinned(spec.fw, REFERENCE)?),
+    };
     // Batches: two in flight (see `Worker::run_batches`).
     let batches = if spec.batch > 1 { 2 * spec.batch } else { 1 };
     let mut per_thread = batches.max(if spec.verify { VARIANTS } else { 1 });
@@ -200,7 +265,7 @@ pub fn run_case(spec: &CaseSpec) -> Result<CaseResult, Skipped> {
     let mut workers = Vec::with_capacity(spec.threads);
     for t in 0..spec.threads {
         let sessions = sessions()?;
-        let slots = build_slots(spec, &reference, per_thread, t)?;
+        let slots = build_slots(spec, reference.as_ref(), per_thread, t)?;
         let count = match spec.limit {
             Limit::Count(n) => {
                 let threads = spec.threads as u64;
@@ -254,7 +319,20 @@ pub fn run_case(spec: &CaseSpec) -> Result<CaseResult, Skipped> {
     let mut r = CaseResult { seconds, usage, ..CaseResult::default() };
     r.restarts = restarts(spec).saturating_sub(restarts_before);
     for w in workers {
-        let t = w.tally;
+        let mut t = w.tally;
+        // The randomized public-key results kept aside, checked now that the clock stopped.
+        if let Some(pk) = spec.public_key {
+            for (i, result) in t.kept.drain(..) {
+                let Some(Expected::Later(input)) = w.slots.get(i).and_then(|s| s.expect.as_ref()) else {
+                    continue;
+                };
+                t.checked += 1;
+                if let Some(diff) = pk.keys.check_later(pk.op, input, &result) {
+                    t.mismatches += 1;
+                    t.first_mismatch.get_or_insert(diff);
+                }
+            }
+        }
         r.ops += t.ops;
         r.bytes += t.bytes;
         r.errors += t.errors;
@@ -287,11 +365,16 @@ struct Slot {
     route: usize,
 }
 
-/// Expected result bytes; an empty field is not compared, except a compression result
-/// (empty: the input did not shrink).
-struct Expected {
-    payload: Vec<u8>,
-    tag: Vec<u8>,
+/// What a result must be.
+enum Expected {
+    /// These bytes; an empty field is not compared, except a compression result (empty:
+    /// the input did not shrink) and a public-key result.
+    Bytes { payload: Vec<u8>, tag: Vec<u8> },
+    /// Random bytes: not these (the slot's previous result), which it then becomes.
+    Fresh(Vec<u8>),
+    /// A randomized public-key result: kept, and checked after the clock with this input
+    /// (`crate::pubkey::Keys::check_later`).
+    Later(Vec<u8>),
 }
 
 /// The input of variant `i`: distinct per variant and thread, not all one byte.
@@ -340,7 +423,12 @@ fn comp_input(data: Data, i: usize, thread: usize, size: usize) -> Vec<u8> {
 
 /// Makes a thread's requests (and, with `--verify`, their expected results): at least `n`,
 /// and one per entry of the thread's size sequence.
-fn build_slots(spec: &CaseSpec, reference: &Session, n: usize, thread: usize) -> Result<Vec<Slot>, Skipped> {
+fn build_slots(
+    spec: &CaseSpec,
+    reference: Option<&Session>,
+    n: usize,
+    thread: usize,
+) -> Result<Vec<Slot>, Skipped> {
     let alg = spec.alg;
     let failed =
         |e: &ocf::Failed| Skipped(format!("{}: the reference driver failed: {}", alg.name, e.error()));
@@ -354,11 +442,29 @@ fn build_slots(spec: &CaseSpec, reference: &Session, n: usize, thread: usize) ->
     };
     let mut slots = Vec::with_capacity(sizes.len());
     for (i, (&size, route)) in sizes.iter().zip(routes).enumerate() {
+        if let Some(pk) = spec.public_key {
+            let (req, check) = pk.keys.request(pk.op, i, thread, spec.verify).map_err(Skipped)?;
+            let expect = check.map(|c| match c {
+                Check::Exact(payload) => Expected::Bytes { payload, tag: Vec::new() },
+                Check::Succeeds => Expected::Bytes { payload: Vec::new(), tag: Vec::new() },
+                Check::Later(input) => Expected::Later(input),
+            });
+            slots.push(finish_slot(spec, req, i, expect, size, route));
+            continue;
+        }
+        if alg.kind == Kind::Random {
+            let expect = spec.verify.then(|| Expected::Fresh(vec![0; size]));
+            slots.push(finish_slot(spec, Request::random(size), i, expect, size, route));
+            continue;
+        }
         let data = match alg.comp {
             Some((_, data)) => comp_input(data, i, thread, size),
             None => input(i, thread, size),
         };
         let iv = vec![(i + 1) as u8; alg.iv_len()];
+        let Some(reference) = reference else {
+            return Err(Skipped(format!("{}: no reference session", alg.name)));
+        };
         let (req, expect) = match (spec.op(), alg.kind) {
             (Op::Compress, _) => {
                 let expect = if spec.verify {
@@ -366,7 +472,7 @@ fn build_slots(spec: &CaseSpec, reference: &Session, n: usize, thread: usize) ->
                         reference.run(Request::new(Op::Compress, data.clone()).with_output(vec![0; size]));
                     // An input that does not shrink has no result: an empty one is expected
                     // (a driver that compressed it differs).
-                    Some(Expected {
+                    Some(Expected::Bytes {
                         payload: r.map(|r| r.result_payload()).unwrap_or_default(),
                         tag: Vec::new(),
                     })
@@ -397,14 +503,14 @@ fn build_slots(spec: &CaseSpec, reference: &Session, n: usize, thread: usize) ->
                     return Err(Skipped(format!("{}: nothing to decompress: {why}", alg.name)));
                 };
                 let req = Request::new(Op::Decompress, packed).with_output(vec![0; size]);
-                (req, spec.verify.then(|| Expected { payload: data, tag: Vec::new() }))
+                (req, spec.verify.then(|| Expected::Bytes { payload: data, tag: Vec::new() }))
             }
             (Op::ComputeDigest, _) => {
                 let expect = if spec.verify {
                     let r = reference
                         .run(Request::new(Op::ComputeDigest, data.clone()))
                         .map_err(|e| failed(&e))?;
-                    Some(Expected { payload: Vec::new(), tag: r.tag().to_vec() })
+                    Some(Expected::Bytes { payload: Vec::new(), tag: r.tag().to_vec() })
                 } else {
                     None
                 };
@@ -415,7 +521,7 @@ fn build_slots(spec: &CaseSpec, reference: &Session, n: usize, thread: usize) ->
                 let r = reference
                     .run(Request::new(Op::Encrypt, data.clone()).with_iv(&iv))
                     .map_err(|e| failed(&e))?;
-                let expect = Expected { payload: r.buf.to_vec(), tag: r.tag().to_vec() };
+                let expect = Expected::Bytes { payload: r.buf.to_vec(), tag: r.tag().to_vec() };
                 (Request::new(Op::Encrypt, data).with_iv(&iv).with_output(vec![0; size]), Some(expect))
             }
             (_, kind) => {
@@ -431,18 +537,29 @@ fn build_slots(spec: &CaseSpec, reference: &Session, n: usize, thread: usize) ->
                         .with_iv(&iv)
                         .with_tag(sealed.tag())
                         .with_output(vec![0; size]);
-                    (req, spec.verify.then(|| Expected { payload: data, tag: Vec::new() }))
+                    (req, spec.verify.then(|| Expected::Bytes { payload: data, tag: Vec::new() }))
                 }
             }
         };
-        let mut req = req;
-        req.user = i as u64;
-        if spec.batch > 1 {
-            req = req.with_flags(Flags::BATCH | Flags::CALLBACK_IMMEDIATE);
-        }
-        slots.push(Slot { req: Some(req), expect, len: size as u64, route });
+        slots.push(finish_slot(spec, req, i, expect, size, route));
     }
     Ok(slots)
+}
+
+/// Slot `i`: its request numbered and flagged for the case's way of submitting.
+fn finish_slot(
+    spec: &CaseSpec,
+    mut req: Request,
+    i: usize,
+    expect: Option<Expected>,
+    size: usize,
+    route: usize,
+) -> Slot {
+    req.user = i as u64;
+    if spec.batch > 1 {
+        req = req.with_flags(Flags::BATCH | Flags::CALLBACK_IMMEDIATE);
+    }
+    Slot { req: Some(req), expect, len: size as u64, route }
 }
 
 /// One measuring thread.
@@ -466,6 +583,8 @@ struct Tally {
     checked: u64,
     mismatches: u64,
     first_mismatch: Option<String>,
+    /// Randomized public-key results kept for the check after the clock: (slot, result).
+    kept: Vec<(usize, Vec<u8>)>,
 }
 
 impl Worker {
@@ -618,8 +737,8 @@ impl Worker {
         if ok {
             self.tally.bytes += slot.len;
         }
-        if let Some(expect) = &slot.expect {
-            self.tally.check(&req, expect);
+        if let Some(expect) = &mut slot.expect {
+            self.tally.check(&req, expect, i);
         }
         slot.req = Some(req);
         Some(i)
@@ -637,10 +756,28 @@ impl Tally {
         failed.into_parts().1
     }
 
-    /// Compares a result with what the reference computed.
-    fn check(&mut self, req: &Request, expect: &Expected) {
+    /// Compares a result with what the reference computed (random bytes: with the slot's
+    /// previous result; a randomized public-key result: kept for later, up to
+    /// [`KEEP_LATER`]).
+    fn check(&mut self, req: &Request, expect: &mut Expected, slot: usize) {
+        let diff = match expect {
+            Expected::Later(_) => {
+                if self.kept.len() < KEEP_LATER {
+                    self.kept.push((slot, req.result_payload()));
+                }
+                return;
+            }
+            Expected::Fresh(previous) => {
+                let got = result_bytes(req);
+                let same = *got == previous[..];
+                previous.clear();
+                previous.extend_from_slice(&got);
+                same.then(|| format!("{} random bytes repeat the previous result in their slot", got.len()))
+            }
+            Expected::Bytes { .. } => difference(req, expect),
+        };
         self.checked += 1;
-        if let Some(diff) = difference(req, expect) {
+        if let Some(diff) = diff {
             self.mismatches += 1;
             if self.first_mismatch.is_none() {
                 self.first_mismatch = Some(diff);
@@ -710,7 +847,7 @@ impl BatchReturn {
 
 /// The result bytes of a request: its output buffer's payload when out of place.
 fn result_bytes(req: &Request) -> Cow<'_, [u8]> {
-    if req.op.compresses() {
+    if req.op.compresses() || req.op.asymmetric() {
         return Cow::Owned(req.result_payload());
     }
     let range = req.payload_range();
@@ -726,6 +863,7 @@ fn result_bytes(req: &Request) -> Cow<'_, [u8]> {
 
 /// Where a result differs from what the reference driver computed, if it does.
 fn difference(req: &Request, expect: &Expected) -> Option<String> {
+    let Expected::Bytes { payload, tag } = expect else { return None };
     let first_diff = |got: &[u8], want: &[u8]| {
         if got.len() != want.len() {
             return Some(format!("{} bytes instead of {}", got.len(), want.len()));
@@ -735,13 +873,13 @@ fn difference(req: &Request, expect: &Expected) -> Option<String> {
             .position(|(a, b)| a != b)
             .map(|at| format!("byte {at} is {:#04x}, {REFERENCE} computed {:#04x}", got[at], want[at]))
     };
-    if !expect.payload.is_empty() || req.op.compresses() {
-        if let Some(d) = first_diff(&result_bytes(req), &expect.payload) {
+    if !payload.is_empty() || req.op.compresses() {
+        if let Some(d) = first_diff(&result_bytes(req), payload) {
             return Some(format!("output differs: {d}"));
         }
     }
-    if !expect.tag.is_empty() {
-        if let Some(d) = first_diff(req.tag(), &expect.tag) {
+    if !tag.is_empty() {
+        if let Some(d) = first_diff(req.tag(), tag) {
             return Some(format!("tag differs: {d}"));
         }
     }
@@ -765,6 +903,7 @@ mod tests {
             direct: false,
             limit: Limit::Count(100),
             verify: true,
+            public_key: None,
         }
     }
 
@@ -778,7 +917,7 @@ mod tests {
     #[test]
     fn every_algorithm_verifies_on_soft_both_ways_one_at_a_time_and_batched_both_ways() {
         let fw = framework();
-        for alg in algs::all() {
+        for alg in algs::symmetric() {
             for decrypt in [false, true] {
                 for (threads, batch, direct) in [(1, 1, false), (2, 4, false), (2, 4, true)] {
                     let spec = CaseSpec { decrypt, threads, batch, direct, ..case(&fw, &alg, "soft") };

@@ -22,6 +22,12 @@
 //! it prints the reason and leaves its column out; `-d all` includes it where it is
 //! available. It batches only what arrives with the "more follow" hint or as a run handed
 //! over whole: measure it with `--batch N` (and `--direct`).
+//!
+//! `hwrng` is every hardware random source this machine has (`ocf-hwrng`: RDSEED,
+//! `/dev/hwrng`), each a column of its own (`hwrng:rdseed`, `hwrng:dev`), its raw bytes
+//! through the SP 800-90B health tests; it serves only `random`. Where there is none,
+//! registering it prints the reason and leaves it out. `-d all` does not include it
+//! (every other algorithm would be a note that it has none): name it.
 
 use ocf::Framework;
 use ocf_sim::{SimProfile, PROFILE_NAMES};
@@ -37,6 +43,8 @@ pub enum DriverSpec {
     Afalg(String),
     /// The multi-buffer driver (`ocf-mb`).
     Mb,
+    /// Every hardware random source found (`ocf-hwrng`).
+    Hwrng,
     /// ocf's choice among the other drivers listed.
     Auto,
 }
@@ -52,6 +60,7 @@ pub enum NameKind {
     Sim,
     Afalg,
     Mb,
+    Hwrng,
     All,
     Auto,
 }
@@ -85,7 +94,7 @@ impl DriverName {
 
 /// Every `-d` value, in `--list`'s order. `afalg` is two rows: the bare name and the
 /// prefix with options.
-pub static NAMES: [DriverName; 8] = [
+pub static NAMES: [DriverName; 9] = [
     DriverName {
         name: ocf_soft::NAME,
         prefix: false,
@@ -132,6 +141,15 @@ pub static NAMES: [DriverName; 8] = [
                 cipher+HMAC, AES-GCM); wins on runs handed over whole (--batch N --direct), a lone \
                 request runs on soft's code",
         kind: NameKind::Mb,
+    },
+    DriverName {
+        name: "hwrng",
+        prefix: false,
+        form: "hwrng",
+        about: "random bytes from each hardware source found (RDSEED: hwrng:rdseed, /dev/hwrng: \
+                hwrng:dev), every raw byte through the SP 800-90B health tests; random only; skipped, \
+                with the reason, where there is none",
+        kind: NameKind::Hwrng,
     },
     DriverName {
         name: "all",
@@ -201,6 +219,7 @@ pub fn resolve(names: &[String]) -> Result<Vec<DriverSpec>, String> {
             NameKind::Soft => vec![DriverSpec::Soft],
             NameKind::Null => vec![DriverSpec::Null],
             NameKind::Mb => vec![DriverSpec::Mb],
+            NameKind::Hwrng => vec![DriverSpec::Hwrng],
             NameKind::Auto => vec![DriverSpec::Auto],
             NameKind::Afalg => {
                 // Check the options now; whether the kernel has AF_ALG is found at registration.
@@ -235,45 +254,50 @@ pub fn resolve(names: &[String]) -> Result<Vec<DriverSpec>, String> {
 
 /// Whether `auto` routes to this driver.
 fn routable(s: &DriverSpec) -> bool {
-    matches!(s, DriverSpec::Soft | DriverSpec::Sim(_) | DriverSpec::Afalg(_) | DriverSpec::Mb)
+    matches!(
+        s,
+        DriverSpec::Soft | DriverSpec::Sim(_) | DriverSpec::Afalg(_) | DriverSpec::Mb | DriverSpec::Hwrng
+    )
 }
 
-/// Registers one driver; returns its name, or `None` for an `afalg` the kernel cannot give
-/// or an `mb` this build or CPU lacks (with `say`, the reason printed on stderr).
-fn register_one(fw: &Framework, spec: &DriverSpec, say: bool) -> Result<Option<String>, String> {
+/// Registers one driver; returns the names it registered under (one, several for
+/// `hwrng`), or none for an `afalg` the kernel cannot give, an `mb` this build or CPU
+/// lacks, an `hwrng` without a source (with `say`, the reason printed on stderr).
+fn register_one(fw: &Framework, spec: &DriverSpec, say: bool) -> Result<Vec<String>, String> {
+    let skipped = |name: &str, why: &dyn std::fmt::Display| {
+        if say {
+            eprintln!("cryptotest: {name} skipped: {why}");
+        }
+        Ok(Vec::new())
+    };
     match spec {
         DriverSpec::Soft => {
             ocf_soft::register(fw).map_err(|e| format!("cannot register soft: {e}"))?;
-            Ok(Some(ocf_soft::NAME.to_owned()))
+            Ok(vec![ocf_soft::NAME.to_owned()])
         }
         DriverSpec::Null => {
             ocf_null::register(fw).map_err(|e| format!("cannot register null: {e}"))?;
-            Ok(Some(ocf_null::NAME.to_owned()))
+            Ok(vec![ocf_null::NAME.to_owned()])
         }
         DriverSpec::Sim(p) => {
-            ocf_sim::register(fw, p).map(Some).map_err(|e| format!("cannot register sim:{p}: {e}"))
+            ocf_sim::register(fw, p).map(|n| vec![n]).map_err(|e| format!("cannot register sim:{p}: {e}"))
         }
         DriverSpec::Afalg(name) => match ocf_afalg::register_named(fw, name) {
-            Ok(_) => Ok(Some(name.clone())),
-            Err(ocf_afalg::AfalgError::Unavailable(why)) => {
-                if say {
-                    eprintln!("cryptotest: {name} skipped: {why}");
-                }
-                Ok(None)
-            }
+            Ok(_) => Ok(vec![name.clone()]),
+            Err(ocf_afalg::AfalgError::Unavailable(why)) => skipped(name, &why),
             Err(e) => Err(format!("cannot register {name}: {e}")),
         },
         DriverSpec::Mb => match ocf_mb::register(fw) {
-            Ok(()) => Ok(Some(ocf_mb::NAME.to_owned())),
-            Err(e) if !ocf_mb::available() => {
-                if say {
-                    eprintln!("cryptotest: {} skipped: {e}", ocf_mb::NAME);
-                }
-                Ok(None)
-            }
+            Ok(()) => Ok(vec![ocf_mb::NAME.to_owned()]),
+            Err(e) if !ocf_mb::available() => skipped(ocf_mb::NAME, &e),
             Err(e) => Err(format!("cannot register {}: {e}", ocf_mb::NAME)),
         },
-        DriverSpec::Auto => Ok(Some(AUTO.to_owned())),
+        DriverSpec::Hwrng => match ocf_hwrng::register(fw) {
+            Ok(drivers) => Ok(drivers.iter().map(|d| ocf::Driver::name(d.as_ref()).to_owned()).collect()),
+            Err(e @ ocf_hwrng::HwrngError::Unavailable(_)) => skipped("hwrng", &e),
+            Err(e) => Err(format!("cannot register hwrng: {e}")),
+        },
+        DriverSpec::Auto => Ok(vec![AUTO.to_owned()]),
     }
 }
 
@@ -282,11 +306,20 @@ fn register_one(fw: &Framework, spec: &DriverSpec, say: bool) -> Result<Option<S
 /// registered under).
 pub fn register(fw: &Framework, specs: &[DriverSpec]) -> Result<Vec<String>, String> {
     register_one(fw, &DriverSpec::Soft, true)?;
-    let name = |s: &DriverSpec| match s {
-        DriverSpec::Soft => Ok(Some(ocf_soft::NAME.to_owned())),
-        _ => register_one(fw, s, true),
-    };
-    specs.iter().filter_map(|s| name(s).transpose()).collect()
+    let mut names = Vec::new();
+    for s in specs {
+        match s {
+            DriverSpec::Soft => names.push(ocf_soft::NAME.to_owned()),
+            _ => names.extend(register_one(fw, s, true)?),
+        }
+    }
+    Ok(names)
+}
+
+/// Registers each driver it can, saying nothing of those this machine lacks (`--list`);
+/// returns the names of those registered.
+pub fn register_quietly(fw: &Framework, specs: &[DriverSpec]) -> Vec<String> {
+    specs.iter().filter_map(|s| register_one(fw, s, false).ok()).flatten().collect()
 }
 
 /// Registers, into `auto`'s own framework, exactly the drivers it routes to: those listed
@@ -294,7 +327,11 @@ pub fn register(fw: &Framework, specs: &[DriverSpec]) -> Result<Vec<String>, Str
 /// driver this machine lacks is left out silently: [`register`], given the same list
 /// first, said why.
 pub fn register_routed(fw: &Framework, specs: &[DriverSpec]) -> Result<Vec<String>, String> {
-    specs.iter().filter(|s| routable(s)).filter_map(|s| register_one(fw, s, false).transpose()).collect()
+    let mut names = Vec::new();
+    for s in specs.iter().filter(|s| routable(s)) {
+        names.extend(register_one(fw, s, false)?);
+    }
+    Ok(names)
 }
 
 #[cfg(test)]

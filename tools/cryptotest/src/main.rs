@@ -13,7 +13,15 @@
 //! requests each driver took per size class, and with `--oracle` the static splits it is
 //! compared with. `-s` takes size distributions as well as sizes (`imix`, `16..16384`).
 //!
-//! The modules: [`algs`] (names → sessions), [`drivers`] (names → registered drivers),
+//! Public-key algorithms (`-a rsa2048,ecdsap256,ecdhx25519,…`, `openssl speed`'s names)
+//! are measured per operation, in operations per second (sign/s, verify/s, op/s), with
+//! keys made once per algorithm through `Framework::generate_key`; `--openssl` runs
+//! `openssl speed NAME` once per algorithm and gives the ratio per operation; an auto
+//! case per operation shows which driver took it. `-a random` measures random bytes
+//! (MB/s) per size on every driver given that serves them.
+//!
+//! The modules: [`algs`] (names → sessions), [`pubkey`] (a public-key case's keys,
+//! requests and checks), [`drivers`] (names → registered drivers),
 //! [`sizes`] (`-s` values and their sequences), [`bench`] (measuring one case), [`oracle`]
 //! (the static splits), [`routing`] (an auto case's routing and oracle tables), [`openssl`],
 //! [`report`] (tables and JSON), [`units`] (how figures are written), [`plot`], [`rusage`],
@@ -32,6 +40,7 @@ mod openssl;
 mod oracle;
 mod plot;
 mod progress;
+mod pubkey;
 mod report;
 mod routing;
 mod rusage;
@@ -46,9 +55,10 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use ocf::{Config, Framework, Policy};
 
-use crate::bench::{CaseResult, CaseSpec, Limit, Skipped, Target};
+use crate::algs::Kind;
+use crate::bench::{CaseResult, CaseSpec, Limit, PkCase, Skipped, Target};
 use crate::drivers::{DriverSpec, NameKind, AUTO};
-use crate::report::{Clock, Row};
+use crate::report::{Clock, Row, Unit};
 use crate::routing::{Oracle, Routing};
 use crate::sizes::SizeSpec;
 
@@ -91,14 +101,17 @@ const QUICK_SECONDS: f64 = 0.1;
                   cryptotest -d soft -d sim:hifn7951 -d sim:hifn7951 -d auto -a des-ede3-cbc -s 1k -t 8"
 )]
 struct Cli {
-    /// Driver to measure: soft, null, sim:PROFILE, afalg, mb (multi-buffer AES-CBC/CTR, 3DES, HMAC-SHA1/2, cipher+HMAC, AES-GCM; use --batch N, and --direct for runs handed over whole), all, or auto (repeatable). Default: soft.
+    /// Driver to measure: soft, null, sim:PROFILE, afalg, mb (multi-buffer AES-CBC/CTR, 3DES, HMAC-SHA1/2, cipher+HMAC, AES-GCM; use --batch N, and --direct for runs handed over whole), hwrng (hardware random sources, health-tested; random only), all, or auto (repeatable). Default: soft.
     /// Each sim:PROFILE is a card of its own (twice: two cards, the second named
     /// sim:PROFILE#2). auto: a column in which ocf chooses per request among the other
     /// drivers given (not null; not soft unless given), by --policy.
     #[arg(short = 'd', long = "driver", value_name = "NAME")]
     drivers: Vec<String>,
     /// Algorithm, openssl-style (aes-128-gcm, sha256, hmac-sha1, aes-128-cbc-hmac-sha1, …),
-    /// or all (repeatable, or comma-separated). Default: the main ones.
+    /// public-key as openssl speed names them (rsa2048, ecdsap256, ecdhp256, ecdhx25519,
+    /// ed25519, ffdh2048, …; modexp2048, mlkem768), random, or all (repeatable, or
+    /// comma-separated). Default: the main symmetric ones. Public-key cases are measured
+    /// per operation (-s does not apply), random per size.
     #[arg(short = 'a', long = "alg", value_name = "NAME", value_delimiter = ',')]
     algs: Vec<String>,
     /// Measure decryption instead of encryption (decompression for deflate; digests are unaffected).
@@ -135,7 +148,9 @@ struct Cli {
     #[arg(short = 'p', long)]
     profile: bool,
     /// Check every result against the reference driver (soft); a mismatch makes the exit
-    /// status 1.
+    /// status 1. Public key: deterministic results compared (a derive with the peer's),
+    /// ECDSA signatures verified and ML-KEM ciphertexts decapsulated after the clock (up
+    /// to 256 per thread). random: each result must differ from the one before it.
     #[arg(long)]
     verify: bool,
     /// The routing policy of the auto column: cost-model, priority, least-loaded or
@@ -155,7 +170,8 @@ struct Cli {
     #[arg(long)]
     elapsed: bool,
     /// Also run `openssl speed -elapsed` for the same algorithms and sizes, and print the
-    /// ratio (ours ÷ openssl) per size. Uses $OPENSSL if set.
+    /// ratio (ours ÷ openssl) per size; for a public-key algorithm `openssl speed -elapsed
+    /// NAME` once, and the ratio per operation. Uses $OPENSSL if set.
     #[arg(long)]
     openssl: bool,
     /// Print JSON Lines, one object per case, instead of tables.
@@ -211,6 +227,16 @@ fn main() -> ExitCode {
     }
 }
 
+/// The algorithms of each kind of table, in the order given.
+struct Tables {
+    /// Bytes per second by operand size (Mb/s).
+    sized: Vec<String>,
+    /// Random bytes per second by size (MB/s).
+    random: Vec<String>,
+    /// Public-key operations per second.
+    per_op: Vec<String>,
+}
+
 /// `auto`'s own framework and the drivers it routes to (A first), if `-d auto` was given.
 struct Auto {
     fw: Framework,
@@ -246,6 +272,13 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
     let sizes =
         if cli.sizes.is_empty() { DEFAULT_SIZES.map(SizeSpec::Fixed).to_vec() } else { dedup(&cli.sizes) };
     if let Some(path) = &cli.plot {
+        if algs.iter().all(algs::Alg::per_op) {
+            return Err(Stop::Usage(
+                "--plot draws throughput against operand size, and public-key cases have none: add a \
+                 symmetric algorithm or random, or leave --plot out"
+                    .into(),
+            ));
+        }
         plot::check_path(path).map_err(Stop::Usage)?;
     }
     let openssl_version = if cli.openssl { Some(openssl::check().map_err(Stop::Usage)?) } else { None };
@@ -279,7 +312,16 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
     } else {
         None
     };
-    let alg_list: Vec<String> = algs.iter().map(|a| a.name.to_owned()).collect();
+    // The tables' algorithms: by operand size (Mb/s), random bytes (MB/s), public-key
+    // operations (per second).
+    let names_of = |keep: fn(&algs::Alg) -> bool| -> Vec<String> {
+        algs.iter().filter(|a| keep(a)).map(|a| a.name.to_owned()).collect()
+    };
+    let tables = Tables {
+        sized: names_of(|a| !a.per_op() && a.kind != Kind::Random),
+        random: names_of(|a| a.kind == Kind::Random),
+        per_op: names_of(algs::Alg::per_op),
+    };
 
     // openssl speed takes whole seconds.
     let openssl_seconds = match limit {
@@ -289,19 +331,45 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
     let has_b = auto.as_ref().is_some_and(|a| a.drivers.len() > 1);
     let splits_per_alg: usize =
         if cli.oracle { sizes.iter().map(|&s| oracle::splits(s, has_b).len()).sum() } else { 0 };
-    let cases = algs.len() * (sizes.len() * driver_names.len() + splits_per_alg);
-    let total = cases + algs.len() * sizes.len() * usize::from(cli.openssl);
+    // Per algorithm, its rows: a size each, or an operation each (public key), and the
+    // openssl runs: one per size, or one for all of a public-key algorithm's operations.
+    let points = |a: &algs::Alg| a.public_key.map_or(sizes.len(), |pk| pk.ops.len());
+    let cases: usize = algs
+        .iter()
+        .map(|a| points(a) * driver_names.len() + if a.per_op() { 0 } else { splits_per_alg })
+        .sum();
+    let openssl_runs: usize = algs.iter().map(|a| if a.per_op() { 1 } else { sizes.len() }).sum();
+    let openssl_secs: u64 = algs.iter().map(|a| points(a) as u64 * openssl_seconds).sum();
+    let total = cases + openssl_runs * usize::from(cli.openssl);
     let estimate = match limit {
         Limit::Time(d) => d.as_secs_f64() * cases as f64,
         Limit::Count(_) => 0.0,
-    } + (openssl_seconds * (algs.len() * sizes.len()) as u64 * u64::from(cli.openssl)) as f64;
+    } + (openssl_secs * u64::from(cli.openssl)) as f64;
     let mut progress = progress::Progress::new(total, !cli.json && estimate > 1.0);
+    // openssl speed's public-key figures: per CPU second, its own measure and the steadier
+    // one on a shared machine, compared with ours per CPU second; with --elapsed, or
+    // several threads (its -multi sums its processes' rates), per wall-clock second.
+    let pk_clock = if cli.elapsed || threads > 1 { Clock::Wall } else { Clock::Cpu };
 
     if !cli.json {
         let auto_over = auto.as_ref().map(|a| a.drivers.as_slice());
         println!(
             "{}",
-            header(&cli, bare, &driver_names, auto_over, limit, openssl_version.as_deref(), openssl_seconds)
+            header(
+                &cli,
+                bare,
+                &driver_names,
+                auto_over,
+                limit,
+                openssl_version.as_deref().map(|version| OpensslRun {
+                    version,
+                    seconds: openssl_seconds,
+                    pk_clock,
+                    by_size: !tables.sized.is_empty() || !tables.random.is_empty(),
+                    public_key: !tables.per_op.is_empty(),
+                }),
+                algs.iter().any(|a| a.kind.ciphers()),
+            )
         );
     }
     let mut rows: Vec<Row> = Vec::new();
@@ -315,12 +383,48 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
     let mut failures_seen: Vec<String> = Vec::new();
     for alg in &algs {
         if cli.decrypt && !alg.kind.ciphers() {
-            note(&progress, format!("{}: a digest has no decrypt; measuring the digest", alg.name));
+            let what = match alg.kind {
+                Kind::PublicKey => "its operations",
+                Kind::Random => "random bytes",
+                _ => "the digest",
+            };
+            note(&progress, format!("{}: no decrypt; measuring {what}", alg.name));
         }
-        for &size in &sizes {
+        // A public-key algorithm's keys: made once, used by every driver and operation.
+        let keys = match alg.kind {
+            Kind::PublicKey => match pubkey::Keys::generate(&fw, alg) {
+                Ok(k) => Some(k),
+                Err(why) => {
+                    note(&progress, why);
+                    continue;
+                }
+            },
+            _ => None,
+        };
+        if cli.oracle && keys.is_some() {
+            note(
+                &progress,
+                format!("--oracle splits by operand size: {} (public key) is not split", alg.name),
+            );
+        }
+        let points: Vec<(SizeSpec, Option<PkCase>)> = match &keys {
+            Some(k) => k
+                .alg
+                .ops
+                .iter()
+                .map(|&op| (SizeSpec::Fixed(k.input_len(op)), Some(PkCase { keys: k, op })))
+                .collect(),
+            None => sizes.iter().map(|&s| (s, None)).collect(),
+        };
+        let alg_first = rows.len();
+        for &(size, public_key) in &points {
             let first = rows.len();
+            let what = match public_key {
+                Some(pk) => pk.op.name().to_owned(),
+                None => size.phrase(),
+            };
             for d in &driver_names {
-                progress.show(&format!("{} {} on {d}", alg.name, size.phrase()));
+                progress.show(&format!("{} {what} on {d}", alg.name));
                 let target = match (&auto, d.as_str()) {
                     (Some(a), AUTO) => Target::Auto(&a.fw),
                     _ => Target::Pinned(d),
@@ -336,6 +440,7 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
                     direct: cli.direct,
                     limit,
                     verify: cli.verify,
+                    public_key,
                 };
                 fw.reset_profiles();
                 let before = auto.as_ref().map(|a| a.fw.routing());
@@ -351,7 +456,7 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
                 };
                 progress.step();
                 let oracle = match (&auto, target, &result) {
-                    (Some(a), Target::Auto(_), Ok(r)) if cli.oracle => {
+                    (Some(a), Target::Auto(_), Ok(r)) if cli.oracle && public_key.is_none() => {
                         Some(run_oracle(&spec, a, r, has_b, &mut progress, &mut failures_seen))
                     }
                     _ => None,
@@ -364,18 +469,21 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
                     alg: alg.name.to_owned(),
                     driver: d.clone(),
                     op: spec.op_name(),
+                    per_op: public_key.is_some(),
                     size,
                     threads,
                     batch,
                     result,
                     verify: cli.verify,
                     openssl_kbytes_s: None,
+                    openssl_ops_s: None,
+                    openssl_clock: pk_clock,
                     profile,
                     routing,
                     oracle,
                 });
             }
-            if cli.openssl {
+            if cli.openssl && public_key.is_none() {
                 progress.show(&format!("{} {} with openssl speed", alg.name, size.phrase()));
                 let measured_any = rows[first..].iter().any(|r| r.measured().is_some());
                 let kbytes = match (alg.openssl, size) {
@@ -407,7 +515,7 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
                 }
                 progress.step();
             }
-            if cli.json {
+            if cli.json && public_key.is_none() {
                 for r in &rows[first..] {
                     if let Some(v) = r.json(cli.openssl, cli.profile) {
                         println!("{v}");
@@ -415,24 +523,63 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
                 }
             }
         }
+        let Some(keys) = &keys else { continue };
+        // A public-key algorithm: one openssl speed run for all its operations, after ours.
+        let measured_any = rows[alg_first..].iter().any(|r| r.measured().is_some());
+        if cli.openssl && measured_any {
+            progress.show(&format!("{} with openssl speed", alg.name));
+            match alg.openssl {
+                None => note(&progress, format!("{}: openssl speed has no such algorithm", alg.name)),
+                Some(args) => {
+                    if let Some(caveat) = algs::openssl_caveat(alg) {
+                        note(&progress, format!("{} vs openssl: {caveat}", alg.name));
+                    }
+                    match openssl::speed_public_key(args, openssl_seconds, threads, pk_clock == Clock::Wall) {
+                        Ok(per_op) => {
+                            for r in &mut rows[alg_first..] {
+                                let at = keys.alg.ops.iter().position(|o| o.name() == r.op);
+                                r.openssl_ops_s = at.and_then(|i| per_op.get(i).copied());
+                            }
+                        }
+                        Err(e) => note(&progress, e),
+                    }
+                }
+            }
+            progress.step();
+        }
+        if cli.json {
+            for r in &rows[alg_first..] {
+                if let Some(v) = r.json(cli.openssl, cli.profile) {
+                    println!("{v}");
+                }
+            }
+        }
     }
     progress.clear();
 
     if !cli.json {
-        print_tables(&cli, &rows, &alg_list, &driver_names, &sizes);
+        print_tables(&cli, &rows, &tables, &driver_names, &sizes);
     }
 
     for r in &rows {
         let Some(m) = r.measured() else { continue };
-        let case = format!("{} {} {} on {}", r.alg, r.op, r.size.phrase(), r.driver);
-        failures_seen.extend(failures(&case, m));
+        let case = if r.per_op {
+            format!("{} {} on {}", r.alg, r.op, r.driver)
+        } else if r.alg == r.op {
+            // random: the operation is the algorithm.
+            format!("{} {} on {}", r.alg, r.size.phrase(), r.driver)
+        } else {
+            format!("{} {} {} on {}", r.alg, r.op, r.size.phrase(), r.driver)
+        };
+        failures_seen.extend(failures(&case, r.alg == r.op, m));
     }
     let mut failed = !failures_seen.is_empty();
     for f in &failures_seen {
         eprintln!("cryptotest: {f}");
     }
     if let Some(path) = &cli.plot {
-        let series = plot_series(&rows, &alg_list, &driver_names);
+        let by_size: Vec<String> = tables.sized.iter().chain(&tables.random).cloned().collect();
+        let series = plot_series(&rows, &by_size, &driver_names);
         let title = format!("cryptotest: {} ({}, batch {batch})", ops_of(&rows), threads_text(threads));
         match plot::write_plot(path, &title, &series) {
             Ok(()) => eprintln!("cryptotest: plot written to {}", path.display()),
@@ -446,14 +593,17 @@ fn run(mut cli: Cli, bare: bool) -> Result<ExitCode, Stop> {
 }
 
 /// What went wrong in a case, a line each (none: nothing did).
-fn failures(case: &str, m: &CaseResult) -> Vec<String> {
+/// `random` says so for its mismatches: they are results that repeated, not results that
+/// differ from the reference's.
+fn failures(case: &str, random: bool, m: &CaseResult) -> Vec<String> {
     let mut out = Vec::new();
     if m.mismatches > 0 {
+        let verdict =
+            if random { "failed the check".to_owned() } else { format!("differ from {}", bench::REFERENCE) };
         out.push(format!(
-            "{case}: {} of {} results differ from {} ({})",
+            "{case}: {} of {} results {verdict} ({})",
             m.mismatches,
             m.checked,
-            bench::REFERENCE,
             m.first_mismatch.as_deref().unwrap_or("")
         ));
     }
@@ -495,7 +645,7 @@ fn run_oracle(
                     auto_case.sizes.phrase(),
                     split.label()
                 );
-                failed.extend(failures(&case, &r));
+                failed.extend(failures(&case, auto_case.alg.kind == Kind::Random, &r));
                 Some(r.mbit_s())
             }
             Err(Skipped(why)) => {
@@ -542,6 +692,18 @@ fn threads_text(n: usize) -> String {
     }
 }
 
+/// How `openssl speed` runs beside the cases, for the header.
+struct OpensslRun<'a> {
+    version: &'a str,
+    /// Seconds per size (per public-key operation).
+    seconds: u64,
+    /// The clock of its public-key figures.
+    pk_clock: Clock,
+    /// Whether algorithms by size, and public-key algorithms, are measured.
+    by_size: bool,
+    public_key: bool,
+}
+
 /// The lines above the tables: what was measured, and how.
 fn header(
     cli: &Cli,
@@ -549,8 +711,8 @@ fn header(
     drivers: &[String],
     auto_over: Option<&[String]>,
     limit: Limit,
-    openssl: Option<&str>,
-    openssl_seconds: u64,
+    openssl: Option<OpensslRun<'_>>,
+    directed: bool,
 ) -> String {
     let mut h = String::new();
     if bare {
@@ -568,13 +730,18 @@ fn header(
         Limit::Time(d) => format!("{} s per case", d.as_secs_f64()),
         Limit::Count(n) => format!("{n} operations per case"),
     };
-    let dir = if cli.decrypt { "decrypt" } else { "encrypt" };
+    // The direction applies to ciphers and compression only.
+    let dir = match (directed, cli.decrypt) {
+        (false, _) => String::new(),
+        (true, false) => " · encrypt".into(),
+        (true, true) => " · decrypt".into(),
+    };
     let auto = match auto_over {
         Some(over) => format!(" (auto: {} over {})", cli.policy, over.join(", ")),
         None => String::new(),
     };
     h.push_str(&format!(
-        "drivers: {}{auto} · {dir} · {} · batch {}{} · {per_case}{}{}",
+        "drivers: {}{auto}{dir} · {} · batch {}{} · {per_case}{}{}",
         drivers.join(", "),
         threads_text(usize::from(cli.threads)),
         cli.batch,
@@ -582,63 +749,96 @@ fn header(
         if cli.verify { " · every result verified against soft" } else { "" },
         if cli.oracle { " · --oracle: every split of every auto case runs as long" } else { "" }
     ));
-    if let Some(v) = openssl {
-        h.push_str(&format!("\nopenssl: {v} · `openssl speed -elapsed`, {openssl_seconds} s per size"));
+    if let Some(OpensslRun { version, seconds, pk_clock, by_size, public_key }) = openssl {
+        let mut runs = Vec::new();
+        if by_size {
+            runs.push(format!("`openssl speed -elapsed`, {seconds} s per size"));
+        }
+        if public_key {
+            let (flag, per) = match pk_clock {
+                Clock::Cpu => ("", "per CPU second (its measure), compared with ours per CPU second"),
+                Clock::Wall => ("-elapsed ", "per second of wall-clock time"),
+            };
+            runs.push(format!(
+                "public key: `openssl speed {flag}-seconds {seconds} NAME`, {seconds} s per operation, {per}"
+            ));
+        }
+        h.push_str(&format!("\nopenssl: {version} · {}", runs.join("; ")));
     }
     h
 }
 
-fn print_tables(cli: &Cli, rows: &[Row], algs: &[String], drivers: &[String], sizes: &[SizeSpec]) {
-    if cli.format == Format::Openssl {
+fn print_tables(cli: &Cli, rows: &[Row], tables: &Tables, drivers: &[String], sizes: &[SizeSpec]) {
+    let by_size: Vec<String> = tables.sized.iter().chain(&tables.random).cloned().collect();
+    if cli.format == Format::Openssl && !by_size.is_empty() {
         let clock = if cli.elapsed { Clock::Wall } else { Clock::Cpu };
         let what = if cli.elapsed { "wall clock" } else { "per CPU second (user + system)" };
         println!("\nThroughput {what}");
-        print!("{}", report::openssl_layout(rows, algs, drivers, sizes, clock));
+        print!("{}", report::openssl_layout(rows, &by_size, drivers, sizes, clock));
     } else {
-        println!("\nThroughput, Mb/s of payload per second of wall-clock time");
-        print!("{}", report::throughput_table(rows, algs, drivers, sizes, Clock::Wall));
+        for (algs, unit) in [(&tables.sized, Unit::Mbit), (&tables.random, Unit::MByte)] {
+            if algs.is_empty() {
+                continue;
+            }
+            let (what, of) = match unit {
+                Unit::Mbit => ("Throughput, Mb/s", "of payload"),
+                Unit::MByte => ("Random bytes, MB/s (10^6 bytes)", "drawn"),
+            };
+            println!("\n{what} {of} per second of wall-clock time");
+            print!("{}", report::throughput_table(rows, algs, drivers, sizes, Clock::Wall, unit));
+            if !cli.elapsed {
+                println!("\n{what} {of} per CPU second (user + system, every thread of the process)");
+                print!("{}", report::throughput_table(rows, algs, drivers, sizes, Clock::Cpu, unit));
+            }
+        }
+    }
+    let wall = report::public_key_table(rows, &tables.per_op, drivers, Clock::Wall);
+    if !wall.is_empty() {
+        println!("\nPublic-key operations per second of wall-clock time (as openssl speed prints them)");
+        print!("{wall}");
         if !cli.elapsed {
-            println!(
-                "\nThroughput, Mb/s of payload per CPU second (user + system, every thread of the process)"
-            );
-            print!("{}", report::throughput_table(rows, algs, drivers, sizes, Clock::Cpu));
+            println!("\nPublic-key operations per CPU second (user + system, every thread of the process)");
+            print!("{}", report::public_key_table(rows, &tables.per_op, drivers, Clock::Cpu));
         }
     }
     println!("\nCost of each case (getrusage: CPU seconds and context switches of the whole process)");
     print!("{}", report::cost_table(rows));
+    // "aes-128-gcm encrypt", "ed25519 sign"; "random" (the operation is the algorithm).
+    let what = |r: &Row| if r.alg == r.op { r.alg.clone() } else { format!("{} {}", r.alg, r.op) };
     for r in rows {
         if let Some(routing) = &r.routing {
-            println!(
-                "\nRouting: {} {} of {} on auto (requests per size class)",
-                r.alg,
-                r.op,
-                r.size.phrase()
-            );
+            if r.per_op {
+                println!("\nRouting: {} on auto (requests per size class of their input)", what(r));
+            } else {
+                println!("\nRouting: {} of {} on auto (requests per size class)", what(r), r.size.phrase());
+            }
             print!("{}", routing.table(cli.profile));
         }
         if let Some(oracle) = &r.oracle {
-            println!("\nOracle: {} {} of {}, static splits (Mb/s, wall clock)", r.alg, r.op, r.size.phrase());
+            println!("\nOracle: {} of {}, static splits (Mb/s, wall clock)", what(r), r.size.phrase());
             print!("{}", oracle.table());
         }
     }
     if cli.profile {
         for r in rows {
             if let Some(p) = &r.profile {
-                println!(
-                    "\nProfile: {} {} of {} on {} (every request, ns)",
-                    r.alg,
-                    r.op,
-                    r.size.phrase(),
-                    r.driver
-                );
+                let of = if r.per_op { String::new() } else { format!(" of {}", r.size.phrase()) };
+                println!("\nProfile: {}{of} on {} (every request, ns)", what(r), r.driver);
                 print!("{p}");
             }
         }
     }
-    if let Some(summary) = report::auto_summary(rows, algs, sizes) {
+    if let Some(summary) = report::auto_summary(rows, &by_size, sizes) {
         println!(
             "\nWhat auto chose: the fastest driver alone, where auto sent the requests, auto ÷ that \
              driver (wall clock)"
+        );
+        print!("{summary}");
+    }
+    if let Some(summary) = report::public_key_auto_summary(rows, &tables.per_op) {
+        println!(
+            "\nWhat auto chose for each public-key operation: the fastest driver alone, where auto sent \
+             the requests, auto ÷ that driver (operations per second, wall clock)"
         );
         print!("{summary}");
     }
@@ -727,6 +927,13 @@ fn listing() -> String {
                 }
                 Err(why) => s.push_str(&format!("{INDENT}this kernel: {why}\n")),
             },
+            NameKind::Hwrng => {
+                let here = match ocf_hwrng::probe() {
+                    Ok(kinds) => kinds.iter().map(|k| k.driver_name()).collect::<Vec<_>>().join(", "),
+                    Err(why) => format!("{why}: skipped, with the reason"),
+                };
+                s.push_str(&format!("{INDENT}this machine: {here}\n"));
+            }
             NameKind::Auto => {
                 let policies: Vec<&str> = Policy::ALL.iter().map(|p| p.name()).collect();
                 s.push_str(&format!(
@@ -746,6 +953,49 @@ fn listing() -> String {
         let openssl =
             a.openssl.map_or("(none)".to_owned(), |args| format!("openssl speed {}", args.join(" ")));
         s.push_str(&format!("  {:<24} {:<38} {openssl}\n", a.name, a.describe()));
+    }
+    s.push_str(&per_driver_listing());
+    s
+}
+
+/// `--list`'s table of the public-key algorithms and random bytes each driver of this
+/// machine offers (its capabilities: an engine may still refuse a key size when a session
+/// is made).
+fn per_driver_listing() -> String {
+    let fw = Framework::new();
+    let mut specs = drivers::all();
+    specs.push(DriverSpec::Afalg(ocf_afalg::NAME.to_owned()));
+    specs.push(DriverSpec::Hwrng);
+    // Quietly: a driver this machine lacks is left out (the listing above says why).
+    let names = drivers::register_quietly(&fw, &specs);
+    let infos = fw.drivers();
+    let caps: Vec<(&str, &ocf::Capabilities)> = names
+        .iter()
+        .filter_map(|n| infos.iter().find(|i| &i.name == n).map(|i| (n.as_str(), &i.capabilities)))
+        .collect();
+    let mut rows: Vec<(String, Vec<bool>)> = algs::public_key()
+        .iter()
+        .filter_map(|a| {
+            let pk = a.public_key?;
+            Some((a.name.to_owned(), caps.iter().map(|(_, c)| c.asymmetric.contains(&pk.alg)).collect()))
+        })
+        .collect();
+    rows.push(("random".to_owned(), caps.iter().map(|(_, c)| c.random).collect()));
+    let mut s = String::from(
+        "\nPublic-key algorithms and random bytes per driver (this machine; a driver may still refuse \
+         a key size):\n",
+    );
+    s.push_str(&format!("  {:<12}", ""));
+    for (n, _) in &caps {
+        s.push_str(&format!(" {n:>w$}", w = n.len().max(4)));
+    }
+    s.push('\n');
+    for (name, has) in rows {
+        s.push_str(&format!("  {name:<12}"));
+        for ((n, _), yes) in caps.iter().zip(has) {
+            s.push_str(&format!(" {:>w$}", if yes { "yes" } else { "-" }, w = n.len().max(4)));
+        }
+        s.push('\n');
     }
     s
 }

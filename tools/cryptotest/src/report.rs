@@ -3,7 +3,10 @@
 //! size or size distribution; columns: algorithm × driver), openssl speed's layout, the
 //! cost of each case, the summary of what `auto` chose ([`auto_summary`]: the fastest
 //! driver alone per algorithm and size, where auto sent its requests, auto ÷ that driver),
-//! and JSON Lines (an auto case's routing and oracle: `crate::routing`).
+//! and JSON Lines (an auto case's routing and oracle: `crate::routing`). Public-key cases
+//! have tables of their own in operations per second, in `openssl speed`'s layout
+//! ([`public_key_table`], [`public_key_auto_summary`]); random bytes are the throughput
+//! table in MB/s ([`Unit::MByte`]).
 
 use std::fmt::Write as _;
 
@@ -14,13 +17,16 @@ use crate::bench::{CaseResult, Skipped};
 use crate::drivers::AUTO;
 use crate::routing::{Oracle, Routing};
 use crate::sizes::SizeSpec;
-use crate::units::fmt_rate;
+use crate::units::{fmt_rate, per_second};
 
 /// One measured (or skipped) case and what goes with it.
 pub struct Row {
     pub alg: String,
     pub driver: String,
     pub op: &'static str,
+    /// A public-key case: one operation, measured in operations per second (`size` is its
+    /// input's length).
+    pub per_op: bool,
     pub size: SizeSpec,
     pub threads: usize,
     pub batch: usize,
@@ -29,6 +35,11 @@ pub struct Row {
     /// `openssl speed` for the same algorithm, direction and size, in 1000s of bytes per
     /// second (`None`: not asked for, or openssl has no such algorithm).
     pub openssl_kbytes_s: Option<f64>,
+    /// `openssl speed` for the same public-key operation, operations per second of
+    /// `openssl_clock`: per CPU second (`openssl speed`'s own measure) or, with
+    /// `--elapsed` or threads, of wall-clock time (`-elapsed`).
+    pub openssl_ops_s: Option<f64>,
+    pub openssl_clock: Clock,
     pub profile: Option<ProfileStats>,
     /// An auto case's routing, and with `--oracle` its static splits.
     pub routing: Option<Routing>,
@@ -40,9 +51,16 @@ impl Row {
         self.result.as_ref().ok()
     }
 
-    /// Ours ÷ openssl, both in wall-clock bytes per second.
+    /// Ours ÷ openssl, both in wall-clock bytes per second; public key: operations per
+    /// second of `openssl_clock`, both.
     pub fn ratio(&self) -> Option<f64> {
-        let (ours, theirs) = (self.measured()?.kbytes_s(), self.openssl_kbytes_s?);
+        let (ours, theirs) = if self.per_op {
+            let m = self.measured()?;
+            let ours = if self.openssl_clock == Clock::Cpu { m.cpu_ops_s() } else { m.ops_s() };
+            (ours, self.openssl_ops_s?)
+        } else {
+            (self.measured()?.kbytes_s(), self.openssl_kbytes_s?)
+        };
         (theirs > 0.0).then(|| ours / theirs)
     }
 
@@ -85,8 +103,19 @@ impl Row {
         if let Some(m) = &r.first_mismatch {
             obj.insert("first_mismatch".into(), json!(m));
         }
+        if self.per_op {
+            obj.insert("ops_s".into(), json!(r.ops_s()));
+            obj.insert("cpu_ops_s".into(), json!(r.cpu_ops_s()));
+            obj.insert("checked".into(), json!(r.checked));
+        }
         if with_openssl {
-            obj.insert("openssl_kbytes_s".into(), json!(self.openssl_kbytes_s));
+            if self.per_op {
+                obj.insert("openssl_ops_s".into(), json!(self.openssl_ops_s));
+                let clock = if self.openssl_clock == Clock::Cpu { "cpu" } else { "wall" };
+                obj.insert("openssl_clock".into(), json!(clock));
+            } else {
+                obj.insert("openssl_kbytes_s".into(), json!(self.openssl_kbytes_s));
+            }
             obj.insert("ratio".into(), json!(self.ratio()));
         }
         if let Some(p) = &self.profile {
@@ -121,10 +150,28 @@ struct Column {
 }
 
 /// Which figure the throughput table shows.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Clock {
     Wall,
     Cpu,
+}
+
+/// The throughput table's unit.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// Megabits per second (the paper's: payload).
+    Mbit,
+    /// Megabytes (10^6 bytes) per second (random bytes).
+    MByte,
+}
+
+impl Unit {
+    fn of_mbit(self, mbit_s: f64) -> f64 {
+        match self {
+            Unit::Mbit => mbit_s,
+            Unit::MByte => mbit_s / 8.0,
+        }
+    }
 }
 
 /// The throughput table: one row per operand size, per algorithm one column per driver
@@ -136,9 +183,10 @@ pub fn throughput_table(
     drivers: &[String],
     sizes: &[SizeSpec],
     clock: Clock,
+    unit: Unit,
 ) -> String {
     let find = |alg: &str, driver: &str, size: SizeSpec| {
-        rows.iter().find(|r| r.alg == alg && r.driver == driver && r.size == size)
+        rows.iter().find(|r| r.alg == alg && r.driver == driver && r.size == size && !r.per_op)
     };
     let with_openssl = rows.iter().any(|r| r.openssl_kbytes_s.is_some());
     let mut groups: Vec<Vec<Column>> = Vec::new();
@@ -148,7 +196,9 @@ pub fn throughput_table(
             let cells = sizes
                 .iter()
                 .map(|&s| match find(alg, d, s).and_then(Row::measured) {
-                    Some(r) => fmt_rate(if clock == Clock::Wall { r.mbit_s() } else { r.cpu_mbit_s() }),
+                    Some(r) => {
+                        fmt_rate(unit.of_mbit(if clock == Clock::Wall { r.mbit_s() } else { r.cpu_mbit_s() }))
+                    }
                     None => "-".into(),
                 })
                 .collect();
@@ -157,8 +207,10 @@ pub fn throughput_table(
         if with_openssl && clock == Clock::Wall {
             let openssl =
                 |s: SizeSpec| drivers.iter().find_map(|d| find(alg, d, s).and_then(|r| r.openssl_kbytes_s));
-            let cells =
-                sizes.iter().map(|&s| openssl(s).map_or("n/a".into(), |k| fmt_rate(k * 8.0 / 1e3))).collect();
+            let cells = sizes
+                .iter()
+                .map(|&s| openssl(s).map_or("n/a".into(), |k| fmt_rate(unit.of_mbit(k * 8.0 / 1e3))))
+                .collect();
             cols.push(Column { group: alg.clone(), label: "openssl".into(), cells });
             for d in drivers {
                 let cells = sizes
@@ -262,7 +314,7 @@ pub fn auto_summary(rows: &[Row], algs: &[String], sizes: &[SizeSpec]) -> Option
     for alg in algs {
         let mut chosen = Vec::new();
         for &size in sizes {
-            let auto = rows.iter().find(|r| &r.alg == alg && r.driver == AUTO && r.size == size);
+            let auto = rows.iter().find(|r| &r.alg == alg && r.driver == AUTO && r.size == size && !r.per_op);
             let Some((auto, routing)) = auto.and_then(|r| Some((r.measured()?, r.routing.as_ref()?))) else {
                 continue;
             };
@@ -376,18 +428,158 @@ fn and_list(v: &[String]) -> String {
     }
 }
 
+/// Public-key operations per second, as `openssl speed` prints them: a line per algorithm
+/// and driver, a column per operation (`sign/s verify/s`, `op/s`, …), the column heads
+/// again where the operations change. Where openssl's figures are of this table's clock,
+/// a line of them and a line of ratios per driver follow each algorithm.
+pub fn public_key_table(rows: &[Row], algs: &[String], drivers: &[String], clock: Clock) -> String {
+    let mut lines: Vec<(Vec<&str>, String, String, Vec<String>)> = Vec::new();
+    for alg in algs {
+        let mine: Vec<&Row> = rows.iter().filter(|r| &r.alg == alg && r.per_op).collect();
+        let mut ops: Vec<&str> = Vec::new();
+        for r in &mine {
+            if !ops.contains(&r.op) {
+                ops.push(r.op);
+            }
+        }
+        if ops.is_empty() {
+            continue;
+        }
+        let find = |d: &str, op: &str| mine.iter().find(|r| r.driver == d && r.op == op);
+        let cells = |f: &dyn Fn(&str) -> String| ops.iter().map(|op| f(op)).collect::<Vec<String>>();
+        for d in drivers {
+            let figure = |op: &str| match find(d, op).and_then(|r| r.measured()) {
+                Some(m) => fmt_rate(if clock == Clock::Wall { m.ops_s() } else { m.cpu_ops_s() }),
+                None => "-".into(),
+            };
+            lines.push((ops.clone(), alg.clone(), d.clone(), cells(&figure)));
+        }
+        let openssl = |op: &str| {
+            mine.iter().filter(|r| r.op == op && r.openssl_clock == clock).find_map(|r| r.openssl_ops_s)
+        };
+        if ops.iter().any(|op| openssl(op).is_some()) {
+            let figure = |op: &str| openssl(op).map_or("n/a".into(), fmt_rate);
+            lines.push((ops.clone(), alg.clone(), "openssl".into(), cells(&figure)));
+            for d in drivers {
+                let ratio =
+                    |op: &str| find(d, op).and_then(|r| r.ratio()).map_or("-".into(), |x| format!("{x:.2}x"));
+                lines.push((ops.clone(), alg.clone(), format!("{d} ÷ openssl"), cells(&ratio)));
+            }
+        }
+    }
+    let alg_w = lines.iter().map(|l| l.1.len()).max().unwrap_or(0).max(9);
+    let drv_w = lines.iter().map(|l| l.2.chars().count()).max().unwrap_or(0).max(6);
+    let mut out = String::new();
+    let mut heads: Option<&Vec<&str>> = None;
+    for (ops, alg, driver, cells) in &lines {
+        if heads != Some(ops) {
+            let _ = write!(out, "{:<alg_w$}  {:<drv_w$}", "algorithm", "driver");
+            for op in ops {
+                let _ = write!(out, "  {:>10}", per_second(op));
+            }
+            out.push('\n');
+            heads = Some(ops);
+        }
+        let pad = drv_w - driver.chars().count();
+        let _ = write!(out, "{alg:<alg_w$}  {driver}{:pad$}", "");
+        for c in cells {
+            let _ = write!(out, "  {c:>10}");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// What `auto` chose for each public-key operation: the fastest driver alone (of those
+/// auto routes to), where auto sent the requests, auto ÷ that driver (operations per
+/// second, wall clock); then a line per algorithm naming the driver that took each
+/// operation. `None` without a public-key auto case.
+pub fn public_key_auto_summary(rows: &[Row], algs: &[String]) -> Option<String> {
+    let mut table: Vec<[String; 7]> = Vec::new();
+    let mut took: Vec<String> = Vec::new();
+    for alg in algs {
+        let mut by_op: Vec<String> = Vec::new();
+        let mut first = true;
+        for auto in rows.iter().filter(|r| &r.alg == alg && r.per_op && r.driver == AUTO) {
+            let (Some(m), Some(routing)) = (auto.measured(), auto.routing.as_ref()) else { continue };
+            let routed: Vec<&str> = routing.drivers.iter().map(|d| d.driver.as_str()).collect();
+            let fastest = rows
+                .iter()
+                .filter(|r| {
+                    &r.alg == alg && r.per_op && r.op == auto.op && routed.contains(&r.driver.as_str())
+                })
+                .filter_map(|r| Some((r.driver.as_str(), r.measured()?.ops_s())))
+                .max_by(|a, b| a.1.total_cmp(&b.1));
+            let all: u64 = routing.drivers.iter().map(|d| d.total()).sum();
+            let mut shares: Vec<(&str, f64)> = routing
+                .drivers
+                .iter()
+                .filter(|d| d.total() > 0)
+                .map(|d| (d.driver.as_str(), 100.0 * d.total() as f64 / all.max(1) as f64))
+                .collect();
+            shares.sort_by(|a, b| b.1.total_cmp(&a.1));
+            let sent: Vec<String> = shares.iter().map(|(d, s)| format!("{d} {}", pct(*s))).collect();
+            if let Some((d, _)) = shares.first() {
+                by_op.push(format!("{} to {d}", auto.op));
+            }
+            let (fd, fr, ratio) = match fastest {
+                Some((d, f)) if f > 0.0 => (d.to_owned(), fmt_rate(f), format!("{:.2}", m.ops_s() / f)),
+                _ => ("-".into(), "-".into(), "-".into()),
+            };
+            // The algorithm's name on its first line only.
+            let name = if std::mem::take(&mut first) { alg.clone() } else { String::new() };
+            table.push([name, auto.op.to_owned(), fd, fr, sent.join(", "), fmt_rate(m.ops_s()), ratio]);
+        }
+        if !by_op.is_empty() {
+            took.push(format!("{alg}: auto sent {}", and_list(&by_op)));
+        }
+    }
+    if table.is_empty() {
+        return None;
+    }
+    let head = ["algorithm", "op", "fastest alone", "op/s", "auto sent", "auto op/s", "÷ fastest"];
+    let w: Vec<usize> = (0..7)
+        .map(|i| {
+            table.iter().map(|l| l[i].chars().count()).chain([head[i].chars().count()]).max().unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for line in std::iter::once(head.map(String::from)).chain(table) {
+        out.push(' ');
+        for (i, cell) in line.iter().enumerate() {
+            let pad = w[i] - cell.chars().count();
+            // Text left, figures right.
+            if matches!(i, 3 | 5 | 6) {
+                let _ = write!(out, " {:pad$}{cell}", "");
+            } else {
+                let _ = write!(out, " {cell}{:pad$}", "");
+            }
+            out.push(' ');
+        }
+        let trimmed = out.trim_end().len();
+        out.truncate(trimmed);
+        out.push('\n');
+    }
+    for t in took {
+        let _ = writeln!(out, "{t}");
+    }
+    Some(out)
+}
+
 /// What each case cost: operations, wall and CPU time, context switches, flow control,
 /// errors and verification.
 pub fn cost_table(rows: &[Row]) -> String {
     let measured: Vec<(&Row, &CaseResult)> = rows.iter().filter_map(|r| Some((r, r.measured()?))).collect();
     let alg_w = measured.iter().map(|(r, _)| r.alg.len()).max().unwrap_or(0).max(9);
     let drv_w = measured.iter().map(|(r, _)| r.driver.len()).max().unwrap_or(0).max(6);
-    let sw = measured.iter().map(|(r, _)| r.size.to_string().len()).max().unwrap_or(0).max(6);
+    // The bytes of a case, or the operation of a public-key one.
+    let case = |r: &Row| if r.per_op { r.op.to_owned() } else { r.size.to_string() };
+    let sw = measured.iter().map(|(r, _)| case(r).len()).max().unwrap_or(0).max(6);
     let mut out = format!(
         "{:<alg_w$}  {:<drv_w$}  {:>sw$}  {:>10}  {:>6}  {:>6}  {:>6}  {:>5}  {:>8}  {:>8}  {:>8}  {:>6}  {}\n",
         "algorithm",
         "driver",
-        "bytes",
+        "size/op",
         "ops",
         "wall s",
         "user s",
@@ -412,7 +604,7 @@ pub fn cost_table(rows: &[Row]) -> String {
             "{:<alg_w$}  {:<drv_w$}  {:>sw$}  {:>10}  {:>6.2}  {:>6.2}  {:>6.2}  {:>5.0}  {:>8}  {:>8}  {:>8}  {:>6}  {}",
             row.alg,
             row.driver,
-            row.size.to_string(),
+            case(row),
             r.ops,
             r.seconds,
             r.usage.user_s,
@@ -509,6 +701,9 @@ mod tests {
             }),
             verify: false,
             openssl_kbytes_s: Some(bytes as f64 / 2e3),
+            openssl_ops_s: None,
+            openssl_clock: Clock::Wall,
+            per_op: false,
             profile: None,
             routing: None,
             oracle: None,
@@ -525,6 +720,7 @@ mod tests {
             &["soft".into()],
             &[SizeSpec::Fixed(16), SizeSpec::Fixed(1024)],
             Clock::Wall,
+            Unit::Mbit,
         );
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 4, "{t}");
@@ -540,6 +736,7 @@ mod tests {
             &["soft".into()],
             &[SizeSpec::Fixed(16), SizeSpec::Fixed(1024)],
             Clock::Cpu,
+            Unit::Mbit,
         );
         assert!(cpu.contains("16.0") && !cpu.contains("openssl"), "{cpu}");
     }
@@ -598,6 +795,91 @@ mod tests {
         );
         // Without an auto case there is nothing to summarise.
         assert!(auto_summary(&rows[..4], &["cbc".into()], &sizes).is_none());
+    }
+
+    /// A public-key case: `ops` operations in 1 s of wall clock and 0.5 s of CPU.
+    fn op_row(alg: &str, driver: &str, op: &'static str, ops: u64, openssl: Option<f64>) -> Row {
+        Row {
+            op,
+            per_op: true,
+            size: SizeSpec::Fixed(32),
+            openssl_kbytes_s: None,
+            openssl_ops_s: openssl,
+            result: Ok(CaseResult { ops, bytes: 32 * ops, ..row(alg, driver, 32, 32 * ops).result.unwrap() }),
+            ..row(alg, driver, 32, 32 * ops)
+        }
+    }
+
+    #[test]
+    fn the_public_key_table_is_operations_per_second_with_openssl_and_ratios() {
+        let rows = vec![
+            op_row("rsa2048", "soft", "sign", 3900, Some(4000.0)),
+            op_row("rsa2048", "soft", "verify", 70000, Some(56000.0)),
+            op_row("ecdhx25519", "soft", "derive", 30000, Some(30000.0)),
+        ];
+        let algs = ["rsa2048".to_owned(), "ecdhx25519".to_owned()];
+        let t = public_key_table(&rows, &algs, &["soft".into()], Clock::Wall);
+        let cells = |l: &str| {
+            l.split("  ").map(str::trim).filter(|c| !c.is_empty()).map(String::from).collect::<Vec<_>>()
+        };
+        let lines: Vec<Vec<String>> = t.lines().map(cells).collect();
+        assert_eq!(
+            lines,
+            [
+                vec!["algorithm", "driver", "sign/s", "verify/s"],
+                vec!["rsa2048", "soft", "3900", "70000"],
+                vec!["rsa2048", "openssl", "4000", "56000"],
+                vec!["rsa2048", "soft ÷ openssl", "0.97x", "1.25x"],
+                vec!["algorithm", "driver", "op/s"],
+                vec!["ecdhx25519", "soft", "30000"],
+                vec!["ecdhx25519", "openssl", "30000"],
+                vec!["ecdhx25519", "soft ÷ openssl", "1.00x"],
+            ],
+            "{t}"
+        );
+        // Per CPU second (0.5 s of CPU): twice the figures, and no openssl.
+        let cpu = public_key_table(&rows, &algs, &["soft".into()], Clock::Cpu);
+        assert!(cpu.contains("7800") && cpu.contains("140000") && !cpu.contains("openssl"), "{cpu}");
+        // Rows by size are not this table's.
+        assert!(public_key_table(
+            &[row("sha1", "soft", 16, 16)],
+            &["sha1".into()],
+            &["soft".into()],
+            Clock::Wall
+        )
+        .is_empty());
+        let v = rows[0].json(true, false).unwrap();
+        assert_eq!((v["ops_s"].as_f64(), v["openssl_ops_s"].as_f64()), (Some(3900.0), Some(4000.0)));
+        assert_eq!(v["ratio"].as_f64(), Some(3900.0 / 4000.0));
+        assert!(v.get("openssl_kbytes_s").is_none(), "{v}");
+    }
+
+    #[test]
+    fn the_public_key_summary_says_which_driver_took_which_operation() {
+        let mut sign = op_row("ed25519", AUTO, "sign", 9000, None);
+        sign.routing = Some(routed(&[("soft", 9000), ("sim", 0)]));
+        let mut verify = op_row("ed25519", AUTO, "verify", 5000, None);
+        verify.routing = Some(routed(&[("soft", 100), ("sim", 4900)]));
+        let rows = vec![
+            op_row("ed25519", "soft", "sign", 10000, None),
+            op_row("ed25519", "sim", "sign", 2000, None),
+            sign,
+            op_row("ed25519", "soft", "verify", 3000, None),
+            op_row("ed25519", "sim", "verify", 5200, None),
+            verify,
+        ];
+        let t = public_key_auto_summary(&rows, &["ed25519".into()]).unwrap();
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 4, "{t}");
+        fn cells(l: &str) -> Vec<&str> {
+            l.split("  ").map(str::trim).filter(|c| !c.is_empty()).collect()
+        }
+        assert_eq!(cells(lines[1]), ["ed25519", "sign", "soft", "10000", "soft 100%", "9000", "0.90"]);
+        assert_eq!(cells(lines[2]), ["verify", "sim", "5200", "sim 98%, soft 2.0%", "5000", "0.96"]);
+        assert_eq!(lines[3], "ed25519: auto sent sign to soft and verify to sim");
+        assert!(public_key_auto_summary(&rows[..2], &["ed25519".into()]).is_none());
+        // The size-by-size summary leaves public-key rows alone.
+        assert!(auto_summary(&rows, &["ed25519".into()], &[SizeSpec::Fixed(32)]).is_none());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! How figures are written in the tables, shared by `report` (the throughput table) and
 //! `routing` (the routing and oracle tables). It lives apart from both because `report`
 //! holds `routing`'s results in its rows: with the formatter in `report`, the two modules
-//! imported each other.
+//! imported each other. [`per_second`] names a public-key operation's column, for the
+//! tables and `--list`.
 
 /// A number in a table cell: three significant figures or so, never scientific.
 pub fn fmt_rate(v: f64) -> String {
@@ -11,6 +12,18 @@ pub fn fmt_rate(v: f64) -> String {
         format!("{v:.1}")
     } else {
         format!("{v:.2}")
+    }
+}
+
+/// What `openssl speed` calls a public-key operation's rate column (`sign/s`, `op/s`; for
+/// ML-KEM, which 3.0 lacks, 3.5's `encaps/s` and `decaps/s`).
+pub fn per_second(op: &str) -> &'static str {
+    match op {
+        "sign" => "sign/s",
+        "verify" => "verify/s",
+        "encapsulate" => "encaps/s",
+        "decapsulate" => "decaps/s",
+        _ => "op/s",
     }
 }
 
