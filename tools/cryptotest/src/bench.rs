@@ -56,9 +56,7 @@ const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(100);
 /// Distinct inputs per thread with `--verify`.
 pub const VARIANTS: usize = 8;
 
-/// The driver every result is compared with under `--verify`, and that makes the
-/// ciphertexts a decrypt case starts from.
-pub const REFERENCE: &str = ocf_soft::NAME;
+pub use crate::drivers::REFERENCE;
 
 /// Randomized public-key results kept per thread for the check after the clock.
 pub const KEEP_LATER: usize = 256;

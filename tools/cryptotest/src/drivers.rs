@@ -32,6 +32,10 @@
 use ocf::Framework;
 use ocf_sim::{SimProfile, PROFILE_NAMES};
 
+/// The driver every result is compared with under `--verify`, and that makes the
+/// ciphertexts a decrypt case starts from (and the public-key cases' keys).
+pub const REFERENCE: &str = ocf_soft::NAME;
+
 /// One `-d` value, checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DriverSpec {

@@ -31,7 +31,7 @@ use ocf::asym::{AsymKind, MLKEM768_CIPHERTEXT_LEN, MLKEM768_PUBLIC_LEN, MLKEM_SH
 use ocf::{AsymAlg, AsymKey, Framework, Key, ModpGroup, Op, PublicKey, Request, Session, SessionParams};
 
 use crate::algs::{Alg, PublicKeyAlg};
-use crate::bench::REFERENCE;
+use crate::drivers::REFERENCE;
 
 /// What a request's result must be under `--verify`.
 pub enum Check {
