@@ -27,7 +27,7 @@
 //! The null driver answers every operation with an empty result: under `--verify` that is
 //! a mismatch (as its symmetric results are); without it, its operations count as done.
 
-use ocf::asym::{AsymKind, MLKEM768_CIPHERTEXT_LEN, MLKEM768_PUBLIC_LEN, MLKEM_SHARED_LEN};
+use ocf::asym::{AsymKind, MLKEM768_CIPHERTEXT_LEN, MLKEM_SHARED_LEN};
 use ocf::{AsymAlg, AsymKey, Framework, Key, ModpGroup, Op, PublicKey, Request, Session, SessionParams};
 
 use crate::algs::{Alg, PublicKeyAlg};
@@ -78,9 +78,7 @@ impl Keys {
             fw.new_session_on(REFERENCE, &SessionParams::asymmetric(a, key.clone()))
                 .map_err(|e| format!("{name}: skipped on {REFERENCE}: {e}"))
         };
-        // `max_output_len` of ML-KEM-768 covers its ciphertext and secret (1,120 bytes), not
-        // its 1,184-byte public key (ocf's doc says it should): room for both.
-        let room = pk.alg.max_output_len(pk.bits).max(MLKEM768_PUBLIC_LEN);
+        let room = pk.alg.max_output_len(pk.bits);
         let public_of = |s: &Session| {
             s.run(Request::asymmetric(Op::PublicKey, Vec::new(), room))
                 .map(|r| r.result_payload())
