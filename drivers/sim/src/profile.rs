@@ -885,10 +885,91 @@ mod tests {
             let text = p.to_string();
             assert_eq!(SimProfile::parse(&text).unwrap(), p, "{spec} -> {text}");
         }
-        assert_eq!(
-            SimProfile::named("qat-like").unwrap().to_string(),
-            "ring=1024,setup=5us,rate=12GB/s,hash_rate=12GB/s,coalesce=16,coalesce_time=10us"
+        let qat = SimProfile::named("qat-like").unwrap().to_string();
+        assert!(
+            qat.starts_with(
+                "ring=1024,setup=5us,rate=12GB/s,hash_rate=12GB/s,coalesce=16,coalesce_time=10us,\
+                 pk_ring=128,rsa2048_sign=100us,rsa2048_verify=25us,"
+            ),
+            "{qat}"
         );
+        assert!(qat.ends_with(",modexp4096=1600us,rng=on,rng_rate=100MB/s"), "{qat}");
+        let seeded = SimProfile::parse("bcm5822,rng_seed=0").unwrap();
+        assert_eq!(SimProfile::parse(&seeded.to_string()).unwrap(), seeded);
+        assert_eq!(
+            SimProfile::named("bcm5822").unwrap().to_string(),
+            "ring=60,setup=21970ns,rate=55525KB/s,hash_rate=79772KB/s,pk_ring=60,modp2048=32ms,\
+             modexp512=500us,modexp1024=4ms,modexp2048=32ms,rng=on,rng_rate=1MB/s"
+        );
+    }
+
+    #[test]
+    fn public_key_engines_of_the_named_profiles() {
+        let class = |n| PkClass::named(n).unwrap();
+        let bcm = SimProfile::named("bcm5822").unwrap();
+        let pk = bcm.pk().unwrap();
+        assert_eq!(pk.ring, 60);
+        let offered: Vec<&str> = pk.table.offered().map(|(c, _)| c.name()).collect();
+        assert_eq!(offered, ["modp2048", "modexp512", "modexp1024", "modexp2048"], "no EC, nothing above 2048 bits");
+        assert_eq!(bcm.pk_time(class("modexp1024")), Some(4_000_000));
+        assert_eq!(bcm.pk_time(class("ecdh_p256")), None);
+        assert_eq!(bcm.rng(), Some(RngSpec { rate: 1_000_000, seed: None }));
+        let qat = SimProfile::named("qat-like").unwrap();
+        assert_eq!(qat.pk().unwrap().ring, 128);
+        assert_eq!(qat.pk().unwrap().table.offered().count(), PkClass::COUNT, "every class");
+        assert_eq!(qat.pk_time(class("rsa2048_sign")), Some(100_000));
+        for old in ["hifn7951", "hifn7811"] {
+            let p = SimProfile::named(old).unwrap();
+            assert_eq!((p.pk(), p.rng()), (None, None), "{old}: no public-key unit, no RNG");
+        }
+    }
+
+    #[test]
+    fn public_key_and_rng_keys() {
+        let class = |n| PkClass::named(n).unwrap();
+        // Overrides on a named card.
+        let p = SimProfile::parse("qat-like,pk_ring=4,rsa2048_sign=1ms,ecdh_p256=off,rng_rate=5MB/s").unwrap();
+        assert_eq!(p.pk().unwrap().ring, 4);
+        assert_eq!(p.pk_time(class("rsa2048_sign")), Some(1_000_000));
+        assert_eq!(p.pk_time(class("ecdh_p256")), None);
+        assert_eq!(p.pk_time(class("ecdh_p384")), Some(120_000), "the rest as the profile has them");
+        assert_eq!(p.rng(), Some(RngSpec { rate: 5_000_000, seed: None }));
+        let p = SimProfile::parse("qat-like,rng=off").unwrap();
+        assert_eq!(p.rng(), None);
+        assert!(p.pk().is_some());
+        // `pk=` sets every class, then the classes given override it.
+        let p = SimProfile::parse("ring=8,setup=0ns,rate=1GB/s,pk_ring=2,pk=0ns,x25519=3us").unwrap();
+        assert_eq!(p.pk_time(class("rsa4096_verify")), Some(0));
+        assert_eq!(p.pk_time(class("x25519")), Some(3_000));
+        // An old card given a queue: an engine with what is listed, nothing else.
+        let p = SimProfile::parse("hifn7951,pk_ring=8,modexp1024=2ms,rng=on,rng_seed=42").unwrap();
+        assert_eq!(p.pk().unwrap().table.offered().count(), 1);
+        assert_eq!(p.rng(), Some(RngSpec { rate: DEFAULT_RNG_RATE, seed: Some(42) }));
+        // A custom card without pk keys has neither.
+        let p = SimProfile::parse("ring=8,setup=0ns,rate=1GB/s").unwrap();
+        assert_eq!((p.pk(), p.rng()), (None, None));
+    }
+
+    #[test]
+    fn bad_public_key_and_rng_keys_name_the_problem() {
+        use ProfileError::*;
+        let needs_pk = Needs { key: "public-key operation times", needs: "pk_ring" };
+        assert_eq!(err("ring=8,setup=0ns,rate=1GB/s,x25519=3us"), needs_pk);
+        assert_eq!(err("hifn7951,pk=1us"), needs_pk);
+        assert_eq!(
+            err("hifn7951,rng=on"),
+            Needs { key: "rng", needs: "pk_ring (its requests use the public-key queue)" }
+        );
+        assert_eq!(err("hifn7951,rng_rate=1MB/s"), Needs { key: "rng_rate and rng_seed", needs: "rng=on" });
+        assert_eq!(err("qat-like,rng=off,rng_seed=3"), Needs { key: "rng_rate and rng_seed", needs: "rng=on" });
+        assert_eq!(err("qat-like,rng=maybe"), NotOnOff("rng=maybe".into()));
+        assert_eq!(err("qat-like,x25519=1us,x25519=2us"), Repeated("x25519".into()));
+        assert_eq!(err("qat-like,pk_ring=0"), Zero("pk_ring=0".into()));
+        assert_eq!(err("qat-like,x25519=fast"), BadNumber { part: "x25519=fast".into(), number: "".into() });
+        assert_eq!(err("qat-like,x25519=3"), MissingUnit("x25519=3".into()));
+        assert_eq!(err("qat-like,rsa1024_sign=1ms"), UnknownKey("rsa1024_sign=1ms".into()));
+        assert_eq!(err("qat-like,rng_seed=-1"), BadNumber { part: "rng_seed=-1".into(), number: "-1".into() });
+        assert!(err("qat-like,speed=1").to_string().contains("rsa2048_sign"), "lists the classes");
     }
 
     #[test]
