@@ -179,6 +179,21 @@ mod tests {
         assert!(buf.iter().all(|&b| b == FAULT_VALUE), "p above 1 is p = 1");
     }
 
+    /// Issue 32: the health tests never trip on a clean source over 10^9 samples. The card's
+    /// own source (seeded ChaCha20 through `CardRng`, as requests draw it), 2^30 bytes.
+    #[test]
+    fn a_clean_card_never_trips_over_a_billion_samples() {
+        let rng = CardRng::new(Some(1_000_000_007));
+        let mut chunk = vec![0u8; 1 << 20];
+        for _ in 0..1024 {
+            rng.fill(&mut chunk).unwrap();
+        }
+        let st = rng.stats();
+        assert_eq!(st.health.samples, (1 << 30) + 1024);
+        assert_eq!((st.health.rct_failures, st.health.apt_failures, st.failed_requests), (0, 0, 0));
+        assert_eq!(st.state, HealthState::Healthy);
+    }
+
     #[test]
     fn seeded_cards_repeat_unseeded_ones_do_not() {
         let draw = |seed| {
