@@ -362,16 +362,21 @@ impl SimDriver {
     /// Makes a card and starts its device threads.
     pub fn new(name: &str, profile: SimProfile) -> Result<SimDriver, SimError> {
         let cpu = profile.cpu();
-        let config =
-            DeviceConfig { ring: profile.ring(), coalesce: profile.coalesce(), corrupt: profile.corrupt_every() };
+        let config = DeviceConfig {
+            ring: profile.ring(),
+            coalesce: profile.coalesce(),
+            corrupt: profile.corrupt_every(),
+        };
         let device = Engine::start(config, cpu, "ocf-sim")?;
         // The public-key engine raises an interrupt per completion: its operations take
         // tens of microseconds or more, where coalescing would only add latency. `corrupt=`
         // is the cipher engine's fault only.
         let pk = match profile.pk() {
-            Some(pk) => {
-                Some(Engine::start(DeviceConfig { ring: pk.ring, coalesce: None, corrupt: None }, cpu, "ocf-sim-pk")?)
-            }
+            Some(pk) => Some(Engine::start(
+                DeviceConfig { ring: pk.ring, coalesce: None, corrupt: None },
+                cpu,
+                "ocf-sim-pk",
+            )?),
             None => None,
         };
         let rng = profile.rng().map(|r| Arc::new(CardRng::new(r.seed)));

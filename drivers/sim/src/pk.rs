@@ -208,7 +208,10 @@ mod tests {
         assert_eq!(name(pss, &private(), 2048), Some("rsa2048_sign"));
         assert_eq!(name(pss, &public(), 2048), Some("rsa2048_verify"));
         assert_eq!(name(pss, &private(), 2560), Some("rsa3072_sign"), "rounded up");
-        assert_eq!(name(AsymAlg::RsaPkcs1 { hash: DigestAlg::Sha512 }, &public(), 4096), Some("rsa4096_verify"));
+        assert_eq!(
+            name(AsymAlg::RsaPkcs1 { hash: DigestAlg::Sha512 }, &public(), 4096),
+            Some("rsa4096_verify")
+        );
         assert_eq!(name(pss, &public(), 4097), None, "above every size");
         let ecdsa = |curve| AsymAlg::Ecdsa { curve, hash: DigestAlg::Sha384, encoding: SigEncoding::P1363 };
         assert_eq!(name(ecdsa(Curve::P256), &private(), 256), Some("ecdsa_p256_sign"));

@@ -14,15 +14,30 @@ fn framework() -> Framework {
 }
 
 /// Runs `op` with `input` on `driver` in a session of `alg` with `key`; the result bytes.
-fn run(fw: &Framework, driver: &str, alg: AsymAlg, key: AsymKey, op: Op, input: &[u8]) -> Result<Vec<u8>, Error> {
+fn run(
+    fw: &Framework,
+    driver: &str,
+    alg: AsymAlg,
+    key: AsymKey,
+    op: Op,
+    input: &[u8],
+) -> Result<Vec<u8>, Error> {
     let bits = SessionParams::asymmetric(alg, key.clone()).key_bits();
     let s = fw.new_session_on(driver, &SessionParams::asymmetric(alg, key))?;
     let done = s.run(Request::asymmetric(op, input.to_vec(), alg.max_output_len(bits) + 64));
     done.map(|r| r.result_payload()).map_err(|f| f.into_parts().0)
 }
 
-fn verify(fw: &Framework, driver: &str, alg: AsymAlg, public: &[u8], msg: &[u8], sig: &[u8]) -> Result<(), Error> {
-    let s = fw.new_session_on(driver, &SessionParams::asymmetric(alg, AsymKey::Public(PublicKey::raw(public))))?;
+fn verify(
+    fw: &Framework,
+    driver: &str,
+    alg: AsymAlg,
+    public: &[u8],
+    msg: &[u8],
+    sig: &[u8],
+) -> Result<(), Error> {
+    let s =
+        fw.new_session_on(driver, &SessionParams::asymmetric(alg, AsymKey::Public(PublicKey::raw(public))))?;
     s.run(Request::verify(msg, sig)).map(drop).map_err(|f| f.into_parts().0)
 }
 
@@ -54,19 +69,27 @@ fn signatures_made_on_the_card_verify_on_soft_and_the_reverse() {
         let key = fw.generate_key(alg, bits).unwrap();
         let private = || AsymKey::Private(key.clone());
         let public = run(&fw, CARD, alg, private(), Op::PublicKey, &[]).unwrap();
-        assert_eq!(public, run(&fw, "soft", alg, private(), Op::PublicKey, &[]).unwrap(), "{alg}/{bits}: public key");
+        assert_eq!(
+            public,
+            run(&fw, "soft", alg, private(), Op::PublicKey, &[]).unwrap(),
+            "{alg}/{bits}: public key"
+        );
         let by_card = run(&fw, CARD, alg, private(), Op::Sign, msg).unwrap();
         let by_soft = run(&fw, "soft", alg, private(), Op::Sign, msg).unwrap();
         if !randomized(alg) {
             assert_eq!(by_card, by_soft, "{alg}/{bits}: a deterministic scheme signs alike");
         }
-        verify(&fw, "soft", alg, &public, msg, &by_card).unwrap_or_else(|e| panic!("{alg}/{bits}: soft: {e}"));
+        verify(&fw, "soft", alg, &public, msg, &by_card)
+            .unwrap_or_else(|e| panic!("{alg}/{bits}: soft: {e}"));
         verify(&fw, CARD, alg, &public, msg, &by_soft).unwrap_or_else(|e| panic!("{alg}/{bits}: card: {e}"));
         // And the card refuses what soft refuses.
         let mut bad = by_soft.clone();
         let last = bad.len() - 1;
         bad[last] ^= 1;
-        assert!(matches!(verify(&fw, CARD, alg, &public, msg, &bad), Err(Error::BadSignature)), "{alg}/{bits}");
+        assert!(
+            matches!(verify(&fw, CARD, alg, &public, msg, &bad), Err(Error::BadSignature)),
+            "{alg}/{bits}"
+        );
         assert!(
             matches!(verify(&fw, CARD, alg, &public, b"another message", &by_soft), Err(Error::BadSignature)),
             "{alg}/{bits}"
@@ -87,9 +110,14 @@ fn the_card_derives_what_soft_derives() {
     ];
     for alg in algs {
         let (a, b) = (fw.generate_key(alg, 0).unwrap(), fw.generate_key(alg, 0).unwrap());
-        let public_of = |k: &PrivateKey| run(&fw, "soft", alg, AsymKey::Private(k.clone()), Op::PublicKey, &[]).unwrap();
+        let public_of =
+            |k: &PrivateKey| run(&fw, "soft", alg, AsymKey::Private(k.clone()), Op::PublicKey, &[]).unwrap();
         let (pub_a, pub_b) = (public_of(&a), public_of(&b));
-        assert_eq!(run(&fw, CARD, alg, AsymKey::Private(a.clone()), Op::PublicKey, &[]).unwrap(), pub_a, "{alg}");
+        assert_eq!(
+            run(&fw, CARD, alg, AsymKey::Private(a.clone()), Op::PublicKey, &[]).unwrap(),
+            pub_a,
+            "{alg}"
+        );
         let on_card = run(&fw, CARD, alg, AsymKey::Private(a.clone()), Op::Derive, &pub_b).unwrap();
         let on_soft = run(&fw, "soft", alg, AsymKey::Private(a.clone()), Op::Derive, &pub_b).unwrap();
         let other_side = run(&fw, CARD, alg, AsymKey::Private(b.clone()), Op::Derive, &pub_a).unwrap();
@@ -103,7 +131,7 @@ fn the_card_derives_what_soft_derives() {
     off_curve[64] = 5;
     let e = run(&fw, CARD, AsymAlg::Ecdh(Curve::P256), AsymKey::Private(key.clone()), Op::Derive, &off_curve);
     let s = run(&fw, "soft", AsymAlg::Ecdh(Curve::P256), AsymKey::Private(key), Op::Derive, &off_curve);
-    assert!(matches!(e, Err(Error::InvalidPoint { .. })), "{e:?}");
+    assert!(matches!(e, Err(Error::InvalidPoint)), "{e:?}");
     assert_eq!(format!("{e:?}"), format!("{s:?}"));
     let pk = card.stats().pk.unwrap();
     assert_eq!(pk.completed, 5 * 3 + 1, "three requests per algorithm and the bad point: {pk:?}");
@@ -150,7 +178,10 @@ fn the_card_offers_only_what_its_profile_lists() {
         SessionParams::asymmetric(AsymAlg::Ed25519, AsymKey::Private(ed)),
         SessionParams::asymmetric(AsymAlg::Ffdh(ModpGroup::Modp3072), AsymKey::Private(modp3072)),
         SessionParams::asymmetric(AsymAlg::ModExp, big),
-        SessionParams::asymmetric(AsymAlg::RsaPss { hash: DigestAlg::Sha256 }, AsymKey::Generate { bits: 2048 }),
+        SessionParams::asymmetric(
+            AsymAlg::RsaPss { hash: DigestAlg::Sha256 },
+            AsymKey::Generate { bits: 2048 },
+        ),
     ];
     for params in &refused {
         assert!(fw.new_session_on("sim:bcm5822", params).is_err(), "{:?}", params.mode);

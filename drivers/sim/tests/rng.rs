@@ -70,10 +70,17 @@ fn a_stuck_source_trips_the_repetition_count_test_at_its_cutoff() {
     let samples = after.health.samples - before.health.samples;
     // The run starts at the first stuck byte (or one before, if the last clean byte had the
     // stuck value): the test trips at its cutoff-th repetition, no later.
-    assert!(samples <= u64::from(cutoff) && samples >= u64::from(cutoff) - 1, "tripped after {samples} samples");
+    assert!(
+        samples <= u64::from(cutoff) && samples >= u64::from(cutoff) - 1,
+        "tripped after {samples} samples"
+    );
     assert_eq!(after.state, HealthState::Failed(Test::RepetitionCount));
     assert_eq!(after.health.rct_failures, 1);
-    assert_eq!(after.health.bytes_discarded - before.health.bytes_discarded, 1000, "the whole request's bytes");
+    assert_eq!(
+        after.health.bytes_discarded - before.health.bytes_discarded,
+        1000,
+        "the whole request's bytes"
+    );
     // While stuck, every request runs a start-up test, which fails: out, counted.
     for i in 0..3 {
         let e = draw(&s, 16).unwrap_err();
@@ -122,7 +129,10 @@ fn a_biased_source_trips_the_adaptive_proportion_test() {
     // The window that trips is one that opens on the favoured value; one in 7.5 does, so
     // 40 windows pass without one with probability 0.866^39 = 0.4%. Within that window it
     // trips at the cutoff-th occurrence, before the window's end.
-    assert!(samples <= 40 * u64::from(cut.window), "tripped after {samples} samples ({served} requests served)");
+    assert!(
+        samples <= 40 * u64::from(cut.window),
+        "tripped after {samples} samples ({served} requests served)"
+    );
     eprintln!("bias 0.13: tripped after {samples} samples, {served} biased requests served before");
     card.rng_fault(None);
     draw(&s, 64).unwrap();
