@@ -55,6 +55,9 @@ pub(crate) enum Check {
     /// Both directions must be refused at submission with this error (e.g. a GCM nonce
     /// that is not 12 bytes).
     RejectRequest(Crypt, Rejection),
+    /// Public-key operations, one after the other on the case's session (see
+    /// [`crate::asym`]).
+    Asym(Vec<crate::asym::Step>),
 }
 
 /// An error the case expects, matched by variant and the lengths that matter (not by the
@@ -80,6 +83,26 @@ pub(crate) enum Rejection {
         len: usize,
         block: usize,
     },
+    /// A key that does not parse or does not fit the algorithm (any reason).
+    BadKey,
+    /// An RSA key of `bits` below the minimum.
+    KeyTooSmall {
+        bits: usize,
+    },
+    /// An RSA key or modulus of `bits` above the maximum.
+    KeyTooLarge {
+        bits: usize,
+    },
+    /// An input (raw key, ciphertext) of the wrong length.
+    InputLength {
+        got: usize,
+        expected: usize,
+    },
+    BadSignature,
+    InvalidPoint,
+    ZeroSharedSecret,
+    PeerValueOutOfRange,
+    ModExpBaseTooLarge,
 }
 
 impl Rejection {
@@ -95,6 +118,18 @@ impl Rejection {
             (Rejection::NotBlockMultiple { len, block }, Error::NotBlockMultiple { len: l2, block: b2 }) => {
                 len == *l2 && block == *b2
             }
+            (Rejection::BadKey, Error::BadKey { .. }) => true,
+            (Rejection::KeyTooSmall { bits }, Error::KeyTooSmall { bits: b2, .. }) => bits == *b2,
+            (Rejection::KeyTooLarge { bits }, Error::KeyTooLarge { bits: b2, .. }) => bits == *b2,
+            (
+                Rejection::InputLength { got, expected },
+                Error::BadInputLength { got: g2, expected: e2, .. },
+            ) => got == *g2 && expected == *e2,
+            (Rejection::BadSignature, Error::BadSignature)
+            | (Rejection::InvalidPoint, Error::InvalidPoint)
+            | (Rejection::ZeroSharedSecret, Error::ZeroSharedSecret)
+            | (Rejection::PeerValueOutOfRange, Error::PeerValueOutOfRange)
+            | (Rejection::ModExpBaseTooLarge, Error::ModExpBaseTooLarge) => true,
             _ => false,
         }
     }
@@ -113,6 +148,17 @@ impl fmt::Display for Rejection {
             Rejection::NotBlockMultiple { len, block } => {
                 write!(f, "NotBlockMultiple {{ len: {len}, block: {block} }}")
             }
+            Rejection::BadKey => f.write_str("BadKey"),
+            Rejection::KeyTooSmall { bits } => write!(f, "KeyTooSmall {{ bits: {bits} }}"),
+            Rejection::KeyTooLarge { bits } => write!(f, "KeyTooLarge {{ bits: {bits} }}"),
+            Rejection::InputLength { got, expected } => {
+                write!(f, "BadInputLength {{ got: {got}, expected: {expected} }}")
+            }
+            Rejection::BadSignature => f.write_str("BadSignature"),
+            Rejection::InvalidPoint => f.write_str("InvalidPoint"),
+            Rejection::ZeroSharedSecret => f.write_str("ZeroSharedSecret"),
+            Rejection::PeerValueOutOfRange => f.write_str("PeerValueOutOfRange"),
+            Rejection::ModExpBaseTooLarge => f.write_str("ModExpBaseTooLarge"),
         }
     }
 }
@@ -166,5 +212,14 @@ mod tests {
         assert!(
             Rejection::TagLength { got: 12 }.matches(&Error::BadTagLength { got: 12, allowed: "whatever" })
         );
+        let r = Rejection::KeyTooSmall { bits: 1024 };
+        assert!(r.matches(&Error::KeyTooSmall { bits: 1024, min: 2048 }));
+        assert!(!r.matches(&Error::KeyTooSmall { bits: 1536, min: 2048 }));
+        assert!(!r.matches(&Error::BadKey { why: "x" }));
+        let r = Rejection::InputLength { got: 1087, expected: 1088 };
+        assert!(r.matches(&Error::BadInputLength { what: "ciphertext", got: 1087, expected: 1088 }));
+        assert!(!r.matches(&Error::BadInputLength { what: "ciphertext", got: 1089, expected: 1088 }));
+        assert!(Rejection::InvalidPoint.matches(&Error::InvalidPoint));
+        assert!(!Rejection::InvalidPoint.matches(&Error::BadSignature));
     }
 }

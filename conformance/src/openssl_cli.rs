@@ -181,7 +181,7 @@ fn openssl_hmac(digest: DigestAlg, key: &[u8], data: &[u8]) -> Result<Vec<u8>, O
 
 /// Runs `openssl ARGS` with `input` on stdin and returns its stdout. The input is written
 /// from a second thread so that neither side can block on a full pipe.
-fn openssl(args: &[&str], input: &[u8]) -> Result<Vec<u8>, String> {
+pub(crate) fn openssl(args: &[&str], input: &[u8]) -> Result<Vec<u8>, String> {
     let mut child = Command::new("openssl")
         .args(args)
         .stdin(Stdio::piped())
@@ -213,7 +213,7 @@ fn openssl(args: &[&str], input: &[u8]) -> Result<Vec<u8>, String> {
 
 /// SplitMix64 (Steele, Lea, Flood 2014): a small, well-mixed generator for test data. Not
 /// for keys anyone relies on; deterministic so a failure can be replayed from its seed.
-struct SplitMix64(u64);
+pub(crate) struct SplitMix64(pub u64);
 
 impl SplitMix64 {
     fn next(&mut self) -> u64 {
@@ -224,7 +224,7 @@ impl SplitMix64 {
         z ^ (z >> 31)
     }
 
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
+    pub(crate) fn bytes(&mut self, n: usize) -> Vec<u8> {
         let mut out = Vec::with_capacity(n + 8);
         while out.len() < n {
             out.extend_from_slice(&self.next().to_le_bytes());

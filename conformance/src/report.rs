@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use ocf::{CipherAlg, DigestAlg, MacAlg, Mode, SessionParams};
+use ocf::{AsymAlg, CipherAlg, DigestAlg, MacAlg, Mode, SessionParams};
 
 /// The algorithm family a case belongs to, as the report groups them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -15,6 +15,8 @@ pub enum Family {
     Digest(DigestAlg),
     Mac(MacAlg),
     CipherThenMac(CipherAlg, MacAlg),
+    /// A public-key algorithm (with its parameters: curve, hash, encoding).
+    Asym(AsymAlg),
     /// A mode this suite does not know yet (`Mode` is non-exhaustive), by its name.
     Other(&'static str),
 }
@@ -27,6 +29,7 @@ impl Family {
             Mode::Digest { alg } => Family::Digest(*alg),
             Mode::Mac { alg, .. } => Family::Mac(*alg),
             Mode::CipherThenMac { cipher, mac, .. } => Family::CipherThenMac(*cipher, *mac),
+            Mode::Asymmetric { alg, .. } => Family::Asym(*alg),
             // `Mode` is non-exhaustive; a mode added later is reported under its name.
             _ => Family::Other(params.mode.name()),
         }
@@ -40,13 +43,16 @@ impl fmt::Display for Family {
             Family::Digest(d) => write!(f, "{d}"),
             Family::Mac(m) => write!(f, "{m}"),
             Family::CipherThenMac(c, m) => write!(f, "{c}+{m}"),
+            Family::Asym(a) => write!(f, "{a}"),
             Family::Other(name) => f.write_str(name),
         }
     }
 }
 
 /// How a case's buffers are laid out when it is run. Every case runs in every layout,
-/// because the framework's buffer handling is part of what is tested.
+/// because the framework's buffer handling is part of what is tested. (Public-key requests
+/// always write their result to `out`: for them the layouts vary how the input lies in
+/// `buf` and where the result goes in `out`; see the `asym::run` module.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Layout {
     /// One contiguous buffer, processed in place; AAD and tag passed separately.
@@ -181,6 +187,9 @@ pub struct Report {
     skips: BTreeSet<(String, String, String)>,
     /// Cases contributed by each vector source.
     loaded: BTreeMap<String, usize>,
+    /// Tests a loader left out, by (source, why): parameters ocf does not name, or inputs
+    /// the harness cannot hand to ocf's API (see each suite's docs).
+    left_out: BTreeMap<(String, String), usize>,
 }
 
 impl Report {
@@ -213,6 +222,11 @@ impl Report {
         &self.loaded
     }
 
+    /// Tests left out when loading, with why: (source, reason, how many).
+    pub fn left_out(&self) -> impl Iterator<Item = (&str, &str, usize)> {
+        self.left_out.iter().map(|((s, r), n)| (s.as_str(), r.as_str(), *n))
+    }
+
     /// Why cases were skipped: (driver, family, reason).
     pub fn skips(&self) -> impl Iterator<Item = (&str, &str, &str)> {
         self.skips.iter().map(|(d, f, r)| (d.as_str(), f.as_str(), r.as_str()))
@@ -228,6 +242,9 @@ impl Report {
         for (source, n) in other.loaded {
             *self.loaded.entry(source).or_default() += n;
         }
+        for (key, n) in other.left_out {
+            *self.left_out.entry(key).or_default() += n;
+        }
     }
 
     fn tally_mut(&mut self, driver: &str, family: Family) -> &mut Tally {
@@ -240,6 +257,10 @@ impl Report {
 
     pub(crate) fn count_loaded(&mut self, source: &str, cases: usize) {
         *self.loaded.entry(source.to_owned()).or_default() += cases;
+    }
+
+    pub(crate) fn leave_out(&mut self, source: &str, why: &str) {
+        *self.left_out.entry((source.to_owned(), why.to_owned())).or_default() += 1;
     }
 
     pub(crate) fn pass(&mut self, driver: &str, family: Family, layout: Layout) {
@@ -274,6 +295,17 @@ impl Report {
             case: case.clone(),
             layout,
             what,
+        });
+    }
+
+    /// Cases of `family` that no driver offers: a failure of the run, not a silent pass.
+    pub(crate) fn unoffered(&mut self, family: Family, first: &CaseId) {
+        self.failures.push(Failure {
+            driver: None,
+            family: Some(family),
+            case: CaseId { source: first.source.clone(), label: "(every case)".to_owned() },
+            layout: None,
+            what: format!("no driver offers {family}"),
         });
     }
 
@@ -329,6 +361,9 @@ impl fmt::Display for Report {
         writeln!(f, "vector sources:")?;
         for (source, n) in &self.loaded {
             writeln!(f, "  {n:>5}  {source}")?;
+        }
+        for (source, why, n) in self.left_out() {
+            writeln!(f, "left out: {n:>5}  {source}: {why}")?;
         }
         for (driver, family, reason) in self.skips() {
             writeln!(f, "skipped: driver {driver}, {family}: {reason}")?;

@@ -13,16 +13,18 @@ use crate::hex::brief;
 use crate::report::{Family, Layout, Report};
 
 /// Bytes around the payload that no operation may touch (filler, out-of-place margins).
-const FILL: u8 = 0xA5;
+pub(crate) const FILL: u8 = 0xA5;
 /// Initial content of a tag slot that an operation is to fill in.
 const TAG_SLOT_FILL: u8 = 0x5A;
 /// Filler bytes before the AAD / payload in the embedded layout, and margins around the
 /// out-of-place output: odd numbers so nothing lands on an aligned offset.
-const PREFIX_LEN: usize = 3;
-const SUFFIX_LEN: usize = 5;
+pub(crate) const PREFIX_LEN: usize = 3;
+pub(crate) const SUFFIX_LEN: usize = 5;
 
-/// Runs `cases` on every registered driver that supports them, in every layout.
+/// Runs `cases` on every registered driver that supports them, in every layout. A family
+/// of cases that no driver offers is a failure ("no driver offers …"), not a silent pass.
 pub(crate) fn run_cases(fw: &Framework, drivers: &[DriverInfo], cases: &[Case], report: &mut Report) {
+    report_unoffered(drivers, cases, report);
     for driver in drivers {
         for case in cases {
             let family = Family::of(&case.params);
@@ -39,8 +41,24 @@ pub(crate) fn run_cases(fw: &Framework, drivers: &[DriverInfo], cases: &[Case], 
 /// (`Framework::new_session`, with the framework's policy), reported as driver
 /// [`crate::ROUTED`].
 pub(crate) fn run_cases_routed(fw: &Framework, cases: &[Case], report: &mut Report) {
-    for case in cases {
+    let drivers = fw.drivers();
+    report_unoffered(&drivers, cases, report);
+    for case in cases.iter().filter(|c| drivers.iter().any(|d| d.capabilities.covers(&c.params))) {
         run_case(crate::ROUTED, |p| fw.new_session(p), case, report);
+    }
+}
+
+/// One failure per family of `cases` that none of `drivers` lists, naming the family and
+/// the first case's source.
+fn report_unoffered(drivers: &[DriverInfo], cases: &[Case], report: &mut Report) {
+    let mut named = Vec::new();
+    for case in cases {
+        let family = Family::of(&case.params);
+        if named.contains(&family) || drivers.iter().any(|d| d.capabilities.covers(&case.params)) {
+            continue;
+        }
+        named.push(family);
+        report.unoffered(family, &case.id);
     }
 }
 
@@ -65,7 +83,12 @@ fn run_case(
             return;
         }
         (
-            Err(e @ (Error::UnsupportedCipher(_) | Error::UnsupportedDigest(_) | Error::UnsupportedMac(_))),
+            Err(
+                e @ (Error::UnsupportedCipher(_)
+                | Error::UnsupportedDigest(_)
+                | Error::UnsupportedMac(_)
+                | Error::UnsupportedAsym(_)),
+            ),
             _,
         ) => {
             report.skip(name, family, format!("the driver declined the session: {e}"));
@@ -87,7 +110,7 @@ fn run_case(
 }
 
 /// A successful check: the case passed, or was rejected as expected.
-enum Verdict {
+pub(crate) enum Verdict {
     Passed,
     Rejected,
 }
@@ -190,6 +213,7 @@ fn evaluate(session: &Session, layout: Layout, check: &Check) -> Result<Verdict,
             }
             Ok(Verdict::Rejected)
         }
+        Check::Asym(steps) => crate::asym::run::evaluate(session, layout, steps),
         Check::RejectSession(r) => Err(format!("internal: {r} is checked at session creation")),
     }
 }
@@ -229,7 +253,7 @@ fn cipher_block(session: &Session) -> usize {
     session.params().cipher_alg().map_or(1, |c| c.block_len())
 }
 
-fn expect_eq(what: &str, got: &[u8], expected: &[u8]) -> Result<(), String> {
+pub(crate) fn expect_eq(what: &str, got: &[u8], expected: &[u8]) -> Result<(), String> {
     if got == expected {
         Ok(())
     } else {
@@ -439,7 +463,7 @@ fn run_op(session: &Session, layout: Layout, spec: &OpSpec<'_>) -> Result<Result
 /// Splits `data` into segments at awkward offsets: 1 byte, an empty segment, 7 bytes, then
 /// the rest (each clamped to what there is), so that the first cipher block and the first
 /// 3DES block straddle segment boundaries and the driver meets an empty segment.
-fn split_awkwardly(data: &[u8]) -> Vec<Vec<u8>> {
+pub(crate) fn split_awkwardly(data: &[u8]) -> Vec<Vec<u8>> {
     let first = data.len().min(1);
     let second = data.len().min(8);
     vec![data[..first].to_vec(), Vec::new(), data[first..second].to_vec(), data[second..].to_vec()]

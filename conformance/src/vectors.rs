@@ -87,3 +87,10 @@ pub(crate) const RFC1321_MD5: Source = source!("rfc/rfc1321-md5.txt");
 pub(crate) const RFC2202_HMAC: Source = source!("rfc/rfc2202-hmac.txt");
 /// RFC 4231 (HMAC-SHA-256/384/512).
 pub(crate) const RFC4231_HMAC_SHA2: Source = source!("rfc/rfc4231-hmac-sha2.txt");
+/// RFC 7748 sections 5.2 and 6.1 (X25519).
+pub(crate) const RFC7748_X25519: Source = source!("rfc/rfc7748-x25519.txt");
+/// RFC 8032 section 7.1, TEST 1 to 3 (Ed25519).
+pub(crate) const RFC8032_ED25519: Source = source!("rfc/rfc8032-ed25519.txt");
+/// NIST CAVP SigGen15 (RSA PKCS#1 v1.5 signature generation), trimmed to 2048–4096-bit keys
+/// and SHA-256/384/512 (see `vectors/tools/trim_siggen15.py`).
+pub(crate) const NIST_RSA_SIGGEN15: Source = source!("nist/rsa/SigGen15_186-2.txt");

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use ocf::{
-    Buffer, Capabilities, CipherAlg, DigestAlg, Driver, DriverSession, Error, Failed, Framework, Hint,
-    MacAlg, Mode, Op, Priority, Processed, Request, SessionContext, SessionParams,
+    AsymAlg, Buffer, Capabilities, CipherAlg, DigestAlg, Driver, DriverSession, Error, Failed, Framework,
+    Hint, MacAlg, Mode, Op, Priority, Processed, Request, SessionContext, SessionParams,
 };
 use ocf_conformance::{run_suite, Family, Layout, Suite};
 
@@ -22,6 +22,16 @@ enum Fault {
     ReleaseUnauthenticated,
     /// Changes the byte just before the payload (filler, AAD, or out-of-place margin).
     ScribbleBeforePayload,
+    /// Reports every signature that failed to verify as verified.
+    AcceptBadSignatures,
+    /// Flips the first byte of every public-key result (a shared secret, a signature).
+    CorruptAsymResult,
+    /// Flips the last byte of every signature made.
+    CorruptSignature,
+    /// Writes a byte just after every public-key result, in the room left in `out`.
+    ScribbleAfterResult,
+    /// Reports an invalid peer point as a bad key: the right refusal, the wrong error.
+    MisnameInvalidPoint,
 }
 
 /// The soft driver with one [`Fault`].
@@ -85,6 +95,31 @@ impl FaultySession {
                 let (buf, at) = result_position(&mut req);
                 buf.copy_in(at, &vec![0x42; len]);
                 Err(Failed::new(error, req))
+            }
+            (Fault::AcceptBadSignatures, Err(f)) if *f.error() == Error::BadSignature => Ok(f.into_parts().1),
+            (Fault::CorruptAsymResult, Ok(mut req)) if req.op.asymmetric() && req.result_len() > 0 => {
+                let at = req.out_offset;
+                if let Some(out) = req.out.as_mut() {
+                    flip_byte(out, at);
+                }
+                Ok(req)
+            }
+            (Fault::CorruptSignature, Ok(mut req)) if req.op == Op::Sign && req.result_len() > 0 => {
+                let at = req.out_offset + req.result_len() - 1;
+                if let Some(out) = req.out.as_mut() {
+                    flip_byte(out, at);
+                }
+                Ok(req)
+            }
+            (Fault::ScribbleAfterResult, Ok(mut req)) if req.op.asymmetric() => {
+                let at = req.out_offset + req.result_len();
+                if let Some(out) = req.out.as_mut().filter(|o| o.len() > at) {
+                    flip_byte(out, at);
+                }
+                Ok(req)
+            }
+            (Fault::MisnameInvalidPoint, Err(f)) if *f.error() == Error::InvalidPoint => {
+                Err(Failed::new(Error::BadKey { why: "misnamed" }, f.into_parts().1))
             }
             (Fault::ScribbleBeforePayload, Ok(mut req)) => {
                 let (buf, at) = result_position(&mut req);
@@ -197,4 +232,149 @@ fn scribbling_outside_the_payload_is_caught() {
     let faulty = report.tally("faulty", Family::Cipher(CipherAlg::Null));
     assert_eq!(faulty.passed(Layout::OutOfPlace), 0, "{report}");
     assert_eq!(faulty.passed(Layout::Embedded), 0, "{report}");
+}
+
+#[test]
+fn accepted_bad_signatures_are_caught() {
+    let report = run_suite(&framework_with(Fault::AcceptBadSignatures), Suite::Ed25519);
+    only_faulty_fails(&report);
+    // RFC 8032's three flipped signatures and Wycheproof's 63 invalid ones (each with the
+    // key raw and as SPKI), in every layout; the valid ones still pass.
+    let family = Family::Asym(AsymAlg::Ed25519);
+    let (faulty, soft) = (report.tally("faulty", family), report.tally(ocf_soft::NAME, family));
+    for layout in Layout::ALL {
+        assert_eq!(faulty.rejected(layout), 0, "{report}");
+        assert_eq!(faulty.passed(layout), soft.passed(layout), "{report}");
+    }
+    assert_eq!(report.failures().len(), (3 + 2 * 63) * Layout::ALL.len(), "{report}");
+    assert!(report.failures().iter().all(|f| f.what.contains("accepted")), "{report}");
+}
+
+#[test]
+fn corrupted_shared_secrets_and_signatures_are_caught() {
+    let fw = framework_with(Fault::CorruptAsymResult);
+    let report = run_suite(&fw, Suite::X25519);
+    only_faulty_fails(&report);
+    let family = Family::Asym(AsymAlg::X25519);
+    let soft = report.tally(ocf_soft::NAME, family);
+    for layout in Layout::ALL {
+        assert_eq!(report.tally("faulty", family).passed(layout), 0, "{report}");
+    }
+    // Every case soft computed fails on the faulty driver; the 31 refused ones do not.
+    let computed = soft.passed(Layout::InPlace) as usize;
+    assert_eq!(report.failures().len(), computed * Layout::ALL.len(), "{report}");
+    assert!(report.failures()[0].what.contains("derive: expected"), "{}", report.failures()[0]);
+
+    // RFC 8032's signing cases: the signature, and the public key before it.
+    let report = run_suite(&fw, Suite::Ed25519);
+    only_faulty_fails(&report);
+    assert_eq!(report.failures().len(), 3 * Layout::ALL.len(), "{report}");
+    assert!(report.failures().iter().all(|f| f.what.contains("public-key: expected")), "{report}");
+}
+
+#[test]
+fn scribbling_after_the_result_is_caught() {
+    let report = run_suite(&framework_with(Fault::ScribbleAfterResult), Suite::Modp);
+    only_faulty_fails(&report);
+    // MODP results fill their room (the prime's length): nothing after them to scribble on
+    // but the out-of-place margin. ModExp's results are the modulus's length likewise.
+    let family = Family::Asym(AsymAlg::Ffdh(ocf::ModpGroup::Modp2048));
+    let faulty = report.tally("faulty", family);
+    assert_eq!(faulty.passed(Layout::OutOfPlace), 0, "{report}");
+    assert_eq!(faulty.passed(Layout::InPlace), 8, "{report}");
+
+    // X25519's 32-byte secret leaves room in an `out` sized by max_output_len (64).
+    let report = run_suite(&framework_with(Fault::ScribbleAfterResult), Suite::X25519);
+    only_faulty_fails(&report);
+    let faulty = report.tally("faulty", Family::Asym(AsymAlg::X25519));
+    for layout in Layout::ALL {
+        assert_eq!(faulty.passed(layout), 0, "{report}");
+    }
+    assert!(report.failures().iter().any(|f| f.what.contains("after the 32-byte result")), "{report}");
+}
+
+#[test]
+fn the_wrong_error_for_an_invalid_point_is_caught() {
+    let report = run_suite(&framework_with(Fault::MisnameInvalidPoint), Suite::Ecdh);
+    only_faulty_fails(&report);
+    let family = Family::Asym(AsymAlg::Ecdh(ocf::Curve::P256));
+    let (faulty, soft) = (report.tally("faulty", family), report.tally(ocf_soft::NAME, family));
+    for layout in Layout::ALL {
+        assert_eq!(faulty.rejected(layout), 0, "{report}");
+        assert_eq!(faulty.passed(layout), soft.passed(layout), "{report}");
+    }
+    assert!(
+        // "expected InvalidPoint, got BadKey …", or "… the known answer or InvalidPoint, …"
+        report.failures().iter().all(|f| f.what.contains("InvalidPoint, got BadKey")),
+        "{report}"
+    );
+}
+
+/// The soft driver without its public-key algorithms.
+struct SymmetricOnly(ocf_soft::SoftDriver);
+
+impl Driver for SymmetricOnly {
+    fn name(&self) -> &str {
+        "symmetric-only"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { asymmetric: Vec::new(), random: false, ..self.0.capabilities() }
+    }
+
+    fn probe_session(&self, params: &SessionParams) -> Option<Priority> {
+        self.0.probe_session(params)
+    }
+
+    fn new_session(
+        &self,
+        params: &SessionParams,
+        ctx: SessionContext,
+    ) -> Result<Box<dyn DriverSession>, Error> {
+        self.0.new_session(params, ctx)
+    }
+}
+
+/// A family that no registered driver offers fails the run, by name, once; routed too.
+#[test]
+fn a_family_no_driver_offers_is_a_failure() {
+    let fw = Framework::new();
+    fw.register(Arc::new(SymmetricOnly(ocf_soft::SoftDriver::new()))).unwrap();
+    for report in [run_suite(&fw, Suite::X25519), ocf_conformance::run_all_routed(&fw)] {
+        let unoffered: Vec<String> =
+            report.failures().iter().filter(|f| f.driver.is_none()).map(|f| f.what.clone()).collect();
+        assert_eq!(unoffered.iter().filter(|w| *w == "no driver offers x25519").count(), 1, "{report}");
+        // Nothing else failed: the symmetric suites pass on the driver, routed.
+        assert!(report.failures().iter().all(|f| f.what.starts_with("no driver offers")), "{report}");
+    }
+}
+
+/// A randomized signature has no known answer: the openssl CLI's verification catches a
+/// corrupted one (and the comparison with openssl's, a deterministic one).
+#[test]
+fn corrupted_signatures_are_caught_by_openssl() {
+    let fw = framework_with(Fault::CorruptSignature);
+    let report = match ocf_conformance::openssl_sig::signatures(&fw, 1) {
+        Ok(r) => r,
+        Err(ocf_conformance::openssl_cli::OracleError::NotInstalled(why)) => {
+            eprintln!("SKIPPED: no openssl CLI: {why}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    only_faulty_fails(&report);
+    // Every "ocf signs" case: 3 messages x 18 algorithms + 2 for Ed25519, in every layout.
+    assert_eq!(report.failures().len(), (3 * 18 + 2) * Layout::ALL.len(), "{report}");
+    let ecdsa = ocf::AsymAlg::Ecdsa {
+        curve: ocf::Curve::P256,
+        hash: DigestAlg::Sha256,
+        encoding: ocf::SigEncoding::P1363,
+    };
+    assert!(
+        report
+            .failures()
+            .iter()
+            .any(|f| f.family == Some(Family::Asym(ecdsa)) && f.what.contains("not accepted")),
+        "{report}"
+    );
 }

@@ -215,7 +215,8 @@ impl AsymAlg {
             // A public key in its raw form (RSAPublicKey DER) is a little longer than a
             // signature.
             AsymAlg::RsaPkcs1 { .. } | AsymAlg::RsaPss { .. } => bytes + 32,
-            AsymAlg::MlKem768 => MLKEM768_CIPHERTEXT_LEN + MLKEM_SHARED_LEN,
+            // The encapsulation key (`PublicKey`) is longer than `ciphertext ‖ secret`.
+            AsymAlg::MlKem768 => MLKEM768_PUBLIC_LEN.max(MLKEM768_CIPHERTEXT_LEN + MLKEM_SHARED_LEN),
         }
     }
 }

@@ -87,6 +87,7 @@ w(sec("BASELINE baseline", "Baselines"))
 
 w(open("report_speed.md").read().rstrip() + "\n")
 w(sec("`openssl speed` reference (OpenSSL 3.0.19 CLI, same machine, `-elapsed -seconds 1 -bytes N`, median of 3)", "openssl speed results"))
+w(open("report_asym.md").read().rstrip() + "\n")
 w(open("report_tail.md").read().rstrip() + "\n")
 w("Run metadata (per result file): " + secs["__meta__"][0].split(":", 1)[1].strip().replace("\t", " ") + "\n")
 open("REPORT.md", "w").write("\n".join(OUT))

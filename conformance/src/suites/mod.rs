@@ -1,5 +1,6 @@
 //! Loaders: turn each vector source into [`Case`]s. One module per kind of session
-//! (plain ciphers, AEADs, digests, MACs); each exposes one function per [`crate::Suite`].
+//! (plain ciphers, AEADs, digests, MACs) and per public-key family (X25519, ECDH, ECDSA,
+//! Ed25519, RSA, ML-KEM, MODP and ModExp); each exposes one function per [`crate::Suite`].
 //!
 //! Which parameters are "supported" is never hard-coded here: a case whose key, IV or tag
 //! length ocf does not define (by `CipherAlg::key_lens`/`iv_len`/`tag_lens` and
@@ -9,7 +10,14 @@
 pub(crate) mod aead;
 pub(crate) mod cipher;
 pub(crate) mod digest;
+pub(crate) mod ecdh;
+pub(crate) mod ecdsa;
+pub(crate) mod eddsa;
 pub(crate) mod mac;
+pub(crate) mod mlkem;
+pub(crate) mod modp;
+pub(crate) mod rsa;
+pub(crate) mod xdh;
 
 use crate::case::Case;
 use crate::report::{CaseId, Report};

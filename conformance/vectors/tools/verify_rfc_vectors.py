@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Checks every vector in conformance/vectors/rfc/ against implementations independent of
-ocf: Python's hashlib and hmac, the pyca `cryptography` package, and the openssl CLI.
+ocf: Python's hashlib and hmac, the pyca `cryptography` package (also for X25519 and
+Ed25519), and the openssl CLI.
 
 The RFC vectors were typed by hand; this is how they were checked before being kept.
 It is not part of `cargo test` (it needs Python packages the build does not); run it after
@@ -18,6 +19,8 @@ import shutil
 import subprocess
 import sys
 
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
@@ -107,6 +110,28 @@ def check_null(path):
         assert b(f, "PLAINTEXT") == b(f, "CIPHERTEXT"), (path.name, f["COUNT"])
 
 
+def raw_public(key):
+    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def check_x25519(path):
+    for _, f in entries(path):
+        private = x25519.X25519PrivateKey.from_private_bytes(b(f, "PRIVATE"))
+        peer = x25519.X25519PublicKey.from_public_bytes(b(f, "PEER"))
+        assert private.exchange(peer) == b(f, "SHARED"), (path.name, f["COUNT"])
+        if "PUBLIC" in f:
+            assert raw_public(private.public_key()) == b(f, "PUBLIC"), (path.name, f["COUNT"])
+
+
+def check_ed25519(path):
+    for _, f in entries(path):
+        private = ed25519.Ed25519PrivateKey.from_private_bytes(b(f, "SECRET"))
+        assert raw_public(private.public_key()) == b(f, "PUBLIC"), (path.name, f["COUNT"])
+        assert private.sign(b(f, "MESSAGE")) == b(f, "SIGNATURE"), (path.name, f["COUNT"])
+        # Raises InvalidSignature if it does not verify.
+        ed25519.Ed25519PublicKey.from_public_bytes(b(f, "PUBLIC")).verify(b(f, "SIGNATURE"), b(f, "MESSAGE"))
+
+
 CHECKS = {
     "rfc3602-aes-cbc.txt": check_cbc,
     "sp800-38a-aes-ctr.txt": check_ctr,
@@ -116,6 +141,8 @@ CHECKS = {
     "rfc2202-hmac.txt": check_hmac,
     "rfc4231-hmac-sha2.txt": check_hmac,
     "rfc2410-null.txt": check_null,
+    "rfc7748-x25519.txt": check_x25519,
+    "rfc8032-ed25519.txt": check_ed25519,
 }
 
 

@@ -5,8 +5,8 @@
 //!
 //! `getrandom` leaves its destination unspecified when it fails, and `Op::Random` promises
 //! the caller's buffer untouched then: the bytes are drawn into a temporary (wiped when
-//! dropped) and copied over only once they are all there. One copy, against a system call
-//! that costs more per byte.
+//! dropped) and copied over only once they are all there: one copy per request is the price
+//! of that promise.
 
 use ocf::Error;
 use zeroize::Zeroizing;

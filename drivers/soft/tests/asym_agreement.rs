@@ -54,7 +54,12 @@ fn x25519_rfc7748_section_6_1() {
 
 /// A key pair made by the openssl CLI: (PKCS#8 DER, raw public value, PEM private key
 /// file, PEM public key file).
-fn openssl_pair(dir: &std::path::Path, name: &str, genpkey: &[&str], raw_len: usize) -> (Vec<u8>, Vec<u8>, String, String) {
+fn openssl_pair(
+    dir: &std::path::Path,
+    name: &str,
+    genpkey: &[&str],
+    raw_len: usize,
+) -> (Vec<u8>, Vec<u8>, String, String) {
     let pem = dir.join(format!("{name}.pem"));
     let pub_pem = dir.join(format!("{name}.pub.pem"));
     let mut args = vec!["genpkey"];
@@ -124,7 +129,8 @@ fn refusals_are_named_and_counted() {
     expect_error(&x, Request::asymmetric(Op::PublicKey, Vec::new(), 16), ErrorKind::OutputTooShort);
 
     let e = private(&fw, AsymAlg::Ecdh(Curve::P256), PrivateKey::raw(&[0x11; 32]));
-    let peer = run(&private(&fw, AsymAlg::Ecdh(Curve::P256), PrivateKey::raw(&[0x22; 32])), Op::PublicKey, &[], 65);
+    let peer =
+        run(&private(&fw, AsymAlg::Ecdh(Curve::P256), PrivateKey::raw(&[0x22; 32])), Op::PublicKey, &[], 65);
     let mut off_curve = peer.clone();
     off_curve[64] ^= 1;
     let mut compressed = vec![0x02 | (peer[64] & 1)];

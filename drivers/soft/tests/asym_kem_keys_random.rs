@@ -8,7 +8,10 @@ use std::process::Command;
 
 use asym_common::*;
 use ocf::asym::{AsymKey, MLKEM768_CIPHERTEXT_LEN, MLKEM768_PUBLIC_LEN};
-use ocf::{AsymAlg, Curve, DigestAlg, ErrorKind, ModpGroup, Op, PrivateKey, PublicKey, Request, SessionParams, SigEncoding};
+use ocf::{
+    AsymAlg, Curve, DigestAlg, ErrorKind, ModpGroup, Op, PrivateKey, PublicKey, Request, SessionParams,
+    SigEncoding,
+};
 
 /// Runs a Python snippet with `cryptography`'s ML-KEM; its stdout lines (hex). `None` when
 /// Python or its ML-KEM is missing (the test then says so and checks what it can).
@@ -49,7 +52,11 @@ fn ml_kem_768_agrees_with_python_cryptography() {
     assert_eq!(run(&dk, Op::Decapsulate, ct, 32), ss, "ocf decapsulates its own ciphertext");
     let Some(lines) = python(PY_KEYGEN_ENCAP, &[to_hex(&seed), to_hex(ct)]) else { return };
     assert_eq!(lines[0], to_hex(&ek), "the same encapsulation key from the seed");
-    assert_eq!(to_hex(&run(&dk, Op::Decapsulate, &hex(&lines[1]), 32)), lines[2], "ocf decapsulates Python's");
+    assert_eq!(
+        to_hex(&run(&dk, Op::Decapsulate, &hex(&lines[1]), 32)),
+        lines[2],
+        "ocf decapsulates Python's"
+    );
     assert_eq!(lines[3], to_hex(ss), "Python decapsulates ocf's");
 }
 
@@ -71,7 +78,12 @@ fn ml_kem_refusals_and_implicit_rejection() {
     expect_error(&dk, Request::asymmetric(Op::Decapsulate, ct.to_vec(), 31), ErrorKind::OutputTooShort);
     expect_error(&enc, Request::asymmetric(Op::Encapsulate, Vec::new(), 1119), ErrorKind::OutputTooShort);
     // An encapsulation key whose coefficients are not reduced mod q (FIPS 203 §7.2's check).
-    expect_session_error(&fw, AsymAlg::MlKem768, AsymKey::Public(PublicKey::raw(&[0xff; 1184])), ErrorKind::BadKey);
+    expect_session_error(
+        &fw,
+        AsymAlg::MlKem768,
+        AsymKey::Public(PublicKey::raw(&[0xff; 1184])),
+        ErrorKind::BadKey,
+    );
 }
 
 /// Every algorithm with a PKCS#8 form: GenerateKey's output is what `openssl pkey -inform
@@ -94,7 +106,9 @@ fn generated_pkcs8_keys_parse_with_openssl() {
         let key = fw.generate_key(alg, bits).unwrap();
         let der = dir.join("key.der");
         std::fs::write(&der, key.bytes()).unwrap();
-        let text = String::from_utf8(openssl(&["pkey", "-inform", "DER", "-in", path(&der), "-noout", "-text"])).unwrap();
+        let text =
+            String::from_utf8(openssl(&["pkey", "-inform", "DER", "-in", path(&der), "-noout", "-text"]))
+                .unwrap();
         assert!(text.contains(want), "{alg}: {want:?} not in {text}");
         // Two keys are different keys.
         assert!(!key.matches(&fw.generate_key(alg, bits).unwrap()), "{alg}");
@@ -107,9 +121,11 @@ fn generated_pkcs8_keys_parse_with_openssl() {
 #[test]
 fn generated_raw_keys_have_their_lengths() {
     let fw = fw();
-    for (alg, len) in
-        [(AsymAlg::Ffdh(ModpGroup::Modp2048), 40), (AsymAlg::Ffdh(ModpGroup::Modp3072), 53), (AsymAlg::MlKem768, 64)]
-    {
+    for (alg, len) in [
+        (AsymAlg::Ffdh(ModpGroup::Modp2048), 40),
+        (AsymAlg::Ffdh(ModpGroup::Modp3072), 53),
+        (AsymAlg::MlKem768, 64),
+    ] {
         let k = fw.generate_key(alg, 0).unwrap();
         assert_eq!(k.bytes().len(), len, "{alg}");
         assert!(!k.matches(&fw.generate_key(alg, 0).unwrap()), "{alg}");

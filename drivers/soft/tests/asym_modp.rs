@@ -140,3 +140,15 @@ fn modexp_refusals_are_counted() {
     // 2^3 = 8, padded.
     assert_eq!(run(&s, Op::ModExp, &[2], 256), left_pad(&[8], 256));
 }
+
+/// Exponents 0 and p-1 are degenerate (the public value would be 1): BadKey, counted.
+#[test]
+fn degenerate_exponents_are_refused() {
+    let fw = fw();
+    let g = ModpGroup::Modp2048;
+    let mut p_minus_1 = g.prime().to_vec();
+    p_minus_1[255] -= 1;
+    for x in [vec![0u8], vec![0u8; 256], p_minus_1] {
+        expect_session_error(&fw, AsymAlg::Ffdh(g), AsymKey::Private(PrivateKey::raw(&x)), ErrorKind::BadKey);
+    }
+}

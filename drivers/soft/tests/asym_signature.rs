@@ -97,7 +97,8 @@ fn p1363_to_der(sig: &[u8]) -> Vec<u8> {
         .unwrap()
 }
 
-const MSG: &[u8] = b"ocf soft driver: a message to sign, longer than one hash block would need? no, just some bytes";
+const MSG: &[u8] =
+    b"ocf soft driver: a message to sign, longer than one hash block would need? no, just some bytes";
 
 /// `openssl dgst` / `pkeyutl` verifies `sig` over `msg` (files under `dir`).
 fn openssl_verifies(dir: &Path, alg: AsymAlg, keys: &Keys, msg: &[u8], sig: &[u8]) -> bool {
@@ -111,8 +112,17 @@ fn openssl_verifies(dir: &Path, alg: AsymAlg, keys: &Keys, msg: &[u8], sig: &[u8
             vec!["pkeyutl", "-verify", "-pubin", "-inkey", &keys.pub_pem, "-rawin", "-in", &m, "-sigfile", &s]
         }
         AsymAlg::RsaPss { hash } => vec![
-            "dgst", hash_name(hash), "-verify", &keys.pub_pem, "-sigopt", "rsa_padding_mode:pss", "-sigopt",
-            "rsa_pss_saltlen:digest", "-signature", &s, &m,
+            "dgst",
+            hash_name(hash),
+            "-verify",
+            &keys.pub_pem,
+            "-sigopt",
+            "rsa_padding_mode:pss",
+            "-sigopt",
+            "rsa_pss_saltlen:digest",
+            "-signature",
+            &s,
+            &m,
         ],
         _ => vec!["dgst", hash_name(alg.hash().unwrap()), "-verify", &keys.pub_pem, "-signature", &s, &m],
     };
@@ -128,8 +138,17 @@ fn openssl_signs(dir: &Path, alg: AsymAlg, keys: &Keys, msg: &[u8]) -> Vec<u8> {
     let args: Vec<&str> = match alg {
         AsymAlg::Ed25519 => vec!["pkeyutl", "-sign", "-inkey", &keys.pem, "-rawin", "-in", &m, "-out", &s],
         AsymAlg::RsaPss { hash } => vec![
-            "dgst", hash_name(hash), "-sign", &keys.pem, "-sigopt", "rsa_padding_mode:pss", "-sigopt",
-            "rsa_pss_saltlen:digest", "-out", &s, &m,
+            "dgst",
+            hash_name(hash),
+            "-sign",
+            &keys.pem,
+            "-sigopt",
+            "rsa_padding_mode:pss",
+            "-sigopt",
+            "rsa_pss_saltlen:digest",
+            "-out",
+            &s,
+            &m,
         ],
         _ => vec!["dgst", hash_name(alg.hash().unwrap()), "-sign", &keys.pem, "-out", &s, &m],
     };
@@ -152,12 +171,20 @@ fn both_ways(fw: &Framework, dir: &Path, alg: AsymAlg, keys: &Keys) {
         }
         _ => sig.to_vec(),
     };
-    assert!(openssl_verifies(dir, alg, keys, MSG, &as_openssl(&sig)), "{alg}: openssl accepts ocf's signature");
-    assert!(!openssl_verifies(dir, alg, keys, b"altered", &as_openssl(&sig)), "{alg}: openssl refuses it altered");
+    assert!(
+        openssl_verifies(dir, alg, keys, MSG, &as_openssl(&sig)),
+        "{alg}: openssl accepts ocf's signature"
+    );
+    assert!(
+        !openssl_verifies(dir, alg, keys, b"altered", &as_openssl(&sig)),
+        "{alg}: openssl refuses it altered"
+    );
 
     let theirs = openssl_signs(dir, alg, keys, MSG);
     let theirs = match alg {
-        AsymAlg::Ecdsa { encoding: SigEncoding::P1363, curve, .. } => der_to_p1363(&theirs, curve.field_len()),
+        AsymAlg::Ecdsa { encoding: SigEncoding::P1363, curve, .. } => {
+            der_to_p1363(&theirs, curve.field_len())
+        }
         _ => theirs,
     };
     for key in [PublicKey::spki(&keys.spki), PublicKey::raw(&raw_pub)] {
@@ -170,7 +197,11 @@ fn both_ways(fw: &Framework, dir: &Path, alg: AsymAlg, keys: &Keys) {
         let last = flipped.len() - 1;
         flipped[last] ^= 1;
         assert_eq!(verify(&v, MSG, &flipped), Err(ErrorKind::BadSignature), "{alg}: altered signature");
-        assert_eq!(verify(&v, MSG, &theirs[..last]), Err(ErrorKind::BadSignature), "{alg}: truncated signature");
+        assert_eq!(
+            verify(&v, MSG, &theirs[..last]),
+            Err(ErrorKind::BadSignature),
+            "{alg}: truncated signature"
+        );
         assert_eq!(v.stats().errors.get(ErrorKind::BadSignature), before + 3);
     }
 }
@@ -226,8 +257,17 @@ fn rsa_pss_with_another_salt_length_is_refused() {
     let s = dir.join("sig");
     std::fs::write(&m, MSG).unwrap();
     openssl(&[
-        "dgst", "-sha256", "-sign", &keys.pem, "-sigopt", "rsa_padding_mode:pss", "-sigopt", "rsa_pss_saltlen:20",
-        "-out", path(&s), path(&m),
+        "dgst",
+        "-sha256",
+        "-sign",
+        &keys.pem,
+        "-sigopt",
+        "rsa_padding_mode:pss",
+        "-sigopt",
+        "rsa_pss_saltlen:20",
+        "-out",
+        path(&s),
+        path(&m),
     ]);
     let v = public(&fw, alg, PublicKey::spki(&keys.spki));
     assert_eq!(verify(&v, MSG, &std::fs::read(&s).unwrap()), Err(ErrorKind::BadSignature));
@@ -247,8 +287,18 @@ fn signing_refusals_are_counted() {
     // Keys that do not parse, or are not the session's: BadKey, counted framework-wide.
     let other_curve = fw.generate_key(AsymAlg::Ecdh(Curve::P384), 0).unwrap();
     expect_session_error(&fw, ec, AsymKey::Private(other_curve), ErrorKind::BadKey);
-    expect_session_error(&fw, AsymAlg::Ed25519, AsymKey::Private(PrivateKey::pkcs8(&[0x30, 3, 2, 1, 0])), ErrorKind::BadKey);
-    expect_session_error(&fw, AsymAlg::Ed25519, AsymKey::Public(PublicKey::spki(&[0x30, 0])), ErrorKind::BadKey);
+    expect_session_error(
+        &fw,
+        AsymAlg::Ed25519,
+        AsymKey::Private(PrivateKey::pkcs8(&[0x30, 3, 2, 1, 0])),
+        ErrorKind::BadKey,
+    );
+    expect_session_error(
+        &fw,
+        AsymAlg::Ed25519,
+        AsymKey::Public(PublicKey::spki(&[0x30, 0])),
+        ErrorKind::BadKey,
+    );
     let not_on_curve = {
         let mut p = vec![4u8; 65];
         p[1..].fill(0x42);

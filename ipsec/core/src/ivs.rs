@@ -13,7 +13,8 @@
 //!                           one ocf Random request refills it (POOL / 16 IVs a request)
 //! ```
 //!
-//! A request per IV would cost a framework round trip and a system call per packet; a pool
+//! Cost (`cargo bench -p ipsec-core --bench ivs`): see the bench's header. A request per
+//! IV would cost a framework round trip and a system call per packet; a pool
 //! of [`POOL`] bytes costs one per 256 AES IVs. Pools are sharded by thread ([`SHARDS`]), so
 //! that two threads sending through the core rarely meet on a lock. The random session is
 //! made at the first CBC packet: a core whose SAs are all AEAD needs no random driver. If
@@ -26,12 +27,12 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use ocf::{Framework, Request, Session, SessionParams};
 
 /// Bytes drawn per random request: 256 AES-CBC IVs.
-pub(crate) const POOL: usize = 4096;
+pub const POOL: usize = 4096;
 /// Pools, chosen by thread.
-pub(crate) const SHARDS: usize = 8;
+pub const SHARDS: usize = 8;
 
 /// Where outbound CBC packets take their IVs.
-pub(crate) struct IvSource {
+pub struct IvSource {
     fw: Framework,
     session: OnceLock<Result<Session, ocf::Error>>,
     shards: [Mutex<Pool>; SHARDS],
@@ -54,12 +55,12 @@ thread_local! {
 }
 
 impl IvSource {
-    pub(crate) fn new(fw: Framework) -> IvSource {
+    pub fn new(fw: Framework) -> IvSource {
         IvSource { fw, session: OnceLock::new(), shards: Default::default() }
     }
 
     /// Fills `iv` with fresh random bytes.
-    pub(crate) fn fill(&self, iv: &mut [u8]) -> Result<(), ocf::Error> {
+    pub fn fill(&self, iv: &mut [u8]) -> Result<(), ocf::Error> {
         let shard = SHARD.with(|s| *s);
         let mut pool = self.shards[shard].lock().unwrap_or_else(PoisonError::into_inner);
         let n = iv.len();

@@ -53,7 +53,9 @@ mod inbound;
 pub mod ipcomp;
 mod ipcomp_path;
 mod ipip;
-mod ivs;
+/// Where outbound CBC IVs come from; public for its benchmark only (not a stable API).
+#[doc(hidden)]
+pub mod ivs;
 pub mod larval;
 mod outbound;
 mod packet;

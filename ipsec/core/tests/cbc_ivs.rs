@@ -15,7 +15,9 @@ use ipsec_core::control::{
 };
 use ipsec_core::stats::Drop;
 use ipsec_core::Packet;
-use ocf::{Capabilities, Driver, DriverSession, Error, Hint, Priority, Processed, SessionContext, SessionParams};
+use ocf::{
+    Capabilities, Driver, DriverSession, Error, Hint, Priority, Processed, SessionContext, SessionParams,
+};
 
 use common::gateway::{Collect, Gateway};
 use common::packets::udp_packet;
@@ -48,7 +50,13 @@ fn gateway(fw: ocf::Framework) -> (Gateway<Collect>, Arc<Collect>) {
     .unwrap();
     let net = |s: &str| Prefix { addr: ip(s), len: 24 };
     g.control(&Request::AddPolicy(PolicySpec {
-        selector: Selector { src: net("10.1.0.0"), dst: net("10.2.0.0"), sport: None, dport: None, upper: Upper::Any },
+        selector: Selector {
+            src: net("10.1.0.0"),
+            dst: net("10.2.0.0"),
+            sport: None,
+            dport: None,
+            upper: Upper::Any,
+        },
         dir: Dir::Out,
         action: Action::Protect(vec![Rule {
             proto: Proto::Esp,
@@ -62,7 +70,9 @@ fn gateway(fw: ocf::Framework) -> (Gateway<Collect>, Arc<Collect>) {
 }
 
 fn send(g: &Gateway<Collect>, n: usize) -> Vec<Result<(), Drop>> {
-    (0..n).map(|_| g.output(Packet::with_headroom(&udp_packet(ip("10.1.0.1"), ip("10.2.0.1"), 100)))).collect()
+    (0..n)
+        .map(|_| g.output(Packet::with_headroom(&udp_packet(ip("10.1.0.1"), ip("10.2.0.1"), 100))))
+        .collect()
 }
 
 /// The IV of an ESP packet in a 20-byte IPv4 header: after the 8-byte ESP header.
@@ -145,17 +155,23 @@ impl Driver for CiphersOnly {
     }
 }
 
+/// Beside a good source, a failing one costs no packet: whenever routing gives it a refill
+/// and it fails, ocf redoes the refill on the good one (the redo itself is asserted in
+/// `ocf/tests/asymmetric.rs`, `a_failed_random_source_is_routed_around`).
 #[test]
-fn a_failing_source_is_routed_around() {
+fn a_failing_source_beside_a_good_one_costs_no_packet() {
     let fw = ocf::Framework::new();
     ocf_soft::register(&fw).unwrap();
     fw.register(Arc::new(Failing { good: AtomicU64::new(1) })).unwrap();
     let (g, sink) = gateway(fw.clone());
-    assert!(send(&g, 1000).iter().all(Result::is_ok));
+    // Two threads (two shards), many refills, so that both sources are asked.
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| assert!(send(&g, 5000).iter().all(Result::is_ok)));
+        }
+    });
     let ivs: HashSet<[u8; 16]> = sink.take_sent().iter().map(|p| iv(p)).collect();
-    assert_eq!(ivs.len(), 1000, "an IV was reused");
-    let failing = fw.driver_stats("failing-rng").unwrap();
-    assert!(failing.errors.get(ocf::ErrorKind::RandomSourceFailed) >= 1, "{:?}", failing.errors);
+    assert_eq!(ivs.len(), 10_000, "an IV was reused");
     assert_eq!(g.stats().drops(Drop::NoRandom), 0);
 }
 

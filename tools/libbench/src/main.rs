@@ -14,7 +14,8 @@
 //!
 //! Usage: libbench [--rounds N(15)] [--target-ms M(10)] [--only LIBPREFIX]
 //!                 [--filter alg1,alg2,prefix*] [--sizes 16,1024,8192] [--max-busy 0.10]
-//!                 [--max-wait-s 90]
+//!                 [--max-wait-s 90] [--asym]
+//! `--asym`: the public-key operations instead (src/asym.rs; one op per sample, size 0).
 //! Run pinned: `taskset -c 1 ./target/release/libbench`.
 
 #![allow(deprecated)]
@@ -658,6 +659,7 @@ fn main() {
     let mut max_busy = 0.10f64; // a round is "dirty" if another CPU was >10% busy during it
     let mut max_wait_s = 90.0f64;
     let mut sizes: Vec<usize> = SIZES.to_vec();
+    let mut asym = false;
     let mut i = 1;
     while i < args.len() {
         match args[i].as_str() {
@@ -668,14 +670,18 @@ fn main() {
             "--max-busy" => { max_busy = args[i + 1].parse().unwrap(); i += 1; }
             "--sizes" => { sizes = args[i + 1].split(',').map(|x| x.parse().unwrap()).collect(); i += 1; }
             "--max-wait-s" => { max_wait_s = args[i + 1].parse().unwrap(); i += 1; }
+            "--asym" => asym = true,
             "--bench" => {} // tolerate `cargo bench`-style arg
             a => panic!("unknown arg {a}"),
         }
         i += 1;
     }
     let mut reg = Reg { sizes, cases: vec![], only, filter };
-    register(&mut reg);
-    asym::register(&mut reg);
+    if asym {
+        asym::register(&mut reg);
+    } else {
+        register(&mut reg);
+    }
     let mut cases = reg.cases;
     verify(&mut cases);
     let mine = my_cpu();

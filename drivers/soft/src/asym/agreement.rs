@@ -44,12 +44,15 @@ impl Agreement {
                 if pkey.id() != Id::X25519 {
                     return Err(Error::BadKey { why: "the PKCS#8 key is not an X25519 key" });
                 }
-                let raw = Zeroizing::new(pkey.raw_private_key().map_err(bad_key("no X25519 scalar in the key"))?);
+                let raw =
+                    Zeroizing::new(pkey.raw_private_key().map_err(bad_key("no X25519 scalar in the key"))?);
                 agreement::PrivateKey::from_private_key(lib_alg, &raw)
                     .map_err(bad_key("the X25519 scalar is not 32 bytes"))?
             }
-            (PrivateFormat::Pkcs8, false) => agreement::PrivateKey::from_private_key_der(lib_alg, key.bytes())
-                .map_err(bad_key("the PKCS#8 key does not parse, or is not on the session's curve"))?,
+            (PrivateFormat::Pkcs8, false) => {
+                agreement::PrivateKey::from_private_key_der(lib_alg, key.bytes())
+                    .map_err(bad_key("the PKCS#8 key does not parse, or is not on the session's curve"))?
+            }
         };
         let public = parsed
             .compute_public_key()
@@ -65,7 +68,11 @@ impl Agreement {
 
     pub(crate) fn derive(&self, peer: &[u8], out: &mut [u8]) -> Result<usize, Error> {
         if self.x25519 && peer.len() != self.peer_len {
-            return Err(Error::BadInputLength { what: "X25519 peer public value", got: peer.len(), expected: 32 });
+            return Err(Error::BadInputLength {
+                what: "X25519 peer public value",
+                got: peer.len(),
+                expected: 32,
+            });
         }
         // SEC 1 §2.3.4: the raw form is the uncompressed point; anything else is refused
         // here rather than parsed as whatever aws-lc-rs would also accept (SPKI, compressed).

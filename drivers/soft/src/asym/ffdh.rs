@@ -34,7 +34,8 @@ impl Ffdh {
         let mut p_minus_1 = BigNum::from_slice(group.prime()).map_err(failed)?;
         p_minus_1.sub_word(1).map_err(failed)?;
         let x = SecretBn::from_slice(key.bytes())?;
-        // SP 800-56A §5.6.1.1.1: 1 ≤ x ≤ q-1 where q = (p-1)/2; we take x in 1..p-1.
+        // SP 800-56A wants 1 ≤ x ≤ q-1 (q = (p-1)/2); ocf's raw form takes any exponent up
+        // to the prime's length, so only the degenerate ones are refused: 0 and ≥ p-1.
         if x.get().num_bits() == 0 || x.get() >= &p_minus_1 {
             return Err(Error::BadKey { why: "a MODP exponent must lie in 1..p-1" });
         }

@@ -6,8 +6,9 @@
 //! - MODP: the raw exponent, big-endian, from the kernel's random source. Its length is
 //!   the larger estimate of RFC 3526 §8 for the group — 320 bits for group 14 (2048-bit),
 //!   420 bits for group 15 (3072-bit) — which is also at least twice the group's strength
-//!   as SP 800-57 Part 1 Table 2 rates it (112 and 128 bits), the least SP 800-56A
-//!   §5.6.1.1.4 allows. A full-length exponent would cost 5-10x as much per exchange.
+//!   as SP 800-57 Part 1 Table 2 rates it (112 and 128 bits), the least SP 800-56A Rev. 3
+//!   allows for FFC private keys (§5.6.1.1: at least 2s bits for strength s). A full-length
+//!   exponent costs 7x (group 14) and 11x (group 15) a 256-bit one (`tools/libbench --asym`).
 //! - ML-KEM-768: the 64-byte seed `d ‖ z` (FIPS 203 §7.1), from the kernel.
 
 use ocf::{AsymAlg, Curve, Error, ModpGroup};

@@ -11,7 +11,9 @@
 
 use aws_lc_rs::kem::{AlgorithmId, Ciphertext, DecapsulationKey, EncapsulationKey, ML_KEM_768};
 use aws_lc_sys as lc;
-use ocf::asym::{PrivateKey, PublicKey, MLKEM768_CIPHERTEXT_LEN, MLKEM768_PUBLIC_LEN, MLKEM_SEED_LEN, MLKEM_SHARED_LEN};
+use ocf::asym::{
+    PrivateKey, PublicKey, MLKEM768_CIPHERTEXT_LEN, MLKEM768_PUBLIC_LEN, MLKEM_SEED_LEN, MLKEM_SHARED_LEN,
+};
 use ocf::Error;
 use zeroize::Zeroizing;
 
@@ -71,7 +73,9 @@ pub(crate) struct Encapsulator {
 impl Encapsulator {
     pub(crate) fn new(key: &PublicKey) -> Result<Encapsulator, Error> {
         if !coefficients_reduced(key.bytes()) {
-            return Err(Error::BadKey { why: "the ML-KEM encapsulation key's coefficients are not below q (FIPS 203 §7.2)" });
+            return Err(Error::BadKey {
+                why: "the ML-KEM encapsulation key's coefficients are not below q (FIPS 203 §7.2)",
+            });
         }
         let ek = EncapsulationKey::new(&ML_KEM_768, key.bytes())
             .map_err(|_| Error::BadKey { why: "the ML-KEM-768 encapsulation key does not parse" })?;
@@ -82,7 +86,8 @@ impl Encapsulator {
     pub(crate) fn encapsulate(&self, out: &mut [u8]) -> Result<usize, Error> {
         let n = MLKEM768_CIPHERTEXT_LEN + MLKEM_SHARED_LEN;
         room(out, n)?;
-        let (ct, secret) = self.ek.encapsulate().map_err(|_| Error::DriverFailure("soft: ML-KEM encapsulation failed"))?;
+        let (ct, secret) =
+            self.ek.encapsulate().map_err(|_| Error::DriverFailure("soft: ML-KEM encapsulation failed"))?;
         out[..MLKEM768_CIPHERTEXT_LEN].copy_from_slice(ct.as_ref());
         out[MLKEM768_CIPHERTEXT_LEN..n].copy_from_slice(secret.as_ref());
         Ok(n)

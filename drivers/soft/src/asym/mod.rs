@@ -90,7 +90,9 @@ impl AsymSession {
         let op = req.op;
         match (self, op) {
             (AsymSession::Verifier(v), Op::Verify) => req.with_message_and_signature(|m, s| v.verify(m, s)),
-            (AsymSession::RsaVerifier(v), Op::Verify) => req.with_message_and_signature(|m, s| v.verify(m, s)),
+            (AsymSession::RsaVerifier(v), Op::Verify) => {
+                req.with_message_and_signature(|m, s| v.verify(m, s))
+            }
             _ => req.with_input_output(|input, out| match (self, op) {
                 (AsymSession::Agreement(a), Op::Derive) => a.derive(input, out),
                 (AsymSession::Agreement(a), Op::PublicKey) => put(out, a.public_key()),

@@ -35,9 +35,6 @@ impl SecretBn {
     pub(crate) fn from_slice(bytes: &[u8]) -> Result<SecretBn, Error> {
         let mut n = BigNum::new().map_err(|_| Error::DriverFailure("soft: BN_new failed"))?;
         n.copy_from_slice(bytes).map_err(|_| Error::DriverFailure("soft: BN_bin2bn failed"))?;
-        // Belt and braces: every exponentiation here is the constant-time one already.
-        // SAFETY: `n` is a valid, owned BIGNUM.
-        unsafe { openssl_sys::BN_set_flags(n.as_ptr(), openssl_sys::BN_FLG_CONSTTIME) };
         Ok(SecretBn(n))
     }
 
@@ -95,7 +92,8 @@ pub(crate) struct ModExp {
 
 impl ModExp {
     pub(crate) fn new(exponent: &[u8], modulus: &[u8]) -> Result<ModExp, Error> {
-        let modulus_bn = BigNum::from_slice(modulus).map_err(|_| Error::BadKey { why: "the modulus does not parse" })?;
+        let modulus_bn =
+            BigNum::from_slice(modulus).map_err(|_| Error::BadKey { why: "the modulus does not parse" })?;
         // The result has the modulus's length without its leading zero bytes.
         let len = modulus_bn.num_bytes() as usize;
         Ok(ModExp { exponent: SecretBn::from_slice(exponent)?, modulus: modulus_bn, len })

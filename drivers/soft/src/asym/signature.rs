@@ -92,8 +92,9 @@ impl Signer {
             AsymAlg::Ecdsa { curve, hash, encoding } => {
                 let signing = own_signing(curve);
                 let kp = match key.format() {
-                    PrivateFormat::Pkcs8 => EcdsaKeyPair::from_pkcs8(signing, key.bytes())
-                        .map_err(bad_key("the PKCS#8 key does not parse, or is not on the session's curve"))?,
+                    PrivateFormat::Pkcs8 => EcdsaKeyPair::from_pkcs8(signing, key.bytes()).map_err(
+                        bad_key("the PKCS#8 key does not parse, or is not on the session's curve"),
+                    )?,
                     PrivateFormat::Raw => {
                         // aws-lc-rs builds an ECDSA key from the scalar and its point: the
                         // point comes from the same scalar as an ECDH key.
@@ -114,7 +115,8 @@ impl Signer {
                     None
                 } else {
                     let (md, digest) = md(hash).ok_or(Error::UnsupportedAsym(alg))?;
-                    let der = kp.to_pkcs8v1().map_err(|_| Error::DriverFailure("soft: PKCS#8 export failed"))?;
+                    let der =
+                        kp.to_pkcs8v1().map_err(|_| Error::DriverFailure("soft: PKCS#8 export failed"))?;
                     let pkey = PKey::private_key_from_pkcs8(der.as_ref())
                         .map_err(|_| Error::DriverFailure("soft: libcrypto refused aws-lc-rs's PKCS#8"))?;
                     Some((pkey, md, digest))
@@ -161,12 +163,17 @@ impl EcdsaSigner {
                 der_owned.as_ref()
             }
             Some((pkey, md, digest)) => {
-                let h = openssl::hash::hash(*digest, message).map_err(|_| Error::DriverFailure("soft: hash failed"))?;
-                let mut ctx = PkeyCtx::new(pkey).map_err(|_| Error::DriverFailure("soft: EVP_PKEY_CTX_new failed"))?;
+                let h = openssl::hash::hash(*digest, message)
+                    .map_err(|_| Error::DriverFailure("soft: hash failed"))?;
+                let mut ctx =
+                    PkeyCtx::new(pkey).map_err(|_| Error::DriverFailure("soft: EVP_PKEY_CTX_new failed"))?;
                 ctx.sign_init().map_err(|_| Error::DriverFailure("soft: EVP_PKEY_sign_init failed"))?;
-                ctx.set_signature_md(md).map_err(|_| Error::DriverFailure("soft: EVP_PKEY_CTX_set_signature_md failed"))?;
+                ctx.set_signature_md(md)
+                    .map_err(|_| Error::DriverFailure("soft: EVP_PKEY_CTX_set_signature_md failed"))?;
                 let mut buf = [0u8; 120];
-                let n = ctx.sign(&h, Some(&mut buf)).map_err(|_| Error::DriverFailure("soft: EVP_PKEY_sign failed"))?;
+                let n = ctx
+                    .sign(&h, Some(&mut buf))
+                    .map_err(|_| Error::DriverFailure("soft: EVP_PKEY_sign failed"))?;
                 return self.encode(&buf[..n], out);
             }
         };

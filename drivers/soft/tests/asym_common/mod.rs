@@ -31,7 +31,9 @@ pub fn public(fw: &Framework, alg: AsymAlg, key: PublicKey) -> Session {
 
 /// Runs `op` on `input` with `room` bytes of output; the result.
 pub fn run(s: &Session, op: Op, input: &[u8], room: usize) -> Vec<u8> {
-    let done = s.run(Request::asymmetric(op, input.to_vec(), room)).unwrap_or_else(|f| panic!("{op:?}: {}", f.error()));
+    let done = s
+        .run(Request::asymmetric(op, input.to_vec(), room))
+        .unwrap_or_else(|f| panic!("{op:?}: {}", f.error()));
     done.result_payload()
 }
 
@@ -91,7 +93,8 @@ pub fn path(p: &std::path::Path) -> &str {
 pub fn expect_session_error(fw: &Framework, alg: AsymAlg, key: ocf::asym::AsymKey, kind: ErrorKind) {
     let count = || fw.stats().errors.get(kind) + fw.driver_stats("soft").unwrap().errors.get(kind);
     let before = count();
-    let e = fw.new_session_on("soft", &SessionParams::asymmetric(alg, key)).expect_err("the key must be refused");
+    let e =
+        fw.new_session_on("soft", &SessionParams::asymmetric(alg, key)).expect_err("the key must be refused");
     assert_eq!(e.kind(), kind, "{alg}: {e}");
     assert_eq!(count(), before + 1, "{alg}: {kind:?} counted");
 }
