@@ -30,7 +30,7 @@ use std::fmt;
 use ocf::asym::{AsymKey, Curve, ModpGroup};
 use ocf::AsymAlg;
 
-/// One operation class: an index into [`PkClass::ALL`].
+/// One operation class: an index into [`PkClass::NAMES`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PkClass(usize);
 
