@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use ocf::{DriverSession, Error, Failed, Hint, Outcome, Processed, Request, SessionContext};
 
-use crate::profile::{Coalesce, SimProfile, WorkKind};
+use crate::profile::Coalesce;
+use crate::rng::CardRng;
 use crate::SimStats;
 
 /// How long posted descriptors may wait for their doorbell before the device fetches them
@@ -57,11 +58,61 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// What one sim session gives the engine: the software session that computes the real
-/// results (it owns, and wipes, the keys) and the engine rate its requests are timed at.
+/// What one sim session gives the engine: what computes its real results and how long the
+/// engine takes over each request.
 pub(crate) struct SessionEngine {
-    pub(crate) soft: Box<dyn DriverSession>,
-    pub(crate) kind: WorkKind,
+    pub(crate) work: Work,
+    pub(crate) cost: Cost,
+}
+
+/// What computes a session's results.
+pub(crate) enum Work {
+    /// A software session (it owns, and wipes, the keys).
+    Soft(Box<dyn DriverSession>),
+    /// The card's random number generator.
+    Random(Arc<CardRng>),
+}
+
+impl Work {
+    fn process(&self, mut req: Request) -> Processed {
+        match self {
+            Work::Soft(soft) => soft.process(req, Hint::default()),
+            Work::Random(rng) => match req.with_views(|v| rng.fill(v.payload)) {
+                Ok(()) => Processed::Done(Ok(req)),
+                Err(e) => Processed::Done(Err(Failed::new(e, req))),
+            },
+        }
+    }
+}
+
+/// How long the engine works on one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cost {
+    /// `setup + payload bytes / rate` (rate in bytes per second, never zero).
+    Bytes { setup_ns: u64, rate: u64 },
+    /// The same time for every request (a public-key operation).
+    Fixed(u64),
+}
+
+impl Cost {
+    pub(crate) fn ns(self, bytes: usize) -> u64 {
+        match self {
+            Cost::Bytes { setup_ns, rate } => {
+                // Rates are validated non-zero; max(1) keeps the function total anyway.
+                let transfer = (bytes as u128 * 1_000_000_000).div_ceil(u128::from(rate.max(1)));
+                setup_ns.saturating_add(u64::try_from(transfer).unwrap_or(u64::MAX))
+            }
+            Cost::Fixed(ns) => ns,
+        }
+    }
+}
+
+/// One engine's shape: its queue, its interrupt coalescing, its faultiness.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DeviceConfig {
+    pub(crate) ring: usize,
+    pub(crate) coalesce: Option<Coalesce>,
+    pub(crate) corrupt: Option<u64>,
 }
 
 /// A command descriptor: one request in a ring slot.
@@ -146,13 +197,13 @@ pub(crate) struct Device {
     failing: AtomicBool,
     /// The device waits here; submitters notify it (the doorbell, and shutdown).
     doorbell: Condvar,
-    pub(crate) profile: SimProfile,
+    config: DeviceConfig,
     epoch: Instant,
 }
 
 impl Device {
-    pub(crate) fn new(profile: SimProfile) -> Device {
-        let slots = profile.ring();
+    pub(crate) fn new(config: DeviceConfig) -> Device {
+        let slots = config.ring;
         Device {
             ring: Mutex::new(Ring {
                 // Pre-sized: the request path never allocates.
@@ -169,7 +220,7 @@ impl Device {
             }),
             failing: AtomicBool::new(false),
             doorbell: Condvar::new(),
-            profile,
+            config,
             epoch: Instant::now(),
         }
     }
@@ -192,7 +243,7 @@ impl Device {
         ctx: &SessionContext,
         session: &Arc<SessionEngine>,
     ) -> Processed {
-        let cost_ns = self.profile.modelled_ns(session.kind, req.payload_range().len());
+        let cost_ns = session.cost.ns(req.payload_range().len());
         let now = self.now_ns();
         let mut ring = lock(&self.ring);
         if ring.shutdown {
@@ -201,7 +252,7 @@ impl Device {
             drop(ring);
             return Processed::Done(Err(Failed::new(Error::DriverGone, req)));
         }
-        if ring.occupancy() >= self.profile.ring() {
+        if ring.occupancy() >= self.config.ring {
             ring.stats.busy += 1;
             ring.needs_unblock = true;
             // Whatever is posted must get going, or no slot would ever free.
@@ -223,7 +274,7 @@ impl Device {
         ring.stats.accepted += 1;
         let occupancy = ring.occupancy();
         ring.stats.ring_high_water = ring.stats.ring_high_water.max(occupancy);
-        let wake = if !hint.more || occupancy == self.profile.ring() {
+        let wake = if !hint.more || occupancy == self.config.ring {
             ring.kick(now)
         } else {
             // No doorbell yet. A device asleep past this descriptor's doorbell timeout must
@@ -281,8 +332,7 @@ impl Device {
     /// The device thread.
     pub(crate) fn run(&self) {
         precise_timers();
-        let mut engine =
-            Engine::new(self.profile.ring(), self.profile.coalesce(), self.profile.corrupt_every());
+        let mut engine = Engine::new(self.config.ring, self.config.coalesce, self.config.corrupt);
         let mut latency = WakeLatency { average_ns: 0 };
         let mut ring = lock(&self.ring);
         loop {
@@ -565,7 +615,7 @@ impl Engine {
         }
         self.computed += 1;
         let faulty = self.corrupt.is_some_and(|n| self.computed % n == 0);
-        let outcome = match session.soft.process(req, Hint::default()) {
+        let outcome = match session.work.process(req) {
             Processed::Done(Ok(mut req)) if faulty => {
                 corrupt(&mut req);
                 Some(Ok(req))
@@ -660,7 +710,10 @@ mod model_tests {
         let _session =
             fw.new_session_on("context-catcher", &SessionParams::cipher(CipherAlg::Null, Key::empty()));
         let ctx = catcher.0.lock().unwrap().take().expect("a context");
-        let session = Arc::new(SessionEngine { soft: Box::new(Nothing), kind: WorkKind::Cipher });
+        let session = Arc::new(SessionEngine {
+            work: Work::Soft(Box::new(Nothing)),
+            cost: Cost::Bytes { setup_ns: 100_000, rate: 1_000_000_000 },
+        });
         let descriptor = |visible_ns: u64, cost_ns: u64| Descriptor {
             req: Request::new(Op::Encrypt, vec![0; 64]),
             ctx: ctx.clone(),

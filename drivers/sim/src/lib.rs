@@ -65,6 +65,26 @@
 //! paper's Table 5; `qat-like` is a modern card; custom ones are written
 //! `ring=16,setup=20us,rate=400MB/s`. See [`profile`] and the crate's README.
 //!
+//! ## Public-key engine and random numbers
+//!
+//! ```text
+//!  symmetric sessions ──▶ Device (ring=, setup + bytes/rate)   ── device thread 1
+//!  public-key sessions ─┬▶ Device (pk_ring=, a time per class) ── device thread 2
+//!  random sessions ─────┘     └ CardRng: noise ─▶ SP 800-90B tests ─▶ payload
+//! ```
+//!
+//! A profile with a public-key engine ([`profile`]'s module docs, [`pk`]) has a second
+//! device of the same model — its own queue that answers Busy when full and unblocks when
+//! it drains, its own serial engine timed by a table of per-operation times, its own
+//! interrupts — and a second device thread, so a long RSA signature does not hold up the
+//! cipher engine's completions. Only the classes in the table are offered: the probe
+//! refuses other algorithms and key sizes, and the framework routes them elsewhere.
+//! A profile with a random number generator ([`rng`]) serves `Mode::Random` from a
+//! simulated noise source through the SP 800-90B health tests, on the public-key queue;
+//! [`SimDriver::rng_fault`] makes the source stuck or biased while the card runs, and
+//! [`SimStats::rng`] counts what the tests saw. With `cpu=N` both device threads run on
+//! CPU N.
+//!
 //! Names: [`register`] names the first card of a profile string `sim:<spec>` and further
 //! cards of the same string `sim:<spec>#2`, `#3`, … (the first free name), so that two
 //! identical cards can serve one framework; [`register_named`] takes the name itself
@@ -83,20 +103,25 @@
 #![forbid(unsafe_code)]
 
 mod device;
+pub mod pk;
 pub mod profile;
+pub mod rng;
 
 use std::fmt;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use ocf::{
-    Capabilities, Driver, DriverSession, Error, Framework, Hint, Priority, Processed, Request,
+    Capabilities, Driver, DriverSession, Error, Framework, Hint, Mode, Priority, Processed, Request,
     SessionContext, SessionParams,
 };
 use ocf_soft::SoftDriver;
 
-use crate::device::{Device, SessionEngine};
-pub use crate::profile::{Coalesce, ProfileError, SimProfile, WorkKind, PROFILE_NAMES};
+use crate::device::{Cost, Device, DeviceConfig, SessionEngine, Work};
+pub use crate::pk::{PkClass, PkTable};
+pub use crate::profile::{Coalesce, PkEngine, ProfileError, RngSpec, SimProfile, WorkKind, PROFILE_NAMES};
+use crate::rng::CardRng;
+pub use crate::rng::{RngFault, RngStats};
 
 /// The prefix of the names [`register`] gives: `sim:<profile string>`.
 pub const NAME_PREFIX: &str = "sim:";
@@ -136,6 +161,46 @@ pub struct SimStats {
     /// Requests completed with the injected fault ([`SimDriver::fail`]); also counted in
     /// `completed`.
     pub injected_failures: u64,
+    /// The public-key engine's counters (its own queue), if the card has one; the fields
+    /// above are the symmetric engine's.
+    pub pk: Option<PkStats>,
+    /// The random number generator's health counters, if the card has one.
+    pub rng: Option<RngStats>,
+}
+
+/// Counters of a card's public-key engine (random requests included: they share its
+/// queue). The fields mean what [`SimStats`]' of the same names do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PkStats {
+    pub ring_size: usize,
+    pub accepted: u64,
+    pub busy: u64,
+    pub unblocks: u64,
+    pub interrupts: u64,
+    pub completed: u64,
+    pub ring_high_water: usize,
+    pub in_flight: usize,
+    pub late_total_ns: u64,
+    pub late_max_ns: u64,
+    pub injected_failures: u64,
+}
+
+impl PkStats {
+    fn of(s: &SimStats) -> PkStats {
+        PkStats {
+            ring_size: s.ring_size,
+            accepted: s.accepted,
+            busy: s.busy,
+            unblocks: s.unblocks,
+            interrupts: s.interrupts,
+            completed: s.completed,
+            ring_high_water: s.ring_high_water,
+            in_flight: s.in_flight,
+            late_total_ns: s.late_total_ns,
+            late_max_ns: s.late_max_ns,
+            injected_failures: s.injected_failures,
+        }
+    }
 }
 
 /// Why a simulated card could not be made or registered.
@@ -235,22 +300,32 @@ pub fn register_named(fw: &Framework, name: &str) -> Result<String, SimError> {
     }
 }
 
-/// A simulated crypto card: an [`ocf::Driver`] with a device thread behind it.
+/// A simulated crypto card: an [`ocf::Driver`] with a device thread behind it (two with a
+/// public-key engine).
 pub struct SimDriver {
     name: String,
+    profile: SimProfile,
+    /// The symmetric engine.
+    device: Engine,
+    /// The public-key engine (random requests too), if the profile has one.
+    pk: Option<Engine>,
+    rng: Option<Arc<CardRng>>,
+}
+
+/// One engine: the device model and the thread that plays it.
+struct Engine {
     device: Arc<Device>,
     thread: Option<JoinHandle<()>>,
 }
 
-impl SimDriver {
-    /// Makes a card and starts its device thread.
-    pub fn new(name: &str, profile: SimProfile) -> Result<SimDriver, SimError> {
-        let cpu = profile.cpu();
-        let device = Arc::new(Device::new(profile));
+impl Engine {
+    /// Makes a device and starts its thread, on host CPU `cpu` if given.
+    fn start(config: DeviceConfig, cpu: Option<usize>, name: &str) -> Result<Engine, SimError> {
+        let device = Arc::new(Device::new(config));
         let on_device = device.clone();
         let (pinned_tx, pinned) = std::sync::mpsc::sync_channel(1);
         let thread = std::thread::Builder::new()
-            .name("ocf-sim".to_owned())
+            .name(name.to_owned())
             .spawn(move || {
                 let pinned = cpu.map_or(Ok(()), device::pin_to_cpu);
                 let ok = pinned.is_ok();
@@ -264,16 +339,76 @@ impl SimDriver {
             let _ = thread.join();
             return Err(SimError::Cpu(why));
         }
-        Ok(SimDriver { name: name.to_owned(), device, thread: Some(thread) })
+        Ok(Engine { device, thread: Some(thread) })
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.device.shut_down();
+        if let Some(thread) = self.thread.take() {
+            // The last reference can go from the device thread itself, when a completion
+            // callback drops the last session: that thread then finishes the shutdown on
+            // its own once the callback returns.
+            if thread.thread().id() != std::thread::current().id() {
+                // A device thread that panicked has nothing left to finish.
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
+impl SimDriver {
+    /// Makes a card and starts its device threads.
+    pub fn new(name: &str, profile: SimProfile) -> Result<SimDriver, SimError> {
+        let cpu = profile.cpu();
+        let config = DeviceConfig {
+            ring: profile.ring(),
+            coalesce: profile.coalesce(),
+            corrupt: profile.corrupt_every(),
+        };
+        let device = Engine::start(config, cpu, "ocf-sim")?;
+        // The public-key engine raises an interrupt per completion: its operations take
+        // tens of microseconds or more, where coalescing would only add latency. `corrupt=`
+        // is the cipher engine's fault only.
+        let pk = match profile.pk() {
+            Some(pk) => Some(Engine::start(
+                DeviceConfig { ring: pk.ring, coalesce: None, corrupt: None },
+                cpu,
+                "ocf-sim-pk",
+            )?),
+            None => None,
+        };
+        let rng = profile.rng().map(|r| Arc::new(CardRng::new(r.seed)));
+        Ok(SimDriver { name: name.to_owned(), profile, device, pk, rng })
     }
 
     pub fn profile(&self) -> &SimProfile {
-        &self.device.profile
+        &self.profile
     }
 
     /// The card's counters.
     pub fn stats(&self) -> SimStats {
-        self.device.stats()
+        SimStats {
+            pk: self.pk.as_ref().map(|e| PkStats::of(&e.device.stats())),
+            rng: self.rng.as_ref().map(|r| r.stats()),
+            ..self.device.device.stats()
+        }
+    }
+
+    /// Switches a fault of the card's random number generator on (`Some`) or off (`None`),
+    /// as the card runs: the next raw bytes its noise source makes are stuck or biased
+    /// ([`RngFault`]). The health tests take the source out when they catch it; it comes
+    /// back once the fault is off and a start-up test passes. Does nothing on a card
+    /// without a generator.
+    pub fn rng_fault(&self, fault: Option<RngFault>) {
+        if let Some(rng) = &self.rng {
+            rng.set_fault(fault);
+        }
+    }
+
+    fn engines(&self) -> impl Iterator<Item = &Device> {
+        std::iter::once(&self.device).chain(self.pk.as_ref()).map(|e| &*e.device)
     }
 
     /// Stalls the card (a fault for routing tests): from now on it fetches nothing and
@@ -282,14 +417,14 @@ impl SimDriver {
     /// usual. An interrupt already being delivered when this is called still finishes.
     /// Pausing a paused card does nothing.
     pub fn pause(&self) {
-        self.device.pause();
+        self.engines().for_each(Device::pause);
     }
 
     /// Ends a [`SimDriver::pause`]: the card goes on, and everything it accepted completes
     /// with its real result. The model's clock stood still while the card was paused (what
     /// was due then is due as much later). Resuming a running card does nothing.
     pub fn resume(&self) {
-        self.device.resume();
+        self.engines().for_each(Device::resume);
     }
 
     /// Turns the card's hardware fault on or off (a fault for routing tests). While on,
@@ -299,7 +434,7 @@ impl SimDriver {
     /// [`SimStats::injected_failures`]; requests whose results were computed before it was
     /// turned on complete normally.
     pub fn fail(&self, on: bool) {
-        self.device.fail(on);
+        self.engines().for_each(|d| d.fail(on));
     }
 }
 
@@ -322,12 +457,18 @@ impl Driver for SimDriver {
             synchronous: false,
             named_only: false,
             multipart: true,
+            asymmetric: self.profile.pk().map(|pk| pk.table.algorithms()).unwrap_or_default(),
+            random: self.rng.is_some(),
             ..Capabilities::every_algorithm()
         }
     }
 
-    fn probe_session(&self, _params: &SessionParams) -> Option<Priority> {
-        Some(Priority::Hardware)
+    fn probe_session(&self, params: &SessionParams) -> Option<Priority> {
+        match &params.mode {
+            Mode::Asymmetric { .. } => self.pk_time(params).map(|_| Priority::Hardware),
+            Mode::Random => self.rng.as_ref().map(|_| Priority::Hardware),
+            _ => Some(Priority::Hardware),
+        }
     }
 
     fn new_session(
@@ -335,26 +476,45 @@ impl Driver for SimDriver {
         params: &SessionParams,
         ctx: SessionContext,
     ) -> Result<Box<dyn DriverSession>, Error> {
-        // The software session holds (and wipes) the keys; this driver keeps no copy. It is
-        // synchronous, so the context it is given is never used.
-        let soft = SoftDriver::new().new_session(params, ctx.clone())?;
-        let engine = Arc::new(SessionEngine { soft, kind: WorkKind::of(params) });
-        Ok(Box::new(SimSession { device: self.device.clone(), ctx, engine }))
+        let (device, engine) = match &params.mode {
+            Mode::Random => {
+                let (Some(pk), Some(rng), Some(spec)) = (&self.pk, &self.rng, self.profile.rng()) else {
+                    return Err(Error::DriverFailure("sim: the card has no random number generator"));
+                };
+                let cost = Cost::Bytes { setup_ns: 0, rate: spec.rate };
+                (&pk.device, SessionEngine { work: Work::Random(rng.clone()), cost })
+            }
+            mode => {
+                let (device, cost) = match mode {
+                    Mode::Asymmetric { alg, .. } => match (&self.pk, self.pk_time(params)) {
+                        (Some(pk), Some(ns)) => (&pk.device, Cost::Fixed(ns)),
+                        _ => return Err(Error::UnsupportedAsym(*alg)),
+                    },
+                    _ => {
+                        let p = &self.profile;
+                        let rate = match WorkKind::of(params) {
+                            WorkKind::Cipher => p.rate(),
+                            WorkKind::Hash => p.hash_rate(),
+                        };
+                        (&self.device.device, Cost::Bytes { setup_ns: p.setup_ns(), rate })
+                    }
+                };
+                // The software session holds (and wipes) the keys; this driver keeps no
+                // copy. It is synchronous, so the context it is given is never used.
+                let soft = SoftDriver::new().new_session(params, ctx.clone())?;
+                (device, SessionEngine { work: Work::Soft(soft), cost })
+            }
+        };
+        Ok(Box::new(SimSession { device: device.clone(), ctx, engine: Arc::new(engine) }))
     }
 }
 
-impl Drop for SimDriver {
-    fn drop(&mut self) {
-        self.device.shut_down();
-        if let Some(thread) = self.thread.take() {
-            // The last reference can go from the device thread itself, when a completion
-            // callback drops the last session: that thread then finishes the shutdown on
-            // its own once the callback returns.
-            if thread.thread().id() != std::thread::current().id() {
-                // A device thread that panicked has nothing left to finish.
-                let _ = thread.join();
-            }
-        }
+impl SimDriver {
+    /// The engine time of an asymmetric session's operations, if the card offers its
+    /// algorithm at its key size.
+    fn pk_time(&self, params: &SessionParams) -> Option<u64> {
+        let Mode::Asymmetric { alg, key } = &params.mode else { return None };
+        self.profile.pk_time(PkClass::of(*alg, key, params.key_bits())?)
     }
 }
 

@@ -9,7 +9,85 @@
 //! hifn7951,ring=4                 a named profile with overrides
 //! ring=16,setup=20us,rate=400MB/s a custom profile (ring, setup and rate are required)
 //!   optional keys: hash_rate=…  coalesce=N|off  coalesce_time=…  corrupt=N  cpu=N
+//!   public-key engine: pk_ring=N  pk=TIME  <class>=TIME|off   (e.g. rsa2048_sign=100us)
+//!   random numbers:    rng=on|off  rng_rate=RATE  rng_seed=N
 //! ```
+//!
+//! ## The public-key engine and the random number generator
+//!
+//! A card may have a second engine for public-key operations ([`crate::pk`]), as the
+//! Broadcom 5822 had its modular exponentiation unit and QuickAssist has its PKE slices:
+//! its own queue of `pk_ring` requests (full: Busy; drained: `unblock`), its own serial
+//! engine and device thread. Each operation takes the engine a fixed time per *class*,
+//! named `<algorithm><size>_<operation>` ([`PkClass::NAMES`]: `rsa2048_sign`,
+//! `rsa4096_verify`, `ecdsa_p256_sign`, `ecdh_p384`, `x25519`, `ed25519_verify`,
+//! `modp2048`, `modexp1024`, …). A profile string sets one class (`rsa2048_sign=80us`),
+//! takes one away (`ecdh_p256=off`), or sets every class at once (`pk=0ns`, for tests
+//! that want the path without the wait); a custom card needs `pk_ring` for any of it.
+//! The card offers exactly the classes its table lists: a session of any other
+//! algorithm or key size is refused at probe time, and the framework gives it to another
+//! driver.
+//!
+//! `rng=on` gives the card a random number generator ([`crate::rng`]): raw output of a
+//! simulated noise source, health-tested before any byte is given out. Its requests queue
+//! on the public-key engine, as the 5822's did on the `ubsec` key queue (MCR2), each taking
+//! `bytes / rng_rate`. `rng_seed=N` makes its output a fixed stream, for reproducible
+//! tests only: a seeded card's "random" bytes are predictable.
+//!
+//! Named profiles' tables, beside the soft driver's time per operation on one core of the
+//! reference machine (`pk_rates` below; ECDSA P-384 with SHA-384, `ModExp` with a
+//! full-length exponent) and which side the table makes faster:
+//!
+//! | class | `bcm5822` | `qat-like` | soft | `qat-like` vs soft |
+//! |---|---:|---:|---:|---|
+//! | `rsa2048_sign` / `_verify` | — | 100 / 25 µs | 256-258 / 14 µs | card / CPU |
+//! | `rsa3072_sign` / `_verify` | — | 300 / 35 µs | | |
+//! | `rsa4096_sign` / `_verify` | — | 650 / 50 µs | 1,437-1,486 / 49 µs | card / tie |
+//! | `ecdsa_p256_sign` / `_verify` | — | 40 / 90 µs | 13-14 / 37-63 µs | CPU / CPU |
+//! | `ecdsa_p384_sign` / `_verify` | — | 50 / 100 µs | 65-103 / 150-215 µs | card / card |
+//! | `ecdh_p256` / `ecdh_p384` | — | 70 / 80 µs | 34-50 / 111-163 µs | CPU / card |
+//! | `x25519` | — | 45 µs | 20-21 µs | CPU |
+//! | `ed25519_sign` / `_verify` | — | 45 / 60 µs | 6-9 / 27-38 µs | CPU / CPU |
+//! | `modp2048` / `modp3072` | 32 ms / — | 150 / 400 µs | 290-293 µs / | card |
+//! | `modexp512` … `modexp4096` | 0.5, 4, 32 ms, —, — | 10, 40, 250, 750, 1600 µs | 2048: 1.7-1.8 ms | card |
+//! | queue (`pk_ring`) | 60 | 128 | | |
+//! | random numbers | 1 MB/s | 100 MB/s | | |
+//!
+//! The soft column: `taskset -c 0 cargo run --release -p ocf-sim --example pk_rates`, the
+//! range of two runs (medians of 3 rounds of 0.5 and 1 s, 4 threads) on a shared two-core
+//! VM at load 4-6, which moves the elliptic-curve figures by up to 1.5x between runs;
+//! `openssl speed` there gives RSA-2048 3,854 sign/s, i.e. 259 µs, the same. The table
+//! keeps every verdict but one clear of that noise ("card": the table faster than soft by
+//! 1.3x or more, "CPU": slower by 1.4x or more); RSA-4096 verify is a tie by design.
+//!
+//! - **`bcm5822`**: the unit did modular exponentiation only (no elliptic curves), with
+//!   moduli up to 2048 bits (the `ubsec` driver's `UBS_FLAGS_BIGKEY` parts), so the card
+//!   offers `ModExp` up to 2048 bits and MODP group 14, nothing else. No per-operation
+//!   figure for the 5822 was found (its product brief is not in any source at hand; the
+//!   BSD `ubsec(4)` pages say only "faster version of the BCM5820"); the times are an
+//!   assumption of the era's rate: about 1,000 RSA-1024 private-key operations per second
+//!   (two 512-bit exponentiations with the CRT, 0.5 ms each), a full-length
+//!   exponentiation's cost growing with the cube of the modulus (4 ms at 1024 bits, 32 ms
+//!   at 2048). Today's CPU does a 2048-bit exponentiation some 20 times faster (1.7 ms).
+//!   The RNG rate (1 MB/s) is an assumption too.
+//! - **`qat-like`**: a modern card's PKE engine, per operation. No per-operation figures of
+//!   a QuickAssist part were at hand either: the times are assumptions, chosen so that the
+//!   card wins where big-number arithmetic dominates (RSA signing, MODP, `ModExp`, the
+//!   P-384 curve: 1.3-7x this machine's core) and the CPU wins where a modern library is
+//!   fast and a descriptor's round trip is not negligible (RSA-2048 verify, P-256, X25519,
+//!   Ed25519), with a tie between (RSA-4096 verify). No ML-KEM (no card of the kind does
+//!   it) and no key generation.
+//!
+//! **What the simulator can honour.** The card's results are computed on its device
+//! thread (see the crate docs), so it can be no faster than one CPU thread computing them.
+//! Where a class's time is below the CPU's ("card" above: RSA-2048 signing at 100 µs
+//! against 258 µs of CPU), the completions are late — [`crate::SimStats`]' `pk` counters
+//! show by how much — and the card, measured, runs at best at the CPU's speed: a tie with
+//! soft, not a win. What the card still brings is a second core: with `cpu=N` its device
+//! threads run on CPU N, and a host that runs its own work on the other core has two
+//! cores serving public-key requests, the card's and its own; routing (`-d auto`) should
+//! find that sum, whatever the model says of each alone. Where the CPU wins, the card's
+//! measured speed is at most its model's.
 //!
 //! `cpu=N` gives the card silicon of its own: its device thread, which computes the results,
 //! runs on host CPU N only. Run the measuring process off that CPU (`taskset -c 0 cryptotest
@@ -36,6 +114,8 @@ use std::fmt;
 use std::str::FromStr;
 
 use ocf::{Mode, SessionParams};
+
+pub use crate::pk::{PkClass, PkTable};
 
 /// Which engine rate a request is timed at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -90,7 +170,60 @@ pub struct SimProfile {
     corrupt: Option<u64>,
     /// Run the device thread on this host CPU only (`cpu=N`).
     cpu: Option<usize>,
+    /// The public-key engine, if the card has one.
+    pk: Option<PkEngine>,
+    /// The random number generator, if the card has one.
+    rng: Option<RngSpec>,
 }
+
+/// A card's public-key engine: its queue depth and its table of operation times.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PkEngine {
+    /// Requests the engine's queue holds at once (`pk_ring`).
+    pub ring: usize,
+    /// The time of every operation class it offers.
+    pub table: PkTable,
+}
+
+/// A card's random number generator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RngSpec {
+    /// Bytes per second it makes (`rng_rate`).
+    pub rate: u64,
+    /// A fixed seed for its noise source (`rng_seed`; tests only), else seeded by the OS.
+    pub seed: Option<u64>,
+}
+
+/// The `qat-like` card's public-key table (see the module docs).
+const QAT_PK: [(&str, u64); 22] = [
+    ("rsa2048_sign", 100_000),
+    ("rsa2048_verify", 25_000),
+    ("rsa3072_sign", 300_000),
+    ("rsa3072_verify", 35_000),
+    ("rsa4096_sign", 650_000),
+    ("rsa4096_verify", 50_000),
+    ("ecdsa_p256_sign", 40_000),
+    ("ecdsa_p256_verify", 90_000),
+    ("ecdsa_p384_sign", 50_000),
+    ("ecdsa_p384_verify", 100_000),
+    ("ecdh_p256", 70_000),
+    ("ecdh_p384", 80_000),
+    ("x25519", 45_000),
+    ("ed25519_sign", 45_000),
+    ("ed25519_verify", 60_000),
+    ("modp2048", 150_000),
+    ("modp3072", 400_000),
+    ("modexp512", 10_000),
+    ("modexp1024", 40_000),
+    ("modexp2048", 250_000),
+    ("modexp3072", 750_000),
+    ("modexp4096", 1_600_000),
+];
+
+/// The `bcm5822`'s modular exponentiation unit (see the module docs): `ModExp` up to 2048
+/// bits and MODP group 14.
+const BCM5822_PK: [(&str, u64); 4] =
+    [("modexp512", 500_000), ("modexp1024", 4_000_000), ("modexp2048", 32_000_000), ("modp2048", 32_000_000)];
 
 impl SimProfile {
     /// A named profile:
@@ -116,12 +249,20 @@ impl SimProfile {
             coalesce: None,
             corrupt: None,
             cpu: None,
+            pk: None,
+            rng: None,
         };
         Some(match name {
             // Fitted values: drivers/sim/fit/table5_fit.txt.
             "hifn7951" => old(24, 34_750, 10_772_000, 9_913_000),
             "hifn7811" => old(24, 31_940, 20_260_000, 22_631_000),
-            "bcm5822" => old(60, 21_970, 55_525_000, 79_772_000),
+            // The 5822's key queue: as deep as its cipher queue (`ubsec` bounds both by
+            // UBS_MAX_NQUEUE).
+            "bcm5822" => SimProfile {
+                pk: Some(PkEngine { ring: 60, table: PkTable::from_pairs(&BCM5822_PK) }),
+                rng: Some(RngSpec { rate: 1_000_000, seed: None }),
+                ..old(60, 21_970, 55_525_000, 79_772_000)
+            },
             "qat-like" => SimProfile {
                 ring: 1024,
                 setup_ns: 5_000,
@@ -130,6 +271,8 @@ impl SimProfile {
                 coalesce: Some(Coalesce { count: 16, time_ns: 10_000 }),
                 corrupt: None,
                 cpu: None,
+                pk: Some(PkEngine { ring: 128, table: PkTable::from_pairs(&QAT_PK) }),
+                rng: Some(RngSpec { rate: 100_000_000, seed: None }),
             },
             _ => return None,
         })
@@ -182,7 +325,24 @@ impl SimProfile {
                     .coalesce_time_ns
                     .replace(parse_duration(part, value, false, MAX_COALESCE_TIME_NS)?)
                     .is_some(),
-                _ => return Err(ProfileError::UnknownKey(part.to_owned())),
+                "pk_ring" => o.pk_ring.replace(parse_count(part, value, "pk_ring", MAX_RING)?).is_some(),
+                "pk" => o.pk_all_ns.replace(parse_duration(part, value, true, MAX_SETUP_NS)?).is_some(),
+                "rng" => o.rng.replace(parse_switch(part, value)?).is_some(),
+                "rng_rate" => o.rng_rate.replace(parse_rate(part, value)?).is_some(),
+                "rng_seed" => o.rng_seed.replace(parse_seed(part, value)?).is_some(),
+                _ => match PkClass::named(key) {
+                    Some(class) => {
+                        let ns = if value == "off" {
+                            None
+                        } else {
+                            Some(parse_duration(part, value, true, MAX_SETUP_NS)?)
+                        };
+                        let taken = o.pk_classes.iter().any(|(c, _)| *c == class);
+                        o.pk_classes.push((class, ns));
+                        taken
+                    }
+                    None => return Err(ProfileError::UnknownKey(part.to_owned())),
+                },
             };
             if slot_taken {
                 return Err(ProfileError::Repeated(key.to_owned()));
@@ -226,6 +386,21 @@ impl SimProfile {
         self.corrupt
     }
 
+    /// The public-key engine, if the card has one.
+    pub fn pk(&self) -> Option<&PkEngine> {
+        self.pk.as_ref()
+    }
+
+    /// The engine time of a public-key operation class, if the card offers it.
+    pub fn pk_time(&self, class: PkClass) -> Option<u64> {
+        self.pk.as_ref().and_then(|e| e.table.get(class))
+    }
+
+    /// The random number generator, if the card has one.
+    pub fn rng(&self) -> Option<RngSpec> {
+        self.rng
+    }
+
     /// How long the engine works on one request of `bytes` payload bytes, in nanoseconds:
     /// `setup + bytes / rate` (rounded up).
     pub fn modelled_ns(&self, kind: WorkKind, bytes: usize) -> u64 {
@@ -233,9 +408,7 @@ impl SimProfile {
             WorkKind::Cipher => self.rate,
             WorkKind::Hash => self.hash_rate,
         };
-        // Rates are validated non-zero; max(1) keeps the function total anyway.
-        let transfer = (bytes as u128 * 1_000_000_000).div_ceil(u128::from(rate.max(1)));
-        self.setup_ns.saturating_add(u64::try_from(transfer).unwrap_or(u64::MAX))
+        crate::device::Cost::Bytes { setup_ns: self.setup_ns, rate }.ns(bytes)
     }
 }
 
@@ -265,6 +438,18 @@ impl fmt::Display for SimProfile {
         }
         if let Some(c) = self.cpu {
             write!(f, ",cpu={c}")?;
+        }
+        if let Some(pk) = &self.pk {
+            write!(f, ",pk_ring={}", pk.ring)?;
+            for (class, ns) in pk.table.offered() {
+                write!(f, ",{class}={}", Duration(ns))?;
+            }
+        }
+        if let Some(rng) = self.rng {
+            write!(f, ",rng=on,rng_rate={}", Rate(rng.rate))?;
+            if let Some(seed) = rng.seed {
+                write!(f, ",rng_seed={seed}")?;
+            }
         }
         Ok(())
     }
@@ -308,7 +493,18 @@ struct Overrides {
     coalesce_time_ns: Option<u64>,
     corrupt: Option<u64>,
     cpu: Option<usize>,
+    pk_ring: Option<usize>,
+    /// `pk=…`: every class at this time.
+    pk_all_ns: Option<u64>,
+    /// `<class>=…` in the order given; `None`: `off`.
+    pk_classes: Vec<(PkClass, Option<u64>)>,
+    rng: Option<bool>,
+    rng_rate: Option<u64>,
+    rng_seed: Option<u64>,
 }
+
+/// The rate of a generator switched on without `rng_rate` on a card that had none.
+const DEFAULT_RNG_RATE: u64 = 100_000_000;
 
 impl Overrides {
     fn apply(self, base: Option<SimProfile>) -> Result<SimProfile, ProfileError> {
@@ -341,7 +537,59 @@ impl Overrides {
         };
         let corrupt = self.corrupt.or(base.as_ref().and_then(|b| b.corrupt));
         let cpu = self.cpu.or(base.as_ref().and_then(|b| b.cpu));
-        Ok(SimProfile { ring, setup_ns, rate, hash_rate, coalesce, corrupt, cpu })
+        let base_pk = base.as_ref().and_then(|b| b.pk.clone());
+        let base_rng = base.as_ref().and_then(|b| b.rng);
+        let pk = Overrides::pk(self.pk_ring, self.pk_all_ns, &self.pk_classes, base_pk)?;
+        let rng = match (self.rng, base_rng) {
+            (Some(false), _) => {
+                if self.rng_rate.is_some() || self.rng_seed.is_some() {
+                    return Err(ProfileError::Needs { key: "rng_rate and rng_seed", needs: "rng=on" });
+                }
+                None
+            }
+            (Some(true), b) | (None, b @ Some(_)) => {
+                let rate = self.rng_rate.or(b.map(|b| b.rate)).unwrap_or(DEFAULT_RNG_RATE);
+                Some(RngSpec { rate, seed: self.rng_seed.or(b.and_then(|b| b.seed)) })
+            }
+            (None, None) => {
+                if self.rng_rate.is_some() || self.rng_seed.is_some() {
+                    return Err(ProfileError::Needs { key: "rng_rate and rng_seed", needs: "rng=on" });
+                }
+                None
+            }
+        };
+        if rng.is_some() && pk.is_none() {
+            return Err(ProfileError::Needs {
+                key: "rng",
+                needs: "pk_ring (its requests use the public-key queue)",
+            });
+        }
+        Ok(SimProfile { ring, setup_ns, rate, hash_rate, coalesce, corrupt, cpu, pk, rng })
+    }
+
+    /// The public-key engine: the base's, with the queue, `pk=` and the classes laid over
+    /// it in that order.
+    fn pk(
+        ring: Option<usize>,
+        all_ns: Option<u64>,
+        classes: &[(PkClass, Option<u64>)],
+        base: Option<PkEngine>,
+    ) -> Result<Option<PkEngine>, ProfileError> {
+        let mut engine = match (base, ring) {
+            (Some(b), ring) => PkEngine { ring: ring.unwrap_or(b.ring), table: b.table },
+            (None, Some(ring)) => PkEngine { ring, table: PkTable::default() },
+            (None, None) if all_ns.is_none() && classes.is_empty() => return Ok(None),
+            (None, None) => {
+                return Err(ProfileError::Needs { key: "public-key operation times", needs: "pk_ring" })
+            }
+        };
+        if let Some(ns) = all_ns {
+            engine.table = PkTable::every(ns);
+        }
+        for &(class, ns) in classes {
+            engine.table.set(class, ns);
+        }
+        Ok(Some(engine))
     }
 }
 
@@ -376,6 +624,10 @@ pub enum ProfileError {
     TooLarge { part: String, limit: &'static str },
     /// `coalesce=off` with a `coalesce_time`.
     CoalesceTimeWithoutCoalesce,
+    /// A switch (`rng=`) that is neither `on` nor `off`.
+    NotOnOff(String),
+    /// A key given without another it depends on (`rng=on` without a public-key queue).
+    Needs { key: &'static str, needs: &'static str },
 }
 
 impl fmt::Display for ProfileError {
@@ -394,7 +646,12 @@ impl fmt::Display for ProfileError {
                 write!(f, "{p:?}: a profile name must come first; later parts are key=value")
             }
             ProfileError::UnknownKey(p) => {
-                write!(f, "{p:?}: unknown key (keys: ring, setup, rate, hash_rate, coalesce, coalesce_time, corrupt, cpu)")
+                write!(
+                    f,
+                    "{p:?}: unknown key (keys: ring, setup, rate, hash_rate, coalesce, coalesce_time, corrupt, \
+                     cpu, pk_ring, pk, rng, rng_rate, rng_seed, and the public-key classes {})",
+                    PkClass::NAMES.join(", ")
+                )
             }
             ProfileError::MissingValue(p) => write!(f, "{p:?}: no value after '='"),
             ProfileError::Repeated(k) => write!(f, "{k} is given twice"),
@@ -416,6 +673,8 @@ impl fmt::Display for ProfileError {
             ProfileError::CoalesceTimeWithoutCoalesce => {
                 f.write_str("coalesce_time given together with coalesce=off")
             }
+            ProfileError::Needs { key, needs } => write!(f, "{key} needs {needs}"),
+            ProfileError::NotOnOff(p) => write!(f, "{p:?}: the value is on or off"),
         }
     }
 }
@@ -464,6 +723,23 @@ fn parse_cpu(part: &str, value: &str) -> Result<usize, ProfileError> {
         Ok(n) if n < 1024 => Ok(n),
         _ => Err(ProfileError::TooLarge { part: part.to_owned(), limit: "1023" }),
     }
+}
+
+/// `on` or `off`.
+fn parse_switch(part: &str, value: &str) -> Result<bool, ProfileError> {
+    match value {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(ProfileError::NotOnOff(part.to_owned())),
+    }
+}
+
+/// A seed: any 64-bit number, 0 included.
+fn parse_seed(part: &str, value: &str) -> Result<u64, ProfileError> {
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ProfileError::BadNumber { part: part.to_owned(), number: value.to_owned() });
+    }
+    value.parse().map_err(|_| ProfileError::TooLarge { part: part.to_owned(), limit: "18446744073709551615" })
 }
 
 fn parse_duration(part: &str, value: &str, zero_ok: bool, max_ns: u64) -> Result<u64, ProfileError> {
@@ -619,10 +895,102 @@ mod tests {
             let text = p.to_string();
             assert_eq!(SimProfile::parse(&text).unwrap(), p, "{spec} -> {text}");
         }
-        assert_eq!(
-            SimProfile::named("qat-like").unwrap().to_string(),
-            "ring=1024,setup=5us,rate=12GB/s,hash_rate=12GB/s,coalesce=16,coalesce_time=10us"
+        let qat = SimProfile::named("qat-like").unwrap().to_string();
+        assert!(
+            qat.starts_with(
+                "ring=1024,setup=5us,rate=12GB/s,hash_rate=12GB/s,coalesce=16,coalesce_time=10us,\
+                 pk_ring=128,rsa2048_sign=100us,rsa2048_verify=25us,"
+            ),
+            "{qat}"
         );
+        assert!(qat.ends_with(",modexp4096=1600us,rng=on,rng_rate=100MB/s"), "{qat}");
+        let seeded = SimProfile::parse("bcm5822,rng_seed=0").unwrap();
+        assert_eq!(SimProfile::parse(&seeded.to_string()).unwrap(), seeded);
+        assert_eq!(
+            SimProfile::named("bcm5822").unwrap().to_string(),
+            "ring=60,setup=21970ns,rate=55525KB/s,hash_rate=79772KB/s,pk_ring=60,modp2048=32ms,\
+             modexp512=500us,modexp1024=4ms,modexp2048=32ms,rng=on,rng_rate=1MB/s"
+        );
+    }
+
+    #[test]
+    fn public_key_engines_of_the_named_profiles() {
+        let class = |n| PkClass::named(n).unwrap();
+        let bcm = SimProfile::named("bcm5822").unwrap();
+        let pk = bcm.pk().unwrap();
+        assert_eq!(pk.ring, 60);
+        let offered: Vec<&str> = pk.table.offered().map(|(c, _)| c.name()).collect();
+        assert_eq!(
+            offered,
+            ["modp2048", "modexp512", "modexp1024", "modexp2048"],
+            "no EC, nothing above 2048 bits"
+        );
+        assert_eq!(bcm.pk_time(class("modexp1024")), Some(4_000_000));
+        assert_eq!(bcm.pk_time(class("ecdh_p256")), None);
+        assert_eq!(bcm.rng(), Some(RngSpec { rate: 1_000_000, seed: None }));
+        let qat = SimProfile::named("qat-like").unwrap();
+        assert_eq!(qat.pk().unwrap().ring, 128);
+        assert_eq!(qat.pk().unwrap().table.offered().count(), PkClass::COUNT, "every class");
+        assert_eq!(qat.pk_time(class("rsa2048_sign")), Some(100_000));
+        for old in ["hifn7951", "hifn7811"] {
+            let p = SimProfile::named(old).unwrap();
+            assert_eq!((p.pk(), p.rng()), (None, None), "{old}: no public-key unit, no RNG");
+        }
+    }
+
+    #[test]
+    fn public_key_and_rng_keys() {
+        let class = |n| PkClass::named(n).unwrap();
+        // Overrides on a named card.
+        let p =
+            SimProfile::parse("qat-like,pk_ring=4,rsa2048_sign=1ms,ecdh_p256=off,rng_rate=5MB/s").unwrap();
+        assert_eq!(p.pk().unwrap().ring, 4);
+        assert_eq!(p.pk_time(class("rsa2048_sign")), Some(1_000_000));
+        assert_eq!(p.pk_time(class("ecdh_p256")), None);
+        assert_eq!(p.pk_time(class("ecdh_p384")), Some(80_000), "the rest as the profile has them");
+        assert_eq!(p.rng(), Some(RngSpec { rate: 5_000_000, seed: None }));
+        let p = SimProfile::parse("qat-like,rng=off").unwrap();
+        assert_eq!(p.rng(), None);
+        assert!(p.pk().is_some());
+        // `pk=` sets every class, then the classes given override it.
+        let p = SimProfile::parse("ring=8,setup=0ns,rate=1GB/s,pk_ring=2,pk=0ns,x25519=3us").unwrap();
+        assert_eq!(p.pk_time(class("rsa4096_verify")), Some(0));
+        assert_eq!(p.pk_time(class("x25519")), Some(3_000));
+        // An old card given a queue: an engine with what is listed, nothing else.
+        let p = SimProfile::parse("hifn7951,pk_ring=8,modexp1024=2ms,rng=on,rng_seed=42").unwrap();
+        assert_eq!(p.pk().unwrap().table.offered().count(), 1);
+        assert_eq!(p.rng(), Some(RngSpec { rate: DEFAULT_RNG_RATE, seed: Some(42) }));
+        // A custom card without pk keys has neither.
+        let p = SimProfile::parse("ring=8,setup=0ns,rate=1GB/s").unwrap();
+        assert_eq!((p.pk(), p.rng()), (None, None));
+    }
+
+    #[test]
+    fn bad_public_key_and_rng_keys_name_the_problem() {
+        use ProfileError::*;
+        let needs_pk = Needs { key: "public-key operation times", needs: "pk_ring" };
+        assert_eq!(err("ring=8,setup=0ns,rate=1GB/s,x25519=3us"), needs_pk);
+        assert_eq!(err("hifn7951,pk=1us"), needs_pk);
+        assert_eq!(
+            err("hifn7951,rng=on"),
+            Needs { key: "rng", needs: "pk_ring (its requests use the public-key queue)" }
+        );
+        assert_eq!(err("hifn7951,rng_rate=1MB/s"), Needs { key: "rng_rate and rng_seed", needs: "rng=on" });
+        assert_eq!(
+            err("qat-like,rng=off,rng_seed=3"),
+            Needs { key: "rng_rate and rng_seed", needs: "rng=on" }
+        );
+        assert_eq!(err("qat-like,rng=maybe"), NotOnOff("rng=maybe".into()));
+        assert_eq!(err("qat-like,x25519=1us,x25519=2us"), Repeated("x25519".into()));
+        assert_eq!(err("qat-like,pk_ring=0"), Zero("pk_ring=0".into()));
+        assert_eq!(err("qat-like,x25519=fast"), BadNumber { part: "x25519=fast".into(), number: "".into() });
+        assert_eq!(err("qat-like,x25519=3"), MissingUnit("x25519=3".into()));
+        assert_eq!(err("qat-like,rsa1024_sign=1ms"), UnknownKey("rsa1024_sign=1ms".into()));
+        assert_eq!(
+            err("qat-like,rng_seed=-1"),
+            BadNumber { part: "rng_seed=-1".into(), number: "-1".into() }
+        );
+        assert!(err("qat-like,speed=1").to_string().contains("rsa2048_sign"), "lists the classes");
     }
 
     #[test]

@@ -162,7 +162,7 @@ fn dropping_the_framework_completes_everything_and_stops_the_device() {
     // 12 requests of 5 ms each: the last is due 60 ms after the first.
     let sim =
         SimDriver::new("sim:shutdown", SimProfile::parse("ring=16,setup=5ms,rate=1GB/s").unwrap()).unwrap();
-    let device = Arc::downgrade(&sim.device);
+    let device = Arc::downgrade(&sim.device.device);
     fw.register(Arc::new(sim)).unwrap();
     let params = SessionParams::cipher(CipherAlg::AesCtr, &KEY);
     let session = fw.new_session_on("sim:shutdown", &params).unwrap();
@@ -196,7 +196,7 @@ fn the_last_session_dropped_from_a_completion_callback() {
     // is dropped on its own device thread: it must not join itself.
     let fw = Framework::new();
     let sim = SimDriver::new("sim:self", SimProfile::parse("ring=4,setup=5ms,rate=1GB/s").unwrap()).unwrap();
-    let device = Arc::downgrade(&sim.device);
+    let device = Arc::downgrade(&sim.device.device);
     fw.register(Arc::new(sim)).unwrap();
     let session = fw.new_session_on("sim:self", &SessionParams::cipher(CipherAlg::AesCtr, &KEY)).unwrap();
     let calls = Arc::new(AtomicUsize::new(0));
