@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use ocf::{DriverSession, Error, Failed, Hint, Outcome, Processed, Request, SessionContext};
 
-use crate::profile::Coalesce;
+use crate::profile::{Coalesce, Cost};
 use crate::rng::CardRng;
 use crate::SimStats;
 
@@ -81,28 +81,6 @@ impl Work {
                 Ok(()) => Processed::Done(Ok(req)),
                 Err(e) => Processed::Done(Err(Failed::new(e, req))),
             },
-        }
-    }
-}
-
-/// How long the engine works on one request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Cost {
-    /// `setup + payload bytes / rate` (rate in bytes per second, never zero).
-    Bytes { setup_ns: u64, rate: u64 },
-    /// The same time for every request (a public-key operation).
-    Fixed(u64),
-}
-
-impl Cost {
-    pub(crate) fn ns(self, bytes: usize) -> u64 {
-        match self {
-            Cost::Bytes { setup_ns, rate } => {
-                // Rates are validated non-zero; max(1) keeps the function total anyway.
-                let transfer = (bytes as u128 * 1_000_000_000).div_ceil(u128::from(rate.max(1)));
-                setup_ns.saturating_add(u64::try_from(transfer).unwrap_or(u64::MAX))
-            }
-            Cost::Fixed(ns) => ns,
         }
     }
 }

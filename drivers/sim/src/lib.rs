@@ -117,8 +117,9 @@ use ocf::{
 };
 use ocf_soft::SoftDriver;
 
-use crate::device::{Cost, Device, DeviceConfig, SessionEngine, Work};
+use crate::device::{Device, DeviceConfig, SessionEngine, Work};
 pub use crate::pk::{PkClass, PkTable};
+use crate::profile::Cost;
 pub use crate::profile::{Coalesce, PkEngine, ProfileError, RngSpec, SimProfile, WorkKind, PROFILE_NAMES};
 use crate::rng::CardRng;
 pub use crate::rng::{RngFault, RngStats};

@@ -137,6 +137,28 @@ impl WorkKind {
     }
 }
 
+/// How long the engine works on one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cost {
+    /// `setup + payload bytes / rate` (rate in bytes per second, never zero).
+    Bytes { setup_ns: u64, rate: u64 },
+    /// The same time for every request (a public-key operation).
+    Fixed(u64),
+}
+
+impl Cost {
+    pub(crate) fn ns(self, bytes: usize) -> u64 {
+        match self {
+            Cost::Bytes { setup_ns, rate } => {
+                // Rates are validated non-zero; max(1) keeps the function total anyway.
+                let transfer = (bytes as u128 * 1_000_000_000).div_ceil(u128::from(rate.max(1)));
+                setup_ns.saturating_add(u64::try_from(transfer).unwrap_or(u64::MAX))
+            }
+            Cost::Fixed(ns) => ns,
+        }
+    }
+}
+
 /// Interrupt coalescing: completions are delivered in groups of up to `count`, or when the
 /// oldest waiting completion has waited `time_ns`, whichever comes first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -408,7 +430,7 @@ impl SimProfile {
             WorkKind::Cipher => self.rate,
             WorkKind::Hash => self.hash_rate,
         };
-        crate::device::Cost::Bytes { setup_ns: self.setup_ns, rate }.ns(bytes)
+        Cost::Bytes { setup_ns: self.setup_ns, rate }.ns(bytes)
     }
 }
 
