@@ -14,19 +14,10 @@ use ocf_conformance::{Family, Layout};
 
 const DEFAULT_SEED: u64 = 0x0CF_516;
 
-fn seed() -> u64 {
-    let Ok(s) = std::env::var("OCF_CONFORMANCE_SEED") else { return DEFAULT_SEED };
-    let parsed = match s.strip_prefix("0x") {
-        Some(hex) => u64::from_str_radix(hex, 16),
-        None => s.parse(),
-    };
-    parsed.unwrap_or_else(|_| panic!("OCF_CONFORMANCE_SEED={s:?} is not a number"))
-}
-
 #[test]
 fn signatures_match_openssl_both_ways() {
     let fw = common::framework_with_all_drivers();
-    let seed = seed();
+    let seed = common::seed(DEFAULT_SEED);
     let report = match openssl_sig::signatures(&fw, seed) {
         Ok(r) => r,
         Err(OracleError::NotInstalled(why)) => {

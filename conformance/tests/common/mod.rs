@@ -58,3 +58,15 @@ pub fn register_afalg(fw: &Framework) {
         Err(e) => SAID.call_once(|| eprintln!("conformance: afalg skipped: {e}")),
     }
 }
+
+/// The seed of a randomized cross-check: `default`, or `OCF_CONFORMANCE_SEED` (decimal or
+/// 0x-hex) to try others. Fixed by default, so that a failure can be replayed.
+#[allow(dead_code)] // not every test file uses it
+pub fn seed(default: u64) -> u64 {
+    let Ok(s) = std::env::var("OCF_CONFORMANCE_SEED") else { return default };
+    let parsed = match s.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    parsed.unwrap_or_else(|_| panic!("OCF_CONFORMANCE_SEED={s:?} is not a number"))
+}

@@ -164,8 +164,16 @@ impl RequestRules {
     /// A compression request: a payload inside `buf`, an `out` buffer with `out_offset` in
     /// it, and nothing a compression session does not use (IV, AAD, ESN, parts).
     fn check_compression(&self, r: &RequestFields) -> Result<(), Error> {
+        self.check_whole_and_plain(r, "compression sessions take whole messages only")?;
+        in_bounds("payload", &r.payload_range(), r.buf.len())?;
+        check_out(r)
+    }
+
+    /// What compression, public-key and random requests share: a whole message (`part`
+    /// says why not), and no IV, ESN or AAD (their sessions use none).
+    fn check_whole_and_plain(&self, r: &RequestFields, part: &'static str) -> Result<(), Error> {
         if r.part != Part::Whole {
-            return Err(Error::BadPart("compression sessions take whole messages only"));
+            return Err(Error::BadPart(part));
         }
         if r.iv_len != 0 {
             return Err(Error::BadIvLength { expected: 0, got: r.iv_len });
@@ -175,18 +183,6 @@ impl RequestRules {
         }
         if r.aad.separate().is_some_and(|a| !a.is_empty()) || matches!(r.aad, Aad::Region(_)) {
             return Err(Error::AadNotSupported { mode: self.mode });
-        }
-        in_bounds("payload", &r.payload_range(), r.buf.len())?;
-        let Some(out) = &r.out else {
-            return Err(Error::NoOutputBuffer { op: r.op.name() });
-        };
-        if r.out_offset > out.len() {
-            return Err(Error::BadRegion {
-                what: "output offset",
-                start: r.out_offset,
-                end: r.out_offset,
-                buf_len: out.len(),
-            });
         }
         Ok(())
     }
@@ -196,18 +192,7 @@ impl RequestRules {
     /// verify at the end of `buf`, after the message. The result's room is the driver's to
     /// check (its length depends on the key): [`Error::OutputTooShort`].
     fn check_asymmetric(&self, r: &RequestFields) -> Result<(), Error> {
-        if r.part != Part::Whole {
-            return Err(Error::BadPart("asymmetric and random sessions take whole messages only"));
-        }
-        if r.iv_len != 0 {
-            return Err(Error::BadIvLength { expected: 0, got: r.iv_len });
-        }
-        if r.esn_set {
-            return Err(Error::EsnNotSupported { mode: self.mode });
-        }
-        if r.aad.separate().is_some_and(|a| !a.is_empty()) || matches!(r.aad, Aad::Region(_)) {
-            return Err(Error::AadNotSupported { mode: self.mode });
-        }
+        self.check_whole_and_plain(r, "asymmetric and random sessions take whole messages only")?;
         let payload = r.payload_range();
         in_bounds("payload", &payload, r.buf.len())?;
         match r.op {
@@ -235,18 +220,7 @@ impl RequestRules {
             }
             _ => {}
         }
-        let Some(out) = &r.out else {
-            return Err(Error::NoOutputBuffer { op: r.op.name() });
-        };
-        if r.out_offset > out.len() {
-            return Err(Error::BadRegion {
-                what: "output offset",
-                start: r.out_offset,
-                end: r.out_offset,
-                buf_len: out.len(),
-            });
-        }
-        Ok(())
+        check_out(r)
     }
 
     /// The rules a part of a multi-part message adds (see [`Part`]).
@@ -294,6 +268,22 @@ fn tag_len_str(n: usize) -> &'static str {
         64 => "64",
         _ => "the session's tag length",
     }
+}
+
+/// A result written out of place: an `out` buffer with `out_offset` in it.
+fn check_out(r: &RequestFields) -> Result<(), Error> {
+    let Some(out) = &r.out else {
+        return Err(Error::NoOutputBuffer { op: r.op.name() });
+    };
+    if r.out_offset > out.len() {
+        return Err(Error::BadRegion {
+            what: "output offset",
+            start: r.out_offset,
+            end: r.out_offset,
+            buf_len: out.len(),
+        });
+    }
+    Ok(())
 }
 
 fn in_bounds(what: &'static str, r: &Range<usize>, buf_len: usize) -> Result<(), Error> {

@@ -1,28 +1,12 @@
 //! cryptotest from the outside: its options, its output, its exit status.
 
-use std::process::{Command, Output, Stdio};
+mod common;
+
+use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
 
-fn cryptotest(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cryptotest")).args(args).output().expect("cryptotest runs")
-}
-
-fn text(o: &Output) -> (String, String) {
-    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
-}
-
-/// Runs with `--json` and parses every stdout line.
-fn json_cases(args: &[&str]) -> (Output, Vec<Value>) {
-    let mut all = args.to_vec();
-    all.push("--json");
-    let out = cryptotest(&all);
-    let cases = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect();
-    (out, cases)
-}
+use common::{cryptotest, json_cases, text};
 
 #[test]
 fn json_lines_have_every_documented_key_and_count_what_ran() {
