@@ -324,14 +324,7 @@ pub fn auto_summary(rows: &[Row], algs: &[String], sizes: &[SizeSpec]) -> Option
                 .filter(|r| &r.alg == alg && r.size == size && routed.contains(&r.driver.as_str()))
                 .filter_map(|r| Some((r.driver.as_str(), r.measured()?.mbit_s())))
                 .max_by(|a, b| a.1.total_cmp(&b.1));
-            let all: u64 = routing.drivers.iter().map(|d| d.total()).sum();
-            let mut shares: Vec<(&str, f64)> = routing
-                .drivers
-                .iter()
-                .filter(|d| d.total() > 0)
-                .map(|d| (d.driver.as_str(), 100.0 * d.total() as f64 / all.max(1) as f64))
-                .collect();
-            shares.sort_by(|a, b| b.1.total_cmp(&a.1));
+            let shares = shares(routing);
             chosen.push(Chosen { size, fastest, auto_mbit_s: auto.mbit_s(), shares });
         }
         if !chosen.is_empty() {
@@ -510,14 +503,7 @@ pub fn public_key_auto_summary(rows: &[Row], algs: &[String]) -> Option<String> 
                 })
                 .filter_map(|r| Some((r.driver.as_str(), r.measured()?.ops_s())))
                 .max_by(|a, b| a.1.total_cmp(&b.1));
-            let all: u64 = routing.drivers.iter().map(|d| d.total()).sum();
-            let mut shares: Vec<(&str, f64)> = routing
-                .drivers
-                .iter()
-                .filter(|d| d.total() > 0)
-                .map(|d| (d.driver.as_str(), 100.0 * d.total() as f64 / all.max(1) as f64))
-                .collect();
-            shares.sort_by(|a, b| b.1.total_cmp(&a.1));
+            let shares = shares(routing);
             let sent: Vec<String> = shares.iter().map(|(d, s)| format!("{d} {}", pct(*s))).collect();
             if let Some((d, _)) = shares.first() {
                 by_op.push(format!("{} to {d}", auto.op));
@@ -676,6 +662,19 @@ pub fn openssl_layout(
         out.push('\n');
     }
     out
+}
+
+/// Each driver's share of an auto case's requests, in percent, the largest first.
+fn shares(routing: &Routing) -> Vec<(&str, f64)> {
+    let all: u64 = routing.drivers.iter().map(|d| d.total()).sum();
+    let mut shares: Vec<(&str, f64)> = routing
+        .drivers
+        .iter()
+        .filter(|d| d.total() > 0)
+        .map(|d| (d.driver.as_str(), 100.0 * d.total() as f64 / all.max(1) as f64))
+        .collect();
+    shares.sort_by(|a, b| b.1.total_cmp(&a.1));
+    shares
 }
 
 #[cfg(test)]
