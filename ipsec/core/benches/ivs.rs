@@ -6,8 +6,8 @@
 //! rounds of `ITERS` IVs each, the first case alternating; the report gives the median
 //! nanoseconds per IV of each and the median of the per-round ratios.
 //!
-//! Measured (2026-12-02, the reference machine, helpers building beside it): ocf pool
-//! 43.1 ns, `rand::rng()` 11.0 ns per IV, ratio 3.92: 32 ns more per CBC packet, about 3%
+//! Measured (2026-12-02, the reference machine, three runs): ocf pool 43.1–51.1 ns,
+//! `rand::rng()` 11.0–14.1 ns per IV, ratio 3.64–3.93: 32–37 ns more per CBC packet, about 3%
 //! of a 1400-byte AES-CBC + HMAC-SHA1 packet. The kernel's ChaCha20 behind getrandom and the
 //! pool's lock are most of it; a lock-free per-thread pool would take the second away.
 
