@@ -35,13 +35,18 @@
 //!                   IKE SA rekey: keys.rekeyed(fw, old_prf, &new_suite, &g_ir, &ni, &nr, &spi_i, &spi_r)
 //! ```
 //!
-//! Module layout (no module imports one above it):
+//! Module layout (each module uses only those below it; `suite` and `error`, the leaves,
+//! are used by all):
 //!
 //! ```text
-//!  auth ─ keys ─ signature ─ kex ─ random ─ natd     what the state machine calls
-//!    │      │  ╲     │        │      │        │
-//!   prf     │   sk   der      │      │        │
-//!    ╰──────┴───┴────┴────────┴──────┴────────┴──▶ ops (every ocf call) ─▶ suite, error
+//!   what the state machine calls:
+//!   auth      keys          signature     kex     random    natd
+//!    │       ╱    ╲          │     ╲       │        │         │
+//!    ▼      ▼      ▼         ▼      │      │        │         │
+//!    prf           sk        der    │      │        │         │
+//!     │            │                │      │        │         │
+//!     ▼            ▼                ▼      ▼        ▼         ▼
+//!    ops: every ocf call (session, run, asym, random, digest)
 //! ```
 
 mod auth;
