@@ -7,5 +7,6 @@ mod common;
 mod auth;
 mod kdf;
 mod kex;
+mod ocf_counts;
 mod signature;
 mod sk;
