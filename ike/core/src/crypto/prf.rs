@@ -41,7 +41,7 @@ impl PrfSession {
         self.prf
     }
 
-    /// prf(K, parts[0] | parts[1] | …).
+    /// `prf(K, parts[0] | parts[1] | …)`.
     pub fn compute(&self, parts: &[&[u8]]) -> Result<Zeroizing<Vec<u8>>, CryptoError> {
         let mut data = Zeroizing::new(Vec::with_capacity(parts.iter().map(|p| p.len()).sum()));
         for p in parts {
@@ -53,7 +53,7 @@ impl PrfSession {
         Ok(out)
     }
 
-    /// prf+(K, seed[0] | seed[1] | …), `len` bytes.
+    /// `prf+(K, seed[0] | seed[1] | …)`, `len` bytes.
     pub fn plus(&self, seed: &[&[u8]], len: usize) -> Result<Zeroizing<Vec<u8>>, CryptoError> {
         let out_len = self.prf.output_len();
         let max = MAX_BLOCKS * out_len;
