@@ -49,6 +49,9 @@ mod tests {
         let b = auth.to_vec().unwrap();
         assert_eq!(&b[..4], &[2, 0, 0, 0]);
         assert_eq!(Auth::parse(&b).unwrap(), auth);
-        assert_eq!(Auth::parse(&[2, 0, 0]), Err(Error::Truncated { what: "AUTH payload", needed: 4, got: 3 }));
+        assert_eq!(
+            Auth::parse(&[2, 0, 0]),
+            Err(Error::Truncated { what: "AUTH payload", needed: 4, got: 3 })
+        );
     }
 }

@@ -28,7 +28,11 @@ impl Cert {
     pub fn ca_hashes(&self) -> Result<Vec<[u8; 20]>> {
         if self.data.len() % 20 != 0 {
             let got = self.data.len();
-            return Err(Error::Truncated { what: "CERTREQ hash list", needed: got.next_multiple_of(20), got });
+            return Err(Error::Truncated {
+                what: "CERTREQ hash list",
+                needed: got.next_multiple_of(20),
+                got,
+            });
         }
         Ok(self.data.chunks_exact(20).map(|c| c.try_into().unwrap_or([0; 20])).collect())
     }

@@ -58,7 +58,11 @@ impl Body for Cp {
         w.put(&[0; 3])?;
         for a in &self.attributes {
             if a.attribute_type.0 > 0x7fff {
-                return Err(Error::TooLong { what: "configuration attribute type", max: 0x7fff, got: a.attribute_type.0 as usize });
+                return Err(Error::TooLong {
+                    what: "configuration attribute type",
+                    max: 0x7fff,
+                    got: a.attribute_type.0 as usize,
+                });
             }
             w.u16(a.attribute_type.0)?;
             w.u16(len16("configuration attribute", a.value.len())?)?;
@@ -77,7 +81,10 @@ mod tests {
         let cp = Cp {
             cfg_type: CfgType::REPLY,
             attributes: vec![
-                CpAttribute { attribute_type: CfgAttributeType::INTERNAL_IP4_ADDRESS, value: vec![10, 3, 0, 1] },
+                CpAttribute {
+                    attribute_type: CfgAttributeType::INTERNAL_IP4_ADDRESS,
+                    value: vec![10, 3, 0, 1],
+                },
                 CpAttribute { attribute_type: CfgAttributeType::INTERNAL_IP4_DNS, value: vec![] },
             ],
         };

@@ -37,7 +37,11 @@ impl Delete {
     /// The SPIs as 32-bit numbers (ESP, AH); [`Error::SpiLength`] if the SPI size is not 4.
     pub fn spis_u32(&self) -> Result<Vec<u32>> {
         if self.spi_size != 4 {
-            return Err(Error::SpiLength { what: "Delete payload", expected: 4, got: self.spi_size as usize });
+            return Err(Error::SpiLength {
+                what: "Delete payload",
+                expected: 4,
+                got: self.spi_size as usize,
+            });
         }
         Ok(self.spis.iter().map(|s| u32::from_be_bytes([s[0], s[1], s[2], s[3]])).collect())
     }
@@ -72,7 +76,11 @@ impl Body for Delete {
         w.u16(len16("Delete SPI count", self.spis.len())?)?;
         for spi in &self.spis {
             if spi.len() != self.spi_size as usize {
-                return Err(Error::SpiLength { what: "Delete payload", expected: self.spi_size as usize, got: spi.len() });
+                return Err(Error::SpiLength {
+                    what: "Delete payload",
+                    expected: self.spi_size as usize,
+                    got: spi.len(),
+                });
             }
             w.put(spi)?;
         }
@@ -95,7 +103,10 @@ mod tests {
         assert_eq!(ike.to_vec().unwrap(), [1, 0, 0, 0]);
         assert_eq!(Delete::parse(&[1, 0, 0, 0]).unwrap(), ike);
         assert_eq!(Delete::parse(&b[..11]), Err(Error::DeleteSpis { spi_size: 4, count: 2, remaining: 7 }));
-        assert_eq!(Delete::parse(&[3, 4, 0, 0, 1]), Err(Error::DeleteSpis { spi_size: 4, count: 0, remaining: 1 }));
+        assert_eq!(
+            Delete::parse(&[3, 4, 0, 0, 1]),
+            Err(Error::DeleteSpis { spi_size: 4, count: 0, remaining: 1 })
+        );
         let bad = Delete { protocol: ProtocolId::ESP, spi_size: 4, spis: vec![vec![1, 2]] };
         assert_eq!(bad.to_vec(), Err(Error::SpiLength { what: "Delete payload", expected: 4, got: 2 }));
     }

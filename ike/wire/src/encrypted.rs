@@ -75,9 +75,18 @@ mod tests {
             Fragment::parse(PayloadType::IDI, &[0, 1, 0, 2, 9]).unwrap(),
             Fragment { number: 1, total: 2, inner: PayloadType::IDI, body: vec![9] }
         );
-        assert_eq!(Fragment::parse(PayloadType::NONE, &[0, 0, 0, 2]), Err(Error::FragmentNumber { number: 0, total: 2 }));
-        assert_eq!(Fragment::parse(PayloadType::NONE, &[0, 3, 0, 2]), Err(Error::FragmentNumber { number: 3, total: 2 }));
-        assert_eq!(Fragment::parse(PayloadType::NONE, &[0, 1, 0, 0]), Err(Error::FragmentNumber { number: 1, total: 0 }));
+        assert_eq!(
+            Fragment::parse(PayloadType::NONE, &[0, 0, 0, 2]),
+            Err(Error::FragmentNumber { number: 0, total: 2 })
+        );
+        assert_eq!(
+            Fragment::parse(PayloadType::NONE, &[0, 3, 0, 2]),
+            Err(Error::FragmentNumber { number: 3, total: 2 })
+        );
+        assert_eq!(
+            Fragment::parse(PayloadType::NONE, &[0, 1, 0, 0]),
+            Err(Error::FragmentNumber { number: 1, total: 0 })
+        );
         assert_eq!(
             Fragment::parse(PayloadType::NONE, &[0, 1, 0]),
             Err(Error::Truncated { what: "SKF payload", needed: 4, got: 3 })

@@ -311,10 +311,18 @@ mod tests {
         b[20..24].copy_from_slice(&7u32.to_be_bytes());
         assert_eq!(
             Repr::parse(&Packet::new_unchecked(&b[..])),
-            Err(Error::HigherMajorVersion { version: 0x30, spi_i: 0x0102030405060708, spi_r: 0, message_id: 7 })
+            Err(Error::HigherMajorVersion {
+                version: 0x30,
+                spi_i: 0x0102030405060708,
+                spi_r: 0,
+                message_id: 7
+            })
         );
         b[17] = 0x10;
-        assert_eq!(Repr::parse(&Packet::new_unchecked(&b[..])), Err(Error::LowerMajorVersion { version: 0x10 }));
+        assert_eq!(
+            Repr::parse(&Packet::new_unchecked(&b[..])),
+            Err(Error::LowerMajorVersion { version: 0x10 })
+        );
         let mut b = sample();
         b[27] = 27;
         assert_eq!(Repr::parse(&Packet::new_unchecked(&b[..])), Err(Error::MessageTooShort { length: 27 }));

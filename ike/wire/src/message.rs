@@ -277,7 +277,11 @@ impl Message {
         if buf.len() < len {
             return Err(Error::Truncated { what: "IKE message", needed: len, got: buf.len() });
         }
-        let length = u32::try_from(len).map_err(|_| Error::TooLong { what: "IKE message", max: u32::MAX as usize, got: len })?;
+        let length = u32::try_from(len).map_err(|_| Error::TooLong {
+            what: "IKE message",
+            max: u32::MAX as usize,
+            got: len,
+        })?;
         let first = emit_chain_into(&self.payloads, &mut buf[HEADER_LEN..len])?;
         self.header.emit(&mut header::Packet::new_unchecked(&mut buf[..HEADER_LEN]), first, length)?;
         Ok(len)

@@ -45,12 +45,20 @@ impl Notify {
 
     /// A REKEY_SA notify for the ESP or AH SA with this (inbound) SPI.
     pub fn rekey_sa(protocol: ProtocolId, spi: u32) -> Notify {
-        Notify { protocol, spi: spi.to_be_bytes().to_vec(), notify_type: NotifyType::REKEY_SA, data: Vec::new() }
+        Notify {
+            protocol,
+            spi: spi.to_be_bytes().to_vec(),
+            notify_type: NotifyType::REKEY_SA,
+            data: Vec::new(),
+        }
     }
 
     /// A SIGNATURE_HASH_ALGORITHMS notify listing these algorithms.
     pub fn with_signature_hash_algorithms(algorithms: &[HashAlgorithm]) -> Notify {
-        Notify::new(NotifyType::SIGNATURE_HASH_ALGORITHMS, algorithms.iter().flat_map(|a| a.0.to_be_bytes()).collect::<Vec<_>>())
+        Notify::new(
+            NotifyType::SIGNATURE_HASH_ALGORITHMS,
+            algorithms.iter().flat_map(|a| a.0.to_be_bytes()).collect::<Vec<_>>(),
+        )
     }
 
     /// An INVALID_KE_PAYLOAD notify naming the group the responder wants.
@@ -91,7 +99,11 @@ impl Notify {
     pub fn cookie(&self) -> Result<&[u8]> {
         self.expect(NotifyType::COOKIE)?;
         if self.data.is_empty() || self.data.len() > 64 {
-            return Err(Error::NotifyDataLength { notify: self.notify_type, expected: 64, got: self.data.len() });
+            return Err(Error::NotifyDataLength {
+                notify: self.notify_type,
+                expected: 64,
+                got: self.data.len(),
+            });
         }
         Ok(&self.data)
     }
@@ -99,11 +111,11 @@ impl Notify {
     /// A REKEY_SA notify's SPI: 4 bytes, for ESP or AH.
     pub fn rekey_sa_spi(&self) -> Result<u32> {
         self.expect(NotifyType::REKEY_SA)?;
-        let spi: [u8; 4] = self
-            .spi
-            .as_slice()
-            .try_into()
-            .map_err(|_| Error::SpiLength { what: "REKEY_SA notify", expected: 4, got: self.spi.len() })?;
+        let spi: [u8; 4] = self.spi.as_slice().try_into().map_err(|_| Error::SpiLength {
+            what: "REKEY_SA notify",
+            expected: 4,
+            got: self.spi.len(),
+        })?;
         Ok(u32::from_be_bytes(spi))
     }
 
@@ -111,7 +123,11 @@ impl Notify {
     pub fn signature_hash_algorithms(&self) -> Result<Vec<HashAlgorithm>> {
         self.expect(NotifyType::SIGNATURE_HASH_ALGORITHMS)?;
         if self.data.len() % 2 != 0 {
-            return Err(Error::NotifyDataLength { notify: self.notify_type, expected: 2, got: self.data.len() });
+            return Err(Error::NotifyDataLength {
+                notify: self.notify_type,
+                expected: 2,
+                got: self.data.len(),
+            });
         }
         Ok(self.data.chunks_exact(2).map(|c| HashAlgorithm(u16::from_be_bytes([c[0], c[1]]))).collect())
     }
@@ -168,7 +184,10 @@ mod tests {
             Notify::parse(&[3, 4, 0x40, 0x09, 1, 2]),
             Err(Error::Truncated { what: "Notify payload", needed: 8, got: 6 })
         );
-        assert_eq!(Notify::parse(&[0, 0, 0]), Err(Error::Truncated { what: "Notify payload", needed: 4, got: 3 }));
+        assert_eq!(
+            Notify::parse(&[0, 0, 0]),
+            Err(Error::Truncated { what: "Notify payload", needed: 4, got: 3 })
+        );
     }
 
     #[test]
@@ -178,11 +197,18 @@ mod tests {
         let short = Notify::new(NotifyType::NAT_DETECTION_SOURCE_IP, vec![0; 19]);
         assert_eq!(
             short.nat_detection_hash(),
-            Err(Error::NotifyDataLength { notify: NotifyType::NAT_DETECTION_SOURCE_IP, expected: 20, got: 19 })
+            Err(Error::NotifyDataLength {
+                notify: NotifyType::NAT_DETECTION_SOURCE_IP,
+                expected: 20,
+                got: 19
+            })
         );
         assert_eq!(
             nat.cookie(),
-            Err(Error::WrongNotify { expected: NotifyType::COOKIE, got: NotifyType::NAT_DETECTION_DESTINATION_IP })
+            Err(Error::WrongNotify {
+                expected: NotifyType::COOKIE,
+                got: NotifyType::NAT_DETECTION_DESTINATION_IP
+            })
         );
         assert_eq!(Notify::new(NotifyType::COOKIE, vec![1, 2]).cookie().unwrap(), &[1, 2]);
         assert!(Notify::new(NotifyType::COOKIE, vec![]).cookie().is_err());

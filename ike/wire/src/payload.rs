@@ -222,7 +222,10 @@ impl<'a> Iterator for Walker<'a> {
 mod tests {
     use super::*;
 
-    fn walk(chain: &[u8], first: PayloadType) -> Result<Vec<(PayloadType, bool, Vec<u8>, usize)>> {
+    /// What the walker yields, owned: type, critical bit, body, offset.
+    type Found = (PayloadType, bool, Vec<u8>, usize);
+
+    fn walk(chain: &[u8], first: PayloadType) -> Result<Vec<Found>> {
         Walker::new(chain, first, 28)
             .map(|r| r.map(|p| (p.payload_type, p.critical, p.body.to_vec(), p.offset)))
             .collect()
@@ -260,12 +263,18 @@ mod tests {
             walk(&[40, 0, 0, 4], PayloadType::NONCE),
             Err(Error::Truncated { what: "payload header", needed: 4, got: 0 })
         );
-        assert_eq!(walk(&[1], PayloadType::NONE), Err(Error::TrailingBytes { after: PayloadType::NONE, extra: 1 }));
+        assert_eq!(
+            walk(&[1], PayloadType::NONE),
+            Err(Error::TrailingBytes { after: PayloadType::NONE, extra: 1 })
+        );
         // SK ends the chain: its Next Payload is the inner type, and nothing may follow.
         assert_eq!(
             walk(&[35, 0, 0, 4, 0], PayloadType::SK),
             Err(Error::TrailingBytes { after: PayloadType::SK, extra: 1 })
         );
-        assert_eq!(walk(&[35, 0, 0, 5, 7], PayloadType::SK).unwrap(), vec![(PayloadType::SK, false, vec![7], 28)]);
+        assert_eq!(
+            walk(&[35, 0, 0, 5, 7], PayloadType::SK).unwrap(),
+            vec![(PayloadType::SK, false, vec![7], 28)]
+        );
     }
 }

@@ -86,7 +86,10 @@ impl Transform {
     pub fn encr(id: EncrId, key_bits: Option<u16>) -> Transform {
         let mut t = Transform::new(TransformType::ENCR, id.0);
         if let Some(bits) = key_bits {
-            t.attributes.push(Attribute { attribute_type: AttributeType::KEY_LENGTH, value: AttributeValue::Tv(bits) });
+            t.attributes.push(Attribute {
+                attribute_type: AttributeType::KEY_LENGTH,
+                value: AttributeValue::Tv(bits),
+            });
         }
         t
     }
@@ -165,7 +168,11 @@ impl Transform {
         w.u16(self.id)?;
         for a in &self.attributes {
             if a.attribute_type.0 & ATTRIBUTE_TV != 0 {
-                return Err(Error::TooLong { what: "attribute type", max: 0x7fff, got: a.attribute_type.0 as usize });
+                return Err(Error::TooLong {
+                    what: "attribute type",
+                    max: 0x7fff,
+                    got: a.attribute_type.0 as usize,
+                });
             }
             match &a.value {
                 AttributeValue::Tv(v) => {
@@ -291,7 +298,10 @@ mod tests {
                     transforms: vec![Transform {
                         transform_type: TransformType(200),
                         id: 7,
-                        attributes: vec![Attribute { attribute_type: AttributeType(300), value: AttributeValue::Tlv(vec![9, 9, 9]) }],
+                        attributes: vec![Attribute {
+                            attribute_type: AttributeType(300),
+                            value: AttributeValue::Tlv(vec![9, 9, 9]),
+                        }],
                     }],
                 },
             ],
@@ -325,11 +335,17 @@ mod tests {
         b.truncate(36);
         b[0] = 0;
         b[3] = 37;
-        assert_eq!(Sa::parse(&b), Err(Error::SubstructureLength { what: "proposal", length: 37, remaining: 36 }));
+        assert_eq!(
+            Sa::parse(&b),
+            Err(Error::SubstructureLength { what: "proposal", length: 37, remaining: 36 })
+        );
         // A transform length past its proposal (nested lengths that disagree).
         let mut b = bytes.clone();
         b[8 + 3] = 40;
-        assert_eq!(Sa::parse(&b), Err(Error::SubstructureLength { what: "transform", length: 40, remaining: 28 }));
+        assert_eq!(
+            Sa::parse(&b),
+            Err(Error::SubstructureLength { what: "transform", length: 40, remaining: 28 })
+        );
         // A transform count that disagrees.
         let mut b = bytes.clone();
         b[7] = 4;
@@ -343,7 +359,10 @@ mod tests {
         let mut b = bytes.clone();
         let at = b.len() - 4;
         b[at] = 4;
-        assert_eq!(Sa::parse(&b), Err(Error::SubstructureLength { what: "TLV attribute", length: 4, remaining: 7 }));
+        assert_eq!(
+            Sa::parse(&b),
+            Err(Error::SubstructureLength { what: "TLV attribute", length: 4, remaining: 7 })
+        );
         // An SPI size past the proposal.
         let mut b = bytes;
         b[6] = 200;

@@ -192,9 +192,8 @@ mod tests {
             Ts::parse(&b[..b.len() - 1]),
             Err(Error::SubstructureLength { what: "traffic selector", length: 40, remaining: 39 })
         );
-        let mixed = Ts {
-            selectors: vec![TrafficSelector { end: "::1".parse().unwrap(), ..sample().selectors[0] }],
-        };
+        let mixed =
+            Ts { selectors: vec![TrafficSelector { end: "::1".parse().unwrap(), ..sample().selectors[0] }] };
         assert_eq!(mixed.to_vec(), Err(Error::TsFamilies));
     }
 }

@@ -24,7 +24,9 @@ use ike_wire::notify::Notify;
 use ike_wire::sa::{Proposal, Sa, Transform};
 use ike_wire::ts::{TrafficSelector, Ts};
 use ike_wire::{emit_chain, Message, Payload};
-use ipsec_parser::{parse_ikev2_message, parse_ikev2_payload_list, IkePayloadType, IkeV2Payload, IkeV2PayloadContent as C};
+use ipsec_parser::{
+    parse_ikev2_message, parse_ikev2_payload_list, IkePayloadType, IkeV2Payload, IkeV2PayloadContent as C,
+};
 
 /// What ipsec-parser 0.7 reads of a variable-length field it counts 4 bytes short.
 fn short4(ours: &[u8]) -> &[u8] {
@@ -47,7 +49,11 @@ fn sa_init() -> Message {
                         number: 1,
                         protocol: ProtocolId::IKE,
                         spi: vec![],
-                        transforms: vec![Transform::encr(EncrId::AES_GCM_16, Some(256)), Transform::prf(PrfId::HMAC_SHA2_256), Transform::ke(DhId::CURVE25519)],
+                        transforms: vec![
+                            Transform::encr(EncrId::AES_GCM_16, Some(256)),
+                            Transform::prf(PrfId::HMAC_SHA2_256),
+                            Transform::ke(DhId::CURVE25519),
+                        ],
                     },
                     Proposal {
                         number: 2,
@@ -118,7 +124,10 @@ fn auth_chain_read_by_ipsec_parser() {
         Payload::IdI(Id::new(IdType::FQDN, &b"carol"[..])),
         Payload::Cert(Cert { encoding: CertEncoding::X509_SIGNATURE, data: vec![0x30, 3, 2, 1, 0] }),
         Payload::CertReq(Cert { encoding: CertEncoding::X509_SIGNATURE, data: vec![0x99; 20] }),
-        Payload::IdR(Id::new(IdType::IPV6_ADDR, vec![0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1])),
+        Payload::IdR(Id::new(
+            IdType::IPV6_ADDR,
+            vec![0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+        )),
         Payload::Auth(Auth { method: AuthMethod::PSK, data: vec![0x5c; 32] }),
         Payload::Notify(Notify::rekey_sa(ProtocolId::ESP, 0x12345678)),
         Payload::Delete(Delete::child(ProtocolId::ESP, &[7, 8, 9])),
@@ -134,7 +143,8 @@ fn auth_chain_read_by_ipsec_parser() {
         Payload::TsR(Ts { selectors: vec![TrafficSelector::any(true)] }),
     ];
     let (first, chain) = emit_chain(&payloads).unwrap();
-    let (rest, list) = parse_ikev2_payload_list(&chain, IkePayloadType(first.0)).expect("ipsec-parser walks the chain");
+    let (rest, list) =
+        parse_ikev2_payload_list(&chain, IkePayloadType(first.0)).expect("ipsec-parser walks the chain");
     assert!(rest.is_empty());
     let list = contents(list.expect("ipsec-parser reads the payloads"));
     assert_eq!(list.len(), payloads.len());

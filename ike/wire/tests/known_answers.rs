@@ -53,8 +53,22 @@ fn sa_init_with_four_proposals() {
     let Payload::Sa(sa) = &msg.payloads[0] else { panic!("SA first") };
     let brainpool256 = DhId(28);
     let expect = [
-        (1, vec![aes128(EncrId::AES_GCM_16), Transform::prf(PrfId::HMAC_SHA2_256), Transform::ke(brainpool256)]),
-        (2, vec![aes128(EncrId::AES_GCM_16), Transform::prf(PrfId::HMAC_SHA2_256), Transform::ke(DhId::ECP_256)]),
+        (
+            1,
+            vec![
+                aes128(EncrId::AES_GCM_16),
+                Transform::prf(PrfId::HMAC_SHA2_256),
+                Transform::ke(brainpool256),
+            ],
+        ),
+        (
+            2,
+            vec![
+                aes128(EncrId::AES_GCM_16),
+                Transform::prf(PrfId::HMAC_SHA2_256),
+                Transform::ke(DhId::ECP_256),
+            ],
+        ),
         (
             3,
             vec![

@@ -5,6 +5,7 @@
 mod common;
 
 use common::header;
+use ike_wire::auth::Auth;
 use ike_wire::cert::Cert;
 use ike_wire::cp::{Cp, CpAttribute};
 use ike_wire::delete::Delete;
@@ -17,7 +18,6 @@ use ike_wire::notify::Notify;
 use ike_wire::opaque::{Eap, VendorId};
 use ike_wire::sa::{Proposal, Sa, Transform};
 use ike_wire::ts::{TrafficSelector, Ts};
-use ike_wire::auth::Auth;
 use ike_wire::{emit_chain, fragment, parse_chain, Error, Frame, Message, Payload, Sealing, Unknown};
 
 fn every_cleartext_payload() -> Vec<Payload> {
@@ -27,7 +27,11 @@ fn every_cleartext_payload() -> Vec<Payload> {
                 number: 1,
                 protocol: ProtocolId::ESP,
                 spi: vec![0, 0, 0x10, 0],
-                transforms: vec![Transform::encr(EncrId::AES_CBC, Some(128)), Transform::integ(IntegId::HMAC_SHA2_256_128), Transform::esn(EsnId::NO)],
+                transforms: vec![
+                    Transform::encr(EncrId::AES_CBC, Some(128)),
+                    Transform::integ(IntegId::HMAC_SHA2_256_128),
+                    Transform::esn(EsnId::NO),
+                ],
             }],
         }),
         Payload::Ke(Ke { group: DhId::MODP_2048, data: vec![0x5a; 256] }),
@@ -42,7 +46,13 @@ fn every_cleartext_payload() -> Vec<Payload> {
         Payload::VendorId(VendorId(vec![])),
         Payload::TsI(Ts { selectors: vec![TrafficSelector::any(false)] }),
         Payload::TsR(Ts { selectors: vec![TrafficSelector::any(true), TrafficSelector::any(false)] }),
-        Payload::Cp(Cp { cfg_type: CfgType::REQUEST, attributes: vec![CpAttribute { attribute_type: CfgAttributeType::INTERNAL_IP6_ADDRESS, value: vec![] }] }),
+        Payload::Cp(Cp {
+            cfg_type: CfgType::REQUEST,
+            attributes: vec![CpAttribute {
+                attribute_type: CfgAttributeType::INTERNAL_IP6_ADDRESS,
+                value: vec![],
+            }],
+        }),
         Payload::Eap(Eap(vec![2, 7, 0, 5, 1])),
         Payload::Unknown(Unknown { payload_type: PayloadType(200), critical: false, body: vec![1, 2, 3] }),
     ]
@@ -66,9 +76,12 @@ fn every_payload_round_trips() {
 }
 
 fn nonce_message() -> Vec<u8> {
-    Message { header: header(ExchangeType::INFORMATIONAL, true, false, 2), payloads: vec![Payload::Nonce(Nonce(vec![1; 16]))] }
-        .to_bytes()
-        .unwrap()
+    Message {
+        header: header(ExchangeType::INFORMATIONAL, true, false, 2),
+        payloads: vec![Payload::Nonce(Nonce(vec![1; 16]))],
+    }
+    .to_bytes()
+    .unwrap()
 }
 
 #[test]
@@ -80,7 +93,10 @@ fn unknown_payloads_by_critical_bit() {
     let len = b.len() as u32;
     b[24..28].copy_from_slice(&len.to_be_bytes());
     let msg = Message::parse(&b).unwrap();
-    assert_eq!(msg.payloads[1], Payload::Unknown(Unknown { payload_type: PayloadType(250), critical: false, body: vec![] }));
+    assert_eq!(
+        msg.payloads[1],
+        Payload::Unknown(Unknown { payload_type: PayloadType(250), critical: false, body: vec![] })
+    );
     assert_eq!(msg.to_bytes().unwrap(), b);
     // The same with the critical bit: refused, naming the type.
     let n = b.len();
@@ -98,7 +114,10 @@ fn lengths_that_disagree() {
     // Header length one past the datagram.
     let mut b = good.clone();
     b[27] += 1;
-    assert_eq!(Message::parse(&b), Err(Error::LengthMismatch { length: good.len() as u32 + 1, datagram: good.len() }));
+    assert_eq!(
+        Message::parse(&b),
+        Err(Error::LengthMismatch { length: good.len() as u32 + 1, datagram: good.len() })
+    );
     // Payload length one past the end of the message.
     let mut b = good.clone();
     b[31] += 1;
@@ -121,7 +140,14 @@ fn lengths_that_disagree() {
     // An SA payload whose proposal claims more than the payload holds (nested lengths).
     let sa = Message {
         header: header(ExchangeType::IKE_SA_INIT, true, false, 0),
-        payloads: vec![Payload::Sa(Sa { proposals: vec![Proposal { number: 1, protocol: ProtocolId::IKE, spi: vec![], transforms: vec![Transform::ke(DhId::ECP_256)] }] })],
+        payloads: vec![Payload::Sa(Sa {
+            proposals: vec![Proposal {
+                number: 1,
+                protocol: ProtocolId::IKE,
+                spi: vec![],
+                transforms: vec![Transform::ke(DhId::ECP_256)],
+            }],
+        })],
     };
     let mut b = sa.to_bytes().unwrap();
     b[35] += 4;
@@ -194,7 +220,10 @@ fn skf_fragments() {
     }
     assert_eq!(parse_chain(inner, &reassembled).unwrap(), every_cleartext_payload());
     // Fragment numbers out of range, on emit and on parse.
-    let bad = Message { header: hdr, payloads: vec![Payload::Skf(Fragment { number: 3, total: 2, inner, body: vec![] })] };
+    let bad = Message {
+        header: hdr,
+        payloads: vec![Payload::Skf(Fragment { number: 3, total: 2, inner, body: vec![] })],
+    };
     assert_eq!(bad.to_bytes(), Err(Error::FragmentNumber { number: 3, total: 2 }));
     let mut b = Sealing::new(&hdr, &[], Frame::Skf { inner, number: 1, total: 1 }, 0).unwrap().into_bytes();
     b[33] = 0;

@@ -13,7 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::hex;
-use ike_wire::ids::{AuthMethod, CertEncoding, DhId, EncrId, ExchangeType, HashAlgorithm, IdType, NotifyType, PayloadType, PrfId, ProtocolId};
+use ike_wire::ids::{
+    AuthMethod, CertEncoding, DhId, EncrId, ExchangeType, HashAlgorithm, IdType, NotifyType, PayloadType,
+    PrfId, ProtocolId,
+};
 use ike_wire::sa::Transform;
 use ike_wire::{emit_chain, parse_chain, Message, Payload};
 
@@ -64,7 +67,15 @@ fn scapy_sa_init_request() {
     let types: Vec<_> = msg.payloads.iter().map(Payload::payload_type).collect();
     assert_eq!(
         types,
-        [PayloadType::SA, PayloadType::KE, PayloadType::NONCE, PayloadType::NOTIFY, PayloadType::NOTIFY, PayloadType::NOTIFY, PayloadType::VENDOR_ID]
+        [
+            PayloadType::SA,
+            PayloadType::KE,
+            PayloadType::NONCE,
+            PayloadType::NOTIFY,
+            PayloadType::NOTIFY,
+            PayloadType::NOTIFY,
+            PayloadType::VENDOR_ID
+        ]
     );
     let Payload::Sa(sa) = &msg.payloads[0] else { panic!("SA first") };
     assert_eq!(sa.proposals.len(), 2);
@@ -80,8 +91,14 @@ fn scapy_sa_init_request() {
     assert_eq!(ke.data, (0..32).collect::<Vec<u8>>());
     let Payload::Nonce(nonce) = &msg.payloads[2] else { panic!("Nonce third") };
     assert_eq!(nonce.0, [0x11; 32]);
-    assert_eq!(msg.notify(NotifyType::NAT_DETECTION_SOURCE_IP).unwrap().nat_detection_hash().unwrap(), [0x22; 20]);
-    assert_eq!(msg.notify(NotifyType::NAT_DETECTION_DESTINATION_IP).unwrap().nat_detection_hash().unwrap(), [0x33; 20]);
+    assert_eq!(
+        msg.notify(NotifyType::NAT_DETECTION_SOURCE_IP).unwrap().nat_detection_hash().unwrap(),
+        [0x22; 20]
+    );
+    assert_eq!(
+        msg.notify(NotifyType::NAT_DETECTION_DESTINATION_IP).unwrap().nat_detection_hash().unwrap(),
+        [0x33; 20]
+    );
     assert_eq!(
         msg.notify(NotifyType::SIGNATURE_HASH_ALGORITHMS).unwrap().signature_hash_algorithms().unwrap(),
         [HashAlgorithm::SHA2_256, HashAlgorithm::SHA2_384, HashAlgorithm::SHA2_512, HashAlgorithm::IDENTITY]
