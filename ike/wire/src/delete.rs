@@ -34,16 +34,20 @@ impl Delete {
         Delete { protocol, spi_size: 4, spis: spis.iter().map(|s| s.to_be_bytes().to_vec()).collect() }
     }
 
-    /// The SPIs as 32-bit numbers (ESP, AH); [`Error::SpiLength`] if the SPI size is not 4.
+    /// The SPIs as 32-bit numbers (ESP, AH); [`Error::SpiLength`] for an SPI that is not
+    /// 4 bytes.
     pub fn spis_u32(&self) -> Result<Vec<u32>> {
-        if self.spi_size != 4 {
-            return Err(Error::SpiLength {
-                what: "Delete payload",
-                expected: 4,
-                got: self.spi_size as usize,
-            });
-        }
-        Ok(self.spis.iter().map(|s| u32::from_be_bytes([s[0], s[1], s[2], s[3]])).collect())
+        self.spis
+            .iter()
+            .map(|s| {
+                let spi: [u8; 4] = s.as_slice().try_into().map_err(|_| Error::SpiLength {
+                    what: "Delete payload",
+                    expected: 4,
+                    got: s.len(),
+                })?;
+                Ok(u32::from_be_bytes(spi))
+            })
+            .collect()
     }
 }
 
@@ -109,5 +113,6 @@ mod tests {
         );
         let bad = Delete { protocol: ProtocolId::ESP, spi_size: 4, spis: vec![vec![1, 2]] };
         assert_eq!(bad.to_vec(), Err(Error::SpiLength { what: "Delete payload", expected: 4, got: 2 }));
+        assert_eq!(bad.spis_u32(), Err(Error::SpiLength { what: "Delete payload", expected: 4, got: 2 }));
     }
 }

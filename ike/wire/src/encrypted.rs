@@ -15,6 +15,9 @@
 //! with its two 16-bit fields (RFC 5282 §5.1, RFC 7383 §2.5):
 //! [`Message::aad_len`](crate::Message::aad_len) gives that length for a parsed message,
 //! and [`Sealing`](crate::Sealing) lays a message out before its body is computed.
+//!
+//! The plaintext inside is the inner payload chain, then padding, then a Pad Length byte
+//! (§3.14): [`pad`] adds them before encryption, [`unpad`] takes them off after decryption.
 
 use crate::bytes::Reader;
 use crate::error::{Error, Result};
@@ -57,6 +60,33 @@ impl Fragment {
     }
 }
 
+/// The inner chain with padding and the Pad Length byte appended, so that the result is a
+/// multiple of `block` bytes (the cipher's block size; 1 or 0 for none, as with AES-GCM and
+/// ChaCha20-Poly1305, RFC 5282 §3, RFC 7634 §2). The padding bytes are 0.
+pub fn pad(inner: &[u8], block: usize) -> Vec<u8> {
+    let block = block.clamp(1, 256);
+    let pad_len = (block - (inner.len() + 1) % block) % block;
+    let mut out = Vec::with_capacity(inner.len() + pad_len + 1);
+    out.extend_from_slice(inner);
+    out.resize(inner.len() + pad_len, 0);
+    out.push(pad_len as u8);
+    out
+}
+
+/// The inner chain of a decrypted SK or SKF plaintext: what precedes the padding and the
+/// Pad Length byte (whose padding bytes may hold anything, §3.14).
+/// [`Error::Truncated`] for an empty plaintext, [`Error::PadLength`] when the Pad Length
+/// is longer than what precedes it.
+pub fn unpad(plaintext: &[u8]) -> Result<&[u8]> {
+    let Some((&pad_length, rest)) = plaintext.split_last() else {
+        return Err(Error::Truncated { what: "SK plaintext", needed: 1, got: 0 });
+    };
+    if pad_length as usize > rest.len() {
+        return Err(Error::PadLength { pad_length, plaintext: plaintext.len() });
+    }
+    Ok(&rest[..rest.len() - pad_length as usize])
+}
+
 /// Checks RFC 7383 §2.5's numbering: 1 <= number <= total.
 pub(crate) fn check_numbers(number: u16, total: u16) -> Result<()> {
     if number == 0 || number > total {
@@ -68,6 +98,23 @@ pub(crate) fn check_numbers(number: u16, total: u16) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn padding() {
+        let inner = [1u8, 2, 3, 4, 5];
+        let p = pad(&inner, 16);
+        assert_eq!(p.len(), 16);
+        assert_eq!(p[15], 10);
+        assert_eq!(unpad(&p).unwrap(), inner);
+        assert_eq!(pad(&inner, 1), [1, 2, 3, 4, 5, 0]);
+        assert_eq!(pad(&[0; 15], 16).len(), 16);
+        assert_eq!(pad(&[0; 16], 16).len(), 32);
+        // Padding bytes may hold anything.
+        assert_eq!(unpad(&[9, 0xaa, 0xbb, 2]).unwrap(), [9]);
+        assert_eq!(unpad(&[9, 2]), Err(Error::PadLength { pad_length: 2, plaintext: 2 }));
+        assert_eq!(unpad(&[]), Err(Error::Truncated { what: "SK plaintext", needed: 1, got: 0 }));
+        assert_eq!(unpad(&[0]).unwrap(), [0u8; 0]);
+    }
 
     #[test]
     fn fragment_numbers() {

@@ -193,6 +193,13 @@ pub enum Error {
         /// The value's length.
         got: usize,
     },
+    /// A decrypted SK or SKF plaintext whose Pad Length is longer than the bytes before it.
+    PadLength {
+        /// The Pad Length byte.
+        pad_length: u8,
+        /// The plaintext's length, Pad Length included.
+        plaintext: usize,
+    },
     /// An SK or SKF payload to emit is not the last of its chain (RFC 7296 §3.14).
     EncryptedNotLast,
     /// Splitting into fragments was asked with a fragment size of 0.
@@ -268,6 +275,9 @@ impl fmt::Display for Error {
             }
             Error::TvValueLength { attribute, got } => {
                 write!(f, "TV attribute {attribute} with a {got}-byte value (TV holds 2)")
+            }
+            Error::PadLength { pad_length, plaintext } => {
+                write!(f, "SK Pad Length {pad_length} in a plaintext of {plaintext} bytes")
             }
             Error::EncryptedNotLast => f.write_str("SK or SKF payload not last in its message"),
             Error::ZeroFragmentSize => f.write_str("fragment size 0"),

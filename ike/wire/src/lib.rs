@@ -30,7 +30,8 @@
 //! - [`cp`]: CP — configuration type and attributes.
 //! - [`opaque`]: Vendor ID and EAP, whose bodies the codec does not read.
 //! - [`encrypted`]: SK and SKF (RFC 7383) as framing: inner type, fragment numbers, the
-//!   encrypted body.
+//!   encrypted body; the plaintext's padding and Pad Length added ([`encrypted::pad`]) and
+//!   taken off ([`encrypted::unpad`]).
 //! - [`message`]: a whole [`Message`] (header + [`Payload`]s) and the inner chain of an SK
 //!   payload ([`parse_chain`], [`emit_chain`]); unknown payloads skipped, or refused when
 //!   critical. [`Message::aad_len`] gives the associated data of a received SK/SKF message.

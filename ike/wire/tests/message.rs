@@ -9,7 +9,7 @@ use ike_wire::auth::Auth;
 use ike_wire::cert::Cert;
 use ike_wire::cp::{Cp, CpAttribute};
 use ike_wire::delete::Delete;
-use ike_wire::encrypted::{Encrypted, Fragment};
+use ike_wire::encrypted::{self, Encrypted, Fragment};
 use ike_wire::id::Id;
 use ike_wire::ids::*;
 use ike_wire::ke::Ke;
@@ -169,21 +169,29 @@ fn sk_framing_and_sealing() {
     let hdr = header(ExchangeType::IKE_AUTH, true, false, 1);
     let (inner, plaintext) = emit_chain(&every_cleartext_payload()[2..4]).unwrap();
     assert_eq!(inner, PayloadType::IDI);
-    // IV 8 + ciphertext (plaintext + 1 byte Pad Length, say) + ICV 16: only lengths matter.
-    let body_len = 8 + plaintext.len() + 1 + 16;
+    // A stand-in cipher with an 8-byte IV and a 16-byte ICV whose "encryption" is the
+    // identity: only the framing is under test.
+    let padded = encrypted::pad(&plaintext, 16);
+    assert_eq!(padded.len() % 16, 0);
+    let body_len = 8 + padded.len() + 16;
     let mut s = Sealing::new(&hdr, &[], Frame::Sk { inner }, body_len).unwrap();
     assert_eq!(s.aad().len(), 28 + 4);
     assert_eq!(s.body_offset(), 32);
     let (aad, body) = s.split_mut();
     assert_eq!(aad[28], inner.0);
-    body.fill(0xab);
+    assert_eq!(u32::from_be_bytes(aad[24..28].try_into().unwrap()) as usize, 32 + body_len);
+    body[..8].fill(0x11);
+    body[8..8 + padded.len()].copy_from_slice(&padded);
+    body[8 + padded.len()..].fill(0x22);
     let bytes = s.into_bytes();
     let msg = Message::parse(&bytes).unwrap();
     assert_eq!(msg.aad_len(), Some(32));
     let sk = msg.encrypted().unwrap();
     assert_eq!(sk.inner, PayloadType::IDI);
-    assert_eq!(sk.body, vec![0xab; body_len]);
     assert_eq!(&bytes[msg.aad_len().unwrap()..], &sk.body[..]);
+    let decrypted = &sk.body[8..sk.body.len() - 16];
+    let chain = encrypted::unpad(decrypted).unwrap();
+    assert_eq!(parse_chain(sk.inner, chain).unwrap(), every_cleartext_payload()[2..4]);
     // SK anywhere but last is refused on emit, and by the walker on parse.
     let bad = Message {
         header: hdr,
