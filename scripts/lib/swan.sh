@@ -24,10 +24,12 @@
 #
 # Log: $SWAN_DIR/SIDE/charon.log, with milliseconds; the level per subsystem from
 # SWAN_LOG (default "default=1", e.g. SWAN_LOG="default=1 ike=4" logs the IKE SA's keys:
-# "Sk_ei secret", ...; cfg=2 shows how a connection was chosen).
+# "Sk_ei secret", ...; cfg=2 shows how a connection was chosen). Each line is flushed as
+# it is written (a test reads the log while charon runs) unless SWAN_LOG_FLUSH=no.
 
 SWAN_DIR=${SWAN_DIR:-}
 SWAN_LOG=${SWAN_LOG:-default=1}
+SWAN_LOG_FLUSH=${SWAN_LOG_FLUSH:-yes}
 SWAN_CHARON=/usr/lib/ipsec/charon
 
 _swan_fail() {
@@ -111,7 +113,7 @@ $extra
             path = $d/charon.log
             time_format = %T
             time_add_ms = yes
-            flush_line = yes
+            flush_line = $SWAN_LOG_FLUSH
             ike_name = yes
 $level        }
     }
@@ -132,7 +134,12 @@ EOF
     echo "$ns" >"$d/ns"
     pids+=("$pid")
     for _ in $(seq 100); do
-        swan "$side" --stats >/dev/null 2>&1 && return 0
+        if swan "$side" --stats >"$d/stats" 2>&1; then
+            # Its plugins in load order: kernel-libipsec must come before kernel-netlink.
+            grep -Eq '^loaded plugins: .* kernel-libipsec .* kernel-netlink ' "$d/stats" ||
+                { _swan_fail "charon $side: kernel-libipsec not loaded before kernel-netlink: $(grep plugins "$d/stats")"; return 1; }
+            return 0
+        fi
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.1
     done
