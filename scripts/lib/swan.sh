@@ -184,7 +184,8 @@ swan_sas() {
 # with lists in brackets and values that may hold spaces (identities as DNs: local-id=C=CH,
 # O=x y).
 # _swan_fields reads it into lines "ike NAME FIELD VALUE" and "child NAME CHILD FIELD
-# VALUE", one per field, the first IKE SA (and CHILD_SA) of each name first.
+# VALUE", one per field, the first IKE SA (and CHILD_SA) of each name first. (Readers of
+# it read to the end: a reader that stopped early would fail the writer, under pipefail.)
 _swan_fields() {
     /usr/bin/python3 -c '
 import re, sys
@@ -221,7 +222,7 @@ for line in sys.stdin:
 # nat-any, uniqueid, ... Empty when there is none.
 swan_ike() {
     swan_sas "$1" "$2" | _swan_fields | awk -v n="$2" -v f="$3" '
-        $1 == "ike" && $2 == n && $3 == f { sub(/^ike [^ ]+ [^ ]+ /, ""); print; exit }'
+        $1 == "ike" && $2 == n && $3 == f && !done { sub(/^ike [^ ]+ [^ ]+ /, ""); print; done = 1 }'
 }
 
 # swan_child SIDE IKE CHILD FIELD: FIELD of the first CHILD_SA named CHILD under IKE: state,
@@ -230,7 +231,7 @@ swan_ike() {
 swan_child() {
     swan_sas "$1" "$2" | _swan_fields | awk -v n="$2" -v c="$3" -v f="$4" '
         $1 == "child" && $2 == n && $4 == "name" && $5 == c && pick == "" { pick = $3 }
-        $1 == "child" && $2 == n && $3 == pick && $4 == f { sub(/^child [^ ]+ [^ ]+ [^ ]+ ?/, ""); print; exit }'
+        $1 == "child" && $2 == n && $3 == pick && $4 == f && !done { sub(/^child [^ ]+ [^ ]+ [^ ]+ ?/, ""); print; done = 1 }'
 }
 
 # swan_wait_sa SIDE IKE [CHILD] [TIMEOUT_S]: waits (default 20 s) until SIDE lists an
@@ -327,4 +328,60 @@ swan_pki_give() {
         cp "$SWAN_DIR/pki/$name.key" "$SWAN_DIR/$side/private/$name.pem" ||
             { _swan_fail "no key of $name to give $side"; return 1; }
     done
+}
+
+# ----- the IKE SA's keys, for Wireshark ------------------------------------------------
+# swan_ike_keys SIDE IKE: one record of Wireshark's ikev2_decryption_table for the (first)
+# IKE SA of connection IKE on SIDE, read from charon's log, which must have been started
+# with SWAN_LOG="... ike=4" (charon then logs "Sk_ei secret => 20 bytes" and the bytes):
+#   SPIi,SPIr,SK_ei,SK_er,"encryption",SK_ai,SK_ar,"integrity"
+# (bytes in hex; the algorithms as Wireshark names them). tshark takes it as
+#   tshark -o "uat:ikev2_decryption_table:$(swan_ike_keys a conn)" ...
+# Only AES-CBC and AES-GCM-16 (tshark 4.0 has no ChaCha20-Poly1305 for IKE).
+swan_ike_keys() {
+    local side=$1 ike=$2 id spi_i spi_r encr size integ
+    id=$(swan_ike "$side" "$ike" uniqueid)
+    spi_i=$(swan_ike "$side" "$ike" initiator-spi)
+    spi_r=$(swan_ike "$side" "$ike" responder-spi)
+    encr=$(swan_ike "$side" "$ike" encr-alg)
+    size=$(swan_ike "$side" "$ike" encr-keysize)
+    integ=$(swan_ike "$side" "$ike" integ-alg)
+    [ -n "$id" ] || { _swan_fail "swan_ike_keys: no IKE SA $ike on $side"; return 1; }
+    /usr/bin/python3 - "$SWAN_DIR/$side/charon.log" "<$ike|$id>" "$spi_i" "$spi_r" "$encr" "$size" "$integ" <<'EOF'
+import re, sys
+log, tag, spi_i, spi_r, encr, size, integ = sys.argv[1:]
+enc_names = {("AES_CBC", s): f"AES-CBC-{s} [RFC3602]" for s in ("128", "192", "256")}
+enc_names.update({("AES_GCM_16", s): f"AES-GCM-{s} with 16 octet ICV [RFC5282]" for s in ("128", "192", "256")})
+integ_names = {"": "NONE [RFC4306]", "HMAC_SHA2_256_128": "HMAC_SHA2_256_128 [RFC4868]",
+               "HMAC_SHA2_384_192": "HMAC_SHA2_384_192 [RFC4868]",
+               "HMAC_SHA2_512_256": "HMAC_SHA2_512_256 [RFC4868]", "HMAC_SHA1_96": "HMAC_SHA1_96 [RFC2404]"}
+if (encr, size) not in enc_names or integ not in integ_names:
+    sys.exit(f"swan_ike_keys: Wireshark cannot decrypt {encr} {size} {integ}")
+keys, cur, want = {}, None, 0
+head = re.compile(r"Sk_(ei|er|ai|ar) secret => (\d+) bytes")
+row = re.compile(r"^\s*\d+: ((?:[0-9A-F]{2} )*[0-9A-F]{2})")
+for line in open(log, errors="replace"):
+    at = line.find(tag + " ")
+    if at < 0:
+        continue
+    text = line[at + len(tag) + 1:].rstrip("\n")
+    m = head.search(text)
+    if m:
+        cur, want = m.group(1), int(m.group(2))
+        keys[cur] = ""
+        continue
+    m = row.match(text)
+    if cur and m:
+        keys[cur] += "".join(m.group(1).split()[:want - len(keys[cur]) // 2]).lower()
+        if len(keys[cur]) // 2 >= want:
+            cur = None
+    else:
+        cur = None
+need = ["ei", "er"] + (["ai", "ar"] if integ else [])
+if any(k not in keys for k in need):
+    sys.exit(f"swan_ike_keys: no keys of {tag} in {log} (SWAN_LOG with ike=4?)")
+# Wireshark's uat: bytes as bare hex, the algorithms (its names) in quotes.
+print(f'{spi_i},{spi_r},{keys["ei"]},{keys["er"]},"{enc_names[(encr, size)]}",'
+      f'{keys.get("ai", "")},{keys.get("ar", "")},"{integ_names[integ]}"')
+EOF
 }
