@@ -18,9 +18,11 @@ Command line (used by bench/ike-setup; times on stdout, one a line):
                                            initiate request returns once the CHILD_SA is
                                            installed), then terminate IKE and wait;
                                            prints each initiate's milliseconds
-    vici.py SOCKET rate CHILD N TIMEOUT_S  N initiates of CHILD without waiting, counting
-                                           child-updown events until N CHILD_SAs are up;
-                                           prints "seconds up failed"
+    vici.py SOCKET rate CHILD N TIMEOUT_S W
+                                           N initiates of CHILD, W at first and one more
+                                           each time one is up or failed (at most W in
+                                           flight), counting child-updown events until N
+                                           CHILD_SAs are up; prints "seconds up failed"
 """
 
 import socket
@@ -173,15 +175,20 @@ def latency(path, child, ike, n):
             raise ViciError(f"terminate {i}: {m.get('errmsg', b'').decode()}")
 
 
-def rate(path, child, n, timeout):
+def rate(path, child, n, timeout, window):
     events = Session(path)
     events.register("child-updown")
     events.register("ike-updown")
     cmd = Session(path)
-    t0 = time.monotonic()
-    for _ in range(n):
+
+    def initiate():
         # timeout -1: charon queues the initiation and answers at once.
         cmd.send_only("initiate", {"child": child, "timeout": -1, "loglevel": -1})
+
+    t0 = time.monotonic()
+    sent = min(n, window)
+    for _ in range(sent):
+        initiate()
     up = failed = 0
     events.sock.settimeout(timeout)
     last = t0
@@ -196,9 +203,14 @@ def rate(path, child, n, timeout):
                 last = time.monotonic()
             elif name == "ike-updown" and m.get("up") != b"yes":
                 failed += 1
+            else:
+                continue
+            if sent < n:
+                initiate()
+                sent += 1
     except socket.timeout:
         pass
-    for _ in range(n):
+    for _ in range(sent):
         t, _, m = cmd.next_packet()
         if t != CMD_RESPONSE or not ok(m):
             failed += 1
@@ -211,8 +223,8 @@ def main(argv):
     path, what = argv[1], argv[2]
     if what == "latency" and len(argv) == 6:
         latency(path, argv[3], argv[4], int(argv[5]))
-    elif what == "rate" and len(argv) == 6:
-        rate(path, argv[3], int(argv[4]), float(argv[5]))
+    elif what == "rate" and len(argv) == 7:
+        rate(path, argv[3], int(argv[4]), float(argv[5]), int(argv[6]))
     else:
         sys.exit(__doc__)
 
