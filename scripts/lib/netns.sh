@@ -1,7 +1,8 @@
 # Shell shared by the gateway's end-to-end tests (scripts/e2e, on this host) and the kernel
 # machine's Linux interop suite (tests/kernel/xfrm, inside user-mode-linux): two network
 # namespaces joined by veth, each with a host network behind it, setkey files and keys for
-# ipsecd, starting and asking ipsecd, and a TCP transfer checked by SHA-256.
+# ipsecd, starting and asking ipsecd, a TCP transfer checked by SHA-256, and stopping a
+# dumpcap capture once it has written all it saw.
 #
 #        ns $A                                                   ns $B
 #   10.98.1.1 (lo) ── (gateway a) ── va 10.99.0.1  ══  vb 10.99.0.2 ── (gateway b) ── 10.98.2.1 (lo)
@@ -298,3 +299,20 @@ EOF
 
 # counter SIDE NAME: a total of `ipsecctl stats` (a drop reason, or keepalives).
 counter() { ctl "$1" stats | awk -v n="$2" '$1 == n || $1 == n ":" { print $2; exit }'; }
+
+# capture_stop PID FILE: stops dumpcap PID (writing FILE) once it has written everything it
+# saw: when FILE has not grown for half a second (at most 10 s). libpcap hands dumpcap the
+# kernel's ring a block at a time, when the block is full or 250 ms after its first packet
+# (dumpcap's timeout), so a SIGINT sooner than that after the last packet, or while dumpcap
+# waits for a CPU, loses the packets of the last block.
+capture_stop() {
+    local size=-1 now same=0
+    for _ in $(seq 100); do
+        now=$(stat -c %s "$2" 2>/dev/null || echo 0)
+        if [ "$now" = "$size" ]; then same=$((same + 1)); else same=0 size=$now; fi
+        [ $same -ge 5 ] && break
+        sleep 0.1
+    done
+    kill -INT "$1"
+    wait "$1" || true
+}
