@@ -25,15 +25,13 @@ pub enum StartAction {
     Start,
 }
 
-/// What to do with the CHILD_SA when liveness checks find the peer gone, or the peer
-/// closes it (`dpd_action`; `none` by default, as strongSwan's).
+/// What to do with the CHILD_SA when liveness checks find the peer gone (`dpd_action`;
+/// `none` by default, as strongSwan's; strongSwan reads `clear` as `none`, and so does iked).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum DpdAction {
-    /// Nothing more than closing it.
+    /// Close it, nothing more.
     #[default]
     None,
-    /// Close it (strongSwan distinguishes this from `none` for IKEv1 only).
-    Clear,
     /// Close it and install a trap policy, so that traffic brings it back.
     Trap,
     /// Close it and initiate again at once.

@@ -142,7 +142,7 @@ fn child(ctx: &Ctx, sec: &Section, conn: &str) -> R<Child> {
                     s,
                     &[
                         ("none", DpdAction::None),
-                        ("clear", DpdAction::Clear),
+                        ("clear", DpdAction::None),
                         ("trap", DpdAction::Trap),
                         ("restart", DpdAction::Restart),
                     ],
