@@ -463,8 +463,9 @@ mod tests {
     }
 
     /// strongSwan strings → transforms, written as charon 5.9.8 logs them (`proposals = …`
-    /// at `cfg 2` when swanctl loads the connection); the `strongswan` integration test checks
-    /// the same table against a running charon.
+    /// at `cfg 2` when swanctl loads the connection). Every row is also in iked's
+    /// `tests/configs/proposals.conf`, which iked's `strongswan` test loads into a running
+    /// charon and compares.
     #[test]
     fn table_matches_strongswan() {
         let ike = [
