@@ -1,0 +1,67 @@
+//! X.509 certificates for IKEv2 authentication (RFC 7296 §2.15 and §3.6-3.7, RFC 4945's
+//! profile, RFC 7427 signatures): loading our own certificate and key, validating a
+//! peer's chain to a configured CA, checking that it binds the peer's identity, and the
+//! CERTREQ hashes. Sans I/O: bytes in (the daemon reads the files), the time passed in.
+//!
+//! # How IKE_AUTH uses it
+//!
+//! ```text
+//!  configuration:  cas   = load_certificates(ca file bytes)      → TrustStore::new(cas)
+//!                  ours  = load_certificates(our cert [+ intermediates])
+//!                  key   = load_private_key(key file bytes)      → crypto::SigningKey
+//!                  peer  = Identity::Dn(parse_dn("C=CH, O=strongSwan, CN=moon")?) (or Fqdn, …)
+//!  IKE_SA_INIT:    CERTREQ data = certreq_data(fw, &store)
+//!  IKE_AUTH in:    ee = Certificate::from_der(first CERT), ints = the other CERTs
+//!                  chain = store.validate(fw, &ee, &ints, now)?          (CertError)
+//!                  ee.binds(&Identity::from_payload(IDx))  and matches the configured peer
+//!                  crypto::verify_signature(fw, chain.public_key(), method, AUTH data, octets)
+//!  IKE_AUTH out:   which = certreq_match(fw, peer's CERTREQ data, &ours)  → CERTs to send
+//! ```
+//!
+//! # Crates, and why
+//!
+//! Parsing is RustCrypto's `x509-cert` (0.3, over `der` 0.8): strict DER, RFC 5280 types
+//! for every extension we read, no crypto of its own, maintained with the other RustCrypto
+//! formats crates, and small — `der`, `spki`, `const-oid`, `x509-cert` and the
+//! `der_derive` macro build in about 25 s of CPU here, the macro's `syn` already being in
+//! the tree. Path building is ours (`chain`), some 150 lines: IKE chains are an end entity,
+//! a few intermediates from CERT payloads and a configured CA, and the issue requires every
+//! signature through ocf. The others, read and not taken:
+//! - `rustls-webpki` builds paths and lets one plug in signature verifiers, but it is
+//!   TLS-centred: names are DNS names and IP addresses only (no DN, no e-mail), keyUsage is
+//!   not checked, its errors do not say which certificate failed, and an id-RSASSA-PSS
+//!   signature with its parameters is matched by fixed byte strings.
+//! - `x509-parser` (rusticata) parses as well, with nom, `asn1-rs` and its derive macros,
+//!   `time`, `oid-registry` — more to build for the same facts; its `verify` feature uses
+//!   `ring`, not ocf.
+//! - `x509-verify` verifies with RustCrypto's own signature crates, which would bypass ocf.
+//!
+//! # Module layout (each uses only those below it)
+//!
+//! ```text
+//!   load      certreq      identity
+//!    │  ╲       │   ╲          │
+//!    │   ╲    chain  ╲         │
+//!    │    ╲     │     ╲        │
+//!    ▼     ▼    ▼      ▼       ▼
+//!   encode   parsed ──▶ dn ──▶ encode          error (used by all)
+//!              │
+//!              ▼ crate::crypto (verify_x509_signature, spki_sha1, SigningKey)
+//! ```
+
+mod certreq;
+mod chain;
+mod dn;
+mod encode;
+mod error;
+mod identity;
+mod load;
+mod parsed;
+
+pub use certreq::{certreq_data, certreq_match, CA_HASH_LEN};
+pub use chain::{TrustStore, ValidatedChain, DEFAULT_MAX_INTERMEDIATES};
+pub use dn::{dn_matches, dn_text, parse_dn, DnError};
+pub use error::CertError;
+pub use identity::Identity;
+pub use load::{load_certificates, load_private_key};
+pub use parsed::{AltName, Certificate};
