@@ -31,7 +31,11 @@ pub fn certreq_data(fw: &ocf::Framework, store: &TrustStore) -> Result<Vec<u8>, 
 /// Certification Authority field names: the index of the first one after the end entity
 /// whose key hash is in `data`. `None` if it names none of them (then we send our chain
 /// anyway, RFC 7296 §3.7 lets us).
-pub fn certreq_match(fw: &ocf::Framework, data: &[u8], chain: &[Certificate]) -> Result<Option<usize>, CertError> {
+pub fn certreq_match(
+    fw: &ocf::Framework,
+    data: &[u8],
+    chain: &[Certificate],
+) -> Result<Option<usize>, CertError> {
     if data.len() % CA_HASH_LEN != 0 {
         return Err(CertError::CertReqLength(data.len()));
     }

@@ -193,7 +193,12 @@ impl Search<'_> {
     }
 
     /// Checks that `issuer` may have issued `cert`, the last of `path`, and did.
-    fn link(&mut self, cert: &Certificate, issuer: &Certificate, path: &[Certificate]) -> Result<(), CertError> {
+    fn link(
+        &mut self,
+        cert: &Certificate,
+        issuer: &Certificate,
+        path: &[Certificate],
+    ) -> Result<(), CertError> {
         let issuer_name = || issuer.subject_text().to_string();
         check_extensions(issuer)?;
         check_time(issuer, self.now)?;
@@ -205,15 +210,21 @@ impl Search<'_> {
         }
         self.checks_left -= 1;
         let subject = cert.subject_text().to_string();
-        verify_x509_signature(self.fw, issuer.spki(), cert.signature_algorithm(), cert.tbs(), cert.signature())
-            .map_err(|error| match error {
-                CryptoError::BadSignature => CertError::BadSignature { subject },
-                CryptoError::UnknownSignatureAlgorithm => CertError::UnsupportedSignatureAlgorithm { subject },
-                CryptoError::SignatureKeyMismatch | CryptoError::UnsupportedKey(_) => {
-                    CertError::UnsupportedKey { subject: issuer_name(), why: error.to_string() }
-                }
-                error => CertError::Crypto { subject, error },
-            })?;
+        verify_x509_signature(
+            self.fw,
+            issuer.spki(),
+            cert.signature_algorithm(),
+            cert.tbs(),
+            cert.signature(),
+        )
+        .map_err(|error| match error {
+            CryptoError::BadSignature => CertError::BadSignature { subject },
+            CryptoError::UnknownSignatureAlgorithm => CertError::UnsupportedSignatureAlgorithm { subject },
+            CryptoError::SignatureKeyMismatch | CryptoError::UnsupportedKey(_) => {
+                CertError::UnsupportedKey { subject: issuer_name(), why: error.to_string() }
+            }
+            error => CertError::Crypto { subject, error },
+        })?;
         if !issuer.is_ca() {
             return Err(CertError::IssuerNotCa { subject: issuer_name() });
         }

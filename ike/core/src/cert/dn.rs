@@ -117,7 +117,8 @@ pub fn parse_dn(text: &str) -> Result<Vec<u8>, DnError> {
         let (oid, ia5) = match ATTRS.iter().find(|a| a.names.iter().any(|n| n.eq_ignore_ascii_case(name))) {
             Some(a) => (ObjectIdentifier::new_unwrap(a.oid), a.ia5),
             None => {
-                let oid = ObjectIdentifier::new(name).map_err(|_| DnError::UnknownAttribute(name.to_string()))?;
+                let oid =
+                    ObjectIdentifier::new(name).map_err(|_| DnError::UnknownAttribute(name.to_string()))?;
                 (oid, false)
             }
         };
@@ -243,7 +244,9 @@ mod tests {
         let ours = parse_dn("C=CH, O=strongSwan, CN=moon").unwrap();
         // The same name with UTF8String values after C, as openssl writes them.
         let mut rdns = Vec::new();
-        for (oid, tag, value) in [("2.5.4.6", 0x13, "CH"), ("2.5.4.10", 0x0c, "strongSwan"), ("2.5.4.3", 0x0c, "moon")] {
+        for (oid, tag, value) in
+            [("2.5.4.6", 0x13, "CH"), ("2.5.4.10", 0x0c, "strongSwan"), ("2.5.4.3", 0x0c, "moon")]
+        {
             let mut atv = Vec::new();
             tlv(&mut atv, 0x06, ObjectIdentifier::new_unwrap(oid).as_bytes());
             tlv(&mut atv, tag, value.as_bytes());

@@ -34,9 +34,13 @@ mod tests {
     // X.690 §8.1.3.4 and §8.1.3.5: short form below 128, else the fewest length octets.
     #[test]
     fn lengths_are_definite_and_minimal() {
-        for (n, header) in [(0usize, vec![0x04, 0x00]), (127, vec![0x04, 0x7f]), (128, vec![0x04, 0x81, 0x80]),
-            (256, vec![0x04, 0x82, 0x01, 0x00]), (70000, vec![0x04, 0x83, 0x01, 0x11, 0x70])]
-        {
+        for (n, header) in [
+            (0usize, vec![0x04, 0x00]),
+            (127, vec![0x04, 0x7f]),
+            (128, vec![0x04, 0x81, 0x80]),
+            (256, vec![0x04, 0x82, 0x01, 0x00]),
+            (70000, vec![0x04, 0x83, 0x01, 0x11, 0x70]),
+        ] {
             let mut out = Vec::new();
             tlv(&mut out, 0x04, &vec![0u8; n]);
             assert_eq!(&out[..header.len()], &header[..], "{n}");

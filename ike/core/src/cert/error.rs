@@ -62,11 +62,15 @@ impl fmt::Display for CertError {
         use CertError::*;
         match self {
             Pem(why) => write!(f, "PEM does not decode: {why}"),
-            PemLabel { expected, found } => write!(f, "PEM block \"{found}\" where \"{expected}\" was expected"),
+            PemLabel { expected, found } => {
+                write!(f, "PEM block \"{found}\" where \"{expected}\" was expected")
+            }
             NoCertificate => f.write_str("neither a PEM nor a DER certificate"),
             Malformed { subject: Some(s), why } => write!(f, "certificate \"{s}\" does not parse: {why}"),
             Malformed { subject: None, why } => write!(f, "certificate does not parse: {why}"),
-            KeyForm { found, use_form } => write!(f, "private key as {found} is not taken: convert it to {use_form}"),
+            KeyForm { found, use_form } => {
+                write!(f, "private key as {found} is not taken: convert it to {use_form}")
+            }
             KeyMalformed(why) => write!(f, "private key does not parse: {why}"),
             BadExtension { subject, extension } => {
                 write!(f, "certificate \"{subject}\": extension {extension} does not parse or is repeated")
@@ -78,7 +82,10 @@ impl fmt::Display for CertError {
                 write!(f, "certificate \"{subject}\" expired (notAfter {not_after}, now {now}, Unix time)")
             }
             NotYetValid { subject, not_before, now } => {
-                write!(f, "certificate \"{subject}\" not yet valid (notBefore {not_before}, now {now}, Unix time)")
+                write!(
+                    f,
+                    "certificate \"{subject}\" not yet valid (notBefore {not_before}, now {now}, Unix time)"
+                )
             }
             UnknownIssuer { subject, issuer } => {
                 write!(f, "certificate \"{subject}\": issuer \"{issuer}\" is no trusted CA nor a received intermediate")
@@ -88,8 +95,12 @@ impl fmt::Display for CertError {
                 write!(f, "certificate \"{subject}\": unsupported signature algorithm")
             }
             UnsupportedKey { subject, why } => write!(f, "certificate \"{subject}\": unsupported key: {why}"),
-            IssuerNotCa { subject } => write!(f, "certificate \"{subject}\" issues certificates but is not a CA"),
-            IssuerKeyUsage { subject } => write!(f, "CA certificate \"{subject}\": keyUsage lacks keyCertSign"),
+            IssuerNotCa { subject } => {
+                write!(f, "certificate \"{subject}\" issues certificates but is not a CA")
+            }
+            IssuerKeyUsage { subject } => {
+                write!(f, "CA certificate \"{subject}\": keyUsage lacks keyCertSign")
+            }
             EndEntityKeyUsage { subject } => {
                 write!(f, "certificate \"{subject}\": keyUsage lacks digitalSignature")
             }
@@ -99,7 +110,9 @@ impl fmt::Display for CertError {
             ChainTooLong { subject, max_intermediates } => {
                 write!(f, "certificate \"{subject}\": chain longer than {max_intermediates} intermediates")
             }
-            CertReqLength(n) => write!(f, "CERTREQ authority field of {n} bytes is not a list of SHA-1 hashes"),
+            CertReqLength(n) => {
+                write!(f, "CERTREQ authority field of {n} bytes is not a list of SHA-1 hashes")
+            }
             Crypto { subject, error } => write!(f, "certificate \"{subject}\": {error}"),
         }
     }

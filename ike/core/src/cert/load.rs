@@ -23,8 +23,11 @@ use crate::crypto::SigningKey;
 
 const PKCS8_FORM: &str = "an unencrypted PKCS#8 \"PRIVATE KEY\" (openssl pkcs8 -topk8 -nocrypt)";
 
-/// One PEM block: its label and its bytes.
-fn pem_blocks(input: &[u8]) -> Result<Vec<(String, Zeroizing<Vec<u8>>)>, CertError> {
+/// One PEM block: its label and its bytes (wiped when dropped: it may be a key).
+type PemBlock = (String, Zeroizing<Vec<u8>>);
+
+/// Every PEM block in `input`, text around them skipped.
+fn pem_blocks(input: &[u8]) -> Result<Vec<PemBlock>, CertError> {
     const BEGIN: &[u8] = b"-----BEGIN ";
     const END: &[u8] = b"-----END ";
     let find = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).position(|w| w == needle);
@@ -34,7 +37,8 @@ fn pem_blocks(input: &[u8]) -> Result<Vec<(String, Zeroizing<Vec<u8>>)>, CertErr
         let block = &rest[start..];
         let end = find(block, END).ok_or_else(|| CertError::Pem("a BEGIN line without its END".into()))?;
         let after_end = &block[end + END.len()..];
-        let close = find(after_end, b"-----").ok_or_else(|| CertError::Pem("an unterminated END line".into()))?;
+        let close =
+            find(after_end, b"-----").ok_or_else(|| CertError::Pem("an unterminated END line".into()))?;
         let len = end + END.len() + close + 5;
         let (label, data) = der::pem::decode_vec(&block[..len]).map_err(|e| CertError::Pem(e.to_string()))?;
         blocks.push((label.to_string(), Zeroizing::new(data)));
@@ -76,6 +80,8 @@ struct EcPrivateKey<'a> {
     private_key: &'a OctetStringRef,
     #[asn1(context_specific = "0", tag_mode = "EXPLICIT", optional = "true")]
     parameters: Option<ObjectIdentifier>,
+    // Parsed so that the whole structure is checked; the PKCS#8 wrapping keeps it.
+    #[allow(dead_code)]
     #[asn1(context_specific = "1", tag_mode = "EXPLICIT", optional = "true")]
     public_key: Option<BitStringRef<'a>>,
 }
@@ -105,7 +111,6 @@ fn sec1_to_pkcs8(der: &[u8]) -> Result<Zeroizing<Vec<u8>>, CertError> {
     if key.version != 1 || key.private_key.as_bytes().is_empty() {
         return Err(CertError::KeyMalformed("not a SEC1 ECPrivateKey"));
     }
-    let _ = key.public_key;
     let curve = key.parameters.ok_or(CertError::KeyMalformed("an EC PRIVATE KEY without its curve"))?;
     let mut params = Vec::new();
     tlv(&mut params, 0x06, curve.as_bytes());
@@ -127,7 +132,8 @@ fn shape(der: &[u8]) -> Option<(u8, u8)> {
 }
 
 fn signing_key(pkcs8: &[u8]) -> Result<SigningKey, CertError> {
-    SigningKey::from_pkcs8(pkcs8).map_err(|_| CertError::KeyMalformed("PKCS#8 of a key that is not RSA, P-256, P-384 or Ed25519"))
+    SigningKey::from_pkcs8(pkcs8)
+        .map_err(|_| CertError::KeyMalformed("PKCS#8 of a key that is not RSA, P-256, P-384 or Ed25519"))
 }
 
 /// Our private key from its file's bytes (see the module doc for the forms).

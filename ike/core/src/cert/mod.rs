@@ -36,17 +36,18 @@
 //!   `ring`, not ocf.
 //! - `x509-verify` verifies with RustCrypto's own signature crates, which would bypass ocf.
 //!
-//! # Module layout (each uses only those below it)
+//! # Module layout
+//!
+//! Each module uses only those on lower layers (named in brackets):
 //!
 //! ```text
-//!   load      certreq      identity
-//!    │  ╲       │   ╲          │
-//!    │   ╲    chain  ╲         │
-//!    │    ╲     │     ╲        │
-//!    ▼     ▼    ▼      ▼       ▼
-//!   encode   parsed ──▶ dn ──▶ encode          error (used by all)
-//!              │
-//!              ▼ crate::crypto (verify_x509_signature, spki_sha1, SigningKey)
+//!   layer 3   certreq (chain, parsed)    identity (parsed, dn)    load (parsed, encode)
+//!   layer 2   chain (parsed, dn)
+//!   layer 1   parsed (dn)
+//!   layer 0   dn (encode)    encode    error (used by every module that can fail)
+//!
+//!   chain's signatures and certreq's hashes are crate::crypto calls (ocf requests);
+//!   load makes a crypto::SigningKey.
 //! ```
 
 mod certreq;

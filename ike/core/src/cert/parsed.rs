@@ -55,7 +55,7 @@ const UNDERSTOOD: &[&str] = &[
 ];
 
 /// A parsed certificate.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Certificate {
     der: Vec<u8>,
     tbs: Vec<u8>,
@@ -72,6 +72,22 @@ pub struct Certificate {
     key_usage: Option<KeyUsage>,
     alt_names: Vec<AltName>,
     unknown_critical: Option<String>,
+}
+
+/// Names and flags, not bytes: a certificate in a log or a failed assertion is read by
+/// its subject.
+impl std::fmt::Debug for Certificate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Certificate")
+            .field("subject", &self.subject_text)
+            .field("issuer", &dn_text(&self.issuer))
+            .field("not_before", &self.not_before)
+            .field("not_after", &self.not_after)
+            .field("ca", &self.ca)
+            .field("path_len", &self.path_len)
+            .field("alt_names", &self.alt_names)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The `tbsCertificate` TLV as it is in `der`, the bytes the signature covers.
@@ -123,7 +139,8 @@ impl Certificate {
         let mut seen: Vec<ObjectIdentifier> = Vec::new();
         for ext in tbs.extensions().map(Vec::as_slice).unwrap_or(&[]) {
             let oid = ext.extn_id.to_string();
-            let bad_ext = || CertError::BadExtension { subject: subject_text.clone(), extension: oid.clone() };
+            let bad_ext =
+                || CertError::BadExtension { subject: subject_text.clone(), extension: oid.clone() };
             if seen.contains(&ext.extn_id) {
                 return Err(bad_ext());
             }

@@ -42,14 +42,17 @@
 //! are used by all):
 //!
 //! ```text
-//!   what the state machine (and crate::cert) calls:
-//!   auth      keys          signature  x509    kex     random    natd
-//!    │       ╱    ╲          │     ╲    │ ╲     │        │         │
-//!    ▼      ▼      ▼         ▼      │   ▼  │    │        │         │
-//!    prf           sk        der ◀──┼───┘  │    │        │         │
-//!     │            │                │      │    │        │         │
-//!     ▼            ▼                ▼      ▼    ▼        ▼         ▼
+//!   what the state machine calls:
+//!   auth      keys          signature     kex     random    natd
+//!    │       ╱    ╲          │     ╲       │        │         │
+//!    ▼      ▼      ▼         ▼      │      │        │         │
+//!    prf           sk        der    │      │        │         │
+//!     │            │                │      │        │         │
+//!     ▼            ▼                ▼      ▼        ▼         ▼
 //!    ops: every ocf call (session, run, asym, random, digest)
+//!
+//!   x509 (what crate::cert calls: certificate signatures, CERTREQ key hashes) stands
+//!   beside signature and uses der and ops as it does.
 //! ```
 
 mod auth;
@@ -67,8 +70,8 @@ mod suite;
 mod x509;
 
 pub use auth::{psk_auth, signed_octets, verify_psk_auth, MIN_PSK_LEN};
-pub use der::{pkcs8_key_type, spki_key_type, KeyType};
 pub(crate) use der::tlv as der_tlv;
+pub use der::{pkcs8_key_type, spki_key_type, KeyType};
 pub use error::CryptoError;
 pub use kex::{encapsulate, KeyShare, SharedSecret};
 pub use keys::{rekey_skeyseed, skeyseed, ChildKeys, IkeKeys, KeyBytes};

@@ -154,7 +154,11 @@ pub fn verify_x509_signature(
 /// Certification Authority field (RFC 7296 §3.7), through ocf's digest.
 pub fn spki_sha1(fw: &Framework, spki: &[u8]) -> Result<[u8; 20], CryptoError> {
     let d = ops::digest(fw, DigestAlg::Sha1, spki)?;
-    d.as_slice().try_into().map_err(|_| CryptoError::KeyLength { what: "SHA-1 digest", got: d.len(), expected: 20 })
+    d.as_slice().try_into().map_err(|_| CryptoError::KeyLength {
+        what: "SHA-1 digest",
+        got: d.len(),
+        expected: 20,
+    })
 }
 
 #[cfg(test)]
@@ -173,7 +177,8 @@ mod tests {
         *salt20.last_mut().unwrap() = 20;
         assert_eq!(asym_alg(&salt20, KeyType::Rsa), Err(CryptoError::UnknownSignatureAlgorithm));
         // PSS with every parameter at its default (SHA-1): refused.
-        let defaults = [0x30, 0x0d, 0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0a, 0x30, 0x00];
+        let defaults =
+            [0x30, 0x0d, 0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0a, 0x30, 0x00];
         assert_eq!(asym_alg(&defaults, KeyType::Rsa), Err(CryptoError::UnknownSignatureAlgorithm));
     }
 
