@@ -3,7 +3,7 @@
 //! and subjectAltNames of every kind; then each refusal. `openssl verify` gives the
 //! independent verdict on every chain.
 
-use ike_core::cert::{load_private_key, parse_dn, CertError, Identity, TrustStore};
+use ike_core::cert::{load_private_key, parse_dn, CertError, Certificate, Identity, TrustStore};
 use ike_core::crypto::{verify_signature, AuthScheme, SignatureScheme};
 
 use crate::common::{assert_valid, fw, load, loads, now, openssl_verifies, run, TempDir};
@@ -384,4 +384,32 @@ fn openssl_refusals_each_with_its_variant() {
         &[],
         |e| matches!(e, CertError::UnknownCriticalExtension { extension, .. } if extension == "1.3.6.1.4.1.55555.1"),
     );
+}
+
+/// Every truncation of a certificate, and every one-byte change, is refused — by the
+/// parser or by validation — and none panics.
+#[test]
+fn every_truncation_and_flipped_byte_is_refused() {
+    let mut pki = Pki::new("openssl-flip");
+    pki.make("ca", Key::P256, "/C=CH/O=ocf/CN=ocf Root CA", None, CA_EXT, &[]);
+    let ee_ext = format!("{EE_EXT}subjectAltName=DNS:ee.example.org,IP:192.0.2.1,email:a@example.org\n");
+    pki.make("ee", Key::P256, "/C=CH/O=ocf/CN=ee.example.org", Some("ca"), &ee_ext, &[]);
+    let store = TrustStore::new(vec![load(&pki.dir, "ca.pem")]);
+    let fw = fw();
+    let der = load(&pki.dir, "ee.pem").der().to_vec();
+    store.validate(&fw, &Certificate::from_der(&der).unwrap(), &[], now()).unwrap();
+    for n in 0..der.len() {
+        assert!(Certificate::from_der(&der[..n]).is_err(), "truncated to {n}");
+    }
+    let mut parsed = 0;
+    for i in 0..der.len() {
+        let mut bad = der.clone();
+        bad[i] ^= 0x01;
+        if let Ok(cert) = Certificate::from_der(&bad) {
+            parsed += 1;
+            assert!(store.validate(&fw, &cert, &[], now()).is_err(), "byte {i} flipped still validates");
+        }
+    }
+    // Most flips land in names, keys and the signature, which parse: validation sees them.
+    assert!(parsed > der.len() / 2, "{parsed} of {}", der.len());
 }

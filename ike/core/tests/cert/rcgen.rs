@@ -111,6 +111,18 @@ fn rcgen_certificates_validate_bind_and_answer_certreq() {
     );
     assert!(!openssl_verifies(&dir, "ca.pem", &["int.pem", "sub.pem"], "leaf.pem", &[]));
 
+    // Every signature and hash is an ocf request, counted by the driver: two links, two
+    // verifications; one CA, one SHA-1.
+    let ops = |fw: &ocf::Framework| fw.driver_stats(ocf_soft::NAME).unwrap().ops;
+    let leaf_p256 = ee_params("count.rcgen.test").signed_by(&leaf_key, &int_issuer).unwrap();
+    let leaf_p256 = load_certificates(leaf_p256.der()).unwrap().remove(0);
+    let before = ops(&fw);
+    store.validate(&fw, &leaf_p256, &ints, now()).unwrap();
+    assert_eq!(ops(&fw) - before, 2);
+    let before = ops(&fw);
+    certreq_data(&fw, &store).unwrap();
+    assert_eq!(ops(&fw) - before, 1);
+
     // CERTREQ: our hash of the CA is SHA-1 of its SubjectPublicKeyInfo, as openssl
     // computes it; a peer's CERTREQ naming our CA selects it in our chain.
     let data = certreq_data(&fw, &store).unwrap();
