@@ -21,8 +21,8 @@
 //! signature is not checked (it is trusted as configured) but its validity, basic
 //! constraints, key usage and path length are, as openssl does. DNs are compared as
 //! strongSwan compares them. The number of signature checks one validation may make is
-//! bounded, so that a peer sending many certificates with one subject cannot make the
-//! search exponential.
+//! bounded (32; past it the search stops with `ChainTooLong`), so that a peer sending many
+//! certificates with one subject cannot make the search exponential.
 
 use super::dn::dn_text;
 use super::error::CertError;

@@ -9,7 +9,7 @@
 //!  ID_DER_ASN1_DN   ↔ the subject, or a subjectAltName directoryName (dn_matches)
 //! ```
 //!
-//! What strongSwan does, read in its `x509_cert.c` (`has_subject`, 5.9 to 6.0): it matches
+//! What strongSwan does, read in its `x509_cert.c` (`has_subject`, master of May 2026): it matches
 //! the ID against the subject DN and each subjectAltName, and a name of one type never
 //! matches an ID of another; there is no fall-back to the subject's CN for an FQDN or an
 //! e-mail ID when the certificate has no subjectAltName. We do the same: an FQDN ID is

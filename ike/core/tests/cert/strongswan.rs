@@ -86,6 +86,9 @@ fn strongswan_pki_certificates_validate_and_bind() {
         let spki = assert_valid(&store, &ee, &[], &yes, &no);
         assert!(openssl_verifies(&dir, "ca.pem", &[], &format!("{name}.pem"), &[]), "{name}");
         assert_eq!(ee.subject_text(), dn);
+        // strongSwan turns the text into DER as parse_dn does: byte for byte the same.
+        assert_eq!(ee.subject(), &parse_dn(&dn).unwrap()[..]);
+        assert_eq!(ee.issuer(), &parse_dn(ca_dn).unwrap()[..]);
 
         // pki --gen writes PKCS#1 / SEC1 PEM; it loads, and its AUTH signature checks with
         // the certificate's key.
