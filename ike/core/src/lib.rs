@@ -8,8 +8,13 @@
 //! Every cryptographic operation — Diffie-Hellman, signatures, the PRF, the SK payloads'
 //! protection, nonces and SPIs — goes through ocf sessions, so that ocf's cost model,
 //! counters and profile see IKE as they see ESP.
+//!
+//! - [`crypto`]: every cryptographic operation of IKE, each an ocf request.
+//! - [`cert`]: X.509 certificates — loading, chain validation to a configured CA (each
+//!   signature through [`crypto`]), the identities a certificate binds, CERTREQ hashes.
 
 #![forbid(unsafe_code)]
 
+pub mod cert;
 pub mod config;
 pub mod crypto;

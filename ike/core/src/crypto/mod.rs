@@ -31,6 +31,9 @@
 //!                     verify_signature(fw, peer_spki, method, data, &peer_octets)
 //!               CHILD_SA: ChildKeys::derive(fw, prf, &keys.sk_d, &child_suite, None, &ni, &nr)
 //!
+//!  certificates (crate::cert): verify_x509_signature(fw, issuer_spki, sig_alg, tbs, sig) per link;
+//!               spki_sha1(fw, ca_spki) for CERTREQ
+//!
 //!  CREATE_CHILD_SA: CHILD_SA (PFS: g_ir from a new KeyShare/encapsulate, Some(&g_ir))
 //!                   IKE SA rekey: keys.rekeyed(fw, old_prf, &new_suite, &g_ir, &ni, &nr, &spi_i, &spi_r)
 //! ```
@@ -47,6 +50,9 @@
 //!     │            │                │      │        │         │
 //!     ▼            ▼                ▼      ▼        ▼         ▼
 //!    ops: every ocf call (session, run, asym, random, digest)
+//!
+//!   x509 (what crate::cert calls: certificate signatures, CERTREQ key hashes) stands
+//!   beside signature and uses der and ops as it does.
 //! ```
 
 mod auth;
@@ -61,8 +67,10 @@ mod random;
 mod signature;
 mod sk;
 mod suite;
+mod x509;
 
 pub use auth::{psk_auth, signed_octets, verify_psk_auth, MIN_PSK_LEN};
+pub(crate) use der::tlv as der_tlv;
 pub use der::{pkcs8_key_type, spki_key_type, KeyType};
 pub use error::CryptoError;
 pub use kex::{encapsulate, KeyShare, SharedSecret};
@@ -73,3 +81,4 @@ pub use random::{check_nonce, ike_spi, nonce, DEFAULT_NONCE_LEN, MAX_NONCE_LEN};
 pub use signature::{verify_signature, AuthScheme, SignatureScheme, SigningKey};
 pub use sk::SkCipher;
 pub use suite::{ChildSuite, Encr, IkeSuite, Integ, KeMethod, Prf};
+pub use x509::{spki_sha1, verify_x509_signature};
