@@ -173,7 +173,9 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Truncated(n) => write!(f, "a record of {n} bytes, shorter than the {HEADER_LEN}-byte header"),
+            Error::Truncated(n) => {
+                write!(f, "a record of {n} bytes, shorter than the {HEADER_LEN}-byte header")
+            }
             Error::TooLong(n) => write!(f, "a record of {n} bytes, longer than {MAX_RECORD}"),
             Error::Version(v) => write!(f, "record version {v}, not {VERSION}"),
             Error::Kind(k) => write!(f, "unknown record kind {k}"),
@@ -196,7 +198,12 @@ pub fn header(d: &Datagram) -> Result<[u8; HEADER_LEN], Error> {
 }
 
 /// The header of a datagram of `len` bytes (see [`header`]).
-pub fn header_of(local: SocketAddr, remote: SocketAddr, nat_t: bool, len: usize) -> Result<[u8; HEADER_LEN], Error> {
+pub fn header_of(
+    local: SocketAddr,
+    remote: SocketAddr,
+    nat_t: bool,
+    len: usize,
+) -> Result<[u8; HEADER_LEN], Error> {
     if len == 0 {
         return Err(Error::Empty);
     }
@@ -308,7 +315,12 @@ pub fn decode(b: &[u8]) -> Result<Record, Error> {
             if body.is_empty() {
                 return Err(Error::Empty);
             }
-            Ok(Record::Datagram(Datagram { local, remote, nat_t: flags & FLAG_NAT_T != 0, bytes: body.to_vec() }))
+            Ok(Record::Datagram(Datagram {
+                local,
+                remote,
+                nat_t: flags & FLAG_NAT_T != 0,
+                bytes: body.to_vec(),
+            }))
         }
         other => Err(Error::Kind(other)),
     }
