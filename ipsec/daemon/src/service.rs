@@ -120,11 +120,11 @@ fn print_sa(out: &mut String, info: &SaInfo, keys: Keys, core: &Ipsec) {
 }
 
 /// The SA's last use, for a key manager's liveness checks (RFC 7296 §2.4), one line per
-/// SA in the monitor's `key=value` form behind `#` (so that a dump still reads back as
-/// setkey text):
+/// SA in the monitor's `key=value` form behind `#` and a tab (so that a dump still reads
+/// back as setkey text):
 ///
 /// ```text
-/// #	last-used src=A dst=B proto=P spi=0xN in-ms=N|never out-ms=N|never
+/// #<TAB>last-used src=A dst=B proto=P spi=0xN in-ms=N|never out-ms=N|never
 /// ```
 ///
 /// `in-ms`: milliseconds since the SA last accepted an inbound packet (decrypted,

@@ -243,7 +243,7 @@ fn ike_reaches_the_key_manager_and_its_answers_the_peer() {
         let hex: String = a.iter().map(|b| format!("{b:02x}")).collect();
         format!("{port} {from} {port} {marker}{hex}")
     };
-    let mut expected = vec![
+    let mut expected = [
         want(500, "10.97.0.1", 4),
         want(4500, "10.97.0.1", 4),
         want(500, "fd00:97::1", 6),
