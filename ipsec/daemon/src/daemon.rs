@@ -1,6 +1,7 @@
 //! `ipsecd` itself: start-up (config, TUN, sockets, control and IKE relay sockets), the
 //! threads, routes, signals (SIGTERM stops cleanly, SIGHUP re-reads the config), and the
-//! tick that applies SA lifetimes and sends NAT-keepalives when due (every 200 ms, with the signal check).
+//! tick that applies SA lifetimes and sends NAT-keepalives when due (every 200 ms, with
+//! the signal check).
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};

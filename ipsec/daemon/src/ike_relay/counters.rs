@@ -33,7 +33,8 @@ pub struct RelayCounters {
     pub second_clients: AtomicU64,
     /// Key managers attached since start.
     pub attaches: AtomicU64,
-    /// Malformed records, by cause (ipsec_wire::ike_relay::Error::index).
+    /// Malformed records from the key manager, and datagrams too long for a record
+    /// (`too_long`), by cause (ipsec_wire::ike_relay::Error::index).
     refused: [AtomicU64; RecordError::ALL.len()],
 }
 
