@@ -9,6 +9,8 @@
 //! protection, nonces and SPIs — goes through ocf sessions, so that ocf's cost model,
 //! counters and profile see IKE as they see ESP.
 //!
+//! - [`config`]: the policy — connections, children, proposals as strongSwan writes them,
+//!   identities, authentication, lifetimes — as validated types (iked parses the file).
 //! - [`crypto`]: every cryptographic operation of IKE, each an ocf request.
 //! - [`cert`]: X.509 certificates — loading, chain validation to a configured CA (each
 //!   signature through [`crypto`]), the identities a certificate binds, CERTREQ hashes.
