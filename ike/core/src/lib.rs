@@ -10,3 +10,5 @@
 //! counters and profile see IKE as they see ESP.
 
 #![forbid(unsafe_code)]
+
+pub mod crypto;
