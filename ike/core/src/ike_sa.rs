@@ -55,6 +55,9 @@ pub struct InitData {
     /// The IKE_SA_INIT messages as sent (initiator's, responder's): AUTH covers them.
     pub msg_i: Vec<u8>,
     pub msg_r: Vec<u8>,
+    /// An (unauthenticated) error notify the responder answered with: the reason the IKE
+    /// SA goes down when the retransmissions run out.
+    pub refused: Option<crate::io::DownReason>,
 }
 
 /// The first CHILD_SA, negotiated in IKE_AUTH.

@@ -231,7 +231,7 @@ impl Ike {
             }
             if let Some(spi) = self.init_index.get(&(h.spi_i, d.remote)) {
                 let sa = &self.sas[spi];
-                if let Incoming::Retransmitted(bytes) = sa.responses.classify(0) {
+                if let Incoming::Retransmitted(bytes) = sa.responses.classify(0, &d.bytes) {
                     let bytes = bytes.to_vec();
                     self.resend(sa.local, sa.remote, bytes, out);
                     self.stats.responses_resent += 1;
@@ -260,7 +260,7 @@ impl Ike {
                 _ => Err(Drop::UnexpectedExchange),
             };
         }
-        match sa.responses.classify(h.message_id) {
+        match sa.responses.classify(h.message_id, &d.bytes) {
             Incoming::Retransmitted(bytes) => {
                 let bytes = bytes.to_vec();
                 let (local, remote) = (sa.local, sa.remote);
@@ -306,7 +306,7 @@ impl Ike {
                         }
                         self.stats.retransmissions += 1;
                     }
-                    Due::GiveUp => dead.push((sa.our_spi(), DownReason::PeerDead)),
+                    Due::GiveUp => dead.push((sa.our_spi(), sa.init.refused.unwrap_or(DownReason::PeerDead))),
                 }
             }
         }

@@ -376,8 +376,18 @@ fn no_common_proposal_ends_the_ike_sa() {
     let mut p = Pair::new(&I, &r, Settings::default(), Settings::default());
     let (spi, first) = p.start();
     p.run(first, &no_nat);
-    assert!(events(&p.i_out).contains(&&Event::IkeSaDown { ike_sa: spi, reason: DownReason::NoProposal }));
     assert_eq!(p.r.ike_sas().count(), 0);
+    assert_eq!(p.i.stats().sa_init.errors, 1);
+    // Unauthenticated: the initiator keeps trying, and gives up with the reason it heard.
+    assert!(p.i.ike_sa(spi).is_some());
+    let mut out = vec![];
+    p.i.tick(p.now + Duration::from_secs(4), &mut out);
+    assert_eq!(sends(&out).len(), 1, "still retransmitting");
+    for s in 5..=170 {
+        p.i.tick(p.now + Duration::from_secs(s), &mut out);
+    }
+    assert!(events(&out).contains(&&Event::IkeSaDown { ike_sa: spi, reason: DownReason::NoProposal }));
+    assert!(p.i.ike_sa(spi).is_none());
 }
 
 #[test]
@@ -437,4 +447,63 @@ fn a_nat_moves_ike_to_4500_and_esp_into_udp() {
     assert_eq!(a.udp_encap, Some((4500, 4500)));
     assert_eq!(b.udp_encap, Some((4500, 44500)), "the responder sends to the NAT's port");
     assert_eq!(*a.encr_key_in, *b.encr_key_out);
+}
+
+/// Every truncation and every single-bit change (bit 0 of each byte, then bit 7) of the
+/// IKE_AUTH request and response, fed to the side waiting for it: each is dropped and
+/// counted, nothing is sent or installed, and the genuine message then completes the
+/// exchange. Every truncation of the IKE_SA_INIT request is dropped by a fresh responder.
+#[test]
+fn every_truncation_and_bit_flip_is_dropped() {
+    let mut p = Pair::new(&I, &R, Settings::default(), Settings::default());
+    let (spi, first) = p.start();
+    for n in 0..first[0].bytes.len() {
+        let mut d = first[0].clone();
+        d.bytes.truncate(n);
+        assert!(p.deliver_r(vec![d]).is_empty(), "a truncated IKE_SA_INIT of {n} bytes was answered");
+    }
+    assert_eq!(p.r.ike_sas().count(), 0);
+    assert_eq!(p.r.stats().drops(Drop::Malformed) as usize, first[0].bytes.len());
+
+    let init_resp = p.deliver_r(first);
+    let auth_req = p.deliver_i(init_resp).remove(0);
+    let variants = |d: &Datagram| {
+        let mut v = Vec::new();
+        for n in 0..d.bytes.len() {
+            let mut t = d.clone();
+            t.bytes.truncate(n);
+            v.push(t);
+        }
+        for bit in [0x01u8, 0x80] {
+            for at in 0..d.bytes.len() {
+                let mut t = d.clone();
+                t.bytes[at] ^= bit;
+                v.push(t);
+            }
+        }
+        v
+    };
+    let before = p.r.stats().drops_total();
+    let tries = variants(&auth_req);
+    for v in tries.clone() {
+        assert!(p.deliver_r(vec![v]).is_empty());
+    }
+    assert_eq!(p.r.stats().drops_total() - before, tries.len() as u64, "each one dropped and counted");
+    assert!(installs(&p.r_out).is_empty());
+    assert_eq!(p.r.half_open(), 1);
+
+    let auth_resp = p.deliver_r(vec![auth_req]).remove(0);
+    assert_eq!(installs(&p.r_out).len(), 1);
+    let before = p.i.stats().drops_total();
+    let tries = variants(&auth_resp);
+    for v in tries.clone() {
+        assert!(p.deliver_i(vec![v]).is_empty());
+    }
+    assert_eq!(p.i.stats().drops_total() - before, tries.len() as u64);
+    assert!(
+        installs(&p.i_out).is_empty() && !events(&p.i_out).iter().any(|e| matches!(e, Event::IkeSaUp { .. }))
+    );
+    p.deliver_i(vec![auth_resp]);
+    assert_mirrored(installs(&p.i_out)[0], installs(&p.r_out)[0]);
+    assert!(p.i.ike_sa(spi).is_some());
 }
