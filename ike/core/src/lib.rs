@@ -48,7 +48,8 @@
 //!
 //! CREATE_CHILD_SA (rekeying), INFORMATIONAL (Delete, liveness), fragmentation (not
 //! announced: nothing reassembles SKF yet), certificate authentication, SET_WINDOW_SIZE,
-//! SA events (`sa_event` counts them and does nothing else).
+//! SA events (`sa_event` is an empty stub: acquire, soft and hard expiry need
+//! CREATE_CHILD_SA and INFORMATIONAL).
 
 #![forbid(unsafe_code)]
 
@@ -169,7 +170,7 @@ impl Ike {
         self.sas.get(&spi)
     }
 
-    /// Our SPIs of every IKE SA.
+    /// Every IKE SA.
     pub fn ike_sas(&self) -> impl Iterator<Item = &IkeSa> {
         self.sas.values()
     }
