@@ -507,3 +507,29 @@ fn every_truncation_and_bit_flip_is_dropped() {
     assert_mirrored(installs(&p.i_out)[0], installs(&p.r_out)[0]);
     assert!(p.i.ike_sa(spi).is_some());
 }
+
+/// The half-open bound: past `limit` a new IKE_SA_INIT is dropped even with a cookie, and
+/// a half-open SA that never sees IKE_AUTH is deleted after the timeout.
+#[test]
+fn half_open_sas_are_bounded_and_expire() {
+    let mut rs = Settings::default();
+    rs.half_open.limit = 1;
+    let mut p = Pair::new(&I, &R, Settings::default(), rs);
+    let (_, first) = p.start();
+    assert_eq!(p.deliver_r(first).len(), 1);
+    assert_eq!(p.r.half_open(), 1);
+    // A second initiator (another SPI) while one SA is half-open: dropped, no answer.
+    let (_, second) = p.start();
+    assert!(p.deliver_r(second).is_empty());
+    assert_eq!(p.r.stats().drops(Drop::HalfOpenFull), 1);
+    assert_eq!(p.r.ike_sas().count(), 1);
+    let mut out = vec![];
+    p.r.tick(p.now + Duration::from_secs(29), &mut out);
+    assert_eq!(p.r.half_open(), 1);
+    p.r.tick(p.now + Duration::from_secs(30), &mut out);
+    assert_eq!((p.r.half_open(), p.r.ike_sas().count()), (0, 0));
+    assert!(events(&out)
+        .iter()
+        .any(|e| matches!(e, Event::IkeSaDown { reason: DownReason::HalfOpenTimeout, .. })));
+    assert_eq!(p.r.stats().half_open, 0);
+}

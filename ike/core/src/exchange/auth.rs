@@ -16,7 +16,7 @@
 //!  Install
 //! ```
 //!
-//! AUTH = prf(prf(PSK, "Key Pad for IKEv2"), <message octets>) where the initiator's octets
+//! AUTH = `prf(prf(PSK, "Key Pad for IKEv2"), octets)` where the initiator's octets
 //! are its IKE_SA_INIT request ‖ Nr ‖ prf(SK_pi, IDi body) and the responder's its
 //! IKE_SA_INIT response ‖ Ni ‖ prf(SK_pr, IDr body) — `crypto::signed_octets`. The
 //! CHILD_SA's keys: KEYMAT = prf+(SK_d, Ni ‖ Nr), no PFS in IKE_AUTH.
