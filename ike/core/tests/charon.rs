@@ -1,7 +1,9 @@
 //! The independent check: our engine negotiates with strongSwan's charon (Debian's 5.9.8)
 //! over real UDP, PSK, AES-GCM-16-128 + PRF-HMAC-SHA2-256 + X25519 for IKE and
 //! AES-GCM-16-128 for ESP; charon must establish the IKE SA and install the CHILD_SA, and
-//! the keys charon derived (its `chd 4` log) must be the ones our Install carries.
+//! the keys charon derived (its `chd 4` log) must be the ones our Install carries. Then
+//! the IKE SA is deleted (INFORMATIONAL) by the side that initiated it, and both ends must
+//! see it go.
 //!
 //! ```text
 //!  this test (outer) ─ unshare -n: netns T ─┬─ veth ikeT 192.0.2.1 ◀──────┐
@@ -29,7 +31,7 @@ use ike_core::config::{
     parse_proposals, AuthMethod, AuthRound, Child, ChildLifetimes, Connection, DpdAction, Fragmentation,
     Identity, IkeLifetimes, Mode, Protocol, Psk, Secrets, SharedSecret, StartAction, TrafficSelector,
 };
-use ike_core::io::{ChildSaInstall, Datagram, Output};
+use ike_core::io::{ChildSaInstall, Datagram, DownReason, Event, Output};
 use ike_core::{Config, Ike, Settings};
 
 const CHARON: &str = "/usr/lib/ipsec/charon";
@@ -145,7 +147,6 @@ else
   swanctl --initiate --child net --timeout 20 --uri "unix://$d/vici"
   wait $inner
 fi
-swanctl --list-sas --raw --uri "unix://$d/vici" > "$d/sas.txt"
 "#;
 
 #[test]
@@ -292,42 +293,36 @@ fn charon_inner_responder() {
     run_engine(false);
 }
 
-fn run_engine(initiate: bool) {
-    let dir = PathBuf::from(std::env::var(ENV).expect("run by the outer test"));
-    let fw = ocf::Framework::new();
-    ocf_soft::register(&fw).unwrap();
-    let start = Instant::now();
-    let mut ike = Ike::new(fw, config(), Settings::default(), start).unwrap();
-    let s500 = UdpSocket::bind("192.0.2.1:500").unwrap();
-    let s4500 = UdpSocket::bind("192.0.2.1:4500").unwrap();
-    for s in [&s500, &s4500] {
-        s.set_nonblocking(true).unwrap();
-    }
-    let mut out = Vec::new();
-    if initiate {
-        ike.initiate(Instant::now(), "gw", "net", &mut out).unwrap();
-    }
-    let mut install: Option<Box<ChildSaInstall>> = None;
-    let mut buf = [0u8; 65536];
-    while install.is_none() {
-        assert!(start.elapsed() < Duration::from_secs(25), "no CHILD_SA after 25 s; stats {:?}", ike.stats());
-        // The last response goes out before the loop ends: charon waits for it.
+/// The engine's sockets.
+struct Net {
+    s500: UdpSocket,
+    s4500: UdpSocket,
+}
+
+impl Net {
+    /// Carries out `out` (datagrams sent, the rest handed back), then feeds what arrived
+    /// and ticks.
+    fn pump(&self, ike: &mut Ike, out: &mut Vec<Output>) -> Vec<Output> {
+        let mut rest = Vec::new();
         for o in out.drain(..) {
             match o {
                 Output::Send(d) if d.local.port() == 4500 => {
                     let mut b = vec![0u8; 4];
                     b.extend_from_slice(&d.bytes);
-                    s4500.send_to(&b, d.remote).unwrap();
+                    self.s4500.send_to(&b, d.remote).unwrap();
                 }
                 Output::Send(d) => {
-                    s500.send_to(&d.bytes, d.remote).unwrap();
+                    self.s500.send_to(&d.bytes, d.remote).unwrap();
                 }
-                Output::Install(i) => install = Some(i),
-                Output::Event(e) => println!("event: {e:?}"),
-                Output::Remove(_) => {}
+                Output::Event(e) => {
+                    println!("event: {e:?}");
+                    rest.push(Output::Event(e));
+                }
+                other => rest.push(other),
             }
         }
-        for (s, port) in [(&s500, 500u16), (&s4500, 4500)] {
+        let mut buf = [0u8; 65536];
+        for (s, port) in [(&self.s500, 500u16), (&self.s4500, 4500)] {
             while let Ok((n, from)) = s.recv_from(&mut buf) {
                 let bytes = if port == 4500 {
                     if n < 4 || buf[..4] != [0; 4] {
@@ -338,12 +333,55 @@ fn run_engine(initiate: bool) {
                     buf[..n].to_vec()
                 };
                 let local = SocketAddr::new("192.0.2.1".parse().unwrap(), port);
-                ike.datagram(Instant::now(), Datagram { local, remote: from, bytes }, &mut out);
+                ike.datagram(Instant::now(), Datagram { local, remote: from, bytes }, out);
             }
         }
-        ike.tick(Instant::now(), &mut out);
+        ike.tick(Instant::now(), out);
         std::thread::sleep(Duration::from_millis(10));
+        rest
     }
+}
+
+fn swanctl(dir: &Path, args: &[&str]) -> String {
+    let uri = format!("unix://{}/vici", dir.display());
+    let o = Command::new("swanctl").args(args).args(["--uri", &uri]).output().expect("swanctl runs");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Brings the SA up with charon (we initiate, or charon does), writes our Install and
+/// charon's SAs, then deletes the IKE SA (we do, or charon does) and checks both ends
+/// saw it go.
+fn run_engine(initiate: bool) {
+    let dir = PathBuf::from(std::env::var(ENV).expect("run by the outer test"));
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    let start = Instant::now();
+    let mut ike = Ike::new(fw, config(), Settings::default(), start).unwrap();
+    let net = Net {
+        s500: UdpSocket::bind("192.0.2.1:500").unwrap(),
+        s4500: UdpSocket::bind("192.0.2.1:4500").unwrap(),
+    };
+    for s in [&net.s500, &net.s4500] {
+        s.set_nonblocking(true).unwrap();
+    }
+    let mut out = Vec::new();
+    if initiate {
+        ike.initiate(Instant::now(), "gw", "net", &mut out).unwrap();
+    }
+    let mut install: Option<Box<ChildSaInstall>> = None;
+    let mut ike_sa = None;
+    while install.is_none() {
+        assert!(start.elapsed() < Duration::from_secs(25), "no CHILD_SA after 25 s; stats {:?}", ike.stats());
+        for o in net.pump(&mut ike, &mut out) {
+            match o {
+                Output::Install(i) => install = Some(i),
+                Output::Event(Event::IkeSaUp { ike_sa: s, .. }) => ike_sa = Some(s),
+                _ => {}
+            }
+        }
+    }
+    // Our last response out before charon is asked anything.
+    net.pump(&mut ike, &mut out);
     let i = install.unwrap();
     std::fs::write(
         dir.join("install.txt"),
@@ -357,5 +395,50 @@ fn run_engine(initiate: bool) {
         ),
     )
     .unwrap();
+    std::fs::write(dir.join("sas.txt"), swanctl(&dir, &["--list-sas", "--raw"])).unwrap();
     println!("installed: spi_in {:08x} spi_out {:08x} encap {:?}", i.spi_in, i.spi_out, i.udp_encap);
+
+    // The Delete: ours (charon must answer) or charon's (we must answer).
+    let ike_sa = ike_sa.expect("IkeSaUp came");
+    let uri = format!("unix://{}/vici", dir.display());
+    let mut terminate = None;
+    if initiate {
+        assert!(ike.terminate(Instant::now(), ike_sa, &mut out));
+    } else {
+        terminate = Some(
+            Command::new("swanctl")
+                .args(["--terminate", "--ike", "gw", "--timeout", "10", "--uri", &uri])
+                .spawn()
+                .expect("swanctl runs"),
+        );
+    }
+    let want = if initiate { DownReason::Terminated } else { DownReason::DeletedByPeer };
+    let (mut removed, mut down) = (false, false);
+    let t0 = Instant::now();
+    while !down {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the IKE SA was not deleted; stats {:?}",
+            ike.stats()
+        );
+        for o in net.pump(&mut ike, &mut out) {
+            match o {
+                Output::Remove(r) => removed |= r.spi_in == i.spi_in && r.spi_out == i.spi_out,
+                Output::Event(Event::IkeSaDown { ike_sa: s, reason }) if s == ike_sa => {
+                    assert_eq!(reason, want);
+                    down = true;
+                }
+                _ => {}
+            }
+        }
+    }
+    net.pump(&mut ike, &mut out);
+    if let Some(mut t) = terminate {
+        assert!(t.wait().unwrap().success(), "swanctl --terminate");
+    }
+    assert!(removed, "our CHILD_SA was removed");
+    assert!(ike.ike_sa(ike_sa).is_none());
+    let after = swanctl(&dir, &["--list-sas", "--raw"]);
+    assert!(!after.contains("state=ESTABLISHED"), "charon still has the IKE SA: {after}");
+    assert!(ike.stats().informational.requests_sent + ike.stats().informational.responses_sent == 1);
 }

@@ -533,3 +533,58 @@ fn half_open_sas_are_bounded_and_expire() {
         .any(|e| matches!(e, Event::IkeSaDown { reason: DownReason::HalfOpenTimeout, .. })));
     assert_eq!(p.r.stats().half_open, 0);
 }
+
+fn removes(out: &[Output]) -> Vec<&ike_core::io::ChildSaRemove> {
+    out.iter().filter_map(|o| if let Output::Remove(r) = o { Some(r) } else { None }).collect()
+}
+
+/// terminate: the initiator removes its CHILD_SA and sends a Delete; the responder
+/// answers, removes the same CHILD_SA and the IKE SA; the answer ends the initiator's.
+#[test]
+fn terminate_deletes_both_ends() {
+    let mut p = Pair::new(&I, &R, Settings::default(), Settings::default());
+    let (spi, first) = p.start();
+    p.run(first, &no_nat);
+    let (a, b) = (installs(&p.i_out)[0].spi_in, installs(&p.r_out)[0].spi_in);
+    let mut out = vec![];
+    assert!(p.i.terminate(p.now, spi, &mut out));
+    assert_eq!(removes(&out).iter().map(|r| (r.spi_in, r.spi_out)).collect::<Vec<_>>(), vec![(a, b)]);
+    let delete = sends(&out);
+    assert_eq!(delete.len(), 1);
+    assert!(p.i.ike_sa(spi).is_some(), "waiting for the answer");
+    // A byte changed: dropped, the responder keeps everything.
+    let mut bad = delete[0].clone();
+    let last = bad.bytes.len() - 1;
+    bad.bytes[last] ^= 1;
+    assert!(p.deliver_r(vec![bad]).is_empty());
+    assert_eq!(p.r.ike_sas().count(), 1);
+    let answer = p.deliver_r(delete.clone());
+    assert_eq!(answer.len(), 1);
+    assert_eq!(removes(&p.r_out).iter().map(|r| (r.spi_in, r.spi_out)).collect::<Vec<_>>(), vec![(b, a)]);
+    assert!(events(&p.r_out)
+        .iter()
+        .any(|e| matches!(e, Event::IkeSaDown { reason: DownReason::DeletedByPeer, .. })));
+    assert_eq!(p.r.ike_sas().count(), 0);
+    assert!(p.deliver_r(delete).is_empty(), "a retransmitted Delete finds no SA");
+    assert_eq!(p.r.stats().drops(Drop::UnknownSa), 1);
+    p.deliver_i(answer);
+    assert!(p.i.ike_sa(spi).is_none());
+    assert!(events(&p.i_out).contains(&&Event::IkeSaDown { ike_sa: spi, reason: DownReason::Terminated }));
+    assert_eq!((p.i.stats().ike_sas_down, p.r.stats().ike_sas_down), (1, 1));
+}
+
+/// A Delete nobody answers: the IKE SA goes when the retransmissions run out.
+#[test]
+fn an_unanswered_delete_ends_after_the_backoff() {
+    let mut p = Pair::new(&I, &R, Settings::default(), Settings::default());
+    let (spi, first) = p.start();
+    p.run(first, &no_nat);
+    let mut out = vec![];
+    p.i.terminate(p.now, spi, &mut out);
+    for s in 1..=170 {
+        p.i.tick(p.now + Duration::from_secs(s), &mut out);
+    }
+    assert_eq!(sends(&out).len(), 6, "the Delete and five resends");
+    assert!(events(&out).contains(&&Event::IkeSaDown { ike_sa: spi, reason: DownReason::Terminated }));
+    assert!(p.i.ike_sa(spi).is_none());
+}
