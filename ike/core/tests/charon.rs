@@ -2,6 +2,7 @@
 //! over real UDP, PSK, AES-GCM-16-128 + PRF-HMAC-SHA2-256 + X25519 for IKE and
 //! AES-GCM-16-128 for ESP; charon must establish the IKE SA and install the CHILD_SA, and
 //! the keys charon derived (its `chd 4` log) must be the ones our Install carries. Then
+//! charon's liveness check (dpd_delay = 1s, an empty INFORMATIONAL) must be answered, and
 //! the IKE SA is deleted (INFORMATIONAL) by the side that initiated it, and both ends must
 //! see it go.
 //!
@@ -94,6 +95,7 @@ const SWANCTL_CONF: &str = r#"connections {
     local_addrs = 192.0.2.2
     remote_addrs = 192.0.2.1
     proposals = aes128gcm16-prfsha256-x25519
+    dpd_delay = 1s
     local {
       auth = psk
       id = sun.example
@@ -398,6 +400,15 @@ fn run_engine(initiate: bool) {
     std::fs::write(dir.join("sas.txt"), swanctl(&dir, &["--list-sas", "--raw"])).unwrap();
     println!("installed: spi_in {:08x} spi_out {:08x} encap {:?}", i.spi_in, i.spi_out, i.udp_encap);
 
+    // Liveness: with no traffic, charon sends an empty INFORMATIONAL every dpd_delay (1 s);
+    // we must answer it.
+    let t0 = Instant::now();
+    while ike.stats().informational.responses_sent == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(5), "no liveness check answered; stats {:?}", ike.stats());
+        net.pump(&mut ike, &mut out);
+    }
+    net.pump(&mut ike, &mut out);
+
     // The Delete: ours (charon must answer) or charon's (we must answer).
     let ike_sa = ike_sa.expect("IkeSaUp came");
     let uri = format!("unix://{}/vici", dir.display());
@@ -440,5 +451,8 @@ fn run_engine(initiate: bool) {
     assert!(ike.ike_sa(ike_sa).is_none());
     let after = swanctl(&dir, &["--list-sas", "--raw"]);
     assert!(!after.contains("state=ESTABLISHED"), "charon still has the IKE SA: {after}");
-    assert!(ike.stats().informational.requests_sent + ike.stats().informational.responses_sent == 1);
+    let (asked, answered) =
+        (ike.stats().informational.requests_sent, ike.stats().informational.responses_sent);
+    assert_eq!(asked, u64::from(initiate), "our Delete");
+    assert!(answered >= 1 + u64::from(!initiate), "liveness checks and charon's Delete answered: {answered}");
 }
