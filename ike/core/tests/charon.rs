@@ -454,5 +454,5 @@ fn run_engine(initiate: bool) {
     let (asked, answered) =
         (ike.stats().informational.requests_sent, ike.stats().informational.responses_sent);
     assert_eq!(asked, u64::from(initiate), "our Delete");
-    assert!(answered >= 1 + u64::from(!initiate), "liveness checks and charon's Delete answered: {answered}");
+    assert!(answered > u64::from(!initiate), "liveness checks and charon's Delete answered: {answered}");
 }
