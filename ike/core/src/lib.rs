@@ -11,4 +11,5 @@
 
 #![forbid(unsafe_code)]
 
+pub mod config;
 pub mod crypto;
