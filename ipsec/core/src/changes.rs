@@ -27,6 +27,9 @@ pub enum Change {
     SaUpdated(SaSummary),
     /// `delete`, `deleteall`: an SA (installed or larval) removed.
     SaDeleted(SaId),
+    /// `migrate`: the SA `from` moved to new addresses (and ports), keeping its keys and
+    /// state; `to` is the SA as it now is.
+    SaMigrated { from: SaId, to: SaSummary },
     /// `flush [proto]`: every SA (of the protocol) removed.
     SasFlushed(Option<Proto>),
     /// `spdadd`.

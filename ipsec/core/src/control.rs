@@ -440,6 +440,21 @@ pub enum Request {
     /// `update` (RFC 2367 SADB_UPDATE): give a larval SA its keys, or replace an installed
     /// SA with the same id.
     UpdateSa(SaSpec),
+    /// `migrate src dst proto spi to src[port] dst[port]` (PF_KEY's SADB_X_MIGRATE, Linux's
+    /// XFRM_MSG_MIGRATE): move an SA's outer addresses (and, ESP in UDP, its ports) in
+    /// place, keeping its keys, sequence number, replay window and counters — a peer
+    /// behind a NAT that moved (RFC 7296 §2.23), a MOBIKE address update (RFC 4555).
+    MigrateSa { id: SaId, to: Migration },
+}
+
+/// Where `migrate` moves an SA: its new outer addresses (of the SA's family) and, for an
+/// ESP-in-UDP SA, its new ports (`None`: the port stays).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Migration {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub sport: Option<u16>,
+    pub dport: Option<u16>,
 }
 
 /// A request and where it came from (a configuration file's line and column), so an error

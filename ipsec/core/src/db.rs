@@ -16,7 +16,7 @@
 //! ```
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ocf::Framework;
 
@@ -44,16 +44,24 @@ pub struct SaInfo {
     pub age: Duration,
     /// The ocf driver doing its crypto.
     pub driver: String,
+    /// How long ago it last carried traffic each way (`None`: never), as of this answer
+    /// ([`Sa::observe`]: late by at most the time between observations, 200 ms in ipsecd).
+    pub idle_in: Option<Duration>,
+    pub idle_out: Option<Duration>,
 }
 
 impl SaInfo {
     fn of(sa: &Arc<Sa>) -> SaInfo {
+        let now = Instant::now();
+        let used = sa.observe(now);
         SaInfo {
             spec: sa.spec.clone(),
             state: sa.state(),
             stats: sa.stats(),
             age: sa.age(),
             driver: sa.driver(),
+            idle_in: used.inbound.map(|t| now.saturating_duration_since(t)),
+            idle_out: used.outbound.map(|t| now.saturating_duration_since(t)),
         }
     }
 }
@@ -185,6 +193,16 @@ impl Transaction<'_> {
             }
             Request::UpdateSa(spec) => {
                 self.update_sa(spec.clone())?;
+                Response::Done(1)
+            }
+            Request::MigrateSa { id, to } => {
+                // A larval SA's SPI at the new destination is taken too.
+                if let Some(larval) = self.larval.holder(id.spi, to.dst).filter(|_| id.proto != Proto::IpComp)
+                {
+                    return Err(ControlError::Larval(LarvalError::Reserved(larval)));
+                }
+                let moved = self.sad.migrate(id, to).map_err(E)?;
+                self.changes.push(Change::SaMigrated { from: *id, to: SaSummary::of(&moved.spec) });
                 Response::Done(1)
             }
         })

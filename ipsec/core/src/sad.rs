@@ -54,7 +54,7 @@ use ocf::{Callback, Framework, Session};
 use rustc_hash::FxHashMap as HashMap;
 use subtle::{Choice, ConstantTimeEq};
 
-use crate::control::{Lifetime, Mode, Proto, SaId, SaSpec, Selector, MAX_REPLAY_WINDOW};
+use crate::control::{Lifetime, Migration, Mode, Proto, SaId, SaSpec, Selector, MAX_REPLAY_WINDOW};
 use crate::esp::TransformError;
 use crate::pmtu::PathMtu;
 use crate::replay::{ReplayWindow, SeqCounter};
@@ -152,6 +152,31 @@ pub struct Keyed {
     pub(crate) counters: Counters,
     added: Instant,
     exhausted: AtomicBool,
+    /// When the SA last carried traffic, as observed off the packet path ([`Sa::observe`]).
+    usage: Mutex<Usage>,
+}
+
+/// When an SA last carried traffic each way. The packet path records nothing for it: each
+/// observation ([`Sad::tick`], every 200 ms in ipsecd, and each `get`/`dump`) compares
+/// the SA's packet counters with the previous observation's, and a counter that grew
+/// means traffic since then, stamped with the observation's time. So the time is late by
+/// at most the time between observations, and costs the packet path nothing.
+#[derive(Clone, Copy, Debug, Default)]
+struct Usage {
+    packets_in: u64,
+    packets_out: u64,
+    last_in: Option<Instant>,
+    last_out: Option<Instant>,
+}
+
+/// When an SA last carried traffic, as of an observation ([`Sa::last_used`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LastUsed {
+    /// The last inbound packet accepted (decrypted, authenticated, within the replay
+    /// window): what liveness checks need (RFC 7296 §2.4). `None`: none yet.
+    pub inbound: Option<Instant>,
+    /// The last outbound packet sent.
+    pub outbound: Option<Instant>,
 }
 
 /// Where an SA's [`Keyed`] is. (Inline on purpose: boxing it is the indirection the
@@ -278,6 +303,26 @@ impl Sa {
         self.counters.snapshot()
     }
 
+    /// Notes, as of `now`, whether the SA carried traffic since the last observation (see
+    /// [`LastUsed`]); returns when it last did each way. A migrated or continued SA goes on
+    /// with its predecessor's (they share the state of their key).
+    pub fn observe(&self, now: Instant) -> LastUsed {
+        let (pin, pout) = (
+            self.counters.packets_in.load(Ordering::Relaxed),
+            self.counters.packets_out.load(Ordering::Relaxed),
+        );
+        let mut u = self.usage.lock().unwrap_or_else(PoisonError::into_inner);
+        if pin != u.packets_in {
+            u.packets_in = pin;
+            u.last_in = Some(now);
+        }
+        if pout != u.packets_out {
+            u.packets_out = pout;
+            u.last_out = Some(now);
+        }
+        LastUsed { inbound: u.last_in, outbound: u.last_out }
+    }
+
     /// How long ago the SA was added.
     pub fn age(&self) -> Duration {
         self.added.elapsed()
@@ -373,6 +418,10 @@ pub enum SadError {
     Transform(TransformError),
     /// ocf refused the session (no driver, weak key, …).
     Crypto(ocf::Error),
+    /// `migrate` to addresses of another family than the SA's.
+    MigrateFamily,
+    /// `migrate` with ports, of an SA without UDP encapsulation.
+    MigratePorts,
 }
 
 /// Whether the SAD installs SAs of `proto`.
@@ -409,6 +458,10 @@ impl std::fmt::Display for SadError {
             SadError::ReplayWindow(w) => write!(f, "replay window {w} is larger than {MAX_REPLAY_WINDOW}"),
             SadError::Transform(e) => e.fmt(f),
             SadError::Crypto(e) => write!(f, "crypto session: {e}"),
+            SadError::MigrateFamily => f.write_str("migrate keeps an SA's address family"),
+            SadError::MigratePorts => {
+                f.write_str("ports are for an SA with UDP encapsulation (esp-udp, or esp with ports); this one has none")
+            }
         }
     }
 }
@@ -616,6 +669,7 @@ impl Sad {
         let mut events = Vec::new();
         let mut gone = Vec::new();
         for sa in self.tables.load().by_id.values() {
+            sa.observe(now);
             let age = now.saturating_duration_since(sa.added).as_secs();
             if sa.spec.hard.seconds.is_some_and(|s| age >= s) {
                 gone.push(sa.id);
@@ -662,6 +716,7 @@ impl Sad {
             counters: Counters::default(),
             added: Instant::now(),
             exhausted: AtomicBool::new(false),
+            usage: Mutex::new(Usage::default()),
         };
         Ok(Sa::around(spec, transform, KeyedIn::Here(keyed)))
     }
@@ -715,6 +770,8 @@ pub(crate) struct Writer<'a> {
     /// The AEAD keys this change installs.
     new_keys: HashMap<u64, SaId>,
     added: Vec<Arc<Sa>>,
+    /// The SAs this change moved to new addresses, as they were (they die at commit).
+    migrated: Vec<Arc<Sa>>,
 }
 
 impl<'a> Writer<'a> {
@@ -727,6 +784,7 @@ impl<'a> Writer<'a> {
             resized: Vec::new(),
             new_keys: HashMap::default(),
             added: Vec::new(),
+            migrated: Vec::new(),
         }
     }
 
@@ -814,6 +872,67 @@ impl<'a> Writer<'a> {
         Ok(how)
     }
 
+    /// Moves the SA `id` to `to`'s addresses (and ports) in place (setkey `migrate`): the
+    /// SA under its new id goes on with the old one's session, sequence number, replay
+    /// window, counters and last use (as a continued SA does); the old id is gone. A new id
+    /// that another SA holds, or whose SPI and destination another SA's are, is refused
+    /// (the caller checks larval SPIs). Returns the SA as it now is.
+    pub(crate) fn migrate(&mut self, id: &SaId, to: &Migration) -> Result<Arc<Sa>, SadError> {
+        let old = self.get(id).ok_or(SadError::NotFound)?;
+        if to.src.is_ipv4() != id.src.is_ipv4() || to.dst.is_ipv4() != id.dst.is_ipv4() {
+            return Err(SadError::MigrateFamily);
+        }
+        let mut spec = old.spec.clone();
+        spec.src = to.src;
+        spec.dst = to.dst;
+        match (&mut spec.natt, to.sport.or(to.dport)) {
+            (Some(n), _) => {
+                n.sport = to.sport.unwrap_or(n.sport);
+                n.dport = to.dport.unwrap_or(n.dport);
+            }
+            (None, Some(_)) => return Err(SadError::MigratePorts),
+            (None, None) => {}
+        }
+        let new_id = SaId { src: spec.src, dst: spec.dst, proto: spec.proto, spi: spec.spi };
+        let clash = self.read(|t| {
+            if new_id != *id && t.by_id.contains_key(&new_id) {
+                return Some(SadError::Exists);
+            }
+            let holder = match id.proto {
+                Proto::IpComp => t.ipcomp_in.get(&(new_id.spi, new_id.dst)),
+                _ => t.inbound.get(&(new_id.spi, new_id.dst)),
+            };
+            holder.filter(|other| other.id != *id).map(|other| SadError::SpiTaken(other.id))
+        });
+        if let Some(e) = clash {
+            return Err(e);
+        }
+        let (transform, _) = transform_of(&spec)?;
+        let first = match &old.keyed {
+            KeyedIn::Here(_) => old.clone(),
+            KeyedIn::First(first) => first.clone(),
+        };
+        let moved = Arc::new(Sa::around(spec, transform, KeyedIn::First(first)));
+        // A peer port learned on the old path stands only if the operator named none.
+        if moved.spec.natt == old.spec.natt {
+            moved.peer_port.store(old.peer_port.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        // Its state: as the old SA's (it cannot be revived, nor moved back to life).
+        if old.state() == SaState::Dying {
+            moved.to_dying();
+        }
+        let t = self.tables();
+        t.remove(id);
+        t.insert(moved.clone());
+        // The old version dies at commit; its key is the new one's now.
+        self.migrated.push(old);
+        if let Some(k) = self.keys.fingerprint(&moved.spec) {
+            self.new_keys.insert(k, new_id);
+        }
+        self.added.push(moved.clone());
+        Ok(moved)
+    }
+
     /// Removes one SA; whether it was there.
     fn remove(&mut self, id: &SaId) -> bool {
         match self.tables().remove(id) {
@@ -881,7 +1000,7 @@ impl<'a> Writer<'a> {
         if let Some(t) = self.tables.take() {
             self.sad.tables.store(Arc::new(t));
         }
-        for sa in self.retired.values() {
+        for sa in self.retired.values().chain(&self.migrated) {
             sa.to_dead();
         }
         for sa in &self.resized {

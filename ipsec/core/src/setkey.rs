@@ -12,6 +12,7 @@
 //! update [-46n] src[port] dst[port] proto spi [extensions] algorithms ;
 //! getspi [-46n] src dst proto [min spi max spi] ;
 //! get | delete [-46n] src dst proto spi ;
+//! migrate [-46n] src dst proto spi to src[port] dst[port] ;
 //! deleteall [-46n] src dst proto ;
 //! flush [proto] ;      dump [proto] ;
 //! spdadd [-46n] src_range dst_range upperspec -P dir action ;
@@ -36,6 +37,15 @@
 //! Statements end with `;` and may span lines; `#` starts a comment that runs to the end of
 //! the line. An address, its prefix length and its port are written without spaces between
 //! them, as in every setkey example.
+//!
+//! `migrate` is the key manager's too (PF_KEY's SADB_X_MIGRATE, `ip xfrm state migrate`,
+//! which setkey does not offer): it moves an installed SA to new outer addresses of its
+//! family and, for ESP in UDP, new ports (a port not given stays as it was), keeping its
+//! keys, sequence number, replay window and counters (RFC 7296 §2.23: a peer behind a NAT
+//! moved; RFC 4555). It is refused when another SA (or a larval SPI) already holds the new
+//! addresses and SPI. Policies that name the old tunnel endpoints are not changed: the
+//! key manager replaces them in the same request (`spddelete`, `spdadd`), which applies
+//! whole or not at all.
 //!
 //! `getspi` and `update` are the key manager's (PF_KEY's SADB_GETSPI and SADB_UPDATE, which
 //! FreeBSD's setkey does not offer as commands; [`crate::larval`]): `getspi` reserves an

@@ -43,9 +43,13 @@ impl<K: std::hash::Hash + Eq + Clone, V> Ordered<K, V> {
     }
 
     fn remove(&mut self, k: &K) {
-        if let Some(i) = self.at.remove(k) {
-            self.entries[i] = None;
-        }
+        self.take(k);
+    }
+
+    /// Removes the entry of `k`, and returns its value.
+    fn take(&mut self, k: &K) -> Option<V> {
+        let i = self.at.remove(k)?;
+        self.entries[i].take().map(|(_, v)| v)
     }
 
     fn insert(&mut self, k: K, v: V) {
@@ -76,6 +80,18 @@ impl Desired {
                 // In a file, update says what the SA is, as add does.
                 Request::AddSa(s) | Request::UpdateSa(s) => sas.insert(id(s), s.clone()),
                 Request::DeleteSa(i) => sas.remove(i),
+                // In a file, migrate moves the SA as the request would (a migrate of an SA
+                // the file has not added is refused when applied, not here).
+                Request::MigrateSa { id: i, to } => {
+                    if let Some(mut s) = sas.take(i) {
+                        (s.src, s.dst) = (to.src, to.dst);
+                        if let Some(n) = &mut s.natt {
+                            n.sport = to.sport.unwrap_or(n.sport);
+                            n.dport = to.dport.unwrap_or(n.dport);
+                        }
+                        sas.insert(id(&s), s);
+                    }
+                }
                 Request::DeleteAllSa { src, dst, proto } => {
                     sas.retain(|x: &SaSpec| !(x.src == *src && x.dst == *dst && x.proto == *proto))
                 }

@@ -1,6 +1,7 @@
-//! `ipsecd` itself: start-up (config, TUN, sockets, control socket), the threads, routes,
-//! signals (SIGTERM stops cleanly, SIGHUP re-reads the config), and the tick that applies
-//! SA lifetimes and sends NAT-keepalives when due (every 200 ms, with the signal check).
+//! `ipsecd` itself: start-up (config, TUN, sockets, control and IKE relay sockets), the
+//! threads, routes, signals (SIGTERM stops cleanly, SIGHUP re-reads the config), and the
+//! tick that applies SA lifetimes and sends NAT-keepalives when due (every 200 ms, with
+//! the signal check).
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -18,6 +19,7 @@ use crate::crypto;
 use crate::ctl::Reply;
 use crate::ctl_server::{self, Handler, Server};
 use crate::icmp;
+use crate::ike_relay::Relay;
 use crate::keepalive::Keepalives;
 use crate::lint;
 use crate::metrics;
@@ -47,6 +49,11 @@ pub struct Options {
     pub socket: PathBuf,
     /// The local UDP port of ESP in UDP.
     pub udp_port: u16,
+    /// The IKE relay's socket, for a key manager ([`crate::ike_relay`]).
+    pub ike_socket: PathBuf,
+    /// The local UDP port of IKE (500), relayed to the key manager; 0 for none (IKE on the
+    /// NAT-T port is relayed still).
+    pub ike_port: u16,
     /// Install routes into the TUN for the outbound policies' destinations, in `table`,
     /// and the rules that keep ipsecd's own traffic out of it (see [`crate::routing`]).
     pub routes: bool,
@@ -110,6 +117,7 @@ pub fn run(opts: Options) -> Result<(), String> {
     // The drivers too: a card that cannot be had stops start-up before anything is created.
     let fw = crypto::framework(&opts.drivers, opts.policy)?;
     let listener = bind_control(&opts.socket)?;
+    let (relay, relay_listener) = Relay::bind(&opts.ike_socket)?;
     let threads = opts.threads.max(1);
     let tun = Arc::new(
         DeviceBuilder::new()
@@ -149,6 +157,15 @@ pub fn run(opts: Options) -> Result<(), String> {
             .map_err(|e| format!("UDP port {} ({f:?}): {e}", opts.udp_port))?;
         inputs.push((f, esp, udp.into_iter().map(Arc::new).collect::<Vec<_>>()));
     }
+    let mut ike = (None, None);
+    if opts.ike_port != 0 {
+        let open = |f| {
+            net::ike(f, opts.ike_port, opts.fwmark)
+                .map(Arc::new)
+                .map_err(|e| format!("IKE port {} ({f:?}): {e}", opts.ike_port))
+        };
+        ike = (Some(open(Family::V4)?), Some(open(Family::V6)?));
+    }
     let sink = Arc::new(NetSink {
         tun: tun.clone(),
         raw4,
@@ -180,12 +197,14 @@ pub fn run(opts: Options) -> Result<(), String> {
     let drivers: Vec<String> = fw.drivers().into_iter().map(|d| d.name).collect();
     tracing::info!(
         "ipsecd: TUN {} (mtu {}), ESP, AH, IPComp and UDP {} on IPv4 and IPv6, {threads} worker(s), \
-         control socket {}, \
+         control socket {}, IKE relay {} (IKE port {}), \
          {} SAs, {} policies, drivers {} (policy {})",
         opts.tun,
         opts.mtu,
         opts.udp_port,
         opts.socket.display(),
+        opts.ike_socket.display(),
+        opts.ike_port,
         core.databases().sad.dump(None).len(),
         core.databases().spd.dump().len(),
         drivers.join(", "),
@@ -212,11 +231,27 @@ pub fn run(opts: Options) -> Result<(), String> {
         })?;
         for (i, udp) in udp.into_iter().enumerate() {
             spawn(&format!("ipsecd-udp{name}{}", if i == 0 { String::new() } else { format!(".{i}") }), {
-                let (core, sink, queues) = (core.clone(), sink.clone(), queues.clone());
-                move || net::udp_loop(&core, &sink, &queues, &udp, f, max)
+                let (core, sink, queues, relay) = (core.clone(), sink.clone(), queues.clone(), relay.clone());
+                move || net::udp_loop(&core, &sink, &queues, &relay, &udp, f, max)
             })?;
         }
     }
+    // IKE (RFC 7296) on its own port, for the key manager (crate::ike_relay); and the relay
+    // socket the key manager connects to, its answers leaving through IkeOut.
+    for (sock, name) in [(&ike.0, "ipsecd-ike4"), (&ike.1, "ipsecd-ike6")] {
+        let Some(sock) = sock.clone() else { continue };
+        let f = if name.ends_with('4') { Family::V4 } else { Family::V6 };
+        spawn(name, {
+            let (relay, sink) = (relay.clone(), sink.clone());
+            move || net::ike_loop(&relay, &sink, &sock, f)
+        })?;
+    }
+    spawn("ipsecd-ike-relay", {
+        let out =
+            Arc::new(net::IkeOut { sink: sink.clone(), ike4: ike.0, ike6: ike.1, ike_port: opts.ike_port });
+        let relay = relay.clone();
+        move || relay.serve(&relay_listener, out)
+    })?;
     // AH (RFC 4302): whole packets from its raw sockets (IPv6: the headers in front of AH
     // written back, net::ah_loop).
     for (f, v) in [(Family::V4, 4), (Family::V6, 6)] {
@@ -261,6 +296,7 @@ pub fn run(opts: Options) -> Result<(), String> {
             metrics: metrics.clone(),
             hub: hub.clone(),
             udp_port: opts.udp_port,
+            relay: relay.clone(),
         },
         ctl_server::Limits::default(),
         hub,
@@ -269,8 +305,13 @@ pub fn run(opts: Options) -> Result<(), String> {
         let l = std::net::TcpListener::bind(addr).map_err(|e| format!("metrics address {addr}: {e}"))?;
         tracing::info!("metrics on http://{addr}/metrics");
         spawn("ipsecd-metrics", {
-            let sources =
-                Sources { core: core.clone(), fw: fw.clone(), io: io.clone(), reloads: reloads.clone() };
+            let sources = Sources {
+                core: core.clone(),
+                fw: fw.clone(),
+                io: io.clone(),
+                reloads: reloads.clone(),
+                relay: relay.clone(),
+            };
             let ctl = control.counters().clone();
             move || serve_metrics(&l, sources, ctl, metrics)
         })?;
@@ -339,13 +380,16 @@ struct Control {
     hub: Arc<Hub>,
     /// `--udp-port`, for the warnings about a change ([`lint`]).
     udp_port: u16,
+    /// The IKE relay, for `stats`.
+    relay: Arc<Relay>,
 }
 
 impl Handler for Control {
     fn stats(&self, ctl: &Counters) -> String {
         format!(
-            "{}{}control: {ctl}\nmetrics: {}\nmonitor: {}\n",
+            "{}{}{}control: {ctl}\nmetrics: {}\nmonitor: {}\n",
             metrics::stats(&self.core, &self.io, &self.reloads),
+            self.relay.stats(),
             crypto::stats(&self.fw.routing()),
             self.metrics,
             self.hub
@@ -390,6 +434,7 @@ struct Sources {
     fw: ocf::Framework,
     io: Arc<IoCounters>,
     reloads: Arc<config::Reloads>,
+    relay: Arc<Relay>,
 }
 
 /// Answers every connection with the counters (any request: a scraper's GET /metrics), each
@@ -422,6 +467,7 @@ fn serve_metrics(
                 Err(serve::ReadError::Io(_)) => return c.count(Refused::Io),
             }
             let body = metrics::prometheus(&sources.core, &sources.io, &sources.reloads)
+                + &sources.relay.prometheus()
                 + &crypto::prometheus(&sources.fw.routing())
                 + &ctl.prometheus("control")
                 + &c.prometheus("metrics");
@@ -459,6 +505,7 @@ fn reload(opts: &Options, core: &Ipsec, routes: &Mutex<Routing>, reloads: &confi
 
 fn shutdown(opts: &Options, core: &Ipsec, tun: &SyncDevice, io: &IoCounters, routes: &Mutex<Routing>) {
     let _ = std::fs::remove_file(&opts.socket);
+    let _ = std::fs::remove_file(&opts.ike_socket);
     routes.lock().unwrap_or_else(|e| e.into_inner()).stop();
     let _ = tun.enabled(false);
     tracing::info!("ipsecd: stopping; {}; I/O: {io}", core.stats());

@@ -10,6 +10,8 @@
 //! - [`daemon`]: start-up, threads, routes, signals, the lifetime tick.
 //! - [`logs`]: the log on stderr, in colour only on a terminal without `NO_COLOR`.
 //! - [`net`]: the TUN and sockets, and the loops that feed the core.
+//! - [`ike_relay`]: IKE datagrams (UDP 500, and the NAT-T port's behind the Non-ESP
+//!   Marker) to a key manager over a Unix socket and its answers back out; its client.
 //! - [`icmp`]: ICMP path MTU errors from the network side, for the core's path MTU.
 //! - [`afpacket`]: raw ESP out through a packet socket, past the IP output path.
 //! - [`keepalive`]: NAT-keepalives to the peers of ESP-in-UDP SAs, from the main loop.
@@ -35,6 +37,7 @@ pub mod ctl;
 pub mod ctl_server;
 pub mod daemon;
 pub mod icmp;
+pub mod ike_relay;
 pub mod keepalive;
 pub mod lint;
 pub mod logs;

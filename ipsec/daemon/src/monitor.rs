@@ -36,6 +36,8 @@
 //!        [esn=1] [sport=N dport=N]                       (add; one line)
 //! sa-update <as sa-add>                                   (update: a larval SA's keys, or a replacement)
 //! sa-delete src=A dst=B proto=P spi=0xN                   (delete, and each SA deleteall removed)
+//! sa-migrate src=A dst=B proto=P spi=0xN new-src=A2 new-dst=B2 [new-sport=N new-dport=N]
+//!                                                         (migrate: the SA's old id, where it went)
 //! sa-flush proto=P|any                                    (flush [proto])
 //! policy-add dir=in|out|fwd src=NET/LEN dst=NET/LEN upper=U sport=N|any dport=N|any
 //!            action=none|discard|ipsec [rules=R,R…]       (spdadd; one line; a rule as setkey
@@ -275,6 +277,11 @@ fn change(c: &Change) -> String {
         Change::SaAdded(s) => format!("sa-add {}", summary(s)),
         Change::SaUpdated(s) => format!("sa-update {}", summary(s)),
         Change::SaDeleted(id) => format!("sa-delete {}", sa(id)),
+        Change::SaMigrated { from, to } => {
+            let ports =
+                to.natt.map_or_else(String::new, |n| format!(" new-sport={} new-dport={}", n.sport, n.dport));
+            format!("sa-migrate {} new-src={} new-dst={}{ports}", sa(from), to.id.src, to.id.dst)
+        }
         Change::SasFlushed(p) => format!("sa-flush proto={}", p.map_or("any", |p| p.name())),
         Change::PolicyAdded(p) => {
             let action = match &p.action {

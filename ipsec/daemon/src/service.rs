@@ -64,7 +64,7 @@ pub fn apply_setkey_keys(core: &Ipsec, origin: &str, text: &str, keys: Keys) -> 
 
 /// What a response prints: SAs and policies as setkey statements that would install them
 /// again (SAs only with [`Keys::Shown`]), each SA followed by a comment with its state, path
-/// MTU, driver and counters.
+/// MTU, driver and counters, and one with its last use ([`last_used`]).
 fn print_response(out: &mut String, r: &Response, keys: Keys, core: &Ipsec) {
     match r {
         Response::Done(_) => {}
@@ -116,4 +116,31 @@ fn print_sa(out: &mut String, info: &SaInfo, keys: Keys, core: &Ipsec) {
         info.driver,
         info.stats
     );
+    let _ = writeln!(out, "{}", last_used(info));
+}
+
+/// The SA's last use, for a key manager's liveness checks (RFC 7296 §2.4), one line per
+/// SA in the monitor's `key=value` form behind `#` and a tab (so that a dump still reads
+/// back as setkey text):
+///
+/// ```text
+/// #<TAB>last-used src=A dst=B proto=P spi=0xN in-ms=N|never out-ms=N|never
+/// ```
+///
+/// `in-ms`: milliseconds since the SA last accepted an inbound packet (decrypted,
+/// authenticated, inside the replay window); `out-ms`: since it last sent one; `never`:
+/// not yet. Late by at most ipsecd's tick (200 ms), when the core looks at the counters.
+pub fn last_used(info: &SaInfo) -> String {
+    let ms =
+        |d: Option<std::time::Duration>| d.map_or_else(|| "never".to_owned(), |d| d.as_millis().to_string());
+    let s = &info.spec;
+    format!(
+        "#\tlast-used src={} dst={} proto={} spi={:#x} in-ms={} out-ms={}",
+        s.src,
+        s.dst,
+        s.proto.name(),
+        s.spi,
+        ms(info.idle_in),
+        ms(info.idle_out)
+    )
 }

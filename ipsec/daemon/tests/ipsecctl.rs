@@ -258,7 +258,10 @@ fn a_dump_hides_keys_unless_asked_and_shows_the_path_mtu() {
     assert!(shown.contains(&hex(real::KEY_OUT)) && shown.contains(&hex(real::KEY_IN)), "{shown}");
     assert!(!shown.contains("(key not shown)"), "{shown}");
     ipsecd::service::parse("dump", &shown).expect("--keys prints setkey statements that parse");
-    assert_eq!(ctl(&["--keys", "-D"]), shown, "--keys before or after -D");
+    // (The same but for the milliseconds since the SA's last use, which go on.)
+    let timeless =
+        |d: &str| d.lines().filter(|l| !l.starts_with("#\tlast-used ")).collect::<Vec<_>>().join("\n");
+    assert_eq!(timeless(&ctl(&["--keys", "-D"])), timeless(&shown), "--keys before or after -D");
     // The path MTU: 1400 on the SA that learned it, none on the other.
     for dump in [&hidden, &shown] {
         let comment = |spi: &str| {
@@ -268,5 +271,71 @@ fn a_dump_hides_keys_unless_asked_and_shows_the_path_mtu() {
         assert!(comment("0x1001").contains(", path MTU 1400,"), "{dump}");
         assert!(comment("0x1002").contains(", path MTU -,"), "{dump}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What a key manager reads through ipsecctl: each SA's `last-used` line (the SA that sent
+/// a packet: its milliseconds since; the one that carried nothing: `never` both ways), and
+/// after `migrate` the SA at its new address, its last use and counters carried over; a
+/// migrate onto another SA's SPI and destination is refused with the reason.
+#[test]
+fn get_shows_the_last_use_and_migrate_moves_the_sa() {
+    let dir = std::env::temp_dir().join(format!("ipsecctl-migrate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("ctl.sock");
+    let _ = std::fs::remove_file(&sock);
+    let listener = UnixListener::bind(&sock).unwrap();
+    let server = Server::new(real::daemon(), Limits::default());
+    let s = Arc::clone(&server);
+    std::thread::spawn(move || s.serve(&listener));
+    let ctl = |input: &str| {
+        let mut c = Command::new(IPSECCTL)
+            .arg("-s")
+            .arg(&sock)
+            .arg("-c")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut c.stdin.take().unwrap(), input.as_bytes()).unwrap();
+        let o = c.wait_with_output().unwrap();
+        (o.status.code(), text(&o))
+    };
+    let last_used = |out: &str, spi: &str| -> (String, String) {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("#\tlast-used ") && l.contains(&format!(" spi={spi} ")))
+            .unwrap_or_else(|| panic!("no last-used line for {spi}: {out}"));
+        let field = |k: &str| line.split(' ').find_map(|f| f.strip_prefix(k)).unwrap().to_owned();
+        (field("in-ms="), field("out-ms="))
+    };
+    let (code, (out, err)) = ctl("get 10.99.0.1 10.99.0.2 esp 0x1001; get 10.99.0.2 10.99.0.1 esp 0x1002;");
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("#\tlast-used src=10.99.0.1 dst=10.99.0.2 proto=esp spi=0x1001 in-ms=never out-ms="),
+        "{out}"
+    );
+    let (_, sent) = last_used(&out, "0x1001");
+    assert!(sent.parse::<u64>().is_ok_and(|ms| ms < 60_000), "{out}");
+    assert_eq!(last_used(&out, "0x1002"), ("never".into(), "never".into()));
+
+    let (code, (_, err)) = ctl("migrate 10.99.0.1 10.99.0.2 esp 0x1001 to 10.99.0.7 10.99.0.2;");
+    assert_eq!(code, Some(0), "{err}");
+    let (_, (dump, _)) = ctl("dump esp;");
+    assert!(dump.contains("add 10.99.0.7 10.99.0.2 esp 0x1001 -m tunnel"), "{dump}");
+    assert!(!dump.contains("add 10.99.0.1 10.99.0.2 esp 0x1001"), "{dump}");
+    assert!(last_used(&dump, "0x1001").1.parse::<u64>().is_ok(), "its last use went with it: {dump}");
+    // Onto the other SA's SPI and destination: refused, naming it; nothing changed.
+    let (code, (_, err)) = ctl(
+        "add 10.99.0.5 10.99.0.1 esp 0x1001 -m tunnel -E aes-gcm-16 0x1111111111111111111111111111111111111111;\n\
+         migrate 10.99.0.7 10.99.0.2 esp 0x1001 to 10.99.0.2 10.99.0.1;",
+    );
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("its SPI and destination are those of the SA 10.99.0.5 -> 10.99.0.1 esp SPI 0x1001"),
+        "{err}"
+    );
+    assert!(err.contains("(nothing was changed)"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -26,6 +26,15 @@ fn help_documents_driver_and_policy() {
 }
 
 #[test]
+fn help_documents_the_ike_relay() {
+    let o = Command::new(IPSECD).arg("--help").output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success());
+    assert!(out.contains("--ike-socket <PATH>") && out.contains("/run/ipsecd-ike.sock"), "{out}");
+    assert!(out.contains("--ike-port <PORT>") && out.contains("[default: 500]"), "{out}");
+}
+
+#[test]
 fn a_bad_policy_or_driver_stops_start_up_naming_it() {
     for (args, expected) in [
         (

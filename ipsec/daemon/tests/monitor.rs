@@ -74,7 +74,7 @@ fn control_changes_come_as_monitor_lines_in_order_and_refusals_say_nothing() {
     let next = || rx.recv_timeout(Duration::from_secs(60)).expect("a monitor line");
 
     let sa1 = "src=192.0.2.1 dst=192.0.2.2 proto=esp spi=0x1001";
-    let steps: [(String, Vec<String>); 7] = [
+    let steps: [(String, Vec<String>); 8] = [
         (
             format!(
                 "add 192.0.2.1 192.0.2.2 esp 0x1001 -m tunnel -u 7 -E aes-gcm-16 {GCM_KEY};\n\
@@ -106,6 +106,13 @@ fn control_changes_come_as_monitor_lines_in_order_and_refusals_say_nothing() {
         (
             format!("update 192.0.2.1 192.0.2.2 esp 0x1001 -m tunnel -u 7 -r 128 -E aes-gcm-16 {GCM_KEY};"),
             vec![format!("sa-update {sa1} mode=tunnel reqid=7 enc=aes-gcm-16")],
+        ),
+        // migrate: the peer's NAT gave it a new port (the local port stays).
+        (
+            "migrate 192.0.2.2 192.0.2.1 esp-udp 0x1002 to 192.0.2.2 192.0.2.1[61000];".to_owned(),
+            vec!["sa-migrate src=192.0.2.2 dst=192.0.2.1 proto=esp-udp spi=0x1002 new-src=192.0.2.2 \
+                  new-dst=192.0.2.1 new-sport=4500 new-dport=61000"
+                .to_owned()],
         ),
         (
             "delete 192.0.2.1 192.0.2.2 esp 0x1001;\nspddelete 10.2.0.0/24 10.1.0.0/24 any -P in;".to_owned(),

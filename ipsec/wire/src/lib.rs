@@ -27,6 +27,8 @@
 //!   encapsulation port (4500, or the one the caller names: [`EncapPort`]).
 //! - [`icmp`]: the ICMP errors that carry a path MTU — ICMPv4 "fragmentation needed"
 //!   (RFC 792, RFC 1191) and ICMPv6 Packet Too Big (RFC 4443) — parsed and emitted.
+//! - [`ike_relay`]: the records ipsecd and a key manager exchange over the IKE relay
+//!   socket — an IKE datagram with its local and remote address and port.
 //! - [`checksum`]: the RFC 1071 Internet checksum.
 //! - [`parse_any`]: from raw bytes to a [`Summary`] — version, addresses, the header after
 //!   the IP headers and where it starts, fragment or not, ESP/UDP header and what an
@@ -63,6 +65,7 @@ pub mod checksum;
 mod error;
 pub mod esp;
 pub mod icmp;
+pub mod ike_relay;
 mod ip;
 pub mod ipcomp;
 pub mod ipv4;

@@ -12,8 +12,8 @@ use std::net::IpAddr;
 use zeroize::Zeroizing;
 
 use crate::control::{
-    Action, AuthAlg, Dir, EncAlg, KeyBytes, Level, Lifetime, Located, Mode, NatT, PolicySpec, Prefix, Proto,
-    Request, Rule, SaId, SaSpec, Selector, Upper, DEFAULT_REPLAY_WINDOW, MAX_REPLAY_WINDOW,
+    Action, AuthAlg, Dir, EncAlg, KeyBytes, Level, Lifetime, Located, Migration, Mode, NatT, PolicySpec,
+    Prefix, Proto, Request, Rule, SaId, SaSpec, Selector, Upper, DEFAULT_REPLAY_WINDOW, MAX_REPLAY_WINDOW,
 };
 
 use super::lex::{decimal, is_hex_prefixed, quote, Kind, Lexer, Piece, Tok};
@@ -24,8 +24,8 @@ const NATT_PORT: u16 = 4500;
 /// The largest `unique:N` the setkey manual allows.
 const MAX_UNIQUE: u32 = 32767;
 
-const COMMANDS: &str = "a command (add, update, getspi, get, delete, deleteall, flush, dump, spdadd, \
-     spddelete, spdflush or spddump)";
+const COMMANDS: &str = "a command (add, update, getspi, get, delete, migrate, deleteall, flush, dump, \
+     spdadd, spddelete, spdflush or spddump)";
 const PROTOCOLS: &str = "a protocol (esp, esp-udp, ah or ipcomp)";
 const EXTENSIONS: &str = "-m, -r, -u, -f, -lh, -ls, -bh, -bs";
 const UPPERS: &str =
@@ -146,6 +146,39 @@ impl<'a> Parser<'a> {
                 } else {
                     Request::DeleteSa(id)
                 }
+            }
+            "migrate" => {
+                let family = self.family()?;
+                let (src, dst) = self.sa_addresses(family)?;
+                let proto = self.proto()?;
+                let spi = self.spi()?;
+                let t = self.peek()?;
+                if !t.is_word("to") {
+                    return Err(t.expected("`to` and the SA's new source and destination"));
+                }
+                self.next()?;
+                let (nsrc, ndst) = self.sa_ends(family)?;
+                if nsrc.addr.is_ipv4() != src.is_ipv4() {
+                    let what =
+                        format!("an {} address: migrate keeps the SA's address family", family_name(src));
+                    return Err(nsrc.at.expected(&what));
+                }
+                if !matches!(proto, Proto::Esp | Proto::EspUdp) {
+                    if let Some((_, p)) = nsrc.port.or(ndst.port) {
+                        return Err(p.err(format!(
+                            "ports (UDP encapsulation) are only for esp and esp-udp, not {}",
+                            proto.name()
+                        )));
+                    }
+                }
+                self.end()?;
+                let to = Migration {
+                    src: nsrc.addr,
+                    dst: ndst.addr,
+                    sport: nsrc.port.map(|p| p.0),
+                    dport: ndst.port.map(|p| p.0),
+                };
+                Request::MigrateSa { id: SaId { src, dst, proto, spi }, to }
             }
             "deleteall" => {
                 let family = self.family()?;

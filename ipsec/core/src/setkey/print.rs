@@ -53,6 +53,11 @@ fn write_request(s: &mut String, r: &Request, keys: Keys) -> fmt::Result {
         Request::DeleteSa(id) => {
             write!(s, "delete {} {} {} {:#x} ;", id.src, id.dst, id.proto.name(), id.spi)
         }
+        Request::MigrateSa { id, to } => {
+            write!(s, "migrate {} {} {} {:#x} to ", id.src, id.dst, id.proto.name(), id.spi)?;
+            let port = |p: Option<u16>| p.map(|p| format!("[{p}]")).unwrap_or_default();
+            write!(s, "{}{} {}{} ;", to.src, port(to.sport), to.dst, port(to.dport))
+        }
         Request::DeleteAllSa { src, dst, proto } => write!(s, "deleteall {src} {dst} {} ;", proto.name()),
         Request::FlushSa(p) => {
             write!(s, "flush{} ;", p.map(|p| format!(" {}", p.name())).unwrap_or_default())

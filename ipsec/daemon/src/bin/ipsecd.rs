@@ -30,11 +30,24 @@ struct Args {
     #[arg(short = 's', long, default_value = DEFAULT_SOCKET)]
     socket: PathBuf,
     /// Local UDP port of ESP in UDP (RFC 3948). What arrives on it is ESP, a NAT-keepalive,
-    /// or counted and dropped (IKE: there is no key exchange daemon; anything else). The
+    /// IKE behind the Non-ESP Marker (to the key manager on --ike-socket; counted and
+    /// dropped as `ike` when none is attached), or counted and dropped. The
     /// esp-udp SAs name the port (`add 10.0.0.1[4501] 10.0.0.2[4501] esp-udp …`); without
     /// one they send from and to 4500.
     #[arg(long, default_value_t = 4500)]
     udp_port: u16,
+    /// Unix socket (SOCK_SEQPACKET, mode 0600) a key manager such as iked connects to: it
+    /// gets every IKE datagram (from --ike-port, and from --udp-port without the Non-ESP
+    /// Marker) with its local and remote address and port, one record each, and sends its
+    /// own back the same way. One key manager at a time; another is refused with the
+    /// reason. Default: the control socket's path with -ike before .sock
+    /// (/run/ipsecd-ike.sock).
+    #[arg(long, value_name = "PATH")]
+    ike_socket: Option<PathBuf>,
+    /// Local UDP port of IKE (RFC 7296), relayed to the key manager; 0 for none (IKE on
+    /// --udp-port is relayed still).
+    #[arg(long, value_name = "PORT", default_value_t = ipsecd::ike_relay::IKE_PORT)]
+    ike_port: u16,
     /// Do not route the outbound policies' destinations into the TUN (route them yourself;
     /// ipsecd's own sockets still carry --fwmark).
     #[arg(long)]
@@ -91,8 +104,10 @@ fn main() -> ExitCode {
         config: a.config,
         tun: a.tun,
         mtu: a.mtu,
+        ike_socket: a.ike_socket.unwrap_or_else(|| ipsecd::ike_relay::default_path(&a.socket)),
         socket: a.socket,
         udp_port: a.udp_port,
+        ike_port: a.ike_port,
         routes: !a.no_routes,
         table: a.table,
         fwmark: a.fwmark,

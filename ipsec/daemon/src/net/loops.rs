@@ -13,6 +13,7 @@ use socket2::Socket;
 use tun_rs::VIRTIO_NET_HDR_LEN;
 
 use super::front::{ipv6_in_front, Front};
+use super::ike::relayed;
 use super::receive::{Received, Receiver, LARGEST};
 use super::sockets::{buffer_size, Family};
 use super::spread::TunQueues;
@@ -21,6 +22,7 @@ use super::IoCounters;
 use crate::afpacket::Links;
 use crate::batch::{Pool, BATCH};
 use crate::coalesce::{Coalescer, VIRTIO_HDR};
+use crate::ike_relay::Relay;
 
 /// Whether a packet the kernel routed into the TUN is for a link-local or multicast
 /// address (which no policy of a point-to-point tunnel carries).
@@ -240,8 +242,18 @@ fn gather(
 /// arrives as one message with its segment size, and is cut here into its datagrams. Each
 /// datagram's payload is copied into a packet buffer behind the core's headroom and goes to
 /// the core as a [`Payload`] with the addresses and ports: every datagram from this socket
-/// is ESP in UDP, whatever the port.
-pub fn udp_loop(core: &Ipsec, sink: &NetSink, tun: &TunQueues, sock: &Socket, family: Family, max: usize) {
+/// is ESP in UDP, whatever the port — but IKE behind the Non-ESP Marker, which goes to the
+/// key manager where one is attached ([`crate::ike_relay`]; to the core, which drops it as
+/// `ike`, where none is).
+pub fn udp_loop(
+    core: &Ipsec,
+    sink: &NetSink,
+    tun: &TunQueues,
+    relay: &Relay,
+    sock: &Socket,
+    family: Family,
+    max: usize,
+) {
     let mut rx = Receiver::coalescing(family, max, UDP_BATCH);
     let mut flush = Flush::new(tun);
     // The port every datagram here was sent to: the core checks it against the SA's.
@@ -270,6 +282,9 @@ pub fn udp_loop(core: &Ipsec, sink: &NetSink, tun: &TunQueues, sock: &Socket, fa
             while at == 0 || at < len {
                 let payload = &rx.bufs[i][at..len.min(at + step)];
                 at += step;
+                if relayed(relay, payload, src, dst, dport) {
+                    continue;
+                }
                 let end = HEADROOM + payload.len();
                 let mut data = rx.pool.get();
                 if end > data.len() {

@@ -15,7 +15,9 @@
 //!  network ─ raw IPComp and IP-in-IP sockets (108, 4, 41; IPv4 and IPv6) ─ ipcomp_loop (one each)
 //!            ─ Ipsec::input(batch, Via::IpComp) (IPComp, IP-in-IP between an IPComp SA's ends;
 //!              IPv6: a header written in front of the payload the socket returns)
-//!  network ─ UDP --udp-port (GRO), socket i ─ udp_loop i ─ Ipsec::input_payloads(batch) ─┐
+//!  network ─ UDP --ike-port (500) ─ ike_loop ─ Relay::offer ─► key manager (crate::ike_relay)
+//!  network ─ UDP --udp-port (GRO), socket i ─ udp_loop i ─ IKE (Non-ESP Marker) ─► Relay::offer
+//!                                                        └ Ipsec::input_payloads(batch) ─┐
 //!                                                                                        │ Results.deliver
 //!            coalesce: runs of one TCP flow as one TUN write (virtio GSO) ◄──────────────┘ ──► TUN, through
 //!                                                                                   the flow's queue
@@ -27,8 +29,10 @@
 //!
 //! - [`sockets`]: opening the sockets (raw out with the header included, raw ESP, AH,
 //!   IPComp and IP-in-IP in, the UDP socket of ESP in UDP with GRO, packet info and the
-//!   outer TOS; AH over IPv6 also the hop limit and extension headers).
+//!   outer TOS, the IKE port's UDP socket; AH over IPv6 also the hop limit and extension headers).
 //! - [`receive`]: reading a batch with one recvmmsg into pooled buffers.
+//! - `ike`: IKE for the relay ([`crate::ike_relay`]): the IKE port's loop, the split of
+//!   IKE from ESP on the NAT-T port, and where the key manager's datagrams leave.
 //! - `front`: what an IPv6 raw socket took off (the header, AH's extension headers)
 //!   written back in front of its payload, for the core's whole-packet inputs.
 //! - `loops`: the loops, each a thread: encryption (the TUN side) and decryption (the
@@ -50,6 +54,7 @@
 
 mod counters;
 mod front;
+mod ike;
 mod loops;
 pub mod receive;
 pub mod sockets;
@@ -57,8 +62,9 @@ pub mod spread;
 pub mod transmit;
 
 pub use counters::IoCounters;
+pub use ike::{ike_loop, IkeOut};
 pub use loops::{ah_loop, esp_loop, ipcomp_loop, tun_loop, udp_loop};
-pub use sockets::{ah_in, esp_in, ipcomp_in, raw_out, udp, udp_group, Family};
+pub use sockets::{ah_in, esp_in, ike, ipcomp_in, raw_out, udp, udp_group, Family};
 pub use spread::TunQueues;
 pub use transmit::NetSink;
 

@@ -142,6 +142,25 @@ pub fn udp_group(family: Family, port: u16, mark: u32, n: usize) -> std::io::Res
     Ok(group)
 }
 
+/// The UDP socket of IKE (`--ike-port`, 500) for `family`: packet info, so that the local
+/// address of each datagram is known and answers leave from it; no GRO (every datagram is
+/// one IKE message, for the relay, [`crate::ike_relay`]).
+pub fn ike(family: Family, port: u16, mark: u32) -> std::io::Result<Socket> {
+    let s = Socket::new(family.domain(), Type::DGRAM, Some(Protocol::UDP))?;
+    set_mark(&s, mark)?;
+    s.set_reuse_address(true)?;
+    let any = match family {
+        Family::V4 => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port),
+        Family::V6 => {
+            s.set_only_v6(true)?;
+            SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), port)
+        }
+    };
+    s.bind(&SockAddr::from(any))?;
+    packet_info(&s, family)?;
+    Ok(s)
+}
+
 fn udp_socket(family: Family, port: u16, mark: u32, reuse_port: bool) -> std::io::Result<Socket> {
     let s = Socket::new(family.domain(), Type::DGRAM, Some(Protocol::UDP))?;
     set_mark(&s, mark)?;

@@ -166,8 +166,7 @@ impl NetSink {
     }
 
     /// One sendmsg on the UDP socket of `dst`'s family: `iovs` as one datagram, or with
-    /// `gso` (UDP_SEGMENT) one per segment, from our address `src` (the packet-info option:
-    /// the socket is bound to the wildcard address).
+    /// `gso` (UDP_SEGMENT) one per segment, from our address `src` ([`send_from`]).
     fn send_udp(
         &self,
         iovs: &[IoSlice<'_>],
@@ -175,31 +174,15 @@ impl NetSink {
         src: IpAddr,
         dst: SocketAddr,
     ) -> nix::Result<usize> {
-        let mut cmsgs = Vec::with_capacity(2);
-        if let Some(segment) = gso {
-            cmsgs.push(ControlMessage::UdpGsoSegments(segment));
-        }
-        match (src, dst) {
-            (IpAddr::V4(src), SocketAddr::V4(dst)) => {
-                let pi = nix::libc::in_pktinfo {
-                    ipi_ifindex: 0,
-                    ipi_spec_dst: nix::libc::in_addr { s_addr: u32::from(src).to_be() },
-                    ipi_addr: nix::libc::in_addr { s_addr: 0 },
-                };
-                cmsgs.push(ControlMessage::Ipv4PacketInfo(&pi));
-                sendmsg(self.udp4.as_raw_fd(), iovs, &cmsgs, MsgFlags::empty(), Some(&SockaddrIn::from(dst)))
-            }
-            (IpAddr::V6(src), SocketAddr::V6(dst)) => {
-                let pi = nix::libc::in6_pktinfo {
-                    ipi6_addr: nix::libc::in6_addr { s6_addr: src.octets() },
-                    ipi6_ifindex: 0,
-                };
-                cmsgs.push(ControlMessage::Ipv6PacketInfo(&pi));
-                sendmsg(self.udp6.as_raw_fd(), iovs, &cmsgs, MsgFlags::empty(), Some(&SockaddrIn6::from(dst)))
-            }
-            // An SA's (and a datagram's) two addresses are of one family.
-            _ => Err(nix::errno::Errno::EAFNOSUPPORT),
-        }
+        let sock = if dst.is_ipv4() { &self.udp4 } else { &self.udp6 };
+        send_from(sock, iovs, gso, src, dst)
+    }
+
+    /// Sends an IKE message from our address `src` and the NAT-T port to `dst`, behind the
+    /// Non-ESP Marker (RFC 3948 §2.2): the key manager's answers ([`crate::ike_relay`]).
+    pub fn send_ike(&self, src: IpAddr, dst: SocketAddr, message: &[u8]) -> nix::Result<usize> {
+        let marker = ipsec_wire::udp_encap::NON_ESP_MARKER;
+        self.send_udp(&[IoSlice::new(&marker), IoSlice::new(message)], None, src, dst)
     }
 
     /// One sendmmsg of `pkts` (all of one family; a packet with no address of it is sent
@@ -239,6 +222,43 @@ impl NetSink {
             self.io.tun_write_errors.fetch_add(1, Ordering::Relaxed);
             tracing::debug!("writing {} bytes to the TUN: {e}", data.len() - off);
         }
+    }
+}
+
+/// One sendmsg on `sock`, a UDP socket of `dst`'s family bound to the wildcard address:
+/// `iovs` as one datagram, or with `gso` (UDP_SEGMENT) one per segment, from our address
+/// `src` (the packet-info option).
+pub(super) fn send_from(
+    sock: &Socket,
+    iovs: &[IoSlice<'_>],
+    gso: Option<&u16>,
+    src: IpAddr,
+    dst: SocketAddr,
+) -> nix::Result<usize> {
+    let mut cmsgs = Vec::with_capacity(2);
+    if let Some(segment) = gso {
+        cmsgs.push(ControlMessage::UdpGsoSegments(segment));
+    }
+    match (src, dst) {
+        (IpAddr::V4(src), SocketAddr::V4(dst)) => {
+            let pi = nix::libc::in_pktinfo {
+                ipi_ifindex: 0,
+                ipi_spec_dst: nix::libc::in_addr { s_addr: u32::from(src).to_be() },
+                ipi_addr: nix::libc::in_addr { s_addr: 0 },
+            };
+            cmsgs.push(ControlMessage::Ipv4PacketInfo(&pi));
+            sendmsg(sock.as_raw_fd(), iovs, &cmsgs, MsgFlags::empty(), Some(&SockaddrIn::from(dst)))
+        }
+        (IpAddr::V6(src), SocketAddr::V6(dst)) => {
+            let pi = nix::libc::in6_pktinfo {
+                ipi6_addr: nix::libc::in6_addr { s6_addr: src.octets() },
+                ipi6_ifindex: 0,
+            };
+            cmsgs.push(ControlMessage::Ipv6PacketInfo(&pi));
+            sendmsg(sock.as_raw_fd(), iovs, &cmsgs, MsgFlags::empty(), Some(&SockaddrIn6::from(dst)))
+        }
+        // A datagram's two addresses are of one family.
+        _ => Err(nix::errno::Errno::EAFNOSUPPORT),
     }
 }
 
