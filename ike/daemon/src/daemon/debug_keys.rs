@@ -208,3 +208,171 @@ impl DebugKeys {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Every record is given to tshark (Wireshark's dissectors, Debian 12's 4.0), which
+    //! checks each field of its user access tables: an unknown algorithm name, or a key
+    //! whose length does not fit the algorithm, is an "Invalid -o flag".
+
+    use std::process::Command;
+
+    use ipsec_core::control::{Lifetime, Mode};
+
+    use super::*;
+    use crate::daemon::setkey::{NatPorts, SaKeys};
+
+    /// An empty pcap file (the global header only) for tshark to read.
+    fn empty_pcap() -> PathBuf {
+        let p = std::env::temp_dir().join(format!("iked-debug-keys-{}.pcap", std::process::id()));
+        let mut h = Vec::new();
+        h.extend_from_slice(&0xa1b2c3d4u32.to_le_bytes());
+        h.extend_from_slice(&2u16.to_le_bytes());
+        h.extend_from_slice(&4u16.to_le_bytes());
+        h.extend_from_slice(&[0; 8]);
+        h.extend_from_slice(&65535u32.to_le_bytes());
+        h.extend_from_slice(&1u32.to_le_bytes());
+        std::fs::write(&p, h).unwrap();
+        p
+    }
+
+    /// tshark's verdict on one UAT record: `Ok` or its complaint. `None` without tshark.
+    fn tshark(table: &str, record: &str) -> Option<Result<(), String>> {
+        let pcap = empty_pcap();
+        let o = Command::new("tshark")
+            .args(["-r", pcap.to_str().unwrap(), "-o", &format!("uat:{table}:{}", record.trim_end())])
+            .output()
+            .ok()?;
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        Some(if o.status.success() && !err.contains("Invalid -o flag") { Ok(()) } else { Err(err) })
+    }
+
+    fn suites() -> [(Encr, Option<Integ>); 5] {
+        [
+            (Encr::AesGcm16 { key_len: 16 }, None),
+            (Encr::AesGcm16 { key_len: 32 }, None),
+            (Encr::AesCbc { key_len: 16 }, Some(Integ::HmacSha256_128)),
+            (Encr::AesCbc { key_len: 32 }, Some(Integ::HmacSha384_192)),
+            (Encr::AesCbc { key_len: 24 }, Some(Integ::HmacSha512_256)),
+        ]
+    }
+
+    #[test]
+    fn ike_records_are_what_wireshark_reads() {
+        for (encr, integ) in suites() {
+            let (e, a) = (vec![0x5a; encr.keymat_len()], vec![0xa5; integ.map_or(0, Integ::key_len)]);
+            let k = IkeSaKeys {
+                spi_i: [1, 2, 3, 4, 5, 6, 7, 8],
+                spi_r: [0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18],
+                encr,
+                integ,
+                sk_ei: &e,
+                sk_er: &e,
+                sk_ai: &a,
+                sk_ar: &a,
+            };
+            let l = ike_line(&k).unwrap();
+            assert!(l.starts_with("0102030405060708,1112131415161718,5a5a"), "{}", *l);
+            match tshark("ikev2_decryption_table", &l) {
+                Some(r) => r.unwrap_or_else(|e| panic!("{encr:?}: {}: {e}", *l)),
+                None => eprintln!("tshark is not installed: format not checked against Wireshark"),
+            }
+            // A key one byte short is refused by Wireshark, so the check can fail.
+            let short = &e[1..];
+            let bad = ike_line(&IkeSaKeys { sk_ei: short, ..k }).unwrap();
+            if let Some(r) = tshark("ikev2_decryption_table", &bad) {
+                assert!(r.unwrap_err().contains("does not match the key length"), "{encr:?}");
+            }
+        }
+        let c = IkeSaKeys {
+            spi_i: [0; 8],
+            spi_r: [0; 8],
+            encr: Encr::ChaCha20Poly1305,
+            integ: None,
+            sk_ei: &[],
+            sk_er: &[],
+            sk_ai: &[],
+            sk_ar: &[],
+        };
+        assert!(ike_line(&c).is_none(), "Wireshark 4.0 has no ChaCha20-Poly1305 for IKE");
+    }
+
+    #[test]
+    fn esp_records_are_what_wireshark_reads() {
+        for (encr, integ) in suites() {
+            let (e, a) = (encr.keymat_len(), integ.map_or(0, Integ::key_len));
+            let c = ChildInstall {
+                reqid: 1,
+                mode: Mode::Tunnel,
+                local: "192.0.2.1".parse().unwrap(),
+                remote: "192.0.2.2".parse().unwrap(),
+                natt: Some(NatPorts { local: 4500, remote: 4500 }),
+                encr,
+                integ,
+                esn: false,
+                inbound: SaKeys {
+                    spi: 0x1001,
+                    encr: Zeroizing::new(vec![1; e]),
+                    integ: Zeroizing::new(vec![2; a]),
+                },
+                outbound: SaKeys {
+                    spi: 0xc001,
+                    encr: Zeroizing::new(vec![3; e]),
+                    integ: Zeroizing::new(vec![4; a]),
+                },
+                soft: Lifetime::default(),
+                hard: Lifetime::default(),
+                local_ts: Vec::new(),
+                remote_ts: Vec::new(),
+                policies: false,
+            };
+            let text = esp_lines(&c).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(lines.len(), 2);
+            assert!(
+                lines[0].starts_with("\"IPv4\",\"192.0.2.1\",\"192.0.2.2\",\"0x0000c001\","),
+                "{}",
+                lines[0]
+            );
+            assert!(
+                lines[1].starts_with("\"IPv4\",\"192.0.2.2\",\"192.0.2.1\",\"0x00001001\","),
+                "{}",
+                lines[1]
+            );
+            assert!(lines[0].contains(&format!("\"0x{}\"", "03".repeat(e))));
+            for l in lines {
+                if let Some(r) = tshark("esp_sa", l) {
+                    r.unwrap_or_else(|err| panic!("{encr:?}: {l}: {err}"));
+                }
+            }
+        }
+    }
+
+    /// The files land in the directory, one record appended per SA, private to root.
+    #[test]
+    fn records_are_appended_to_private_files() {
+        let dir = std::env::temp_dir().join(format!("iked-keys-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let d = DebugKeys::open(&dir).unwrap();
+        let e = [7u8; 20];
+        let k = IkeSaKeys {
+            spi_i: [1; 8],
+            spi_r: [2; 8],
+            encr: Encr::AesGcm16 { key_len: 16 },
+            integ: None,
+            sk_ei: &e,
+            sk_er: &e,
+            sk_ai: &[],
+            sk_ar: &[],
+        };
+        d.ike_sa(&k);
+        d.ike_sa(&k);
+        let text = std::fs::read_to_string(dir.join(IKE_FILE)).unwrap();
+        assert_eq!(text.lines().count(), 2);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.join(IKE_FILE)).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

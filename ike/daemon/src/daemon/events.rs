@@ -199,3 +199,109 @@ pub fn parse_line(line: &str) -> Result<Line, LineError> {
     };
     Ok(Line::Event(ev))
 }
+
+#[cfg(test)]
+mod tests {
+    //! Lines as ipsecd itself prints them (`ipsecd::monitor::line`), read back.
+
+    use ipsec_core::changes::Change;
+    use ipsecd::monitor::line;
+
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn id(proto: Proto) -> SaId {
+        SaId { src: ip("192.0.2.1"), dst: ip("2001:db8::2"), proto, spi: 0xdead_beef }
+    }
+
+    #[test]
+    fn every_event_ipsecd_prints_reads_back() {
+        let acquire = Acquire {
+            src: ip("192.0.2.1"),
+            dst: ip("192.0.2.2"),
+            proto: Proto::Esp,
+            mode: Mode::Tunnel,
+            reqid: 7,
+            policy: Selector {
+                src: Prefix { addr: ip("10.1.0.0"), len: 24 },
+                dst: Prefix { addr: ip("2001:db8::"), len: 48 },
+                sport: None,
+                dport: Some(53),
+                upper: Upper::Udp,
+            },
+            flow: Flow { src: ip("10.1.0.1"), dst: ip("10.2.0.7"), proto: 17, sport: 40000, dport: 53 },
+        };
+        let any = Acquire {
+            mode: Mode::Any,
+            proto: Proto::EspUdp,
+            policy: Selector { upper: Upper::Any, sport: Some(22), dport: None, ..acquire.policy },
+            ..acquire
+        };
+        let events = [
+            Event::SoftExpired { sa: id(Proto::Esp), by: Limit::Time },
+            Event::SoftExpired { sa: id(Proto::EspUdp), by: Limit::Bytes },
+            Event::HardExpired { sa: id(Proto::Esp), by: Limit::Packets },
+            Event::LarvalExpired(id(Proto::Esp)),
+            Event::SeqExhausted(id(Proto::EspUdp)),
+            Event::PeerMoved { sa: id(Proto::EspUdp), from: 4500, to: 1024 },
+            Event::PathMtu { sa: id(Proto::Esp), mtu: 1400 },
+            Event::Acquire(Box::new(acquire)),
+            Event::Acquire(Box::new(any)),
+            Event::Acquire(Box::new(Acquire {
+                policy: Selector { upper: Upper::Number(132), ..acquire.policy },
+                ..acquire
+            })),
+        ];
+        for ev in events {
+            let l = line(&ev);
+            assert_eq!(parse_line(&l), Ok(Line::Event(ev)), "{l}");
+        }
+        let flushed = line(&Event::Changed(Box::new(Change::SasFlushed(None))));
+        assert_eq!(parse_line(&flushed), Ok(Line::Other("sa-flush".into())));
+        assert_eq!(parse_line("overflow lost=12"), Ok(Line::Overflow(12)));
+        assert_eq!(parse_line("mobike-something x=1"), Ok(Line::Other("mobike-something".into())));
+    }
+
+    #[test]
+    fn malformed_lines_name_the_field() {
+        let s = "src=192.0.2.1 dst=192.0.2.2 proto=esp spi=0x1000";
+        assert_eq!(parse_line(""), Err(LineError::Empty));
+        assert_eq!(parse_line("   "), Err(LineError::Empty));
+        assert_eq!(
+            parse_line(&format!("soft-expire {s}")),
+            Err(LineError::Missing { event: "soft-expire".into(), field: "limit" })
+        );
+        assert_eq!(
+            parse_line(&format!("soft-expire limit=moons {s}")),
+            Err(LineError::Bad { field: "limit", value: "moons".into() })
+        );
+        assert_eq!(
+            parse_line("hard-expire limit=time src=192.0.2.1 dst=192.0.2.2 proto=esp spi=4096"),
+            Err(LineError::Bad { field: "spi", value: "4096".into() }),
+            "SPIs are hex with 0x"
+        );
+        assert_eq!(
+            parse_line("hard-expire limit=time src=192.0.2.1 dst=192.0.2.2 proto=esp spi=0x1ffffffff"),
+            Err(LineError::Bad { field: "spi", value: "0x1ffffffff".into() })
+        );
+        assert_eq!(
+            parse_line(&format!("peer-moved {s} from=4500 to=70000")),
+            Err(LineError::Bad { field: "to", value: "70000".into() })
+        );
+        let acq = "acquire src=192.0.2.1 dst=192.0.2.2 proto=esp mode=tunnel reqid=7 policy-src=10.1.0.0/33 \
+                   policy-dst=10.2.0.0/24 policy-upper=any policy-sport=any policy-dport=any flow-src=10.1.0.1 \
+                   flow-dst=10.2.0.7 flow-proto=17 flow-sport=1 flow-dport=2";
+        assert_eq!(parse_line(acq), Err(LineError::Bad { field: "policy-src", value: "10.1.0.0/33".into() }));
+        assert_eq!(
+            parse_line("overflow"),
+            Err(LineError::Missing { event: "overflow".into(), field: "lost" })
+        );
+        // Junk never panics.
+        for junk in ["=", "acquire ==== =x", "peer-moved spi=0x", "\u{0}\u{ffff} a=b", "soft-expire limit="] {
+            let _ = parse_line(junk);
+        }
+    }
+}
