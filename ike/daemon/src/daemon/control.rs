@@ -1,125 +1,67 @@
-//! iked's control socket (default [`DEFAULT_SOCKET`], root-only), spoken by `ipsecctl ike
-//! …`: the same style as ipsecd's (`ipsecd::ctl`) — one request per connection, in text, the
-//! reply framed by `ipsecd::ctl::encode_reply` (`ok` or `error`, a newline, the text).
+//! iked's side of its control socket: the protocol is `ipsecd::ike_ctl`'s (shared with
+//! `ipsecctl ike …`); this reads one request from a client that connected.
 //!
 //! ```text
-//! request := verb [" " arg] "\n"       (the client then shuts down its sending half)
-//! verb    := "list"                     IKE SAs and their CHILD_SAs, with their states
-//!          | "up" CONN                  initiate a configured connection (all its children)
-//!          | "down" CONN                close a connection's IKE SAs (deleting their CHILD_SAs)
-//!          | "rekey" SA                 rekey an IKE SA (by its number in `list`) or a
-//!                                       CHILD_SA (`CONN/CHILD` or its number)
-//!          | "stats"                    the state machine's counters
-//! reply   := ("ok" | "error") "\n" text (the daemon then closes)
-//!
-//! monitor := "monitor" "\n"             (the client keeps its sending half open)
-//! stream  := "ok" "\n" *(event "\n")    IKE events, one line each, until the client closes
+//!  listener readable ─▶ accept ─▶ read_request (until "\n", EOF, or MAX_REQUEST; at most
+//!                                  READ_WAIT) ─▶ Request ─▶ the loop answers or subscribes
 //! ```
 //!
-//! `ipsecd::ctl::call_named` and `ipsecd::ctl::monitor_named` are the client side. A
-//! request is at most [`MAX_REQUEST`] bytes (a connection name is short); the daemon gives
-//! a client [`READ_WAIT`] to send it, since its single thread waits meanwhile.
+//! The loop is one thread, so a client that trickles its request holds it up for at most
+//! [`READ_WAIT`]; the socket is root's (0600), so that client is an administrator.
 
+use std::io::{ErrorKind, Read};
+use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-/// The default socket path.
-pub const DEFAULT_SOCKET: &str = "/run/iked.sock";
-
-/// The largest request read.
-pub const MAX_REQUEST: usize = 4096;
+pub use ipsecd::ike_ctl::{Request, DEFAULT_SOCKET, MAX_REQUEST};
 
 /// How long the daemon waits for a client's whole request.
 pub const READ_WAIT: Duration = Duration::from_secs(1);
 
-/// A request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Request {
-    List,
-    Up(String),
-    Down(String),
-    Rekey(String),
-    Stats,
-    Monitor,
-}
-
-impl Request {
-    /// The bytes sent on the socket.
-    pub fn encode(&self) -> Vec<u8> {
-        match self {
-            Request::List => "list\n".into(),
-            Request::Up(c) => format!("up {c}\n"),
-            Request::Down(c) => format!("down {c}\n"),
-            Request::Rekey(sa) => format!("rekey {sa}\n"),
-            Request::Stats => "stats\n".into(),
-            Request::Monitor => "monitor\n".into(),
-        }
-        .into_bytes()
-    }
-
-    /// Reads a request; the error says what is wrong with it.
-    pub fn decode(bytes: &[u8]) -> Result<Request, String> {
-        if bytes.len() > MAX_REQUEST {
-            return Err(format!("a request of more than {MAX_REQUEST} bytes"));
-        }
-        let text = std::str::from_utf8(bytes).map_err(|e| format!("the request is not UTF-8 ({e})"))?;
-        let line = text.strip_suffix('\n').unwrap_or(text);
-        if line.contains('\n') {
-            return Err("a request is one line".to_owned());
-        }
-        let mut words = line.split_ascii_whitespace();
-        let verb = words.next().ok_or("empty request")?;
-        let arg = words.next();
-        if words.next().is_some() {
-            return Err(format!("{verb} takes at most one argument"));
-        }
-        let need = |what: &str| arg.map(str::to_owned).ok_or_else(|| format!("{verb} needs {what}"));
-        let none = |r: Request| match arg {
-            None => Ok(r),
-            Some(a) => Err(format!("{verb} takes no argument (got {a:?})")),
-        };
-        match verb {
-            "list" => none(Request::List),
-            "stats" => none(Request::Stats),
-            "monitor" => none(Request::Monitor),
-            "up" => need("a connection name").map(Request::Up),
-            "down" => need("a connection name").map(Request::Down),
-            "rekey" => need("an SA (a number from list, or CONN/CHILD)").map(Request::Rekey),
-            other => {
-                Err(format!("unknown request {other:?} (expected list, up, down, rekey, stats or monitor)"))
-            }
+/// Reads one request from a control client, within [`READ_WAIT`].
+pub fn read_request(conn: &mut UnixStream) -> Result<Request, String> {
+    conn.set_nonblocking(false).map_err(|e| e.to_string())?;
+    conn.set_read_timeout(Some(READ_WAIT)).map_err(|e| e.to_string())?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 256];
+    // Up to the newline (monitor keeps its half open), the end, or the limit.
+    while !buf.contains(&b'\n') && buf.len() <= MAX_REQUEST {
+        match conn.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("reading the request: {e}")),
         }
     }
+    Request::decode(&buf)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
+
     use super::*;
 
+    /// What `ipsecctl ike` sends (ipsecd::ike_ctl's encoding) is read whole, whether the
+    /// client shuts down its half (a request) or keeps it open (monitor).
     #[test]
-    fn requests_round_trip() {
-        for r in [
-            Request::List,
-            Request::Up("site-a".into()),
-            Request::Down("site-a".into()),
-            Request::Rekey("3".into()),
-            Request::Rekey("site-a/net".into()),
-            Request::Stats,
-            Request::Monitor,
-        ] {
-            assert_eq!(Request::decode(&r.encode()), Ok(r));
+    fn requests_are_read_from_a_connection() {
+        for (req, shut) in [(Request::Up("site-a".into()), true), (Request::Monitor, false)] {
+            let (mut client, mut server) = UnixStream::pair().unwrap();
+            client.write_all(&req.encode()).unwrap();
+            if shut {
+                client.shutdown(std::net::Shutdown::Write).unwrap();
+            }
+            assert_eq!(read_request(&mut server), Ok(req));
         }
     }
 
+    /// A client that sends nothing holds the loop for READ_WAIT, then is refused.
     #[test]
-    fn malformed_requests_are_named() {
-        let e = |b: &[u8]| Request::decode(b).unwrap_err();
-        assert_eq!(e(b""), "empty request");
-        assert_eq!(e(b"up\n"), "up needs a connection name");
-        assert_eq!(e(b"list all\n"), "list takes no argument (got \"all\")");
-        assert_eq!(e(b"down a b\n"), "down takes at most one argument");
-        assert!(e(b"frob\n").starts_with("unknown request \"frob\""));
-        assert_eq!(e(b"list\nstats\n"), "a request is one line");
-        assert!(e(&[0xff]).contains("UTF-8"));
-        assert!(e(&vec![b'x'; MAX_REQUEST + 1]).contains("more than 4096 bytes"));
+    fn a_silent_client_is_refused_in_time() {
+        let (_client, mut server) = UnixStream::pair().unwrap();
+        let t = std::time::Instant::now();
+        assert!(read_request(&mut server).unwrap_err().starts_with("reading the request"));
+        assert!(t.elapsed() < READ_WAIT * 3);
     }
 }

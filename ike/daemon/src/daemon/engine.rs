@@ -108,3 +108,47 @@ pub trait Engine {
     /// SIGTERM: delete every SA (INFORMATIONAL DELETE to the peers, Remove to ipsecd).
     fn shutdown(&mut self, now: Instant, out: &mut Vec<Output>);
 }
+
+/// The state machine for `config`. ike-core's `Ike` is not on this branch yet (it is
+/// being built on i33-sm): until it is merged and implements [`Engine`], iked can check
+/// its configuration (`--check`) but not negotiate, and says so rather than run a daemon
+/// that would answer no peer.
+pub fn start(config: &Config) -> Result<NoEngine, String> {
+    let _ = config;
+    Err("this build has no IKEv2 state machine yet (ike-core's Ike, branch i33-sm): \
+         iked can check its configuration (--check) but cannot negotiate"
+        .to_owned())
+}
+
+/// What [`start`] returns until the state machine lands: there is no value of it.
+pub enum NoEngine {}
+
+impl Engine for NoEngine {
+    fn datagram(&mut self, _: Instant, _: Datagram, _: &mut Vec<Output>) {
+        match *self {}
+    }
+    fn tick(&mut self, _: Instant, _: &mut Vec<Output>) {
+        match *self {}
+    }
+    fn next_deadline(&self) -> Option<Instant> {
+        match *self {}
+    }
+    fn sa_event(&mut self, _: Instant, _: &IpsecEvent, _: &mut Vec<Output>) {
+        match *self {}
+    }
+    fn installed(&mut self, _: Instant, _: u64, _: Result<(), String>, _: &mut Vec<Output>) {
+        match *self {}
+    }
+    fn events_lost(&mut self, _: Instant, _: u64, _: &mut Vec<Output>) {
+        match *self {}
+    }
+    fn command(&mut self, _: Instant, _: &Request, _: &mut Vec<Output>) -> Result<String, String> {
+        match *self {}
+    }
+    fn reload(&mut self, _: Instant, _: Config, _: &Diff, _: &mut Vec<Output>) {
+        match *self {}
+    }
+    fn shutdown(&mut self, _: Instant, _: &mut Vec<Output>) {
+        match *self {}
+    }
+}

@@ -39,7 +39,7 @@ use zeroize::Zeroize;
 use ipsecd::ctl::{self, Wait};
 use ipsecd::ike_relay::Client;
 
-use super::control::{self, Request};
+use super::control::{read_request, Request};
 use super::debug_keys::DebugKeys;
 use super::engine::{Engine, Output, Severity};
 use super::events::{parse_line, Line};
@@ -123,24 +123,6 @@ pub fn bind_control(path: &Path) -> Result<UnixListener, String> {
         .map_err(|e| format!("chmod {}: {e}", path.display()))?;
     l.set_nonblocking(true).map_err(|e| e.to_string())?;
     Ok(l)
-}
-
-/// Reads one request from a control client, within [`control::READ_WAIT`].
-pub fn read_request(conn: &mut UnixStream) -> Result<Request, String> {
-    conn.set_nonblocking(false).map_err(|e| e.to_string())?;
-    conn.set_read_timeout(Some(control::READ_WAIT)).map_err(|e| e.to_string())?;
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 256];
-    // Up to the newline (monitor keeps its half open), the end, or the limit.
-    while !buf.contains(&b'\n') && buf.len() <= control::MAX_REQUEST {
-        match conn.read(&mut byte) {
-            Ok(0) => break,
-            Ok(n) => buf.extend_from_slice(&byte[..n]),
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("reading the request: {e}")),
-        }
-    }
-    Request::decode(&buf)
 }
 
 /// The daemon: the engine and its descriptors.
