@@ -189,12 +189,11 @@ pub fn range_to_prefixes(start: IpAddr, end: IpAddr) -> Vec<(IpAddr, u8)> {
     out
 }
 
-/// A selector's prefixes, its port (None: any) and protocol; `own` is the address
-/// `dynamic` stands for.
-fn ts_parts(
-    ts: &TrafficSelector,
-    own: IpAddr,
-) -> Result<(Vec<(IpAddr, u8)>, Option<u16>, u8), SetkeyTextError> {
+/// One end of a setkey selector: prefixes, its port (`None`: any) and protocol (0: any).
+type End = (Vec<(IpAddr, u8)>, Option<u16>, u8);
+
+/// A selector's end; `own` is the address `dynamic` stands for.
+fn ts_parts(ts: &TrafficSelector, own: IpAddr) -> Result<End, SetkeyTextError> {
     let prefixes = match ts.addr {
         TsAddr::Dynamic => vec![(own, if own.is_ipv4() { 32 } else { 128 })],
         TsAddr::Range { start, end } => range_to_prefixes(start, end),
