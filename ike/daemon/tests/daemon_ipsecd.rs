@@ -11,9 +11,11 @@
 //! What is checked is real: the SAs and policies ipsecd holds after `up` (its own dump),
 //! the refusal of a duplicate install reaching the engine with ipsecd's reason (one
 //! transaction: no policy added twice), ipsecd's hard-expire lines reaching the engine as
-//! events, the engine's events reaching an `ike monitor` subscriber, `down` and SIGTERM
-//! leaving ipsecd empty. The engine only scripts which outputs to ask for; no assertion
-//! here depends on it beyond counting what the loop handed it.
+//! events, the engine's events reaching an `ike monitor` subscriber, `down` leaving ipsecd
+//! empty, a SIGHUP reload handing the engine the configuration's difference (and a file
+//! that does not read handing it nothing), SIGTERM ending the loop after the engine's
+//! shutdown. The engine only scripts which outputs to ask for; no assertion here depends
+//! on it beyond counting what the loop handed it.
 //!
 //! Needs root (a network namespace, a TUN) and `ip`, and ipsecd built beside this test
 //! (`cargo build -p ipsecd`); skipped otherwise, saying why.
@@ -90,6 +92,7 @@ fn remove(spis: (u32, u32)) -> ChildRemove {
 struct Scripted {
     hard_expiries: Arc<AtomicU64>,
     refusals: Arc<Mutex<Vec<String>>>,
+    reloads: Arc<Mutex<Vec<Diff>>>,
 }
 
 impl Engine for Scripted {
@@ -128,7 +131,9 @@ impl Engine for Scripted {
         }
         Ok("done\n".to_owned())
     }
-    fn reload(&mut self, _: Instant, _: Config, _: &Diff, _: &mut Vec<Output>) {}
+    fn reload(&mut self, _: Instant, _: Config, diff: &Diff, _: &mut Vec<Output>) {
+        self.reloads.lock().unwrap().push(diff.clone());
+    }
     fn shutdown(&mut self, _: Instant, out: &mut Vec<Output>) {
         out.push(Output::Event(Event { severity: Severity::Info, line: "shutting-down".into() }));
     }
@@ -214,6 +219,7 @@ fn the_loop_installs_removes_and_hears_ipsecd() {
 
     let engine = Scripted::default();
     let refusals = engine.refusals.clone();
+    let reloads = engine.reloads.clone();
     let iked_sock = dir.join("iked.sock");
     let opts = Options {
         config: dir.join("iked.conf"),
@@ -278,6 +284,21 @@ fn the_loop_installs_removes_and_hears_ipsecd() {
             .iter()
             .all(|w| s.iter().any(|l| l == w))
     });
+
+    // SIGHUP: the file is read again and the engine gets the difference; a file that does
+    // not read is refused, and the running configuration stays.
+    let conf = dir.join("iked.conf");
+    let sighup = || assert!(Command::new("kill").args(["-HUP", &id.to_string()]).status().unwrap().success());
+    std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/configs/settings.conf"), &conf).unwrap();
+    sighup();
+    wait_for("the reload reaches the engine", || reloads.lock().unwrap().len() == 1);
+    let d = reloads.lock().unwrap()[0].clone();
+    assert!(d.added.contains(&"s1".to_owned()) && d.removed.is_empty() && d.unchanged.is_empty(), "{d:?}");
+    std::fs::write(&conf, "connections { broken").unwrap();
+    sighup();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(call(Request::Stats), Ok("hard-expiries 2\n".into()), "the loop still answers");
+    assert_eq!(reloads.lock().unwrap().len(), 1, "a bad file is not handed to the engine");
 
     // SIGTERM: the loop asks the engine to shut down, and returns.
     assert!(Command::new("kill").args(["-TERM", &id.to_string()]).status().unwrap().success());
