@@ -23,8 +23,10 @@
 //!
 //! A request to ipsecd waits for its reply (a heartbeat comes every second while ipsecd
 //! works); meanwhile datagrams queue in the relay socket, as they would in a busy peer. A
-//! monitor subscriber that reads too slowly loses lines (each write is non-blocking), and
-//! is dropped when its connection fails.
+//! monitor subscriber's writes never wait: one whose socket is full (it reads too slowly)
+//! or gone is dropped, and has to subscribe again. When ipsecd goes away (the relay or the
+//! monitor stream closes) iked exits with an error, for its supervisor to restart it with
+//! ipsecd.
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::fd::AsFd;
@@ -405,5 +407,26 @@ fn flatten(r: Result<ctl::Reply, ctl::CallError>) -> Result<(), String> {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(why)) => Err(why),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A second iked is refused while the first serves the socket; a socket file left by
+    /// one that is gone is replaced; the socket is root's.
+    #[test]
+    fn the_control_socket_is_bound_once() {
+        let dir = std::env::temp_dir().join(format!("iked-bind-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("iked.sock");
+        let first = bind_control(&path).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(bind_control(&path).unwrap_err(), format!("{} is served by another iked", path.display()));
+        drop(first);
+        assert!(path.exists(), "the file stays behind");
+        bind_control(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -55,7 +55,7 @@ pub struct NatPorts {
 /// A negotiated CHILD_SA, everything ipsecd needs to install both of its SAs and its
 /// policies.
 pub struct ChildInstall {
-    /// Ties the SAs to their policies (`-u`, `unique:N`); not 0.
+    /// Ties the SAs to their policies (`-u`, `unique:N`); 1 to [`MAX_REQID`].
     pub reqid: u32,
     pub mode: Mode,
     /// The IKE SA's addresses: the tunnel's outer ends.
@@ -99,8 +99,8 @@ pub enum SetkeyTextError {
     PortRange(u16, u16),
     /// IP protocol 255 (reserved), which setkey's upperspec cannot name.
     Protocol(u8),
-    /// A reqid of 0 (no tie between SAs and policies).
-    NoReqid,
+    /// A reqid of 0 (no tie between SAs and policies), or above [`MAX_REQID`].
+    Reqid(u32),
     /// No pair of local and remote selectors of one address family.
     NoSelectors,
     /// Mode `any` (setkey's default) is not a negotiated mode.
@@ -116,7 +116,7 @@ impl std::fmt::Display for SetkeyTextError {
                 write!(f, "port range {a}-{b} has no setkey selector (one port, or all)")
             }
             SetkeyTextError::Protocol(p) => write!(f, "IP protocol {p} has no setkey upperspec"),
-            SetkeyTextError::NoReqid => f.write_str("a CHILD_SA needs a reqid other than 0"),
+            SetkeyTextError::Reqid(r) => write!(f, "reqid {r}: a CHILD_SA's is 1 to {MAX_REQID}"),
             SetkeyTextError::NoSelectors => {
                 f.write_str("no local and remote traffic selectors of the same address family")
             }
@@ -290,11 +290,18 @@ fn write_hex(s: &mut String, bytes: &[u8]) {
     }
 }
 
+/// The largest reqid a policy can name (setkey's `unique:N`, as ipsecd's parser and
+/// KAME's take it): the engine allocates reqids from 1 to this.
+pub const MAX_REQID: u32 = 32767;
+
+/// Room for one `add` line, keys included (the longest is about 480 bytes).
+const SA_ROOM: usize = 1024;
+
 /// The setkey request that installs `c`: both SAs, then (with [`ChildInstall::policies`])
 /// an out and an in policy per pair of selectors.
 pub fn install_text(c: &ChildInstall) -> Result<Zeroizing<String>, SetkeyTextError> {
-    if c.reqid == 0 {
-        return Err(SetkeyTextError::NoReqid);
+    if !(1..=MAX_REQID).contains(&c.reqid) {
+        return Err(SetkeyTextError::Reqid(c.reqid));
     }
     let mode = mode_name(c.mode)?;
     for (what, k, want) in [
@@ -308,8 +315,15 @@ pub fn install_text(c: &ChildInstall) -> Result<Zeroizing<String>, SetkeyTextErr
         }
     }
     let sels = if c.policies { selectors(c.local, c.remote, &c.local_ts, &c.remote_ts)? } else { Vec::new() };
+    // The policies hold no key: written first, on their own.
+    let mut policies = String::new();
+    for p in &sels {
+        write_policy(&mut policies, "spdadd", p, true, mode, c.local, c.remote, c.reqid);
+        write_policy(&mut policies, "spdadd", p, false, mode, c.local, c.remote, c.reqid);
+    }
     // Room for everything, so that the string never moves (and never leaves a key behind).
-    let mut s = Zeroizing::new(String::with_capacity(1024 + 400 * sels.len()));
+    let room = 2 * SA_ROOM + policies.len();
+    let mut s = Zeroizing::new(String::with_capacity(room));
     let proto = if c.natt.is_some() { "esp-udp" } else { "esp" };
     let ends = [
         (c.local, c.remote, c.natt.map(|n| (n.local, n.remote)), &c.outbound),
@@ -337,11 +351,11 @@ pub fn install_text(c: &ChildInstall) -> Result<Zeroizing<String>, SetkeyTextErr
         }
         s.push_str(" ;\n");
     }
-    for p in &sels {
-        write_policy(&mut s, "spdadd", p, true, mode, c.local, c.remote, c.reqid);
-        write_policy(&mut s, "spdadd", p, false, mode, c.local, c.remote, c.reqid);
-    }
-    debug_assert!(s.len() <= s.capacity());
+    // The longest SA line (IPv6, every option, HMAC-SHA2-512) is about 480 bytes: checked
+    // by the tests, in which this holds or panics.
+    debug_assert!(s.len() <= 2 * SA_ROOM, "an SA line longer than SA_ROOM");
+    s.push_str(&policies);
+    debug_assert!(s.capacity() >= room && s.len() <= room);
     Ok(s)
 }
 
@@ -641,6 +655,33 @@ mod tests {
         }
     }
 
+    /// The longest SA lines fit the room reserved for them (the debug assertions in
+    /// install_text would panic otherwise), with many selectors after them.
+    #[test]
+    fn the_longest_request_fits_its_room() {
+        let c = ChildInstall {
+            reqid: MAX_REQID,
+            mode: Mode::Transport,
+            local: ip("ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe"),
+            remote: ip("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
+            natt: Some(NatPorts { local: 65535, remote: 65534 }),
+            encr: Encr::AesCbc { key_len: 32 },
+            integ: Some(Integ::HmacSha512_256),
+            esn: true,
+            inbound: keys(u32::MAX, 1, 32, 64),
+            outbound: keys(u32::MAX - 1, 2, 32, 64),
+            soft: Lifetime { seconds: Some(u64::MAX - 1), bytes: Some(u64::MAX - 1), packets: None },
+            hard: Lifetime { seconds: Some(u64::MAX), bytes: Some(u64::MAX), packets: None },
+            local_ts: ts("::1-::ffff[udp/65535]"),
+            remote_ts: ts("dynamic[udp/65534]"),
+            policies: true,
+        };
+        let text = install_text(&c).unwrap();
+        let sa_len: usize = text.lines().take(2).map(|l| l.len() + 1).sum();
+        assert!(sa_len > 900 && sa_len <= 2 * SA_ROOM, "{sa_len}");
+        assert_eq!(parsed(&text).len(), 2 + 2 * 16);
+    }
+
     #[test]
     fn ranges_become_the_fewest_prefixes() {
         let p = |a: &str, b: &str| {
@@ -665,7 +706,9 @@ mod tests {
         let c = ChildInstall { local_ts: ts("10.1.0.0/16[tcp/1000-2000]"), ..gcm_tunnel() };
         assert_eq!(install_text(&c).unwrap_err(), SetkeyTextError::PortRange(1000, 2000));
         let c = ChildInstall { reqid: 0, ..gcm_tunnel() };
-        assert_eq!(install_text(&c).unwrap_err(), SetkeyTextError::NoReqid);
+        assert_eq!(install_text(&c).unwrap_err(), SetkeyTextError::Reqid(0));
+        let c = ChildInstall { reqid: MAX_REQID + 1, ..gcm_tunnel() };
+        assert_eq!(install_text(&c).unwrap_err(), SetkeyTextError::Reqid(32768));
         let c = ChildInstall { remote_ts: ts("2001:db8::/64"), ..gcm_tunnel() };
         assert_eq!(install_text(&c).unwrap_err(), SetkeyTextError::NoSelectors);
         let c = ChildInstall { inbound: keys(0x1001, 1, 16, 0), ..gcm_tunnel() };
