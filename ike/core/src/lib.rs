@@ -8,8 +8,350 @@
 //! Every cryptographic operation — Diffie-Hellman, signatures, the PRF, the SK payloads'
 //! protection, nonces and SPIs — goes through ocf sessions, so that ocf's cost model,
 //! counters and profile see IKE as they see ESP.
+//!
+//! # The flow
+//!
+//! ```text
+//!  Ike::datagram(now, Datagram, out)
+//!   │ Message::parse ── malformed ─────────────────────────────▶ drop(Malformed)
+//!   │ IKE_SA_INIT request, SPIr = 0?
+//!   │   ├─ a retransmission (SPIi, address known) ─▶ the cached response again
+//!   │   └─ half_open: admit / COOKIE (stateless) / refuse ─▶ exchange::sa_init (responder)
+//!   │ the table, by our SPI (SPIr if the I flag is set, else SPIi) ── none ─▶ drop(UnknownSa)
+//!   │ response?  window.matches(id) ── no ────────────────────▶ drop(UnexpectedResponse)
+//!   │            IKE_SA_INIT ─▶ sa_init (initiator) ─▶ IKE_AUTH request
+//!   │            IKE_AUTH    ─▶ auth (initiator)    ─▶ Install, IkeSaUp
+//!   │ request?   window.classify(id): Retransmitted ─▶ resend the cached bytes
+//!   │                                 OutOfWindow   ─▶ drop(OutOfWindow)
+//!   │                                 New: IKE_AUTH ─▶ auth (responder) ─▶ response, Install
+//!   ▼            (every SK message: ICV checked before anything else; a failure
+//!  out: Send / Install / Remove / Event          ─▶ drop(Unauthenticated), nothing changes)
+//!
+//!  Ike::tick(now, out): each outstanding request's retransmission (Retransmit::poll) or
+//!  the IKE SA's death; half-open SAs past their timeout; the cookie secret's rotation.
+//!  Ike::initiate(now, conn, child, out): a new IKE SA, its IKE_SA_INIT request.
+//! ```
+//!
+//! # Modules (each uses only those below it; `scripts/module-cycles` checks)
+//!
+//! ```text
+//!   lib: Ike — the SA table, the dispatch above, tick, initiate
+//!    └─ exchange: sa_init ─▶ auth          (one file per exchange)
+//!         │
+//!         ├─▶ ike_sa ─▶ child_sa ─▶ io      (the SAs; the boundary's types)
+//!         │     └─▶ window, retransmit, stats
+//!         └─▶ proposals, narrow, half_open, cookie
+//!   all of them ─▶ config (i33-config), crypto (i33-crypto), ike-wire (i33-wire)
+//! ```
+//!
+//! # Not yet
+//!
+//! CREATE_CHILD_SA (rekeying), INFORMATIONAL (Delete, liveness), fragmentation (not
+//! announced: nothing reassembles SKF yet), certificate authentication, SET_WINDOW_SIZE,
+//! SA events (`sa_event` counts them and does nothing else).
 
 #![forbid(unsafe_code)]
 
+pub mod child_sa;
 pub mod config;
+pub mod cookie;
 pub mod crypto;
+mod exchange;
+pub mod half_open;
+pub mod ike_sa;
+pub mod io;
+pub mod narrow;
+pub mod proposals;
+pub mod retransmit;
+pub mod stats;
+pub mod window;
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use ike_wire::ids::ExchangeType;
+use ike_wire::Message;
+use ocf::Framework;
+
+use crate::config::{Connection, Secrets};
+use crate::cookie::CookieJar;
+use crate::half_open::HalfOpenConfig;
+use crate::ike_sa::{IkeSa, State};
+use crate::io::{Datagram, DownReason, Event, Output, SaEvent};
+use crate::retransmit::{Due, RetransmitConfig};
+use crate::stats::{Drop, Stats};
+use crate::window::Incoming;
+
+/// The policy: connections and secrets (from iked's configuration file).
+#[derive(Clone, Debug, Default)]
+pub struct Config {
+    pub connections: Vec<Connection>,
+    pub secrets: Secrets,
+}
+
+/// The engine's own settings (strongSwan's `charon.*` equivalents).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Settings {
+    pub retransmit: RetransmitConfig,
+    pub half_open: HalfOpenConfig,
+    /// How often the cookie secret changes.
+    pub cookie_rotate: Duration,
+    /// Our nonces' length.
+    pub nonce_len: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            retransmit: RetransmitConfig::default(),
+            half_open: HalfOpenConfig::default(),
+            cookie_rotate: cookie::DEFAULT_ROTATE,
+            nonce_len: crypto::DEFAULT_NONCE_LEN,
+        }
+    }
+}
+
+/// Why `initiate` did nothing.
+#[derive(Debug)]
+pub enum InitiateError {
+    NoConnection(String),
+    NoChild(String),
+    /// The connection names no local or no remote address.
+    NoAddress,
+    /// The connection's proposals name nothing this implementation supports.
+    NoUsableProposal,
+    Crypto(crypto::CryptoError),
+    Wire(ike_wire::Error),
+}
+
+/// The engine.
+pub struct Ike {
+    fw: Framework,
+    config: Config,
+    settings: Settings,
+    /// Keyed by our SPI.
+    sas: HashMap<u64, IkeSa>,
+    /// Responder SAs by the initiator's SPI and address, to spot a retransmitted
+    /// IKE_SA_INIT request.
+    init_index: HashMap<(u64, SocketAddr), u64>,
+    child_spis: HashSet<u32>,
+    half_open: usize,
+    cookies: CookieJar,
+    cookies_on: bool,
+    stats: Stats,
+}
+
+impl Ike {
+    /// An engine with its configuration, using `fw`'s drivers for every operation.
+    pub fn new(fw: Framework, config: Config, settings: Settings, now: Instant) -> Result<Ike, ocf::Error> {
+        let cookies = CookieJar::new(&fw, now, settings.cookie_rotate)?;
+        Ok(Ike {
+            fw,
+            config,
+            settings,
+            sas: HashMap::new(),
+            init_index: HashMap::new(),
+            child_spis: HashSet::new(),
+            half_open: 0,
+            cookies,
+            cookies_on: false,
+            stats: Stats::default(),
+        })
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The IKE SA whose SPI (ours) is `spi`.
+    pub fn ike_sa(&self, spi: u64) -> Option<&IkeSa> {
+        self.sas.get(&spi)
+    }
+
+    /// Our SPIs of every IKE SA.
+    pub fn ike_sas(&self) -> impl Iterator<Item = &IkeSa> {
+        self.sas.values()
+    }
+
+    /// Half-open IKE SAs now.
+    pub fn half_open(&self) -> usize {
+        self.half_open
+    }
+
+    /// Starts an IKE SA for connection `conn` and its child `child`: the IKE_SA_INIT
+    /// request to the connection's first remote address, port 500. Answers our SPI.
+    pub fn initiate(
+        &mut self,
+        now: Instant,
+        conn: &str,
+        child: &str,
+        out: &mut Vec<Output>,
+    ) -> Result<u64, InitiateError> {
+        exchange::sa_init::initiate(self, now, conn, child, out)
+    }
+
+    /// Deletes an IKE SA and its CHILD_SAs locally (the INFORMATIONAL Delete to the peer
+    /// is not sent yet).
+    pub fn terminate(&mut self, ike_sa: u64, out: &mut Vec<Output>) -> bool {
+        match self.remove_sa(ike_sa, out) {
+            true => {
+                out.push(Output::Event(Event::IkeSaDown { ike_sa, reason: DownReason::Terminated }));
+                true
+            }
+            false => false,
+        }
+    }
+
+    /// An event from ipsecd's monitor. Rekeying is CREATE_CHILD_SA's, not written yet:
+    /// nothing happens.
+    pub fn sa_event(&mut self, _now: Instant, _event: SaEvent, _out: &mut Vec<Output>) {}
+
+    /// One received datagram.
+    pub fn datagram(&mut self, now: Instant, d: Datagram, out: &mut Vec<Output>) {
+        if let Err(cause) = self.receive(now, &d, out) {
+            self.stats.drop(cause);
+        }
+    }
+
+    fn receive(&mut self, now: Instant, d: &Datagram, out: &mut Vec<Output>) -> Result<(), Drop> {
+        let msg = Message::parse(&d.bytes).map_err(|_| Drop::Malformed)?;
+        let h = msg.header;
+        {
+            let c = self.stats.exchange(h.exchange_type);
+            if h.response {
+                c.responses_received += 1;
+            } else {
+                c.requests_received += 1;
+            }
+        }
+        if h.exchange_type == ExchangeType::IKE_SA_INIT && !h.response && h.spi_r == 0 {
+            if !h.initiator || h.message_id != 0 {
+                return Err(Drop::Malformed);
+            }
+            if let Some(spi) = self.init_index.get(&(h.spi_i, d.remote)) {
+                let sa = &self.sas[spi];
+                if let Incoming::Retransmitted(bytes) = sa.responses.classify(0) {
+                    let bytes = bytes.to_vec();
+                    self.resend(sa.local, sa.remote, bytes, out);
+                    self.stats.responses_resent += 1;
+                    return Ok(());
+                }
+                return Err(Drop::OutOfWindow);
+            }
+            return exchange::sa_init::respond(self, now, d, &msg, out);
+        }
+        let ours = if h.initiator { h.spi_r } else { h.spi_i };
+        let sa = self.sas.get(&ours).ok_or(Drop::UnknownSa)?;
+        if sa.initiator == h.initiator || (!sa.initiator && sa.spi_i != h.spi_i) {
+            return Err(Drop::UnknownSa);
+        }
+        if h.response {
+            if !sa.requests.matches(h.message_id) {
+                return Err(Drop::UnexpectedResponse);
+            }
+            return match (sa.state, h.exchange_type) {
+                (State::InitSent, ExchangeType::IKE_SA_INIT) => {
+                    exchange::sa_init::response(self, now, ours, d, &msg, out)
+                }
+                (State::AuthSent, ExchangeType::IKE_AUTH) => {
+                    exchange::auth::response(self, now, ours, d, &msg, out)
+                }
+                _ => Err(Drop::UnexpectedExchange),
+            };
+        }
+        match sa.responses.classify(h.message_id) {
+            Incoming::Retransmitted(bytes) => {
+                let bytes = bytes.to_vec();
+                let (local, remote) = (sa.local, sa.remote);
+                self.resend(local, remote, bytes, out);
+                self.stats.responses_resent += 1;
+                Ok(())
+            }
+            Incoming::OutOfWindow => Err(Drop::OutOfWindow),
+            Incoming::New => match (sa.state, h.exchange_type) {
+                (State::HalfOpen, ExchangeType::IKE_AUTH) => {
+                    exchange::auth::request(self, now, ours, d, &msg, out)
+                }
+                _ => Err(Drop::UnexpectedExchange),
+            },
+        }
+    }
+
+    fn resend(&self, local: SocketAddr, remote: SocketAddr, bytes: Vec<Vec<u8>>, out: &mut Vec<Output>) {
+        for b in bytes {
+            out.push(Output::Send(Datagram { local, remote, bytes: b }));
+        }
+    }
+
+    /// Timers: retransmissions, dead peers, half-open timeouts, the cookie secret.
+    pub fn tick(&mut self, now: Instant, out: &mut Vec<Output>) {
+        let _ = self.cookies.rotate(&self.fw, now);
+        let mut dead: Vec<(u64, DownReason)> = Vec::new();
+        let cfg = self.settings.retransmit;
+        for sa in self.sas.values_mut() {
+            if sa.state == State::HalfOpen
+                && now.duration_since(sa.created) >= self.settings.half_open.timeout
+            {
+                dead.push((sa.our_spi(), DownReason::HalfOpenTimeout));
+                continue;
+            }
+            let (local, remote) = (sa.local, sa.remote);
+            if let Some(r) = sa.retransmit.as_mut() {
+                match r.poll(now, &cfg) {
+                    Due::NotYet => {}
+                    Due::Resend(bytes) => {
+                        for b in bytes {
+                            out.push(Output::Send(Datagram { local, remote, bytes: b.clone() }));
+                        }
+                        self.stats.retransmissions += 1;
+                    }
+                    Due::GiveUp => dead.push((sa.our_spi(), DownReason::PeerDead)),
+                }
+            }
+        }
+        for (spi, reason) in dead {
+            self.remove_sa(spi, out);
+            out.push(Output::Event(Event::IkeSaDown { ike_sa: spi, reason }));
+        }
+        self.update_cookies(out);
+    }
+
+    /// Removes an IKE SA, its CHILD_SAs (Remove outputs) and its half-open count.
+    fn remove_sa(&mut self, spi: u64, out: &mut Vec<Output>) -> bool {
+        let Some(sa) = self.sas.remove(&spi) else { return false };
+        if sa.state == State::HalfOpen {
+            self.half_open -= 1;
+            self.stats.half_open = self.half_open as u64;
+        }
+        if !sa.initiator {
+            self.init_index.remove(&(sa.spi_i, sa.remote));
+        }
+        if let Some(p) = &sa.pending_child {
+            self.child_spis.remove(&p.spi_in);
+        }
+        for c in &sa.children {
+            self.child_spis.remove(&c.spi_in);
+            out.push(Output::Remove(io::ChildSaRemove {
+                ike_sa: spi,
+                spi_in: c.spi_in,
+                spi_out: c.spi_out,
+                local: sa.local,
+                remote: sa.remote,
+            }));
+        }
+        if sa.state == State::Established {
+            self.stats.ike_sas_down += 1;
+        }
+        true
+    }
+
+    /// Announces cookies turning on or off as the half-open count crosses the threshold.
+    fn update_cookies(&mut self, out: &mut Vec<Output>) {
+        let on = self.settings.half_open.cookies_on(self.half_open);
+        if on != self.cookies_on {
+            self.cookies_on = on;
+            out.push(Output::Event(Event::Cookies { on }));
+        }
+    }
+}

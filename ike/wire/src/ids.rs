@@ -21,7 +21,7 @@ macro_rules! registry {
         pub struct $name(pub $repr);
 
         impl $name {
-            $( $(#[$vmeta])* pub const $konst: $name = $name($value); )*
+            $( #[doc = concat!("`", $text, "` (", stringify!($value), ").")] $(#[$vmeta])* pub const $konst: $name = $name($value); )*
 
             /// IANA's name for the value, or `None` for a number this project does not name.
             pub fn name(self) -> Option<&'static str> {
@@ -297,6 +297,24 @@ registry! {
         REPLY = 2, "CFG_REPLY";
         SET = 3, "CFG_SET";
         ACK = 4, "CFG_ACK";
+    }
+}
+
+registry! {
+    /// Configuration attribute types (RFC 7296 §3.15.1).
+    CfgAttributeType(u16) {
+        INTERNAL_IP4_ADDRESS = 1, "INTERNAL_IP4_ADDRESS";
+        INTERNAL_IP4_NETMASK = 2, "INTERNAL_IP4_NETMASK";
+        INTERNAL_IP4_DNS = 3, "INTERNAL_IP4_DNS";
+        INTERNAL_IP4_NBNS = 4, "INTERNAL_IP4_NBNS";
+        INTERNAL_IP4_DHCP = 6, "INTERNAL_IP4_DHCP";
+        APPLICATION_VERSION = 7, "APPLICATION_VERSION";
+        INTERNAL_IP6_ADDRESS = 8, "INTERNAL_IP6_ADDRESS";
+        INTERNAL_IP6_DNS = 10, "INTERNAL_IP6_DNS";
+        INTERNAL_IP6_DHCP = 12, "INTERNAL_IP6_DHCP";
+        INTERNAL_IP4_SUBNET = 13, "INTERNAL_IP4_SUBNET";
+        SUPPORTED_ATTRIBUTES = 14, "SUPPORTED_ATTRIBUTES";
+        INTERNAL_IP6_SUBNET = 15, "INTERNAL_IP6_SUBNET";
     }
 }
 

@@ -1,0 +1,490 @@
+//! IKE_AUTH with pre-shared keys (RFC 7296 §1.2, §2.15), both roles, and the first
+//! CHILD_SA.
+//!
+//! ```text
+//!  initiator                                         responder
+//!  SK{ IDi, [IDr], AUTH, N(INITIAL_CONTACT),
+//!      SA(ESP, SPIi), TSi, TSr, [N(USE_TRANSPORT_MODE)] } ─▶ ICV ─ bad ─▶ dropped, nothing changes
+//!                                                     IDi matches the connection's remote id,
+//!                                                     a PSK for the pair, AUTH verifies
+//!                                                       ─ no ─▶ SK{ N(AUTHENTICATION_FAILED) }, SA deleted
+//!                                                     child: TS narrowed to a child's selectors
+//!                                                       (TS_UNACCEPTABLE), ESP proposal (NO_PROPOSAL_CHOSEN):
+//!                                                       on failure the IKE SA is up without a CHILD_SA
+//!  ◀──────────────── SK{ IDr, AUTH, [N(USE_TRANSPORT_MODE)], SA(ESP, SPIr), TSi, TSr }
+//!  IDr, AUTH checked; SA inside ours; TS inside ours       Install (both directions)
+//!  Install
+//! ```
+//!
+//! AUTH = prf(prf(PSK, "Key Pad for IKEv2"), <message octets>) where the initiator's octets
+//! are its IKE_SA_INIT request ‖ Nr ‖ prf(SK_pi, IDi body) and the responder's its
+//! IKE_SA_INIT response ‖ Ni ‖ prf(SK_pr, IDr body) — `crypto::signed_octets`. The
+//! CHILD_SA's keys: KEYMAT = prf+(SK_d, Ni ‖ Nr), no PFS in IKE_AUTH.
+//!
+//! Not yet: certificates (AUTH by signature), EAP, INITIAL_CONTACT's effect on the
+//! responder (deleting older SAs with the same peer), the Delete an initiator owes a
+//! responder whose AUTH failed (RFC 7296 §2.21.2).
+
+use std::time::{Duration, Instant};
+
+use ike_wire::auth::Auth;
+use ike_wire::id::Id;
+use ike_wire::ids::{AuthMethod as WireAuthMethod, ExchangeType, NotifyType};
+use ike_wire::notify::Notify;
+use ike_wire::sa::Sa;
+use ike_wire::ts::{TrafficSelector, Ts};
+use ike_wire::{notifies, Body, Message, Payload};
+
+use super::{id_payload, identity_of};
+use crate::child_sa::{alloc_spi, ChildSa, InstallContext};
+use crate::config::{AuthMethod, Child, Identity, Mode, Protocol};
+use crate::crypto::{self, ChildKeys, ChildSuite};
+use crate::ike_sa::{IkeSa, PendingChild, State};
+use crate::io::{Datagram, DownReason, Event, Output};
+use crate::narrow;
+use crate::proposals::{self, Chosen};
+use crate::retransmit::Retransmit;
+use crate::stats::Drop;
+use crate::Ike;
+
+/// The payload's body after its generic header: what prf(SK_p, ·) covers.
+fn id_body(id: &Id) -> Vec<u8> {
+    id.to_vec().unwrap_or_default()
+}
+
+/// Our AUTH value over `msg` (our IKE_SA_INIT message) and the peer's nonce.
+fn our_auth(ike: &Ike, sa: &IkeSa, id: &Id, psk: &[u8]) -> Result<Vec<u8>, crypto::CryptoError> {
+    let (suite, keys) = (sa.suite.as_ref().expect("keys"), sa.keys.as_ref().expect("keys"));
+    let (msg, peer_nonce, sk_p) = if sa.initiator {
+        (&sa.init.msg_i, &sa.init.nr, &keys.sk_pi)
+    } else {
+        (&sa.init.msg_r, &sa.init.ni, &keys.sk_pr)
+    };
+    let octets = crypto::signed_octets(&ike.fw, suite.prf, msg, peer_nonce, sk_p, &id_body(id))?;
+    Ok(crypto::psk_auth(&ike.fw, suite.prf, psk, &octets)?.to_vec())
+}
+
+/// Checks the peer's AUTH.
+fn verify_peer(ike: &Ike, sa: &IkeSa, id: &Id, auth: &Auth, psk: &[u8]) -> bool {
+    let (suite, keys) = (sa.suite.as_ref().expect("keys"), sa.keys.as_ref().expect("keys"));
+    let (msg, our_nonce, sk_p) = if sa.initiator {
+        (&sa.init.msg_r, &sa.init.ni, &keys.sk_pr)
+    } else {
+        (&sa.init.msg_i, &sa.init.nr, &keys.sk_pi)
+    };
+    match crypto::signed_octets(&ike.fw, suite.prf, msg, our_nonce, sk_p, &id_body(id)) {
+        Ok(octets) => {
+            crypto::verify_psk_auth(&ike.fw, suite.prf, psk, auth.method, &auth.data, &octets).is_ok()
+        }
+        Err(_) => false,
+    }
+}
+
+/// The peer's identity, if the connection accepts it.
+fn peer_identity(ike: &Ike, sa: &IkeSa, id: &Id) -> Option<Identity> {
+    let want = &ike.config.connections[sa.conn].remote.id;
+    identity_of(id).filter(|got| want.matches(got))
+}
+
+fn psk_for<'a>(ike: &'a Ike, sa: &IkeSa, peer: &Identity) -> Option<&'a [u8]> {
+    let conn = &ike.config.connections[sa.conn];
+    if conn.local.method != AuthMethod::Psk || conn.remote.method != AuthMethod::Psk {
+        return None;
+    }
+    ike.config.secrets.psk_for(&conn.local.id, peer).map(|p| p.as_bytes())
+}
+
+fn child_suite(c: &Chosen) -> Option<ChildSuite> {
+    ChildSuite::from_ids(c.encr.id, c.encr.key_bits, c.integ).ok()
+}
+
+fn lifetimes(ike: &Ike, child: &Child) -> (Duration, Duration) {
+    let l = child.lifetimes;
+    // Jitter: soft = rekey − rand·u, u uniform in [0, 1) from ocf's random source.
+    let mut spare = std::collections::HashSet::new();
+    let u = alloc_spi(&ike.fw, &mut spare).map_or(0.0, |r| f64::from(r) / f64::from(u32::MAX));
+    (l.rekey_time.saturating_sub(l.rand_time.mul_f64(u)), l.life_time)
+}
+
+/// The initiator's IKE_AUTH request, right after IKE_SA_INIT.
+pub(crate) fn send_request(ike: &mut Ike, now: Instant, spi: u64, out: &mut Vec<Output>) -> Result<(), Drop> {
+    let sa = &ike.sas[&spi];
+    let conn = &ike.config.connections[sa.conn];
+    let pending = sa.pending_child.clone().ok_or(Drop::UnexpectedExchange)?;
+    let child = &conn.children[pending.child];
+    let idi = id_payload(&conn.local.id, sa.local).ok_or(Drop::UnexpectedExchange)?;
+    let remote_id = match &conn.remote.id {
+        Identity::Any => None,
+        other => id_payload(other, sa.remote),
+    };
+    let fail = |ike: &mut Ike, out: &mut Vec<Output>| {
+        ike.stats.auth_failures += 1;
+        out.push(Output::Event(Event::AuthFailed { ike_sa: spi, remote: ike.sas[&spi].remote }));
+        ike.remove_sa(spi, out);
+        out.push(Output::Event(Event::IkeSaDown { ike_sa: spi, reason: DownReason::AuthFailed }));
+        Ok(())
+    };
+    let Some(psk) = psk_for(ike, sa, &conn.remote.id) else { return fail(ike, out) };
+    let Ok(auth) = our_auth(ike, sa, &idi, psk) else { return fail(ike, out) };
+    let esp = proposals::usable(&child.esp_proposals);
+    let local_ts = narrow::resolve(&child.local_ts, sa.local.ip());
+    let remote_ts = narrow::resolve(&child.remote_ts, sa.remote.ip());
+    let transport = child.mode == Mode::Transport;
+
+    let spi_in = alloc_spi(&ike.fw, &mut ike.child_spis).map_err(|_| Drop::BadPeerValue)?;
+    let mut payloads = vec![Payload::IdI(idi)];
+    if let Some(idr) = remote_id {
+        payloads.push(Payload::IdR(idr));
+    }
+    payloads.push(Payload::Auth(Auth { method: WireAuthMethod::PSK, data: auth }));
+    payloads.push(Payload::Notify(Notify::new(NotifyType::INITIAL_CONTACT, vec![])));
+    if transport {
+        payloads.push(Payload::Notify(Notify::new(NotifyType::USE_TRANSPORT_MODE, vec![])));
+    }
+    payloads.push(Payload::Sa(Sa { proposals: proposals::offer(&esp, &spi_in.to_be_bytes(), false) }));
+    payloads.push(Payload::TsI(Ts { selectors: local_ts }));
+    payloads.push(Payload::TsR(Ts { selectors: remote_ts }));
+
+    let sa = ike.sas.get_mut(&spi).expect("present");
+    let id = sa.requests.start().map_err(|_| Drop::UnexpectedExchange)?;
+    let hdr = sa.header(ExchangeType::IKE_AUTH, false, id);
+    let bytes = match sa.seal(&hdr, &payloads) {
+        Ok(b) => b,
+        Err(_) => {
+            sa.requests.restart();
+            ike.child_spis.remove(&spi_in);
+            return Err(Drop::BadPeerValue);
+        }
+    };
+    sa.pending_child = Some(PendingChild { child: pending.child, spi_in });
+    sa.state = State::AuthSent;
+    sa.retransmit = Some(Retransmit::new(now, vec![bytes.clone()], &ike.settings.retransmit));
+    out.push(Output::Send(Datagram { local: sa.local, remote: sa.remote, bytes }));
+    ike.stats.auth.requests_sent += 1;
+    Ok(())
+}
+
+fn find<'a, T>(payloads: &'a [Payload], f: impl Fn(&'a Payload) -> Option<&'a T>) -> Option<&'a T> {
+    payloads.iter().find_map(f)
+}
+
+/// The responder's CHILD_SA choice: the first child whose selectors meet the proposed
+/// ones and whose mode fits, with its narrowed selectors and ESP proposal.
+type ChildChoice = (usize, Vec<TrafficSelector>, Vec<TrafficSelector>, Chosen, bool);
+
+fn choose_child(ike: &Ike, sa: &IkeSa, inner: &[Payload]) -> Result<ChildChoice, NotifyType> {
+    let sa_p = find(inner, |p| if let Payload::Sa(x) = p { Some(x) } else { None })
+        .ok_or(NotifyType::NO_PROPOSAL_CHOSEN)?;
+    let tsi = find(inner, |p| if let Payload::TsI(x) = p { Some(x) } else { None })
+        .ok_or(NotifyType::TS_UNACCEPTABLE)?;
+    let tsr = find(inner, |p| if let Payload::TsR(x) = p { Some(x) } else { None })
+        .ok_or(NotifyType::TS_UNACCEPTABLE)?;
+    let want_transport = notifies(inner).any(|n| n.notify_type == NotifyType::USE_TRANSPORT_MODE);
+    let conn = &ike.config.connections[sa.conn];
+    let mut ts_met = false;
+    for (i, child) in conn.children.iter().enumerate() {
+        if child.mode == Mode::Transport && !want_transport {
+            continue;
+        }
+        let ni = narrow::narrow(&tsi.selectors, &narrow::resolve(&child.remote_ts, sa.remote.ip()));
+        let nr = narrow::narrow(&tsr.selectors, &narrow::resolve(&child.local_ts, sa.local.ip()));
+        if ni.is_empty() || nr.is_empty() {
+            continue;
+        }
+        ts_met = true;
+        if let Some(c) = proposals::choose(&proposals::usable(&child.esp_proposals), &sa_p.proposals, true) {
+            if child_suite(&c).is_some() {
+                return Ok((i, ni, nr, c, want_transport && child.mode == Mode::Transport));
+            }
+        }
+    }
+    Err(if ts_met { NotifyType::NO_PROPOSAL_CHOSEN } else { NotifyType::TS_UNACCEPTABLE })
+}
+
+/// The responder's side: the IKE_AUTH request.
+pub(crate) fn request(
+    ike: &mut Ike,
+    _now: Instant,
+    spi: u64,
+    d: &Datagram,
+    msg: &Message,
+    out: &mut Vec<Output>,
+) -> Result<(), Drop> {
+    let sa = &ike.sas[&spi];
+    if msg.fragment().is_some() {
+        return Err(Drop::MissingPayload);
+    }
+    let inner = sa.open(&d.bytes, msg)?;
+    let idi =
+        find(&inner, |p| if let Payload::IdI(x) = p { Some(x) } else { None }).ok_or(Drop::MissingPayload)?;
+    let auth = find(&inner, |p| if let Payload::Auth(x) = p { Some(x) } else { None })
+        .ok_or(Drop::MissingPayload)?;
+    let h = msg.header;
+    let conn = &ike.config.connections[sa.conn];
+
+    // From here the message is authentic (its ICV verified): a failure is answered.
+    let peer = peer_identity(ike, sa, idi);
+    let verified = peer
+        .as_ref()
+        .and_then(|p| psk_for(ike, sa, p))
+        .is_some_and(|psk| verify_peer(ike, sa, idi, auth, psk));
+    if !verified {
+        let hdr = sa.header(ExchangeType::IKE_AUTH, true, h.message_id);
+        let bytes =
+            sa.seal(&hdr, &[Payload::Notify(Notify::new(NotifyType::AUTHENTICATION_FAILED, vec![]))]).ok();
+        let remote = sa.remote;
+        ike.stats.auth_failures += 1;
+        ike.stats.auth.errors += 1;
+        if let Some(bytes) = bytes {
+            ike.stats.auth.responses_sent += 1;
+            out.push(Output::Send(Datagram { local: d.local, remote: d.remote, bytes }));
+        }
+        out.push(Output::Event(Event::AuthFailed { ike_sa: spi, remote }));
+        ike.remove_sa(spi, out);
+        out.push(Output::Event(Event::IkeSaDown { ike_sa: spi, reason: DownReason::AuthFailed }));
+        return Ok(());
+    }
+    let peer = peer.expect("verified");
+    let psk = psk_for(ike, sa, &peer).expect("verified");
+    let idr = id_payload(&conn.local.id, d.local).ok_or(Drop::UnexpectedExchange)?;
+    let our = our_auth(ike, sa, &idr, psk).map_err(|_| Drop::BadPeerValue)?;
+
+    let mut payloads =
+        vec![Payload::IdR(idr), Payload::Auth(Auth { method: WireAuthMethod::PSK, data: our })];
+    let child = match choose_child(ike, sa, &inner) {
+        Ok((ci, tsi, tsr, chosen, transport)) => {
+            let suite = child_suite(&chosen).expect("checked");
+            let keys = ChildKeys::derive(
+                &ike.fw,
+                sa.suite.expect("keys").prf,
+                &sa.keys.as_ref().expect("keys").sk_d,
+                &suite,
+                None,
+                &sa.init.ni,
+                &sa.init.nr,
+            )
+            .map_err(|_| Drop::BadPeerValue)?;
+            let spi_out =
+                u32::from_be_bytes(chosen.spi.as_slice().try_into().map_err(|_| Drop::BadProposal)?);
+            Some((ci, tsi, tsr, chosen, transport, suite, keys, spi_out))
+        }
+        Err(n) => {
+            payloads.push(Payload::Notify(Notify::new(n, vec![])));
+            None
+        }
+    };
+    let spi_in = match &child {
+        Some(_) => Some(alloc_spi(&ike.fw, &mut ike.child_spis).map_err(|_| Drop::BadPeerValue)?),
+        None => None,
+    };
+    if let (Some((_, tsi, tsr, chosen, transport, ..)), Some(spi_in)) = (&child, spi_in) {
+        if *transport {
+            payloads.push(Payload::Notify(Notify::new(NotifyType::USE_TRANSPORT_MODE, vec![])));
+        }
+        payloads
+            .push(Payload::Sa(Sa { proposals: vec![chosen.to_wire(Protocol::Esp, &spi_in.to_be_bytes())] }));
+        payloads.push(Payload::TsI(Ts { selectors: tsi.clone() }));
+        payloads.push(Payload::TsR(Ts { selectors: tsr.clone() }));
+    }
+    let hdr = sa.header(ExchangeType::IKE_AUTH, true, h.message_id);
+    let Ok(bytes) = sa.seal(&hdr, &payloads) else {
+        if let Some(s) = spi_in {
+            ike.child_spis.remove(&s);
+        }
+        return Err(Drop::BadPeerValue);
+    };
+    let install = match (child, spi_in) {
+        (Some((ci, tsi, tsr, chosen, transport, suite, keys, spi_out)), Some(spi_in)) => {
+            let c = &conn.children[ci];
+            let (soft, hard) = lifetimes(ike, c);
+            let child_sa = ChildSa {
+                name: c.name.clone(),
+                spi_in,
+                spi_out,
+                suite,
+                esn: chosen.esn == Some(ike_wire::ids::EsnId::YES),
+                mode: if transport { Mode::Transport } else { Mode::Tunnel },
+                // The initiator's TSi is the remote side for us.
+                local_ts: tsr,
+                remote_ts: tsi,
+            };
+            Some((child_sa, keys, soft, hard))
+        }
+        _ => None,
+    };
+
+    let sa = ike.sas.get_mut(&spi).expect("present");
+    sa.local = d.local;
+    sa.remote = d.remote;
+    sa.peer_id = Some(peer);
+    sa.responses.answered(h.message_id, vec![bytes.clone()]);
+    sa.state = State::Established;
+    sa.requests = crate::window::RequestWindow::starting_at(0);
+    ike.half_open -= 1;
+    ike.stats.half_open = ike.half_open as u64;
+    ike.stats.auth.responses_sent += 1;
+    ike.stats.ike_sas_up += 1;
+    out.push(Output::Send(Datagram { local: d.local, remote: d.remote, bytes }));
+    out.push(Output::Event(Event::IkeSaUp { ike_sa: spi, remote: d.remote, initiator: false }));
+    finish_child(ike, spi, install, out);
+    let sa = ike.sas.get_mut(&spi).expect("present");
+    sa.init.msg_i = Vec::new();
+    sa.init.msg_r = Vec::new();
+    ike.update_cookies(out);
+    Ok(())
+}
+
+/// Records an established CHILD_SA and emits its Install.
+fn finish_child(
+    ike: &mut Ike,
+    spi: u64,
+    made: Option<(ChildSa, ChildKeys, Duration, Duration)>,
+    out: &mut Vec<Output>,
+) {
+    let Some((child, keys, soft, hard)) = made else { return };
+    let sa = ike.sas.get_mut(&spi).expect("present");
+    let ctx = InstallContext {
+        ike_sa: spi,
+        local: sa.local,
+        remote: sa.remote,
+        udp_encap: sa.behind_nat().then_some((sa.local.port(), sa.remote.port())),
+        soft_lifetime: soft,
+        hard_lifetime: hard,
+    };
+    let install = child.install(&keys, sa.initiator, ctx);
+    out.push(Output::Event(Event::ChildSaUp {
+        ike_sa: spi,
+        child: child.name.clone(),
+        spi_in: child.spi_in,
+        spi_out: child.spi_out,
+    }));
+    out.push(Output::Install(Box::new(install)));
+    sa.children.push(child);
+    ike.stats.child_sas_installed += 1;
+}
+
+/// The initiator's side: the IKE_AUTH response.
+pub(crate) fn response(
+    ike: &mut Ike,
+    _now: Instant,
+    spi: u64,
+    d: &Datagram,
+    msg: &Message,
+    out: &mut Vec<Output>,
+) -> Result<(), Drop> {
+    let sa = &ike.sas[&spi];
+    if msg.fragment().is_some() {
+        return Err(Drop::MissingPayload);
+    }
+    let inner = sa.open(&d.bytes, msg)?;
+    let h = msg.header;
+    let conn = &ike.config.connections[sa.conn];
+    let down = |ike: &mut Ike, out: &mut Vec<Output>, reason: DownReason| {
+        if reason == DownReason::AuthFailed {
+            ike.stats.auth_failures += 1;
+            out.push(Output::Event(Event::AuthFailed { ike_sa: spi, remote: ike.sas[&spi].remote }));
+        }
+        ike.remove_sa(spi, out);
+        out.push(Output::Event(Event::IkeSaDown { ike_sa: spi, reason }));
+        Ok(())
+    };
+    let idr = find(&inner, |p| if let Payload::IdR(x) = p { Some(x) } else { None });
+    let auth = find(&inner, |p| if let Payload::Auth(x) = p { Some(x) } else { None });
+    let (Some(idr), Some(auth)) = (idr, auth) else {
+        // An authentic answer without AUTH: the responder refused us.
+        ike.stats.auth.errors += 1;
+        let refused_auth = notifies(&inner).any(|n| n.notify_type == NotifyType::AUTHENTICATION_FAILED);
+        return down(ike, out, if refused_auth { DownReason::AuthFailed } else { DownReason::Refused });
+    };
+    let peer = peer_identity(ike, sa, idr);
+    let ok = peer
+        .as_ref()
+        .and_then(|p| psk_for(ike, sa, p))
+        .is_some_and(|psk| verify_peer(ike, sa, idr, auth, psk));
+    if !ok {
+        return down(ike, out, DownReason::AuthFailed);
+    }
+    let pending = sa.pending_child.clone().expect("sent with a child");
+    let child = &conn.children[pending.child];
+    let made = accept_child(ike, sa, child, pending.spi_in, &inner);
+
+    let sa = ike.sas.get_mut(&spi).expect("present");
+    sa.requests.accept(h.message_id);
+    sa.retransmit = None;
+    sa.peer_id = peer;
+    sa.state = State::Established;
+    sa.responses = crate::window::ResponseWindow::after(0, None);
+    sa.pending_child = None;
+    ike.stats.ike_sas_up += 1;
+    let remote = sa.remote;
+    out.push(Output::Event(Event::IkeSaUp { ike_sa: spi, remote, initiator: true }));
+    match made {
+        Ok(m) => finish_child(ike, spi, Some(m), out),
+        Err(notify) => {
+            ike.child_spis.remove(&pending.spi_in);
+            out.push(Output::Event(Event::ChildSaFailed { ike_sa: spi, child: child.name.clone(), notify }));
+        }
+    }
+    let sa = ike.sas.get_mut(&spi).expect("present");
+    sa.init.msg_i = Vec::new();
+    sa.init.msg_r = Vec::new();
+    Ok(())
+}
+
+/// The initiator's check of the responder's CHILD_SA answer.
+fn accept_child(
+    ike: &Ike,
+    sa: &IkeSa,
+    child: &Child,
+    spi_in: u32,
+    inner: &[Payload],
+) -> Result<(ChildSa, ChildKeys, Duration, Duration), Option<NotifyType>> {
+    if let Some(n) = notifies(inner).find(|n| n.notify_type.is_error()) {
+        return Err(Some(n.notify_type));
+    }
+    let sa_p = find(inner, |p| if let Payload::Sa(x) = p { Some(x) } else { None }).ok_or(None)?;
+    let tsi = find(inner, |p| if let Payload::TsI(x) = p { Some(x) } else { None }).ok_or(None)?;
+    let tsr = find(inner, |p| if let Payload::TsR(x) = p { Some(x) } else { None }).ok_or(None)?;
+    let chosen =
+        proposals::accept(&proposals::usable(&child.esp_proposals), &sa_p.proposals, true).ok_or(None)?;
+    let suite = child_suite(&chosen).ok_or(None)?;
+    let ours_i = narrow::resolve(&child.local_ts, sa.local.ip());
+    let ours_r = narrow::resolve(&child.remote_ts, sa.remote.ip());
+    let inside = |got: &Ts, ours: &[TrafficSelector]| {
+        !got.selectors.is_empty() && got.selectors.iter().all(|t| narrow::within(t, ours))
+    };
+    if !inside(tsi, &ours_i) || !inside(tsr, &ours_r) {
+        return Err(None);
+    }
+    let transport = notifies(inner).any(|n| n.notify_type == NotifyType::USE_TRANSPORT_MODE);
+    if transport != (child.mode == Mode::Transport) {
+        return Err(None);
+    }
+    let spi_out = u32::from_be_bytes(chosen.spi.as_slice().try_into().map_err(|_| None)?);
+    let keys = ChildKeys::derive(
+        &ike.fw,
+        sa.suite.expect("keys").prf,
+        &sa.keys.as_ref().expect("keys").sk_d,
+        &suite,
+        None,
+        &sa.init.ni,
+        &sa.init.nr,
+    )
+    .map_err(|_| None)?;
+    let (soft, hard) = lifetimes(ike, child);
+    Ok((
+        ChildSa {
+            name: child.name.clone(),
+            spi_in,
+            spi_out,
+            suite,
+            esn: chosen.esn == Some(ike_wire::ids::EsnId::YES),
+            mode: child.mode,
+            local_ts: tsi.selectors.clone(),
+            remote_ts: tsr.selectors.clone(),
+        },
+        keys,
+        soft,
+        hard,
+    ))
+}

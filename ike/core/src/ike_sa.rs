@@ -1,0 +1,195 @@
+//! One IKE SA: its SPIs and role, where it is in its life, its peer's addresses and ports
+//! and whether a NAT sits between, the message-ID windows, the outstanding request's
+//! retransmission, what IKE_SA_INIT left for IKE_AUTH (nonces, both messages, the key
+//! exchange), the keys and SK ciphers, and its CHILD_SAs.
+//!
+//! ```text
+//!  initiator:  InitSent ──SA_INIT resp──▶ AuthSent ──AUTH resp──▶ Established
+//!                 ▲ └─COOKIE / INVALID_KE: resend SA_INIT (same SPI, ID 0)
+//!  responder:  (SA_INIT req) ──▶ HalfOpen ──AUTH req──▶ Established
+//!  any state ──peer dead, refused, terminate──▶ removed from the table
+//! ```
+//!
+//! The SK payload's protection lives here ([`IkeSa::seal`], [`IkeSa::open`]): a message
+//! is laid out by ike-wire's [`Sealing`] with its final lengths, and its body (IV,
+//! ciphertext, ICV) comes from the crypto module's [`SkCipher`].
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use ike_wire::ids::{DhId, ExchangeType, HashAlgorithm, PayloadType};
+use ike_wire::{emit_chain, header, parse_chain, Frame, Message, Payload, Sealing};
+
+use crate::child_sa::ChildSa;
+use crate::config::Identity;
+use crate::crypto::{IkeKeys, IkeSuite, KeyShare, SkCipher};
+use crate::retransmit::Retransmit;
+use crate::stats::Drop;
+use crate::window::{RequestWindow, ResponseWindow};
+
+/// Where an IKE SA is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Initiator: IKE_SA_INIT sent.
+    InitSent,
+    /// Initiator: IKE_AUTH sent.
+    AuthSent,
+    /// Responder: IKE_SA_INIT answered, IKE_AUTH awaited.
+    HalfOpen,
+    /// IKE_AUTH done.
+    Established,
+}
+
+/// What IKE_SA_INIT leaves for IKE_AUTH.
+#[derive(Default)]
+pub struct InitData {
+    pub ni: Vec<u8>,
+    pub nr: Vec<u8>,
+    /// The initiator's key share, until the response comes.
+    pub key_share: Option<KeyShare>,
+    /// The group the initiator's KE uses (the first proposal's, or one asked for by
+    /// INVALID_KE_PAYLOAD).
+    pub ke_group: Option<DhId>,
+    /// The responder's cookie, repeated first in the next IKE_SA_INIT.
+    pub cookie: Option<Vec<u8>>,
+    /// The IKE_SA_INIT messages as sent (initiator's, responder's): AUTH covers them.
+    pub msg_i: Vec<u8>,
+    pub msg_r: Vec<u8>,
+}
+
+/// The first CHILD_SA, negotiated in IKE_AUTH.
+#[derive(Clone, Debug)]
+pub struct PendingChild {
+    /// Index into the connection's children.
+    pub child: usize,
+    pub spi_in: u32,
+}
+
+/// An IKE SA.
+pub struct IkeSa {
+    pub spi_i: u64,
+    pub spi_r: u64,
+    pub initiator: bool,
+    pub state: State,
+    /// Index into the configuration's connections.
+    pub conn: usize,
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    /// We are behind a NAT; the peer is.
+    pub nat_local: bool,
+    pub nat_remote: bool,
+    pub requests: RequestWindow,
+    pub responses: ResponseWindow,
+    pub retransmit: Option<Retransmit>,
+    pub created: Instant,
+    pub init: InitData,
+    pub suite: Option<IkeSuite>,
+    pub keys: Option<IkeKeys>,
+    /// (outbound, inbound)
+    pub sk: Option<(SkCipher, SkCipher)>,
+    /// The peer announced RFC 7383 fragmentation / RFC 7427 hash algorithms.
+    pub peer_fragmentation: bool,
+    pub peer_hashes: Vec<HashAlgorithm>,
+    pub pending_child: Option<PendingChild>,
+    pub children: Vec<ChildSa>,
+    pub peer_id: Option<Identity>,
+}
+
+impl IkeSa {
+    /// A new IKE SA in `state` with no keys yet and no responder SPI (the responder sets
+    /// its own after).
+    pub fn new(
+        spi_i: u64,
+        initiator: bool,
+        state: State,
+        conn: usize,
+        local: SocketAddr,
+        remote: SocketAddr,
+        now: Instant,
+    ) -> IkeSa {
+        IkeSa {
+            spi_i,
+            spi_r: 0,
+            initiator,
+            state,
+            conn,
+            local,
+            remote,
+            nat_local: false,
+            nat_remote: false,
+            requests: RequestWindow::starting_at(0),
+            responses: ResponseWindow::default(),
+            retransmit: None,
+            created: now,
+            init: InitData::default(),
+            suite: None,
+            keys: None,
+            sk: None,
+            peer_fragmentation: false,
+            peer_hashes: Vec::new(),
+            pending_child: None,
+            children: Vec::new(),
+            peer_id: None,
+        }
+    }
+
+    /// Our SPI: the table's key.
+    pub fn our_spi(&self) -> u64 {
+        if self.initiator {
+            self.spi_i
+        } else {
+            self.spi_r
+        }
+    }
+
+    /// Whether a NAT was detected on either side.
+    pub fn behind_nat(&self) -> bool {
+        self.nat_local || self.nat_remote
+    }
+
+    /// The header of a message of ours.
+    pub fn header(&self, exchange_type: ExchangeType, response: bool, message_id: u32) -> header::Repr {
+        header::Repr {
+            spi_i: self.spi_i,
+            spi_r: self.spi_r,
+            exchange_type,
+            initiator: self.initiator,
+            response,
+            higher_version: false,
+            other_flags: 0,
+            minor_version: 0,
+            message_id,
+        }
+    }
+
+    /// A message with `payloads` inside an SK payload, sealed with our outbound key.
+    pub fn seal(&self, hdr: &header::Repr, payloads: &[Payload]) -> Result<Vec<u8>, SealError> {
+        let (out, _) = self.sk.as_ref().ok_or(SealError::NoKeys)?;
+        let (inner, plain) = emit_chain(payloads).map_err(SealError::Wire)?;
+        let plain = zeroize::Zeroizing::new(plain);
+        let mut s = Sealing::new(hdr, &[], Frame::Sk { inner }, out.body_len(plain.len()))
+            .map_err(SealError::Wire)?;
+        let body = out.seal(s.aad(), &plain).map_err(SealError::Crypto)?;
+        s.body_mut().copy_from_slice(&body);
+        Ok(s.into_bytes())
+    }
+
+    /// The inner payloads of a received SK message, after its ICV verified. Fragments
+    /// (SKF) are not reassembled yet: [`Drop::MissingPayload`].
+    pub fn open(&self, bytes: &[u8], msg: &Message) -> Result<Vec<Payload>, Drop> {
+        let (_, inb) = self.sk.as_ref().ok_or(Drop::UnexpectedExchange)?;
+        let sk = msg.encrypted().ok_or(Drop::MissingPayload)?;
+        let aad_len = msg.aad_len().ok_or(Drop::MissingPayload)?;
+        let plain = inb.open_message(bytes, aad_len).map_err(|_| Drop::Unauthenticated)?;
+        let inner: PayloadType = sk.inner;
+        parse_chain(inner, &plain).map_err(|_| Drop::Malformed)
+    }
+}
+
+/// Why a message of ours could not be built.
+#[derive(Debug)]
+pub enum SealError {
+    NoKeys,
+    Wire(ike_wire::Error),
+    Crypto(crate::crypto::CryptoError),
+}

@@ -1,0 +1,171 @@
+//! The engine's boundary: what [`crate::Ike`] takes in and what it hands back. Nothing here
+//! does I/O; `iked` reads ipsecd's relay socket and control lines, calls the engine, and
+//! carries out each [`Output`] in order.
+//!
+//! ```text
+//!   ipsecd relay ─ Datagram ─▶ Ike::datagram(now, d, out) ─┐
+//!   iked's timer ─────────────▶ Ike::tick(now, out) ────────┤
+//!   ipsecd monitor ─ SaEvent ─▶ Ike::sa_event(now, e, out) ─┼─▶ out: Vec<Output>
+//!   ipsecctl ─────────────────▶ Ike::initiate / terminate ──┘     Send(Datagram)    → the relay
+//!                                                                 Install(ChildSaInstall) → setkey add + spdadd
+//!                                                                 Remove(ChildSaRemove)   → setkey delete
+//!                                                                 Event(Event)      → log, monitor, counters
+//! ```
+//!
+//! Every call appends to a `&mut Vec<Output>` the caller owns and clears, so an idle tick
+//! allocates nothing.
+//!
+//! Inbound CHILD_SA SPIs are chosen by the core from ocf's random source: non-zero, at
+//! least 256 (RFC 4303 §2.1 reserves 1–255), and checked against the core's own table of
+//! the SPIs it handed out. iked installs each direction with `add` (not GETSPI/UPDATE):
+//! ipsecd refusing the inbound SPI (already in its SAD, from a manual entry) is treated by
+//! iked as a failed CHILD_SA — it deletes the CHILD_SA with an INFORMATIONAL Delete.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use ike_wire::ids::{EncrId, IntegId};
+use ike_wire::ts::TrafficSelector;
+use zeroize::Zeroizing;
+
+use crate::config::Mode;
+
+/// One UDP datagram's IKE message with its addresses and ports: `local` is ours (port 500
+/// or 4500), `remote` the peer's. On port 4500 the bytes are after the non-ESP marker
+/// (ipsecd strips it on receipt and adds it on sending).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Datagram {
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    pub bytes: Vec<u8>,
+}
+
+/// An event from ipsecd's `monitor` stream (`ipsec/daemon/src/monitor.rs`), parsed by iked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SaEvent {
+    /// `acquire`: outbound traffic matched an `ipsec` policy with no SA; `reqid` is the
+    /// policy's, which iked maps to a (connection, child).
+    Acquire { reqid: u32, src: std::net::IpAddr, dst: std::net::IpAddr },
+    /// `soft-expire`: the SA `spi` (ours, inbound or outbound) should be rekeyed.
+    SoftExpire { spi: u32 },
+    /// `hard-expire`: ipsecd deleted the SA `spi`.
+    HardExpire { spi: u32 },
+}
+
+/// A CHILD_SA to install: both directions, as ipsecd's setkey `add` (and `spdadd` for
+/// the selectors) takes them.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ChildSaInstall {
+    /// The IKE SA it belongs to (our SPI).
+    pub ike_sa: u64,
+    /// The configuration's child name.
+    pub child: String,
+    /// Inbound SPI (chosen by us) and outbound SPI (chosen by the peer).
+    pub spi_in: u32,
+    pub spi_out: u32,
+    pub encr: EncrId,
+    /// Key length in bits (AES), `None` where the algorithm has one.
+    pub encr_bits: Option<u16>,
+    /// NONE with an AEAD.
+    pub integ: IntegId,
+    /// Inbound keys: encryption key ‖ salt (AEAD), integrity key (empty with an AEAD).
+    pub encr_key_in: Zeroizing<Vec<u8>>,
+    pub integ_key_in: Zeroizing<Vec<u8>>,
+    /// Outbound keys.
+    pub encr_key_out: Zeroizing<Vec<u8>>,
+    pub integ_key_out: Zeroizing<Vec<u8>>,
+    pub mode: Mode,
+    /// Our IKE address and the peer's (the tunnel endpoints).
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    /// ESP in UDP (RFC 3948) with these ports (local, remote) when a NAT was detected.
+    pub udp_encap: Option<(u16, u16)>,
+    pub esn: bool,
+    /// Soft (rekey) and hard lifetimes, jitter already applied.
+    pub soft_lifetime: Duration,
+    pub hard_lifetime: Duration,
+    /// Negotiated selectors: local side then remote side.
+    pub local_ts: Vec<TrafficSelector>,
+    pub remote_ts: Vec<TrafficSelector>,
+}
+
+/// A CHILD_SA to delete (both directions).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChildSaRemove {
+    pub ike_sa: u64,
+    pub spi_in: u32,
+    pub spi_out: u32,
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+}
+
+/// Why an IKE SA went down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DownReason {
+    /// No response after every retransmission.
+    PeerDead,
+    /// The peer or we refused its authentication.
+    AuthFailed,
+    /// The peer refused every proposal (NO_PROPOSAL_CHOSEN) or we did.
+    NoProposal,
+    /// The peer answered with another error notify.
+    Refused,
+    /// A local `terminate`.
+    Terminated,
+    /// A half-open SA did not complete in time.
+    HalfOpenTimeout,
+}
+
+/// Something that happened, for logs, `ipsecctl monitor` and counters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// An IKE SA completed IKE_AUTH.
+    IkeSaUp {
+        ike_sa: u64,
+        remote: SocketAddr,
+        initiator: bool,
+    },
+    IkeSaDown {
+        ike_sa: u64,
+        reason: DownReason,
+    },
+    /// The peer's AUTH did not verify, or its identity is not the configured one.
+    AuthFailed {
+        ike_sa: u64,
+        remote: SocketAddr,
+    },
+    ChildSaUp {
+        ike_sa: u64,
+        child: String,
+        spi_in: u32,
+        spi_out: u32,
+    },
+    /// The first CHILD_SA was not made (the IKE SA stays up): the error notify the
+    /// responder sent or received (NO_PROPOSAL_CHOSEN, TS_UNACCEPTABLE, …), or the
+    /// responder's answer did not fit our proposal.
+    ChildSaFailed {
+        ike_sa: u64,
+        child: String,
+        notify: Option<ike_wire::ids::NotifyType>,
+    },
+    /// A NAT was detected (local: we are behind one; remote: the peer is) and IKE moved to
+    /// port 4500.
+    NatDetected {
+        ike_sa: u64,
+        local: bool,
+        remote: bool,
+    },
+    /// Cookies turned on (the half-open count reached the threshold) or off.
+    Cookies {
+        on: bool,
+    },
+}
+
+/// What a call hands back, in the order to carry out.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Output {
+    Send(Datagram),
+    Install(Box<ChildSaInstall>),
+    Remove(ChildSaRemove),
+    Event(Event),
+}

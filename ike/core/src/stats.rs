@@ -1,0 +1,191 @@
+//! The engine's counters: messages per exchange and outcome, half-open SAs, cookies,
+//! retransmissions, authentication failures, and every dropped message by its cause (one
+//! counter per [`Drop`] cause, so that a flood or a broken peer shows as what it is).
+//!
+//! Plain `u64`s: the engine is single-threaded (iked owns it); the daemon copies them
+//! into its metrics.
+
+use ike_wire::ids::ExchangeType;
+
+/// Why an incoming message was dropped without changing any state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Drop {
+    /// The codec refused it (a length, a field, a critical unknown payload).
+    Malformed,
+    /// A response, or a non-IKE_SA_INIT request, for an IKE SA we do not have.
+    UnknownSa,
+    /// A request whose message ID is neither the expected one nor the last answered one.
+    OutOfWindow,
+    /// A response to no request of ours (wrong ID, or nothing outstanding).
+    UnexpectedResponse,
+    /// The SK payload's ICV did not verify (or its padding was wrong).
+    Unauthenticated,
+    /// An IKE_SA_INIT request without a valid COOKIE while cookies are required.
+    CookieMissing,
+    /// IKE_SA_INIT requests refused because the half-open table is full.
+    HalfOpenFull,
+    /// A payload the exchange needs is missing, or one it forbids is present.
+    MissingPayload,
+    /// An exchange type not handled in this state.
+    UnexpectedExchange,
+    /// A cryptographic operation failed on the peer's values (a bad KE value, a nonce
+    /// length).
+    BadPeerValue,
+    /// A response whose SA payload is not one of our proposals, or a KE of another group.
+    BadProposal,
+}
+
+impl Drop {
+    /// Every cause, in [`Stats::drops`]' order.
+    pub const ALL: [Drop; 11] = [
+        Drop::Malformed,
+        Drop::UnknownSa,
+        Drop::OutOfWindow,
+        Drop::UnexpectedResponse,
+        Drop::Unauthenticated,
+        Drop::CookieMissing,
+        Drop::HalfOpenFull,
+        Drop::MissingPayload,
+        Drop::UnexpectedExchange,
+        Drop::BadPeerValue,
+        Drop::BadProposal,
+    ];
+
+    /// Its name in metrics and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Drop::Malformed => "malformed",
+            Drop::UnknownSa => "unknown-sa",
+            Drop::OutOfWindow => "out-of-window",
+            Drop::UnexpectedResponse => "unexpected-response",
+            Drop::Unauthenticated => "unauthenticated",
+            Drop::CookieMissing => "cookie-missing",
+            Drop::HalfOpenFull => "half-open-full",
+            Drop::MissingPayload => "missing-payload",
+            Drop::UnexpectedExchange => "unexpected-exchange",
+            Drop::BadPeerValue => "bad-peer-value",
+            Drop::BadProposal => "bad-proposal",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Exchanges counted apart; others are [`Exchange::Other`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Exchange {
+    SaInit,
+    Auth,
+    CreateChildSa,
+    Informational,
+    Other,
+}
+
+impl Exchange {
+    pub fn of(t: ExchangeType) -> Exchange {
+        match t {
+            ExchangeType::IKE_SA_INIT => Exchange::SaInit,
+            ExchangeType::IKE_AUTH => Exchange::Auth,
+            ExchangeType::CREATE_CHILD_SA => Exchange::CreateChildSa,
+            ExchangeType::INFORMATIONAL => Exchange::Informational,
+            _ => Exchange::Other,
+        }
+    }
+}
+
+/// Per exchange: requests and responses sent and received.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExchangeCounts {
+    pub requests_sent: u64,
+    pub requests_received: u64,
+    pub responses_sent: u64,
+    pub responses_received: u64,
+    /// Responses carrying an error notify (type < 16384), sent or received.
+    pub errors: u64,
+}
+
+/// The counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub sa_init: ExchangeCounts,
+    pub auth: ExchangeCounts,
+    pub create_child_sa: ExchangeCounts,
+    pub informational: ExchangeCounts,
+    pub other: ExchangeCounts,
+    /// IKE SAs now half-open (responder side, IKE_SA_INIT answered, IKE_AUTH not done).
+    pub half_open: u64,
+    /// COOKIE notifies sent (cookies required) and valid cookies received.
+    pub cookies_sent: u64,
+    pub cookies_accepted: u64,
+    /// Requests resent by the retransmission timer, and cached responses resent for a
+    /// retransmitted request.
+    pub retransmissions: u64,
+    pub responses_resent: u64,
+    /// AUTH payloads that did not verify (ours refused by the peer counted too).
+    pub auth_failures: u64,
+    pub ike_sas_up: u64,
+    pub ike_sas_down: u64,
+    pub child_sas_installed: u64,
+    drops: [u64; Drop::ALL.len()],
+}
+
+impl Stats {
+    /// The counts of one exchange type.
+    pub fn exchange(&mut self, t: ExchangeType) -> &mut ExchangeCounts {
+        match Exchange::of(t) {
+            Exchange::SaInit => &mut self.sa_init,
+            Exchange::Auth => &mut self.auth,
+            Exchange::CreateChildSa => &mut self.create_child_sa,
+            Exchange::Informational => &mut self.informational,
+            Exchange::Other => &mut self.other,
+        }
+    }
+
+    /// Counts a dropped message.
+    pub fn drop(&mut self, cause: Drop) {
+        self.drops[cause.index()] += 1;
+    }
+
+    /// Messages dropped for `cause`.
+    pub fn drops(&self, cause: Drop) -> u64 {
+        self.drops[cause.index()]
+    }
+
+    /// Messages dropped for any cause.
+    pub fn drops_total(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_cause_has_its_own_counter() {
+        let mut s = Stats::default();
+        for (i, c) in Drop::ALL.iter().enumerate() {
+            for _ in 0..=i {
+                s.drop(*c);
+            }
+        }
+        for (i, c) in Drop::ALL.iter().enumerate() {
+            assert_eq!(s.drops(*c), i as u64 + 1, "{}", c.name());
+        }
+        assert_eq!(s.drops_total(), (1..=11).sum::<u64>());
+        let names: std::collections::HashSet<_> = Drop::ALL.iter().map(|c| c.name()).collect();
+        assert_eq!(names.len(), Drop::ALL.len());
+    }
+
+    #[test]
+    fn exchanges_are_counted_apart() {
+        let mut s = Stats::default();
+        s.exchange(ExchangeType::IKE_AUTH).requests_sent += 1;
+        s.exchange(ExchangeType(99)).responses_received += 1;
+        assert_eq!(s.auth.requests_sent, 1);
+        assert_eq!(s.sa_init, ExchangeCounts::default());
+        assert_eq!(s.other.responses_received, 1);
+    }
+}

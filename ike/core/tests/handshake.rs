@@ -1,0 +1,440 @@
+//! Two engines, an initiator and a responder, negotiating in memory: the test carries each
+//! datagram from one to the other (and may drop, repeat, alter or NAT it) until both
+//! install the same CHILD_SA, each direction's keys matching the other side's opposite
+//! direction.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use ike_core::config::{
+    parse_proposals, AuthMethod, AuthRound, Child, ChildLifetimes, Connection, DpdAction, Fragmentation,
+    Identity, IkeLifetimes, Mode, Protocol, Psk, Secrets, SharedSecret, StartAction, TrafficSelector,
+};
+use ike_core::io::{ChildSaInstall, Datagram, DownReason, Event, Output};
+use ike_core::stats::Drop;
+use ike_core::{Config, Ike, Settings};
+use ike_wire::ids::{EncrId, IntegId};
+
+const PSK: &str = "a pre-shared key of some length";
+
+fn fw() -> ocf::Framework {
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    fw
+}
+
+struct Side<'a> {
+    addr: &'a str,
+    id: &'a str,
+    peer: &'a str,
+    peer_id: &'a str,
+    ike: &'a str,
+    esp: &'a str,
+    local_ts: &'a str,
+    remote_ts: &'a str,
+    psk: &'a str,
+}
+
+fn config(s: &Side) -> Config {
+    let child = Child {
+        name: "net".into(),
+        local_ts: TrafficSelector::parse_list(s.local_ts).unwrap(),
+        remote_ts: TrafficSelector::parse_list(s.remote_ts).unwrap(),
+        mode: Mode::Tunnel,
+        esp_proposals: parse_proposals(Protocol::Esp, s.esp).unwrap(),
+        lifetimes: ChildLifetimes::default(),
+        start_action: StartAction::default(),
+        dpd_action: DpdAction::default(),
+    };
+    let conn = Connection {
+        name: "gw".into(),
+        local_addrs: vec![s.addr.parse().unwrap()],
+        remote_addrs: vec![s.peer.parse().unwrap()],
+        local: AuthRound::new(AuthMethod::Psk, Identity::parse(s.id).unwrap()),
+        remote: AuthRound::new(AuthMethod::Psk, Identity::parse(s.peer_id).unwrap()),
+        proposals: parse_proposals(Protocol::Ike, s.ike).unwrap(),
+        lifetimes: IkeLifetimes::default(),
+        dpd_delay: Duration::ZERO,
+        encap: false,
+        fragmentation: Fragmentation::default(),
+        children: vec![child],
+    };
+    let secrets = Secrets {
+        shared: vec![SharedSecret {
+            name: "psk".into(),
+            ids: vec![Identity::parse("moon.example").unwrap(), Identity::parse("sun.example").unwrap()],
+            secret: Psk::parse(s.psk).unwrap(),
+        }],
+        private_keys: vec![],
+    };
+    Config { connections: vec![conn], secrets }
+}
+
+const I: Side = Side {
+    addr: "192.0.2.1",
+    id: "moon.example",
+    peer: "192.0.2.2",
+    peer_id: "sun.example",
+    ike: "aes128gcm16-prfsha256-x25519",
+    esp: "aes128gcm16",
+    local_ts: "10.1.0.0/16",
+    remote_ts: "10.2.0.0/16",
+    psk: PSK,
+};
+
+const R: Side = Side {
+    addr: "192.0.2.2",
+    id: "sun.example",
+    peer: "192.0.2.1",
+    peer_id: "moon.example",
+    ike: "aes128gcm16-prfsha256-x25519",
+    esp: "aes128gcm16",
+    local_ts: "10.2.0.0/16",
+    remote_ts: "10.1.0.0/16",
+    psk: PSK,
+};
+
+struct Pair {
+    i: Ike,
+    r: Ike,
+    now: Instant,
+    /// Everything each side output, in order.
+    i_out: Vec<Output>,
+    r_out: Vec<Output>,
+}
+
+fn sends(out: &[Output]) -> Vec<Datagram> {
+    out.iter().filter_map(|o| if let Output::Send(d) = o { Some(d.clone()) } else { None }).collect()
+}
+
+fn installs(out: &[Output]) -> Vec<&ChildSaInstall> {
+    out.iter().filter_map(|o| if let Output::Install(i) = o { Some(&**i) } else { None }).collect()
+}
+
+fn events(out: &[Output]) -> Vec<&Event> {
+    out.iter().filter_map(|o| if let Output::Event(e) = o { Some(e) } else { None }).collect()
+}
+
+impl Pair {
+    fn new(i: &Side, r: &Side, ri: Settings, rs: Settings) -> Pair {
+        let now = Instant::now();
+        Pair {
+            i: Ike::new(fw(), config(i), ri, now).unwrap(),
+            r: Ike::new(fw(), config(r), rs, now).unwrap(),
+            now,
+            i_out: vec![],
+            r_out: vec![],
+        }
+    }
+
+    fn start(&mut self) -> (u64, Vec<Datagram>) {
+        let mut out = vec![];
+        let spi = self.i.initiate(self.now, "gw", "net", &mut out).unwrap();
+        let sent = sends(&out);
+        self.i_out.extend(out);
+        (spi, sent)
+    }
+
+    /// Hands `ds` (as the initiator sent them) to the responder; what it sends back.
+    fn deliver_r(&mut self, ds: Vec<Datagram>) -> Vec<Datagram> {
+        let mut out = vec![];
+        for d in ds {
+            self.r.datagram(self.now, received(d), &mut out);
+        }
+        let sent = sends(&out);
+        self.r_out.extend(out);
+        sent
+    }
+
+    fn deliver_i(&mut self, ds: Vec<Datagram>) -> Vec<Datagram> {
+        let mut out = vec![];
+        for d in ds {
+            self.i.datagram(self.now, received(d), &mut out);
+        }
+        let sent = sends(&out);
+        self.i_out.extend(out);
+        sent
+    }
+
+    /// Runs the exchange to its end, with `nat` applied to the initiator's datagrams.
+    fn run(&mut self, first: Vec<Datagram>, nat: &dyn Fn(Datagram, bool) -> Datagram) {
+        let mut to_r = first;
+        for _ in 0..8 {
+            if to_r.is_empty() {
+                return;
+            }
+            let back = self.deliver_r(to_r.into_iter().map(|d| nat(d, true)).collect());
+            to_r = self.deliver_i(back.into_iter().map(|d| nat(d, false)).collect());
+        }
+        panic!("the exchange did not end");
+    }
+}
+
+/// A datagram as its receiver sees it: our local address is the sender's remote one.
+fn received(d: Datagram) -> Datagram {
+    Datagram { local: d.remote, remote: d.local, bytes: d.bytes }
+}
+
+fn no_nat(d: Datagram, _: bool) -> Datagram {
+    d
+}
+
+/// Both installs describe one CHILD_SA seen from its two ends.
+fn assert_mirrored(a: &ChildSaInstall, b: &ChildSaInstall) {
+    assert_eq!(a.spi_in, b.spi_out);
+    assert_eq!(a.spi_out, b.spi_in);
+    assert_ne!(a.spi_in, a.spi_out);
+    assert!(a.spi_in >= 256 && b.spi_in >= 256);
+    assert_eq!(*a.encr_key_in, *b.encr_key_out);
+    assert_eq!(*a.encr_key_out, *b.encr_key_in);
+    assert_eq!(*a.integ_key_in, *b.integ_key_out);
+    assert_eq!(*a.integ_key_out, *b.integ_key_in);
+    assert_ne!(*a.encr_key_in, *a.encr_key_out, "each direction its own key");
+    assert_eq!((a.encr, a.encr_bits, a.integ), (b.encr, b.encr_bits, b.integ));
+    assert_eq!(a.local_ts, b.remote_ts);
+    assert_eq!(a.remote_ts, b.local_ts);
+    assert_eq!((a.local.ip(), a.remote.ip()), (b.remote.ip(), b.local.ip()));
+    assert_eq!(a.udp_encap.is_some(), b.udp_encap.is_some());
+    assert_eq!(a.esn, b.esn);
+}
+
+#[test]
+fn psk_handshake_installs_matching_child_sas() {
+    let mut p = Pair::new(&I, &R, Settings::default(), Settings::default());
+    let (spi, first) = p.start();
+    assert_eq!(first.len(), 1);
+    p.run(first, &no_nat);
+    let (ii, ri) = (installs(&p.i_out), installs(&p.r_out));
+    assert_eq!((ii.len(), ri.len()), (1, 1), "one CHILD_SA on each side");
+    let (a, b) = (ii[0], ri[0]);
+    assert_mirrored(a, b);
+    assert_eq!((a.encr, a.encr_bits, a.integ), (EncrId::AES_GCM_16, Some(128), IntegId::NONE));
+    assert_eq!(a.encr_key_in.len(), 16 + 4, "AES-128 key and GCM salt");
+    assert_eq!(a.udp_encap, None, "no NAT");
+    assert_eq!(a.mode, Mode::Tunnel);
+    assert_eq!(a.local_ts[0].start, "10.1.0.0".parse::<IpAddr>().unwrap());
+    assert_eq!(a.local_ts[0].end, "10.1.255.255".parse::<IpAddr>().unwrap());
+    assert!(a.soft_lifetime <= Duration::from_secs(3600) && a.soft_lifetime >= Duration::from_secs(3240));
+    assert!(a.hard_lifetime > a.soft_lifetime);
+    assert!(events(&p.i_out).contains(&&Event::IkeSaUp {
+        ike_sa: spi,
+        remote: "192.0.2.2:500".parse().unwrap(),
+        initiator: true
+    }));
+    assert!(events(&p.r_out).iter().any(|e| matches!(e, Event::IkeSaUp { initiator: false, .. })));
+    let (si, sr) = (p.i.stats(), p.r.stats());
+    assert_eq!((si.sa_init.requests_sent, si.auth.requests_sent, si.ike_sas_up), (1, 1, 1));
+    assert_eq!((sr.sa_init.responses_sent, sr.auth.responses_sent, sr.ike_sas_up), (1, 1, 1));
+    assert_eq!((si.drops_total(), sr.drops_total()), (0, 0));
+    assert_eq!(p.r.half_open(), 0, "IKE_AUTH completed the half-open SA");
+}
+
+#[test]
+fn wrong_psk_is_refused_on_both_sides() {
+    let r = Side { psk: "another pre-shared key, also long", ..R };
+    let mut p = Pair::new(&I, &r, Settings::default(), Settings::default());
+    let (spi, first) = p.start();
+    p.run(first, &no_nat);
+    assert!(installs(&p.i_out).is_empty() && installs(&p.r_out).is_empty());
+    assert_eq!(p.r.stats().auth_failures, 1);
+    assert_eq!(p.i.stats().auth_failures, 1, "the responder's AUTHENTICATION_FAILED");
+    assert!(events(&p.i_out).contains(&&Event::IkeSaDown { ike_sa: spi, reason: DownReason::AuthFailed }));
+    assert!(p.i.ike_sa(spi).is_none());
+    assert_eq!(p.r.ike_sas().count(), 0);
+    assert_eq!(p.r.half_open(), 0);
+}
+
+#[test]
+fn wrong_identity_is_refused() {
+    let r = Side { peer_id: "other.example", ..R };
+    let mut p = Pair::new(&I, &r, Settings::default(), Settings::default());
+    let (_, first) = p.start();
+    p.run(first, &no_nat);
+    assert!(installs(&p.r_out).is_empty());
+    assert_eq!(p.r.stats().auth_failures, 1);
+}
+
+#[test]
+fn retransmissions_resend_the_same_bytes_and_are_answered_from_the_cache() {
+    let mut p = Pair::new(&I, &R, Settings::default(), Settings::default());
+    let (_, first) = p.start();
+    // The request is lost; 4 s later the initiator sends it again, byte for byte.
+    let mut out = vec![];
+    p.i.tick(p.now + Duration::from_millis(3999), &mut out);
+    assert!(out.is_empty());
+    p.i.tick(p.now + Duration::from_secs(4), &mut out);
+    assert_eq!(sends(&out), first);
+    assert_eq!(p.i.stats().retransmissions, 1);
+    // The responder gets it twice: one half-open SA, the same response twice.
+    let r1 = p.deliver_r(first.clone());
+    let r2 = p.deliver_r(first.clone());
+    assert_eq!(r1, r2);
+    assert_eq!(p.r.half_open(), 1);
+    assert_eq!(p.r.stats().responses_resent, 1);
+    // IKE_AUTH request retransmitted after the response was lost.
+    let auth = p.deliver_i(r1);
+    let a1 = p.deliver_r(auth.clone());
+    let a2 = p.deliver_r(auth.clone());
+    assert_eq!(a1, a2, "a retransmitted IKE_AUTH is answered from the cache");
+    assert_eq!(installs(&p.r_out).len(), 1, "and not processed again");
+    p.deliver_i(a2);
+    assert_eq!(installs(&p.i_out).len(), 1);
+    let _ = p.deliver_i(a1);
+    assert_eq!(installs(&p.i_out).len(), 1, "a duplicate response changes nothing");
+    assert_eq!(p.i.stats().drops(Drop::UnexpectedResponse), 1);
+}
+
+#[test]
+fn a_dead_peer_is_given_up_after_the_backoff() {
+    let mut p = Pair::new(&I, &R, Settings::default(), Settings::default());
+    let (spi, _) = p.start();
+    let mut out = vec![];
+    let mut t = p.now;
+    while t < p.now + Duration::from_secs(200) {
+        t += Duration::from_millis(500);
+        p.i.tick(t, &mut out);
+        if events(&out).iter().any(|e| matches!(e, Event::IkeSaDown { .. })) {
+            break;
+        }
+    }
+    assert_eq!(sends(&out).len(), 5, "five retransmissions");
+    assert!(events(&out).contains(&&Event::IkeSaDown { ike_sa: spi, reason: DownReason::PeerDead }));
+    let waited = t - p.now;
+    assert!(waited >= Duration::from_secs(165) && waited < Duration::from_secs(167), "{waited:?}");
+    assert!(p.i.ike_sa(spi).is_none());
+}
+
+#[test]
+fn altered_or_malformed_messages_are_dropped_without_changing_state() {
+    let mut p = Pair::new(&I, &R, Settings::default(), Settings::default());
+    let (spi, first) = p.start();
+    let resp = p.deliver_r(first);
+    let auth = p.deliver_i(resp);
+    assert_eq!(auth.len(), 1);
+    // Every single-bit change of the IKE_AUTH request's encrypted part fails its ICV; a
+    // truncation fails the codec.
+    let d = &auth[0];
+    for at in [d.bytes.len() - 1, d.bytes.len() - 20, 40] {
+        let mut bad = d.clone();
+        bad.bytes[at] ^= 0x01;
+        assert!(p.deliver_r(vec![bad]).is_empty());
+    }
+    let mut short = d.clone();
+    short.bytes.truncate(d.bytes.len() - 3);
+    assert!(p.deliver_r(vec![short]).is_empty());
+    let noise = Datagram { bytes: vec![0x55; 77], ..d.clone() };
+    assert!(p.deliver_r(vec![noise]).is_empty());
+    let sr = p.r.stats();
+    assert_eq!(sr.drops(Drop::Unauthenticated), 3);
+    assert_eq!(sr.drops(Drop::Malformed), 2);
+    assert!(installs(&p.r_out).is_empty());
+    assert_eq!(p.r.half_open(), 1, "still waiting for IKE_AUTH");
+    // The genuine request still completes.
+    let back = p.deliver_r(auth);
+    p.deliver_i(back);
+    assert_eq!((installs(&p.i_out).len(), installs(&p.r_out).len()), (1, 1));
+    assert!(p.i.ike_sa(spi).is_some());
+}
+
+#[test]
+fn cookies_when_half_open_sas_reach_the_threshold() {
+    let mut rs = Settings::default();
+    rs.half_open.cookie_threshold = 0;
+    let mut p = Pair::new(&I, &R, Settings::default(), rs);
+    let (_, first) = p.start();
+    let cookie_reply = p.deliver_r(first.clone());
+    assert_eq!(p.r.ike_sas().count(), 0, "no state for a request without a cookie");
+    assert_eq!(p.r.stats().cookies_sent, 1);
+    let retry = p.deliver_i(cookie_reply);
+    assert_eq!(retry.len(), 1);
+    assert_ne!(retry[0].bytes, first[0].bytes, "the request again, with the cookie");
+    p.run(retry, &no_nat);
+    assert_eq!((installs(&p.i_out).len(), installs(&p.r_out).len()), (1, 1));
+    assert_mirrored(installs(&p.i_out)[0], installs(&p.r_out)[0]);
+    assert_eq!(p.r.stats().cookies_accepted, 1);
+    assert!(events(&p.r_out).contains(&&Event::Cookies { on: true }));
+}
+
+#[test]
+fn invalid_ke_payload_makes_the_initiator_use_the_asked_group() {
+    let i = Side { ike: "aes128gcm16-prfsha256-ecp256-x25519", ..I };
+    let r = Side { ike: "aes128gcm16-prfsha256-x25519", ..R };
+    let mut p = Pair::new(&i, &r, Settings::default(), Settings::default());
+    let (_, first) = p.start();
+    let reply = p.deliver_r(first);
+    assert_eq!(p.r.ike_sas().count(), 0, "no state for INVALID_KE_PAYLOAD");
+    let retry = p.deliver_i(reply);
+    p.run(retry, &no_nat);
+    assert_eq!((installs(&p.i_out).len(), installs(&p.r_out).len()), (1, 1));
+    assert_mirrored(installs(&p.i_out)[0], installs(&p.r_out)[0]);
+    assert_eq!(p.i.stats().sa_init.requests_sent, 2);
+}
+
+#[test]
+fn no_common_proposal_ends_the_ike_sa() {
+    let r = Side { ike: "aes256gcm16-prfsha384-ecp384", ..R };
+    let mut p = Pair::new(&I, &r, Settings::default(), Settings::default());
+    let (spi, first) = p.start();
+    p.run(first, &no_nat);
+    assert!(events(&p.i_out).contains(&&Event::IkeSaDown { ike_sa: spi, reason: DownReason::NoProposal }));
+    assert_eq!(p.r.ike_sas().count(), 0);
+}
+
+#[test]
+fn selectors_are_narrowed_to_the_responders_policy() {
+    let r = Side { remote_ts: "10.1.7.0/24", local_ts: "10.2.0.0/16,10.9.0.0/16", ..R };
+    let mut p = Pair::new(&I, &r, Settings::default(), Settings::default());
+    let (_, first) = p.start();
+    p.run(first, &no_nat);
+    let (a, b) = (installs(&p.i_out)[0], installs(&p.r_out)[0]);
+    assert_mirrored(a, b);
+    assert_eq!(a.local_ts.len(), 1);
+    assert_eq!(a.local_ts[0].start, "10.1.7.0".parse::<IpAddr>().unwrap());
+    assert_eq!(a.local_ts[0].end, "10.1.7.255".parse::<IpAddr>().unwrap());
+    assert_eq!(a.remote_ts[0].end, "10.2.255.255".parse::<IpAddr>().unwrap());
+}
+
+#[test]
+fn disjoint_selectors_leave_the_ike_sa_up_without_a_child() {
+    let r = Side { remote_ts: "172.16.0.0/12", ..R };
+    let mut p = Pair::new(&I, &r, Settings::default(), Settings::default());
+    let (spi, first) = p.start();
+    p.run(first, &no_nat);
+    assert!(installs(&p.i_out).is_empty() && installs(&p.r_out).is_empty());
+    assert!(events(&p.i_out).iter().any(|e| matches!(e, Event::IkeSaUp { .. })));
+    assert!(events(&p.i_out).contains(&&Event::ChildSaFailed {
+        ike_sa: spi,
+        child: "net".into(),
+        notify: Some(ike_wire::ids::NotifyType::TS_UNACCEPTABLE)
+    }));
+}
+
+#[test]
+fn a_nat_moves_ike_to_4500_and_esp_into_udp() {
+    // The initiator sits behind a NAT that maps 192.0.2.1:500 and :4500 to 203.0.113.9
+    // ports 40500 and 44500; the responder, at 198.51.100.2, sees only those.
+    let i = Side { peer: "198.51.100.2", ..I };
+    let r = Side { addr: "198.51.100.2", peer: "203.0.113.9", ..R };
+    let mut p = Pair::new(&i, &r, Settings::default(), Settings::default());
+    let public: IpAddr = "203.0.113.9".parse().unwrap();
+    let private: IpAddr = "192.0.2.1".parse().unwrap();
+    let nat = |mut d: Datagram, outbound: bool| {
+        if outbound {
+            assert_eq!(d.local.ip(), private);
+            d.local = SocketAddr::new(public, d.local.port() + 40000);
+        } else {
+            assert_eq!(d.remote.ip(), public);
+            d.remote = SocketAddr::new(private, d.remote.port() - 40000);
+        }
+        d
+    };
+    let (spi, first) = p.start();
+    p.run(first, &nat);
+    assert!(events(&p.i_out).contains(&&Event::NatDetected { ike_sa: spi, local: true, remote: false }));
+    let auth_req = sends(&p.i_out)[1].clone();
+    assert_eq!((auth_req.local.port(), auth_req.remote.port()), (4500, 4500), "IKE_AUTH on 4500");
+    let (a, b) = (installs(&p.i_out)[0], installs(&p.r_out)[0]);
+    assert_eq!(a.udp_encap, Some((4500, 4500)));
+    assert_eq!(b.udp_encap, Some((4500, 44500)), "the responder sends to the NAT's port");
+    assert_eq!(*a.encr_key_in, *b.encr_key_out);
+}
