@@ -75,6 +75,7 @@ fn child(spis: (u32, u32), hard: Option<u64>, policies: bool) -> ChildInstall {
 fn remove(spis: (u32, u32)) -> ChildRemove {
     let c = child(spis, None, true);
     ChildRemove {
+        reqid: c.reqid,
         local: c.local,
         remote: c.remote,
         natt: false,
@@ -96,6 +97,7 @@ struct Scripted {
 }
 
 impl Engine for Scripted {
+    fn start(&mut self, _: Instant, _: &mut Vec<Output>) {}
     fn datagram(&mut self, _: Instant, _: Datagram, _: &mut Vec<Output>) {}
     fn tick(&mut self, _: Instant, _: &mut Vec<Output>) {}
     fn next_deadline(&self) -> Option<Instant> {

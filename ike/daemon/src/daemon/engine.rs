@@ -7,9 +7,8 @@
 //!        next_deadline(): when to call tick next
 //! ```
 //!
-//! ike-core's `Ike` implements this (in its own file once its state machine lands;
-//! `docs/iked.md` and the report of the iked branch say what it still lacks). The loop
-//! never looks inside an IKE SA: everything it does is one of the outputs.
+//! [`super::ike_engine`] implements it over ike-core's `Ike`. The loop never looks inside
+//! an IKE SA: everything it does is one of the outputs.
 
 use std::time::Instant;
 
@@ -88,6 +87,8 @@ pub enum Output {
 
 /// The state machine as the loop drives it. Every call appends what it asks for to `out`.
 pub trait Engine {
+    /// iked is up (its sockets connected): start what the configuration starts.
+    fn start(&mut self, now: Instant, out: &mut Vec<Output>);
     /// An IKE datagram from the relay.
     fn datagram(&mut self, now: Instant, d: Datagram, out: &mut Vec<Output>);
     /// The deadline passed (retransmissions, lifetimes, liveness, half-open expiry).
@@ -109,46 +110,10 @@ pub trait Engine {
     fn shutdown(&mut self, now: Instant, out: &mut Vec<Output>);
 }
 
-/// The state machine for `config`. ike-core's `Ike` is not on this branch yet (it is
-/// being built on i33-sm): until it is merged and implements [`Engine`], iked can check
-/// its configuration (`--check`) but not negotiate, and says so rather than run a daemon
-/// that would answer no peer.
-pub fn start(config: &Config) -> Result<NoEngine, String> {
-    let _ = config;
-    Err("this build has no IKEv2 state machine yet (ike-core's Ike, branch i33-sm): \
-         iked can check its configuration (--check) but cannot negotiate"
-        .to_owned())
-}
-
-/// What [`start`] returns until the state machine lands: there is no value of it.
-pub enum NoEngine {}
-
-impl Engine for NoEngine {
-    fn datagram(&mut self, _: Instant, _: Datagram, _: &mut Vec<Output>) {
-        match *self {}
-    }
-    fn tick(&mut self, _: Instant, _: &mut Vec<Output>) {
-        match *self {}
-    }
-    fn next_deadline(&self) -> Option<Instant> {
-        match *self {}
-    }
-    fn sa_event(&mut self, _: Instant, _: &IpsecEvent, _: &mut Vec<Output>) {
-        match *self {}
-    }
-    fn installed(&mut self, _: Instant, _: u64, _: Result<(), String>, _: &mut Vec<Output>) {
-        match *self {}
-    }
-    fn events_lost(&mut self, _: Instant, _: u64, _: &mut Vec<Output>) {
-        match *self {}
-    }
-    fn command(&mut self, _: Instant, _: &Request, _: &mut Vec<Output>) -> Result<String, String> {
-        match *self {}
-    }
-    fn reload(&mut self, _: Instant, _: Config, _: &Diff, _: &mut Vec<Output>) {
-        match *self {}
-    }
-    fn shutdown(&mut self, _: Instant, _: &mut Vec<Output>) {
-        match *self {}
-    }
+/// The state machine for `config`: ike-core's, its crypto through an ocf framework with the
+/// soft driver.
+pub fn start(config: &Config) -> Result<super::ike_engine::IkeEngine, String> {
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).map_err(|e| format!("ocf's soft driver: {e:?}"))?;
+    super::ike_engine::IkeEngine::new(fw, config.clone(), Instant::now())
 }

@@ -20,11 +20,13 @@
 //! - [`debug_keys`]: `--debug-keys`, the keys in Wireshark's tables.
 //! - [`control`]: iked's control protocol (what `ipsecctl ike …` sends).
 //! - [`engine`]: what the loop needs of the state machine, and what it gives back.
+//! - [`ike_engine`]: ike-core's state machine as that engine.
 //! - [`run`]: the event loop over the sockets, the timer and the signals.
 
 pub mod control;
 pub mod debug_keys;
 pub mod engine;
 pub mod events;
+pub mod ike_engine;
 pub mod run;
 pub mod setkey;

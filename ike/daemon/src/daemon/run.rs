@@ -3,6 +3,7 @@
 //! synchronous).
 //!
 //! ```text
+//!  engine.start (the connections that start at once), then
 //!  poll(relay, ipsecd monitor, iked ctl listener, SIGHUP pipe, SIGTERM pipe;
 //!       timeout = engine.next_deadline() − now)
 //!    relay readable    ─▶ recv every datagram waiting ─▶ engine.datagram
@@ -202,6 +203,8 @@ impl<E: Engine> Daemon<E> {
 
     /// Runs until SIGTERM (Ok) or until ipsecd goes away (Err).
     pub fn run(&mut self) -> Result<(), String> {
+        self.engine.start(Instant::now(), &mut self.out);
+        self.carry_out();
         loop {
             let now = Instant::now();
             let timeout = match self.engine.next_deadline() {

@@ -81,6 +81,9 @@ pub struct ChildInstall {
 /// A CHILD_SA to remove: its two SAs and, unless a newer CHILD_SA replaced it, its
 /// policies.
 pub struct ChildRemove {
+    /// The reqid it was installed with (for iked's bookkeeping; setkey's `delete` does not
+    /// name it).
+    pub reqid: u32,
     pub local: IpAddr,
     pub remote: IpAddr,
     pub natt: bool,
@@ -547,6 +550,7 @@ mod tests {
 
         // Removal names the same SAs and policies.
         let r = ChildRemove {
+            reqid: c.reqid,
             local: c.local,
             remote: c.remote,
             natt: true,

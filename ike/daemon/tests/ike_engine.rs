@@ -1,0 +1,210 @@
+//! ike-core's state machine as iked's engine (`iked::daemon::ike_engine`): two engines, the
+//! docs' two-gateway example (docs/iked.md), negotiating through the datagrams they hand
+//! out, until both ask the loop to install the CHILD_SA — the same SAs seen from each end,
+//! as setkey text that ipsecd's parser reads — and then `list`, `stats`, `down`, a wrong
+//! pre-shared key.
+
+use std::time::Instant;
+
+use iked::config::Config;
+use iked::daemon::control::Request;
+use iked::daemon::engine::{Engine, Output, Severity};
+use iked::daemon::ike_engine::IkeEngine;
+use iked::daemon::setkey::{install_text, remove_text, ChildInstall};
+use ipsec_core::control::Request as SetkeyRequest;
+use ipsecd::ike_relay::Datagram;
+
+const PSK: &str = "0x5e1c9f0a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6";
+
+/// One side of the docs' example; A (192.0.2.1) starts, B waits.
+fn config(a_side: bool, psk: &str) -> Config {
+    let (name, me, peer, my_id, peer_id, lts, rts, start) = if a_side {
+        (
+            "site-b",
+            "192.0.2.1",
+            "192.0.2.2",
+            "gw-a",
+            "gw-b",
+            "10.1.0.0/24",
+            "10.2.0.0/24",
+            "start_action = start",
+        )
+    } else {
+        ("site-a", "192.0.2.2", "192.0.2.1", "gw-b", "gw-a", "10.2.0.0/24", "10.1.0.0/24", "")
+    };
+    let text = format!(
+        "connections {{ {name} {{ local_addrs = {me}\n remote_addrs = {peer}\n \
+         proposals = aes128gcm16-prfsha256-x25519\n \
+         local {{ auth = psk\n id = {my_id}.example.org\n }} remote {{ auth = psk\n id = {peer_id}.example.org\n }}\n \
+         children {{ net {{ local_ts = {lts}\n remote_ts = {rts}\n esp_proposals = aes128gcm16\n {start}\n }} }} }} }}\n\
+         secrets {{ ike-site {{ id-a = gw-a.example.org\n id-b = gw-b.example.org\n secret = {psk}\n }} }}\n"
+    );
+    let dir = std::env::temp_dir().join(format!("iked-engine-{}-{a_side}-{}", std::process::id(), psk.len()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("iked.conf");
+    std::fs::write(&path, text).unwrap();
+    let c = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_dir_all(&dir).unwrap();
+    c
+}
+
+fn engine(a_side: bool, psk: &str) -> IkeEngine {
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    IkeEngine::new(fw, config(a_side, psk), Instant::now()).unwrap()
+}
+
+/// What each side asked for while they talked.
+#[derive(Default)]
+struct Seen {
+    installs: Vec<ChildInstall>,
+    events: Vec<(Severity, String)>,
+    ike_keys: Vec<iked::daemon::engine::IkeKeysOut>,
+}
+
+/// Carries datagrams between the two until neither sends; installs are reported done.
+fn run(a: &mut IkeEngine, b: &mut IkeEngine, first: Vec<Output>) -> (Seen, Seen) {
+    let (mut sa, mut sb) = (Seen::default(), Seen::default());
+    let mut to_b: Vec<Output> = first;
+    let mut to_a: Vec<Output> = Vec::new();
+    for _ in 0..20 {
+        let now = Instant::now();
+        let mut next_a = Vec::new();
+        for o in std::mem::take(&mut to_b) {
+            handle(o, b, &mut sa, &mut next_a, now, a);
+        }
+        let mut next_b = Vec::new();
+        for o in std::mem::take(&mut to_a) {
+            handle(o, a, &mut sb, &mut next_b, now, b);
+        }
+        to_a = next_a;
+        to_b = next_b;
+        if to_a.is_empty() && to_b.is_empty() {
+            break;
+        }
+    }
+    (sa, sb)
+}
+
+/// `o` is `from`'s output: a datagram goes to `to`, whose outputs land in `back`.
+fn handle(
+    o: Output,
+    to: &mut IkeEngine,
+    seen: &mut Seen,
+    back: &mut Vec<Output>,
+    now: Instant,
+    from: &mut IkeEngine,
+) {
+    match o {
+        Output::Send(d) => {
+            let d = Datagram { local: d.remote, remote: d.local, nat_t: d.nat_t, bytes: d.bytes };
+            let mut out = Vec::new();
+            to.datagram(now, d, &mut out);
+            // `to`'s answers go back to `from`, except its own installs and events,
+            // which are `to`'s to report: handled on the next round from `back`.
+            back.extend(out);
+        }
+        Output::Install { id, child } => {
+            let mut more = Vec::new();
+            from.installed(now, id, Ok(()), &mut more);
+            seen.installs.push(child);
+            for m in more {
+                if let Output::Event(e) = m {
+                    seen.events.push((e.severity, e.line));
+                }
+            }
+        }
+        Output::Event(e) => seen.events.push((e.severity, e.line)),
+        Output::IkeKeys(k) => seen.ike_keys.push(k),
+        Output::Remove(_) => panic!("nothing is removed while negotiating"),
+    }
+}
+
+fn parsed(text: &str) -> Vec<SetkeyRequest> {
+    ipsec_core::setkey::parse(text).unwrap_or_else(|e| panic!("{e}")).into_iter().map(|l| l.item).collect()
+}
+
+#[test]
+fn two_engines_install_the_same_child_sa_from_each_end() {
+    let (mut a, mut b) = (engine(true, PSK), engine(false, PSK));
+    let mut first = Vec::new();
+    a.start(Instant::now(), &mut first);
+    assert!(
+        matches!(first.as_slice(), [Output::Send(d)] if !d.nat_t && d.remote.port() == 500),
+        "IKE_SA_INIT"
+    );
+    // `run` files each side's outputs under the other: A's installs and events are in
+    // the Seen of the side that received A's outputs, so collect both.
+    let (s1, s2) = run(&mut a, &mut b, first);
+    let installs: Vec<&ChildInstall> = s1.installs.iter().chain(&s2.installs).collect();
+    assert_eq!(installs.len(), 2, "both ends install: {:?} {:?}", s1.events, s2.events);
+    let (x, y) = (installs[0], installs[1]);
+    assert_eq!((x.local, x.remote), (y.remote, y.local));
+    assert_eq!(x.inbound.spi, y.outbound.spi);
+    assert_eq!(x.outbound.spi, y.inbound.spi);
+    assert_eq!(x.inbound.encr[..], y.outbound.encr[..], "one direction's keys at both ends");
+    assert_eq!(x.outbound.encr[..], y.inbound.encr[..]);
+    assert_ne!(x.inbound.encr[..], x.outbound.encr[..]);
+    assert_eq!(x.inbound.encr.len(), 20, "AES-128-GCM key and salt");
+    for c in [x, y] {
+        let reqs = parsed(&install_text(c).unwrap());
+        assert_eq!(reqs.len(), 4, "two SAs, two policies: {reqs:?}");
+    }
+    let events: Vec<&String> = s1.events.iter().chain(&s2.events).map(|(_, l)| l).collect();
+    assert!(
+        events.iter().any(|l| l.starts_with("ike-sa-up conn=site-b") && l.ends_with("role=initiator")),
+        "{events:?}"
+    );
+    assert!(
+        events.iter().any(|l| l.starts_with("ike-sa-up conn=site-a") && l.ends_with("role=responder")),
+        "{events:?}"
+    );
+    let keys: Vec<_> = s1.ike_keys.iter().chain(&s2.ike_keys).collect();
+    assert_eq!(keys.len(), 2);
+    assert_eq!((keys[0].spi_i, keys[0].spi_r), (keys[1].spi_i, keys[1].spi_r));
+    assert_eq!(keys[0].sk_ei[..], keys[1].sk_ei[..]);
+    assert!(iked::daemon::debug_keys::ike_line(&keys[0].borrow()).is_some());
+
+    let now = Instant::now();
+    let mut out = Vec::new();
+    let list = a.command(now, &Request::List, &mut out).unwrap();
+    assert!(list.starts_with("1: site-b Established initiator 192.0.2.1:500→192.0.2.2:500"), "{list}");
+    assert!(list.contains("site-b/net Tunnel SPIs in"), "{list}");
+    let stats = b.command(now, &Request::Stats, &mut out).unwrap();
+    assert!(stats.contains("IKE_AUTH: requests sent 0, received 1; responses sent 1"), "{stats}");
+    assert!(b.command(now, &Request::Rekey("1".into()), &mut out).unwrap_err().contains("CREATE_CHILD_SA"));
+    assert!(b.command(now, &Request::Up("nope".into()), &mut out).unwrap_err().contains("no connection"));
+
+    // down: the CHILD_SA that was installed is removed, by its SPIs.
+    let mut out = Vec::new();
+    a.command(now, &Request::Down("site-b".into()), &mut out).unwrap();
+    let removes: Vec<_> =
+        out.iter().filter_map(|o| if let Output::Remove(r) = o { Some(r) } else { None }).collect();
+    assert_eq!(removes.len(), 1);
+    let a_install = if x.local.to_string() == "192.0.2.1" { x } else { y };
+    assert_eq!(
+        (removes[0].inbound_spi, removes[0].outbound_spi),
+        (a_install.inbound.spi, a_install.outbound.spi)
+    );
+    assert_eq!(parsed(&remove_text(removes[0]).unwrap()).len(), 4);
+    assert_eq!(a.command(now, &Request::List, &mut out).unwrap(), "no IKE SA\n");
+}
+
+#[test]
+fn a_wrong_psk_is_an_authentication_failure() {
+    let other = "0x00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    let (mut a, mut b) = (engine(true, PSK), engine(false, other));
+    let mut first = Vec::new();
+    a.start(Instant::now(), &mut first);
+    let (s1, s2) = run(&mut a, &mut b, first);
+    assert!(s1.installs.is_empty() && s2.installs.is_empty());
+    let fails: Vec<&String> = s1
+        .events
+        .iter()
+        .chain(&s2.events)
+        .filter(|(s, _)| *s == Severity::AuthFailure)
+        .map(|(_, l)| l)
+        .collect();
+    assert!(!fails.is_empty(), "{:?} {:?}", s1.events, s2.events);
+    assert!(fails.iter().any(|l| l.contains("its AUTH did not verify")), "{fails:?}");
+}
