@@ -10,6 +10,12 @@
 //!                         iked (start_action = start)                 iked (waits)
 //! ```
 //!
+//! iked A runs with `--debug-keys`: tshark (capturing A's veth from before the first IKE
+//! message) decrypts IKE_AUTH with the `ikev2_decryption_table` it wrote and finds both
+//! AUTH payloads and A's identity, nothing malformed, and checks every ESP packet of the
+//! ping with its `esp_sa` records; the log warns at start and at each write. Without tshark
+//! that part is skipped, saying so.
+//!
 //! Needs root (network namespaces, TUN), `ip`, `ping`, and ipsecd built beside this test
 //! (`cargo build -p ipsecd`); skipped otherwise, saying why.
 
@@ -165,6 +171,32 @@ fn two_gateways_negotiate_a_tunnel_and_ping_through_it() {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+    // The wire at A, from before the first IKE message.
+    let cap = dir.join("cap.pcapng");
+    let capture = Command::new("ip")
+        .args(["netns", "exec", &a, "tshark", "-q", "-i", "va", "-w", cap.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("tshark-cap.log")).unwrap())
+        .spawn();
+    let capturing = match capture {
+        Ok(c) => {
+            lab.children.push(c);
+            let until = Instant::now() + Duration::from_secs(20);
+            while !std::fs::read_to_string(dir.join("tshark-cap.log"))
+                .unwrap_or_default()
+                .contains("Capturing on")
+            {
+                assert!(Instant::now() < until, "tshark did not start capturing");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            true
+        }
+        Err(e) => {
+            eprintln!("tunnel: no tshark ({e}): the debugging keys are not checked");
+            false
+        }
+    };
+    let keys_dir = dir.join("keys");
     for (side, ns, conf) in sides.iter().rev() {
         let conf_path = dir.join(format!("iked-{side}.conf"));
         std::fs::write(&conf_path, conf).unwrap();
@@ -175,6 +207,7 @@ fn two_gateways_negotiate_a_tunnel_and_ping_through_it() {
                 .args(["--ike-socket", dir.join(format!("{side}-ike.sock")).to_str().unwrap()])
                 .args(["--ipsecd-socket", dir.join(format!("{side}.sock")).to_str().unwrap()])
                 .args(["-s", dir.join(format!("{side}-iked.sock")).to_str().unwrap()])
+                .args(if *side == "a" { vec!["--debug-keys", keys_dir.to_str().unwrap()] } else { vec![] })
                 .env("RUST_LOG", "debug")
                 .stdout(Stdio::null())
                 .stderr(log)
@@ -240,6 +273,16 @@ fn two_gateways_negotiate_a_tunnel_and_ping_through_it() {
     );
     assert!(stats.contains("ike_relay: key manager attached; in 2, out 2,"), "{stats}");
 
+    if capturing {
+        debug_keys_decrypt_the_capture(&mut lab, &cap, &keys_dir);
+    }
+    let log_a = std::fs::read_to_string(dir.join("iked-a.log")).unwrap();
+    assert!(
+        log_a.contains("WARN") && log_a.contains("--debug-keys: every negotiated IKE and ESP key"),
+        "{log_a}"
+    );
+    assert_eq!(log_a.matches("--debug-keys: keys written to").count(), 2, "one warning per write: {log_a}");
+
     let list =
         ike_ctl::call(&dir.join("a-iked.sock"), &ike_ctl::Request::List, Wait::default()).unwrap().unwrap();
     assert!(list.starts_with("1: site Established initiator 10.96.0.1:500→10.96.0.2:500"), "{list}");
@@ -256,4 +299,47 @@ fn two_gateways_negotiate_a_tunnel_and_ping_through_it() {
     assert!(status.success(), "iked a on SIGTERM: {status:?}\n{}", logs());
     let sa_a = sas(&dir.join("a.sock"));
     assert_eq!(sa_a.matches(" esp 0x").count(), 0, "{sa_a}");
+}
+
+/// Stops the capture and gives it to tshark with the keys iked A wrote: the IKE_AUTH
+/// exchange decrypts (both AUTH payloads and A's identity seen, nothing malformed) and
+/// every ESP packet of the ping has a good ICV.
+fn debug_keys_decrypt_the_capture(lab: &mut Lab, cap: &Path, keys: &Path) {
+    // The capture is the child started just before the ikeds.
+    let tshark = lab.children.len() - 3;
+    std::thread::sleep(Duration::from_millis(500));
+    must(&["kill", "-INT", &lab.children[tshark].id().to_string()]);
+    let _ = lab.children[tshark].wait();
+    let ike = std::fs::read_to_string(keys.join("ikev2_decryption_table")).unwrap();
+    let esp = std::fs::read_to_string(keys.join("esp_sa")).unwrap();
+    assert_eq!((ike.lines().count(), esp.lines().count()), (1, 2), "{ike}{esp}");
+    let mut opts = vec![
+        "-o".to_owned(),
+        format!("uat:ikev2_decryption_table:{}", ike.trim_end()),
+        "-o".into(),
+        "esp.enable_encryption_decode:TRUE".into(),
+        "-o".into(),
+        "esp.enable_authentication_check:TRUE".into(),
+    ];
+    for l in esp.lines() {
+        opts.push("-o".into());
+        opts.push(format!("uat:esp_sa:{l}"));
+    }
+    let count = |filter: &str| {
+        let o = Command::new("tshark")
+            .arg("-r")
+            .arg(cap)
+            .args(&opts)
+            .args(["-Y", filter, "-T", "fields", "-e", "frame.number"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "tshark {filter}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).lines().count()
+    };
+    assert_eq!(count("isakmp"), 4, "IKE_SA_INIT and IKE_AUTH, each way");
+    assert_eq!(count("isakmp.auth.method"), 2, "both AUTH payloads decrypted");
+    assert_eq!(count("isakmp.id.data.fqdn == \"gw-a.example.org\""), 1, "A's identity, decrypted");
+    assert_eq!(count("_ws.malformed || _ws.expert.severity >= error"), 0, "nothing malformed");
+    assert_eq!(count("esp.icv_good == 1"), 6, "the ping, decrypted and authenticated");
+    assert_eq!(count("esp.icv_bad == 1"), 0);
 }
