@@ -29,7 +29,8 @@
 //!
 //! - [`sockets`]: opening the sockets (raw out with the header included, raw ESP, AH,
 //!   IPComp and IP-in-IP in, the UDP socket of ESP in UDP with GRO, packet info and the
-//!   outer TOS, the IKE port's UDP socket; AH over IPv6 also the hop limit and extension headers).
+//!   outer TOS, the IKE port's UDP socket; AH over IPv6 also the hop limit and extension
+//!   headers).
 //! - [`receive`]: reading a batch with one recvmmsg into pooled buffers.
 //! - `ike`: IKE for the relay ([`crate::ike_relay`]): the IKE port's loop, the split of
 //!   IKE from ESP on the NAT-T port, and where the key manager's datagrams leave.
