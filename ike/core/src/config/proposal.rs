@@ -166,10 +166,10 @@ impl fmt::Display for ProposalError {
 
 impl std::error::Error for ProposalError {}
 
-/// The IKE proposals `default` stands for: an AEAD one and a classic one, every algorithm and
-/// group this implementation offers, strongest-first within the AEADs as strongSwan orders
-/// them. (strongSwan's `default` is every algorithm its loaded plugins offer, so the two
-/// differ; a peer's choice from either is one both support.)
+/// The IKE proposals `default` stands for: an AEAD one first (preferred: one pass over the
+/// data, no separate MAC) and a classic one, with every algorithm and group this
+/// implementation offers. strongSwan's `default` is every algorithm its loaded plugins offer,
+/// classic first; the two lists differ, and the tests do not compare them.
 pub const DEFAULT_IKE: &str =
     "aes128gcm16-aes256gcm16-chacha20poly1305-prfsha256-prfsha384-prfsha512-x25519-ecp256-ecp384-modp2048, \
      aes128-aes192-aes256-sha256-sha384-sha512-prfsha256-prfsha384-prfsha512-x25519-ecp256-ecp384-modp2048";
@@ -463,8 +463,9 @@ mod tests {
     }
 
     /// strongSwan strings → transforms, written as charon 5.9.8 logs them (`proposals = …`
-    /// at `cfg 2` when swanctl loads the connection); the `strongswan` integration test checks
-    /// the same table against a running charon.
+    /// at `cfg 2` when swanctl loads the connection). Every row is also in iked's
+    /// `tests/configs/proposals.conf`, which iked's `strongswan` test loads into a running
+    /// charon and compares.
     #[test]
     fn table_matches_strongswan() {
         let ike = [

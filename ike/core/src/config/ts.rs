@@ -190,12 +190,18 @@ impl fmt::Display for TrafficSelector {
                 let (s, width) = to_bits(start);
                 let (e, _) = to_bits(end);
                 let span = s ^ e;
-                let prefix = width - (128 - span.leading_zeros());
-                let is_subnet = (span.wrapping_add(1) & span) == 0 && s & span == 0 && e & span == span;
+                let host_bits = 128 - span.leading_zeros();
+                // A CIDR block: the ends differ in exactly the low host bits, all 0 then all 1
+                // (and are of one family: the fields are public, so check).
+                let is_subnet = start.is_ipv4() == end.is_ipv4()
+                    && host_bits <= width
+                    && (span.wrapping_add(1) & span) == 0
+                    && s & span == 0
+                    && e & span == span;
                 if start == end {
                     write!(f, "{start}/{width}")?;
                 } else if is_subnet {
-                    write!(f, "{start}/{prefix}")?;
+                    write!(f, "{start}/{}", width - host_bits)?;
                 } else {
                     write!(f, "{start}..{end}")?;
                 }
@@ -250,6 +256,17 @@ mod tests {
             TsAddr::Range { start: "10.0.0.0".parse().unwrap(), end: "10.0.0.255".parse().unwrap() }
         );
         assert_eq!(TrafficSelector::parse_list("10.0.0.0/24, dynamic").unwrap().len(), 2);
+    }
+
+    /// The fields are public: a selector parse would refuse still prints, never panics.
+    #[test]
+    fn display_is_total() {
+        let odd = TrafficSelector {
+            addr: TsAddr::Range { start: "10.0.0.0".parse().unwrap(), end: "ffff::".parse().unwrap() },
+            proto: 99,
+            ports: (7, 3),
+        };
+        assert_eq!(odd.to_string(), "10.0.0.0..ffff::[99/7-3]");
     }
 
     #[test]
