@@ -39,7 +39,10 @@ fn config(a_side: bool, psk: &str) -> Config {
          children {{ net {{ local_ts = {lts}\n remote_ts = {rts}\n esp_proposals = aes128gcm16\n {start}\n }} }} }} }}\n\
          secrets {{ ike-site {{ id-a = gw-a.example.org\n id-b = gw-b.example.org\n secret = {psk}\n }} }}\n"
     );
-    let dir = std::env::temp_dir().join(format!("iked-engine-{}-{a_side}-{}", std::process::id(), psk.len()));
+    // A directory per call: the tests run at once.
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("iked-engine-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("iked.conf");
     std::fs::write(&path, text).unwrap();
@@ -60,6 +63,7 @@ struct Seen {
     installs: Vec<ChildInstall>,
     events: Vec<(Severity, String)>,
     ike_keys: Vec<iked::daemon::engine::IkeKeysOut>,
+    traps: Vec<iked::daemon::setkey::Trap>,
 }
 
 /// Carries datagrams between the two until neither sends; installs are reported done.
@@ -116,7 +120,8 @@ fn handle(
         }
         Output::Event(e) => seen.events.push((e.severity, e.line)),
         Output::IkeKeys(k) => seen.ike_keys.push(k),
-        Output::Remove(_) => panic!("nothing is removed while negotiating"),
+        Output::Remove(_) | Output::Untrap(_) => panic!("nothing is removed while negotiating"),
+        Output::Trap(t) => seen.traps.push(t),
     }
 }
 

@@ -1,5 +1,6 @@
 //! Two gateways, each ipsecd + iked, bring up a tunnel with IKEv2 and carry a ping through
-//! it: the whole chain — ipsecd's relay, iked's loop, ike-core's IKE_SA_INIT and IKE_AUTH
+//! it — at start-up (`start_action = start`), and on the first packet (`start_action =
+//! trap`: trap policies, ipsecd's ACQUIRE, the CHILD_SA under the trap's reqid): the whole chain — ipsecd's relay, iked's loop, ike-core's IKE_SA_INIT and IKE_AUTH
 //! (PSK, AES-GCM-16-128, X25519), the CHILD_SA installed through ipsecd's control socket
 //! with its policies and routes.
 //!
@@ -76,7 +77,7 @@ fn iked_conf(
     peer_net: &str,
     id: &str,
     peer_id: &str,
-    start: bool,
+    action: &str,
 ) -> String {
     format!(
         "connections {{\n site {{\n  local_addrs = {me}\n  remote_addrs = {peer}\n  \
@@ -85,7 +86,7 @@ fn iked_conf(
          remote_ts = {peer_net}\n    esp_proposals = aes128gcm16\n    {}\n   }}\n  }}\n }}\n}}\n\
          secrets {{\n ike-site {{\n  id-a = gw-a.example.org\n  id-b = gw-b.example.org\n  \
          secret = 0x5e1c9f0a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6\n }}\n}}\n",
-        if start { "start_action = start" } else { "" }
+        action
     )
 }
 
@@ -96,16 +97,27 @@ fn sas(ctl_sock: &Path) -> String {
     }
 }
 
-#[test]
-fn two_gateways_negotiate_a_tunnel_and_ping_through_it() {
+/// Two gateways up: ipsecd and iked on each side, A's child with `a_action`.
+struct Gateways {
+    lab: Lab,
+    dir: PathBuf,
+    a: String,
+    /// The capture of A's veth, when `debug_keys` asked for it and tshark runs here.
+    cap: Option<PathBuf>,
+    keys_dir: PathBuf,
+}
+
+/// Starts both gateways (`None`: the test cannot run here, and says why); A runs with
+/// `--debug-keys` and A's veth is captured when `debug_keys`.
+fn gateways(tag: &str, a_action: &str, debug_keys: bool) -> Option<Gateways> {
     let ipsecd = match can_run() {
         Ok(p) => p,
         Err(why) => {
             eprintln!("tunnel: skipped ({why})");
-            return;
+            return None;
         }
     };
-    let id = std::process::id();
+    let id = format!("{tag}{}", std::process::id());
     let dir = std::env::temp_dir().join(format!("iked-tunnel-{id}"));
     std::fs::create_dir_all(&dir).unwrap();
     let mut lab =
@@ -135,7 +147,7 @@ fn two_gateways_negotiate_a_tunnel_and_ping_through_it() {
                 "10.96.2.0/24",
                 "gw-a.example.org",
                 "gw-b.example.org",
-                true,
+                a_action,
             ),
         ),
         (
@@ -148,7 +160,7 @@ fn two_gateways_negotiate_a_tunnel_and_ping_through_it() {
                 "10.96.1.0/24",
                 "gw-b.example.org",
                 "gw-a.example.org",
-                false,
+                "",
             ),
         ),
     ];
@@ -173,11 +185,15 @@ fn two_gateways_negotiate_a_tunnel_and_ping_through_it() {
     }
     // The wire at A, from before the first IKE message.
     let cap = dir.join("cap.pcapng");
-    let capture = Command::new("ip")
-        .args(["netns", "exec", &a, "tshark", "-q", "-i", "va", "-w", cap.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("tshark-cap.log")).unwrap())
-        .spawn();
+    let capture = if !debug_keys {
+        Err(std::io::Error::other("not asked for"))
+    } else {
+        Command::new("ip")
+            .args(["netns", "exec", &a, "tshark", "-q", "-i", "va", "-w", cap.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("tshark-cap.log")).unwrap())
+            .spawn()
+    };
     let capturing = match capture {
         Ok(c) => {
             lab.children.push(c);
@@ -191,10 +207,11 @@ fn two_gateways_negotiate_a_tunnel_and_ping_through_it() {
             }
             true
         }
-        Err(e) => {
+        Err(e) if debug_keys => {
             eprintln!("tunnel: no tshark ({e}): the debugging keys are not checked");
             false
         }
+        Err(_) => false,
     };
     let keys_dir = dir.join("keys");
     for (side, ns, conf) in sides.iter().rev() {
@@ -207,7 +224,11 @@ fn two_gateways_negotiate_a_tunnel_and_ping_through_it() {
                 .args(["--ike-socket", dir.join(format!("{side}-ike.sock")).to_str().unwrap()])
                 .args(["--ipsecd-socket", dir.join(format!("{side}.sock")).to_str().unwrap()])
                 .args(["-s", dir.join(format!("{side}-iked.sock")).to_str().unwrap()])
-                .args(if *side == "a" { vec!["--debug-keys", keys_dir.to_str().unwrap()] } else { vec![] })
+                .args(if *side == "a" && debug_keys {
+                    vec!["--debug-keys", keys_dir.to_str().unwrap()]
+                } else {
+                    vec![]
+                })
                 .env("RUST_LOG", "debug")
                 .stdout(Stdio::null())
                 .stderr(log)
@@ -220,46 +241,59 @@ fn two_gateways_negotiate_a_tunnel_and_ping_through_it() {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-    let logs = || {
+    Some(Gateways { lab, dir, a, cap: capturing.then_some(cap), keys_dir })
+}
+
+impl Gateways {
+    fn logs(&self) -> String {
         ["ipsecd-a", "ipsecd-b", "iked-a", "iked-b"]
             .iter()
             .map(|n| {
                 format!(
                     "--- {n}\n{}",
-                    std::fs::read_to_string(dir.join(format!("{n}.log"))).unwrap_or_default()
+                    std::fs::read_to_string(self.dir.join(format!("{n}.log"))).unwrap_or_default()
                 )
             })
             .collect::<String>()
-    };
-    let until = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (sa_a, sa_b) = (sas(&dir.join("a.sock")), sas(&dir.join("b.sock")));
-        if sa_a.matches(" esp 0x").count() == 2 && sa_b.matches(" esp 0x").count() == 2 {
-            break;
-        }
-        assert!(Instant::now() < until, "no CHILD_SA on both sides:\nA: {sa_a}\nB: {sa_b}\n{}", logs());
-        std::thread::sleep(Duration::from_millis(100));
     }
-    let ping = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &a,
-            "ping",
-            "-q",
-            "-c",
-            "3",
-            "-i",
-            "0.2",
-            "-W",
-            "2",
-            "-I",
-            "10.96.1.1",
-            "10.96.2.1",
-        ])
-        .output()
-        .unwrap();
-    assert!(ping.status.success(), "ping: {}\n{}", String::from_utf8_lossy(&ping.stdout), logs());
+
+    /// Waits until both ipsecds hold a CHILD_SA's two SAs.
+    fn wait_for_sas(&self) {
+        let until = Instant::now() + Duration::from_secs(20);
+        loop {
+            let (sa_a, sa_b) = (sas(&self.dir.join("a.sock")), sas(&self.dir.join("b.sock")));
+            if sa_a.matches(" esp 0x").count() == 2 && sa_b.matches(" esp 0x").count() == 2 {
+                return;
+            }
+            assert!(
+                Instant::now() < until,
+                "no CHILD_SA on both sides:\nA: {sa_a}\nB: {sa_b}\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// `count` pings from A's host to B's; whether all were answered.
+    fn ping(&self, count: &str) -> bool {
+        let o = Command::new("ip")
+            .args(["netns", "exec", &self.a, "ping", "-q", "-c", count, "-i", "0.2", "-W", "3"])
+            .args(["-I", "10.96.1.1", "10.96.2.1"])
+            .output()
+            .unwrap();
+        if !o.status.success() {
+            eprintln!("ping: {}", String::from_utf8_lossy(&o.stdout));
+        }
+        o.status.success()
+    }
+}
+
+#[test]
+fn two_gateways_negotiate_a_tunnel_and_ping_through_it() {
+    let Some(mut g) = gateways("s", "start_action = start", true) else { return };
+    g.wait_for_sas();
+    assert!(g.ping("3"), "{}", g.logs());
+    let dir = g.dir.clone();
     // The ping went through the negotiated SAs: B's counters show 3 in from A and 3 out
     // (the replies), and the relay carried IKE_SA_INIT and IKE_AUTH each way.
     let stats = ctl::call(&dir.join("b.sock"), &ctl::Request::Stats, Wait::default()).unwrap().unwrap();
@@ -273,8 +307,9 @@ fn two_gateways_negotiate_a_tunnel_and_ping_through_it() {
     );
     assert!(stats.contains("ike_relay: key manager attached; in 2, out 2,"), "{stats}");
 
-    if capturing {
-        debug_keys_decrypt_the_capture(&mut lab, &cap, &keys_dir);
+    if let Some(cap) = g.cap.clone() {
+        let keys_dir = g.keys_dir.clone();
+        debug_keys_decrypt_the_capture(&mut g.lab, &cap, &keys_dir);
     }
     let log_a = std::fs::read_to_string(dir.join("iked-a.log")).unwrap();
     assert!(
@@ -291,14 +326,55 @@ fn two_gateways_negotiate_a_tunnel_and_ping_through_it() {
     assert!(list.starts_with("1: site Established responder"), "{list}");
 
     // SIGTERM: iked removes its CHILD_SAs from ipsecd and exits 0.
-    let iked_a = lab.children.len() - 1;
-    let pid = lab.children[iked_a].id().to_string();
+    let iked_a = g.lab.children.len() - 1;
+    let pid = g.lab.children[iked_a].id().to_string();
     // `ip netns exec` runs iked as its own process (exec), so the pid is iked's.
     must(&["kill", "-TERM", &pid]);
-    let status = lab.children[iked_a].wait().unwrap();
-    assert!(status.success(), "iked a on SIGTERM: {status:?}\n{}", logs());
+    let status = g.lab.children[iked_a].wait().unwrap();
+    assert!(status.success(), "iked a on SIGTERM: {status:?}\n{}", g.logs());
     let sa_a = sas(&dir.join("a.sock"));
     assert_eq!(sa_a.matches(" esp 0x").count(), 0, "{sa_a}");
+}
+
+/// `start_action = trap` on A: its policies are installed alone, the first ping's packet
+/// makes ipsecd send an ACQUIRE, iked negotiates, the CHILD_SA is installed under the
+/// trap's reqid, and the pings are answered (ipsecd holds the first packets meanwhile).
+#[test]
+fn traffic_brings_up_a_trapped_tunnel() {
+    let Some(g) = gateways("t", "start_action = trap", false) else { return };
+    let spd = |side: &str| match ctl::call(
+        &g.dir.join(format!("{side}.sock")),
+        &ctl::Request::Setkey("spddump;".into()),
+        Wait::default(),
+    ) {
+        Ok(Ok(t)) => t,
+        other => format!("{other:?}"),
+    };
+    let until = Instant::now() + Duration::from_secs(10);
+    while spd("a").matches("spdadd").count() != 2 {
+        assert!(Instant::now() < until, "no trap policies on A: {}\n{}", spd("a"), g.logs());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(sas(&g.dir.join("a.sock")).matches(" esp 0x").count(), 0, "a trap has no SA");
+    let reqid = spd("a")
+        .split("unique:")
+        .nth(1)
+        .unwrap()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .to_owned();
+    assert!(g.ping("4"), "{}", g.logs());
+    g.wait_for_sas();
+    let sa_a = sas(&g.dir.join("a.sock"));
+    assert_eq!(
+        sa_a.matches(&format!("-u {reqid} ")).count(),
+        2,
+        "the SAs under the trap's reqid {reqid}: {sa_a}"
+    );
+    assert_eq!(spd("a").matches("spdadd").count(), 2, "no second set of policies: {}", spd("a"));
+    let log_a = std::fs::read_to_string(g.dir.join("iked-a.log")).unwrap();
+    assert!(log_a.contains("acquire conn=site child=net flow-dst=10.96.2.1"), "{log_a}");
 }
 
 /// Stops the capture and gives it to tshark with the keys iked A wrote: the IKE_AUTH

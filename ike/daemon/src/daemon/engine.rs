@@ -17,7 +17,7 @@ use ipsecd::ike_relay::Datagram;
 
 use super::control::Request;
 use super::debug_keys::IkeSaKeys;
-use super::setkey::{ChildInstall, ChildRemove};
+use super::setkey::{ChildInstall, ChildRemove, Trap};
 use crate::config::{Config, Diff};
 
 /// How much an event matters, and so where it is logged.
@@ -80,6 +80,10 @@ pub enum Output {
     },
     /// Remove a CHILD_SA from ipsecd (one request).
     Remove(ChildRemove),
+    /// Install a trap's policies in ipsecd (one request).
+    Trap(Trap),
+    /// Remove a trap's policies.
+    Untrap(Trap),
     /// An IKE SA's keys are in use (for `--debug-keys` only; the loop drops them otherwise).
     IkeKeys(IkeKeysOut),
     Event(Event),

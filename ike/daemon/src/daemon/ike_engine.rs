@@ -16,8 +16,13 @@
 //! What the state machine does not do yet, and so neither does iked (each says so where
 //! asked): rekeying (`rekey`, soft expiries: CREATE_CHILD_SA), INFORMATIONAL (Delete on
 //! `down` and at exit, liveness), more than one CHILD_SA per IKE SA (`up` brings up the
-//! connection's first child), trap policies (`start_action = trap`), and taking a new
-//! configuration while IKE SAs are up (a reload applies when none is left).
+//! connection's first child), and taking a new configuration while IKE SAs are up (a
+//! reload applies when none is left).
+//!
+//! `start_action = trap` is iked's: the child's policies are installed alone under a
+//! reqid of their own ([`Output::Trap`]); ipsecd's ACQUIRE with that reqid starts the
+//! connection (the core's `sa_event` does not act on it yet), and the negotiated CHILD_SA
+//! is installed under the trap's reqid without policies. At exit the traps are removed.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -34,7 +39,7 @@ use ipsecd::ike_relay::{Datagram, IKE_PORT};
 
 use super::control::Request;
 use super::engine::{Engine, Event, IkeKeysOut, Output, Severity};
-use super::setkey::{ChildInstall, ChildRemove, NatPorts, SaKeys, MAX_REQID};
+use super::setkey::{ChildInstall, ChildRemove, NatPorts, SaKeys, Trap, MAX_REQID};
 use crate::config::{Config, Diff};
 
 /// How often the state machine's timers are looked at (its retransmissions start at 4 s).
@@ -52,6 +57,8 @@ pub struct IkeEngine {
     pending: HashMap<u64, (u64, ChildRemove)>,
     /// Installed CHILD_SAs by their inbound SPI.
     installed: HashMap<u32, ChildRemove>,
+    /// Trap policies installed (`start_action = trap`) by reqid: connection, child, policies.
+    traps: HashMap<u32, (String, String, Trap)>,
     scratch: Vec<core_io::Output>,
 }
 
@@ -69,6 +76,7 @@ impl IkeEngine {
             next_install: 1,
             pending: HashMap::new(),
             installed: HashMap::new(),
+            traps: HashMap::new(),
             scratch: Vec::new(),
         })
     }
@@ -100,7 +108,7 @@ impl IkeEngine {
                     nat_t: d.local.port() != IKE_PORT,
                     bytes: d.bytes,
                 })),
-                core_io::Output::Install(c) => match child_install(&c, self.reqid()) {
+                core_io::Output::Install(c) => match self.install(&c) {
                     Ok(child) => {
                         let id = self.next_install;
                         self.next_install += 1;
@@ -132,6 +140,55 @@ impl IkeEngine {
         }
         if !self.scratch.is_empty() {
             self.translate(out);
+        }
+    }
+
+    /// The core's install with its reqid: a trapped child's is its trap's, and its
+    /// policies are already there.
+    fn install(&mut self, c: &ChildSaInstall) -> Result<ChildInstall, String> {
+        let conn = self.conn_name(c.ike_sa);
+        let trap =
+            self.traps.iter().find(|(_, (tc, tch, _))| *tc == conn && *tch == c.child).map(|(r, _)| *r);
+        match trap {
+            Some(reqid) => Ok(ChildInstall { policies: false, ..child_install(c, reqid)? }),
+            None => child_install(c, self.reqid()),
+        }
+    }
+
+    /// Installs the trap policies of every `start_action = trap` child.
+    fn trap_all(&mut self, out: &mut Vec<Output>) {
+        let mut traps = Vec::new();
+        for c in &self.config.connections {
+            let (Some(&local), Some(&remote)) = (c.local_addrs.first(), c.remote_addrs.first()) else {
+                continue;
+            };
+            for ch in c.children.iter().filter(|ch| ch.start_action == StartAction::Trap) {
+                traps.push((
+                    c.name.clone(),
+                    ch.name.clone(),
+                    local,
+                    remote,
+                    ch.mode,
+                    ch.local_ts.clone(),
+                    ch.remote_ts.clone(),
+                ));
+            }
+        }
+        for (conn, child, local, remote, mode, local_ts, remote_ts) in traps {
+            let reqid = self.reqid();
+            let mode = match mode {
+                ike_core::config::Mode::Tunnel => Mode::Tunnel,
+                ike_core::config::Mode::Transport => Mode::Transport,
+            };
+            let t = Trap { reqid, mode, local, remote, local_ts, remote_ts };
+            self.traps.insert(reqid, (conn, child, t.clone()));
+            out.push(Output::Trap(t));
+        }
+    }
+
+    fn untrap_all(&mut self, out: &mut Vec<Output>) {
+        for (_, (_, _, t)) in self.traps.drain() {
+            out.push(Output::Untrap(t));
         }
     }
 
@@ -389,17 +446,7 @@ impl Engine for IkeEngine {
                 ));
             }
         }
-        for c in &self.config.connections {
-            for ch in c.children.iter().filter(|ch| ch.start_action == StartAction::Trap) {
-                out.push(event(
-                    Severity::Warning,
-                    format!(
-                        "{}/{}: start_action = trap is not supported yet; use start or ipsecctl ike up",
-                        c.name, ch.name
-                    ),
-                ));
-            }
-        }
+        self.trap_all(out);
         self.translate(out);
     }
 
@@ -421,7 +468,22 @@ impl Engine for IkeEngine {
 
     fn sa_event(&mut self, now: Instant, ev: &IpsecEvent, out: &mut Vec<Output>) {
         let e = match ev {
-            IpsecEvent::Acquire(a) => SaEvent::Acquire { reqid: a.reqid, src: a.src, dst: a.dst },
+            IpsecEvent::Acquire(a) => {
+                // A trap's traffic: negotiate its child, unless its connection has an IKE
+                // SA already (ipsecd asks again for each destination until the SA comes).
+                if let Some((conn, child, _)) = self.traps.get(&a.reqid).cloned() {
+                    if self.ike_sas_of(&conn).is_empty() {
+                        out.push(event(
+                            Severity::Info,
+                            format!("acquire conn={conn} child={child} flow-dst={}", a.flow.dst),
+                        ));
+                        if let Err(e) = self.ike.initiate(now, &conn, &child, &mut self.scratch) {
+                            out.push(event(Severity::Warning, format!("acquire {conn}/{child}: {e:?}")));
+                        }
+                    }
+                }
+                SaEvent::Acquire { reqid: a.reqid, src: a.src, dst: a.dst }
+            }
             IpsecEvent::SoftExpired { sa, .. } => SaEvent::SoftExpire { spi: sa.spi },
             IpsecEvent::HardExpired { sa, .. } => {
                 // ipsecd deleted it: nothing to remove later for that direction's CHILD_SA.
@@ -500,6 +562,7 @@ impl Engine for IkeEngine {
         if self.ike.ike_sas().next().is_none() {
             match Ike::new(self.fw.clone(), core_config(&config), Settings::default(), now) {
                 Ok(ike) => {
+                    self.untrap_all(out);
                     self.ike = ike;
                     self.config = config;
                     self.start(now, out);
@@ -522,5 +585,6 @@ impl Engine for IkeEngine {
             self.ike.terminate(s, &mut self.scratch);
         }
         self.translate(out);
+        self.untrap_all(out);
     }
 }

@@ -18,6 +18,7 @@
 //!    Install  ─▶ setkey::install_text ─▶ ipsecd ctl (one request) ─▶ engine.installed
 //!                 └─ debug_keys.child_sa (if on)
 //!    Remove   ─▶ setkey::remove_text  ─▶ ipsecd ctl (one request)
+//!    Trap, Untrap ─▶ setkey::trap_text, untrap_text ─▶ ipsecd ctl (policies alone)
 //!    IkeKeys  ─▶ debug_keys.ike_sa (if on; dropped otherwise)
 //!    Event    ─▶ log (auth failures as "authentication failed: …") and every subscriber
 //! ```
@@ -46,7 +47,7 @@ use super::control::{read_request, Request};
 use super::debug_keys::DebugKeys;
 use super::engine::{Engine, Output, Severity};
 use super::events::{parse_line, Line};
-use super::setkey::{install_text, redacted, remove_text};
+use super::setkey::{install_text, redacted, remove_text, trap_text, untrap_text};
 use crate::config::Config;
 
 /// Where everything is.
@@ -351,6 +352,19 @@ impl<E: Engine> Daemon<E> {
                         let r = remove_text(&c).map_err(|e| e.to_string()).and_then(|t| self.ipsecd(t));
                         if let Err(e) = r {
                             tracing::warn!("removing CHILD_SA {}→{}: {e}", c.local, c.remote);
+                        }
+                    }
+                    Output::Trap(t) => {
+                        let r = trap_text(&t).map_err(|e| e.to_string()).and_then(|x| self.ipsecd(x));
+                        match r {
+                            Ok(()) => tracing::info!("trap policies installed for reqid {}", t.reqid),
+                            Err(e) => tracing::warn!("trap policies for reqid {}: {e}", t.reqid),
+                        }
+                    }
+                    Output::Untrap(t) => {
+                        let r = untrap_text(&t).map_err(|e| e.to_string()).and_then(|x| self.ipsecd(x));
+                        if let Err(e) = r {
+                            tracing::warn!("removing the trap policies of reqid {}: {e}", t.reqid);
                         }
                     }
                     Output::IkeKeys(k) => {

@@ -388,6 +388,46 @@ fn write_policy(
     s.push_str(" ;\n");
 }
 
+/// A child's policies without SAs (`start_action = trap`): traffic they select makes
+/// ipsecd send an ACQUIRE with their reqid, and iked negotiates the CHILD_SA, which is then
+/// installed under that reqid without policies of its own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Trap {
+    pub reqid: u32,
+    pub mode: Mode,
+    pub local: IpAddr,
+    pub remote: IpAddr,
+    /// The configured selectors (`dynamic`: the connection's own addresses).
+    pub local_ts: Vec<TrafficSelector>,
+    pub remote_ts: Vec<TrafficSelector>,
+}
+
+/// The setkey request that installs a trap: an out and an in policy per pair of
+/// selectors, as [`install_text`] writes them.
+pub fn trap_text(t: &Trap) -> Result<String, SetkeyTextError> {
+    if !(1..=MAX_REQID).contains(&t.reqid) {
+        return Err(SetkeyTextError::Reqid(t.reqid));
+    }
+    let mode = mode_name(t.mode)?;
+    let mut s = String::new();
+    for p in &selectors(t.local, t.remote, &t.local_ts, &t.remote_ts)? {
+        write_policy(&mut s, "spdadd", p, true, mode, t.local, t.remote, t.reqid);
+        write_policy(&mut s, "spdadd", p, false, mode, t.local, t.remote, t.reqid);
+    }
+    Ok(s)
+}
+
+/// The setkey request that removes a trap's policies.
+pub fn untrap_text(t: &Trap) -> Result<String, SetkeyTextError> {
+    let mode = mode_name(t.mode)?;
+    let mut s = String::new();
+    for p in &selectors(t.local, t.remote, &t.local_ts, &t.remote_ts)? {
+        write_policy(&mut s, "spddelete", p, true, mode, t.local, t.remote, 0);
+        write_policy(&mut s, "spddelete", p, false, mode, t.local, t.remote, 0);
+    }
+    Ok(s)
+}
+
 /// The setkey request that removes `c`: both SAs and (with [`ChildRemove::policies`]) its
 /// policies. It holds no key.
 pub fn remove_text(c: &ChildRemove) -> Result<String, SetkeyTextError> {
@@ -657,6 +697,30 @@ mod tests {
             assert_eq!(sa.auth.as_ref().map(|(a, _)| a.name()), integ.map(integ_name));
             assert_eq!(sa.enc_key.as_bytes(), &c.outbound.encr[..]);
         }
+    }
+
+    /// A trap's policies are the CHILD_SA's, and its SAs later come without policies.
+    #[test]
+    fn a_trap_is_the_policies_alone() {
+        let c = gcm_tunnel();
+        let t = Trap {
+            reqid: c.reqid,
+            mode: c.mode,
+            local: c.local,
+            remote: c.remote,
+            local_ts: c.local_ts.clone(),
+            remote_ts: c.remote_ts.clone(),
+        };
+        let all = parsed(&install_text(&c).unwrap());
+        assert_eq!(parsed(&trap_text(&t).unwrap()), all[2..]);
+        let sas = parsed(&install_text(&ChildInstall { policies: false, ..gcm_tunnel() }).unwrap());
+        assert_eq!(sas, all[..2]);
+        let untrap = parsed(&untrap_text(&t).unwrap());
+        assert!(matches!(
+            untrap.as_slice(),
+            [Request::DeletePolicy { dir: Dir::Out, .. }, Request::DeletePolicy { dir: Dir::In, .. }]
+        ));
+        assert_eq!(trap_text(&Trap { reqid: 0, ..t }).unwrap_err(), SetkeyTextError::Reqid(0));
     }
 
     /// The longest SA lines fit the room reserved for them (the debug assertions in
