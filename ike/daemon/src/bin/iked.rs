@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!  args ─▶ logs (ipsecd's: stderr, RUST_LOG) ─▶ Config::load ─▶ --check? print, exit
-//!       ─▶ engine::start (ike-core's state machine) ─▶ Daemon::new (relay, monitor,
+//!       ─▶ ike_engine::start (ike-core's state machine) ─▶ Daemon::new (relay, monitor,
 //!          control socket, signals, --debug-keys) ─▶ Daemon::run until SIGTERM
 //! ```
 
@@ -69,7 +69,7 @@ fn main() -> ExitCode {
         control: args.socket,
         debug_keys: args.debug_keys,
     };
-    let r = iked::daemon::engine::start(&config).and_then(|engine| {
+    let r = iked::daemon::ike_engine::start(&config).and_then(|engine| {
         let mut d = iked::daemon::run::Daemon::new(engine, config, opts)?;
         d.run()
     });

@@ -7,7 +7,7 @@
 //!        next_deadline(): when to call tick next
 //! ```
 //!
-//! [`super::ike_engine`] implements it over ike-core's `Ike`. The loop never looks inside
+//! `super::ike_engine` implements it over ike-core's `Ike`. The loop never looks inside
 //! an IKE SA: everything it does is one of the outputs.
 
 use std::time::Instant;
@@ -112,12 +112,4 @@ pub trait Engine {
     fn reload(&mut self, now: Instant, config: Config, diff: &Diff, out: &mut Vec<Output>);
     /// SIGTERM: delete every SA (INFORMATIONAL DELETE to the peers, Remove to ipsecd).
     fn shutdown(&mut self, now: Instant, out: &mut Vec<Output>);
-}
-
-/// The state machine for `config`: ike-core's, its crypto through an ocf framework with the
-/// soft driver.
-pub fn start(config: &Config) -> Result<super::ike_engine::IkeEngine, String> {
-    let fw = ocf::Framework::new();
-    ocf_soft::register(&fw).map_err(|e| format!("ocf's soft driver: {e:?}"))?;
-    super::ike_engine::IkeEngine::new(fw, config.clone(), Instant::now())
 }

@@ -45,6 +45,14 @@ use crate::config::{Config, Diff};
 /// How often the state machine's timers are looked at (its retransmissions start at 4 s).
 pub const TICK: Duration = Duration::from_millis(500);
 
+/// The state machine for `config`: ike-core's, its crypto through an ocf framework with the
+/// soft driver.
+pub fn start(config: &Config) -> Result<IkeEngine, String> {
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).map_err(|e| format!("ocf's soft driver: {e:?}"))?;
+    IkeEngine::new(fw, config.clone(), Instant::now())
+}
+
 /// The state machine and what iked keeps beside it.
 pub struct IkeEngine {
     ike: Ike,
