@@ -1,6 +1,7 @@
 //! Two gateways, each ipsecd + iked, bring up a tunnel with IKEv2 and carry a ping through
 //! it — at start-up (`start_action = start`), and on the first packet (`start_action =
-//! trap`: trap policies, ipsecd's ACQUIRE, the CHILD_SA under the trap's reqid): the whole chain — ipsecd's relay, iked's loop, ike-core's IKE_SA_INIT and IKE_AUTH
+//! trap`: trap policies, ipsecd's ACQUIRE, the CHILD_SA under the trap's reqid); and a
+//! wrong pre-shared key refused with a clear log line and a counter: the whole chain — ipsecd's relay, iked's loop, ike-core's IKE_SA_INIT and IKE_AUTH
 //! (PSK, AES-GCM-16-128, X25519), the CHILD_SA installed through ipsecd's control socket
 //! with its policies and routes.
 //!
@@ -108,8 +109,9 @@ struct Gateways {
 }
 
 /// Starts both gateways (`None`: the test cannot run here, and says why); A runs with
-/// `--debug-keys` and A's veth is captured when `debug_keys`.
-fn gateways(tag: &str, a_action: &str, debug_keys: bool) -> Option<Gateways> {
+/// `--debug-keys` and A's veth is captured when `debug_keys`; B has another pre-shared key
+/// when `wrong_psk`.
+fn gateways(tag: &str, a_action: &str, debug_keys: bool, wrong_psk: bool) -> Option<Gateways> {
     let ipsecd = match can_run() {
         Ok(p) => p,
         Err(why) => {
@@ -164,6 +166,10 @@ fn gateways(tag: &str, a_action: &str, debug_keys: bool) -> Option<Gateways> {
             ),
         ),
     ];
+    let mut sides = sides;
+    if wrong_psk {
+        sides[1].2 = sides[1].2.replace("secret = 0x5e1c", "secret = 0x0000");
+    }
     // ipsecd first, on both sides; then iked, B (the responder) before A.
     for (side, ns, _) in &sides {
         let sock = dir.join(format!("{side}.sock"));
@@ -290,7 +296,7 @@ impl Gateways {
 
 #[test]
 fn two_gateways_negotiate_a_tunnel_and_ping_through_it() {
-    let Some(mut g) = gateways("s", "start_action = start", true) else { return };
+    let Some(mut g) = gateways("s", "start_action = start", true, false) else { return };
     g.wait_for_sas();
     assert!(g.ping("3"), "{}", g.logs());
     let dir = g.dir.clone();
@@ -341,7 +347,7 @@ fn two_gateways_negotiate_a_tunnel_and_ping_through_it() {
 /// trap's reqid, and the pings are answered (ipsecd holds the first packets meanwhile).
 #[test]
 fn traffic_brings_up_a_trapped_tunnel() {
-    let Some(g) = gateways("t", "start_action = trap", false) else { return };
+    let Some(g) = gateways("t", "start_action = trap", false, false) else { return };
     let spd = |side: &str| match ctl::call(
         &g.dir.join(format!("{side}.sock")),
         &ctl::Request::Setkey("spddump;".into()),
@@ -418,4 +424,30 @@ fn debug_keys_decrypt_the_capture(lab: &mut Lab, cap: &Path, keys: &Path) {
     assert_eq!(count("_ws.malformed || _ws.expert.severity >= error"), 0, "nothing malformed");
     assert_eq!(count("esp.icv_good == 1"), 6, "the ping, decrypted and authenticated");
     assert_eq!(count("esp.icv_bad == 1"), 0);
+}
+
+/// B holds another pre-shared key: each side logs a clear `authentication failed: …` line,
+/// B's counter says so, and neither ipsecd gets an SA.
+#[test]
+fn a_wrong_psk_is_refused_with_a_clear_line_on_both_sides() {
+    let Some(g) = gateways("p", "start_action = start", false, true) else { return };
+    let log =
+        |side: &str| std::fs::read_to_string(g.dir.join(format!("iked-{side}.log"))).unwrap_or_default();
+    let until = Instant::now() + Duration::from_secs(15);
+    while !(log("a").contains("authentication failed: ") && log("b").contains("authentication failed: ")) {
+        assert!(Instant::now() < until, "no authentication failure logged on both sides:\n{}", g.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        log("b").contains("its AUTH did not verify or its identity is not the configured one"),
+        "{}",
+        log("b")
+    );
+    let stats = ike_ctl::call(&g.dir.join("b-iked.sock"), &ike_ctl::Request::Stats, Wait::default())
+        .unwrap()
+        .unwrap();
+    assert!(stats.contains("authentication failures 1,"), "{stats}");
+    for side in ["a", "b"] {
+        assert_eq!(sas(&g.dir.join(format!("{side}.sock"))).matches(" esp 0x").count(), 0, "{side}");
+    }
 }
