@@ -1,9 +1,10 @@
 //! Two gateways, each ipsecd + iked, bring up a tunnel with IKEv2 and carry a ping through
 //! it — at start-up (`start_action = start`), and on the first packet (`start_action =
-//! trap`: trap policies, ipsecd's ACQUIRE, the CHILD_SA under the trap's reqid); and a
-//! wrong pre-shared key refused with a clear log line and a counter: the whole chain — ipsecd's relay, iked's loop, ike-core's IKE_SA_INIT and IKE_AUTH
-//! (PSK, AES-GCM-16-128, X25519), the CHILD_SA installed through ipsecd's control socket
-//! with its policies and routes.
+//! trap`: trap policies, ipsecd's ACQUIRE, the CHILD_SA under the trap's reqid) — and
+//! refuse a wrong pre-shared key with a clear log line and a counter. The whole chain:
+//! ipsecd's relay, iked's loop, ike-core's IKE_SA_INIT and IKE_AUTH (PSK, AES-GCM-16-128,
+//! X25519), the CHILD_SA installed through ipsecd's control socket with its policies and
+//! routes.
 //!
 //! ```text
 //!  ns ocfi-a<pid>                                             ns ocfi-b<pid>
