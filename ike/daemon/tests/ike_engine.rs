@@ -180,6 +180,11 @@ fn two_engines_install_the_same_child_sa_from_each_end() {
     assert!(b.command(now, &Request::Rekey("1".into()), &mut out).unwrap_err().contains("CREATE_CHILD_SA"));
     assert!(b.command(now, &Request::Up("nope".into()), &mut out).unwrap_err().contains("no connection"));
 
+    assert!(a
+        .command(now, &Request::Up("site-b".into()), &mut out)
+        .unwrap_err()
+        .contains("has an IKE SA already"));
+
     // down: the CHILD_SA that was installed is removed, by its SPIs.
     let mut out = Vec::new();
     a.command(now, &Request::Down("site-b".into()), &mut out).unwrap();
@@ -212,4 +217,50 @@ fn a_wrong_psk_is_an_authentication_failure() {
         .collect();
     assert!(!fails.is_empty(), "{:?} {:?}", s1.events, s2.events);
     assert!(fails.iter().any(|l| l.contains("its AUTH did not verify")), "{fails:?}");
+}
+
+/// A reload that changes the running connection closes its IKE SA (its CHILD_SA removed
+/// from ipsecd), and, none being left, the state machine takes the new file and starts
+/// again; an unchanged reload keeps the SA.
+#[test]
+fn a_reload_closes_changed_connections_and_starts_again() {
+    let (mut a, mut b) = (engine(true, PSK), engine(false, PSK));
+    let mut first = Vec::new();
+    a.start(Instant::now(), &mut first);
+    let (s1, s2) = run(&mut a, &mut b, first);
+    assert_eq!(s1.installs.len() + s2.installs.len(), 2);
+    let now = Instant::now();
+
+    let same = config(true, PSK);
+    let mut out = Vec::new();
+    a.reload(now, same.clone(), &Config::diff(&same, &same), &mut out);
+    assert!(out.is_empty(), "nothing changed, nothing done");
+    assert!(a.command(now, &Request::List, &mut out).unwrap().contains("Established"));
+
+    let changed = config(true, "0x00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff");
+    let diff = Config::diff(&same, &changed);
+    assert!(diff.secrets_changed && diff.unchanged == ["site-b"], "{diff:?}");
+    // A new key alone closes nothing either (it applies to the next authentication), but
+    // the state machine cannot take it while the SA is up: the log says so.
+    let mut out = Vec::new();
+    a.reload(now, changed.clone(), &diff, &mut out);
+    assert!(out.iter().all(|o| !matches!(o, Output::Remove(_))));
+    assert!(
+        out.iter()
+            .any(|o| matches!(o, Output::Event(e) if e.line.contains("cannot take a new configuration"))),
+        "the log says why the new key waits"
+    );
+
+    let mut moved = config(true, PSK);
+    moved.connections[0].children[0].local_ts =
+        ike_core::config::TrafficSelector::parse_list("10.1.9.0/24").unwrap();
+    let diff = Config::diff(&same, &moved);
+    assert_eq!(diff.changed, ["site-b"]);
+    let mut out = Vec::new();
+    a.reload(now, moved, &diff, &mut out);
+    let removes = out.iter().filter(|o| matches!(o, Output::Remove(_))).count();
+    let sends = out.iter().filter(|o| matches!(o, Output::Send(_))).count();
+    assert_eq!((removes, sends), (1, 1), "the old CHILD_SA removed, a new IKE_SA_INIT sent");
+    let list = a.command(now, &Request::List, &mut out).unwrap();
+    assert!(list.starts_with("1: site-b InitSent initiator"), "{list}");
 }

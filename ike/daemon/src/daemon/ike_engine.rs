@@ -359,6 +359,9 @@ impl IkeEngine {
 
     fn up(&mut self, now: Instant, conn: &str) -> Result<String, String> {
         let c = self.config.connection(conn).ok_or_else(|| format!("no connection {conn:?}"))?;
+        if !self.ike_sas_of(conn).is_empty() {
+            return Err(format!("{conn} has an IKE SA already (ipsecctl ike list)"));
+        }
         let child =
             c.children.first().ok_or_else(|| format!("connection {conn:?} has no child"))?.name.clone();
         let spi =
