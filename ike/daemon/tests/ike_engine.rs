@@ -264,3 +264,77 @@ fn a_reload_closes_changed_connections_and_starts_again() {
     let list = a.command(now, &Request::List, &mut out).unwrap();
     assert!(list.starts_with("1: site-b InitSent initiator"), "{list}");
 }
+
+/// A peer that restarted (a new engine, the old SAs gone on its side only) negotiates
+/// again: the responder removes the old CHILD_SA before it installs the new one, whose
+/// policies are the same, and keeps one IKE SA.
+#[test]
+fn a_restarted_peer_replaces_its_old_sas() {
+    let (mut a, mut b) = (engine(true, PSK), engine(false, PSK));
+    let mut first = Vec::new();
+    a.start(Instant::now(), &mut first);
+    let (s1, s2) = run(&mut a, &mut b, first);
+    let old_b = s2
+        .installs
+        .iter()
+        .chain(&s1.installs)
+        .find(|c| c.local.to_string() == "192.0.2.2")
+        .unwrap()
+        .inbound
+        .spi;
+
+    let mut a2 = engine(true, PSK);
+    let mut first = Vec::new();
+    a2.start(Instant::now(), &mut first);
+    // Carry A2's datagrams to B by hand, to see B's outputs in their order.
+    let mut to_b = first;
+    let mut b_out_all = Vec::new();
+    for _ in 0..4 {
+        let mut to_a = Vec::new();
+        for o in std::mem::take(&mut to_b) {
+            if let Output::Send(d) = o {
+                let mut out = Vec::new();
+                b.datagram(
+                    Instant::now(),
+                    Datagram { local: d.remote, remote: d.local, nat_t: d.nat_t, bytes: d.bytes },
+                    &mut out,
+                );
+                for o in out {
+                    match o {
+                        Output::Send(d) => to_a.push(d),
+                        other => b_out_all.push(other),
+                    }
+                }
+            }
+        }
+        for d in to_a {
+            let mut out = Vec::new();
+            a2.datagram(
+                Instant::now(),
+                Datagram { local: d.remote, remote: d.local, nat_t: d.nat_t, bytes: d.bytes },
+                &mut out,
+            );
+            to_b.extend(out.into_iter().filter(|o| matches!(o, Output::Send(_))));
+        }
+    }
+    let order: Vec<&str> = b_out_all
+        .iter()
+        .filter_map(|o| match o {
+            Output::Remove(_) => Some("remove"),
+            Output::Install { .. } => Some("install"),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(order, ["remove", "install"], "the old CHILD_SA goes first");
+    let Some(Output::Remove(r)) = b_out_all.iter().find(|o| matches!(o, Output::Remove(_))) else {
+        unreachable!()
+    };
+    assert_eq!(r.inbound_spi, old_b);
+    let Some(Output::Install { child, .. }) = b_out_all.iter().find(|o| matches!(o, Output::Install { .. }))
+    else {
+        unreachable!()
+    };
+    assert!(child.policies, "the new CHILD_SA brings the policies back");
+    let list = b.command(Instant::now(), &Request::List, &mut Vec::new()).unwrap();
+    assert_eq!(list.lines().filter(|l| l.contains("Established")).count(), 1, "{list}");
+}

@@ -13,6 +13,11 @@
 //!         Event(e)                ─▶ Output::Event (severity, one line); IkeSaUp ─▶ IkeKeys
 //! ```
 //!
+//! A new CHILD_SA of a connection replaces the IKE SAs that connection had with the same
+//! peer (strongSwan's `unique = replace`; what INITIAL_CONTACT says, which the state
+//! machine does not handle yet): without it, a peer that restarted could never come back,
+//! its new CHILD_SA's policies being the old one's.
+//!
 //! What the state machine does not do yet, and so neither does iked (each says so where
 //! asked): rekeying (`rekey`, soft expiries: CREATE_CHILD_SA), INFORMATIONAL (Delete on
 //! `down` and at exit, liveness), more than one CHILD_SA per IKE SA (`up` brings up the
@@ -68,6 +73,9 @@ pub struct IkeEngine {
     /// Trap policies installed (`start_action = trap`) by reqid: connection, child, policies.
     traps: HashMap<u32, (String, String, Trap)>,
     scratch: Vec<core_io::Output>,
+    /// Outputs that must go before the one being translated (the removals of a replaced
+    /// IKE SA's CHILD_SAs before the new install).
+    early: Vec<Output>,
 }
 
 impl IkeEngine {
@@ -86,6 +94,7 @@ impl IkeEngine {
             installed: HashMap::new(),
             traps: HashMap::new(),
             scratch: Vec::new(),
+            early: Vec::new(),
         })
     }
 
@@ -118,12 +127,14 @@ impl IkeEngine {
                 })),
                 core_io::Output::Install(c) => match self.install(&c) {
                     Ok(child) => {
+                        out.append(&mut self.early);
                         let id = self.next_install;
                         self.next_install += 1;
                         self.pending.insert(id, (c.ike_sa, removal(&child)));
                         out.push(Output::Install { id, child });
                     }
                     Err(e) => {
+                        out.append(&mut self.early);
                         out.push(event(
                             Severity::Warning,
                             format!("child-sa-refused ike_sa={:016x} {e}", c.ike_sa),
@@ -155,11 +166,44 @@ impl IkeEngine {
     /// policies are already there.
     fn install(&mut self, c: &ChildSaInstall) -> Result<ChildInstall, String> {
         let conn = self.conn_name(c.ike_sa);
+        self.replace_older(&conn, c);
         let trap =
             self.traps.iter().find(|(_, (tc, tch, _))| *tc == conn && *tch == c.child).map(|(r, _)| *r);
         match trap {
             Some(reqid) => Ok(ChildInstall { policies: false, ..child_install(c, reqid)? }),
             None => child_install(c, self.reqid()),
+        }
+    }
+
+    /// A new CHILD_SA of `conn` with a peer replaces the IKE SAs `conn` had with that peer
+    /// before (strongSwan's `unique = replace`): the peer restarted, or lost its SAs, and
+    /// negotiated again. Their CHILD_SAs are removed from ipsecd before the new one is
+    /// installed, whose policies are the same. (INITIAL_CONTACT would say this; the state
+    /// machine neither sends nor reads it yet.)
+    fn replace_older(&mut self, conn: &str, c: &ChildSaInstall) {
+        let older: Vec<u64> = self
+            .ike_sas_of(conn)
+            .into_iter()
+            .filter(|&s| s != c.ike_sa)
+            .filter(|&s| self.ike.ike_sa(s).is_some_and(|sa| sa.remote.ip() == c.remote.ip()))
+            .collect();
+        for s in older {
+            self.ike.terminate(s, &mut self.scratch);
+        }
+        // The removals go out before the install: translate handles scratch after this
+        // output, so carry them over now.
+        let mut removes = Vec::new();
+        self.scratch.retain(|o| match o {
+            core_io::Output::Remove(r) => {
+                removes.push(r.clone());
+                false
+            }
+            _ => true,
+        });
+        for r in removes {
+            if let Some(c) = self.installed.remove(&r.spi_in) {
+                self.early.push(Output::Remove(c));
+            }
         }
     }
 
