@@ -452,3 +452,43 @@ fn a_wrong_psk_is_refused_with_a_clear_line_on_both_sides() {
         assert_eq!(sas(&g.dir.join(format!("{side}.sock"))).matches(" esp 0x").count(), 0, "{side}");
     }
 }
+
+/// The time from `ipsecctl ike up` to the CHILD_SA installed in A's ipsecd
+/// (`child-sa-installed` on iked's monitor): IKE_SA_INIT, IKE_AUTH, both installs (B's
+/// includes removing the CHILD_SA the last round left there, replaced), median of 100.
+/// `cargo test --release -p iked --test tunnel -- --ignored --nocapture bring_up`.
+#[test]
+#[ignore]
+fn bring_up_time() {
+    let Some(g) = gateways("m", "", false, false) else { return };
+    let sock = g.dir.join("a-iked.sock");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let s = sock.clone();
+    std::thread::spawn(move || {
+        let _ = ike_ctl::monitor(&s, |l| tx.send(l.to_owned()).is_ok());
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let wait = |prefix: &str| loop {
+        let l =
+            rx.recv_timeout(Duration::from_secs(10)).unwrap_or_else(|_| panic!("no {prefix}: {}", g.logs()));
+        if l.starts_with(prefix) {
+            return;
+        }
+    };
+    let mut times = Vec::new();
+    for _ in 0..100 {
+        let t = Instant::now();
+        ike_ctl::call(&sock, &ike_ctl::Request::Up("site".into()), Wait::default()).unwrap().unwrap();
+        wait("child-sa-installed");
+        times.push(t.elapsed());
+        ike_ctl::call(&sock, &ike_ctl::Request::Down("site".into()), Wait::default()).unwrap().unwrap();
+        wait("ike-sa-down");
+    }
+    times.sort();
+    eprintln!(
+        "bring-up ipsecd+iked -> ipsecd+iked: median {:.2} ms, min {:.2}, max {:.2} (100 rounds)",
+        times[50].as_secs_f64() * 1e3,
+        times[0].as_secs_f64() * 1e3,
+        times[99].as_secs_f64() * 1e3
+    );
+}

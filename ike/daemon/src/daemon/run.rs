@@ -15,7 +15,8 @@
 //!    deadline passed   ─▶ engine.tick
 //!  after each: carry_out(outputs)
 //!    Send     ─▶ relay.send
-//!    Install  ─▶ setkey::install_text ─▶ ipsecd ctl (one request) ─▶ engine.installed
+//!    Install  ─▶ setkey::install_text ─▶ ipsecd ctl (one request) ─▶ engine.installed,
+//!                 and "child-sa-installed" (or "-install-refused") to the subscribers
 //!                 └─ debug_keys.child_sa (if on)
 //!    Remove   ─▶ setkey::remove_text  ─▶ ipsecd ctl (one request)
 //!    Trap, Untrap ─▶ setkey::trap_text, untrap_text ─▶ ipsecd ctl (policies alone)
@@ -341,6 +342,13 @@ impl<E: Engine> Daemon<E> {
                     }
                     Output::Install { id, child } => {
                         let result = self.install(&child);
+                        // The loop's own event: the CHILD_SA is in ipsecd (or not).
+                        self.publish(&match &result {
+                            Ok(()) => format!("child-sa-installed reqid={} {}", child.reqid, spis(&child)),
+                            Err(_) => {
+                                format!("child-sa-install-refused reqid={} {}", child.reqid, spis(&child))
+                            }
+                        });
                         if result.is_ok() {
                             if let Some(k) = &self.debug_keys {
                                 k.child_sa(&child);
@@ -417,6 +425,11 @@ impl<E: Engine> Daemon<E> {
         // A subscriber that is gone, or whose socket is full, is dropped.
         self.subscribers.retain_mut(|s| s.write_all(l.as_bytes()).is_ok());
     }
+}
+
+/// A CHILD_SA's SPIs, for an event line.
+fn spis(c: &super::setkey::ChildInstall) -> String {
+    format!("spi_in={:#010x} spi_out={:#010x}", c.inbound.spi, c.outbound.spi)
 }
 
 fn flatten(r: Result<ctl::Reply, ctl::CallError>) -> Result<(), String> {
