@@ -324,7 +324,9 @@ fn bring_up_time_charon() {
         let o = lab.swanctl_at("a", &["--initiate", "--child", "net", "--timeout", "10"]);
         let w = t.elapsed().as_secs_f64();
         assert!(o.status.success(), "{}\n{}", String::from_utf8_lossy(&o.stdout), lab.logs());
-        (whole.push(w), base.push(b0), diff.push(w - b0));
+        whole.push(w);
+        base.push(b0);
+        diff.push(w - b0);
         let o = lab.swanctl_at("a", &["--terminate", "--ike", "site", "--timeout", "10"]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
     }
