@@ -33,14 +33,19 @@ pub struct ChildSa {
 /// The first inbound SPI allowed.
 pub const MIN_SPI: u32 = 256;
 
+/// 32 bits from ocf's random source.
+pub fn random_u32(fw: &Framework) -> Result<u32, ocf::Error> {
+    let s = fw.new_session(&SessionParams::random())?;
+    let done = s.run(Request::random(4)).map_err(|f| f.into_parts().0)?;
+    let mut b = [0u8; 4];
+    done.buf.copy_out(0..4, &mut b);
+    Ok(u32::from_be_bytes(b))
+}
+
 /// A fresh inbound SPI not in `taken`, which it joins.
 pub fn alloc_spi(fw: &Framework, taken: &mut HashSet<u32>) -> Result<u32, ocf::Error> {
-    let s = fw.new_session(&SessionParams::random())?;
     loop {
-        let done = s.run(Request::random(4)).map_err(|f| f.into_parts().0)?;
-        let mut b = [0u8; 4];
-        done.buf.copy_out(0..4, &mut b);
-        let spi = u32::from_be_bytes(b);
+        let spi = random_u32(fw)?;
         if spi >= MIN_SPI && taken.insert(spi) {
             return Ok(spi);
         }

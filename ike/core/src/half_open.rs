@@ -9,9 +9,11 @@
 //!  half-open count >= limit                     ─▶ Refuse (dropped, counted)
 //! ```
 //!
-//! strongSwan's defaults: `cookie_threshold = 30`, `block_threshold` per peer 5 (not
-//! modelled), `init_limit_half_open` 0 (off); ours: threshold 30, limit 1000. A half-open
-//! SA not completed within `timeout` (strongSwan's `half_open_timeout`, 30 s) is deleted.
+//! strongSwan 5.9.8's defaults (Debian's `/etc/strongswan.d/charon.conf`):
+//! `cookie_threshold = 30`, `block_threshold = 5` and `cookie_threshold_ip = 3` per peer
+//! address (not modelled yet), `init_limit_half_open = 0` (off); ours: threshold 30, limit
+//! 1000. A half-open SA not completed within `timeout` (`half_open_timeout`, 30 s) is
+//! deleted by `Ike::tick`.
 
 use std::time::Duration;
 

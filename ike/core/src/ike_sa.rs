@@ -7,7 +7,8 @@
 //!  initiator:  InitSent ──SA_INIT resp──▶ AuthSent ──AUTH resp──▶ Established
 //!                 ▲ └─COOKIE / INVALID_KE: resend SA_INIT (same SPI, ID 0)
 //!  responder:  (SA_INIT req) ──▶ HalfOpen ──AUTH req──▶ Established
-//!  any state ──peer dead, refused, terminate──▶ removed from the table
+//!  Established ──terminate: Delete sent──▶ Deleting ──response / no response──▶ removed
+//!  any state ──peer dead, refused, the peer's Delete──▶ removed from the table
 //! ```
 //!
 //! The SK payload's protection lives here ([`IkeSa::seal`], [`IkeSa::open`]): a message
@@ -38,6 +39,8 @@ pub enum State {
     HalfOpen,
     /// IKE_AUTH done.
     Established,
+    /// Our Delete of the IKE SA sent; its CHILD_SAs are gone.
+    Deleting,
 }
 
 /// What IKE_SA_INIT leaves for IKE_AUTH.
@@ -55,6 +58,9 @@ pub struct InitData {
     /// The IKE_SA_INIT messages as sent (initiator's, responder's): AUTH covers them.
     pub msg_i: Vec<u8>,
     pub msg_r: Vec<u8>,
+    /// An (unauthenticated) error notify the responder answered with: the reason the IKE
+    /// SA goes down when the retransmissions run out.
+    pub refused: Option<crate::io::DownReason>,
 }
 
 /// The first CHILD_SA, negotiated in IKE_AUTH.

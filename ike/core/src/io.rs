@@ -112,6 +112,8 @@ pub enum DownReason {
     Refused,
     /// A local `terminate`.
     Terminated,
+    /// The peer's INFORMATIONAL Delete.
+    DeletedByPeer,
     /// A half-open SA did not complete in time.
     HalfOpenTimeout,
 }

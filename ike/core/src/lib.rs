@@ -24,19 +24,21 @@
 //!   │ request?   window.classify(id): Retransmitted ─▶ resend the cached bytes
 //!   │                                 OutOfWindow   ─▶ drop(OutOfWindow)
 //!   │                                 New: IKE_AUTH ─▶ auth (responder) ─▶ response, Install
+//!   │                                      INFORMATIONAL ─▶ informational ─▶ response, Remove
 //!   ▼            (every SK message: ICV checked before anything else; a failure
 //!  out: Send / Install / Remove / Event          ─▶ drop(Unauthenticated), nothing changes)
 //!
 //!  Ike::tick(now, out): each outstanding request's retransmission (Retransmit::poll) or
 //!  the IKE SA's death; half-open SAs past their timeout; the cookie secret's rotation.
 //!  Ike::initiate(now, conn, child, out): a new IKE SA, its IKE_SA_INIT request.
+//!  Ike::terminate(now, ike_sa, out): the CHILD_SAs removed, a Delete of the IKE SA sent.
 //! ```
 //!
 //! # Modules (each uses only those below it; `scripts/module-cycles` checks)
 //!
 //! ```text
 //!   lib: Ike — the SA table, the dispatch above, tick, initiate
-//!    └─ exchange: sa_init ─▶ auth          (one file per exchange)
+//!    └─ exchange: sa_init ─▶ auth, informational   (one file per exchange)
 //!         │
 //!         ├─▶ ike_sa ─▶ child_sa ─▶ io      (the SAs; the boundary's types)
 //!         │     └─▶ window, retransmit, stats
@@ -46,9 +48,10 @@
 //!
 //! # Not yet
 //!
-//! CREATE_CHILD_SA (rekeying), INFORMATIONAL (Delete, liveness), fragmentation (not
+//! CREATE_CHILD_SA (rekeying), our own liveness checks, fragmentation (not
 //! announced: nothing reassembles SKF yet), certificate authentication, SET_WINDOW_SIZE,
-//! SA events (`sa_event` counts them and does nothing else).
+//! SA events (`sa_event` is an empty stub: acquire, soft and hard expiry need
+//! CREATE_CHILD_SA and INFORMATIONAL).
 
 #![forbid(unsafe_code)]
 
@@ -169,7 +172,7 @@ impl Ike {
         self.sas.get(&spi)
     }
 
-    /// Our SPIs of every IKE SA.
+    /// Every IKE SA.
     pub fn ike_sas(&self) -> impl Iterator<Item = &IkeSa> {
         self.sas.values()
     }
@@ -191,16 +194,11 @@ impl Ike {
         exchange::sa_init::initiate(self, now, conn, child, out)
     }
 
-    /// Deletes an IKE SA and its CHILD_SAs locally (the INFORMATIONAL Delete to the peer
-    /// is not sent yet).
-    pub fn terminate(&mut self, ike_sa: u64, out: &mut Vec<Output>) -> bool {
-        match self.remove_sa(ike_sa, out) {
-            true => {
-                out.push(Output::Event(Event::IkeSaDown { ike_sa, reason: DownReason::Terminated }));
-                true
-            }
-            false => false,
-        }
+    /// Deletes an IKE SA and its CHILD_SAs: an established one with an INFORMATIONAL
+    /// Delete to the peer (the CHILD_SAs' Removes at once, the IKE SA's end when the peer
+    /// answers or the retransmissions run out), any other at once. False: no such SA.
+    pub fn terminate(&mut self, now: Instant, ike_sa: u64, out: &mut Vec<Output>) -> bool {
+        exchange::informational::terminate(self, now, ike_sa, out)
     }
 
     /// An event from ipsecd's monitor. Rekeying is CREATE_CHILD_SA's, not written yet:
@@ -231,7 +229,7 @@ impl Ike {
             }
             if let Some(spi) = self.init_index.get(&(h.spi_i, d.remote)) {
                 let sa = &self.sas[spi];
-                if let Incoming::Retransmitted(bytes) = sa.responses.classify(0) {
+                if let Incoming::Retransmitted(bytes) = sa.responses.classify(0, &d.bytes) {
                     let bytes = bytes.to_vec();
                     self.resend(sa.local, sa.remote, bytes, out);
                     self.stats.responses_resent += 1;
@@ -257,10 +255,13 @@ impl Ike {
                 (State::AuthSent, ExchangeType::IKE_AUTH) => {
                     exchange::auth::response(self, now, ours, d, &msg, out)
                 }
+                (State::Deleting, ExchangeType::INFORMATIONAL) => {
+                    exchange::informational::response(self, ours, d, &msg, out)
+                }
                 _ => Err(Drop::UnexpectedExchange),
             };
         }
-        match sa.responses.classify(h.message_id) {
+        match sa.responses.classify(h.message_id, &d.bytes) {
             Incoming::Retransmitted(bytes) => {
                 let bytes = bytes.to_vec();
                 let (local, remote) = (sa.local, sa.remote);
@@ -272,6 +273,9 @@ impl Ike {
             Incoming::New => match (sa.state, h.exchange_type) {
                 (State::HalfOpen, ExchangeType::IKE_AUTH) => {
                     exchange::auth::request(self, now, ours, d, &msg, out)
+                }
+                (State::Established | State::Deleting, ExchangeType::INFORMATIONAL) => {
+                    exchange::informational::request(self, ours, d, &msg, out)
                 }
                 _ => Err(Drop::UnexpectedExchange),
             },
@@ -306,7 +310,7 @@ impl Ike {
                         }
                         self.stats.retransmissions += 1;
                     }
-                    Due::GiveUp => dead.push((sa.our_spi(), DownReason::PeerDead)),
+                    Due::GiveUp => dead.push((sa.our_spi(), sa.init.refused.unwrap_or(DownReason::PeerDead))),
                 }
             }
         }
@@ -340,7 +344,7 @@ impl Ike {
                 remote: sa.remote,
             }));
         }
-        if sa.state == State::Established {
+        if matches!(sa.state, State::Established | State::Deleting) {
             self.stats.ike_sas_down += 1;
         }
         true

@@ -5,8 +5,10 @@
 //!  resends, one more wait of timeout·base^tries ─▶ GiveUp: the IKE SA is dead
 //! ```
 //!
-//! strongSwan's defaults (`charon.retransmit_timeout = 4.0`, `retransmit_base = 1.8`,
-//! `retransmit_tries = 5`): resends at 4, 11.2, 24.2, 47.5 and 89.5 s, dead at 165 s.
+//! strongSwan's defaults (Debian 5.9.8's `/etc/strongswan.d/charon.conf`:
+//! `retransmit_timeout = 4.0`, `retransmit_base = 1.8`, `retransmit_tries = 5`; the wait
+//! before the nth resend is timeout · base^(n-1), strongswan.conf(5) "IKEv2
+//! RETRANSMISSION"): resends at 4, 11.2, 24.2, 47.5 and 89.5 s, dead at 165 s.
 //! A resend is the stored datagrams, byte for byte: a request is never sealed twice (an
 //! AEAD would draw a new IV, and the peer must see the same message to answer it from its
 //! cache).
@@ -103,8 +105,8 @@ mod tests {
 
     #[test]
     fn strongswan_schedule() {
-        // strongSwan's documented schedule for its defaults (docs.strongswan.org,
-        // "Retransmission"): 4, 11.2, 24.2, 47.5, 89.5 s; gives up at 165 s.
+        // The schedule strongswan.conf(5)'s formula gives for the defaults:
+        // 4, 11.2, 24.16, 47.49, 89.48 s; gives up at 89.48 + 4 · 1.8⁵ = 165.06 s.
         let cfg = RetransmitConfig::default();
         let t0 = Instant::now();
         let mut r = Retransmit::new(t0, vec![b"req".to_vec()], &cfg);

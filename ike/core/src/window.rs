@@ -6,14 +6,17 @@
 //!                 response(id) == outstanding ──▶ accepted; next_id = id + 1
 //!                 any other response ──▶ dropped (Drop::UnexpectedResponse)
 //!
-//!  as responder:  request(id) == expected        ──▶ New: process it, then answered(id, bytes)
-//!                 request(id) == expected - 1    ──▶ Retransmitted: resend the cached bytes,
+//!  as responder:  request(id) == expected        ──▶ New: process it, then answered(id, …)
+//!                 request(id) == expected - 1,
+//!                   the same bytes as then       ──▶ Retransmitted: resend the cached bytes,
 //!                                                    never process it again
 //!                 anything else                  ──▶ OutOfWindow: dropped and counted
 //! ```
 //!
-//! The window is 1 (RFC 7296's default; SET_WINDOW_SIZE is not offered yet). The cached
-//! response is a list of datagrams so that a fragmented response (RFC 7383) is resent
+//! A retransmission must be the answered request byte for byte: a message that only
+//! carries the old ID (an altered or forged one) gets nothing, not even the cached
+//! response. The window is 1 (RFC 7296's default; SET_WINDOW_SIZE is not offered yet).
+//! The cached response is a list of datagrams so that a fragmented response (RFC 7383) is resent
 //! whole. A message ID never wraps: at `u32::MAX` the requester refuses to start another
 //! exchange (RFC 7296 §2.3: the IKE SA must be rekeyed first).
 
@@ -105,14 +108,19 @@ pub enum Incoming<'a> {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ResponseWindow {
     expected: u32,
-    cached: Option<(u32, Vec<Vec<u8>>)>,
+    /// The last answered request: its ID, its bytes, the response's datagrams.
+    cached: Option<(u32, Vec<u8>, Vec<Vec<u8>>)>,
 }
 
 impl ResponseWindow {
-    /// A window expecting `first` next, with `cached` already sent for `first - 1` (the
-    /// IKE_SA_INIT response, for a retransmitted IKE_SA_INIT request).
-    pub fn after(first: u32, cached: Option<Vec<Vec<u8>>>) -> ResponseWindow {
-        ResponseWindow { expected: first, cached: cached.and_then(|c| Some((first.checked_sub(1)?, c))) }
+    /// A window expecting `first` next, with the request `first - 1` already answered
+    /// (`cached`: its bytes and the response; the IKE_SA_INIT exchange, for a
+    /// retransmitted IKE_SA_INIT request).
+    pub fn after(first: u32, cached: Option<(Vec<u8>, Vec<Vec<u8>>)>) -> ResponseWindow {
+        ResponseWindow {
+            expected: first,
+            cached: cached.and_then(|(q, r)| Some((first.checked_sub(1)?, q, r))),
+        }
     }
 
     /// The ID the next new request must carry.
@@ -120,21 +128,21 @@ impl ResponseWindow {
         self.expected
     }
 
-    /// Classifies a request with message ID `id`.
-    pub fn classify(&self, id: u32) -> Incoming<'_> {
+    /// Classifies a request with message ID `id` whose datagram is `request`.
+    pub fn classify(&self, id: u32, request: &[u8]) -> Incoming<'_> {
         if id == self.expected {
             return Incoming::New;
         }
         match &self.cached {
-            Some((last, bytes)) if *last == id => Incoming::Retransmitted(bytes),
+            Some((last, q, r)) if *last == id && q == request => Incoming::Retransmitted(r),
             _ => Incoming::OutOfWindow,
         }
     }
 
     /// Records the response sent to the new request `id` and moves the window on.
-    pub fn answered(&mut self, id: u32, response: Vec<Vec<u8>>) {
+    pub fn answered(&mut self, id: u32, request: Vec<u8>, response: Vec<Vec<u8>>) {
         debug_assert_eq!(id, self.expected);
-        self.cached = Some((id, response));
+        self.cached = Some((id, request, response));
         self.expected = id.wrapping_add(1);
     }
 }
@@ -174,20 +182,21 @@ mod tests {
 
     #[test]
     fn responder_answers_a_retransmission_from_its_cache() {
-        let mut w = ResponseWindow::after(1, Some(vec![b"init-response".to_vec()]));
-        assert_eq!(w.classify(0), Incoming::Retransmitted(&[b"init-response".to_vec()]));
-        assert_eq!(w.classify(1), Incoming::New);
-        w.answered(1, vec![b"auth-response".to_vec()]);
-        assert_eq!(w.classify(1), Incoming::Retransmitted(&[b"auth-response".to_vec()]));
-        assert_eq!(w.classify(0), Incoming::OutOfWindow, "only the last response is kept");
-        assert_eq!(w.classify(3), Incoming::OutOfWindow);
-        assert_eq!(w.classify(2), Incoming::New);
+        let mut w = ResponseWindow::after(1, Some((b"init".to_vec(), vec![b"init-response".to_vec()])));
+        assert_eq!(w.classify(0, b"init"), Incoming::Retransmitted(&[b"init-response".to_vec()]));
+        assert_eq!(w.classify(0, b"inix"), Incoming::OutOfWindow, "the old ID on other bytes");
+        assert_eq!(w.classify(1, b"auth"), Incoming::New);
+        w.answered(1, b"auth".to_vec(), vec![b"auth-response".to_vec()]);
+        assert_eq!(w.classify(1, b"auth"), Incoming::Retransmitted(&[b"auth-response".to_vec()]));
+        assert_eq!(w.classify(0, b"init"), Incoming::OutOfWindow, "only the last response is kept");
+        assert_eq!(w.classify(3, b"x"), Incoming::OutOfWindow);
+        assert_eq!(w.classify(2, b"x"), Incoming::New);
     }
 
     #[test]
     fn responder_from_nothing() {
-        let w = ResponseWindow::after(0, Some(vec![vec![1]]));
-        assert_eq!(w.classify(0), Incoming::New);
-        assert_eq!(w.classify(u32::MAX), Incoming::OutOfWindow, "no cache before ID 0");
+        let w = ResponseWindow::after(0, Some((vec![0], vec![vec![1]])));
+        assert_eq!(w.classify(0, &[0]), Incoming::New);
+        assert_eq!(w.classify(u32::MAX, &[0]), Incoming::OutOfWindow, "no cache before ID 0");
     }
 }

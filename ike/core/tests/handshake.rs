@@ -376,8 +376,18 @@ fn no_common_proposal_ends_the_ike_sa() {
     let mut p = Pair::new(&I, &r, Settings::default(), Settings::default());
     let (spi, first) = p.start();
     p.run(first, &no_nat);
-    assert!(events(&p.i_out).contains(&&Event::IkeSaDown { ike_sa: spi, reason: DownReason::NoProposal }));
     assert_eq!(p.r.ike_sas().count(), 0);
+    assert_eq!(p.i.stats().sa_init.errors, 1);
+    // Unauthenticated: the initiator keeps trying, and gives up with the reason it heard.
+    assert!(p.i.ike_sa(spi).is_some());
+    let mut out = vec![];
+    p.i.tick(p.now + Duration::from_secs(4), &mut out);
+    assert_eq!(sends(&out).len(), 1, "still retransmitting");
+    for s in 5..=170 {
+        p.i.tick(p.now + Duration::from_secs(s), &mut out);
+    }
+    assert!(events(&out).contains(&&Event::IkeSaDown { ike_sa: spi, reason: DownReason::NoProposal }));
+    assert!(p.i.ike_sa(spi).is_none());
 }
 
 #[test]
@@ -437,4 +447,144 @@ fn a_nat_moves_ike_to_4500_and_esp_into_udp() {
     assert_eq!(a.udp_encap, Some((4500, 4500)));
     assert_eq!(b.udp_encap, Some((4500, 44500)), "the responder sends to the NAT's port");
     assert_eq!(*a.encr_key_in, *b.encr_key_out);
+}
+
+/// Every truncation and every single-bit change (bit 0 of each byte, then bit 7) of the
+/// IKE_AUTH request and response, fed to the side waiting for it: each is dropped and
+/// counted, nothing is sent or installed, and the genuine message then completes the
+/// exchange. Every truncation of the IKE_SA_INIT request is dropped by a fresh responder.
+#[test]
+fn every_truncation_and_bit_flip_is_dropped() {
+    let mut p = Pair::new(&I, &R, Settings::default(), Settings::default());
+    let (spi, first) = p.start();
+    for n in 0..first[0].bytes.len() {
+        let mut d = first[0].clone();
+        d.bytes.truncate(n);
+        assert!(p.deliver_r(vec![d]).is_empty(), "a truncated IKE_SA_INIT of {n} bytes was answered");
+    }
+    assert_eq!(p.r.ike_sas().count(), 0);
+    assert_eq!(p.r.stats().drops(Drop::Malformed) as usize, first[0].bytes.len());
+
+    let init_resp = p.deliver_r(first);
+    let auth_req = p.deliver_i(init_resp).remove(0);
+    let variants = |d: &Datagram| {
+        let mut v = Vec::new();
+        for n in 0..d.bytes.len() {
+            let mut t = d.clone();
+            t.bytes.truncate(n);
+            v.push(t);
+        }
+        for bit in [0x01u8, 0x80] {
+            for at in 0..d.bytes.len() {
+                let mut t = d.clone();
+                t.bytes[at] ^= bit;
+                v.push(t);
+            }
+        }
+        v
+    };
+    let before = p.r.stats().drops_total();
+    let tries = variants(&auth_req);
+    for v in tries.clone() {
+        assert!(p.deliver_r(vec![v]).is_empty());
+    }
+    assert_eq!(p.r.stats().drops_total() - before, tries.len() as u64, "each one dropped and counted");
+    assert!(installs(&p.r_out).is_empty());
+    assert_eq!(p.r.half_open(), 1);
+
+    let auth_resp = p.deliver_r(vec![auth_req]).remove(0);
+    assert_eq!(installs(&p.r_out).len(), 1);
+    let before = p.i.stats().drops_total();
+    let tries = variants(&auth_resp);
+    for v in tries.clone() {
+        assert!(p.deliver_i(vec![v]).is_empty());
+    }
+    assert_eq!(p.i.stats().drops_total() - before, tries.len() as u64);
+    assert!(
+        installs(&p.i_out).is_empty() && !events(&p.i_out).iter().any(|e| matches!(e, Event::IkeSaUp { .. }))
+    );
+    p.deliver_i(vec![auth_resp]);
+    assert_mirrored(installs(&p.i_out)[0], installs(&p.r_out)[0]);
+    assert!(p.i.ike_sa(spi).is_some());
+}
+
+/// The half-open bound: past `limit` a new IKE_SA_INIT is dropped even with a cookie, and
+/// a half-open SA that never sees IKE_AUTH is deleted after the timeout.
+#[test]
+fn half_open_sas_are_bounded_and_expire() {
+    let mut rs = Settings::default();
+    rs.half_open.limit = 1;
+    let mut p = Pair::new(&I, &R, Settings::default(), rs);
+    let (_, first) = p.start();
+    assert_eq!(p.deliver_r(first).len(), 1);
+    assert_eq!(p.r.half_open(), 1);
+    // A second initiator (another SPI) while one SA is half-open: dropped, no answer.
+    let (_, second) = p.start();
+    assert!(p.deliver_r(second).is_empty());
+    assert_eq!(p.r.stats().drops(Drop::HalfOpenFull), 1);
+    assert_eq!(p.r.ike_sas().count(), 1);
+    let mut out = vec![];
+    p.r.tick(p.now + Duration::from_secs(29), &mut out);
+    assert_eq!(p.r.half_open(), 1);
+    p.r.tick(p.now + Duration::from_secs(30), &mut out);
+    assert_eq!((p.r.half_open(), p.r.ike_sas().count()), (0, 0));
+    assert!(events(&out)
+        .iter()
+        .any(|e| matches!(e, Event::IkeSaDown { reason: DownReason::HalfOpenTimeout, .. })));
+    assert_eq!(p.r.stats().half_open, 0);
+}
+
+fn removes(out: &[Output]) -> Vec<&ike_core::io::ChildSaRemove> {
+    out.iter().filter_map(|o| if let Output::Remove(r) = o { Some(r) } else { None }).collect()
+}
+
+/// terminate: the initiator removes its CHILD_SA and sends a Delete; the responder
+/// answers, removes the same CHILD_SA and the IKE SA; the answer ends the initiator's.
+#[test]
+fn terminate_deletes_both_ends() {
+    let mut p = Pair::new(&I, &R, Settings::default(), Settings::default());
+    let (spi, first) = p.start();
+    p.run(first, &no_nat);
+    let (a, b) = (installs(&p.i_out)[0].spi_in, installs(&p.r_out)[0].spi_in);
+    let mut out = vec![];
+    assert!(p.i.terminate(p.now, spi, &mut out));
+    assert_eq!(removes(&out).iter().map(|r| (r.spi_in, r.spi_out)).collect::<Vec<_>>(), vec![(a, b)]);
+    let delete = sends(&out);
+    assert_eq!(delete.len(), 1);
+    assert!(p.i.ike_sa(spi).is_some(), "waiting for the answer");
+    // A byte changed: dropped, the responder keeps everything.
+    let mut bad = delete[0].clone();
+    let last = bad.bytes.len() - 1;
+    bad.bytes[last] ^= 1;
+    assert!(p.deliver_r(vec![bad]).is_empty());
+    assert_eq!(p.r.ike_sas().count(), 1);
+    let answer = p.deliver_r(delete.clone());
+    assert_eq!(answer.len(), 1);
+    assert_eq!(removes(&p.r_out).iter().map(|r| (r.spi_in, r.spi_out)).collect::<Vec<_>>(), vec![(b, a)]);
+    assert!(events(&p.r_out)
+        .iter()
+        .any(|e| matches!(e, Event::IkeSaDown { reason: DownReason::DeletedByPeer, .. })));
+    assert_eq!(p.r.ike_sas().count(), 0);
+    assert!(p.deliver_r(delete).is_empty(), "a retransmitted Delete finds no SA");
+    assert_eq!(p.r.stats().drops(Drop::UnknownSa), 1);
+    p.deliver_i(answer);
+    assert!(p.i.ike_sa(spi).is_none());
+    assert!(events(&p.i_out).contains(&&Event::IkeSaDown { ike_sa: spi, reason: DownReason::Terminated }));
+    assert_eq!((p.i.stats().ike_sas_down, p.r.stats().ike_sas_down), (1, 1));
+}
+
+/// A Delete nobody answers: the IKE SA goes when the retransmissions run out.
+#[test]
+fn an_unanswered_delete_ends_after_the_backoff() {
+    let mut p = Pair::new(&I, &R, Settings::default(), Settings::default());
+    let (spi, first) = p.start();
+    p.run(first, &no_nat);
+    let mut out = vec![];
+    p.i.terminate(p.now, spi, &mut out);
+    for s in 1..=170 {
+        p.i.tick(p.now + Duration::from_secs(s), &mut out);
+    }
+    assert_eq!(sends(&out).len(), 6, "the Delete and five resends");
+    assert!(events(&out).contains(&&Event::IkeSaDown { ike_sa: spi, reason: DownReason::Terminated }));
+    assert!(p.i.ike_sa(spi).is_none());
 }

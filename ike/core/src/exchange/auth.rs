@@ -16,7 +16,7 @@
 //!  Install
 //! ```
 //!
-//! AUTH = prf(prf(PSK, "Key Pad for IKEv2"), <message octets>) where the initiator's octets
+//! AUTH = `prf(prf(PSK, "Key Pad for IKEv2"), octets)` where the initiator's octets
 //! are its IKE_SA_INIT request ‖ Nr ‖ prf(SK_pi, IDi body) and the responder's its
 //! IKE_SA_INIT response ‖ Ni ‖ prf(SK_pr, IDr body) — `crypto::signed_octets`. The
 //! CHILD_SA's keys: KEYMAT = prf+(SK_d, Ni ‖ Nr), no PFS in IKE_AUTH.
@@ -36,7 +36,7 @@ use ike_wire::ts::{TrafficSelector, Ts};
 use ike_wire::{notifies, Body, Message, Payload};
 
 use super::{id_payload, identity_of};
-use crate::child_sa::{alloc_spi, ChildSa, InstallContext};
+use crate::child_sa::{alloc_spi, random_u32, ChildSa, InstallContext};
 use crate::config::{AuthMethod, Child, Identity, Mode, Protocol};
 use crate::crypto::{self, ChildKeys, ChildSuite};
 use crate::ike_sa::{IkeSa, PendingChild, State};
@@ -101,8 +101,7 @@ fn child_suite(c: &Chosen) -> Option<ChildSuite> {
 fn lifetimes(ike: &Ike, child: &Child) -> (Duration, Duration) {
     let l = child.lifetimes;
     // Jitter: soft = rekey − rand·u, u uniform in [0, 1) from ocf's random source.
-    let mut spare = std::collections::HashSet::new();
-    let u = alloc_spi(&ike.fw, &mut spare).map_or(0.0, |r| f64::from(r) / f64::from(u32::MAX));
+    let u = random_u32(&ike.fw).map_or(0.0, |r| f64::from(r) / (f64::from(u32::MAX) + 1.0));
     (l.rekey_time.saturating_sub(l.rand_time.mul_f64(u)), l.life_time)
 }
 
@@ -317,7 +316,7 @@ pub(crate) fn request(
     sa.local = d.local;
     sa.remote = d.remote;
     sa.peer_id = Some(peer);
-    sa.responses.answered(h.message_id, vec![bytes.clone()]);
+    sa.responses.answered(h.message_id, d.bytes.clone(), vec![bytes.clone()]);
     sa.state = State::Established;
     sa.requests = crate::window::RequestWindow::starting_at(0);
     ike.half_open -= 1;

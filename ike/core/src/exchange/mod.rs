@@ -5,11 +5,13 @@
 //! - [`sa_init`]: IKE_SA_INIT, both roles (proposals, key exchange, cookies,
 //!   INVALID_KE_PAYLOAD, NAT detection and the move to port 4500).
 //! - [`auth`]: IKE_AUTH with pre-shared keys, both roles, and the first CHILD_SA.
+//! - [`informational`]: the peer's Delete and liveness requests answered; our Delete of
+//!   the IKE SA (`terminate`).
 //!
-//! Later: `create_child.rs` (CHILD_SA and IKE SA rekeying), `informational.rs` (Delete,
-//! liveness).
+//! Later: `create_child.rs` (CHILD_SA and IKE SA rekeying).
 
 pub(crate) mod auth;
+pub(crate) mod informational;
 pub(crate) mod sa_init;
 
 use std::net::{IpAddr, SocketAddr};

@@ -13,6 +13,10 @@
 //!  a NAT on either side moves IKE (and ESP, in UDP) to port 4500 from IKE_AUTH on.
 //! ```
 //!
+//! An error notify in the response (NO_PROPOSAL_CHOSEN, …) is unauthenticated: it is
+//! counted and remembered, the request keeps being retransmitted, and the IKE SA goes
+//! down with that reason only when the retransmissions run out.
+//!
 //! IKEV2_FRAGMENTATION_SUPPORTED is recorded when the peer sends it but not sent: nothing
 //! reassembles SKF yet (the issue: advertised only where reassembly works).
 //! SIGNATURE_HASH_ALGORITHMS (RFC 7427) is sent when our authentication is by signature
@@ -305,7 +309,7 @@ pub(crate) fn respond(
     sa.keys = Some(keys);
     sa.sk = Some(sk);
     sa.requests = crate::window::RequestWindow::starting_at(0);
-    sa.responses = ResponseWindow::after(1, Some(vec![bytes.clone()]));
+    sa.responses = ResponseWindow::after(1, Some((d.bytes.clone(), vec![bytes.clone()])));
     ike.sas.insert(spi_r, sa);
     ike.init_index.insert((h.spi_i, d.remote), spi_r);
     ike.half_open += 1;
@@ -361,14 +365,16 @@ pub(crate) fn response(
         return send_request(ike, now, spi, out).map_err(|_| Drop::BadPeerValue);
     }
     if let Some(n) = msg.notifies().find(|n| n.notify_type.is_error()) {
+        // Unprotected, so possibly forged by anyone who saw our request: noted, not acted
+        // on (Build point 7). The retransmissions go on; a genuine answer still completes
+        // the exchange, and if none comes the IKE SA goes down for this reason.
         let reason = if n.notify_type == NotifyType::NO_PROPOSAL_CHOSEN {
             DownReason::NoProposal
         } else {
             DownReason::Refused
         };
         ike.stats.sa_init.errors += 1;
-        ike.remove_sa(spi, out);
-        out.push(Output::Event(Event::IkeSaDown { ike_sa: spi, reason }));
+        ike.sas.get_mut(&spi).expect("present").init.refused = Some(reason);
         return Ok(());
     }
     let h = msg.header;

@@ -1,0 +1,149 @@
+//! INFORMATIONAL (RFC 7296 §1.4): Delete and liveness, on an established IKE SA.
+//!
+//! ```text
+//!  peer's request                        our response (SK, same message ID)
+//!  SK{ }                  (liveness) ──▶ SK{ }
+//!  SK{ D(IKE) }                      ──▶ SK{ }            IKE SA and its CHILD_SAs removed
+//!  SK{ D(ESP, their SPIs) }          ──▶ SK{ D(ESP, ours) } those CHILD_SAs removed
+//!  other payloads, status notifies   ──▶ ignored (an unknown status notify is ignored)
+//!
+//!  terminate(ike_sa): Remove for every CHILD_SA now; SK{ D(IKE) } sent; the IKE SA
+//!  waits in Deleting for the response (or the retransmissions' end), then goes.
+//! ```
+//!
+//! Not yet: our own liveness checks (dpd_delay), INITIAL_CONTACT's effect, deleting a
+//! single CHILD_SA on our side (needs CREATE_CHILD_SA's rekeying to matter).
+
+use std::time::Instant;
+
+use ike_wire::delete::Delete;
+use ike_wire::ids::{ExchangeType, ProtocolId};
+use ike_wire::{Message, Payload};
+
+use crate::ike_sa::State;
+use crate::io::{ChildSaRemove, Datagram, DownReason, Event, Output};
+use crate::retransmit::Retransmit;
+use crate::stats::Drop;
+use crate::Ike;
+
+/// The responder's side of an INFORMATIONAL request.
+pub(crate) fn request(
+    ike: &mut Ike,
+    spi: u64,
+    d: &Datagram,
+    msg: &Message,
+    out: &mut Vec<Output>,
+) -> Result<(), Drop> {
+    let sa = &ike.sas[&spi];
+    if msg.fragment().is_some() {
+        return Err(Drop::MissingPayload);
+    }
+    let inner = sa.open(&d.bytes, msg)?;
+    let h = msg.header;
+    let deletes: Vec<&Delete> =
+        inner.iter().filter_map(|p| if let Payload::Delete(x) = p { Some(x) } else { None }).collect();
+    let delete_ike = deletes.iter().any(|x| x.protocol == ProtocolId::IKE);
+    // Their inbound SPIs are our outbound ones.
+    let mut theirs: Vec<u32> = Vec::new();
+    for x in deletes.iter().filter(|x| x.protocol == ProtocolId::ESP) {
+        theirs.extend(x.spis_u32().map_err(|_| Drop::Malformed)?);
+    }
+    let gone: Vec<usize> = if delete_ike {
+        Vec::new()
+    } else {
+        (0..sa.children.len()).filter(|&i| theirs.contains(&sa.children[i].spi_out)).collect()
+    };
+    let mut payloads = Vec::new();
+    if !gone.is_empty() {
+        let ours: Vec<u32> = gone.iter().map(|&i| sa.children[i].spi_in).collect();
+        payloads.push(Payload::Delete(Delete::child(ProtocolId::ESP, &ours)));
+    }
+    let hdr = sa.header(ExchangeType::INFORMATIONAL, true, h.message_id);
+    let bytes = sa.seal(&hdr, &payloads).map_err(|_| Drop::BadPeerValue)?;
+
+    out.push(Output::Send(Datagram { local: d.local, remote: d.remote, bytes: bytes.clone() }));
+    ike.stats.informational.responses_sent += 1;
+    if delete_ike {
+        ike.remove_sa(spi, out);
+        out.push(Output::Event(Event::IkeSaDown { ike_sa: spi, reason: DownReason::DeletedByPeer }));
+        return Ok(());
+    }
+    let sa = ike.sas.get_mut(&spi).expect("present");
+    sa.responses.answered(h.message_id, d.bytes.clone(), vec![bytes]);
+    let (local, remote) = (sa.local, sa.remote);
+    let mut removed = Vec::with_capacity(gone.len());
+    for i in gone.into_iter().rev() {
+        removed.push(sa.children.remove(i));
+    }
+    for c in removed {
+        ike.child_spis.remove(&c.spi_in);
+        out.push(Output::Remove(ChildSaRemove {
+            ike_sa: spi,
+            spi_in: c.spi_in,
+            spi_out: c.spi_out,
+            local,
+            remote,
+        }));
+    }
+    Ok(())
+}
+
+/// Deletes an established IKE SA with the peer: its CHILD_SAs removed at once, the Delete
+/// sent, the SA kept (Deleting) until the response. Other states: removed at once.
+pub(crate) fn terminate(ike: &mut Ike, now: Instant, spi: u64, out: &mut Vec<Output>) -> bool {
+    let Some(sa) = ike.sas.get_mut(&spi) else { return false };
+    if sa.state != State::Established {
+        ike.remove_sa(spi, out);
+        out.push(Output::Event(Event::IkeSaDown { ike_sa: spi, reason: DownReason::Terminated }));
+        return true;
+    }
+    let Ok(id) = sa.requests.start() else {
+        // An exchange is outstanding (window 1): delete locally.
+        ike.remove_sa(spi, out);
+        out.push(Output::Event(Event::IkeSaDown { ike_sa: spi, reason: DownReason::Terminated }));
+        return true;
+    };
+    let hdr = sa.header(ExchangeType::INFORMATIONAL, false, id);
+    let bytes = sa.seal(&hdr, &[Payload::Delete(Delete::ike())]);
+    let (local, remote) = (sa.local, sa.remote);
+    for c in std::mem::take(&mut sa.children) {
+        ike.child_spis.remove(&c.spi_in);
+        out.push(Output::Remove(ChildSaRemove {
+            ike_sa: spi,
+            spi_in: c.spi_in,
+            spi_out: c.spi_out,
+            local,
+            remote,
+        }));
+    }
+    match bytes {
+        Ok(bytes) => {
+            let sa = ike.sas.get_mut(&spi).expect("present");
+            sa.state = State::Deleting;
+            sa.init.refused = Some(DownReason::Terminated);
+            sa.retransmit = Some(Retransmit::new(now, vec![bytes.clone()], &ike.settings.retransmit));
+            ike.stats.informational.requests_sent += 1;
+            out.push(Output::Send(Datagram { local, remote, bytes }));
+        }
+        Err(_) => {
+            ike.remove_sa(spi, out);
+            out.push(Output::Event(Event::IkeSaDown { ike_sa: spi, reason: DownReason::Terminated }));
+        }
+    }
+    true
+}
+
+/// The response to our Delete: the IKE SA goes.
+pub(crate) fn response(
+    ike: &mut Ike,
+    spi: u64,
+    d: &Datagram,
+    msg: &Message,
+    out: &mut Vec<Output>,
+) -> Result<(), Drop> {
+    let sa = &ike.sas[&spi];
+    sa.open(&d.bytes, msg)?;
+    ike.remove_sa(spi, out);
+    out.push(Output::Event(Event::IkeSaDown { ike_sa: spi, reason: DownReason::Terminated }));
+    Ok(())
+}
