@@ -64,6 +64,7 @@ struct Seen {
     events: Vec<(Severity, String)>,
     ike_keys: Vec<iked::daemon::engine::IkeKeysOut>,
     traps: Vec<iked::daemon::setkey::Trap>,
+    removes: Vec<iked::daemon::setkey::ChildRemove>,
 }
 
 /// Carries datagrams between the two until neither sends; installs are reported done.
@@ -120,7 +121,8 @@ fn handle(
         }
         Output::Event(e) => seen.events.push((e.severity, e.line)),
         Output::IkeKeys(k) => seen.ike_keys.push(k),
-        Output::Remove(_) | Output::Untrap(_) => panic!("nothing is removed while negotiating"),
+        Output::Remove(r) => seen.removes.push(r),
+        Output::Untrap(_) => panic!("no trap here"),
         Output::Trap(t) => seen.traps.push(t),
     }
 }
@@ -197,7 +199,16 @@ fn two_engines_install_the_same_child_sa_from_each_end() {
         (a_install.inbound.spi, a_install.outbound.spi)
     );
     assert_eq!(parsed(&remove_text(removes[0]).unwrap()).len(), 4);
+    // The Delete reaches B, which removes its CHILD_SA and answers; then A's IKE SA goes.
+    let sends: Vec<Output> = out.into_iter().filter(|o| matches!(o, Output::Send(_))).collect();
+    assert_eq!(sends.len(), 1, "one INFORMATIONAL Delete");
+    let (s1, s2) = run(&mut a, &mut b, sends);
+    assert_eq!((s1.removes.len(), s2.removes.len()), (0, 1), "B removes its CHILD_SA");
+    assert!(s2.events.iter().any(|(_, l)| l.contains("reason=deleted-by-peer")), "{:?}", s2.events);
+    assert!(s1.events.iter().any(|(_, l)| l.contains("reason=terminated")), "{:?}", s1.events);
+    let mut out = Vec::new();
     assert_eq!(a.command(now, &Request::List, &mut out).unwrap(), "no IKE SA\n");
+    assert_eq!(b.command(now, &Request::List, &mut out).unwrap(), "no IKE SA\n");
 }
 
 #[test]
@@ -260,8 +271,9 @@ fn a_reload_closes_changed_connections_and_starts_again() {
     a.reload(now, moved, &diff, &mut out);
     let removes = out.iter().filter(|o| matches!(o, Output::Remove(_))).count();
     let sends = out.iter().filter(|o| matches!(o, Output::Send(_))).count();
-    assert_eq!((removes, sends), (1, 1), "the old CHILD_SA removed, a new IKE_SA_INIT sent");
+    assert_eq!((removes, sends), (1, 2), "the old CHILD_SA removed, a Delete and a new IKE_SA_INIT sent");
     let list = a.command(now, &Request::List, &mut out).unwrap();
+    assert_eq!(list.lines().collect::<Vec<_>>().len(), 1, "a new state machine: {list}");
     assert!(list.starts_with("1: site-b InitSent initiator"), "{list}");
 }
 

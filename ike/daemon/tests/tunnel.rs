@@ -332,7 +332,7 @@ fn two_gateways_negotiate_a_tunnel_and_ping_through_it() {
         ike_ctl::call(&dir.join("b-iked.sock"), &ike_ctl::Request::List, Wait::default()).unwrap().unwrap();
     assert!(list.starts_with("1: site Established responder"), "{list}");
 
-    // SIGTERM: iked removes its CHILD_SAs from ipsecd and exits 0.
+    // SIGTERM: iked removes its CHILD_SAs from ipsecd, sends B a Delete, and exits 0.
     let iked_a = g.lab.children.len() - 1;
     let pid = g.lab.children[iked_a].id().to_string();
     // `ip netns exec` runs iked as its own process (exec), so the pid is iked's.
@@ -341,6 +341,14 @@ fn two_gateways_negotiate_a_tunnel_and_ping_through_it() {
     assert!(status.success(), "iked a on SIGTERM: {status:?}\n{}", g.logs());
     let sa_a = sas(&dir.join("a.sock"));
     assert_eq!(sa_a.matches(" esp 0x").count(), 0, "{sa_a}");
+    // Its Delete reached B, which removed its side too.
+    let until = Instant::now() + Duration::from_secs(5);
+    while sas(&dir.join("b.sock")).contains(" esp 0x") {
+        assert!(Instant::now() < until, "B kept its SAs: {}", g.logs());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log_b = std::fs::read_to_string(dir.join("iked-b.log")).unwrap();
+    assert!(log_b.contains("reason=deleted-by-peer"), "{log_b}");
 }
 
 /// `start_action = trap` on A: its policies are installed alone, the first ping's packet

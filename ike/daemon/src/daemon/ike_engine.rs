@@ -15,12 +15,13 @@
 //!
 //! A new CHILD_SA of a connection replaces the IKE SAs that connection had with the same
 //! peer (strongSwan's `unique = replace`; what INITIAL_CONTACT says, which the state
-//! machine does not handle yet): without it, a peer that restarted could never come back,
+//! machine does not act on yet): without it, a peer that restarted could never come back,
 //! its new CHILD_SA's policies being the old one's.
 //!
 //! What the state machine does not do yet, and so neither does iked (each says so where
-//! asked): rekeying (`rekey`, soft expiries: CREATE_CHILD_SA), INFORMATIONAL (Delete on
-//! `down` and at exit, liveness), more than one CHILD_SA per IKE SA (`up` brings up the
+//! asked): rekeying (`rekey`, soft expiries: CREATE_CHILD_SA), liveness checks of its own
+//! (it answers the peer's, and `down` and SIGTERM send a Delete), more than one CHILD_SA
+//! per IKE SA (`up` brings up the
 //! connection's first child), and taking a new configuration while IKE SAs are up (a
 //! reload applies when none is left).
 //!
@@ -64,6 +65,8 @@ pub struct IkeEngine {
     fw: ocf::Framework,
     config: Config,
     last_tick: Instant,
+    /// The time of the call being served (for what the adapter itself asks of the core).
+    now: Instant,
     next_reqid: u32,
     next_install: u64,
     /// Installs asked for, by their id: the IKE SA and the removal that undoes them.
@@ -88,6 +91,7 @@ impl IkeEngine {
             fw,
             config,
             last_tick: now,
+            now,
             next_reqid: 1,
             next_install: 1,
             pending: HashMap::new(),
@@ -139,7 +143,7 @@ impl IkeEngine {
                             Severity::Warning,
                             format!("child-sa-refused ike_sa={:016x} {e}", c.ike_sa),
                         ));
-                        self.ike.terminate(c.ike_sa, &mut self.scratch);
+                        self.ike.terminate(self.now, c.ike_sa, &mut self.scratch);
                     }
                 },
                 core_io::Output::Remove(r) => {
@@ -178,8 +182,8 @@ impl IkeEngine {
     /// A new CHILD_SA of `conn` with a peer replaces the IKE SAs `conn` had with that peer
     /// before (strongSwan's `unique = replace`): the peer restarted, or lost its SAs, and
     /// negotiated again. Their CHILD_SAs are removed from ipsecd before the new one is
-    /// installed, whose policies are the same. (INITIAL_CONTACT would say this; the state
-    /// machine neither sends nor reads it yet.)
+    /// installed, whose policies are the same. (INITIAL_CONTACT says this; the state
+    /// machine sends it but does not act on it yet.)
     fn replace_older(&mut self, conn: &str, c: &ChildSaInstall) {
         let older: Vec<u64> = self
             .ike_sas_of(conn)
@@ -188,7 +192,7 @@ impl IkeEngine {
             .filter(|&s| self.ike.ike_sa(s).is_some_and(|sa| sa.remote.ip() == c.remote.ip()))
             .collect();
         for s in older {
-            self.ike.terminate(s, &mut self.scratch);
+            self.ike.terminate(self.now, s, &mut self.scratch);
         }
         // The removals go out before the install: translate handles scratch after this
         // output, so carry them over now.
@@ -283,6 +287,7 @@ impl IkeEngine {
                     DownReason::NoProposal => (Severity::Warning, "no-proposal"),
                     DownReason::Refused => (Severity::Warning, "refused"),
                     DownReason::Terminated => (Severity::Info, "terminated"),
+                    DownReason::DeletedByPeer => (Severity::Info, "deleted-by-peer"),
                     DownReason::HalfOpenTimeout => (Severity::Info, "half-open-timeout"),
                 };
                 (sev, format!("ike-sa-down spi={ike_sa:016x} reason={why}"))
@@ -403,7 +408,12 @@ impl IkeEngine {
 
     fn up(&mut self, now: Instant, conn: &str) -> Result<String, String> {
         let c = self.config.connection(conn).ok_or_else(|| format!("no connection {conn:?}"))?;
-        if !self.ike_sas_of(conn).is_empty() {
+        let live = self
+            .ike_sas_of(conn)
+            .into_iter()
+            .filter(|&s| self.ike.ike_sa(s).is_some_and(|sa| sa.state != ike_core::ike_sa::State::Deleting))
+            .count();
+        if live > 0 {
             return Err(format!("{conn} has an IKE SA already (ipsecctl ike list)"));
         }
         let child =
@@ -479,6 +489,7 @@ fn removal(c: &ChildInstall) -> ChildRemove {
 
 impl Engine for IkeEngine {
     fn start(&mut self, now: Instant, out: &mut Vec<Output>) {
+        self.now = now;
         let starts: Vec<(String, Vec<String>)> = self
             .config
             .connections
@@ -506,12 +517,14 @@ impl Engine for IkeEngine {
     }
 
     fn datagram(&mut self, now: Instant, d: Datagram, out: &mut Vec<Output>) {
+        self.now = now;
         let d = core_io::Datagram { local: d.local, remote: d.remote, bytes: d.bytes };
         self.ike.datagram(now, d, &mut self.scratch);
         self.translate(out);
     }
 
     fn tick(&mut self, now: Instant, out: &mut Vec<Output>) {
+        self.now = now;
         self.last_tick = now;
         self.ike.tick(now, &mut self.scratch);
         self.translate(out);
@@ -522,6 +535,7 @@ impl Engine for IkeEngine {
     }
 
     fn sa_event(&mut self, now: Instant, ev: &IpsecEvent, out: &mut Vec<Output>) {
+        self.now = now;
         let e = match ev {
             IpsecEvent::Acquire(a) => {
                 // A trap's traffic: negotiate its child, unless its connection has an IKE
@@ -556,7 +570,8 @@ impl Engine for IkeEngine {
         self.translate(out);
     }
 
-    fn installed(&mut self, _now: Instant, id: u64, r: Result<(), String>, out: &mut Vec<Output>) {
+    fn installed(&mut self, now: Instant, id: u64, r: Result<(), String>, out: &mut Vec<Output>) {
+        self.now = now;
         let Some((ike_sa, c)) = self.pending.remove(&id) else { return };
         match r {
             Ok(()) => {
@@ -569,7 +584,7 @@ impl Engine for IkeEngine {
                 ));
                 // A failed CHILD_SA: its IKE SA goes too (the peer learns of it by its
                 // liveness check until INFORMATIONAL Delete exists).
-                self.ike.terminate(ike_sa, &mut self.scratch);
+                self.ike.terminate(self.now, ike_sa, &mut self.scratch);
                 self.translate(out);
             }
         }
@@ -580,6 +595,7 @@ impl Engine for IkeEngine {
     }
 
     fn command(&mut self, now: Instant, req: &Request, out: &mut Vec<Output>) -> Result<String, String> {
+        self.now = now;
         let r = match req {
             Request::List => Ok(self.list()),
             Request::Stats => Ok(self.stats()),
@@ -590,7 +606,7 @@ impl Engine for IkeEngine {
                     Err(format!("no IKE SA of {conn:?}"))
                 } else {
                     for s in &spis {
-                        self.ike.terminate(*s, &mut self.scratch);
+                        self.ike.terminate(now, *s, &mut self.scratch);
                     }
                     Ok(format!(
                         "closed {} IKE SA(s) of {conn} (no Delete sent to the peer yet)\n",
@@ -608,13 +624,15 @@ impl Engine for IkeEngine {
     }
 
     fn reload(&mut self, now: Instant, config: Config, diff: &Diff, out: &mut Vec<Output>) {
+        self.now = now;
         for name in diff.removed.iter().chain(&diff.changed) {
             for s in self.ike_sas_of(name) {
-                self.ike.terminate(s, &mut self.scratch);
+                self.ike.terminate(self.now, s, &mut self.scratch);
             }
         }
         self.translate(out);
-        if self.ike.ike_sas().next().is_none() {
+        // IKE SAs whose Delete is out count as gone: a new state machine drops the answer.
+        if self.ike.ike_sas().all(|sa| sa.state == ike_core::ike_sa::State::Deleting) {
             match Ike::new(self.fw.clone(), core_config(&config), Settings::default(), now) {
                 Ok(ike) => {
                     self.untrap_all(out);
@@ -634,10 +652,11 @@ impl Engine for IkeEngine {
         }
     }
 
-    fn shutdown(&mut self, _now: Instant, out: &mut Vec<Output>) {
+    fn shutdown(&mut self, now: Instant, out: &mut Vec<Output>) {
+        self.now = now;
         let spis: Vec<u64> = self.ike.ike_sas().map(|sa| sa.our_spi()).collect();
         for s in spis {
-            self.ike.terminate(s, &mut self.scratch);
+            self.ike.terminate(self.now, s, &mut self.scratch);
         }
         self.translate(out);
         self.untrap_all(out);
