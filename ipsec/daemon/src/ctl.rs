@@ -45,6 +45,8 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use zeroize::Zeroizing;
+
 /// The largest request the daemon reads, its verb line included (a config of thousands of
 /// SAs fits).
 pub const MAX_REQUEST: usize = 4 << 20;
@@ -110,14 +112,19 @@ impl std::fmt::Debug for Request {
 pub const MONITOR: &str = "monitor\n";
 
 impl Request {
-    /// The bytes sent on the socket.
-    pub fn encode(&self) -> Vec<u8> {
-        match self {
-            Request::Setkey(body) => format!("{SETKEY_VERB}{body}").into_bytes(),
-            Request::SetkeyWithKeys(body) => format!("{SETKEY_KEYS_VERB}{body}").into_bytes(),
-            Request::Stats => b"stats\n".to_vec(),
-            Request::Monitor => MONITOR.as_bytes().to_vec(),
-        }
+    /// The bytes sent on the socket, wiped when dropped (a setkey body may hold keys).
+    pub fn encode(&self) -> Zeroizing<Vec<u8>> {
+        let (verb, body) = match self {
+            Request::Setkey(body) => (SETKEY_VERB, body.as_str()),
+            Request::SetkeyWithKeys(body) => (SETKEY_KEYS_VERB, body.as_str()),
+            Request::Stats => ("stats\n", ""),
+            Request::Monitor => (MONITOR, ""),
+        };
+        // Sized first, so that no reallocation leaves a copy of a key behind.
+        let mut bytes = Zeroizing::new(Vec::with_capacity(verb.len() + body.len()));
+        bytes.extend_from_slice(verb.as_bytes());
+        bytes.extend_from_slice(body.as_bytes());
+        bytes
     }
 
     /// Reads a request (what a client sent before shutting down its half).
@@ -247,12 +254,19 @@ impl std::fmt::Display for CallError {
 /// Sends a request to the daemon at `socket` and returns its reply (client side), waiting
 /// as `wait` says.
 pub fn call(socket: &Path, req: &Request, wait: Wait) -> Result<Reply, CallError> {
+    call_named(socket, "ipsecd", &req.encode(), wait)
+}
+
+/// [`call`] for a daemon that speaks this framing with requests of its own (`iked`'s
+/// control socket, `ipsecctl ike …`): `request` is sent as it is, and `daemon` names the
+/// daemon when it cannot be reached.
+pub fn call_named(socket: &Path, daemon: &str, request: &[u8], wait: Wait) -> Result<Reply, CallError> {
     let mut conn = UnixStream::connect(socket)
-        .map_err(|e| CallError::Unreachable(format!("cannot reach ipsecd at {}: {e}", socket.display())))?;
+        .map_err(|e| CallError::Unreachable(format!("cannot reach {daemon} at {}: {e}", socket.display())))?;
     let start = Instant::now();
     let sent = conn
         .set_write_timeout(Some(DEADLINE))
-        .and_then(|_| conn.write_all(&req.encode()))
+        .and_then(|_| conn.write_all(request))
         .and_then(|_| conn.shutdown(std::net::Shutdown::Write));
     let received = receive(&mut conn, start, wait);
     match (sent, received) {
@@ -267,11 +281,22 @@ pub fn call(socket: &Path, req: &Request, wait: Wait) -> Result<Reply, CallError
 /// Subscribes to the daemon's events at `socket` and hands `each` every line (without its
 /// newline) until the daemon closes the connection or `each` returns false. `Err`: the
 /// daemon could not be reached, refused (its reason), or the connection failed.
-pub fn monitor(socket: &Path, mut each: impl FnMut(&str) -> bool) -> Result<(), String> {
+pub fn monitor(socket: &Path, each: impl FnMut(&str) -> bool) -> Result<(), String> {
+    monitor_named(socket, "ipsecd", MONITOR.as_bytes(), each)
+}
+
+/// [`monitor`] for a daemon that streams its events in this framing (`iked`'s `monitor`):
+/// `request` is sent as it is, and `daemon` names the daemon in errors.
+pub fn monitor_named(
+    socket: &Path,
+    daemon: &str,
+    request: &[u8],
+    mut each: impl FnMut(&str) -> bool,
+) -> Result<(), String> {
     let mut conn = UnixStream::connect(socket)
-        .map_err(|e| format!("cannot reach ipsecd at {}: {e}", socket.display()))?;
+        .map_err(|e| format!("cannot reach {daemon} at {}: {e}", socket.display()))?;
     conn.set_write_timeout(Some(DEADLINE))
-        .and_then(|_| conn.write_all(MONITOR.as_bytes()))
+        .and_then(|_| conn.write_all(request))
         .map_err(|e| format!("sending the request: {e}"))?;
     let mut lines = std::io::BufReader::new(conn).lines();
     match lines.next() {
@@ -282,7 +307,7 @@ pub fn monitor(socket: &Path, mut each: impl FnMut(&str) -> bool) -> Result<(), 
         }
         Some(Ok(l)) => return Err(format!("malformed reply from the daemon: {l:?}")),
         Some(Err(e)) => return Err(format!("reading the reply: {e}")),
-        None => return Err("ipsecd closed the connection without a reply".to_owned()),
+        None => return Err(format!("{daemon} closed the connection without a reply")),
     }
     for l in lines {
         let l = l.map_err(|e| format!("reading events: {e}"))?;

@@ -24,6 +24,7 @@
 //! - [`lint`]: warnings about configurations that load but cannot work as meant.
 //! - [`ctl`]: the control socket's protocol and its client.
 //! - [`ctl_server`]: the control server: concurrent clients, deadlines, changes one at a time.
+//! - [`ike_ctl`]: the protocol of iked's control socket and its client (`ipsecctl ike …`).
 //! - [`monitor`]: the core's events as lines to `monitor` subscribers (bounded queues).
 //! - [`serve`]: a thread per connection up to a bound, whole-request and whole-reply
 //!   deadlines (the control socket and the metrics endpoint).
@@ -37,6 +38,7 @@ pub mod ctl;
 pub mod ctl_server;
 pub mod daemon;
 pub mod icmp;
+pub mod ike_ctl;
 pub mod ike_relay;
 pub mod keepalive;
 pub mod lint;

@@ -339,3 +339,68 @@ fn get_shows_the_last_use_and_migrate_moves_the_sa() {
     assert!(err.contains("(nothing was changed)"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `ipsecctl ike …` sends iked's requests (ipsecd::ike_ctl's encoding) to `--ike-socket` and
+/// prints the reply; a server that answers with what it read stands in for iked, whose own
+/// side is tested in the iked crate.
+#[test]
+fn ike_commands_reach_the_ike_socket() {
+    use std::io::{Read, Write};
+
+    use ipsecd::ike_ctl::Request;
+
+    let dir = std::env::temp_dir().join(format!("ipsecctl-ike-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("iked.sock");
+    let _ = std::fs::remove_file(&sock);
+    let listener = UnixListener::bind(&sock).unwrap();
+    std::thread::spawn(move || {
+        for mut c in listener.incoming().map_while(Result::ok) {
+            let mut buf = Vec::new();
+            let _ = c.read_to_end(&mut buf);
+            let reply = match Request::decode(&buf) {
+                Ok(Request::Down(c)) if c == "gone" => Err("no connection \"gone\"".to_owned()),
+                Ok(r) => Ok(format!("{r:?}\n")),
+                Err(e) => Err(e),
+            };
+            let _ = c.write_all(&ipsecd::ctl::encode_reply(&reply));
+        }
+    });
+    let run = |args: &[&str]| {
+        let o = Command::new(IPSECCTL).arg("--ike-socket").arg(&sock).args(args).output().unwrap();
+        (o.status.code(), text(&o))
+    };
+    for (args, want) in [
+        (&["ike", "list"][..], "List\n"),
+        (&["ike", "up", "site-a"], "Up(\"site-a\")\n"),
+        (&["ike", "down", "site-a"], "Down(\"site-a\")\n"),
+        (&["ike", "rekey", "site-a/net"], "Rekey(\"site-a/net\")\n"),
+        (&["ike", "stats"], "Stats\n"),
+    ] {
+        assert_eq!(run(args), (Some(0), (want.to_owned(), String::new())), "{args:?}");
+    }
+    assert_eq!(
+        run(&["ike", "down", "gone"]),
+        (Some(1), (String::new(), "ipsecctl: no connection \"gone\"\n".into()))
+    );
+    for (args, err) in [
+        (&["ike"][..], "ike needs a command"),
+        (&["ike", "up"], "ike up needs a connection name"),
+        (&["ike", "frob"], "unknown ike command \"frob\""),
+    ] {
+        let (code, (_, e)) = run(args);
+        assert_eq!(code, Some(2), "{args:?}");
+        assert!(e.starts_with(&format!("ipsecctl: {err}")), "{args:?}: {e}");
+    }
+    let o = Command::new(IPSECCTL)
+        .args(["--ike-socket", "/nonexistent/iked.sock", "ike", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o).1.starts_with("ipsecctl: cannot reach iked at /nonexistent/iked.sock"),
+        "{:?}",
+        text(&o)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -7,9 +7,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use ipsecd::ctl::{call, read_body, Request, Wait, DEFAULT_SOCKET};
+use ipsecd::ike_ctl::{self, Request as IkeRequest};
 
 const USAGE: &str = "usage: ipsecctl [-s SOCKET] [--timeout SECONDS] [--keys] \
-     (-f FILE | -c | -D | -DP | -F | -FP | stats | monitor)";
+     (-f FILE | -c | -D | -DP | -F | -FP | stats | monitor)
+       ipsecctl [--ike-socket SOCKET] [--timeout SECONDS] \
+     ike (list | up CONN | down CONN | rekey SA | stats | monitor)";
 
 const HELP: &str = "\
 Talks to a running ipsecd over its control socket, with setkey(8)'s flags.
@@ -29,7 +32,19 @@ Talks to a running ipsecd over its control socket, with setkey(8)'s flags.
                larval SAs that expired, ...; \"overflow lost=N\" if N were lost because
                this reader was too slow (--timeout does not apply)
 
+  ike list     iked's IKE SAs and their CHILD_SAs, with their states
+  ike up CONN  have iked initiate connection CONN (all its children)
+  ike down CONN
+               have iked close connection CONN's IKE SAs (deleting their CHILD_SAs)
+  ike rekey SA have iked rekey an IKE SA (its number in ike list) or a CHILD_SA
+               (CONN/CHILD or its number)
+  ike stats    iked's counters: IKE messages per exchange and outcome, half-open SAs,
+               cookies, retransmissions, authentication failures
+  ike monitor  print iked's IKE events as they happen, one line each, until interrupted
+
   -s SOCKET          the control socket (default /run/ipsecd.sock)
+  --ike-socket SOCKET
+                     iked's control socket, for ike ... (default /run/iked.sock)
   --keys             print SAs with their keys (-D, and dump/get statements in -f or -c),
                      in setkey(8)'s form that can be fed back with -f
   --timeout SECONDS  give up after this long in all (default: wait as long as ipsecd
@@ -40,7 +55,7 @@ Talks to a running ipsecd over its control socket, with setkey(8)'s flags.
 A request holds at most 4 MiB (FILE or stdin: 4194297 bytes); more is refused before
 anything is sent.
 
-Exit status: 0 done; 1 ipsecd refused the request (its reason on stderr) or could not be
+Exit status: 0 done; 1 ipsecd (or iked) refused the request (its reason on stderr) or could not be
 reached; 2 bad arguments; 3 no reply came, so whether the request was applied is unknown
 (look with -D and -DP).";
 
@@ -54,10 +69,13 @@ enum Command {
     FlushPolicies,
     Stats,
     Monitor,
+    /// `ike …`: a request to iked.
+    Ike(IkeRequest),
 }
 
 fn main() -> ExitCode {
     let mut socket = PathBuf::from(DEFAULT_SOCKET);
+    let mut ike_socket = PathBuf::from(ike_ctl::DEFAULT_SOCKET);
     let mut wait = Wait::default();
     let mut keys = false;
     let mut command: Option<(String, Command)> = None;
@@ -89,6 +107,33 @@ fn main() -> ExitCode {
             "--keys" => {
                 keys = true;
                 continue;
+            }
+            "--ike-socket" => {
+                match args.next() {
+                    Some(p) => ike_socket = PathBuf::from(p),
+                    None => return usage("--ike-socket needs a socket path"),
+                }
+                continue;
+            }
+            "ike" => {
+                let verb = args.next();
+                let mut arg = |what: &str| {
+                    args.next().ok_or(format!("ike {} needs {what}", verb.as_deref().unwrap_or("")))
+                };
+                let r = match verb.as_deref() {
+                    Some("list") => Ok(IkeRequest::List),
+                    Some("stats") => Ok(IkeRequest::Stats),
+                    Some("monitor") => Ok(IkeRequest::Monitor),
+                    Some("up") => arg("a connection name").map(IkeRequest::Up),
+                    Some("down") => arg("a connection name").map(IkeRequest::Down),
+                    Some("rekey") => arg("an SA").map(IkeRequest::Rekey),
+                    Some(other) => Err(format!("unknown ike command {other:?}")),
+                    None => Err("ike needs a command: list, up, down, rekey, stats or monitor".to_owned()),
+                };
+                match r {
+                    Ok(r) => Command::Ike(r),
+                    Err(e) => return usage(&e),
+                }
             }
             "-f" => match args.next() {
                 Some(file) => Command::File(file),
@@ -128,6 +173,8 @@ fn main() -> ExitCode {
         Command::FlushPolicies => setkey("spdflush;".into()),
         Command::Stats => Request::Stats,
         Command::Monitor => return watch(&socket),
+        Command::Ike(IkeRequest::Monitor) => return watch_ike(&ike_socket),
+        Command::Ike(r) => return ike(&ike_socket, &r, wait),
     };
     match call(&socket, &req, wait) {
         Ok(Ok(text)) => {
@@ -150,6 +197,33 @@ fn watch(socket: &std::path::Path) -> ExitCode {
     let mut out = std::io::stdout().lock();
     let r = ipsecd::ctl::monitor(socket, |line| writeln!(out, "{line}").and_then(|_| out.flush()).is_ok());
     match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e),
+    }
+}
+
+/// `ike …`: one request to iked, its reply on stdout.
+fn ike(socket: &std::path::Path, req: &IkeRequest, wait: Wait) -> ExitCode {
+    match ike_ctl::call(socket, req, wait) {
+        Ok(Ok(text)) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Ok(Err(msg)) => fail(&msg),
+        // ctl's messages for these name ipsecd and its dump: say it of iked instead.
+        Err(e) if e.outcome_unknown() => {
+            eprintln!("ipsecctl: no reply from iked at {}; whether it was done is unknown", socket.display());
+            ExitCode::from(3)
+        }
+        Err(e) => fail(&e.to_string()),
+    }
+}
+
+/// `ike monitor`: iked's event lines to stdout, as `monitor` does for ipsecd's.
+fn watch_ike(socket: &std::path::Path) -> ExitCode {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match ike_ctl::monitor(socket, |line| writeln!(out, "{line}").and_then(|_| out.flush()).is_ok()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e),
     }

@@ -1,0 +1,32 @@
+//! The daemon: ike-core's state machine with its I/O around it. ipsecd owns every packet
+//! socket; iked talks to it over three Unix sockets, and to `ipsecctl` over its own.
+//!
+//! ```text
+//!                 ┌──────────────────────────── iked (one thread) ───────────────────────────┐
+//!  ipsecd relay ──┤ Datagram ─▶                                        ─▶ Send(Datagram) ─────┼─▶ relay
+//!  (SEQPACKET)    │                                                                          │
+//!  ipsecd ctl  ───┤ monitor line ─▶ events::parse_line ─▶ ┌────────┐ ─▶ Install/Remove        │
+//!  (monitor)      │                                       │ Engine │    ─▶ setkey::*_text ──┼─▶ ipsecd ctl
+//!  timer ─────────┤ next deadline ─▶ tick ──────────────▶ │ (core) │    (one request each)  │  (call)
+//!  signals ───────┤ HUP: reload (Config::diff)            └────────┘ ─▶ Event ─▶ log,        │
+//!  iked ctl ──────┤ control::Request ─▶ list/up/down/rekey/stats        monitor subscribers  │
+//!                 │                                                  ─▶ debug_keys (opt-in) │
+//!                 └──────────────────────────────────────────────────────────────────────────┘
+//! ```
+//!
+//! One concern per file:
+//! - [`setkey`]: a CHILD_SA's install and removal as setkey text for ipsecd.
+//! - [`events`]: ipsecd's monitor lines read back into its events.
+//! - [`debug_keys`]: `--debug-keys`, the keys in Wireshark's tables.
+//! - [`control`]: iked's control protocol (what `ipsecctl ike …` sends).
+//! - [`engine`]: what the loop needs of the state machine, and what it gives back.
+//! - [`ike_engine`]: ike-core's state machine as that engine.
+//! - [`run`]: the event loop over the sockets, the timer and the signals.
+
+pub mod control;
+pub mod debug_keys;
+pub mod engine;
+pub mod events;
+pub mod ike_engine;
+pub mod run;
+pub mod setkey;

@@ -1,0 +1,462 @@
+//! The event loop: one thread polls every descriptor and the engine's deadline, and
+//! carries out what the engine asks (IKE is not a hot path, and ocf's crypto is
+//! synchronous).
+//!
+//! ```text
+//!  engine.start (the connections that start at once), then
+//!  poll(relay, ipsecd monitor, iked ctl listener, SIGHUP pipe, SIGTERM pipe;
+//!       timeout = engine.next_deadline() − now)
+//!    relay readable    ─▶ recv every datagram waiting ─▶ engine.datagram
+//!    monitor readable  ─▶ each whole line ─▶ events::parse_line ─▶ engine.sa_event
+//!                          (overflow ─▶ engine.events_lost; ipsecd gone ─▶ exit)
+//!    listener readable ─▶ one request ─▶ engine.command, or a new monitor subscriber
+//!    SIGHUP            ─▶ Config::load ─▶ diff ─▶ engine.reload (a bad file: logged, kept)
+//!    SIGTERM/SIGINT    ─▶ engine.shutdown, outputs carried out, exit
+//!    deadline passed   ─▶ engine.tick
+//!  after each: carry_out(outputs)
+//!    Send     ─▶ relay.send
+//!    Install  ─▶ setkey::install_text ─▶ ipsecd ctl (one request) ─▶ engine.installed,
+//!                 and "child-sa-installed" (or "-install-refused") to the subscribers
+//!                 └─ debug_keys.child_sa (if on)
+//!    Remove   ─▶ setkey::remove_text  ─▶ ipsecd ctl (one request)
+//!    Trap, Untrap ─▶ setkey::trap_text, untrap_text ─▶ ipsecd ctl (policies alone)
+//!    IkeKeys  ─▶ debug_keys.ike_sa (if on; dropped otherwise)
+//!    Event    ─▶ log (auth failures as "authentication failed: …") and every subscriber
+//! ```
+//!
+//! A request to ipsecd waits for its reply (a heartbeat comes every second while ipsecd
+//! works); meanwhile datagrams queue in the relay socket, as they would in a busy peer. A
+//! monitor subscriber's writes never wait: one whose socket is full (it reads too slowly)
+//! or gone is dropped, and has to subscribe again. When ipsecd goes away (the relay or the
+//! monitor stream closes) iked exits with an error, for its supervisor to restart it with
+//! ipsecd.
+
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use zeroize::Zeroize;
+
+use ipsecd::ctl::{self, Wait};
+use ipsecd::ike_relay::Client;
+
+use super::control::{read_request, Request};
+use super::debug_keys::DebugKeys;
+use super::engine::{Engine, Output, Severity};
+use super::events::{parse_line, Line};
+use super::setkey::{install_text, redacted, remove_text, trap_text, untrap_text};
+use crate::config::Config;
+
+/// Where everything is.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub config: PathBuf,
+    /// ipsecd's relay socket (`--ike-socket` of ipsecd).
+    pub relay: PathBuf,
+    /// ipsecd's control socket.
+    pub ipsecd: PathBuf,
+    /// iked's own control socket.
+    pub control: PathBuf,
+    pub debug_keys: Option<PathBuf>,
+}
+
+/// ipsecd's event stream, read without blocking, line by line.
+pub struct MonitorConn {
+    conn: BufReader<UnixStream>,
+    partial: String,
+}
+
+impl MonitorConn {
+    /// Subscribes to ipsecd's events at `socket` (waits for its `ok`).
+    pub fn connect(socket: &Path) -> Result<MonitorConn, String> {
+        let mut conn = UnixStream::connect(socket)
+            .map_err(|e| format!("cannot reach ipsecd at {}: {e}", socket.display()))?;
+        conn.set_read_timeout(Some(ctl::IDLE)).map_err(|e| e.to_string())?;
+        conn.write_all(ctl::MONITOR.as_bytes())
+            .map_err(|e| format!("subscribing to ipsecd's events: {e}"))?;
+        let mut conn = BufReader::new(conn);
+        let mut first = String::new();
+        conn.read_line(&mut first).map_err(|e| format!("ipsecd's answer to monitor: {e}"))?;
+        if first != "ok\n" {
+            let mut why = String::new();
+            let _ = conn.read_to_string(&mut why);
+            return Err(format!("ipsecd refused monitor: {}{why}", first.trim_end()));
+        }
+        conn.get_ref().set_nonblocking(true).map_err(|e| e.to_string())?;
+        Ok(MonitorConn { conn, partial: String::new() })
+    }
+
+    /// Every whole line that has arrived; `Err` when ipsecd closed the stream.
+    pub fn lines(&mut self) -> Result<Vec<String>, String> {
+        let mut out = Vec::new();
+        loop {
+            match self.conn.read_line(&mut self.partial) {
+                Ok(0) => return Err("ipsecd closed the monitor stream".to_owned()),
+                Ok(_) if self.partial.ends_with('\n') => {
+                    out.push(std::mem::take(&mut self.partial).trim_end().to_owned());
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(out),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("reading ipsecd's events: {e}")),
+            }
+        }
+    }
+}
+
+impl AsFd for MonitorConn {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.conn.get_ref().as_fd()
+    }
+}
+
+/// Binds iked's control socket at `path`, root-only (0600). A socket file left by a
+/// daemon that is gone is replaced; one that answers is another iked, and refused.
+pub fn bind_control(path: &Path) -> Result<UnixListener, String> {
+    if path.exists() {
+        if UnixStream::connect(path).is_ok() {
+            return Err(format!("{} is served by another iked", path.display()));
+        }
+        std::fs::remove_file(path).map_err(|e| format!("removing the stale {}: {e}", path.display()))?;
+    }
+    let l = UnixListener::bind(path).map_err(|e| format!("binding {}: {e}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("chmod {}: {e}", path.display()))?;
+    l.set_nonblocking(true).map_err(|e| e.to_string())?;
+    Ok(l)
+}
+
+/// The daemon: the engine and its descriptors.
+pub struct Daemon<E: Engine> {
+    pub engine: E,
+    relay: Client,
+    monitor: MonitorConn,
+    listener: UnixListener,
+    subscribers: Vec<UnixStream>,
+    hup: UnixStream,
+    term: UnixStream,
+    opts: Options,
+    config: Config,
+    debug_keys: Option<DebugKeys>,
+    out: Vec<Output>,
+}
+
+/// A signal's pipe: its read end, non-blocking.
+fn signal_pipe(sig: i32) -> Result<UnixStream, String> {
+    let (r, w) = UnixStream::pair().map_err(|e| e.to_string())?;
+    r.set_nonblocking(true).map_err(|e| e.to_string())?;
+    w.set_nonblocking(true).map_err(|e| e.to_string())?;
+    signal_hook::low_level::pipe::register(sig, w).map_err(|e| format!("signal {sig}: {e}"))?;
+    Ok(r)
+}
+
+fn drain(s: &mut UnixStream) -> bool {
+    let mut b = [0u8; 64];
+    let mut any = false;
+    while let Ok(n) = s.read(&mut b) {
+        if n == 0 {
+            break;
+        }
+        any = true;
+    }
+    any
+}
+
+impl<E: Engine> Daemon<E> {
+    /// Connects to ipsecd (relay and monitor), binds the control socket, installs the
+    /// signal handlers.
+    pub fn new(engine: E, config: Config, opts: Options) -> Result<Daemon<E>, String> {
+        let debug_keys = match &opts.debug_keys {
+            Some(dir) => {
+                Some(DebugKeys::open(dir).map_err(|e| format!("--debug-keys {}: {e}", dir.display()))?)
+            }
+            None => None,
+        };
+        let relay = Client::connect(&opts.relay)
+            .map_err(|e| format!("ipsecd's IKE relay at {}: {e}", opts.relay.display()))?;
+        relay.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let monitor = MonitorConn::connect(&opts.ipsecd)?;
+        let listener = bind_control(&opts.control)?;
+        let hup = signal_pipe(signal_hook::consts::SIGHUP)?;
+        let term = signal_pipe(signal_hook::consts::SIGTERM)?;
+        signal_hook::low_level::pipe::register(
+            signal_hook::consts::SIGINT,
+            term.try_clone().map_err(|e| e.to_string())?,
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(Daemon {
+            engine,
+            relay,
+            monitor,
+            listener,
+            subscribers: Vec::new(),
+            hup,
+            term,
+            opts,
+            config,
+            debug_keys,
+            out: Vec::new(),
+        })
+    }
+
+    /// Runs until SIGTERM (Ok) or until ipsecd goes away (Err).
+    pub fn run(&mut self) -> Result<(), String> {
+        self.engine.start(Instant::now(), &mut self.out);
+        self.carry_out();
+        loop {
+            let now = Instant::now();
+            let timeout = match self.engine.next_deadline() {
+                Some(d) if d <= now => {
+                    self.engine.tick(now, &mut self.out);
+                    self.carry_out();
+                    continue;
+                }
+                Some(d) => PollTimeout::try_from((d - now).as_millis().saturating_add(1).min(60_000) as u32)
+                    .unwrap_or(PollTimeout::MAX),
+                None => PollTimeout::NONE,
+            };
+            let ready = {
+                let mut fds = [
+                    PollFd::new(self.relay.as_fd(), PollFlags::POLLIN),
+                    PollFd::new(self.monitor.as_fd(), PollFlags::POLLIN),
+                    PollFd::new(self.listener.as_fd(), PollFlags::POLLIN),
+                    PollFd::new(self.hup.as_fd(), PollFlags::POLLIN),
+                    PollFd::new(self.term.as_fd(), PollFlags::POLLIN),
+                ];
+                match poll(&mut fds, timeout) {
+                    Ok(_) => {}
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    Err(e) => return Err(format!("poll: {e}")),
+                }
+                fds.map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+            };
+            let now = Instant::now();
+            if ready[4] && drain(&mut self.term) {
+                tracing::info!("stopping: deleting every SA");
+                self.engine.shutdown(now, &mut self.out);
+                self.carry_out();
+                return Ok(());
+            }
+            if ready[3] && drain(&mut self.hup) {
+                self.reload(now);
+            }
+            if ready[0] {
+                self.datagrams(now)?;
+            }
+            if ready[1] {
+                self.ipsecd_events(now)?;
+            }
+            if ready[2] {
+                self.control(now);
+            }
+            self.carry_out();
+        }
+    }
+
+    fn datagrams(&mut self, now: Instant) -> Result<(), String> {
+        loop {
+            match self.relay.recv() {
+                Ok(d) => self.engine.datagram(now, d, &mut self.out),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::InvalidData => tracing::warn!("relay: {e}"),
+                Err(e) => return Err(format!("ipsecd's IKE relay: {e}")),
+            }
+        }
+    }
+
+    fn ipsecd_events(&mut self, now: Instant) -> Result<(), String> {
+        for l in self.monitor.lines()? {
+            match parse_line(&l) {
+                Ok(Line::Event(ev)) => self.engine.sa_event(now, &ev, &mut self.out),
+                Ok(Line::Overflow(n)) => {
+                    tracing::warn!("ipsecd's monitor lost {n} events for iked");
+                    self.engine.events_lost(now, n, &mut self.out);
+                }
+                Ok(Line::Other(_)) => {}
+                Err(e) => tracing::warn!("ipsecd monitor line {l:?}: {e}"),
+            }
+        }
+        Ok(())
+    }
+
+    fn reload(&mut self, now: Instant) {
+        match Config::load(&self.opts.config) {
+            Ok(new) => {
+                let diff = Config::diff(&self.config, &new);
+                tracing::info!(
+                    "reloaded {}: added {:?}, removed {:?}, changed {:?}, {} unchanged{}",
+                    self.opts.config.display(),
+                    diff.added,
+                    diff.removed,
+                    diff.changed,
+                    diff.unchanged.len(),
+                    if diff.secrets_changed { ", secrets changed" } else { "" }
+                );
+                self.config = new.clone();
+                self.engine.reload(now, new, &diff, &mut self.out);
+            }
+            Err(e) => tracing::error!("reload refused, the running configuration stays: {e}"),
+        }
+    }
+
+    fn control(&mut self, now: Instant) {
+        loop {
+            let mut conn = match self.listener.accept() {
+                Ok((c, _)) => c,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    tracing::warn!("control socket: {e}");
+                    return;
+                }
+            };
+            let reply = match read_request(&mut conn) {
+                Ok(Request::Monitor) => {
+                    if conn.write_all(b"ok\n").is_ok() && conn.set_nonblocking(true).is_ok() {
+                        self.subscribers.push(conn);
+                    }
+                    continue;
+                }
+                Ok(req) => self.engine.command(now, &req, &mut self.out),
+                Err(e) => Err(e),
+            };
+            let _ = conn.set_write_timeout(Some(ctl::DEADLINE));
+            let _ = conn.write_all(&ctl::encode_reply(&reply));
+        }
+    }
+
+    /// Carries out every output, including those the engine adds while hearing how its
+    /// installs went.
+    fn carry_out(&mut self) {
+        while !self.out.is_empty() {
+            for o in std::mem::take(&mut self.out) {
+                match o {
+                    Output::Send(d) => {
+                        if let Err(e) = self.relay.send(&d) {
+                            tracing::warn!("sending to {}: {e}", d.remote);
+                        }
+                    }
+                    Output::Install { id, child } => {
+                        let result = self.install(&child);
+                        // The loop's own event: the CHILD_SA is in ipsecd (or not).
+                        self.publish(&match &result {
+                            Ok(()) => format!("child-sa-installed reqid={} {}", child.reqid, spis(&child)),
+                            Err(_) => {
+                                format!("child-sa-install-refused reqid={} {}", child.reqid, spis(&child))
+                            }
+                        });
+                        if result.is_ok() {
+                            if let Some(k) = &self.debug_keys {
+                                k.child_sa(&child);
+                            }
+                        }
+                        self.engine.installed(Instant::now(), id, result, &mut self.out);
+                    }
+                    Output::Remove(c) => {
+                        let r = remove_text(&c).map_err(|e| e.to_string()).and_then(|t| self.ipsecd(t));
+                        if let Err(e) = r {
+                            tracing::warn!("removing CHILD_SA {}→{}: {e}", c.local, c.remote);
+                        }
+                    }
+                    Output::Trap(t) => {
+                        let r = trap_text(&t).map_err(|e| e.to_string()).and_then(|x| self.ipsecd(x));
+                        match r {
+                            Ok(()) => tracing::info!("trap policies installed for reqid {}", t.reqid),
+                            Err(e) => tracing::warn!("trap policies for reqid {}: {e}", t.reqid),
+                        }
+                    }
+                    Output::Untrap(t) => {
+                        let r = untrap_text(&t).map_err(|e| e.to_string()).and_then(|x| self.ipsecd(x));
+                        if let Err(e) = r {
+                            tracing::warn!("removing the trap policies of reqid {}: {e}", t.reqid);
+                        }
+                    }
+                    Output::IkeKeys(k) => {
+                        if let Some(d) = &self.debug_keys {
+                            d.ike_sa(&k.borrow());
+                        }
+                    }
+                    Output::Event(ev) => {
+                        match ev.severity {
+                            Severity::Info => tracing::info!("{}", ev.line),
+                            Severity::AuthFailure => tracing::warn!("authentication failed: {}", ev.line),
+                            Severity::Warning => tracing::warn!("{}", ev.line),
+                        }
+                        self.publish(&ev.line);
+                    }
+                }
+            }
+        }
+    }
+
+    fn install(&self, child: &super::setkey::ChildInstall) -> Result<(), String> {
+        let text = install_text(child).map_err(|e| e.to_string())?;
+        let r = self.ipsecd_keys(text);
+        match &r {
+            Ok(()) => tracing::info!("installed CHILD_SA {}", redacted(child)),
+            Err(e) => tracing::warn!("ipsecd refused CHILD_SA {}: {e}", redacted(child)),
+        }
+        r
+    }
+
+    /// One setkey request that holds keys; the text is wiped after.
+    fn ipsecd_keys(&self, mut text: zeroize::Zeroizing<String>) -> Result<(), String> {
+        let req = ctl::Request::Setkey(std::mem::take(&mut *text));
+        let r = ctl::call(&self.opts.ipsecd, &req, Wait::default());
+        if let ctl::Request::Setkey(mut body) = req {
+            body.zeroize();
+        }
+        flatten(r)
+    }
+
+    /// One setkey request without keys.
+    fn ipsecd(&self, text: String) -> Result<(), String> {
+        flatten(ctl::call(&self.opts.ipsecd, &ctl::Request::Setkey(text), Wait::default()))
+    }
+
+    fn publish(&mut self, line: &str) {
+        let mut l = String::with_capacity(line.len() + 1);
+        l.push_str(line);
+        l.push('\n');
+        // A subscriber that is gone, or whose socket is full, is dropped.
+        self.subscribers.retain_mut(|s| s.write_all(l.as_bytes()).is_ok());
+    }
+}
+
+/// A CHILD_SA's SPIs, for an event line.
+fn spis(c: &super::setkey::ChildInstall) -> String {
+    format!("spi_in={:#010x} spi_out={:#010x}", c.inbound.spi, c.outbound.spi)
+}
+
+fn flatten(r: Result<ctl::Reply, ctl::CallError>) -> Result<(), String> {
+    match r {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(why)) => Err(why),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A second iked is refused while the first serves the socket; a socket file left by
+    /// one that is gone is replaced; the socket is root's.
+    #[test]
+    fn the_control_socket_is_bound_once() {
+        let dir = std::env::temp_dir().join(format!("iked-bind-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("iked.sock");
+        let first = bind_control(&path).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(bind_control(&path).unwrap_err(), format!("{} is served by another iked", path.display()));
+        drop(first);
+        assert!(path.exists(), "the file stays behind");
+        bind_control(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,352 @@
+//! ike-core's state machine as iked's engine (`iked::daemon::ike_engine`): two engines, the
+//! docs' two-gateway example (docs/iked.md), negotiating through the datagrams they hand
+//! out, until both ask the loop to install the CHILD_SA — the same SAs seen from each end,
+//! as setkey text that ipsecd's parser reads — and then `list`, `stats`, `down`, a wrong
+//! pre-shared key.
+
+use std::time::Instant;
+
+use iked::config::Config;
+use iked::daemon::control::Request;
+use iked::daemon::engine::{Engine, Output, Severity};
+use iked::daemon::ike_engine::IkeEngine;
+use iked::daemon::setkey::{install_text, remove_text, ChildInstall};
+use ipsec_core::control::Request as SetkeyRequest;
+use ipsecd::ike_relay::Datagram;
+
+const PSK: &str = "0x5e1c9f0a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6";
+
+/// One side of the docs' example; A (192.0.2.1) starts, B waits.
+fn config(a_side: bool, psk: &str) -> Config {
+    let (name, me, peer, my_id, peer_id, lts, rts, start) = if a_side {
+        (
+            "site-b",
+            "192.0.2.1",
+            "192.0.2.2",
+            "gw-a",
+            "gw-b",
+            "10.1.0.0/24",
+            "10.2.0.0/24",
+            "start_action = start",
+        )
+    } else {
+        ("site-a", "192.0.2.2", "192.0.2.1", "gw-b", "gw-a", "10.2.0.0/24", "10.1.0.0/24", "")
+    };
+    let text = format!(
+        "connections {{ {name} {{ local_addrs = {me}\n remote_addrs = {peer}\n \
+         proposals = aes128gcm16-prfsha256-x25519\n \
+         local {{ auth = psk\n id = {my_id}.example.org\n }} remote {{ auth = psk\n id = {peer_id}.example.org\n }}\n \
+         children {{ net {{ local_ts = {lts}\n remote_ts = {rts}\n esp_proposals = aes128gcm16\n {start}\n }} }} }} }}\n\
+         secrets {{ ike-site {{ id-a = gw-a.example.org\n id-b = gw-b.example.org\n secret = {psk}\n }} }}\n"
+    );
+    // A directory per call: the tests run at once.
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("iked-engine-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("iked.conf");
+    std::fs::write(&path, text).unwrap();
+    let c = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_dir_all(&dir).unwrap();
+    c
+}
+
+fn engine(a_side: bool, psk: &str) -> IkeEngine {
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    IkeEngine::new(fw, config(a_side, psk), Instant::now()).unwrap()
+}
+
+/// What each side asked for while they talked.
+#[derive(Default)]
+struct Seen {
+    installs: Vec<ChildInstall>,
+    events: Vec<(Severity, String)>,
+    ike_keys: Vec<iked::daemon::engine::IkeKeysOut>,
+    traps: Vec<iked::daemon::setkey::Trap>,
+    removes: Vec<iked::daemon::setkey::ChildRemove>,
+}
+
+/// Carries datagrams between the two until neither sends; installs are reported done.
+fn run(a: &mut IkeEngine, b: &mut IkeEngine, first: Vec<Output>) -> (Seen, Seen) {
+    let (mut sa, mut sb) = (Seen::default(), Seen::default());
+    let mut to_b: Vec<Output> = first;
+    let mut to_a: Vec<Output> = Vec::new();
+    for _ in 0..20 {
+        let now = Instant::now();
+        let mut next_a = Vec::new();
+        for o in std::mem::take(&mut to_b) {
+            handle(o, b, &mut sa, &mut next_a, now, a);
+        }
+        let mut next_b = Vec::new();
+        for o in std::mem::take(&mut to_a) {
+            handle(o, a, &mut sb, &mut next_b, now, b);
+        }
+        to_a = next_a;
+        to_b = next_b;
+        if to_a.is_empty() && to_b.is_empty() {
+            break;
+        }
+    }
+    (sa, sb)
+}
+
+/// `o` is `from`'s output: a datagram goes to `to`, whose outputs land in `back`.
+fn handle(
+    o: Output,
+    to: &mut IkeEngine,
+    seen: &mut Seen,
+    back: &mut Vec<Output>,
+    now: Instant,
+    from: &mut IkeEngine,
+) {
+    match o {
+        Output::Send(d) => {
+            let d = Datagram { local: d.remote, remote: d.local, nat_t: d.nat_t, bytes: d.bytes };
+            let mut out = Vec::new();
+            to.datagram(now, d, &mut out);
+            // `to`'s answers go back to `from`, except its own installs and events,
+            // which are `to`'s to report: handled on the next round from `back`.
+            back.extend(out);
+        }
+        Output::Install { id, child } => {
+            let mut more = Vec::new();
+            from.installed(now, id, Ok(()), &mut more);
+            seen.installs.push(child);
+            for m in more {
+                if let Output::Event(e) = m {
+                    seen.events.push((e.severity, e.line));
+                }
+            }
+        }
+        Output::Event(e) => seen.events.push((e.severity, e.line)),
+        Output::IkeKeys(k) => seen.ike_keys.push(k),
+        Output::Remove(r) => seen.removes.push(r),
+        Output::Untrap(_) => panic!("no trap here"),
+        Output::Trap(t) => seen.traps.push(t),
+    }
+}
+
+fn parsed(text: &str) -> Vec<SetkeyRequest> {
+    ipsec_core::setkey::parse(text).unwrap_or_else(|e| panic!("{e}")).into_iter().map(|l| l.item).collect()
+}
+
+#[test]
+fn two_engines_install_the_same_child_sa_from_each_end() {
+    let (mut a, mut b) = (engine(true, PSK), engine(false, PSK));
+    let mut first = Vec::new();
+    a.start(Instant::now(), &mut first);
+    assert!(
+        matches!(first.as_slice(), [Output::Send(d)] if !d.nat_t && d.remote.port() == 500),
+        "IKE_SA_INIT"
+    );
+    // `run` files each side's outputs under the other: A's installs and events are in
+    // the Seen of the side that received A's outputs, so collect both.
+    let (s1, s2) = run(&mut a, &mut b, first);
+    let installs: Vec<&ChildInstall> = s1.installs.iter().chain(&s2.installs).collect();
+    assert_eq!(installs.len(), 2, "both ends install: {:?} {:?}", s1.events, s2.events);
+    let (x, y) = (installs[0], installs[1]);
+    assert_eq!((x.local, x.remote), (y.remote, y.local));
+    assert_eq!(x.inbound.spi, y.outbound.spi);
+    assert_eq!(x.outbound.spi, y.inbound.spi);
+    assert_eq!(x.inbound.encr[..], y.outbound.encr[..], "one direction's keys at both ends");
+    assert_eq!(x.outbound.encr[..], y.inbound.encr[..]);
+    assert_ne!(x.inbound.encr[..], x.outbound.encr[..]);
+    assert_eq!(x.inbound.encr.len(), 20, "AES-128-GCM key and salt");
+    for c in [x, y] {
+        let reqs = parsed(&install_text(c).unwrap());
+        assert_eq!(reqs.len(), 4, "two SAs, two policies: {reqs:?}");
+    }
+    let events: Vec<&String> = s1.events.iter().chain(&s2.events).map(|(_, l)| l).collect();
+    assert!(
+        events.iter().any(|l| l.starts_with("ike-sa-up conn=site-b") && l.ends_with("role=initiator")),
+        "{events:?}"
+    );
+    assert!(
+        events.iter().any(|l| l.starts_with("ike-sa-up conn=site-a") && l.ends_with("role=responder")),
+        "{events:?}"
+    );
+    let keys: Vec<_> = s1.ike_keys.iter().chain(&s2.ike_keys).collect();
+    assert_eq!(keys.len(), 2);
+    assert_eq!((keys[0].spi_i, keys[0].spi_r), (keys[1].spi_i, keys[1].spi_r));
+    assert_eq!(keys[0].sk_ei[..], keys[1].sk_ei[..]);
+    assert!(iked::daemon::debug_keys::ike_line(&keys[0].borrow()).is_some());
+
+    let now = Instant::now();
+    let mut out = Vec::new();
+    let list = a.command(now, &Request::List, &mut out).unwrap();
+    assert!(list.starts_with("1: site-b Established initiator 192.0.2.1:500→192.0.2.2:500"), "{list}");
+    assert!(list.contains("site-b/net Tunnel SPIs in"), "{list}");
+    let stats = b.command(now, &Request::Stats, &mut out).unwrap();
+    assert!(stats.contains("IKE_AUTH: requests sent 0, received 1; responses sent 1"), "{stats}");
+    assert!(b.command(now, &Request::Rekey("1".into()), &mut out).unwrap_err().contains("CREATE_CHILD_SA"));
+    assert!(b.command(now, &Request::Up("nope".into()), &mut out).unwrap_err().contains("no connection"));
+
+    assert!(a
+        .command(now, &Request::Up("site-b".into()), &mut out)
+        .unwrap_err()
+        .contains("has an IKE SA already"));
+
+    // down: the CHILD_SA that was installed is removed, by its SPIs.
+    let mut out = Vec::new();
+    a.command(now, &Request::Down("site-b".into()), &mut out).unwrap();
+    let removes: Vec<_> =
+        out.iter().filter_map(|o| if let Output::Remove(r) = o { Some(r) } else { None }).collect();
+    assert_eq!(removes.len(), 1);
+    let a_install = if x.local.to_string() == "192.0.2.1" { x } else { y };
+    assert_eq!(
+        (removes[0].inbound_spi, removes[0].outbound_spi),
+        (a_install.inbound.spi, a_install.outbound.spi)
+    );
+    assert_eq!(parsed(&remove_text(removes[0]).unwrap()).len(), 4);
+    // The Delete reaches B, which removes its CHILD_SA and answers; then A's IKE SA goes.
+    let sends: Vec<Output> = out.into_iter().filter(|o| matches!(o, Output::Send(_))).collect();
+    assert_eq!(sends.len(), 1, "one INFORMATIONAL Delete");
+    let (s1, s2) = run(&mut a, &mut b, sends);
+    assert_eq!((s1.removes.len(), s2.removes.len()), (0, 1), "B removes its CHILD_SA");
+    assert!(s2.events.iter().any(|(_, l)| l.contains("reason=deleted-by-peer")), "{:?}", s2.events);
+    assert!(s1.events.iter().any(|(_, l)| l.contains("reason=terminated")), "{:?}", s1.events);
+    let mut out = Vec::new();
+    assert_eq!(a.command(now, &Request::List, &mut out).unwrap(), "no IKE SA\n");
+    assert_eq!(b.command(now, &Request::List, &mut out).unwrap(), "no IKE SA\n");
+}
+
+#[test]
+fn a_wrong_psk_is_an_authentication_failure() {
+    let other = "0x00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    let (mut a, mut b) = (engine(true, PSK), engine(false, other));
+    let mut first = Vec::new();
+    a.start(Instant::now(), &mut first);
+    let (s1, s2) = run(&mut a, &mut b, first);
+    assert!(s1.installs.is_empty() && s2.installs.is_empty());
+    let fails: Vec<&String> = s1
+        .events
+        .iter()
+        .chain(&s2.events)
+        .filter(|(s, _)| *s == Severity::AuthFailure)
+        .map(|(_, l)| l)
+        .collect();
+    assert!(!fails.is_empty(), "{:?} {:?}", s1.events, s2.events);
+    assert!(fails.iter().any(|l| l.contains("its AUTH did not verify")), "{fails:?}");
+}
+
+/// A reload that changes the running connection closes its IKE SA (its CHILD_SA removed
+/// from ipsecd), and, none being left, the state machine takes the new file and starts
+/// again; an unchanged reload keeps the SA.
+#[test]
+fn a_reload_closes_changed_connections_and_starts_again() {
+    let (mut a, mut b) = (engine(true, PSK), engine(false, PSK));
+    let mut first = Vec::new();
+    a.start(Instant::now(), &mut first);
+    let (s1, s2) = run(&mut a, &mut b, first);
+    assert_eq!(s1.installs.len() + s2.installs.len(), 2);
+    let now = Instant::now();
+
+    let same = config(true, PSK);
+    let mut out = Vec::new();
+    a.reload(now, same.clone(), &Config::diff(&same, &same), &mut out);
+    assert!(out.is_empty(), "nothing changed, nothing done");
+    assert!(a.command(now, &Request::List, &mut out).unwrap().contains("Established"));
+
+    let changed = config(true, "0x00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff");
+    let diff = Config::diff(&same, &changed);
+    assert!(diff.secrets_changed && diff.unchanged == ["site-b"], "{diff:?}");
+    // A new key alone closes nothing either (it applies to the next authentication), but
+    // the state machine cannot take it while the SA is up: the log says so.
+    let mut out = Vec::new();
+    a.reload(now, changed.clone(), &diff, &mut out);
+    assert!(out.iter().all(|o| !matches!(o, Output::Remove(_))));
+    assert!(
+        out.iter()
+            .any(|o| matches!(o, Output::Event(e) if e.line.contains("cannot take a new configuration"))),
+        "the log says why the new key waits"
+    );
+
+    let mut moved = config(true, PSK);
+    moved.connections[0].children[0].local_ts =
+        ike_core::config::TrafficSelector::parse_list("10.1.9.0/24").unwrap();
+    let diff = Config::diff(&same, &moved);
+    assert_eq!(diff.changed, ["site-b"]);
+    let mut out = Vec::new();
+    a.reload(now, moved, &diff, &mut out);
+    let removes = out.iter().filter(|o| matches!(o, Output::Remove(_))).count();
+    let sends = out.iter().filter(|o| matches!(o, Output::Send(_))).count();
+    assert_eq!((removes, sends), (1, 2), "the old CHILD_SA removed, a Delete and a new IKE_SA_INIT sent");
+    let list = a.command(now, &Request::List, &mut out).unwrap();
+    assert_eq!(list.lines().collect::<Vec<_>>().len(), 1, "a new state machine: {list}");
+    assert!(list.starts_with("1: site-b InitSent initiator"), "{list}");
+}
+
+/// A peer that restarted (a new engine, the old SAs gone on its side only) negotiates
+/// again: the responder removes the old CHILD_SA before it installs the new one, whose
+/// policies are the same, and keeps one IKE SA.
+#[test]
+fn a_restarted_peer_replaces_its_old_sas() {
+    let (mut a, mut b) = (engine(true, PSK), engine(false, PSK));
+    let mut first = Vec::new();
+    a.start(Instant::now(), &mut first);
+    let (s1, s2) = run(&mut a, &mut b, first);
+    let old_b = s2
+        .installs
+        .iter()
+        .chain(&s1.installs)
+        .find(|c| c.local.to_string() == "192.0.2.2")
+        .unwrap()
+        .inbound
+        .spi;
+
+    let mut a2 = engine(true, PSK);
+    let mut first = Vec::new();
+    a2.start(Instant::now(), &mut first);
+    // Carry A2's datagrams to B by hand, to see B's outputs in their order.
+    let mut to_b = first;
+    let mut b_out_all = Vec::new();
+    for _ in 0..4 {
+        let mut to_a = Vec::new();
+        for o in std::mem::take(&mut to_b) {
+            if let Output::Send(d) = o {
+                let mut out = Vec::new();
+                b.datagram(
+                    Instant::now(),
+                    Datagram { local: d.remote, remote: d.local, nat_t: d.nat_t, bytes: d.bytes },
+                    &mut out,
+                );
+                for o in out {
+                    match o {
+                        Output::Send(d) => to_a.push(d),
+                        other => b_out_all.push(other),
+                    }
+                }
+            }
+        }
+        for d in to_a {
+            let mut out = Vec::new();
+            a2.datagram(
+                Instant::now(),
+                Datagram { local: d.remote, remote: d.local, nat_t: d.nat_t, bytes: d.bytes },
+                &mut out,
+            );
+            to_b.extend(out.into_iter().filter(|o| matches!(o, Output::Send(_))));
+        }
+    }
+    let order: Vec<&str> = b_out_all
+        .iter()
+        .filter_map(|o| match o {
+            Output::Remove(_) => Some("remove"),
+            Output::Install { .. } => Some("install"),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(order, ["remove", "install"], "the old CHILD_SA goes first");
+    let Some(Output::Remove(r)) = b_out_all.iter().find(|o| matches!(o, Output::Remove(_))) else {
+        unreachable!()
+    };
+    assert_eq!(r.inbound_spi, old_b);
+    let Some(Output::Install { child, .. }) = b_out_all.iter().find(|o| matches!(o, Output::Install { .. }))
+    else {
+        unreachable!()
+    };
+    assert!(child.policies, "the new CHILD_SA brings the policies back");
+    let list = b.command(Instant::now(), &Request::List, &mut Vec::new()).unwrap();
+    assert_eq!(list.lines().filter(|l| l.contains("Established")).count(), 1, "{list}");
+}

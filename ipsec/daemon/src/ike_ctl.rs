@@ -1,0 +1,137 @@
+//! The protocol of iked's control socket (default [`DEFAULT_SOCKET`], root-only), spoken by
+//! `ipsecctl ike …` and served by iked (`iked::daemon::control`). It lives here, beside
+//! [`crate::ctl`], so that `ipsecctl` and iked share one definition (iked depends on this
+//! crate, not the other way). The same style as ipsecd's: one request per connection, in
+//! text, the reply framed by [`crate::ctl::encode_reply`] (`ok` or `error`, a newline, the
+//! text).
+//!
+//! ```text
+//! request := verb [" " arg] "\n"       (the client then shuts down its sending half)
+//! verb    := "list"                     IKE SAs and their CHILD_SAs, with their states
+//!          | "up" CONN                  initiate a configured connection (all its children)
+//!          | "down" CONN                close a connection's IKE SAs (deleting their CHILD_SAs)
+//!          | "rekey" SA                 rekey an IKE SA (by its number in `list`) or a
+//!                                       CHILD_SA (`CONN/CHILD` or its number)
+//!          | "stats"                    the state machine's counters
+//! reply   := ("ok" | "error") "\n" text (the daemon then closes)
+//!
+//! monitor := "monitor" "\n"             (the client keeps its sending half open)
+//! stream  := "ok" "\n" *(event "\n")    IKE events, one line each, until the client closes
+//! ```
+//!
+//! [`call`] and [`monitor`] are the client side. A request is at most [`MAX_REQUEST`] bytes
+//! (a connection name is short).
+
+use std::path::Path;
+
+use crate::ctl::{call_named, monitor_named, CallError, Reply, Wait};
+
+/// The default socket path.
+pub const DEFAULT_SOCKET: &str = "/run/iked.sock";
+
+/// The largest request read.
+pub const MAX_REQUEST: usize = 4096;
+
+/// A request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    List,
+    Up(String),
+    Down(String),
+    Rekey(String),
+    Stats,
+    Monitor,
+}
+
+impl Request {
+    /// The bytes sent on the socket.
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            Request::List => "list\n".into(),
+            Request::Up(c) => format!("up {c}\n"),
+            Request::Down(c) => format!("down {c}\n"),
+            Request::Rekey(sa) => format!("rekey {sa}\n"),
+            Request::Stats => "stats\n".into(),
+            Request::Monitor => "monitor\n".into(),
+        }
+        .into_bytes()
+    }
+
+    /// Reads a request; the error says what is wrong with it.
+    pub fn decode(bytes: &[u8]) -> Result<Request, String> {
+        if bytes.len() > MAX_REQUEST {
+            return Err(format!("a request of more than {MAX_REQUEST} bytes"));
+        }
+        let text = std::str::from_utf8(bytes).map_err(|e| format!("the request is not UTF-8 ({e})"))?;
+        let line = text.strip_suffix('\n').unwrap_or(text);
+        if line.contains('\n') {
+            return Err("a request is one line".to_owned());
+        }
+        let mut words = line.split_ascii_whitespace();
+        let verb = words.next().ok_or("empty request")?;
+        let arg = words.next();
+        if words.next().is_some() {
+            return Err(format!("{verb} takes at most one argument"));
+        }
+        let need = |what: &str| arg.map(str::to_owned).ok_or_else(|| format!("{verb} needs {what}"));
+        let none = |r: Request| match arg {
+            None => Ok(r),
+            Some(a) => Err(format!("{verb} takes no argument (got {a:?})")),
+        };
+        match verb {
+            "list" => none(Request::List),
+            "stats" => none(Request::Stats),
+            "monitor" => none(Request::Monitor),
+            "up" => need("a connection name").map(Request::Up),
+            "down" => need("a connection name").map(Request::Down),
+            "rekey" => need("an SA (a number from list, or CONN/CHILD)").map(Request::Rekey),
+            other => {
+                Err(format!("unknown request {other:?} (expected list, up, down, rekey, stats or monitor)"))
+            }
+        }
+    }
+}
+
+/// Sends `req` (not [`Request::Monitor`]) to iked at `socket` and returns its reply.
+pub fn call(socket: &Path, req: &Request, wait: Wait) -> Result<Reply, CallError> {
+    call_named(socket, "iked", &req.encode(), wait)
+}
+
+/// Subscribes to iked's IKE events at `socket`, handing `each` every line until iked closes
+/// the connection or `each` returns false.
+pub fn monitor(socket: &Path, each: impl FnMut(&str) -> bool) -> Result<(), String> {
+    monitor_named(socket, "iked", &Request::Monitor.encode(), each)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip() {
+        for r in [
+            Request::List,
+            Request::Up("site-a".into()),
+            Request::Down("site-a".into()),
+            Request::Rekey("3".into()),
+            Request::Rekey("site-a/net".into()),
+            Request::Stats,
+            Request::Monitor,
+        ] {
+            assert_eq!(Request::decode(&r.encode()), Ok(r));
+        }
+    }
+
+    #[test]
+    fn malformed_requests_are_named() {
+        let e = |b: &[u8]| Request::decode(b).unwrap_err();
+        assert_eq!(e(b""), "empty request");
+        assert_eq!(e(b"up\n"), "up needs a connection name");
+        assert_eq!(e(b"list all\n"), "list takes no argument (got \"all\")");
+        assert_eq!(e(b"down a b\n"), "down takes at most one argument");
+        assert!(e(b"frob\n").starts_with("unknown request \"frob\""));
+        assert_eq!(e(b"list\nstats\n"), "a request is one line");
+        assert!(e(&[0xff]).contains("UTF-8"));
+        assert!(e(&vec![b'x'; MAX_REQUEST + 1]).contains("more than 4096 bytes"));
+    }
+}
