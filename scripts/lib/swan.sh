@@ -11,11 +11,16 @@
 #                                                      named by absolute paths)
 #   swan_sas a      ──> swanctl --list-sas --raw  ──> swan_ike / swan_child pull fields
 #
-# kernel-libipsec (charon's user-space ESP over a TUN device, ipsec0) is loaded before
-# kernel-netlink, so that charon needs no ESP in the host kernel: it then forces ESP in
-# UDP (its NAT-D payloads fake the source, so that the peer floats to 4500) and refuses
-# AH, ESN, IPComp and transport mode. It routes a CHILD_SA's remote traffic selector into
-# ipsec0 only when the namespace has an address inside the local one (table 220).
+# SWAN_KERNEL picks charon's kernel interface for the SAs:
+# - libipsec (the default): kernel-libipsec (charon's user-space ESP over a TUN device,
+#   ipsec0) is loaded before kernel-netlink, so that charon needs no ESP in the host
+#   kernel: it then forces ESP in UDP (its NAT-D payloads fake the source, so that the peer
+#   floats to 4500) and refuses AH, ESN, IPComp and transport mode. It routes a CHILD_SA's
+#   remote traffic selector into ipsec0 only when the namespace has an address inside the
+#   local one (table 220).
+# - netlink: kernel-netlink alone, Linux's XFRM and the kernel's ESP (raw ESP, transport
+#   mode, ESN), where the kernel has them: the kernel test machine (tests/kernel/ike; this
+#   host's kernel has no ESP). Routes as above, through the veth instead of ipsec0.
 #
 # Sourced, not run. The caller sets `work` (a scratch directory; the library keeps its
 # files in $work/swan) and `pids=()` (charon's pid is added, so that the caller's cleanup
@@ -30,6 +35,7 @@
 SWAN_DIR=${SWAN_DIR:-}
 SWAN_LOG=${SWAN_LOG:-default=1}
 SWAN_LOG_FLUSH=${SWAN_LOG_FLUSH:-yes}
+SWAN_KERNEL=${SWAN_KERNEL:-libipsec}
 SWAN_CHARON=/usr/lib/ipsec/charon
 
 _swan_fail() {
@@ -76,11 +82,32 @@ swan_version() {
 }
 
 # swan_start SIDE NS [CHARON_SETTINGS]: writes SIDE's strongswan.conf and starts charon in
-# namespace NS, then waits (up to 10 s) for it to answer on its vici socket.
-# CHARON_SETTINGS: more lines for the `charon { }` section (e.g. "threads = 32").
+# namespace NS, then waits (up to SWAN_START_S, default 10 s) for it to answer on its vici
+# socket. CHARON_SETTINGS: more lines for the `charon { }` section (e.g. "threads = 32").
+# The kernel interface is SWAN_KERNEL's (see the top).
 swan_start() {
-    local side=$1 ns=$2 extra=${3:-} d level sub lvl pid
+    local side=$1 ns=$2 extra=${3:-} d level sub lvl pid kernel plugins
     _swan_dir || return 1
+    case $SWAN_KERNEL in
+    libipsec)
+        # Before kernel-netlink (priority 10 against its 1): the IPsec part of the kernel
+        # interface is then libipsec's, in user space; kernel-netlink keeps addresses and
+        # routes.
+        kernel="        kernel-libipsec {
+            load = 10
+        }"
+        plugins='^loaded plugins: .* kernel-libipsec .* kernel-netlink '
+        ;;
+    netlink)
+        # Debian's kernel-libipsec.conf says `load = no`; said again here, so that the
+        # whole kernel interface is kernel-netlink's whatever the host's configuration.
+        kernel="        kernel-libipsec {
+            load = no
+        }"
+        plugins='^loaded plugins: .* kernel-netlink '
+        ;;
+    *) _swan_fail "SWAN_KERNEL must be libipsec or netlink, not '$SWAN_KERNEL'"; return 1 ;;
+    esac
     d=$SWAN_DIR/$side
     mkdir -p "$d"
     rm -f "$d/vici" "$d/charon.log"
@@ -98,12 +125,7 @@ charon {
 $extra
     plugins {
         include /etc/strongswan.d/charon/*.conf
-        # Before kernel-netlink (priority 10 against its 1): the IPsec part of the kernel
-        # interface is then libipsec's, in user space; kernel-netlink keeps addresses and
-        # routes.
-        kernel-libipsec {
-            load = 10
-        }
+$kernel
         vici {
             socket = unix://$d/vici
         }
@@ -133,11 +155,12 @@ EOF
     eval "swan_pid_$side=$pid"
     echo "$ns" >"$d/ns"
     pids+=("$pid")
-    for _ in $(seq 100); do
+    for _ in $(seq $((${SWAN_START_S:-10} * 10))); do
         if swan "$side" --stats >"$d/stats" 2>&1; then
-            # Its plugins in load order: kernel-libipsec must come before kernel-netlink.
-            grep -Eq '^loaded plugins: .* kernel-libipsec .* kernel-netlink ' "$d/stats" ||
-                { _swan_fail "charon $side: kernel-libipsec not loaded before kernel-netlink: $(grep plugins "$d/stats")"; return 1; }
+            # Its plugins in load order: with libipsec, kernel-libipsec before kernel-netlink;
+            # with netlink, kernel-netlink and no kernel-libipsec.
+            grep -Eq "$plugins" "$d/stats" && { [ "$SWAN_KERNEL" = libipsec ] || ! grep -Eq ' kernel-libipsec( |$)' "$d/stats"; } ||
+                { _swan_fail "charon $side: not the plugins of SWAN_KERNEL=$SWAN_KERNEL: $(grep plugins "$d/stats")"; return 1; }
             return 0
         fi
         kill -0 "$pid" 2>/dev/null || break
