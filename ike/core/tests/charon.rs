@@ -35,6 +35,9 @@ use ike_core::config::{
 use ike_core::io::{ChildSaInstall, Datagram, DownReason, Event, Output};
 use ike_core::{Config, Ike, Settings};
 
+mod support;
+use support::{fw, required};
+
 const CHARON: &str = "/usr/lib/ipsec/charon";
 const PSK: &str = "a pre-shared key of some length";
 const ENV: &str = "IKE_CORE_CHARON_DIR";
@@ -55,10 +58,6 @@ fn skip_reason() -> Option<String> {
         return Some("kernel-libipsec missing (libcharon-extra-plugins)".into());
     }
     None
-}
-
-fn required() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
 
 const STRONGSWAN_CONF: &str = r#"charon {
@@ -355,10 +354,8 @@ fn swanctl(dir: &Path, args: &[&str]) -> String {
 /// saw it go.
 fn run_engine(initiate: bool) {
     let dir = PathBuf::from(std::env::var(ENV).expect("run by the outer test"));
-    let fw = ocf::Framework::new();
-    ocf_soft::register(&fw).unwrap();
     let start = Instant::now();
-    let mut ike = Ike::new(fw, config(), Settings::default(), start).unwrap();
+    let mut ike = Ike::new(fw(), config(), Settings::default(), start).unwrap();
     let net = Net {
         s500: UdpSocket::bind("192.0.2.1:500").unwrap(),
         s4500: UdpSocket::bind("192.0.2.1:4500").unwrap(),

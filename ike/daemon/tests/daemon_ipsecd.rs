@@ -21,8 +21,8 @@
 //! (`cargo build -p ipsecd`); skipped otherwise, saying why.
 
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -40,6 +40,9 @@ use ipsecd::ctl::{self, Wait};
 use ipsecd::ike_ctl;
 use ipsecd::ike_relay::Datagram;
 use zeroize::Zeroizing;
+
+mod common;
+use common::{can_run, runnable, Lab};
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
@@ -141,38 +144,6 @@ impl Engine for Scripted {
     }
 }
 
-struct Lab {
-    ns: String,
-    dir: PathBuf,
-    ipsecd: Option<Child>,
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.ipsecd.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn ipsecd_binary() -> Option<PathBuf> {
-    // target/debug/deps/daemon_ipsecd-… → target/debug/ipsecd
-    let p = std::env::current_exe().ok()?.parent()?.parent()?.join("ipsecd");
-    p.exists().then_some(p)
-}
-
-fn can_run() -> Result<PathBuf, String> {
-    let uid = Command::new("id").arg("-u").output().map_err(|e| e.to_string())?;
-    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
-        return Err("not root".into());
-    }
-    Command::new("ip").arg("-V").output().map_err(|_| "no ip".to_owned())?;
-    ipsecd_binary().ok_or_else(|| "no ipsecd binary beside the tests (cargo build -p ipsecd)".to_owned())
-}
-
 fn dump(ctl: &Path, what: &str) -> String {
     match ctl::call(ctl, &ctl::Request::Setkey(what.into()), Wait::default()) {
         Ok(Ok(t)) => t,
@@ -190,27 +161,15 @@ fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
 
 #[test]
 fn the_loop_installs_removes_and_hears_ipsecd() {
-    let ipsecd = match can_run() {
-        Ok(p) => p,
-        Err(why) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "daemon_ipsecd: CI is set but the test cannot run: {why}"
-            );
-            eprintln!("daemon_ipsecd: skipped ({why})");
-            return;
-        }
-    };
+    let Some(ipsecd) = runnable("daemon_ipsecd", can_run()) else { return };
     let id = std::process::id();
-    let dir = std::env::temp_dir().join(format!("iked-loop-{id}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut lab = Lab { ns: format!("ocfk{id}"), dir: dir.clone(), ipsecd: None };
-    assert!(Command::new("ip").args(["netns", "add", &lab.ns]).status().unwrap().success());
+    let mut lab = Lab::single(std::env::temp_dir().join(format!("iked-loop-{id}")), format!("ocfk{id}"));
+    let dir = lab.dir.clone();
     let ctl_sock = dir.join("ctl.sock");
     let log = std::fs::File::create(dir.join("ipsecd.log")).unwrap();
-    lab.ipsecd = Some(
+    lab.children.push(
         Command::new("ip")
-            .args(["netns", "exec", &lab.ns, ipsecd.to_str().unwrap(), "-s", ctl_sock.to_str().unwrap()])
+            .args(["netns", "exec", &lab.ns[0], ipsecd.to_str().unwrap(), "-s", ctl_sock.to_str().unwrap()])
             .args(["--tun", "ikk0", "--no-routes", "--threads", "1", "--nat-keepalive", "0"])
             .stdout(Stdio::null())
             .stderr(log)

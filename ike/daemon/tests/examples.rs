@@ -394,6 +394,19 @@ fn each_bad_case_names_line_and_column() {
     check(bad("#TOP", "secrets { }"), 29, 1, ErrorKind::DuplicateSection("secrets".into()));
     check(bad_replace("ike-gw {", "eap-gw {"), 23, 5, ErrorKind::UnsupportedSecret("eap-gw".into()));
     check(bad("#SECRET", "id-x = @"), 26, 16, ErrorKind::Identity(IdentityError::TypedPrefix("@".into())));
+    let in_secret = || "secret 'ike-gw'".to_owned();
+    check(
+        bad("#SECRET", "x { }"),
+        26,
+        9,
+        ErrorKind::UnknownSection { name: "x".into(), section: in_secret() },
+    );
+    check(
+        bad("#SECRET", "frob = 1"),
+        26,
+        9,
+        ErrorKind::UnknownKey { key: "frob".into(), section: in_secret() },
+    );
     check(bad("#TOP", "include /etc/other.conf"), 29, 1, ErrorKind::Syntax(SyntaxError::Include));
     check(bad("#CHILD", "}"), 21, 1, ErrorKind::Syntax(SyntaxError::UnmatchedBrace));
     check(

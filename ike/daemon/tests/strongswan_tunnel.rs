@@ -17,55 +17,28 @@
 //! (`cargo build -p ipsecd`); skipped otherwise, saying why.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ipsecd::ctl::{self, Wait};
+
+mod common;
+use common::{must, runnable, Lab};
 
 const IKED: &str = env!("CARGO_BIN_EXE_iked");
 const CHARON: &str = "/usr/lib/ipsec/charon";
 const PSK: &str = "0x5e1c9f0a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6";
 
+/// The common checks, and strongSwan's charon with kernel-libipsec.
 fn can_run() -> Result<PathBuf, String> {
-    let uid = Command::new("id").arg("-u").output().map_err(|e| e.to_string())?;
-    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
-        return Err("not root".into());
-    }
+    let ipsecd = common::can_run()?;
     if !Path::new(CHARON).exists() || Command::new("swanctl").arg("--version").output().is_err() {
         return Err("no strongSwan (charon, swanctl)".into());
     }
     if !Path::new("/usr/lib/ipsec/plugins/libstrongswan-kernel-libipsec.so").exists() {
         return Err("no kernel-libipsec plugin (libcharon-extra-plugins)".into());
     }
-    let p = std::env::current_exe().map_err(|e| e.to_string())?;
-    let ipsecd = p.parent().and_then(Path::parent).map(|d| d.join("ipsecd")).filter(|p| p.exists());
-    ipsecd.ok_or_else(|| "no ipsecd binary beside the tests (cargo build -p ipsecd)".to_owned())
-}
-
-fn must(args: &[&str]) {
-    let o = Command::new(args[0]).args(&args[1..]).output().unwrap();
-    assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
-}
-
-struct Lab {
-    ns: [String; 2],
-    dir: PathBuf,
-    children: Vec<Child>,
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        for c in self.children.iter_mut().rev() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        for ns in &self.ns {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
+    Ok(ipsecd)
 }
 
 impl Lab {
@@ -230,62 +203,14 @@ fn start_charon(lab: &mut Lab, ns: &str, a_side: bool) {
     assert!(o.status.success(), "swanctl --load-all: {}", String::from_utf8_lossy(&o.stdout));
 }
 
-/// Two namespaces joined by a veth, a host address behind each gateway.
-fn topology(tag: &str) -> Lab {
-    let id = format!("{tag}{}", std::process::id());
-    let dir = std::env::temp_dir().join(format!("iked-swan-{id}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let lab = Lab { ns: [format!("ocfs-a{id}"), format!("ocfs-b{id}")], dir, children: Vec::new() };
-    let (a, b) = (&lab.ns[0], &lab.ns[1]);
-    must(&["ip", "netns", "add", a]);
-    must(&["ip", "netns", "add", b]);
-    must(&["ip", "-n", a, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns", b]);
-    for (ns, dev, outer, host) in
-        [(a, "va", "10.95.0.1/24", "10.95.1.1/32"), (b, "vb", "10.95.0.2/24", "10.95.2.1/32")]
-    {
-        must(&["ip", "-n", ns, "addr", "add", outer, "dev", dev]);
-        must(&["ip", "-n", ns, "addr", "add", host, "dev", "lo"]);
-        must(&["ip", "-n", ns, "link", "set", dev, "up"]);
-        must(&["ip", "-n", ns, "link", "set", "lo", "up"]);
-    }
-    lab
-}
-
 #[test]
 fn ipsecd_and_iked_negotiate_with_strongswan_both_ways() {
-    let ipsecd = match can_run() {
-        Ok(p) => p,
-        Err(why) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "strongswan_tunnel: CI is set but the test cannot run: {why}"
-            );
-            eprintln!("strongswan_tunnel: skipped ({why})");
-            return;
-        }
-    };
-    let mut lab = topology("t");
-    let dir = lab.dir.clone();
+    let Some(ipsecd) = runnable("strongswan_tunnel", can_run()) else { return };
+    let mut lab = Lab::pair("iked-swan", "ocfs", "t", "10.95");
     let a = lab.ns[0].clone();
     let b = lab.ns[1].clone();
     start_charon(&mut lab, &b, false);
-    // ipsecd in A.
-    let empty = dir.join("empty.conf");
-    std::fs::write(&empty, "# iked installs everything\n").unwrap();
-    lab.children.push(
-        Command::new("ip")
-            .args(["netns", "exec", &a, ipsecd.to_str().unwrap(), "-f", empty.to_str().unwrap()])
-            .args(["-s", dir.join("a.sock").to_str().unwrap(), "--threads", "1"])
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("ipsecd-a.log")).unwrap())
-            .spawn()
-            .unwrap(),
-    );
-    let until = Instant::now() + Duration::from_secs(30);
-    while ctl::call(&dir.join("a.sock"), &ctl::Request::Stats, Wait::default()).is_err() {
-        assert!(Instant::now() < until, "ipsecd did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    lab.ipsecd(&ipsecd, &a, "a");
 
     // iked initiates.
     let iked = lab.iked(true);
@@ -316,15 +241,10 @@ fn ipsecd_and_iked_negotiate_with_strongswan_both_ways() {
 #[test]
 #[ignore]
 fn bring_up_time_charon() {
-    if let Err(why) = can_run() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "strongswan_tunnel: CI is set but the test cannot run: {why}"
-        );
-        eprintln!("strongswan_tunnel: skipped ({why})");
+    if runnable("strongswan_tunnel", can_run()).is_none() {
         return;
     }
-    let mut lab = topology("m");
+    let mut lab = Lab::pair("iked-swan", "ocfs", "m", "10.95");
     let (a, b) = (lab.ns[0].clone(), lab.ns[1].clone());
     start_charon(&mut lab, &b, false);
     start_charon(&mut lab, &a, true);

@@ -23,53 +23,16 @@
 //! (`cargo build -p ipsecd`); skipped otherwise, saying why.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ipsecd::ctl::{self, Wait};
 use ipsecd::ike_ctl;
 
+mod common;
+use common::{can_run, must, runnable, Lab};
+
 const IKED: &str = env!("CARGO_BIN_EXE_iked");
-
-fn ipsecd_binary() -> Option<PathBuf> {
-    let p = std::env::current_exe().ok()?.parent()?.parent()?.join("ipsecd");
-    p.exists().then_some(p)
-}
-
-fn can_run() -> Result<PathBuf, String> {
-    let uid = Command::new("id").arg("-u").output().map_err(|e| e.to_string())?;
-    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
-        return Err("not root".into());
-    }
-    Command::new("ip").arg("-V").output().map_err(|_| "no ip".to_owned())?;
-    ipsecd_binary().ok_or_else(|| "no ipsecd binary beside the tests (cargo build -p ipsecd)".to_owned())
-}
-
-fn must(args: &[&str]) {
-    let o = Command::new(args[0]).args(&args[1..]).output().unwrap();
-    assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
-}
-
-struct Lab {
-    ns: [String; 2],
-    dir: PathBuf,
-    children: Vec<Child>,
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        for c in self.children.iter_mut().rev() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        for ns in &self.ns {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
-}
 
 /// One gateway's iked.conf.
 fn iked_conf(
@@ -113,33 +76,10 @@ struct Gateways {
 /// `--debug-keys` and A's veth is captured when `debug_keys`; B has another pre-shared key
 /// when `wrong_psk`.
 fn gateways(tag: &str, a_action: &str, debug_keys: bool, wrong_psk: bool) -> Option<Gateways> {
-    let ipsecd = match can_run() {
-        Ok(p) => p,
-        Err(why) => {
-            assert!(std::env::var_os("CI").is_none(), "tunnel: CI is set but the test cannot run: {why}");
-            eprintln!("tunnel: skipped ({why})");
-            return None;
-        }
-    };
-    let id = format!("{tag}{}", std::process::id());
-    let dir = std::env::temp_dir().join(format!("iked-tunnel-{id}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut lab =
-        Lab { ns: [format!("ocfi-a{id}"), format!("ocfi-b{id}")], dir: dir.clone(), children: Vec::new() };
+    let ipsecd = runnable("tunnel", can_run())?;
+    let mut lab = Lab::pair("iked-tunnel", "ocfi", tag, "10.96");
+    let dir = lab.dir.clone();
     let (a, b) = (lab.ns[0].clone(), lab.ns[1].clone());
-    must(&["ip", "netns", "add", &a]);
-    must(&["ip", "netns", "add", &b]);
-    must(&["ip", "-n", &a, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns", &b]);
-    for (ns, dev, outer, host) in
-        [(&a, "va", "10.96.0.1/24", "10.96.1.1/32"), (&b, "vb", "10.96.0.2/24", "10.96.2.1/32")]
-    {
-        must(&["ip", "-n", ns, "addr", "add", outer, "dev", dev]);
-        must(&["ip", "-n", ns, "addr", "add", host, "dev", "lo"]);
-        must(&["ip", "-n", ns, "link", "set", dev, "up"]);
-        must(&["ip", "-n", ns, "link", "set", "lo", "up"]);
-    }
-    let empty = dir.join("empty.conf");
-    std::fs::write(&empty, "# iked installs everything\n").unwrap();
     let sides = [
         (
             "a",
@@ -174,22 +114,7 @@ fn gateways(tag: &str, a_action: &str, debug_keys: bool, wrong_psk: bool) -> Opt
     }
     // ipsecd first, on both sides; then iked, B (the responder) before A.
     for (side, ns, _) in &sides {
-        let sock = dir.join(format!("{side}.sock"));
-        let log = std::fs::File::create(dir.join(format!("ipsecd-{side}.log"))).unwrap();
-        lab.children.push(
-            Command::new("ip")
-                .args(["netns", "exec", ns, ipsecd.to_str().unwrap(), "-f", empty.to_str().unwrap()])
-                .args(["-s", sock.to_str().unwrap(), "--threads", "1"])
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .unwrap(),
-        );
-        let until = Instant::now() + Duration::from_secs(30);
-        while ctl::call(&sock, &ctl::Request::Stats, Wait::default()).is_err() {
-            assert!(Instant::now() < until, "ipsecd {side} did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        lab.ipsecd(&ipsecd, ns, side);
     }
     // The wire at A, from before the first IKE message.
     let cap = dir.join("cap.pcapng");

@@ -17,10 +17,8 @@ use ipsec_core::setkey;
 use ipsec_core::stats::Drop;
 use ipsec_core::Packet;
 
-use common::gateway::{Collect, Gateway};
+use common::gateway::soft as gateway;
 use common::packets::udp_packet;
-
-type Gw = Gateway<Collect>;
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
@@ -32,19 +30,6 @@ const SA: &str =
 const OUT: &str = "spdadd 10.1.0.0/24 10.2.0.0/24 any -P out ipsec esp/tunnel/192.0.2.1-192.0.2.2/require ;";
 const IN: &str = "spdadd 10.1.0.0/24 10.2.0.0/24 any -P in ipsec esp/tunnel/192.0.2.1-192.0.2.2/require ;";
 
-fn gateway() -> (Gw, Arc<Collect>) {
-    let fw = ocf::Framework::new();
-    ocf_soft::register(&fw).unwrap();
-    let sink = Arc::new(Collect::default());
-    (Gateway::new(fw, sink.clone()), sink)
-}
-
-/// Carries out setkey text as one transaction; the responses.
-fn setkey(g: &Gw, text: &str) -> Result<Vec<Response>, ControlError> {
-    let reqs = setkey::parse(text).unwrap_or_else(|e| panic!("{e}: {text}"));
-    g.transact(|t| reqs.iter().map(|r| t.apply(&r.item)).collect())
-}
-
 fn packet(dst: &str, n: usize) -> Packet {
     Packet::new(udp_packet(ip("10.1.0.1"), ip(dst), n))
 }
@@ -55,7 +40,7 @@ fn packet(dst: &str, n: usize) -> Packet {
 #[test]
 fn acquire_asks_once_holds_and_releases_when_the_sa_comes() {
     let (left, ls) = gateway();
-    setkey(&left, OUT).unwrap();
+    left.setkey(OUT).unwrap();
     let sent: Vec<Vec<u8>> = (0..10).map(|i| udp_packet(ip("10.1.0.1"), ip("10.2.0.7"), 20 + i)).collect();
     let results: Vec<_> = sent.iter().map(|p| left.output(Packet::new(p.clone()))).collect();
     assert_eq!(results[..8], [Ok(()); 8]);
@@ -74,12 +59,12 @@ fn acquire_asks_once_holds_and_releases_when_the_sa_comes() {
     assert!(ls.take_sent().is_empty(), "nothing sent without an SA");
     assert_eq!(left.held_packets(), 8);
 
-    setkey(&left, SA).unwrap();
+    left.setkey(SA).unwrap();
     let esp = ls.take_sent();
     assert_eq!(esp.len(), 8, "the held packets go out when the SA comes");
     assert_eq!(left.held_packets(), 0);
     let (right, rs) = gateway();
-    setkey(&right, &format!("{SA}\n{IN}")).unwrap();
+    right.setkey(&format!("{SA}\n{IN}")).unwrap();
     for p in esp {
         right.input(Packet::new(p)).unwrap();
     }
@@ -95,7 +80,7 @@ fn acquire_asks_once_holds_and_releases_when_the_sa_comes() {
 fn acquire_times_out_asks_again_and_is_bounded() {
     let (g, _) = gateway();
     g.set_acquire_limits(AcquireLimits { entries: 2, timeout: Duration::from_secs(5), ..Default::default() });
-    setkey(&g, "spdadd 10.1.0.0/24 10.2.0.0/16 any -P out ipsec esp/transport//require ;").unwrap();
+    g.setkey("spdadd 10.1.0.0/24 10.2.0.0/16 any -P out ipsec esp/transport//require ;").unwrap();
     for _ in 0..3 {
         g.output(packet("10.2.0.1", 8)).unwrap();
     }
@@ -125,7 +110,7 @@ fn held_bytes_are_bounded() {
     let (g, _) = gateway();
     let one = packet("10.2.0.1", 1000).data.capacity();
     g.set_acquire_limits(AcquireLimits { bytes: 2 * one, ..Default::default() });
-    setkey(&g, OUT).unwrap();
+    g.setkey(OUT).unwrap();
     g.output(packet("10.2.0.1", 1000)).unwrap();
     g.output(packet("10.2.0.1", 1000)).unwrap();
     assert_eq!(g.output(packet("10.2.0.1", 1000)), Err(Drop::AcquireTableFull));
@@ -136,8 +121,7 @@ fn held_bytes_are_bounded() {
 #[test]
 fn a_use_policy_asks_for_nothing() {
     let (g, sink) = gateway();
-    setkey(&g, "spdadd 10.1.0.0/24 10.2.0.0/24 any -P out ipsec esp/tunnel/192.0.2.1-192.0.2.2/use ;")
-        .unwrap();
+    g.setkey("spdadd 10.1.0.0/24 10.2.0.0/24 any -P out ipsec esp/tunnel/192.0.2.1-192.0.2.2/use ;").unwrap();
     g.output(packet("10.2.0.1", 8)).unwrap();
     assert_eq!(sink.take_sent().len(), 1);
     assert!(g.take_events().is_empty());
@@ -155,30 +139,30 @@ fn larval(r: Result<Vec<Response>, ControlError>) -> SaId {
 #[test]
 fn getspi_reserves_and_update_completes() {
     let (right, rs) = gateway();
-    setkey(&right, IN).unwrap();
-    let id = larval(setkey(&right, "getspi 192.0.2.1 192.0.2.2 esp min 0x1000 max 0x1000 ;"));
+    right.setkey(IN).unwrap();
+    let id = larval(right.setkey("getspi 192.0.2.1 192.0.2.2 esp min 0x1000 max 0x1000 ;"));
     assert_eq!(id, SaId { src: ip("192.0.2.1"), dst: ip("192.0.2.2"), proto: Proto::Esp, spi: 0x1000 });
     // Taken: by the larval SA for another GETSPI, and for add.
     assert_eq!(
-        setkey(&right, "getspi 192.0.2.9 192.0.2.2 esp min 0x1000 max 0x1000 ;").unwrap_err(),
+        right.setkey("getspi 192.0.2.9 192.0.2.2 esp min 0x1000 max 0x1000 ;").unwrap_err(),
         ControlError::Larval(LarvalError::NoSpiFree(0x1000, 0x1000))
     );
-    let e = setkey(&right, SA).unwrap_err();
+    let e = right.setkey(SA).unwrap_err();
     assert_eq!(e, ControlError::Larval(LarvalError::Reserved(id)));
     assert!(e.to_string().contains("complete it with update"), "{e}");
     // It matches no traffic: ESP to its SPI is an unknown SPI.
     let (left, ls) = gateway();
-    setkey(&left, &format!("{SA}\n{OUT}")).unwrap();
+    left.setkey(&format!("{SA}\n{OUT}")).unwrap();
     left.output(packet("10.2.0.1", 8)).unwrap();
     let esp = ls.take_sent().remove(0);
     assert_eq!(right.input(Packet::new(esp.clone())), Err(Drop::UnknownSpi));
     // UPDATE: now it does.
-    setkey(&right, &SA.replacen("add", "update", 1)).unwrap();
+    right.setkey(&SA.replacen("add", "update", 1)).unwrap();
     right.input(Packet::new(esp)).unwrap();
     assert_eq!(rs.take_delivered().len(), 1);
     assert!(right.databases().larval.dump().is_empty());
     // Another GETSPI for that destination gets another SPI, in the range.
-    let other = larval(setkey(&right, "getspi 192.0.2.1 192.0.2.2 esp min 0x1000 max 0x1001 ;"));
+    let other = larval(right.setkey("getspi 192.0.2.1 192.0.2.2 esp min 0x1000 max 0x1001 ;"));
     assert_eq!(other.spi, 0x1001, "0x1000 is the SA's");
 }
 
@@ -187,7 +171,7 @@ fn getspi_reserves_and_update_completes() {
 #[test]
 fn getspi_and_update_refusals() {
     let (g, _) = gateway();
-    let bad = |t: &str| setkey(&g, t).unwrap_err();
+    let bad = |t: &str| g.setkey(t).unwrap_err();
     // The parser refuses reserved SPIs; the databases do too, for other callers.
     assert!(setkey::parse("getspi 192.0.2.1 192.0.2.2 esp min 0x10 max 0x1000 ;").is_err());
     let (src, dst) = (ip("192.0.2.1"), ip("192.0.2.2"));
@@ -196,23 +180,23 @@ fn getspi_and_update_refusals() {
         assert_eq!(e, ControlError::Larval(LarvalError::BadRange(range.0, range.1)));
     }
     // Every protocol the SAD installs has SPIs to reserve: AH's too.
-    let ah = larval(setkey(&g, "getspi 192.0.2.1 192.0.2.2 ah min 0x3000 max 0x3000 ;"));
+    let ah = larval(g.setkey("getspi 192.0.2.1 192.0.2.2 ah min 0x3000 max 0x3000 ;"));
     assert_eq!((ah.proto, ah.spi), (Proto::Ah, 0x3000));
-    setkey(&g, "delete 192.0.2.1 192.0.2.2 ah 0x3000 ;").unwrap();
+    g.setkey("delete 192.0.2.1 192.0.2.2 ah 0x3000 ;").unwrap();
     assert_eq!(bad(&SA.replacen("add", "update", 1)), ControlError::Larval(LarvalError::NotFound));
     // A failed transaction reserved nothing.
     bad("getspi 192.0.2.1 192.0.2.2 esp min 0x2000 max 0x2000 ; spdadd 1.2.3.4 5.6.7.8 any -P out discard ; spdadd 1.2.3.4 5.6.7.8 any -P out discard ;");
     assert!(g.databases().larval.dump().is_empty());
     // delete removes a larval SA.
-    let id = larval(setkey(&g, "getspi 192.0.2.1 192.0.2.2 esp min 0x2000 max 0x2000 ;"));
-    setkey(&g, "delete 192.0.2.1 192.0.2.2 esp 0x2000 ;").unwrap();
+    let id = larval(g.setkey("getspi 192.0.2.1 192.0.2.2 esp min 0x2000 max 0x2000 ;"));
+    g.setkey("delete 192.0.2.1 192.0.2.2 esp 0x2000 ;").unwrap();
     assert!(g.databases().larval.dump().is_empty(), "{id:?} deleted");
     // flush and deleteall take them too (as PF_KEY's do), counted.
-    setkey(&g, "getspi 192.0.2.1 192.0.2.2 esp ; getspi 192.0.2.1 192.0.2.3 esp ;").unwrap();
-    let done = setkey(&g, "flush ah ; deleteall 192.0.2.1 192.0.2.2 esp ;").unwrap();
+    g.setkey("getspi 192.0.2.1 192.0.2.2 esp ; getspi 192.0.2.1 192.0.2.3 esp ;").unwrap();
+    let done = g.setkey("flush ah ; deleteall 192.0.2.1 192.0.2.2 esp ;").unwrap();
     assert!(matches!(done.as_slice(), [Response::Done(0), Response::Done(1)]), "{done:?}");
     assert_eq!(g.databases().larval.dump().len(), 1);
-    assert!(matches!(setkey(&g, "flush ;").unwrap().as_slice(), [Response::Done(1)]));
+    assert!(matches!(g.setkey("flush ;").unwrap().as_slice(), [Response::Done(1)]));
     assert!(g.databases().larval.dump().is_empty());
     // The parser refuses an empty range where it is written.
     let e = setkey::parse("getspi 192.0.2.1 192.0.2.2 esp min 0x2000 max 0x1000 ;").unwrap_err();
@@ -226,7 +210,7 @@ fn getspi_and_update_refusals() {
 fn getspi_for_ipcomp_gives_a_16_bit_cpi() {
     let (g, _) = gateway();
     for _ in 0..50 {
-        let id = larval(setkey(&g, "getspi 192.0.2.1 192.0.2.2 ipcomp ;"));
+        let id = larval(g.setkey("getspi 192.0.2.1 192.0.2.2 ipcomp ;"));
         assert_eq!(id.proto, Proto::IpComp);
         assert!((0x100..=0xffff).contains(&id.spi), "CPI {:#x}", id.spi);
     }
@@ -243,12 +227,12 @@ fn getspi_for_ipcomp_gives_a_16_bit_cpi() {
 fn a_larval_sa_expires_with_an_event() {
     let (g, _) = gateway();
     g.databases().larval.set_lifetime(Duration::from_secs(30));
-    let id = larval(setkey(&g, "getspi 192.0.2.1 192.0.2.2 esp min 0x1000 max 0x1000 ;"));
+    let id = larval(g.setkey("getspi 192.0.2.1 192.0.2.2 esp min 0x1000 max 0x1000 ;"));
     g.tick_at(Instant::now() + Duration::from_secs(29));
     assert!(g.take_events().is_empty());
     g.tick_at(Instant::now() + Duration::from_secs(31));
     assert_eq!(g.take_events(), vec![Event::LarvalExpired(id)]);
-    setkey(&g, SA).unwrap();
+    g.setkey(SA).unwrap();
 }
 
 /// getspi and update are printed back as they are read (keys hidden where asked).
@@ -278,7 +262,7 @@ fn a_packet_racing_the_sa_is_not_left_held() {
     for round in 0..200 {
         let (g, _) = gateway();
         let g = Arc::new(g);
-        setkey(&g, OUT).unwrap();
+        g.setkey(OUT).unwrap();
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let sender = {
             let (g, stop) = (g.clone(), stop.clone());
@@ -289,7 +273,7 @@ fn a_packet_racing_the_sa_is_not_left_held() {
             })
         };
         std::thread::sleep(Duration::from_micros(200));
-        setkey(&g, SA).unwrap();
+        g.setkey(SA).unwrap();
         std::thread::sleep(Duration::from_micros(200));
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         sender.join().unwrap();

@@ -7,7 +7,6 @@
 mod common;
 
 use std::net::IpAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ipsec_core::changes::Change;
@@ -19,7 +18,7 @@ use ipsec_core::setkey;
 use ipsec_core::stats::Drop;
 use ipsec_core::Packet;
 
-use common::gateway::{Collect, Gateway};
+use common::gateway::{soft as gateway, Collect, Gateway};
 use common::packets::udp_packet;
 
 type Gw = Gateway<Collect>;
@@ -48,20 +47,8 @@ fn moved(a: &str, b: &str, na: &str, dir: &str) -> String {
     )
 }
 
-fn gateway() -> (Gw, Arc<Collect>) {
-    let fw = ocf::Framework::new();
-    ocf_soft::register(&fw).unwrap();
-    let sink = Arc::new(Collect::default());
-    (Gateway::new(fw, sink.clone()), sink)
-}
-
-fn setkey(g: &Gw, text: &str) -> Result<Vec<Response>, ControlError> {
-    let reqs = setkey::parse(text).unwrap_or_else(|e| panic!("{e}: {text}"));
-    g.transact(|t| reqs.iter().map(|r| t.apply(&r.item)).collect())
-}
-
 fn get(g: &Gw, src: &str, dst: &str) -> Result<SaInfo, ControlError> {
-    match setkey(g, &format!("get {src} {dst} esp 0x1000 ;"))?.remove(0) {
+    match g.setkey(&format!("get {src} {dst} esp 0x1000 ;"))?.remove(0) {
         Response::Sa(info) => Ok(*info),
         r => panic!("{r:?}"),
     }
@@ -85,8 +72,8 @@ fn outer(p: &[u8]) -> (IpAddr, u32) {
 fn migrate_moves_an_sa_keeping_its_key_sequence_replay_window_and_counters() {
     let (left, ls) = gateway();
     let (right, rs) = gateway();
-    setkey(&left, &tunnel("192.0.2.1", "192.0.2.2", "out")).unwrap();
-    setkey(&right, &tunnel("192.0.2.1", "192.0.2.2", "in")).unwrap();
+    left.setkey(&tunnel("192.0.2.1", "192.0.2.2", "out")).unwrap();
+    right.setkey(&tunnel("192.0.2.1", "192.0.2.2", "in")).unwrap();
     let before: Vec<Vec<u8>> = (0..3).map(|_| send(&left, &ls)).collect();
     for p in &before {
         right.input(Packet::new(p.clone())).unwrap();
@@ -95,8 +82,8 @@ fn migrate_moves_an_sa_keeping_its_key_sequence_replay_window_and_counters() {
     ipsec_core::Ipsec::take_events(&left);
     ipsec_core::Ipsec::take_events(&right);
 
-    setkey(&left, &moved("192.0.2.1", "192.0.2.2", "198.51.100.1", "out")).unwrap();
-    setkey(&right, &moved("192.0.2.1", "192.0.2.2", "198.51.100.1", "in")).unwrap();
+    left.setkey(&moved("192.0.2.1", "192.0.2.2", "198.51.100.1", "out")).unwrap();
+    right.setkey(&moved("192.0.2.1", "192.0.2.2", "198.51.100.1", "in")).unwrap();
     let after = send(&left, &ls);
     assert_eq!(outer(&after), (ip("198.51.100.1"), 4), "the new source, the next sequence number");
     right.input(Packet::new(after)).unwrap();
@@ -136,17 +123,14 @@ fn migrate_moves_an_sa_keeping_its_key_sequence_replay_window_and_counters() {
 #[test]
 fn migrate_moves_the_ports_of_esp_in_udp() {
     let (g, sent) = gateway();
-    setkey(
-        &g,
-        &format!(
-            "add 192.0.2.1[4500] 192.0.2.2[4500] esp-udp 0x1000 -m tunnel -E aes-gcm-16 {KEY} ;\n\
+    g.setkey(&format!(
+        "add 192.0.2.1[4500] 192.0.2.2[4500] esp-udp 0x1000 -m tunnel -E aes-gcm-16 {KEY} ;\n\
              spdadd 10.1.0.0/24 10.2.0.0/24 any -P out ipsec esp/tunnel/192.0.2.1-192.0.2.2/require ;"
-        ),
-    )
+    ))
     .unwrap();
     let ports = |p: &[u8]| (u16::from_be_bytes([p[20], p[21]]), u16::from_be_bytes([p[22], p[23]]));
     assert_eq!(ports(&send(&g, &sent)), (4500, 4500));
-    setkey(&g, "migrate 192.0.2.1 192.0.2.2 esp-udp 0x1000 to 192.0.2.1 192.0.2.2[61001] ;").unwrap();
+    g.setkey("migrate 192.0.2.1 192.0.2.2 esp-udp 0x1000 to 192.0.2.1 192.0.2.2[61001] ;").unwrap();
     assert_eq!(ports(&send(&g, &sent)), (4500, 61001));
     let info = get_udp(&g);
     assert_eq!(info.spec.natt.map(|n| (n.sport, n.dport)), Some((4500, 61001)));
@@ -154,7 +138,7 @@ fn migrate_moves_the_ports_of_esp_in_udp() {
 }
 
 fn get_udp(g: &Gw) -> SaInfo {
-    match setkey(g, "get 192.0.2.1 192.0.2.2 esp-udp 0x1000 ;").unwrap().remove(0) {
+    match g.setkey("get 192.0.2.1 192.0.2.2 esp-udp 0x1000 ;").unwrap().remove(0) {
         Response::Sa(info) => *info,
         r => panic!("{r:?}"),
     }
@@ -167,13 +151,13 @@ fn get_udp(g: &Gw) -> SaInfo {
 #[test]
 fn migrate_is_refused_whole_when_the_new_addresses_clash() {
     let (g, _) = gateway();
-    setkey(&g, &tunnel("192.0.2.1", "192.0.2.2", "out")).unwrap();
-    setkey(
-        &g,
-        &format!("add 198.51.100.1 192.0.2.9 esp 0x1000 -m tunnel -E aes-gcm-16 0x{} ;", "11".repeat(20)),
-    )
+    g.setkey(&tunnel("192.0.2.1", "192.0.2.2", "out")).unwrap();
+    g.setkey(&format!(
+        "add 198.51.100.1 192.0.2.9 esp 0x1000 -m tunnel -E aes-gcm-16 0x{} ;",
+        "11".repeat(20)
+    ))
     .unwrap();
-    let bad = |t: &str| setkey(&g, t).unwrap_err();
+    let bad = |t: &str| g.setkey(t).unwrap_err();
     let other = |src: &str, dst: &str| SaId { src: ip(src), dst: ip(dst), proto: Proto::Esp, spi: 0x1000 };
     assert_eq!(
         bad("migrate 192.0.2.1 192.0.2.2 esp 0x1000 to 198.51.100.1 192.0.2.9 ;"),
@@ -182,8 +166,7 @@ fn migrate_is_refused_whole_when_the_new_addresses_clash() {
     let e = bad("migrate 192.0.2.1 192.0.2.2 esp 0x1000 to 192.0.2.7 192.0.2.9 ;");
     assert_eq!(e, ControlError::Sad(SadError::SpiTaken(other("198.51.100.1", "192.0.2.9"))));
     assert!(e.to_string().contains("198.51.100.1 -> 192.0.2.9 esp SPI 0x1000"), "{e}");
-    let larval = match setkey(&g, "getspi 192.0.2.1 192.0.2.5 esp min 0x1000 max 0x1000 ;").unwrap().remove(0)
-    {
+    let larval = match g.setkey("getspi 192.0.2.1 192.0.2.5 esp min 0x1000 max 0x1000 ;").unwrap().remove(0) {
         Response::Larval(id) => id,
         r => panic!("{r:?}"),
     };
@@ -237,8 +220,8 @@ fn migrate_parses_and_prints_back() {
 fn the_last_use_each_way_is_reported() {
     let (left, ls) = gateway();
     let (right, _) = gateway();
-    setkey(&left, &tunnel("192.0.2.1", "192.0.2.2", "out")).unwrap();
-    setkey(&right, &tunnel("192.0.2.1", "192.0.2.2", "in")).unwrap();
+    left.setkey(&tunnel("192.0.2.1", "192.0.2.2", "out")).unwrap();
+    right.setkey(&tunnel("192.0.2.1", "192.0.2.2", "in")).unwrap();
     let l = get(&left, "192.0.2.1", "192.0.2.2").unwrap();
     assert_eq!((l.idle_in, l.idle_out), (None, None));
     let p = send(&left, &ls);

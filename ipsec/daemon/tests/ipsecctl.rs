@@ -2,7 +2,8 @@
 //! as the daemon worded it, and `monitor`'s lines as they come.
 
 use std::os::unix::net::UnixListener;
-use std::process::{Command, Output};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 
 use ipsecd::ctl::Reply;
@@ -12,6 +13,47 @@ const IPSECCTL: &str = env!("CARGO_BIN_EXE_ipsecctl");
 
 fn text(o: &Output) -> (String, String) {
     (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// A fresh directory `ipsecctl-{name}-{pid}` and a listener bound at `file` in it: the
+/// directory, the socket's path, the listener.
+fn listen(name: &str, file: &str) -> (PathBuf, PathBuf, UnixListener) {
+    let dir = std::env::temp_dir().join(format!("ipsecctl-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join(file);
+    let _ = std::fs::remove_file(&sock);
+    let listener = UnixListener::bind(&sock).unwrap();
+    (dir, sock, listener)
+}
+
+/// `handler` behind ipsecd's control server on a fresh socket, served from a thread: the
+/// directory, the socket's path and the server.
+fn serve<H: Handler + Send + Sync + 'static>(
+    name: &str,
+    handler: H,
+    limits: Limits,
+) -> (PathBuf, PathBuf, Arc<Server<H>>) {
+    let (dir, sock, listener) = listen(name, "ctl.sock");
+    let server = Server::new(handler, limits);
+    let s = Arc::clone(&server);
+    std::thread::spawn(move || s.serve(&listener));
+    (dir, sock, server)
+}
+
+/// `ipsecctl -s sock -c` with `input` on its stdin: its exit code, stdout and stderr.
+fn ctl_stdin(sock: &Path, input: &str) -> (Option<i32>, (String, String)) {
+    let mut c = Command::new(IPSECCTL)
+        .arg("-s")
+        .arg(sock)
+        .arg("-c")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut c.stdin.take().unwrap(), input.as_bytes()).unwrap();
+    let o = c.wait_with_output().unwrap();
+    (o.status.code(), text(&o))
 }
 
 /// `--help` used to say "unknown arguments".
@@ -54,14 +96,7 @@ impl Handler for Applies {
 /// (a daemon whose limit is lower than ipsecctl's stands in for one that refuses).
 #[test]
 fn a_refusal_shows_the_daemons_reason() {
-    let dir = std::env::temp_dir().join(format!("ipsecctl-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let sock = dir.join("ctl.sock");
-    let _ = std::fs::remove_file(&sock);
-    let listener = UnixListener::bind(&sock).unwrap();
-    let server = Server::new(Applies, Limits { max_request: 64 << 10, ..Limits::default() });
-    let s = Arc::clone(&server);
-    std::thread::spawn(move || s.serve(&listener));
+    let (dir, sock, _) = serve("test", Applies, Limits { max_request: 64 << 10, ..Limits::default() });
     let big = dir.join("big.conf");
     std::fs::write(&big, "#".repeat(3 << 20)).unwrap();
     let o = Command::new(IPSECCTL).arg("-s").arg(&sock).arg("-f").arg(&big).output().unwrap();
@@ -84,21 +119,9 @@ fn a_refusal_shows_the_daemons_reason() {
 #[test]
 fn monitor_prints_each_event_as_it_comes() {
     use std::io::BufRead;
-    let dir = std::env::temp_dir().join(format!("ipsecctl-monitor-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let sock = dir.join("ctl.sock");
-    let _ = std::fs::remove_file(&sock);
-    let listener = UnixListener::bind(&sock).unwrap();
-    let server = Server::new(Applies, Limits::default());
-    let s = Arc::clone(&server);
-    std::thread::spawn(move || s.serve(&listener));
-    let mut child = Command::new(IPSECCTL)
-        .arg("-s")
-        .arg(&sock)
-        .arg("monitor")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (dir, sock, server) = serve("monitor", Applies, Limits::default());
+    let mut child =
+        Command::new(IPSECCTL).arg("-s").arg(&sock).arg("monitor").stdout(Stdio::piped()).spawn().unwrap();
     let t = std::time::Instant::now();
     while server.hub().subscribers() == 0 {
         assert!(t.elapsed() < std::time::Duration::from_secs(60), "ipsecctl monitor did not subscribe");
@@ -217,14 +240,7 @@ mod real {
 /// MTU (learned: the number; none: `-`).
 #[test]
 fn a_dump_hides_keys_unless_asked_and_shows_the_path_mtu() {
-    let dir = std::env::temp_dir().join(format!("ipsecctl-keys-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let sock = dir.join("ctl.sock");
-    let _ = std::fs::remove_file(&sock);
-    let listener = UnixListener::bind(&sock).unwrap();
-    let server = Server::new(real::daemon(), Limits::default());
-    let s = Arc::clone(&server);
-    std::thread::spawn(move || s.serve(&listener));
+    let (dir, sock, _) = serve("keys", real::daemon(), Limits::default());
     let ctl = |args: &[&str]| {
         let o = Command::new(IPSECCTL).arg("-s").arg(&sock).args(args).output().unwrap();
         let (out, err) = text(&o);
@@ -239,20 +255,7 @@ fn a_dump_hides_keys_unless_asked_and_shows_the_path_mtu() {
         assert!(line.ends_with(" ;"), "{line}");
     }
     // -c with a dump statement hides them too; --keys shows them.
-    let o = Command::new(IPSECCTL)
-        .arg("-s")
-        .arg(&sock)
-        .arg("-c")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            use std::io::Write;
-            c.stdin.take().unwrap().write_all(b"get 10.99.0.1 10.99.0.2 esp 0x1001;")?;
-            c.wait_with_output()
-        })
-        .unwrap();
-    let got = text(&o).0;
+    let (_, (got, _)) = ctl_stdin(&sock, "get 10.99.0.1 10.99.0.2 esp 0x1001;");
     assert!(got.contains("(key not shown)") && !got.contains(&hex(real::KEY_OUT)), "{got}");
     let shown = ctl(&["-D", "--keys"]);
     assert!(shown.contains(&hex(real::KEY_OUT)) && shown.contains(&hex(real::KEY_IN)), "{shown}");
@@ -280,28 +283,8 @@ fn a_dump_hides_keys_unless_asked_and_shows_the_path_mtu() {
 /// migrate onto another SA's SPI and destination is refused with the reason.
 #[test]
 fn get_shows_the_last_use_and_migrate_moves_the_sa() {
-    let dir = std::env::temp_dir().join(format!("ipsecctl-migrate-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let sock = dir.join("ctl.sock");
-    let _ = std::fs::remove_file(&sock);
-    let listener = UnixListener::bind(&sock).unwrap();
-    let server = Server::new(real::daemon(), Limits::default());
-    let s = Arc::clone(&server);
-    std::thread::spawn(move || s.serve(&listener));
-    let ctl = |input: &str| {
-        let mut c = Command::new(IPSECCTL)
-            .arg("-s")
-            .arg(&sock)
-            .arg("-c")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::io::Write::write_all(&mut c.stdin.take().unwrap(), input.as_bytes()).unwrap();
-        let o = c.wait_with_output().unwrap();
-        (o.status.code(), text(&o))
-    };
+    let (dir, sock, _) = serve("migrate", real::daemon(), Limits::default());
+    let ctl = |input: &str| ctl_stdin(&sock, input);
     let last_used = |out: &str, spi: &str| -> (String, String) {
         let line = out
             .lines()
@@ -349,11 +332,7 @@ fn ike_commands_reach_the_ike_socket() {
 
     use ipsecd::ike_ctl::Request;
 
-    let dir = std::env::temp_dir().join(format!("ipsecctl-ike-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let sock = dir.join("iked.sock");
-    let _ = std::fs::remove_file(&sock);
-    let listener = UnixListener::bind(&sock).unwrap();
+    let (dir, sock, listener) = listen("ike", "iked.sock");
     std::thread::spawn(move || {
         for mut c in listener.incoming().map_while(Result::ok) {
             let mut buf = Vec::new();

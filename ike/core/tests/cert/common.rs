@@ -1,27 +1,19 @@
-//! Helpers: a framework with the soft driver, a scratch directory, the openssl CLI and the
-//! checks every made certificate goes through.
+//! Helpers: the openssl CLI and the checks every made certificate goes through; the
+//! framework, the CI rule and the scratch directory come from `tests/support`.
 
-use std::path::PathBuf;
+#[path = "../support/mod.rs"]
+mod support;
+pub use support::{fw, required, TempDir};
+
 use std::process::Command;
 
 use ike_core::cert::{load_certificates, Certificate, Identity, TrustStore};
-
-pub fn fw() -> ocf::Framework {
-    let fw = ocf::Framework::new();
-    ocf_soft::register(&fw).unwrap();
-    fw
-}
 
 /// The time chains are checked at, Unix seconds: five minutes from now, so that a
 /// certificate made a moment ago (notBefore its making, to the second, by the tool's clock)
 /// is valid whatever the rounding; every certificate made here is valid for 30 days.
 pub fn now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() + 300
-}
-
-/// Whether a missing independent implementation fails the test (CI) instead of skipping.
-pub fn required() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
 
 /// Runs `program args` in `dir`, asserting success; its stdout.
@@ -76,26 +68,4 @@ pub fn assert_valid(
         assert!(!ee.binds(id), "{} should not bind {id:?}", ee.subject_text());
     }
     chain.public_key().to_vec()
-}
-
-/// A fresh directory for a test's files, removed when dropped.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("ike-cert-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    pub fn path(&self, file: &str) -> String {
-        self.0.join(file).to_str().unwrap().to_string()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }

@@ -1,14 +1,13 @@
-//! Helpers: a framework with the soft driver, hex, and the independent implementations
-//! (Python from target/peers-venv, the openssl CLI).
+//! Helpers: hex, and the independent implementations (Python from target/peers-venv, the
+//! openssl CLI); the framework, the CI rule and the scratch directory come from
+//! `tests/support`.
+
+#[path = "../support/mod.rs"]
+mod support;
+pub use support::{fw, required, TempDir};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-pub fn fw() -> ocf::Framework {
-    let fw = ocf::Framework::new();
-    ocf_soft::register(&fw).unwrap();
-    fw
-}
 
 /// Bytes of a hex string; whitespace ignored (RFC vectors are printed in groups).
 pub fn hex(s: &str) -> Vec<u8> {
@@ -22,11 +21,6 @@ pub fn to_hex(b: &[u8]) -> String {
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Whether a missing independent implementation fails the test (CI) instead of skipping.
-fn required() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
 
 /// Runs `script` with Python's `cryptography` (target/peers-venv, installed by
@@ -54,26 +48,4 @@ pub fn openssl(args: &[&str]) -> Vec<u8> {
 /// `openssl args`' exit status, for checks expected to fail.
 pub fn openssl_ok(args: &[&str]) -> bool {
     Command::new("openssl").args(args).output().expect("the openssl CLI runs").status.success()
-}
-
-/// A fresh directory for a test's files, removed when dropped.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("ike-core-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    pub fn path(&self, file: &str) -> String {
-        self.0.join(file).to_str().unwrap().to_string()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }

@@ -16,22 +16,34 @@ use ike_core::config::{Identity, PrivateKey, Psk, Secrets, SharedSecret};
 use zeroize::Zeroizing;
 
 use super::error::ErrorKind;
-use super::settings::{Item, Section};
+use super::settings::{Item, Section, Setting};
 use super::values::{Ctx, Seen, R};
+
+/// A secret's settings, each key once (`what` names the secret in errors); a section
+/// inside a secret is refused.
+fn settings<'a>(ctx: &Ctx, sec: &'a Section, what: &str) -> R<Vec<&'a Setting>> {
+    let mut seen = Seen::default();
+    let mut out = Vec::new();
+    for item in &sec.items {
+        match item {
+            Item::Setting(s) => {
+                seen.setting(ctx, s)?;
+                out.push(s);
+            }
+            Item::Section(x) => {
+                let section = what.to_owned();
+                return Err(ctx.err(x.pos, ErrorKind::UnknownSection { name: x.name.clone(), section }));
+            }
+        }
+    }
+    Ok(out)
+}
 
 fn shared(ctx: &Ctx, sec: &Section) -> R<SharedSecret> {
     let what = format!("secret '{}'", sec.name);
-    let mut seen = Seen::default();
     let mut ids = Vec::new();
     let mut secret = None;
-    for item in &sec.items {
-        let s = match item {
-            Item::Setting(s) => s,
-            Item::Section(x) => {
-                return Err(ctx.err(x.pos, ErrorKind::UnknownSection { name: x.name.clone(), section: what }))
-            }
-        };
-        seen.setting(ctx, s)?;
+    for s in settings(ctx, sec, &what)? {
         match s.key.as_str() {
             "secret" => secret = Some(ctx.value(s, Psk::parse, ErrorKind::Psk)?),
             k if k == "id" || k.starts_with("id-") => {
@@ -47,17 +59,9 @@ fn shared(ctx: &Ctx, sec: &Section) -> R<SharedSecret> {
 
 fn private(ctx: &Ctx, sec: &Section) -> R<PrivateKey> {
     let what = format!("secret '{}'", sec.name);
-    let mut seen = Seen::default();
     let mut file = None;
     let mut passphrase = None;
-    for item in &sec.items {
-        let s = match item {
-            Item::Setting(s) => s,
-            Item::Section(x) => {
-                return Err(ctx.err(x.pos, ErrorKind::UnknownSection { name: x.name.clone(), section: what }))
-            }
-        };
-        seen.setting(ctx, s)?;
+    for s in settings(ctx, sec, &what)? {
         match s.key.as_str() {
             "file" if s.value.is_empty() => {
                 return Err(ctx.err(s.value_pos, ErrorKind::EmptyItem(s.key.clone())))

@@ -5,7 +5,9 @@
 use std::ops::Deref;
 use std::sync::{Arc, Mutex};
 
+use ipsec_core::db::{ControlError, Response};
 use ipsec_core::sad::Event;
+use ipsec_core::setkey;
 use ipsec_core::stats::Drop;
 use ipsec_core::{Ipsec, Packet, Payload, Results, Sink, Via};
 
@@ -17,6 +19,12 @@ pub struct Gateway<S: Sink + 'static> {
 impl<S: Sink + 'static> Gateway<S> {
     pub fn new(fw: ocf::Framework, sink: Arc<S>) -> Gateway<S> {
         Gateway { core: Ipsec::new(fw, sink.clone()), sink }
+    }
+
+    /// Carries out setkey text (which must parse) as one transaction; the responses.
+    pub fn setkey(&self, text: &str) -> Result<Vec<Response>, ControlError> {
+        let reqs = setkey::parse(text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        self.transact(|t| reqs.iter().map(|r| t.apply(&r.item)).collect())
     }
 
     fn pass<T>(&self, r: T, out: Results) -> T {
@@ -63,6 +71,14 @@ impl<S: Sink + 'static> Deref for Gateway<S> {
     fn deref(&self) -> &Ipsec {
         &self.core
     }
+}
+
+/// A gateway on the soft driver whose sink collects: the gateway and its sink.
+pub fn soft() -> (Gateway<Collect>, Arc<Collect>) {
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    let sink = Arc::new(Collect::default());
+    (Gateway::new(fw, sink.clone()), sink)
 }
 
 /// A sink that keeps every packet's bytes, by direction.

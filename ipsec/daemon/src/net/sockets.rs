@@ -146,22 +146,13 @@ pub fn udp_group(family: Family, port: u16, mark: u32, n: usize) -> std::io::Res
 /// address of each datagram is known and answers leave from it; no GRO (every datagram is
 /// one IKE message, for the relay, [`crate::ike_relay`]).
 pub fn ike(family: Family, port: u16, mark: u32) -> std::io::Result<Socket> {
-    let s = Socket::new(family.domain(), Type::DGRAM, Some(Protocol::UDP))?;
-    set_mark(&s, mark)?;
-    s.set_reuse_address(true)?;
-    let any = match family {
-        Family::V4 => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port),
-        Family::V6 => {
-            s.set_only_v6(true)?;
-            SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), port)
-        }
-    };
-    s.bind(&SockAddr::from(any))?;
-    packet_info(&s, family)?;
-    Ok(s)
+    bound_udp(family, port, mark, false)
 }
 
-fn udp_socket(family: Family, port: u16, mark: u32, reuse_port: bool) -> std::io::Result<Socket> {
+/// A UDP socket of `family` bound to `port` on every address, with `mark`, address reuse
+/// (and port reuse when `reuse_port`: a group sharing the port) and packet info; what
+/// every UDP socket here starts as.
+fn bound_udp(family: Family, port: u16, mark: u32, reuse_port: bool) -> std::io::Result<Socket> {
     let s = Socket::new(family.domain(), Type::DGRAM, Some(Protocol::UDP))?;
     set_mark(&s, mark)?;
     s.set_reuse_address(true)?;
@@ -177,6 +168,11 @@ fn udp_socket(family: Family, port: u16, mark: u32, reuse_port: bool) -> std::io
     };
     s.bind(&SockAddr::from(any))?;
     packet_info(&s, family)?;
+    Ok(s)
+}
+
+fn udp_socket(family: Family, port: u16, mark: u32, reuse_port: bool) -> std::io::Result<Socket> {
+    let s = bound_udp(family, port, mark, reuse_port)?;
     outer_tos(&s, family)?;
     big_receive_buffer(&s);
     // Coalesced datagrams (udp_loop cuts them up); a kernel without UDP GRO gives them
