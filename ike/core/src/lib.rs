@@ -209,9 +209,82 @@ impl Ike {
         exchange::informational::terminate(self, now, ike_sa, out)
     }
 
-    /// An event from ipsecd's monitor. Rekeying is CREATE_CHILD_SA's, not written yet:
-    /// nothing happens.
-    pub fn sa_event(&mut self, _now: Instant, _event: SaEvent, _out: &mut Vec<Output>) {}
+    /// An event from ipsecd's monitor: a soft expiry rekeys the CHILD_SA (either of its
+    /// SPIs), a hard expiry removes it and tells the peer. ACQUIRE is not handled yet.
+    pub fn sa_event(&mut self, now: Instant, event: SaEvent, out: &mut Vec<Output>) {
+        let find = |sas: &HashMap<u64, IkeSa>, spi: u32| {
+            sas.iter().find_map(|(&k, sa)| {
+                sa.children.iter().find(|c| c.spi_in == spi || c.spi_out == spi).map(|c| (k, c.spi_in))
+            })
+        };
+        match event {
+            SaEvent::SoftExpire { spi } => {
+                if let Some((ike_sa, spi_in)) = find(&self.sas, spi) {
+                    self.rekey_child(now, ike_sa, spi_in, out);
+                }
+            }
+            SaEvent::HardExpire { spi } => {
+                if let Some((ike_sa, spi_in)) = find(&self.sas, spi) {
+                    self.delete_child(ike_sa, spi_in, out);
+                    self.pump(now, ike_sa, out);
+                }
+            }
+            SaEvent::Acquire { .. } => {}
+        }
+    }
+
+    /// Rekeys the CHILD_SA whose inbound SPI is `spi_in` (make-before-break: the new one
+    /// installed, then the old one removed and deleted with the peer). Sent now, or queued
+    /// behind the outstanding request. False: no such CHILD_SA, or its rekey is already
+    /// under way.
+    pub fn rekey_child(&mut self, now: Instant, ike_sa: u64, spi_in: u32, out: &mut Vec<Output>) -> bool {
+        let Some(sa) = self.sas.get_mut(&ike_sa) else { return false };
+        if !exchange::create_child::rekeyable(sa, spi_in) {
+            return false;
+        }
+        sa.queued.push_back(ike_sa::Queued::RekeyChild(spi_in));
+        self.pump(now, ike_sa, out);
+        true
+    }
+
+    /// Removes a CHILD_SA here at once (its Remove) and queues the Delete to the peer.
+    fn delete_child(&mut self, ike_sa: u64, spi_in: u32, out: &mut Vec<Output>) {
+        let Some(sa) = self.sas.get_mut(&ike_sa) else { return };
+        let Some(i) = sa.children.iter().position(|c| c.spi_in == spi_in) else { return };
+        let c = sa.children.remove(i);
+        self.child_spis.remove(&c.spi_in);
+        out.push(Output::Remove(io::ChildSaRemove {
+            ike_sa,
+            spi_in: c.spi_in,
+            spi_out: c.spi_out,
+            local: sa.local,
+            remote: sa.remote,
+        }));
+        sa.queued.retain(|q| *q != ike_sa::Queued::RekeyChild(spi_in));
+        sa.queued.push_back(ike_sa::Queued::DeleteChild(spi_in));
+    }
+
+    /// Sends queued requests while the window is free: stops at the first one sent.
+    fn pump(&mut self, now: Instant, ike_sa: u64, out: &mut Vec<Output>) {
+        loop {
+            let Some(sa) = self.sas.get_mut(&ike_sa) else { return };
+            if sa.state != State::Established || sa.requests.outstanding().is_some() {
+                return;
+            }
+            let Some(q) = sa.queued.pop_front() else { return };
+            let sent = match q {
+                ike_sa::Queued::RekeyChild(spi_in) => {
+                    exchange::create_child::start(self, now, ike_sa, spi_in, out).is_ok()
+                }
+                ike_sa::Queued::DeleteChild(spi_in) => {
+                    exchange::informational::send_child_delete(self, now, ike_sa, spi_in, out)
+                }
+            };
+            if sent {
+                return;
+            }
+        }
+    }
 
     /// One received datagram.
     pub fn datagram(&mut self, now: Instant, d: Datagram, out: &mut Vec<Output>) {
@@ -266,6 +339,12 @@ impl Ike {
                 (State::Deleting, ExchangeType::INFORMATIONAL) => {
                     exchange::informational::response(self, ours, d, &msg, out)
                 }
+                (State::Established, ExchangeType::INFORMATIONAL) => {
+                    exchange::informational::child_delete_response(self, now, ours, d, &msg, out)
+                }
+                (State::Established, ExchangeType::CREATE_CHILD_SA) => {
+                    exchange::create_child::response(self, now, ours, d, &msg, out)
+                }
                 _ => Err(Drop::UnexpectedExchange),
             };
         }
@@ -284,6 +363,9 @@ impl Ike {
                 }
                 (State::Established | State::Deleting, ExchangeType::INFORMATIONAL) => {
                     exchange::informational::request(self, ours, d, &msg, out)
+                }
+                (State::Established, ExchangeType::CREATE_CHILD_SA) => {
+                    exchange::create_child::request(self, ours, d, &msg, out)
                 }
                 _ => Err(Drop::UnexpectedExchange),
             },
@@ -338,6 +420,9 @@ impl Ike {
         }
         if !sa.initiator {
             self.init_index.remove(&(sa.spi_i, sa.remote));
+        }
+        if let Some(r) = &sa.child_rekey {
+            self.child_spis.remove(&r.spi_in);
         }
         if let Some(p) = &sa.pending_child {
             self.child_spis.remove(&p.spi_in);

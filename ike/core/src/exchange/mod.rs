@@ -7,10 +7,13 @@
 //! - [`auth`]: IKE_AUTH with pre-shared keys, both roles, and the first CHILD_SA.
 //! - [`informational`]: the peer's Delete and liveness requests answered; our Delete of
 //!   the IKE SA (`terminate`).
+//! - [`create_child`]: CREATE_CHILD_SA rekeying a CHILD_SA, both roles, with §2.8.1's
+//!   simultaneous rekeying.
 //!
-//! Later: `create_child.rs` (CHILD_SA and IKE SA rekeying).
+//! Later: the IKE SA's rekey in `create_child.rs`.
 
 pub(crate) mod auth;
+pub(crate) mod create_child;
 pub(crate) mod informational;
 pub(crate) mod sa_init;
 
