@@ -9,7 +9,8 @@
 //!  responder:  (SA_INIT req) ──▶ HalfOpen ──AUTH req──▶ Established
 //!  Established ──terminate: Delete sent──▶ Deleting ──response / no response──▶ removed
 //!  Established: CREATE_CHILD_SA and INFORMATIONAL both ways; our requests one at a time
-//!               (window 1), the rest queued (`queued`), a CHILD_SA rekey in `child_rekey`
+//!               (window 1), the rest queued (`queued`), a CHILD_SA rekey in `child_rekey`,
+//!               the IKE SA's in `ike_rekey` (its successor replaces it: exchange::ike_rekey)
 //!  any state ──peer dead, refused, the peer's Delete──▶ removed from the table
 //! ```
 //!
@@ -89,6 +90,17 @@ pub struct ChildRekey {
     pub collision: Option<(Vec<u8>, Vec<u8>, u32)>,
 }
 
+/// Our outstanding rekey of this IKE SA (§2.18).
+pub struct IkeRekey {
+    /// Our SPI in the new IKE SA (its SPIi: we are its initiator).
+    pub spi: u64,
+    pub ni: Vec<u8>,
+    pub key_share: KeyShare,
+    /// The peer's rekey of this IKE SA answered meanwhile (§2.8.2): its Ni, our Nr, and
+    /// our SPI in the IKE SA it made.
+    pub collision: Option<(Vec<u8>, Vec<u8>, u64)>,
+}
+
 /// A request waiting for the window (one outstanding request at a time).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Queued {
@@ -96,6 +108,8 @@ pub enum Queued {
     RekeyChild(u32),
     /// Tell the peer that the CHILD_SA with this inbound SPI is gone (already removed here).
     DeleteChild(u32),
+    /// Rekey the IKE SA.
+    RekeyIke,
 }
 
 /// An IKE SA.
@@ -130,6 +144,11 @@ pub struct IkeSa {
     pub child_rekey: Option<ChildRekey>,
     /// Requests to send when the window frees, in order.
     pub queued: VecDeque<Queued>,
+    /// Our outstanding rekey of this IKE SA.
+    pub ike_rekey: Option<IkeRekey>,
+    /// When this IKE SA is rekeyed (set once established: rekey_time less a random part
+    /// of rand_time).
+    pub rekey_at: Option<Instant>,
 }
 
 impl IkeSa {
@@ -169,6 +188,8 @@ impl IkeSa {
             peer_id: None,
             child_rekey: None,
             queued: VecDeque::new(),
+            ike_rekey: None,
+            rekey_at: None,
         }
     }
 

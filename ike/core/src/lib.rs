@@ -247,8 +247,24 @@ impl Ike {
         true
     }
 
+    /// Rekeys the IKE SA `ike_sa` (RFC 7296 §2.18): a new IKE SA with new SPIs and keys,
+    /// the CHILD_SAs moved to it, the old one deleted. Sent now or queued behind the
+    /// outstanding request. False: no such established IKE SA, or its rekey is under way.
+    pub fn rekey_ike(&mut self, now: Instant, ike_sa: u64, out: &mut Vec<Output>) -> bool {
+        let Some(sa) = self.sas.get_mut(&ike_sa) else { return false };
+        if sa.state != State::Established
+            || sa.ike_rekey.is_some()
+            || sa.queued.contains(&ike_sa::Queued::RekeyIke)
+        {
+            return false;
+        }
+        sa.queued.push_back(ike_sa::Queued::RekeyIke);
+        self.pump(now, ike_sa, out);
+        true
+    }
+
     /// Removes a CHILD_SA here at once (its Remove) and queues the Delete to the peer.
-    fn delete_child(&mut self, ike_sa: u64, spi_in: u32, out: &mut Vec<Output>) {
+    pub(crate) fn delete_child(&mut self, ike_sa: u64, spi_in: u32, out: &mut Vec<Output>) {
         let Some(sa) = self.sas.get_mut(&ike_sa) else { return };
         let Some(i) = sa.children.iter().position(|c| c.spi_in == spi_in) else { return };
         let c = sa.children.remove(i);
@@ -265,7 +281,7 @@ impl Ike {
     }
 
     /// Sends queued requests while the window is free: stops at the first one sent.
-    fn pump(&mut self, now: Instant, ike_sa: u64, out: &mut Vec<Output>) {
+    pub(crate) fn pump(&mut self, now: Instant, ike_sa: u64, out: &mut Vec<Output>) {
         loop {
             let Some(sa) = self.sas.get_mut(&ike_sa) else { return };
             if sa.state != State::Established || sa.requests.outstanding().is_some() {
@@ -279,6 +295,7 @@ impl Ike {
                 ike_sa::Queued::DeleteChild(spi_in) => {
                     exchange::informational::send_child_delete(self, now, ike_sa, spi_in, out)
                 }
+                ike_sa::Queued::RekeyIke => exchange::ike_rekey::start(self, now, ike_sa, out),
             };
             if sent {
                 return;
@@ -364,8 +381,8 @@ impl Ike {
                 (State::Established | State::Deleting, ExchangeType::INFORMATIONAL) => {
                     exchange::informational::request(self, ours, d, &msg, out)
                 }
-                (State::Established, ExchangeType::CREATE_CHILD_SA) => {
-                    exchange::create_child::request(self, ours, d, &msg, out)
+                (State::Established | State::Deleting, ExchangeType::CREATE_CHILD_SA) => {
+                    exchange::create_child::request(self, now, ours, d, &msg, out)
                 }
                 _ => Err(Drop::UnexpectedExchange),
             },
@@ -408,7 +425,36 @@ impl Ike {
             self.remove_sa(spi, out);
             out.push(Output::Event(Event::IkeSaDown { ike_sa: spi, reason }));
         }
+        for spi in self.rekeys_due(now) {
+            self.rekey_ike(now, spi, out);
+        }
         self.update_cookies(out);
+    }
+
+    /// The established IKE SAs whose rekey time has come; each one's next rekey time set
+    /// (the first: rekey_time less a random part of rand_time after now; a due one: a
+    /// whole rekey_time later, a retry should this rekey fail). A zero rekey_time: never.
+    fn rekeys_due(&mut self, now: Instant) -> Vec<u64> {
+        let mut due = Vec::new();
+        for (&spi, sa) in self.sas.iter_mut() {
+            let l = self.config.connections[sa.conn].lifetimes;
+            if sa.state != State::Established || l.rekey_time.is_zero() {
+                continue;
+            }
+            match sa.rekey_at {
+                None => {
+                    let u = child_sa::random_u32(&self.fw)
+                        .map_or(0.0, |r| f64::from(r) / (f64::from(u32::MAX) + 1.0));
+                    sa.rekey_at = Some(now + l.rekey_time.saturating_sub(l.rand_time.mul_f64(u)));
+                }
+                Some(at) if now >= at => {
+                    sa.rekey_at = Some(now + l.rekey_time);
+                    due.push(spi);
+                }
+                Some(_) => {}
+            }
+        }
+        due
     }
 
     /// Removes an IKE SA, its CHILD_SAs (Remove outputs) and its half-open count.

@@ -413,3 +413,125 @@ fn a_replayed_or_forged_rekey_request_is_dropped_and_counted() {
     let old = installs(&p.i_out)[0];
     assert_rekeyed(&p, old);
 }
+
+/// The one IKE SA each side has left, and that it carries the CHILD_SA pair `pair`.
+fn one_ike_sa_with(p: &Pair, pair: (u32, u32)) -> (u64, u64) {
+    let (si, sr): (Vec<_>, Vec<_>) = (p.i.ike_sas().collect(), p.r.ike_sas().collect());
+    assert_eq!((si.len(), sr.len()), (1, 1), "one IKE SA on each side");
+    let (a, b) = (si[0], sr[0]);
+    assert_eq!((a.spi_i, a.spi_r), (b.spi_i, b.spi_r), "the same IKE SA");
+    let ca: Vec<_> = a.children.iter().map(|c| (c.spi_in, c.spi_out)).collect();
+    let cb: Vec<_> = b.children.iter().map(|c| (c.spi_out, c.spi_in)).collect();
+    assert_eq!((ca.clone(), cb), (vec![pair], vec![pair]));
+    (a.our_spi(), b.our_spi())
+}
+
+/// Deletes the CHILD_SA through IKE SA `spi` from the initiator: both sides remove it.
+fn delete_child_through(p: &mut Pair, spi_in: u32) {
+    let mut out = vec![];
+    p.i.sa_event(p.now, SaEvent::HardExpire { spi: spi_in }, &mut out);
+    let del = sends(&out);
+    p.i_out.extend(out);
+    assert_eq!(del.len(), 1);
+    p.settle(del, vec![]);
+    assert!(live(&p.i_out).is_empty() && live(&p.r_out).is_empty());
+    assert!(p.r.ike_sas().all(|s| s.children.is_empty()), "the responder removed it too");
+    assert_eq!(p.i.stats().drops_total() + p.r.stats().drops_total(), 0);
+}
+
+#[test]
+fn ike_sa_rekey_moves_the_child_sa_to_the_new_ike_sa() {
+    let (mut p, old_i, old_r) = Pair::up(&I, &R);
+    let child = live(&p.i_out)[0];
+    let old_keys = p.i.ike_sa(old_i).unwrap().keys.as_ref().unwrap().sk_d.clone();
+    let mut out = vec![];
+    assert!(p.i.rekey_ike(p.now, old_i, &mut out));
+    let req = sends(&out);
+    p.i_out.extend(out);
+    p.settle(req, vec![]);
+    let (new_i, new_r) = one_ike_sa_with(&p, child);
+    assert!(new_i != old_i && new_r != old_r, "new SPIs");
+    assert!(p.i.ike_sa(new_i).unwrap().initiator && !p.r.ike_sa(new_r).unwrap().initiator);
+    let (ki, kr) = (
+        p.i.ike_sa(new_i).unwrap().keys.as_ref().unwrap(),
+        p.r.ike_sa(new_r).unwrap().keys.as_ref().unwrap(),
+    );
+    assert_eq!(*ki.sk_d, *kr.sk_d);
+    assert_eq!(*ki.sk_ei, *kr.sk_ei);
+    assert_ne!(*ki.sk_d, *old_keys, "new keys");
+    assert!(events(&p.i_out).contains(&&Event::IkeSaRekeyed { old: old_i, new: new_i }));
+    // The CHILD_SA keeps working: it is rekeyed and deleted through the new IKE SA.
+    let req = p.rekey_on_i(new_i, child.0);
+    p.settle(req, vec![]);
+    let pair = live(&p.i_out)[0];
+    assert_ne!(pair, child);
+    one_ike_sa_with(&p, pair);
+    delete_child_through(&mut p, pair.0);
+}
+
+#[test]
+fn the_ike_sa_is_rekeyed_at_its_rekey_time() {
+    let (mut p, old_i, _) = Pair::up(&I, &R);
+    let child = live(&p.i_out)[0];
+    let mut out = vec![];
+    p.i.tick(p.now, &mut out);
+    // The default IKE rekey time is 4 h less up to its random part (rand_time, 10 % of it).
+    p.i.tick(p.now + Duration::from_secs(4 * 3600 * 9 / 10 - 1), &mut out);
+    assert!(sends(&out).is_empty(), "not before rekey_time - rand_time");
+    p.i.tick(p.now + Duration::from_secs(4 * 3600 + 1), &mut out);
+    let req = sends(&out);
+    assert_eq!(req.len(), 1, "one rekey request by rekey_time");
+    p.i_out.extend(out);
+    p.settle(req, vec![]);
+    let (new_i, _) = one_ike_sa_with(&p, child);
+    assert_ne!(new_i, old_i);
+}
+
+#[test]
+fn simultaneous_ike_sa_rekeys_leave_one_ike_sa() {
+    for round in 0..6 {
+        let (mut p, old_i, old_r) = Pair::up(&I, &R);
+        let child = live(&p.i_out)[0];
+        let (mut oi, mut or) = (vec![], vec![]);
+        assert!(p.i.rekey_ike(p.now, old_i, &mut oi));
+        assert!(p.r.rekey_ike(p.now, old_r, &mut or));
+        let (qi, qr) = (sends(&oi), sends(&or));
+        p.i_out.extend(oi);
+        p.r_out.extend(or);
+        let ri = p.deliver_r(qi);
+        let rr = p.deliver_i(qr);
+        p.settle(rr, ri);
+        let (ni, _) = one_ike_sa_with(&p, child);
+        assert!(ni != old_i, "round {round}");
+        // Both exchanges made an IKE SA on both sides (one of them redundant, deleted).
+        assert_eq!((p.i.stats().ike_sas_up, p.r.stats().ike_sas_up), (3, 3), "round {round}");
+        assert_eq!(p.i.stats().drops_total() + p.r.stats().drops_total(), 0, "round {round}");
+        delete_child_through(&mut p, child.0);
+    }
+}
+
+#[test]
+fn a_child_sa_rekey_during_the_ike_sa_rekey_is_refused_for_now() {
+    let (mut p, old_i, old_r) = Pair::up(&I, &R);
+    let child = live(&p.r_out)[0];
+    let mut oi = vec![];
+    assert!(p.i.rekey_ike(p.now, old_i, &mut oi));
+    let qi = sends(&oi);
+    p.i_out.extend(oi);
+    let req = p.r_out.len();
+    let mut or = vec![];
+    assert!(p.r.rekey_child(p.now, old_r, child.0, &mut or));
+    let qr = sends(&or);
+    p.r_out.extend(or);
+    assert!(req < p.r_out.len());
+    // R's CHILD_SA rekey reaches I first: TEMPORARY_FAILURE; then I's IKE SA rekey goes on.
+    let back = p.deliver_i(qr);
+    p.settle([back, qi].concat(), vec![]);
+    assert!(events(&p.r_out).iter().any(|e| matches!(
+        e,
+        Event::ChildSaFailed { notify: Some(n), .. } if *n == NotifyType::TEMPORARY_FAILURE
+    )));
+    let li = live(&p.i_out);
+    assert_eq!(li.len(), 1);
+    one_ike_sa_with(&p, li[0]);
+}

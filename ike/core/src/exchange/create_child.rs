@@ -24,8 +24,10 @@
 //! peer's request, no collision is seen: the old CHILD_SA is deleted at once, and the
 //! peer's request then finds it gone (CHILD_SA_NOT_FOUND), which ends its rekey.
 //!
-//! Not yet: a new CHILD_SA that rekeys nothing (answered NO_ADDITIONAL_SAS), the IKE SA's
-//! rekey (answered NO_ADDITIONAL_SAS too), retrying after INVALID_KE_PAYLOAD or
+//! A request whose SA payload proposes IKE rekeys the IKE SA: [`ike_rekey`]. While the IKE
+//! SA is being rekeyed or deleted, a CHILD_SA rekey is answered TEMPORARY_FAILURE (§2.25).
+//!
+//! Not yet: a new CHILD_SA that rekeys nothing (answered NO_ADDITIONAL_SAS), retrying after INVALID_KE_PAYLOAD or
 //! TEMPORARY_FAILURE (the rekey ends with [`Event::ChildSaFailed`]; the hard expiry
 //! removes the CHILD_SA).
 
@@ -40,6 +42,7 @@ use ike_wire::ts::Ts;
 use ike_wire::{notifies, Message, Payload};
 
 use super::auth::{child_suite, find, lifetimes};
+use super::ike_rekey;
 use crate::child_sa::{alloc_spi, ChildSa, InstallContext};
 use crate::config::{Mode, Protocol};
 use crate::crypto::{self, encapsulate, ChildKeys, KeMethod, KeyShare};
@@ -139,6 +142,10 @@ fn error(n: NotifyType) -> Notify {
 
 /// The responder's checks and computations; nothing changes here.
 fn answer(ike: &Ike, sa: &IkeSa, inner: &[Payload]) -> Result<Answer, Notify> {
+    // §2.25: busy rekeying or deleting the IKE SA.
+    if sa.ike_rekey.is_some() || sa.state != State::Established {
+        return Err(error(NotifyType::TEMPORARY_FAILURE));
+    }
     let rekey = notifies(inner)
         .find(|n| n.notify_type == NotifyType::REKEY_SA)
         .ok_or_else(|| error(NotifyType::NO_ADDITIONAL_SAS))?;
@@ -216,6 +223,7 @@ fn answer(ike: &Ike, sa: &IkeSa, inner: &[Payload]) -> Result<Answer, Notify> {
 /// The responder's side of a CREATE_CHILD_SA request.
 pub(crate) fn request(
     ike: &mut Ike,
+    now: Instant,
     spi: u64,
     d: &Datagram,
     msg: &Message,
@@ -227,6 +235,10 @@ pub(crate) fn request(
     }
     let inner = sa.open(&d.bytes, msg)?;
     let h = msg.header;
+    let sa_p = find(&inner, |p| if let Payload::Sa(x) = p { Some(x) } else { None });
+    if sa_p.is_some_and(|x| x.proposals.first().is_some_and(|p| p.protocol == ProtocolId::IKE)) {
+        return ike_rekey::request(ike, now, spi, d, h.message_id, &inner, out);
+    }
     let result = answer(ike, sa, &inner);
     let (payloads, made) = match result {
         Err(n) => (vec![Payload::Notify(n)], None),
@@ -373,6 +385,12 @@ pub(crate) fn response(
         return Err(Drop::MissingPayload);
     }
     let inner = sa.open(&d.bytes, msg)?;
+    if sa.ike_rekey.is_some() {
+        let sa = ike.sas.get_mut(&spi).expect("present");
+        sa.requests.accept(msg.header.message_id);
+        sa.retransmit = None;
+        return ike_rekey::response(ike, now, spi, &inner, out);
+    }
     let r = sa.child_rekey.as_ref().ok_or(Drop::UnexpectedExchange)?;
     let result = accept(ike, sa, r, &inner);
     let nr = find(&inner, |p| if let Payload::Nonce(x) = p { Some(x) } else { None }).map(|n| n.0.clone());
