@@ -28,17 +28,27 @@
 //!   │ response?  window.matches(id) ── no ────────────────────▶ drop(UnexpectedResponse)
 //!   │            IKE_SA_INIT ─▶ sa_init (initiator) ─▶ IKE_AUTH request
 //!   │            IKE_AUTH    ─▶ auth (initiator)    ─▶ Install, IkeSaUp
+//!   │            CREATE_CHILD_SA ─▶ create_child / ike_rekey (requester) ─▶ Install, Remove
+//!   │            INFORMATIONAL (our Delete of a CHILD_SA) ─▶ the next queued request
+//!   │            INFORMATIONAL (our Delete of the IKE SA) ─▶ IkeSaDown
 //!   │ request?   window.classify(id): Retransmitted ─▶ resend the cached bytes
 //!   │                                 OutOfWindow   ─▶ drop(OutOfWindow)
 //!   │                                 New: IKE_AUTH ─▶ auth (responder) ─▶ response, Install
 //!   │                                      INFORMATIONAL ─▶ informational ─▶ response, Remove
+//!   │                                      CREATE_CHILD_SA ─▶ create_child (REKEY_SA) or
+//!   │                                        ike_rekey (SA proposes IKE) ─▶ response, Install
 //!   ▼            (every SK message: ICV checked before anything else; a failure
 //!  out: Send / Install / Remove / Event          ─▶ drop(Unauthenticated), nothing changes)
 //!
 //!  Ike::tick(now, out): each outstanding request's retransmission (Retransmit::poll) or
-//!  the IKE SA's death; half-open SAs past their timeout; the cookie secret's rotation.
+//!  the IKE SA's death; half-open SAs past their timeout; IKE SAs past their rekey time
+//!  (rekey_ike); the cookie secret's rotation.
 //!  Ike::initiate(now, conn, child, out): a new IKE SA, its IKE_SA_INIT request.
 //!  Ike::terminate(now, ike_sa, out): the CHILD_SAs removed, a Delete of the IKE SA sent.
+//!  Ike::sa_event(now, e, out): soft expiry ─▶ rekey_child; hard expiry ─▶ the CHILD_SA
+//!  removed, its Delete queued.
+//!  Ike::rekey_child / rekey_ike: queued on the IKE SA (`IkeSa::queued`) and sent when
+//!  the window (1) is free (Ike::pump, after every response).
 //! ```
 //!
 //! # Modules (each uses only those below it; `scripts/module-cycles` checks)
@@ -46,6 +56,7 @@
 //! ```text
 //!   lib: Ike — the SA table, the dispatch above, tick, initiate
 //!    └─ exchange: sa_init ─▶ auth, informational   (one file per exchange)
+//!                 create_child ─▶ auth (its helpers), ike_rekey
 //!         │
 //!         ├─▶ ike_sa ─▶ child_sa ─▶ io      (the SAs; the boundary's types)
 //!         │     └─▶ window, retransmit, stats
@@ -55,10 +66,11 @@
 //!
 //! # Not yet
 //!
-//! CREATE_CHILD_SA (rekeying), our own liveness checks, fragmentation (not
-//! announced: nothing reassembles SKF yet), certificate authentication, SET_WINDOW_SIZE,
-//! SA events (`sa_event` is an empty stub: acquire, soft and hard expiry need
-//! CREATE_CHILD_SA and INFORMATIONAL).
+//! CREATE_CHILD_SA making a new CHILD_SA (no REKEY_SA: answered NO_ADDITIONAL_SAS, and
+//! so ACQUIRE in `sa_event` does nothing), retrying a rekey after INVALID_KE_PAYLOAD or
+//! TEMPORARY_FAILURE (a failed IKE SA rekey is retried at the next rekey time, a failed
+//! CHILD_SA rekey not before the hard expiry), our own liveness checks, fragmentation (not
+//! announced: nothing reassembles SKF yet), certificate authentication, SET_WINDOW_SIZE.
 
 #![forbid(unsafe_code)]
 

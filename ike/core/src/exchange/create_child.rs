@@ -24,6 +24,10 @@
 //! peer's request, no collision is seen: the old CHILD_SA is deleted at once, and the
 //! peer's request then finds it gone (CHILD_SA_NOT_FOUND), which ends its rekey.
 //!
+//! An authentic answer that does not fit our request (a proposal we did not make, a
+//! selector outside ours, another KE group) ends the rekey, and a Delete with the SPI we
+//! offered removes the CHILD_SA the peer installed for it.
+//!
 //! A request whose SA payload proposes IKE rekeys the IKE SA: [`ike_rekey`]. While the IKE
 //! SA is being rekeyed or deleted, a CHILD_SA rekey is answered TEMPORARY_FAILURE (§2.25).
 //!
@@ -403,6 +407,11 @@ pub(crate) fn response(
         Err(notify) => {
             ike.child_spis.remove(&r.spi_in);
             ike.stats.create_child_sa.errors += 1;
+            if notify.is_none() {
+                // An answer that does not fit: the peer installed a CHILD_SA we will not
+                // use; a Delete with the SPI we offered removes it there.
+                sa.queued.push_back(Queued::DeleteChild(r.spi_in));
+            }
             let child = sa.children.iter().find(|c| c.spi_in == r.old_spi_in).map(|c| c.name.clone());
             out.push(Output::Event(Event::ChildSaFailed {
                 ike_sa: spi,
