@@ -4,7 +4,9 @@
 //! the keys charon derived (its `chd 4` log) must be the ones our Install carries. Then
 //! charon's liveness check (dpd_delay = 1s, an empty INFORMATIONAL) must be answered, and
 //! the IKE SA is deleted (INFORMATIONAL) by the side that initiated it, and both ends must
-//! see it go.
+//! see it go. A third case gives charon short lifetimes: it rekeys the CHILD_SA (we answer
+//! as responder, make-before-break) and then the IKE SA (the CHILD_SA moves to the new
+//! one, charon deletes the old one); charon's last CHILD_SA keys must be our last Install's.
 //!
 //! ```text
 //!  this test (outer) ─ unshare -n: netns T ─┬─ veth ikeT 192.0.2.1 ◀──────┐
@@ -96,6 +98,7 @@ const SWANCTL_CONF: &str = r#"connections {
     remote_addrs = 192.0.2.1
     proposals = aes128gcm16-prfsha256-x25519
     dpd_delay = 1s
+    IKE_REKEY
     local {
       auth = psk
       id = sun.example
@@ -109,6 +112,7 @@ const SWANCTL_CONF: &str = r#"connections {
         local_ts = 10.2.0.0/16
         remote_ts = 10.1.0.0/16
         esp_proposals = aes128gcm16
+        CHILD_REKEY
       }
     }
   }
@@ -142,6 +146,8 @@ i=0; while ! swanctl --stats --uri "unix://$d/vici" >/dev/null 2>&1; do i=$((i+1
 swanctl --load-all --noprompt --file "$d/swanctl.conf" --uri "unix://$d/vici"
 if [ "$3" = initiator ]; then
   IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner --ignored --nocapture --test-threads=1
+elif [ "$3" = rekey ]; then
+  IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner_rekey --ignored --nocapture --test-threads=1
 else
   IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner_responder --ignored --nocapture --test-threads=1 &
   inner=$!
@@ -153,29 +159,63 @@ fi
 
 #[test]
 fn strongswan_accepts_our_ike_sa_and_child_sa() {
-    with_charon(true);
+    with_charon(Role::Initiator);
 }
 
 #[test]
 fn strongswan_initiates_to_our_responder() {
-    with_charon(false);
+    with_charon(Role::Responder);
 }
 
-/// Runs the script with the engine as initiator (or responder, charon initiating) and
-/// checks charon's SAs and keys against the engine's Install.
-fn with_charon(we_initiate: bool) {
+/// charon with short lifetimes (CHILD_SA rekey_time 3 s, IKE SA 5 s) rekeys the CHILD_SA
+/// and then the IKE SA against our engine (the IKE SA's initiator); the CHILD_SA charon
+/// holds at the end must be our last Install, keys included.
+#[test]
+fn strongswan_rekeys_the_child_sa_and_the_ike_sa() {
+    with_charon(Role::Rekey);
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// We initiate; the IKE SA is deleted by us.
+    Initiator,
+    /// charon initiates and deletes.
+    Responder,
+    /// We initiate; charon rekeys.
+    Rekey,
+}
+
+/// Runs the script with the engine in `role` and checks charon's SAs and keys against
+/// the engine's (last) Install.
+fn with_charon(role: Role) {
     if let Some(why) = skip_reason() {
         assert!(!required(), "{why}");
         eprintln!("skipped: {why}");
         return;
     }
-    let role = if we_initiate { "initiator" } else { "responder" };
+    let role = match role {
+        Role::Initiator => "initiator",
+        Role::Responder => "responder",
+        Role::Rekey => "rekey",
+    };
+    // The KEYMAT's initiator is who requested the exchange that made the CHILD_SA.
+    let we_initiate = role == "initiator";
+    let (ike_rekey, child_rekey) = if role == "rekey" {
+        (
+            "rekey_time = 5s\n    over_time = 30s\n    rand_time = 0s",
+            "rekey_time = 3s\n        life_time = 30s\n        rand_time = 0s",
+        )
+    } else {
+        ("", "")
+    };
     let dir = std::env::temp_dir().join(format!("ike-core-charon-{}-{role}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let d = dir.to_str().unwrap();
     std::fs::write(dir.join("strongswan.conf"), STRONGSWAN_CONF.replace("DIR", d)).unwrap();
-    std::fs::write(dir.join("swanctl.conf"), SWANCTL_CONF.replace("PSK", PSK)).unwrap();
+    let conf =
+        SWANCTL_CONF.replace("PSK", PSK).replace("IKE_REKEY", ike_rekey).replace("CHILD_REKEY", child_rekey);
+    std::fs::write(dir.join("swanctl.conf"), conf).unwrap();
     let out = Command::new("unshare")
         .args(["-n", "sh", "-c", SCRIPT, "sh", d])
         .arg(std::env::current_exe().unwrap())
@@ -210,7 +250,8 @@ fn with_charon(we_initiate: bool) {
 }
 
 /// The keys charon's `chd 4` log prints as `NAME => N bytes @ ADDR` and hex dump lines
-/// `   0: 01 02 … ascii`, as lowercase hex.
+/// `   0: 01 02 … ascii`, as lowercase hex; the last of each name (after a rekey, the
+/// newest CHILD_SA's).
 fn charon_keys(log: &str) -> std::collections::HashMap<String, String> {
     let mut out = std::collections::HashMap::new();
     let lines: Vec<&str> = log.lines().collect();
@@ -237,7 +278,7 @@ fn charon_keys(log: &str) -> std::collections::HashMap<String, String> {
             }
         }
         hex.truncate(2 * n);
-        out.entry(name).or_insert(hex);
+        out.insert(name, hex);
     }
     out
 }
@@ -293,6 +334,13 @@ fn charon_inner() {
 #[ignore = "run by strongswan_initiates_to_our_responder inside its namespaces"]
 fn charon_inner_responder() {
     run_engine(false);
+}
+
+/// The engine as the IKE SA's initiator while charon rekeys.
+#[test]
+#[ignore = "run by strongswan_rekeys_the_child_sa_and_the_ike_sa inside its namespaces"]
+fn charon_inner_rekey() {
+    run_engine_rekey();
 }
 
 /// The engine's sockets.
@@ -455,4 +503,86 @@ fn run_engine(initiate: bool) {
         (ike.stats().informational.requests_sent, ike.stats().informational.responses_sent);
     assert_eq!(asked, u64::from(initiate), "our Delete");
     assert!(answered > u64::from(!initiate), "liveness checks and charon's Delete answered: {answered}");
+}
+
+/// Brings the SA up, then lets charon rekey the CHILD_SA (make-before-break: our new
+/// Install before the old one's Remove) and the IKE SA (the CHILD_SA moves to the new one,
+/// charon deletes the old one); writes our last Install and charon's SAs.
+fn run_engine_rekey() {
+    let dir = PathBuf::from(std::env::var(ENV).expect("run by the outer test"));
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    let start = Instant::now();
+    let mut ike = Ike::new(fw, config(), Settings::default(), start).unwrap();
+    let net = Net {
+        s500: UdpSocket::bind("192.0.2.1:500").unwrap(),
+        s4500: UdpSocket::bind("192.0.2.1:4500").unwrap(),
+    };
+    for s in [&net.s500, &net.s4500] {
+        s.set_nonblocking(true).unwrap();
+    }
+    let mut out = Vec::new();
+    let first = ike.initiate(Instant::now(), "gw", "net", &mut out).unwrap();
+    let mut installs: Vec<Box<ChildSaInstall>> = Vec::new();
+    let mut removed: Vec<u32> = Vec::new();
+    let (mut rekeyed, mut old_down) = (None, false);
+    while !(installs.len() >= 2 && rekeyed.is_some() && old_down && removed.contains(&installs[0].spi_in)) {
+        assert!(
+            start.elapsed() < Duration::from_secs(25),
+            "charon did not rekey both within 25 s: {} installs, removed {removed:x?}, rekeyed {rekeyed:?}, old down {old_down}; stats {:?}",
+            installs.len(),
+            ike.stats()
+        );
+        for o in net.pump(&mut ike, &mut out) {
+            match o {
+                Output::Install(i) => {
+                    assert!(!removed.contains(&i.spi_in));
+                    installs.push(i);
+                }
+                Output::Remove(r) => {
+                    let at =
+                        installs.iter().position(|i| i.spi_in == r.spi_in).expect("a Remove of an Install");
+                    assert!(at + 1 < installs.len(), "make-before-break: a newer SA installed first");
+                    removed.push(r.spi_in);
+                }
+                Output::Event(Event::IkeSaRekeyed { old, new }) => {
+                    assert_eq!(old, first);
+                    rekeyed = Some(new);
+                }
+                Output::Event(Event::IkeSaDown { ike_sa, reason }) => {
+                    assert_eq!((ike_sa, reason), (first, DownReason::DeletedByPeer));
+                    old_down = true;
+                }
+                _ => {}
+            }
+        }
+    }
+    net.pump(&mut ike, &mut out);
+    let live: Vec<&ChildSaInstall> =
+        installs.iter().map(|b| &**b).filter(|i| !removed.contains(&i.spi_in)).collect();
+    assert_eq!(live.len(), 1, "one CHILD_SA left");
+    let i = live[0];
+    let new = ike.ike_sa(rekeyed.unwrap()).expect("the new IKE SA");
+    assert_eq!(new.children.iter().map(|c| c.spi_in).collect::<Vec<_>>(), vec![i.spi_in]);
+    assert!(ike.ike_sa(first).is_none());
+    std::fs::write(
+        dir.join("install.txt"),
+        format!(
+            "spi_in={:08x}\nspi_out={:08x}\nencr_key_in={}\nencr_key_out={}\nudp_encap={:?}\n",
+            i.spi_in,
+            i.spi_out,
+            hex(&i.encr_key_in),
+            hex(&i.encr_key_out),
+            i.udp_encap
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("sas.txt"), swanctl(&dir, &["--list-sas", "--raw"])).unwrap();
+    println!(
+        "rekeyed: {} CHILD_SAs installed, IKE SA {first:016x} -> {:016x}; stats {:?}",
+        installs.len(),
+        rekeyed.unwrap(),
+        ike.stats()
+    );
+    assert_eq!(ike.stats().drops_total(), 0, "nothing dropped: {:?}", ike.stats());
 }
