@@ -7,6 +7,8 @@
 //! see it go. A third case gives charon short lifetimes: it rekeys the CHILD_SA (we answer
 //! as responder, make-before-break) and then the IKE SA (the CHILD_SA moves to the new
 //! one, charon deletes the old one); charon's last CHILD_SA keys must be our last Install's.
+//! A fourth has our engine rekey against charon: the CHILD_SA with PFS (X25519), the IKE SA,
+//! the CHILD_SA again through the new IKE SA.
 //!
 //! ```text
 //!  this test (outer) ─ unshare -n: netns T ─┬─ veth ikeT 192.0.2.1 ◀──────┐
@@ -111,7 +113,7 @@ const SWANCTL_CONF: &str = r#"connections {
       net {
         local_ts = 10.2.0.0/16
         remote_ts = 10.1.0.0/16
-        esp_proposals = aes128gcm16
+        esp_proposals = ESP
         CHILD_REKEY
       }
     }
@@ -148,6 +150,8 @@ if [ "$3" = initiator ]; then
   IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner --ignored --nocapture --test-threads=1
 elif [ "$3" = rekey ]; then
   IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner_rekey --ignored --nocapture --test-threads=1
+elif [ "$3" = our-rekeys ]; then
+  IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner_our_rekeys --ignored --nocapture --test-threads=1
 else
   IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner_responder --ignored --nocapture --test-threads=1 &
   inner=$!
@@ -175,6 +179,17 @@ fn strongswan_rekeys_the_child_sa_and_the_ike_sa() {
     with_charon(Role::Rekey);
 }
 
+/// Our engine rekeys against charon: the CHILD_SA with PFS (X25519), the IKE SA, then the
+/// CHILD_SA again through the new IKE SA; the CHILD_SA charon holds at the end must be our
+/// last Install, keys included (derived with the new Diffie-Hellman secret).
+#[test]
+fn our_rekeys_with_pfs_are_accepted_by_strongswan() {
+    with_charon(Role::OurRekeys);
+}
+
+/// The ESP proposal of the cases where we rekey: with PFS.
+const ESP_PFS: &str = "aes128gcm16-x25519";
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Role {
     /// We initiate; the IKE SA is deleted by us.
@@ -183,6 +198,8 @@ enum Role {
     Responder,
     /// We initiate; charon rekeys.
     Rekey,
+    /// We initiate and rekey.
+    OurRekeys,
 }
 
 /// Runs the script with the engine in `role` and checks charon's SAs and keys against
@@ -197,9 +214,11 @@ fn with_charon(role: Role) {
         Role::Initiator => "initiator",
         Role::Responder => "responder",
         Role::Rekey => "rekey",
+        Role::OurRekeys => "our-rekeys",
     };
     // The KEYMAT's initiator is who requested the exchange that made the CHILD_SA.
-    let we_initiate = role == "initiator";
+    let we_initiate = role == "initiator" || role == "our-rekeys";
+    let esp = if role == "our-rekeys" { ESP_PFS } else { "aes128gcm16" };
     let (ike_rekey, child_rekey) = if role == "rekey" {
         (
             "rekey_time = 5s\n    over_time = 30s\n    rand_time = 0s",
@@ -213,8 +232,11 @@ fn with_charon(role: Role) {
     std::fs::create_dir_all(&dir).unwrap();
     let d = dir.to_str().unwrap();
     std::fs::write(dir.join("strongswan.conf"), STRONGSWAN_CONF.replace("DIR", d)).unwrap();
-    let conf =
-        SWANCTL_CONF.replace("PSK", PSK).replace("IKE_REKEY", ike_rekey).replace("CHILD_REKEY", child_rekey);
+    let conf = SWANCTL_CONF
+        .replace("PSK", PSK)
+        .replace("IKE_REKEY", ike_rekey)
+        .replace("CHILD_REKEY", child_rekey)
+        .replace("ESP", esp);
     std::fs::write(dir.join("swanctl.conf"), conf).unwrap();
     let out = Command::new("unshare")
         .args(["-n", "sh", "-c", SCRIPT, "sh", d])
@@ -241,6 +263,9 @@ fn with_charon(role: Role) {
     assert!(sas.contains(&format!("spi-in={}", field("spi_out"))), "{sas} vs {ours}");
     assert!(sas.contains(&format!("spi-out={}", field("spi_in"))), "{sas} vs {ours}");
     // charon's keys (chd 4): "encryption initiator key => 20 bytes @ …" then a hex dump.
+    if role == "our-rekeys" {
+        assert!(log.contains("selected proposal: ESP:AES_GCM_16_128/CURVE_25519"), "PFS: {log}");
+    }
     let keys = charon_keys(&log);
     let (ours_i, ours_r) =
         if we_initiate { ("encr_key_out", "encr_key_in") } else { ("encr_key_in", "encr_key_out") };
@@ -288,12 +313,16 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn config() -> Config {
+    config_with("aes128gcm16")
+}
+
+fn config_with(esp: &str) -> Config {
     let child = Child {
         name: "net".into(),
         local_ts: TrafficSelector::parse_list("10.1.0.0/16").unwrap(),
         remote_ts: TrafficSelector::parse_list("10.2.0.0/16").unwrap(),
         mode: Mode::Tunnel,
-        esp_proposals: parse_proposals(Protocol::Esp, "aes128gcm16").unwrap(),
+        esp_proposals: parse_proposals(Protocol::Esp, esp).unwrap(),
         lifetimes: ChildLifetimes::default(),
         start_action: StartAction::default(),
         dpd_action: DpdAction::default(),
@@ -341,6 +370,13 @@ fn charon_inner_responder() {
 #[ignore = "run by strongswan_rekeys_the_child_sa_and_the_ike_sa inside its namespaces"]
 fn charon_inner_rekey() {
     run_engine_rekey();
+}
+
+/// The engine rekeying against charon.
+#[test]
+#[ignore = "run by our_rekeys_with_pfs_are_accepted_by_strongswan inside its namespaces"]
+fn charon_inner_our_rekeys() {
+    run_engine_our_rekeys();
 }
 
 /// The engine's sockets.
@@ -585,4 +621,89 @@ fn run_engine_rekey() {
         ike.stats()
     );
     assert_eq!(ike.stats().drops_total(), 0, "nothing dropped: {:?}", ike.stats());
+}
+
+/// Pumps until `done` holds of what came out (every output kept in `seen`), or 10 s.
+fn pump_until(
+    net: &Net,
+    ike: &mut Ike,
+    out: &mut Vec<Output>,
+    seen: &mut Vec<Output>,
+    what: &str,
+    done: &dyn Fn(&[Output]) -> bool,
+) {
+    let t0 = Instant::now();
+    while !done(seen) {
+        assert!(t0.elapsed() < Duration::from_secs(10), "{what}: not within 10 s; stats {:?}", ike.stats());
+        seen.extend(net.pump(ike, out));
+    }
+}
+
+fn live_installs(seen: &[Output]) -> Vec<&ChildSaInstall> {
+    let gone: Vec<u32> =
+        seen.iter().filter_map(|o| if let Output::Remove(r) = o { Some(r.spi_in) } else { None }).collect();
+    seen.iter()
+        .filter_map(|o| if let Output::Install(i) = o { Some(&**i) } else { None })
+        .filter(|i| !gone.contains(&i.spi_in))
+        .collect()
+}
+
+/// Brings the SA up, then rekeys the CHILD_SA (PFS), the IKE SA, and the CHILD_SA again
+/// through the new IKE SA, each answered by charon; writes our last Install and charon's
+/// SAs.
+fn run_engine_our_rekeys() {
+    let dir = PathBuf::from(std::env::var(ENV).expect("run by the outer test"));
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    let mut ike = Ike::new(fw, config_with(ESP_PFS), Settings::default(), Instant::now()).unwrap();
+    let net = Net {
+        s500: UdpSocket::bind("192.0.2.1:500").unwrap(),
+        s4500: UdpSocket::bind("192.0.2.1:4500").unwrap(),
+    };
+    for s in [&net.s500, &net.s4500] {
+        s.set_nonblocking(true).unwrap();
+    }
+    let (mut out, mut seen) = (Vec::new(), Vec::new());
+    let first = ike.initiate(Instant::now(), "gw", "net", &mut out).unwrap();
+    pump_until(&net, &mut ike, &mut out, &mut seen, "the first CHILD_SA", &|s| live_installs(s).len() == 1);
+    let spi0 = live_installs(&seen)[0].spi_in;
+    assert!(ike.rekey_child(Instant::now(), first, spi0, &mut out));
+    pump_until(&net, &mut ike, &mut out, &mut seen, "the CHILD_SA rekey", &|s| {
+        let l = live_installs(s);
+        l.len() == 1 && l[0].spi_in != spi0
+    });
+    assert!(ike.rekey_ike(Instant::now(), first, &mut out));
+    pump_until(&net, &mut ike, &mut out, &mut seen, "the IKE SA rekey", &|s| {
+        s.iter().any(|o| matches!(o, Output::Event(Event::IkeSaDown { ike_sa, reason: DownReason::Terminated }) if *ike_sa == first))
+    });
+    let new = seen
+        .iter()
+        .find_map(|o| if let Output::Event(Event::IkeSaRekeyed { new, .. }) = o { Some(*new) } else { None })
+        .expect("IkeSaRekeyed");
+    let spi1 = live_installs(&seen)[0].spi_in;
+    assert!(ike.rekey_child(Instant::now(), new, spi1, &mut out));
+    pump_until(&net, &mut ike, &mut out, &mut seen, "the CHILD_SA rekey on the new IKE SA", &|s| {
+        let l = live_installs(s);
+        l.len() == 1 && l[0].spi_in != spi1 && l[0].spi_in != spi0
+    });
+    net.pump(&mut ike, &mut out);
+    let i = live_installs(&seen)[0];
+    assert!(ike.ike_sa(first).is_none());
+    assert_eq!(ike.ike_sa(new).unwrap().children.len(), 1);
+    std::fs::write(
+        dir.join("install.txt"),
+        format!(
+            "spi_in={:08x}\nspi_out={:08x}\nencr_key_in={}\nencr_key_out={}\nudp_encap={:?}\n",
+            i.spi_in,
+            i.spi_out,
+            hex(&i.encr_key_in),
+            hex(&i.encr_key_out),
+            i.udp_encap
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("sas.txt"), swanctl(&dir, &["--list-sas", "--raw"])).unwrap();
+    println!("our rekeys: stats {:?}", ike.stats());
+    assert_eq!(ike.stats().drops_total(), 0, "nothing dropped: {:?}", ike.stats());
+    assert_eq!(ike.stats().create_child_sa.errors, 0);
 }
