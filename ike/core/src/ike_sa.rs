@@ -106,6 +106,8 @@ pub struct IkeRekey {
 pub enum Queued {
     /// Rekey the CHILD_SA with this inbound SPI.
     RekeyChild(u32),
+    /// Rekey it again with the KE group the peer asked for (INVALID_KE_PAYLOAD).
+    RekeyChildWith(u32, DhId),
     /// Tell the peer that the CHILD_SA with this inbound SPI is gone (already removed here).
     DeleteChild(u32),
     /// Rekey the IKE SA.

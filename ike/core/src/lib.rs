@@ -67,9 +67,10 @@
 //! # Not yet
 //!
 //! CREATE_CHILD_SA making a new CHILD_SA (no REKEY_SA: answered NO_ADDITIONAL_SAS, and
-//! so ACQUIRE in `sa_event` does nothing), retrying a rekey after INVALID_KE_PAYLOAD or
-//! TEMPORARY_FAILURE (a failed IKE SA rekey is retried at the next rekey time, a failed
-//! CHILD_SA rekey not before the hard expiry), our own liveness checks, fragmentation (not
+//! so ACQUIRE in `sa_event` does nothing); retrying a rekey after TEMPORARY_FAILURE, or an
+//! IKE SA rekey after INVALID_KE_PAYLOAD (a failed IKE SA rekey is tried again at the next
+//! rekey time, a failed CHILD_SA rekey at the next soft expiry or command); our own
+//! liveness checks, fragmentation (not
 //! announced: nothing reassembles SKF yet), certificate authentication, SET_WINDOW_SIZE.
 
 #![forbid(unsafe_code)]
@@ -288,7 +289,7 @@ impl Ike {
             local: sa.local,
             remote: sa.remote,
         }));
-        sa.queued.retain(|q| *q != ike_sa::Queued::RekeyChild(spi_in));
+        sa.queued.retain(|q| !matches!(q, ike_sa::Queued::RekeyChild(s) | ike_sa::Queued::RekeyChildWith(s, _) if *s == spi_in));
         sa.queued.push_back(ike_sa::Queued::DeleteChild(spi_in));
     }
 
@@ -302,7 +303,10 @@ impl Ike {
             let Some(q) = sa.queued.pop_front() else { return };
             let sent = match q {
                 ike_sa::Queued::RekeyChild(spi_in) => {
-                    exchange::create_child::start(self, now, ike_sa, spi_in, out).is_ok()
+                    exchange::create_child::start(self, now, ike_sa, spi_in, None, out).is_ok()
+                }
+                ike_sa::Queued::RekeyChildWith(spi_in, group) => {
+                    exchange::create_child::start(self, now, ike_sa, spi_in, Some(group), out).is_ok()
                 }
                 ike_sa::Queued::DeleteChild(spi_in) => {
                     exchange::informational::send_child_delete(self, now, ike_sa, spi_in, out)

@@ -535,3 +535,39 @@ fn a_child_sa_rekey_during_the_ike_sa_rekey_is_refused_for_now() {
     assert_eq!(li.len(), 1);
     one_ike_sa_with(&p, li[0]);
 }
+
+#[test]
+fn invalid_ke_payload_makes_the_rekey_use_the_asked_group() {
+    // I's first ESP proposal's group is MODP-2048, which R does not take; R takes
+    // X25519 from I's second proposal and asks for it.
+    let i = Side { esp: "aes128gcm16-modp2048, aes128gcm16-x25519", ..I };
+    let r = Side { esp: "aes128gcm16-x25519", ..R };
+    let (mut p, spi, _) = Pair::up(&i, &r);
+    let old = installs(&p.i_out)[0].spi_in;
+    let req = p.rekey_on_i(spi, old);
+    let answer = p.deliver_r(req);
+    let retry = p.deliver_i(answer);
+    assert_eq!(retry.len(), 1, "the rekey sent again");
+    assert_eq!(p.r.stats().create_child_sa.errors, 1, "INVALID_KE_PAYLOAD answered");
+    p.settle(retry, vec![]);
+    let old = installs(&p.i_out)[0];
+    assert_rekeyed(&p, old);
+    assert_eq!(p.i.stats().create_child_sa.requests_sent, 2);
+    assert!(!events(&p.i_out).iter().any(|e| matches!(e, Event::ChildSaFailed { .. })));
+}
+
+#[test]
+fn a_replayed_rekey_response_is_dropped_and_counted() {
+    let (mut p, spi, _) = Pair::up(&I, &R);
+    let old = installs(&p.i_out)[0].spi_in;
+    let req = p.rekey_on_i(spi, old);
+    let answer = p.deliver_r(req);
+    let del = p.deliver_i(answer.clone());
+    p.settle(del, vec![]);
+    let installed = installs(&p.i_out).len();
+    assert!(p.deliver_i(answer).is_empty());
+    assert_eq!(p.i.stats().drops(Drop::UnexpectedResponse), 1);
+    assert_eq!(installs(&p.i_out).len(), installed, "nothing installed");
+    let old = installs(&p.i_out)[0];
+    assert_rekeyed(&p, old);
+}

@@ -31,13 +31,16 @@
 //! A request whose SA payload proposes IKE rekeys the IKE SA: [`ike_rekey`]. While the IKE
 //! SA is being rekeyed or deleted, a CHILD_SA rekey is answered TEMPORARY_FAILURE (§2.25).
 //!
-//! Not yet: a new CHILD_SA that rekeys nothing (answered NO_ADDITIONAL_SAS), retrying after INVALID_KE_PAYLOAD or
-//! TEMPORARY_FAILURE (the rekey ends with [`Event::ChildSaFailed`]; the hard expiry
-//! removes the CHILD_SA).
+//! INVALID_KE_PAYLOAD naming a group of one of our proposals: the rekey is sent once
+//! more with that group's KE (and proposals that have it first).
+//!
+//! Not yet: a new CHILD_SA that rekeys nothing (answered NO_ADDITIONAL_SAS), retrying
+//! after TEMPORARY_FAILURE (the rekey ends with [`Event::ChildSaFailed`]; a later soft
+//! expiry or command may try again, the hard expiry removes the CHILD_SA).
 
 use std::time::{Duration, Instant};
 
-use ike_wire::ids::{ExchangeType, NotifyType, ProtocolId};
+use ike_wire::ids::{DhId, ExchangeType, NotifyType, ProtocolId};
 use ike_wire::ke::Ke;
 use ike_wire::nonce::Nonce;
 use ike_wire::notify::Notify;
@@ -67,13 +70,15 @@ pub(crate) enum StartError {
     Failed,
 }
 
-/// Our CREATE_CHILD_SA request rekeying the CHILD_SA `old_spi_in` of IKE SA `spi`. The
-/// window must be free (the caller queues otherwise).
+/// Our CREATE_CHILD_SA request rekeying the CHILD_SA `old_spi_in` of IKE SA `spi`, its
+/// KE of `group` (one the peer asked for with INVALID_KE_PAYLOAD) or of our first
+/// proposal's first group. The window must be free (the caller queues otherwise).
 pub(crate) fn start(
     ike: &mut Ike,
     now: Instant,
     spi: u64,
     old_spi_in: u32,
+    group: Option<DhId>,
     out: &mut Vec<Output>,
 ) -> Result<(), StartError> {
     let sa = ike.sas.get(&spi).ok_or(StartError::NoChild)?;
@@ -83,7 +88,11 @@ pub(crate) fn start(
         .iter()
         .find(|c| c.name == old.name)
         .ok_or(StartError::NoChild)?;
-    let esp = proposals::usable(&cfg.esp_proposals);
+    let mut esp = proposals::usable(&cfg.esp_proposals);
+    if let Some(g) = group {
+        esp = proposals::prefer_group(&esp, g);
+        esp.sort_by_key(|p| !p.dh.contains(&g));
+    }
     let prf = sa.suite.as_ref().ok_or(StartError::Failed)?.prf;
     // PFS with our first proposal's first group, if it has one.
     let method = esp.first().and_then(|p| p.dh.first()).and_then(|&g| KeMethod::from_id(g).ok());
@@ -412,6 +421,26 @@ pub(crate) fn response(
                 // use; a Delete with the SPI we offered removes it there.
                 sa.queued.push_back(Queued::DeleteChild(r.spi_in));
             }
+            // INVALID_KE_PAYLOAD: once more with the group asked for, if ours allow it and
+            // this was not already the retry.
+            let asked = notifies(&inner)
+                .find(|n| n.notify_type == NotifyType::INVALID_KE_PAYLOAD)
+                .and_then(|n| n.invalid_ke_group().ok());
+            let old_cfg =
+                sa.children.iter().find(|c| c.spi_in == r.old_spi_in).and_then(|old| {
+                    ike.config.connections[sa.conn].children.iter().find(|c| c.name == old.name)
+                });
+            let retry = asked.filter(|&g| {
+                r.key_share.as_ref().is_none_or(|s| s.method().id() != g)
+                    && old_cfg.is_some_and(|c| {
+                        proposals::usable(&c.esp_proposals).iter().any(|p| p.dh.contains(&g))
+                    })
+            });
+            if let Some(g) = retry {
+                sa.queued.push_front(Queued::RekeyChildWith(r.old_spi_in, g));
+                ike.pump(now, spi, out);
+                return Ok(());
+            }
             let child = sa.children.iter().find(|c| c.spi_in == r.old_spi_in).map(|c| c.name.clone());
             out.push(Output::Event(Event::ChildSaFailed {
                 ike_sa: spi,
@@ -441,5 +470,8 @@ pub(crate) fn rekeyable(sa: &IkeSa, spi_in: u32) -> bool {
     sa.state == State::Established
         && sa.children.iter().any(|c| c.spi_in == spi_in)
         && sa.child_rekey.as_ref().is_none_or(|r| r.old_spi_in != spi_in)
-        && !sa.queued.contains(&Queued::RekeyChild(spi_in))
+        && !sa
+            .queued
+            .iter()
+            .any(|q| matches!(q, Queued::RekeyChild(s) | Queued::RekeyChildWith(s, _) if *s == spi_in))
 }
