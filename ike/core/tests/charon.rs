@@ -8,7 +8,9 @@
 //! as responder, make-before-break) and then the IKE SA (the CHILD_SA moves to the new
 //! one, charon deletes the old one); charon's last CHILD_SA keys must be our last Install's.
 //! A fourth has our engine rekey against charon: the CHILD_SA with PFS (X25519), the IKE SA,
-//! the CHILD_SA again through the new IKE SA.
+//! the CHILD_SA again through the new IKE SA. A fifth crosses each of charon's rekeys with
+//! one of ours (§2.8.1, §2.8.2): both ends must settle on the same single IKE SA and
+//! CHILD_SA.
 //!
 //! ```text
 //!  this test (outer) ─ unshare -n: netns T ─┬─ veth ikeT 192.0.2.1 ◀──────┐
@@ -150,6 +152,8 @@ if [ "$3" = initiator ]; then
   IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner --ignored --nocapture --test-threads=1
 elif [ "$3" = rekey ]; then
   IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner_rekey --ignored --nocapture --test-threads=1
+elif [ "$3" = collisions ]; then
+  IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner_collisions --ignored --nocapture --test-threads=1
 elif [ "$3" = our-rekeys ]; then
   IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner_our_rekeys --ignored --nocapture --test-threads=1
 else
@@ -187,6 +191,22 @@ fn our_rekeys_with_pfs_are_accepted_by_strongswan() {
     with_charon(Role::OurRekeys);
 }
 
+/// charon rekeys the CHILD_SA (3 s) and the IKE SA (5 s) and, as each request arrives,
+/// our engine starts its own rekey of the same SA first, so that the two requests cross
+/// (RFC 7296 §2.8.1, §2.8.2): both ends must keep one IKE SA with one CHILD_SA, the same.
+///
+/// Ignored (run it with `--ignored`): it passes about 3 runs in 4. In the others charon
+/// drops our response to its crossing request ("ignoring request with ID n, already
+/// processing" in its log, although the message is a response), later takes our Delete
+/// of the old IKE SA as "peer did not notice IKE_SA rekey collision" and abandons its own
+/// rekey without deleting the IKE SA we made for it: we keep an IKE SA with no CHILD_SA
+/// that only our liveness checks (not written yet) would end.
+#[test]
+#[ignore = "flaky against charon 5.9.8's handling of crossing exchanges; see the doc comment"]
+fn simultaneous_rekeys_with_strongswan() {
+    with_charon(Role::Collisions);
+}
+
 /// The ESP proposal of the cases where we rekey: with PFS.
 const ESP_PFS: &str = "aes128gcm16-x25519";
 
@@ -200,6 +220,8 @@ enum Role {
     Rekey,
     /// We initiate and rekey.
     OurRekeys,
+    /// We initiate; charon rekeys and we rekey the same SA at once.
+    Collisions,
 }
 
 /// Runs the script with the engine in `role` and checks charon's SAs and keys against
@@ -215,11 +237,12 @@ fn with_charon(role: Role) {
         Role::Responder => "responder",
         Role::Rekey => "rekey",
         Role::OurRekeys => "our-rekeys",
+        Role::Collisions => "collisions",
     };
     // The KEYMAT's initiator is who requested the exchange that made the CHILD_SA.
     let we_initiate = role == "initiator" || role == "our-rekeys";
     let esp = if role == "our-rekeys" { ESP_PFS } else { "aes128gcm16" };
-    let (ike_rekey, child_rekey) = if role == "rekey" {
+    let (ike_rekey, child_rekey) = if role == "rekey" || role == "collisions" {
         (
             "rekey_time = 5s\n    over_time = 30s\n    rand_time = 0s",
             "rekey_time = 3s\n        life_time = 30s\n        rand_time = 0s",
@@ -265,6 +288,14 @@ fn with_charon(role: Role) {
     // charon's keys (chd 4): "encryption initiator key => 20 bytes @ …" then a hex dump.
     if role == "our-rekeys" {
         assert!(log.contains("selected proposal: ESP:AES_GCM_16_128/CURVE_25519"), "PFS: {log}");
+    }
+    if role == "collisions" {
+        assert_eq!(sas.matches("state=ESTABLISHED").count(), 1, "one IKE SA left in charon: {sas}");
+        assert_eq!(sas.matches("state=INSTALLED").count(), 1, "one CHILD_SA left in charon: {sas}");
+        // The live CHILD_SA may be either exchange's (and charon logs no SPI with its
+        // keys): its SPIs above are the check.
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
     }
     let keys = charon_keys(&log);
     let (ours_i, ours_r) =
@@ -379,6 +410,17 @@ fn charon_inner_our_rekeys() {
     run_engine_our_rekeys();
 }
 
+/// The engine rekeying as charon does.
+#[test]
+#[ignore = "run by simultaneous_rekeys_with_strongswan inside its namespaces"]
+fn charon_inner_collisions() {
+    run_engine_collisions();
+}
+
+/// What `Net::pump_with` calls with a peer's CREATE_CHILD_SA request (its bytes), before
+/// the engine sees it.
+type OnRequest<'a> = dyn FnMut(&mut Ike, &[u8], &mut Vec<Output>) + 'a;
+
 /// The engine's sockets.
 struct Net {
     s500: UdpSocket,
@@ -388,18 +430,32 @@ struct Net {
 impl Net {
     /// Carries out `out` (datagrams sent, the rest handed back), then feeds what arrived
     /// and ticks.
+    fn send(&self, d: &Datagram) {
+        if d.local.port() == 4500 {
+            let mut b = vec![0u8; 4];
+            b.extend_from_slice(&d.bytes);
+            self.s4500.send_to(&b, d.remote).unwrap();
+        } else {
+            self.s500.send_to(&d.bytes, d.remote).unwrap();
+        }
+    }
+
     fn pump(&self, ike: &mut Ike, out: &mut Vec<Output>) -> Vec<Output> {
+        self.pump_with(ike, out, &mut |_, _, _| {})
+    }
+
+    /// As `pump`, calling `on_create_child` with each CREATE_CHILD_SA request from the peer
+    /// before it is fed to the engine (to start a rekey of ours that crosses it).
+    fn pump_with(
+        &self,
+        ike: &mut Ike,
+        out: &mut Vec<Output>,
+        on_create_child: &mut OnRequest<'_>,
+    ) -> Vec<Output> {
         let mut rest = Vec::new();
         for o in out.drain(..) {
             match o {
-                Output::Send(d) if d.local.port() == 4500 => {
-                    let mut b = vec![0u8; 4];
-                    b.extend_from_slice(&d.bytes);
-                    self.s4500.send_to(&b, d.remote).unwrap();
-                }
-                Output::Send(d) => {
-                    self.s500.send_to(&d.bytes, d.remote).unwrap();
-                }
+                Output::Send(d) => self.send(&d),
                 Output::Event(e) => {
                     println!("event: {e:?}");
                     rest.push(Output::Event(e));
@@ -419,6 +475,26 @@ impl Net {
                     buf[..n].to_vec()
                 };
                 let local = SocketAddr::new("192.0.2.1".parse().unwrap(), port);
+                // The IKE header: exchange type at 18 (CREATE_CHILD_SA = 36), flags at 19
+                // (0x20: a response).
+                if bytes.len() > 19 && bytes[18] == 36 && bytes[19] & 0x20 == 0 {
+                    let before = out.len();
+                    on_create_child(ike, &bytes, out);
+                    if out.len() > before {
+                        // Our crossing request goes now, and charon gets 100 ms to take it
+                        // in before our response to its request follows: charon 5.9.8
+                        // drops a message that arrives while it processes one with the
+                        // same message ID ("ignoring request with ID 2, already
+                        // processing"), even a response, and retransmits only after 4 s.
+                        for o in out.drain(before..).collect::<Vec<_>>() {
+                            match o {
+                                Output::Send(d) => self.send(&d),
+                                other => out.push(other),
+                            }
+                        }
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                }
                 ike.datagram(Instant::now(), Datagram { local, remote: from, bytes }, out);
             }
         }
@@ -706,4 +782,89 @@ fn run_engine_our_rekeys() {
     println!("our rekeys: stats {:?}", ike.stats());
     assert_eq!(ike.stats().drops_total(), 0, "nothing dropped: {:?}", ike.stats());
     assert_eq!(ike.stats().create_child_sa.errors, 0);
+}
+
+/// Brings the SA up; crosses charon's CHILD_SA rekey and then its IKE SA rekey with ours;
+/// waits until each side has settled on one IKE SA and one CHILD_SA; writes the live
+/// Install and charon's SAs.
+fn run_engine_collisions() {
+    let dir = PathBuf::from(std::env::var(ENV).expect("run by the outer test"));
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    let start = Instant::now();
+    let mut ike = Ike::new(fw, config(), Settings::default(), start).unwrap();
+    let net = Net {
+        s500: UdpSocket::bind("192.0.2.1:500").unwrap(),
+        s4500: UdpSocket::bind("192.0.2.1:4500").unwrap(),
+    };
+    for s in [&net.s500, &net.s4500] {
+        s.set_nonblocking(true).unwrap();
+    }
+    let (mut out, mut seen) = (Vec::new(), Vec::new());
+    ike.initiate(Instant::now(), "gw", "net", &mut out).unwrap();
+    pump_until(&net, &mut ike, &mut out, &mut seen, "the first CHILD_SA", &|s| live_installs(s).len() == 1);
+    // charon's first CREATE_CHILD_SA request rekeys the CHILD_SA, its second the IKE SA
+    // (charon delays its IKE SA rekey while its CHILD_SA rekey is in progress);
+    // retransmissions (the same bytes again) do not count.
+    let mut requests = 0;
+    let mut last: Vec<u8> = Vec::new();
+    let mut crossed = Vec::new();
+    let t0 = Instant::now();
+    loop {
+        if t0.elapsed() > Duration::from_secs(20) {
+            let ours: Vec<_> = ike
+                .ike_sas()
+                .map(|s| {
+                    (
+                        s.our_spi(),
+                        s.state,
+                        s.children.iter().map(|c| (c.spi_in, c.spi_out)).collect::<Vec<_>>(),
+                    )
+                })
+                .collect();
+            let theirs = swanctl(&dir, &["--list-sas", "--raw"]);
+            panic!("not settled: ours {ours:x?}, charon's {theirs}; stats {:?}", ike.stats());
+        }
+        let got = net.pump_with(&mut ike, &mut out, &mut |ike, bytes, out| {
+            if bytes == last.as_slice() {
+                return;
+            }
+            last = bytes.to_vec();
+            requests += 1;
+            let sa = ike
+                .ike_sas()
+                .find(|s| s.state == ike_core::ike_sa::State::Established && !s.children.is_empty());
+            let Some(sa) = sa else { return };
+            let (spi, child) = (sa.our_spi(), sa.children[0].spi_in);
+            let started = match requests {
+                1 => ike.rekey_child(Instant::now(), spi, child, out),
+                2 => ike.rekey_ike(Instant::now(), spi, out),
+                _ => false,
+            };
+            crossed.push((requests, started));
+        });
+        seen.extend(got);
+        let settled = requests >= 2
+            && ike.ike_sas().count() == 1
+            && ike.ike_sas().all(|s| s.children.len() == 1 && s.requests.outstanding().is_none())
+            && live_installs(&seen).len() == 1;
+        if settled {
+            break;
+        }
+    }
+    for _ in 0..20 {
+        seen.extend(net.pump(&mut ike, &mut out));
+    }
+    println!("crossed: {crossed:?}");
+    assert_eq!(crossed.iter().filter(|c| c.1).count(), 2, "both of ours started: {crossed:?}");
+    let live = live_installs(&seen);
+    assert_eq!(live.len(), 1, "one CHILD_SA left");
+    let i = live[0];
+    let sa = ike.ike_sas().next().unwrap();
+    assert_eq!(sa.children.iter().map(|c| c.spi_in).collect::<Vec<_>>(), vec![i.spi_in]);
+    std::fs::write(dir.join("install.txt"), format!("spi_in={:08x}\nspi_out={:08x}\n", i.spi_in, i.spi_out))
+        .unwrap();
+    std::fs::write(dir.join("sas.txt"), swanctl(&dir, &["--list-sas", "--raw"])).unwrap();
+    println!("collisions: stats {:?}", ike.stats());
+    assert_eq!(ike.stats().drops_total(), 0, "nothing dropped: {:?}", ike.stats());
 }
