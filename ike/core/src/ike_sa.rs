@@ -8,6 +8,9 @@
 //!                 ▲ └─COOKIE / INVALID_KE: resend SA_INIT (same SPI, ID 0)
 //!  responder:  (SA_INIT req) ──▶ HalfOpen ──AUTH req──▶ Established
 //!  Established ──terminate: Delete sent──▶ Deleting ──response / no response──▶ removed
+//!  Established: CREATE_CHILD_SA and INFORMATIONAL both ways; our requests one at a time
+//!               (window 1), the rest queued (`queued`), a CHILD_SA rekey in `child_rekey`,
+//!               the IKE SA's in `ike_rekey` (its successor replaces it: exchange::ike_rekey)
 //!  any state ──peer dead, refused, the peer's Delete──▶ removed from the table
 //! ```
 //!
@@ -15,6 +18,7 @@
 //! is laid out by ike-wire's [`Sealing`] with its final lengths, and its body (IV,
 //! ciphertext, ICV) comes from the crypto module's [`SkCipher`].
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -71,6 +75,45 @@ pub struct PendingChild {
     pub spi_in: u32,
 }
 
+/// Our outstanding CHILD_SA rekey: the CREATE_CHILD_SA request is sent, its response
+/// awaited.
+pub struct ChildRekey {
+    /// The CHILD_SA being replaced (its inbound SPI).
+    pub old_spi_in: u32,
+    /// The new CHILD_SA's inbound SPI, offered in the request.
+    pub spi_in: u32,
+    pub ni: Vec<u8>,
+    /// Our half of the PFS key exchange, when the ESP proposal has a group.
+    pub key_share: Option<KeyShare>,
+    /// A rekey of the same CHILD_SA by the peer, answered while ours was outstanding
+    /// (RFC 7296 §2.8.1): its Ni, our Nr, and the inbound SPI of the CHILD_SA it made.
+    pub collision: Option<(Vec<u8>, Vec<u8>, u32)>,
+}
+
+/// Our outstanding rekey of this IKE SA (§2.18).
+pub struct IkeRekey {
+    /// Our SPI in the new IKE SA (its SPIi: we are its initiator).
+    pub spi: u64,
+    pub ni: Vec<u8>,
+    pub key_share: KeyShare,
+    /// The peer's rekey of this IKE SA answered meanwhile (§2.8.2): its Ni, our Nr, and
+    /// our SPI in the IKE SA it made.
+    pub collision: Option<(Vec<u8>, Vec<u8>, u64)>,
+}
+
+/// A request waiting for the window (one outstanding request at a time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Queued {
+    /// Rekey the CHILD_SA with this inbound SPI.
+    RekeyChild(u32),
+    /// Rekey it again with the KE group the peer asked for (INVALID_KE_PAYLOAD).
+    RekeyChildWith(u32, DhId),
+    /// Tell the peer that the CHILD_SA with this inbound SPI is gone (already removed here).
+    DeleteChild(u32),
+    /// Rekey the IKE SA.
+    RekeyIke,
+}
+
 /// An IKE SA.
 pub struct IkeSa {
     pub spi_i: u64,
@@ -99,6 +142,15 @@ pub struct IkeSa {
     pub pending_child: Option<PendingChild>,
     pub children: Vec<ChildSa>,
     pub peer_id: Option<Identity>,
+    /// Our outstanding CHILD_SA rekey.
+    pub child_rekey: Option<ChildRekey>,
+    /// Requests to send when the window frees, in order.
+    pub queued: VecDeque<Queued>,
+    /// Our outstanding rekey of this IKE SA.
+    pub ike_rekey: Option<IkeRekey>,
+    /// When this IKE SA is rekeyed (set once established: rekey_time less a random part
+    /// of rand_time).
+    pub rekey_at: Option<Instant>,
 }
 
 impl IkeSa {
@@ -136,6 +188,10 @@ impl IkeSa {
             pending_child: None,
             children: Vec::new(),
             peer_id: None,
+            child_rekey: None,
+            queued: VecDeque::new(),
+            ike_rekey: None,
+            rekey_at: None,
         }
     }
 

@@ -131,6 +131,18 @@ pub enum Event {
         ike_sa: u64,
         reason: DownReason,
     },
+    /// The IKE SA `old` was rekeyed: its CHILD_SAs now belong to `new` (the old one is
+    /// deleted next, an IkeSaDown of its own).
+    IkeSaRekeyed {
+        old: u64,
+        new: u64,
+    },
+    /// Our rekey of the IKE SA failed: the error notify the peer answered with, or `None`
+    /// for an answer that did not fit. The IKE SA stays; its rekey is retried later.
+    IkeSaRekeyFailed {
+        ike_sa: u64,
+        notify: Option<ike_wire::ids::NotifyType>,
+    },
     /// The peer's AUTH did not verify, or its identity is not the configured one.
     AuthFailed {
         ike_sa: u64,

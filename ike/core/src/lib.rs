@@ -28,17 +28,27 @@
 //!   │ response?  window.matches(id) ── no ────────────────────▶ drop(UnexpectedResponse)
 //!   │            IKE_SA_INIT ─▶ sa_init (initiator) ─▶ IKE_AUTH request
 //!   │            IKE_AUTH    ─▶ auth (initiator)    ─▶ Install, IkeSaUp
+//!   │            CREATE_CHILD_SA ─▶ create_child / ike_rekey (requester) ─▶ Install, Remove
+//!   │            INFORMATIONAL (our Delete of a CHILD_SA) ─▶ the next queued request
+//!   │            INFORMATIONAL (our Delete of the IKE SA) ─▶ IkeSaDown
 //!   │ request?   window.classify(id): Retransmitted ─▶ resend the cached bytes
 //!   │                                 OutOfWindow   ─▶ drop(OutOfWindow)
 //!   │                                 New: IKE_AUTH ─▶ auth (responder) ─▶ response, Install
 //!   │                                      INFORMATIONAL ─▶ informational ─▶ response, Remove
+//!   │                                      CREATE_CHILD_SA ─▶ create_child (REKEY_SA) or
+//!   │                                        ike_rekey (SA proposes IKE) ─▶ response, Install
 //!   ▼            (every SK message: ICV checked before anything else; a failure
 //!  out: Send / Install / Remove / Event          ─▶ drop(Unauthenticated), nothing changes)
 //!
 //!  Ike::tick(now, out): each outstanding request's retransmission (Retransmit::poll) or
-//!  the IKE SA's death; half-open SAs past their timeout; the cookie secret's rotation.
+//!  the IKE SA's death; half-open SAs past their timeout; IKE SAs past their rekey time
+//!  (rekey_ike); the cookie secret's rotation.
 //!  Ike::initiate(now, conn, child, out): a new IKE SA, its IKE_SA_INIT request.
 //!  Ike::terminate(now, ike_sa, out): the CHILD_SAs removed, a Delete of the IKE SA sent.
+//!  Ike::sa_event(now, e, out): soft expiry ─▶ rekey_child; hard expiry ─▶ the CHILD_SA
+//!  removed, its Delete queued.
+//!  Ike::rekey_child / rekey_ike: queued on the IKE SA (`IkeSa::queued`) and sent when
+//!  the window (1) is free (Ike::pump, after every response).
 //! ```
 //!
 //! # Modules (each uses only those below it; `scripts/module-cycles` checks)
@@ -46,6 +56,7 @@
 //! ```text
 //!   lib: Ike — the SA table, the dispatch above, tick, initiate
 //!    └─ exchange: sa_init ─▶ auth, informational   (one file per exchange)
+//!                 create_child ─▶ auth (its helpers), ike_rekey
 //!         │
 //!         ├─▶ ike_sa ─▶ child_sa ─▶ io      (the SAs; the boundary's types)
 //!         │     └─▶ window, retransmit, stats
@@ -55,10 +66,12 @@
 //!
 //! # Not yet
 //!
-//! CREATE_CHILD_SA (rekeying), our own liveness checks, fragmentation (not
-//! announced: nothing reassembles SKF yet), certificate authentication, SET_WINDOW_SIZE,
-//! SA events (`sa_event` is an empty stub: acquire, soft and hard expiry need
-//! CREATE_CHILD_SA and INFORMATIONAL).
+//! CREATE_CHILD_SA making a new CHILD_SA (no REKEY_SA: answered NO_ADDITIONAL_SAS, and
+//! so ACQUIRE in `sa_event` does nothing); retrying a rekey after TEMPORARY_FAILURE, or an
+//! IKE SA rekey after INVALID_KE_PAYLOAD (a failed IKE SA rekey is tried again at the next
+//! rekey time, a failed CHILD_SA rekey at the next soft expiry or command); our own
+//! liveness checks, fragmentation (not
+//! announced: nothing reassembles SKF yet), certificate authentication, SET_WINDOW_SIZE.
 
 #![forbid(unsafe_code)]
 
@@ -209,9 +222,102 @@ impl Ike {
         exchange::informational::terminate(self, now, ike_sa, out)
     }
 
-    /// An event from ipsecd's monitor. Rekeying is CREATE_CHILD_SA's, not written yet:
-    /// nothing happens.
-    pub fn sa_event(&mut self, _now: Instant, _event: SaEvent, _out: &mut Vec<Output>) {}
+    /// An event from ipsecd's monitor: a soft expiry rekeys the CHILD_SA (either of its
+    /// SPIs), a hard expiry removes it and tells the peer. ACQUIRE is not handled yet.
+    pub fn sa_event(&mut self, now: Instant, event: SaEvent, out: &mut Vec<Output>) {
+        let find = |sas: &HashMap<u64, IkeSa>, spi: u32| {
+            sas.iter().find_map(|(&k, sa)| {
+                sa.children.iter().find(|c| c.spi_in == spi || c.spi_out == spi).map(|c| (k, c.spi_in))
+            })
+        };
+        match event {
+            SaEvent::SoftExpire { spi } => {
+                if let Some((ike_sa, spi_in)) = find(&self.sas, spi) {
+                    self.rekey_child(now, ike_sa, spi_in, out);
+                }
+            }
+            SaEvent::HardExpire { spi } => {
+                if let Some((ike_sa, spi_in)) = find(&self.sas, spi) {
+                    self.delete_child(ike_sa, spi_in, out);
+                    self.pump(now, ike_sa, out);
+                }
+            }
+            SaEvent::Acquire { .. } => {}
+        }
+    }
+
+    /// Rekeys the CHILD_SA whose inbound SPI is `spi_in` (make-before-break: the new one
+    /// installed, then the old one removed and deleted with the peer). Sent now, or queued
+    /// behind the outstanding request. False: no such CHILD_SA, or its rekey is already
+    /// under way.
+    pub fn rekey_child(&mut self, now: Instant, ike_sa: u64, spi_in: u32, out: &mut Vec<Output>) -> bool {
+        let Some(sa) = self.sas.get_mut(&ike_sa) else { return false };
+        if !exchange::create_child::rekeyable(sa, spi_in) {
+            return false;
+        }
+        sa.queued.push_back(ike_sa::Queued::RekeyChild(spi_in));
+        self.pump(now, ike_sa, out);
+        true
+    }
+
+    /// Rekeys the IKE SA `ike_sa` (RFC 7296 §2.18): a new IKE SA with new SPIs and keys,
+    /// the CHILD_SAs moved to it, the old one deleted. Sent now or queued behind the
+    /// outstanding request. False: no such established IKE SA, or its rekey is under way.
+    pub fn rekey_ike(&mut self, now: Instant, ike_sa: u64, out: &mut Vec<Output>) -> bool {
+        let Some(sa) = self.sas.get_mut(&ike_sa) else { return false };
+        if sa.state != State::Established
+            || sa.ike_rekey.is_some()
+            || sa.queued.contains(&ike_sa::Queued::RekeyIke)
+        {
+            return false;
+        }
+        sa.queued.push_back(ike_sa::Queued::RekeyIke);
+        self.pump(now, ike_sa, out);
+        true
+    }
+
+    /// Removes a CHILD_SA here at once (its Remove) and queues the Delete to the peer.
+    pub(crate) fn delete_child(&mut self, ike_sa: u64, spi_in: u32, out: &mut Vec<Output>) {
+        let Some(sa) = self.sas.get_mut(&ike_sa) else { return };
+        let Some(i) = sa.children.iter().position(|c| c.spi_in == spi_in) else { return };
+        let c = sa.children.remove(i);
+        self.child_spis.remove(&c.spi_in);
+        out.push(Output::Remove(io::ChildSaRemove {
+            ike_sa,
+            spi_in: c.spi_in,
+            spi_out: c.spi_out,
+            local: sa.local,
+            remote: sa.remote,
+        }));
+        sa.queued.retain(|q| !matches!(q, ike_sa::Queued::RekeyChild(s) | ike_sa::Queued::RekeyChildWith(s, _) if *s == spi_in));
+        sa.queued.push_back(ike_sa::Queued::DeleteChild(spi_in));
+    }
+
+    /// Sends queued requests while the window is free: stops at the first one sent.
+    pub(crate) fn pump(&mut self, now: Instant, ike_sa: u64, out: &mut Vec<Output>) {
+        loop {
+            let Some(sa) = self.sas.get_mut(&ike_sa) else { return };
+            if sa.state != State::Established || sa.requests.outstanding().is_some() {
+                return;
+            }
+            let Some(q) = sa.queued.pop_front() else { return };
+            let sent = match q {
+                ike_sa::Queued::RekeyChild(spi_in) => {
+                    exchange::create_child::start(self, now, ike_sa, spi_in, None, out).is_ok()
+                }
+                ike_sa::Queued::RekeyChildWith(spi_in, group) => {
+                    exchange::create_child::start(self, now, ike_sa, spi_in, Some(group), out).is_ok()
+                }
+                ike_sa::Queued::DeleteChild(spi_in) => {
+                    exchange::informational::send_child_delete(self, now, ike_sa, spi_in, out)
+                }
+                ike_sa::Queued::RekeyIke => exchange::ike_rekey::start(self, now, ike_sa, out),
+            };
+            if sent {
+                return;
+            }
+        }
+    }
 
     /// One received datagram.
     pub fn datagram(&mut self, now: Instant, d: Datagram, out: &mut Vec<Output>) {
@@ -266,6 +372,12 @@ impl Ike {
                 (State::Deleting, ExchangeType::INFORMATIONAL) => {
                     exchange::informational::response(self, ours, d, &msg, out)
                 }
+                (State::Established, ExchangeType::INFORMATIONAL) => {
+                    exchange::informational::child_delete_response(self, now, ours, d, &msg, out)
+                }
+                (State::Established, ExchangeType::CREATE_CHILD_SA) => {
+                    exchange::create_child::response(self, now, ours, d, &msg, out)
+                }
                 _ => Err(Drop::UnexpectedExchange),
             };
         }
@@ -284,6 +396,9 @@ impl Ike {
                 }
                 (State::Established | State::Deleting, ExchangeType::INFORMATIONAL) => {
                     exchange::informational::request(self, ours, d, &msg, out)
+                }
+                (State::Established | State::Deleting, ExchangeType::CREATE_CHILD_SA) => {
+                    exchange::create_child::request(self, now, ours, d, &msg, out)
                 }
                 _ => Err(Drop::UnexpectedExchange),
             },
@@ -326,7 +441,36 @@ impl Ike {
             self.remove_sa(spi, out);
             out.push(Output::Event(Event::IkeSaDown { ike_sa: spi, reason }));
         }
+        for spi in self.rekeys_due(now) {
+            self.rekey_ike(now, spi, out);
+        }
         self.update_cookies(out);
+    }
+
+    /// The established IKE SAs whose rekey time has come; each one's next rekey time set
+    /// (the first: rekey_time less a random part of rand_time after now; a due one: a
+    /// whole rekey_time later, a retry should this rekey fail). A zero rekey_time: never.
+    fn rekeys_due(&mut self, now: Instant) -> Vec<u64> {
+        let mut due = Vec::new();
+        for (&spi, sa) in self.sas.iter_mut() {
+            let l = self.config.connections[sa.conn].lifetimes;
+            if sa.state != State::Established || l.rekey_time.is_zero() {
+                continue;
+            }
+            match sa.rekey_at {
+                None => {
+                    let u = child_sa::random_u32(&self.fw)
+                        .map_or(0.0, |r| f64::from(r) / (f64::from(u32::MAX) + 1.0));
+                    sa.rekey_at = Some(now + l.rekey_time.saturating_sub(l.rand_time.mul_f64(u)));
+                }
+                Some(at) if now >= at => {
+                    sa.rekey_at = Some(now + l.rekey_time);
+                    due.push(spi);
+                }
+                Some(_) => {}
+            }
+        }
+        due
     }
 
     /// Removes an IKE SA, its CHILD_SAs (Remove outputs) and its half-open count.
@@ -338,6 +482,9 @@ impl Ike {
         }
         if !sa.initiator {
             self.init_index.remove(&(sa.spi_i, sa.remote));
+        }
+        if let Some(r) = &sa.child_rekey {
+            self.child_spis.remove(&r.spi_in);
         }
         if let Some(p) = &sa.pending_child {
             self.child_spis.remove(&p.spi_in);

@@ -94,11 +94,11 @@ fn psk_for<'a>(ike: &'a Ike, sa: &IkeSa, peer: &Identity) -> Option<&'a [u8]> {
     ike.config.secrets.psk_for(&conn.local.id, peer).map(|p| p.as_bytes())
 }
 
-fn child_suite(c: &Chosen) -> Option<ChildSuite> {
+pub(crate) fn child_suite(c: &Chosen) -> Option<ChildSuite> {
     ChildSuite::from_ids(c.encr.id, c.encr.key_bits, c.integ).ok()
 }
 
-fn lifetimes(ike: &Ike, child: &Child) -> (Duration, Duration) {
+pub(crate) fn lifetimes(ike: &Ike, child: &Child) -> (Duration, Duration) {
     let l = child.lifetimes;
     // Jitter: soft = rekey − rand·u, u uniform in [0, 1) from ocf's random source.
     let u = random_u32(&ike.fw).map_or(0.0, |r| f64::from(r) / (f64::from(u32::MAX) + 1.0));
@@ -163,7 +163,10 @@ pub(crate) fn send_request(ike: &mut Ike, now: Instant, spi: u64, out: &mut Vec<
     Ok(())
 }
 
-fn find<'a, T>(payloads: &'a [Payload], f: impl Fn(&'a Payload) -> Option<&'a T>) -> Option<&'a T> {
+pub(crate) fn find<'a, T>(
+    payloads: &'a [Payload],
+    f: impl Fn(&'a Payload) -> Option<&'a T>,
+) -> Option<&'a T> {
     payloads.iter().find_map(f)
 }
 

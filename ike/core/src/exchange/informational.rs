@@ -9,10 +9,13 @@
 //!
 //!  terminate(ike_sa): Remove for every CHILD_SA now; SK{ D(IKE) } sent; the IKE SA
 //!  waits in Deleting for the response (or the retransmissions' end), then goes.
+//!
+//!  send_child_delete(spi_in): SK{ D(ESP, spi_in) } for a CHILD_SA already removed here
+//!  (the old one after a rekey, a hard expiry); its response frees the window for the next
+//!  queued request (Ike::pump).
 //! ```
 //!
-//! Not yet: our own liveness checks (dpd_delay), INITIAL_CONTACT's effect, deleting a
-//! single CHILD_SA on our side (needs CREATE_CHILD_SA's rekeying to matter).
+//! Not yet: our own liveness checks (dpd_delay), INITIAL_CONTACT's effect.
 
 use std::time::Instant;
 
@@ -131,6 +134,46 @@ pub(crate) fn terminate(ike: &mut Ike, now: Instant, spi: u64, out: &mut Vec<Out
         }
     }
     true
+}
+
+/// Our INFORMATIONAL request telling the peer that the CHILD_SA whose inbound SPI is
+/// `spi_in` is gone (already removed here). The window must be free.
+pub(crate) fn send_child_delete(
+    ike: &mut Ike,
+    now: Instant,
+    spi: u64,
+    spi_in: u32,
+    out: &mut Vec<Output>,
+) -> bool {
+    let Some(sa) = ike.sas.get_mut(&spi) else { return false };
+    let Ok(id) = sa.requests.start() else { return false };
+    let hdr = sa.header(ExchangeType::INFORMATIONAL, false, id);
+    let Ok(bytes) = sa.seal(&hdr, &[Payload::Delete(Delete::child(ProtocolId::ESP, &[spi_in]))]) else {
+        sa.requests.restart();
+        return false;
+    };
+    sa.retransmit = Some(Retransmit::new(now, vec![bytes.clone()], &ike.settings.retransmit));
+    ike.stats.informational.requests_sent += 1;
+    out.push(Output::Send(Datagram { local: sa.local, remote: sa.remote, bytes }));
+    true
+}
+
+/// The response to our Delete of a CHILD_SA (its content, the peer's SPIs, adds nothing:
+/// the CHILD_SA is gone here already); the next queued request goes.
+pub(crate) fn child_delete_response(
+    ike: &mut Ike,
+    now: Instant,
+    spi: u64,
+    d: &Datagram,
+    msg: &Message,
+    out: &mut Vec<Output>,
+) -> Result<(), Drop> {
+    let sa = ike.sas.get_mut(&spi).expect("present");
+    sa.open(&d.bytes, msg)?;
+    sa.requests.accept(msg.header.message_id);
+    sa.retransmit = None;
+    ike.pump(now, spi, out);
+    Ok(())
 }
 
 /// The response to our Delete: the IKE SA goes.

@@ -7,10 +7,14 @@
 //! - [`auth`]: IKE_AUTH with pre-shared keys, both roles, and the first CHILD_SA.
 //! - [`informational`]: the peer's Delete and liveness requests answered; our Delete of
 //!   the IKE SA (`terminate`).
-//!
-//! Later: `create_child.rs` (CHILD_SA and IKE SA rekeying).
+//! - [`create_child`]: CREATE_CHILD_SA rekeying a CHILD_SA, both roles, with §2.8.1's
+//!   simultaneous rekeying; it hands a request proposing IKE to [`ike_rekey`].
+//! - [`ike_rekey`]: CREATE_CHILD_SA rekeying the IKE SA, both roles, with §2.8.2's
+//!   simultaneous rekeying.
 
 pub(crate) mod auth;
+pub(crate) mod create_child;
+pub(crate) mod ike_rekey;
 pub(crate) mod informational;
 pub(crate) mod sa_init;
 

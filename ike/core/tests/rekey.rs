@@ -1,0 +1,573 @@
+//! CHILD_SA rekeying (CREATE_CHILD_SA, RFC 7296 §1.3.3, §2.8) between two engines in
+//! memory: with and without PFS, started by a command and by ipsecd's soft expiry; both
+//! ends rekeying at once with the requests crossing (§2.8.1); a hard expiry; a replayed or
+//! forged rekey request dropped and counted. Each test checks the keys of the new CHILD_SA
+//! on both ends against each other and against the old one, and that every SPI installed
+//! and not removed has its partner on the other side.
+
+use std::time::{Duration, Instant};
+
+use ike_core::config::{
+    parse_proposals, AuthMethod, AuthRound, Child, ChildLifetimes, Connection, DpdAction, Fragmentation,
+    Identity, IkeLifetimes, Mode, Protocol, Psk, Secrets, SharedSecret, StartAction, TrafficSelector,
+};
+use ike_core::io::{ChildSaInstall, Datagram, Event, Output, SaEvent};
+use ike_core::stats::Drop;
+use ike_core::{Config, Ike, Settings};
+use ike_wire::ids::{EncrId, IntegId, NotifyType};
+
+const PSK: &str = "a pre-shared key of some length";
+
+fn fw() -> ocf::Framework {
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    fw
+}
+
+struct Side<'a> {
+    addr: &'a str,
+    id: &'a str,
+    peer: &'a str,
+    peer_id: &'a str,
+    ike: &'a str,
+    esp: &'a str,
+    local_ts: &'a str,
+    remote_ts: &'a str,
+    psk: &'a str,
+}
+
+fn config(s: &Side) -> Config {
+    let child = Child {
+        name: "net".into(),
+        local_ts: TrafficSelector::parse_list(s.local_ts).unwrap(),
+        remote_ts: TrafficSelector::parse_list(s.remote_ts).unwrap(),
+        mode: Mode::Tunnel,
+        esp_proposals: parse_proposals(Protocol::Esp, s.esp).unwrap(),
+        lifetimes: ChildLifetimes::default(),
+        start_action: StartAction::default(),
+        dpd_action: DpdAction::default(),
+    };
+    let conn = Connection {
+        name: "gw".into(),
+        local_addrs: vec![s.addr.parse().unwrap()],
+        remote_addrs: vec![s.peer.parse().unwrap()],
+        local: AuthRound::new(AuthMethod::Psk, Identity::parse(s.id).unwrap()),
+        remote: AuthRound::new(AuthMethod::Psk, Identity::parse(s.peer_id).unwrap()),
+        proposals: parse_proposals(Protocol::Ike, s.ike).unwrap(),
+        lifetimes: IkeLifetimes::default(),
+        dpd_delay: Duration::ZERO,
+        encap: false,
+        fragmentation: Fragmentation::default(),
+        children: vec![child],
+    };
+    let secrets = Secrets {
+        shared: vec![SharedSecret {
+            name: "psk".into(),
+            ids: vec![Identity::parse("moon.example").unwrap(), Identity::parse("sun.example").unwrap()],
+            secret: Psk::parse(s.psk).unwrap(),
+        }],
+        private_keys: vec![],
+    };
+    Config { connections: vec![conn], secrets }
+}
+
+const I: Side = Side {
+    addr: "192.0.2.1",
+    id: "moon.example",
+    peer: "192.0.2.2",
+    peer_id: "sun.example",
+    ike: "aes128gcm16-prfsha256-x25519",
+    esp: "aes128gcm16",
+    local_ts: "10.1.0.0/16",
+    remote_ts: "10.2.0.0/16",
+    psk: PSK,
+};
+
+const R: Side = Side {
+    addr: "192.0.2.2",
+    id: "sun.example",
+    peer: "192.0.2.1",
+    peer_id: "moon.example",
+    ike: "aes128gcm16-prfsha256-x25519",
+    esp: "aes128gcm16",
+    local_ts: "10.2.0.0/16",
+    remote_ts: "10.1.0.0/16",
+    psk: PSK,
+};
+
+struct Pair {
+    i: Ike,
+    r: Ike,
+    now: Instant,
+    /// Everything each side output, in order.
+    i_out: Vec<Output>,
+    r_out: Vec<Output>,
+}
+
+fn sends(out: &[Output]) -> Vec<Datagram> {
+    out.iter().filter_map(|o| if let Output::Send(d) = o { Some(d.clone()) } else { None }).collect()
+}
+
+fn installs(out: &[Output]) -> Vec<&ChildSaInstall> {
+    out.iter().filter_map(|o| if let Output::Install(i) = o { Some(&**i) } else { None }).collect()
+}
+
+fn events(out: &[Output]) -> Vec<&Event> {
+    out.iter().filter_map(|o| if let Output::Event(e) = o { Some(e) } else { None }).collect()
+}
+
+impl Pair {
+    fn new(i: &Side, r: &Side, ri: Settings, rs: Settings) -> Pair {
+        let now = Instant::now();
+        Pair {
+            i: Ike::new(fw(), config(i), ri, now).unwrap(),
+            r: Ike::new(fw(), config(r), rs, now).unwrap(),
+            now,
+            i_out: vec![],
+            r_out: vec![],
+        }
+    }
+
+    fn start(&mut self) -> (u64, Vec<Datagram>) {
+        let mut out = vec![];
+        let spi = self.i.initiate(self.now, "gw", "net", &mut out).unwrap();
+        let sent = sends(&out);
+        self.i_out.extend(out);
+        (spi, sent)
+    }
+
+    /// Hands `ds` (as the initiator sent them) to the responder; what it sends back.
+    fn deliver_r(&mut self, ds: Vec<Datagram>) -> Vec<Datagram> {
+        let mut out = vec![];
+        for d in ds {
+            self.r.datagram(self.now, received(d), &mut out);
+        }
+        let sent = sends(&out);
+        self.r_out.extend(out);
+        sent
+    }
+
+    fn deliver_i(&mut self, ds: Vec<Datagram>) -> Vec<Datagram> {
+        let mut out = vec![];
+        for d in ds {
+            self.i.datagram(self.now, received(d), &mut out);
+        }
+        let sent = sends(&out);
+        self.i_out.extend(out);
+        sent
+    }
+
+    /// Runs the exchange to its end, with `nat` applied to the initiator's datagrams.
+    fn run(&mut self, first: Vec<Datagram>, nat: &dyn Fn(Datagram, bool) -> Datagram) {
+        let mut to_r = first;
+        for _ in 0..8 {
+            if to_r.is_empty() {
+                return;
+            }
+            let back = self.deliver_r(to_r.into_iter().map(|d| nat(d, true)).collect());
+            to_r = self.deliver_i(back.into_iter().map(|d| nat(d, false)).collect());
+        }
+        panic!("the exchange did not end");
+    }
+}
+
+/// A datagram as its receiver sees it: our local address is the sender's remote one.
+fn received(d: Datagram) -> Datagram {
+    Datagram { local: d.remote, remote: d.local, bytes: d.bytes }
+}
+
+fn no_nat(d: Datagram, _: bool) -> Datagram {
+    d
+}
+
+/// Both installs describe one CHILD_SA seen from its two ends.
+fn assert_mirrored(a: &ChildSaInstall, b: &ChildSaInstall) {
+    assert_eq!(a.spi_in, b.spi_out);
+    assert_eq!(a.spi_out, b.spi_in);
+    assert_ne!(a.spi_in, a.spi_out);
+    assert!(a.spi_in >= 256 && b.spi_in >= 256);
+    assert_eq!(*a.encr_key_in, *b.encr_key_out);
+    assert_eq!(*a.encr_key_out, *b.encr_key_in);
+    assert_eq!(*a.integ_key_in, *b.integ_key_out);
+    assert_eq!(*a.integ_key_out, *b.integ_key_in);
+    assert_ne!(*a.encr_key_in, *a.encr_key_out, "each direction its own key");
+    assert_eq!((a.encr, a.encr_bits, a.integ), (b.encr, b.encr_bits, b.integ));
+    assert_eq!(a.local_ts, b.remote_ts);
+    assert_eq!(a.remote_ts, b.local_ts);
+    assert_eq!((a.local.ip(), a.remote.ip()), (b.remote.ip(), b.local.ip()));
+    assert_eq!(a.udp_encap.is_some(), b.udp_encap.is_some());
+    assert_eq!(a.esn, b.esn);
+}
+
+fn removes(out: &[Output]) -> Vec<&ike_core::io::ChildSaRemove> {
+    out.iter().filter_map(|o| if let Output::Remove(r) = o { Some(r) } else { None }).collect()
+}
+
+/// The SAs installed on one side and not removed since: (spi_in, spi_out).
+fn live(out: &[Output]) -> Vec<(u32, u32)> {
+    let gone: Vec<u32> = removes(out).iter().map(|r| r.spi_in).collect();
+    installs(out).iter().filter(|i| !gone.contains(&i.spi_in)).map(|i| (i.spi_in, i.spi_out)).collect()
+}
+
+impl Pair {
+    /// An established pair: the IKE SA's SPI on each side.
+    fn up(i: &Side, r: &Side) -> (Pair, u64, u64) {
+        let mut p = Pair::new(i, r, Settings::default(), Settings::default());
+        let (spi, first) = p.start();
+        p.run(first, &no_nat);
+        let rspi = p.r.ike_sas().next().unwrap().our_spi();
+        assert_eq!(live(&p.i_out).len(), 1);
+        (p, spi, rspi)
+    }
+
+    /// Carries datagrams both ways until neither side sends anything.
+    fn settle(&mut self, mut to_r: Vec<Datagram>, mut to_i: Vec<Datagram>) {
+        for _ in 0..16 {
+            if to_r.is_empty() && to_i.is_empty() {
+                return;
+            }
+            let from_r = self.deliver_r(std::mem::take(&mut to_r));
+            let from_i = self.deliver_i(std::mem::take(&mut to_i));
+            to_i = from_r;
+            to_r = from_i;
+        }
+        panic!("the exchanges did not end");
+    }
+
+    fn rekey_on_i(&mut self, ike_sa: u64, spi_in: u32) -> Vec<Datagram> {
+        let mut out = vec![];
+        assert!(self.i.rekey_child(self.now, ike_sa, spi_in, &mut out));
+        let s = sends(&out);
+        self.i_out.extend(out);
+        s
+    }
+}
+
+/// After a rekey: one CHILD_SA on each side, mirrored, with keys other than `old`'s.
+fn assert_rekeyed(p: &Pair, old: &ChildSaInstall) -> (u32, u32) {
+    let (li, lr) = (live(&p.i_out), live(&p.r_out));
+    assert_eq!(li.len(), 1, "one CHILD_SA left on the initiator: {li:?}");
+    assert_eq!(lr.len(), 1, "one CHILD_SA left on the responder: {lr:?}");
+    assert_eq!(li[0], (lr[0].1, lr[0].0), "the same pair on both sides");
+    let ni = installs(&p.i_out).into_iter().find(|x| x.spi_in == li[0].0).unwrap();
+    let nr = installs(&p.r_out).into_iter().find(|x| x.spi_in == lr[0].0).unwrap();
+    assert_mirrored(ni, nr);
+    assert_ne!(ni.spi_in, old.spi_in);
+    assert_ne!(*ni.encr_key_in, *old.encr_key_in, "new keys");
+    assert_ne!(*ni.encr_key_out, *old.encr_key_out, "new keys");
+    assert_eq!(ni.local_ts, old.local_ts);
+    // The engines' own tables agree with what they output.
+    let ci: Vec<_> = p.i.ike_sas().flat_map(|s| s.children.iter().map(|c| (c.spi_in, c.spi_out))).collect();
+    let cr: Vec<_> = p.r.ike_sas().flat_map(|s| s.children.iter().map(|c| (c.spi_in, c.spi_out))).collect();
+    assert_eq!((ci, cr), (li.clone(), lr));
+    li[0]
+}
+
+#[test]
+fn rekey_without_pfs_replaces_the_child_sa_before_removing_it() {
+    let (mut p, spi, _) = Pair::up(&I, &R);
+    let old = installs(&p.i_out)[0].spi_in;
+    let old_install = installs(&p.i_out)[0];
+    let old_keys = (old_install.encr_key_in.clone(), old_install.encr_key_out.clone());
+    let old_spi_out = old_install.spi_out;
+    let req = p.rekey_on_i(spi, old);
+    assert_eq!(req.len(), 1);
+    assert!(!p.i.rekey_child(p.now, spi, old, &mut vec![]), "a second rekey of the same SA refused");
+    p.settle(req, vec![]);
+    let old_install = installs(&p.i_out)[0];
+    assert_eq!((old_install.encr_key_in.clone(), old_install.encr_key_out.clone()), old_keys);
+    assert_rekeyed(&p, old_install);
+    // Make-before-break: on each side the new SA's Install comes before the old one's Remove.
+    for (out, old_in) in [(&p.i_out, old), (&p.r_out, old_spi_out)] {
+        let inst = out.iter().rposition(|o| matches!(o, Output::Install(_))).unwrap();
+        let rem = out.iter().position(|o| matches!(o, Output::Remove(r) if r.spi_in == old_in)).unwrap();
+        assert!(inst < rem);
+    }
+    assert_eq!(p.i.stats().create_child_sa.requests_sent, 1);
+    assert_eq!(p.r.stats().create_child_sa.responses_sent, 1);
+    assert_eq!(p.i.stats().drops_total() + p.r.stats().drops_total(), 0);
+}
+
+const I_PFS: Side = Side { esp: "aes256gcm16-x25519, aes128gcm16-modp2048", ..I };
+const R_PFS: Side = Side { esp: "aes256gcm16-x25519, aes128gcm16-modp2048", ..R };
+
+#[test]
+fn rekey_with_pfs_from_the_responders_soft_expiry() {
+    let (mut p, _, _) = Pair::up(&I_PFS, &R_PFS);
+    let old = installs(&p.r_out)[0];
+    let (old_spi_in, old_key) = (old.spi_in, old.encr_key_in.clone());
+    let mut out = vec![];
+    // ipsecd reports the outbound SA's soft expiry: the CHILD_SA is found by either SPI.
+    p.r.sa_event(p.now, SaEvent::SoftExpire { spi: old.spi_out }, &mut out);
+    let req = sends(&out);
+    p.r_out.extend(out);
+    assert_eq!(req.len(), 1);
+    let before = p.r.stats().create_child_sa.requests_sent;
+    assert_eq!(before, 1);
+    p.settle(vec![], req);
+    let old = installs(&p.i_out)[0];
+    let (spi_in, _) = assert_rekeyed(&p, old);
+    let new = installs(&p.i_out).into_iter().find(|x| x.spi_in == spi_in).unwrap();
+    assert_eq!((new.encr, new.encr_bits), (EncrId::AES_GCM_16, Some(256)));
+    let r_new = installs(&p.r_out).into_iter().find(|x| x.spi_out == spi_in).unwrap();
+    assert_ne!(r_new.spi_in, old_spi_in);
+    assert_ne!(*r_new.encr_key_in, *old_key);
+}
+
+/// The keys of a PFS rekey depend on the new Diffie-Hellman: the same nonces' KEYMAT
+/// without g^ir differs (checked through ike-core's key schedule, ocf underneath).
+#[test]
+fn pfs_keymat_differs_from_the_keymat_without_it() {
+    use ike_core::crypto::{ChildKeys, ChildSuite, Prf};
+    let f = fw();
+    let suite = ChildSuite::from_ids(EncrId::AES_GCM_16, Some(128), IntegId::NONE).unwrap();
+    let sk_d = [7u8; 32];
+    let (ni, nr, g) = ([1u8; 32], [2u8; 32], [3u8; 32]);
+    let a = ChildKeys::derive(&f, Prf::HmacSha256, &sk_d, &suite, None, &ni, &nr).unwrap();
+    let b = ChildKeys::derive(&f, Prf::HmacSha256, &sk_d, &suite, Some(&g), &ni, &nr).unwrap();
+    assert_ne!(*a.encr_i, *b.encr_i);
+}
+
+#[test]
+fn simultaneous_rekeys_leave_exactly_one_child_sa() {
+    for round in 0..6 {
+        let (mut p, _, _) = Pair::up(&I_PFS, &R_PFS);
+        let old = installs(&p.i_out)[0];
+        let (ispi, rspi) = (old.spi_in, old.spi_out);
+        let (mut oi, mut or) = (vec![], vec![]);
+        p.i.sa_event(p.now, SaEvent::SoftExpire { spi: ispi }, &mut oi);
+        p.r.sa_event(p.now, SaEvent::SoftExpire { spi: rspi }, &mut or);
+        let (qi, qr) = (sends(&oi), sends(&or));
+        p.i_out.extend(oi);
+        p.r_out.extend(or);
+        assert_eq!((qi.len(), qr.len()), (1, 1), "both requests in flight");
+        // Crossing: each request reaches the other side before any response.
+        let ri = p.deliver_r(qi);
+        let rr = p.deliver_i(qr);
+        assert_eq!((installs(&p.i_out).len(), installs(&p.r_out).len()), (2, 2), "round {round}");
+        p.settle(rr, ri);
+        let old = installs(&p.i_out)[0];
+        assert_rekeyed(&p, old);
+        assert_eq!(installs(&p.i_out).len(), 3, "the redundant SA made and removed");
+        assert_eq!(p.i.stats().drops_total() + p.r.stats().drops_total(), 0);
+    }
+}
+
+#[test]
+fn a_response_before_the_crossing_request_ends_the_other_rekey() {
+    let (mut p, _, _) = Pair::up(&I, &R);
+    let old = installs(&p.i_out)[0];
+    let (ispi, rspi) = (old.spi_in, old.spi_out);
+    let (mut oi, mut or) = (vec![], vec![]);
+    p.i.sa_event(p.now, SaEvent::SoftExpire { spi: ispi }, &mut oi);
+    p.r.sa_event(p.now, SaEvent::SoftExpire { spi: rspi }, &mut or);
+    let (qi, qr) = (sends(&oi), sends(&or));
+    p.i_out.extend(oi);
+    p.r_out.extend(or);
+    // I's exchange completes first; R's request reaches I only after.
+    let resp = p.deliver_r(qi);
+    let del = p.deliver_i(resp);
+    let late = p.deliver_i(qr);
+    // Both go to R: I's Delete of the old SA, then I's answer to R's late request.
+    p.settle([del, late].concat(), vec![]);
+    let old = installs(&p.i_out)[0];
+    assert_rekeyed(&p, old);
+    assert!(events(&p.r_out).iter().any(|e| matches!(
+        e,
+        Event::ChildSaFailed { notify: Some(n), .. } if *n == NotifyType::CHILD_SA_NOT_FOUND
+    )));
+}
+
+#[test]
+fn a_hard_expiry_removes_the_child_sa_on_both_sides() {
+    let (mut p, _, _) = Pair::up(&I, &R);
+    let old = installs(&p.i_out)[0];
+    let spi_in = old.spi_in;
+    let mut out = vec![];
+    p.i.sa_event(p.now, SaEvent::HardExpire { spi: spi_in }, &mut out);
+    let del = sends(&out);
+    p.i_out.extend(out);
+    assert_eq!(del.len(), 1);
+    p.settle(del, vec![]);
+    assert!(live(&p.i_out).is_empty() && live(&p.r_out).is_empty());
+    assert!(p.i.ike_sas().all(|s| s.children.is_empty()) && p.r.ike_sas().all(|s| s.children.is_empty()));
+}
+
+#[test]
+fn a_replayed_or_forged_rekey_request_is_dropped_and_counted() {
+    let (mut p, spi, _) = Pair::up(&I, &R);
+    let old = installs(&p.i_out)[0].spi_in;
+    let req = p.rekey_on_i(spi, old);
+    let mut forged = req[0].clone();
+    let n = forged.bytes.len();
+    forged.bytes[n - 5] ^= 1;
+    assert!(p.deliver_r(vec![forged]).is_empty());
+    assert_eq!(p.r.stats().drops(Drop::Unauthenticated), 1);
+    assert_eq!(installs(&p.r_out).len(), 1, "nothing installed");
+    p.settle(req.clone(), vec![]);
+    let installed = installs(&p.r_out).len();
+    // Replayed after the Delete's exchange: neither new nor the last answered.
+    assert!(p.deliver_r(req).is_empty());
+    assert_eq!(p.r.stats().drops(Drop::OutOfWindow), 1);
+    assert_eq!(installs(&p.r_out).len(), installed, "nothing installed");
+    let old = installs(&p.i_out)[0];
+    assert_rekeyed(&p, old);
+}
+
+/// The one IKE SA each side has left, and that it carries the CHILD_SA pair `pair`.
+fn one_ike_sa_with(p: &Pair, pair: (u32, u32)) -> (u64, u64) {
+    let (si, sr): (Vec<_>, Vec<_>) = (p.i.ike_sas().collect(), p.r.ike_sas().collect());
+    assert_eq!((si.len(), sr.len()), (1, 1), "one IKE SA on each side");
+    let (a, b) = (si[0], sr[0]);
+    assert_eq!((a.spi_i, a.spi_r), (b.spi_i, b.spi_r), "the same IKE SA");
+    let ca: Vec<_> = a.children.iter().map(|c| (c.spi_in, c.spi_out)).collect();
+    let cb: Vec<_> = b.children.iter().map(|c| (c.spi_out, c.spi_in)).collect();
+    assert_eq!((ca.clone(), cb), (vec![pair], vec![pair]));
+    (a.our_spi(), b.our_spi())
+}
+
+/// Deletes the CHILD_SA through IKE SA `spi` from the initiator: both sides remove it.
+fn delete_child_through(p: &mut Pair, spi_in: u32) {
+    let mut out = vec![];
+    p.i.sa_event(p.now, SaEvent::HardExpire { spi: spi_in }, &mut out);
+    let del = sends(&out);
+    p.i_out.extend(out);
+    assert_eq!(del.len(), 1);
+    p.settle(del, vec![]);
+    assert!(live(&p.i_out).is_empty() && live(&p.r_out).is_empty());
+    assert!(p.r.ike_sas().all(|s| s.children.is_empty()), "the responder removed it too");
+    assert_eq!(p.i.stats().drops_total() + p.r.stats().drops_total(), 0);
+}
+
+#[test]
+fn ike_sa_rekey_moves_the_child_sa_to_the_new_ike_sa() {
+    let (mut p, old_i, old_r) = Pair::up(&I, &R);
+    let child = live(&p.i_out)[0];
+    let old_keys = p.i.ike_sa(old_i).unwrap().keys.as_ref().unwrap().sk_d.clone();
+    let mut out = vec![];
+    assert!(p.i.rekey_ike(p.now, old_i, &mut out));
+    let req = sends(&out);
+    p.i_out.extend(out);
+    p.settle(req, vec![]);
+    let (new_i, new_r) = one_ike_sa_with(&p, child);
+    assert!(new_i != old_i && new_r != old_r, "new SPIs");
+    assert!(p.i.ike_sa(new_i).unwrap().initiator && !p.r.ike_sa(new_r).unwrap().initiator);
+    let (ki, kr) = (
+        p.i.ike_sa(new_i).unwrap().keys.as_ref().unwrap(),
+        p.r.ike_sa(new_r).unwrap().keys.as_ref().unwrap(),
+    );
+    assert_eq!(*ki.sk_d, *kr.sk_d);
+    assert_eq!(*ki.sk_ei, *kr.sk_ei);
+    assert_ne!(*ki.sk_d, *old_keys, "new keys");
+    assert!(events(&p.i_out).contains(&&Event::IkeSaRekeyed { old: old_i, new: new_i }));
+    // The CHILD_SA keeps working: it is rekeyed and deleted through the new IKE SA.
+    let req = p.rekey_on_i(new_i, child.0);
+    p.settle(req, vec![]);
+    let pair = live(&p.i_out)[0];
+    assert_ne!(pair, child);
+    one_ike_sa_with(&p, pair);
+    delete_child_through(&mut p, pair.0);
+}
+
+#[test]
+fn the_ike_sa_is_rekeyed_at_its_rekey_time() {
+    let (mut p, old_i, _) = Pair::up(&I, &R);
+    let child = live(&p.i_out)[0];
+    let mut out = vec![];
+    p.i.tick(p.now, &mut out);
+    // The default IKE rekey time is 4 h less up to its random part (rand_time, 10 % of it).
+    p.i.tick(p.now + Duration::from_secs(4 * 3600 * 9 / 10 - 1), &mut out);
+    assert!(sends(&out).is_empty(), "not before rekey_time - rand_time");
+    p.i.tick(p.now + Duration::from_secs(4 * 3600 + 1), &mut out);
+    let req = sends(&out);
+    assert_eq!(req.len(), 1, "one rekey request by rekey_time");
+    p.i_out.extend(out);
+    p.settle(req, vec![]);
+    let (new_i, _) = one_ike_sa_with(&p, child);
+    assert_ne!(new_i, old_i);
+}
+
+#[test]
+fn simultaneous_ike_sa_rekeys_leave_one_ike_sa() {
+    for round in 0..6 {
+        let (mut p, old_i, old_r) = Pair::up(&I, &R);
+        let child = live(&p.i_out)[0];
+        let (mut oi, mut or) = (vec![], vec![]);
+        assert!(p.i.rekey_ike(p.now, old_i, &mut oi));
+        assert!(p.r.rekey_ike(p.now, old_r, &mut or));
+        let (qi, qr) = (sends(&oi), sends(&or));
+        p.i_out.extend(oi);
+        p.r_out.extend(or);
+        let ri = p.deliver_r(qi);
+        let rr = p.deliver_i(qr);
+        p.settle(rr, ri);
+        let (ni, _) = one_ike_sa_with(&p, child);
+        assert!(ni != old_i, "round {round}");
+        // Both exchanges made an IKE SA on both sides (one of them redundant, deleted).
+        assert_eq!((p.i.stats().ike_sas_up, p.r.stats().ike_sas_up), (3, 3), "round {round}");
+        assert_eq!(p.i.stats().drops_total() + p.r.stats().drops_total(), 0, "round {round}");
+        delete_child_through(&mut p, child.0);
+    }
+}
+
+#[test]
+fn a_child_sa_rekey_during_the_ike_sa_rekey_is_refused_for_now() {
+    let (mut p, old_i, old_r) = Pair::up(&I, &R);
+    let child = live(&p.r_out)[0];
+    let mut oi = vec![];
+    assert!(p.i.rekey_ike(p.now, old_i, &mut oi));
+    let qi = sends(&oi);
+    p.i_out.extend(oi);
+    let req = p.r_out.len();
+    let mut or = vec![];
+    assert!(p.r.rekey_child(p.now, old_r, child.0, &mut or));
+    let qr = sends(&or);
+    p.r_out.extend(or);
+    assert!(req < p.r_out.len());
+    // R's CHILD_SA rekey reaches I first: TEMPORARY_FAILURE; then I's IKE SA rekey goes on.
+    let back = p.deliver_i(qr);
+    p.settle([back, qi].concat(), vec![]);
+    assert!(events(&p.r_out).iter().any(|e| matches!(
+        e,
+        Event::ChildSaFailed { notify: Some(n), .. } if *n == NotifyType::TEMPORARY_FAILURE
+    )));
+    let li = live(&p.i_out);
+    assert_eq!(li.len(), 1);
+    one_ike_sa_with(&p, li[0]);
+}
+
+#[test]
+fn invalid_ke_payload_makes_the_rekey_use_the_asked_group() {
+    // I's first ESP proposal's group is MODP-2048, which R does not take; R takes
+    // X25519 from I's second proposal and asks for it.
+    let i = Side { esp: "aes128gcm16-modp2048, aes128gcm16-x25519", ..I };
+    let r = Side { esp: "aes128gcm16-x25519", ..R };
+    let (mut p, spi, _) = Pair::up(&i, &r);
+    let old = installs(&p.i_out)[0].spi_in;
+    let req = p.rekey_on_i(spi, old);
+    let answer = p.deliver_r(req);
+    let retry = p.deliver_i(answer);
+    assert_eq!(retry.len(), 1, "the rekey sent again");
+    assert_eq!(p.r.stats().create_child_sa.errors, 1, "INVALID_KE_PAYLOAD answered");
+    p.settle(retry, vec![]);
+    let old = installs(&p.i_out)[0];
+    assert_rekeyed(&p, old);
+    assert_eq!(p.i.stats().create_child_sa.requests_sent, 2);
+    assert!(!events(&p.i_out).iter().any(|e| matches!(e, Event::ChildSaFailed { .. })));
+}
+
+#[test]
+fn a_replayed_rekey_response_is_dropped_and_counted() {
+    let (mut p, spi, _) = Pair::up(&I, &R);
+    let old = installs(&p.i_out)[0].spi_in;
+    let req = p.rekey_on_i(spi, old);
+    let answer = p.deliver_r(req);
+    let del = p.deliver_i(answer.clone());
+    p.settle(del, vec![]);
+    let installed = installs(&p.i_out).len();
+    assert!(p.deliver_i(answer).is_empty());
+    assert_eq!(p.i.stats().drops(Drop::UnexpectedResponse), 1);
+    assert_eq!(installs(&p.i_out).len(), installed, "nothing installed");
+    let old = installs(&p.i_out)[0];
+    assert_rekeyed(&p, old);
+}
