@@ -179,7 +179,10 @@ fn two_engines_install_the_same_child_sa_from_each_end() {
     assert!(list.contains("site-b/net Tunnel SPIs in"), "{list}");
     let stats = b.command(now, &Request::Stats, &mut out).unwrap();
     assert!(stats.contains("IKE_AUTH: requests sent 0, received 1; responses sent 1"), "{stats}");
-    assert!(b.command(now, &Request::Rekey("1".into()), &mut out).unwrap_err().contains("CREATE_CHILD_SA"));
+    assert!(b
+        .command(now, &Request::Rekey("1".into()), &mut out)
+        .unwrap_err()
+        .contains("not wired to iked's control socket"));
     assert!(b.command(now, &Request::Up("nope".into()), &mut out).unwrap_err().contains("no connection"));
 
     assert!(a
@@ -349,4 +352,37 @@ fn a_restarted_peer_replaces_its_old_sas() {
     assert!(child.policies, "the new CHILD_SA brings the policies back");
     let list = b.command(Instant::now(), &Request::List, &mut Vec::new()).unwrap();
     assert_eq!(list.lines().filter(|l| l.contains("Established")).count(), 1, "{list}");
+}
+
+/// A CHILD_SA rekeyed on its soft expiry (make-before-break): the new pair is installed
+/// under the old one's reqid without adding policies again, the old pair is removed
+/// without its policies (the new one owns them now), on both sides.
+#[test]
+fn a_soft_expiry_rekeys_under_the_same_reqid_and_policies() {
+    use ipsec_core::control::{Proto, SaId};
+    use ipsec_core::sad::{Event as IpsecEvent, Limit};
+
+    let (mut a, mut b) = (engine(true, PSK), engine(false, PSK));
+    let mut first = Vec::new();
+    a.start(Instant::now(), &mut first);
+    let (s1, _) = run(&mut a, &mut b, first);
+    let old = s1.installs.first().expect("A installed the first CHILD_SA");
+    assert!(old.policies, "the first CHILD_SA adds its policies");
+    let (old_reqid, old_spi) = (old.reqid, old.inbound.spi);
+
+    let mut first = Vec::new();
+    let sa = SaId { src: old.remote, dst: old.local, proto: Proto::Esp, spi: old_spi };
+    a.sa_event(Instant::now(), &IpsecEvent::SoftExpired { sa, by: Limit::Time }, &mut first);
+    let (s1, s2) = run(&mut a, &mut b, first);
+    for (side, seen) in [("A", &s1), ("B", &s2)] {
+        assert_eq!(seen.installs.len(), 1, "{side}: one new CHILD_SA");
+        let new = &seen.installs[0];
+        assert_ne!(new.inbound.spi, old_spi, "{side}: new SPIs");
+        assert!(!new.policies, "{side}: the rekeyed CHILD_SA adds no policies");
+        assert_eq!(seen.removes.len(), 1, "{side}: the old CHILD_SA removed");
+        assert!(!seen.removes[0].policies, "{side}: the old CHILD_SA's removal keeps the policies");
+        assert_eq!(new.reqid, seen.removes[0].reqid, "{side}: the new CHILD_SA takes the old one's reqid");
+    }
+    assert_eq!(s1.installs[0].reqid, old_reqid);
+    assert_eq!(s1.removes[0].inbound_spi, old_spi);
 }

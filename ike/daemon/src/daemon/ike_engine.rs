@@ -130,11 +130,13 @@ impl IkeEngine {
                     bytes: d.bytes,
                 })),
                 core_io::Output::Install(c) => match self.install(&c) {
-                    Ok(child) => {
+                    Ok((child, owns_policies)) => {
                         out.append(&mut self.early);
                         let id = self.next_install;
                         self.next_install += 1;
-                        self.pending.insert(id, (c.ike_sa, removal(&child)));
+                        let mut rm = removal(&child);
+                        rm.policies = owns_policies;
+                        self.pending.insert(id, (c.ike_sa, rm));
                         out.push(Output::Install { id, child });
                     }
                     Err(e) => {
@@ -157,6 +159,19 @@ impl IkeEngine {
                             out.push(Output::IkeKeys(k));
                         }
                     }
+                    if let CoreEvent::IkeSaRekeyed { old, new } = e {
+                        // The CHILD_SAs moved to the new IKE SA: so do the installs
+                        // still waiting for ipsecd's answer (a failure terminates the
+                        // IKE SA they belong to now), and the new keys go to --debug-keys.
+                        for (sa, _) in self.pending.values_mut() {
+                            if *sa == old {
+                                *sa = new;
+                            }
+                        }
+                        if let Some(k) = self.ike_keys(new) {
+                            out.push(Output::IkeKeys(k));
+                        }
+                    }
                     out.push(self.event(&e));
                 }
             }
@@ -166,16 +181,34 @@ impl IkeEngine {
         }
     }
 
-    /// The core's install with its reqid: a trapped child's is its trap's, and its
-    /// policies are already there.
-    fn install(&mut self, c: &ChildSaInstall) -> Result<ChildInstall, String> {
+    /// The core's install with its reqid, and whether removing it later removes its
+    /// policies: a trapped child's reqid is its trap's, and its policies are the trap's;
+    /// a rekeyed child's (the state machine installs the new CHILD_SA before it removes
+    /// the old one: make-before-break) is its predecessor's, whose policies it takes over
+    /// without adding them again.
+    fn install(&mut self, c: &ChildSaInstall) -> Result<(ChildInstall, bool), String> {
         let conn = self.conn_name(c.ike_sa);
         self.replace_older(&conn, c);
         let trap =
             self.traps.iter().find(|(_, (tc, tch, _))| *tc == conn && *tch == c.child).map(|(r, _)| *r);
-        match trap {
-            Some(reqid) => Ok(ChildInstall { policies: false, ..child_install(c, reqid)? }),
-            None => child_install(c, self.reqid()),
+        if let Some(reqid) = trap {
+            return Ok((ChildInstall { policies: false, ..child_install(c, reqid)? }, false));
+        }
+        let probe = child_install(c, 1)?;
+        let predecessor =
+            self.installed.values_mut().chain(self.pending.values_mut().map(|(_, r)| r)).find(|o| {
+                o.local == probe.local
+                    && o.remote == probe.remote
+                    && o.mode == probe.mode
+                    && o.local_ts == probe.local_ts
+                    && o.remote_ts == probe.remote_ts
+            });
+        match predecessor {
+            Some(old) => {
+                let owns = std::mem::replace(&mut old.policies, false);
+                Ok((ChildInstall { policies: false, ..child_install(c, old.reqid)? }, owns))
+            }
+            None => Ok((child_install(c, self.reqid())?, true)),
         }
     }
 
@@ -314,6 +347,17 @@ impl IkeEngine {
             CoreEvent::NatDetected { ike_sa, local, remote } => {
                 (Severity::Info, format!("nat-detected ike_sa={ike_sa:016x} local={local} remote={remote}"))
             }
+            CoreEvent::IkeSaRekeyed { old, new } => (
+                Severity::Info,
+                format!("ike-sa-rekeyed conn={} old={old:016x} new={new:016x}", self.conn_name(*new)),
+            ),
+            CoreEvent::IkeSaRekeyFailed { ike_sa, notify } => (
+                Severity::Warning,
+                format!(
+                    "ike-sa-rekey-failed ike_sa={ike_sa:016x} notify={} (retried later)",
+                    notify.map_or_else(|| "none".to_owned(), |n| n.to_string())
+                ),
+            ),
             CoreEvent::Cookies { on } => {
                 (if *on { Severity::Warning } else { Severity::Info }, format!("cookies on={on}"))
             }
@@ -508,7 +552,7 @@ impl Engine for IkeEngine {
             for k in &kids[1..] {
                 out.push(event(
                     Severity::Warning,
-                    format!("start {conn}/{k}: a second CHILD_SA needs CREATE_CHILD_SA, not in the state machine yet"),
+                    format!("start {conn}/{k}: a second CHILD_SA on one IKE SA (CREATE_CHILD_SA without REKEY_SA) is not in the state machine yet"),
                 ));
             }
         }
@@ -615,7 +659,9 @@ impl Engine for IkeEngine {
                 }
             }
             Request::Rekey(_) => {
-                Err("rekeying needs CREATE_CHILD_SA, not in the state machine yet".to_owned())
+                Err("rekeying on demand is not wired to iked's control socket yet: the core rekeys a \
+                     CHILD_SA on its soft expiry and the IKE SA at its rekey time"
+                    .to_owned())
             }
             Request::Monitor => Err("monitor is served by the loop".to_owned()),
         };
