@@ -17,7 +17,7 @@ use ipsecd::ike_relay::Datagram;
 
 use super::control::Request;
 use super::debug_keys::IkeSaKeys;
-use super::setkey::{ChildInstall, ChildRemove, Trap};
+use super::setkey::{ChildInstall, ChildMigrate, ChildRemove, Trap};
 use crate::config::{Config, Diff};
 
 /// How much an event matters, and so where it is logged.
@@ -80,6 +80,8 @@ pub enum Output {
     },
     /// Remove a CHILD_SA from ipsecd (one request).
     Remove(ChildRemove),
+    /// Move a CHILD_SA's SAs to the peer's new port behind its NAT (one request).
+    Migrate(ChildMigrate),
     /// Install a trap's policies in ipsecd (one request).
     Trap(Trap),
     /// Remove a trap's policies.

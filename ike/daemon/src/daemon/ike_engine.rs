@@ -45,7 +45,7 @@ use ipsecd::ike_relay::{Datagram, IKE_PORT};
 
 use super::control::Request;
 use super::engine::{Engine, Event, IkeKeysOut, Output, Severity};
-use super::setkey::{ChildInstall, ChildRemove, NatPorts, SaKeys, Trap, MAX_REQID};
+use super::setkey::{ChildInstall, ChildMigrate, ChildRemove, NatPorts, SaKeys, Trap, MAX_REQID};
 use crate::config::{Config, Diff};
 
 /// How often the state machine's timers are looked at (its retransmissions start at 4 s).
@@ -151,6 +151,17 @@ impl IkeEngine {
                 core_io::Output::Remove(r) => {
                     if let Some(c) = self.installed.remove(&r.spi_in) {
                         out.push(Output::Remove(c));
+                    }
+                }
+                core_io::Output::Migrate(m) => {
+                    // Only what is installed, and only ESP-in-UDP SAs have a port to move.
+                    if self.installed.get(&m.spi_in).is_some_and(|c| c.natt) {
+                        out.push(Output::Migrate(ChildMigrate {
+                            local: m.local,
+                            remote: m.remote,
+                            inbound_spi: m.spi_in,
+                            outbound_spi: m.spi_out,
+                        }));
                     }
                 }
                 core_io::Output::Event(e) => {
@@ -324,6 +335,9 @@ impl IkeEngine {
                     DownReason::HalfOpenTimeout => (Severity::Info, "half-open-timeout"),
                 };
                 (sev, format!("ike-sa-down spi={ike_sa:016x} reason={why}"))
+            }
+            CoreEvent::PeerMoved { ike_sa, from, to } => {
+                (Severity::Info, format!("peer-moved spi={ike_sa:016x} from={from} to={to}"))
             }
             CoreEvent::AuthFailed { ike_sa, remote } => (
                 Severity::AuthFailure,
@@ -607,6 +621,12 @@ impl Engine for IkeEngine {
                     ));
                 }
                 SaEvent::HardExpire { spi: sa.spi }
+            }
+            IpsecEvent::PeerMoved { sa, to, .. } => {
+                // ipsecd already sends there; the IKE SA follows, and any other CHILD_SA.
+                self.ike.peer_moved(now, sa.spi, *to, &mut self.scratch);
+                self.translate(out);
+                return;
             }
             _ => return,
         };

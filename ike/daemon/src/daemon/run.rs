@@ -48,7 +48,7 @@ use super::control::{read_request, Request};
 use super::debug_keys::DebugKeys;
 use super::engine::{Engine, Output, Severity};
 use super::events::{parse_line, Line};
-use super::setkey::{install_text, redacted, remove_text, trap_text, untrap_text};
+use super::setkey::{install_text, migrate_text, redacted, remove_text, trap_text, untrap_text};
 use crate::config::Config;
 
 /// Where everything is.
@@ -360,6 +360,11 @@ impl<E: Engine> Daemon<E> {
                         let r = remove_text(&c).map_err(|e| e.to_string()).and_then(|t| self.ipsecd(t));
                         if let Err(e) = r {
                             tracing::warn!("removing CHILD_SA {}→{}: {e}", c.local, c.remote);
+                        }
+                    }
+                    Output::Migrate(m) => {
+                        if let Err(e) = self.ipsecd(migrate_text(&m)) {
+                            tracing::warn!("migrating CHILD_SA {:#x} to {}: {e}", m.inbound_spi, m.remote);
                         }
                     }
                     Output::Trap(t) => {
