@@ -10,7 +10,7 @@ use iked::config::Config;
 use iked::daemon::control::Request;
 use iked::daemon::engine::{Engine, Output, Severity};
 use iked::daemon::ike_engine::IkeEngine;
-use iked::daemon::setkey::{install_text, remove_text, ChildInstall};
+use iked::daemon::setkey::{install_text, migrate_text, remove_text, ChildInstall, ChildMigrate};
 use ipsec_core::control::Request as SetkeyRequest;
 use ipsecd::ike_relay::Datagram;
 
@@ -122,6 +122,7 @@ fn handle(
         Output::Event(e) => seen.events.push((e.severity, e.line)),
         Output::IkeKeys(k) => seen.ike_keys.push(k),
         Output::Remove(r) => seen.removes.push(r),
+        Output::Migrate(_) => panic!("no NAT here: nothing to migrate"),
         Output::Untrap(_) => panic!("no trap here"),
         Output::Trap(t) => seen.traps.push(t),
     }
@@ -385,4 +386,27 @@ fn a_soft_expiry_rekeys_under_the_same_reqid_and_policies() {
     }
     assert_eq!(s1.installs[0].reqid, old_reqid);
     assert_eq!(s1.removes[0].inbound_spi, old_spi);
+}
+
+/// A peer that moved behind its NAT: iked's `migrate` request moves both ESP-in-UDP SAs to
+/// the new port, and ipsecd's own setkey parser reads it as two migrations.
+#[test]
+fn a_migrate_request_moves_both_sas_to_the_new_port() {
+    let m = ChildMigrate {
+        local: "198.51.100.2:4500".parse().unwrap(),
+        remote: "203.0.113.9:50123".parse().unwrap(),
+        inbound_spi: 0xc100_0001,
+        outbound_spi: 0xc200_0002,
+    };
+    let text = migrate_text(&m);
+    assert_eq!(
+        text,
+        "migrate 198.51.100.2 203.0.113.9 esp-udp 0xc2000002 to 198.51.100.2[4500] 203.0.113.9[50123] ;\n\
+         migrate 203.0.113.9 198.51.100.2 esp-udp 0xc1000001 to 203.0.113.9[50123] 198.51.100.2[4500] ;\n"
+    );
+    let reqs = parsed(&text);
+    assert_eq!(reqs.len(), 2);
+    for r in &reqs {
+        assert!(format!("{r:?}").contains("50123"), "{r:?}");
+    }
 }
