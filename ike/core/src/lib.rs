@@ -41,8 +41,15 @@
 //!  out: Send / Install / Remove / Event          ─▶ drop(Unauthenticated), nothing changes)
 //!
 //!  Ike::tick(now, out): each outstanding request's retransmission (Retransmit::poll) or
-//!  the IKE SA's death; half-open SAs past their timeout; IKE SAs past their rekey time
-//!  (rekey_ike); the cookie secret's rotation.
+//!  the IKE SA's death (PeerDead; dpd_action = restart: initiate again); half-open SAs
+//!  past their timeout; IKE SAs past their rekey time (rekey_ike); IKE SAs that heard
+//!  nothing for dpd_delay (IkeSa::last_heard) ─▶ an empty INFORMATIONAL (liveness check);
+//!  the cookie secret's rotation.
+//!  Every accepted message on an SA ─▶ heard: last_heard = now; on an established IKE SA
+//!  whose peer is behind a NAT, a new source port ─▶ move_peer (§2.23): the IKE SA's
+//!  remote port, a Migrate for each CHILD_SA, PeerMoved.
+//!  Ike::child_traffic(at, spi_in): inbound ESP seen at `at` (ipsecd's dump) ─▶ last_heard.
+//!  Ike::peer_moved(now, spi_in, port): ipsecd's peer-moved (ESP's ICV verified) ─▶ move_peer.
 //!  Ike::initiate(now, conn, child, out): a new IKE SA, its IKE_SA_INIT request.
 //!  Ike::terminate(now, ike_sa, out): the CHILD_SAs removed, a Delete of the IKE SA sent.
 //!  Ike::sa_event(now, e, out): soft expiry ─▶ rekey_child; hard expiry ─▶ the CHILD_SA
@@ -69,8 +76,8 @@
 //! CREATE_CHILD_SA making a new CHILD_SA (no REKEY_SA: answered NO_ADDITIONAL_SAS, and
 //! so ACQUIRE in `sa_event` does nothing); retrying a rekey after TEMPORARY_FAILURE, or an
 //! IKE SA rekey after INVALID_KE_PAYLOAD (a failed IKE SA rekey is tried again at the next
-//! rekey time, a failed CHILD_SA rekey at the next soft expiry or command); our own
-//! liveness checks, fragmentation (not
+//! rekey time, a failed CHILD_SA rekey at the next soft expiry or command); a peer
+//! behind a NAT whose address (not only its port) changes, MOBIKE; fragmentation (not
 //! announced: nothing reassembles SKF yet), certificate authentication, SET_WINDOW_SIZE.
 
 #![forbid(unsafe_code)]
@@ -479,13 +486,14 @@ impl Ike {
         true
     }
 
-    /// Whether some established IKE SA with liveness checks on (dpd_delay) has heard
-    /// nothing from its peer for half its dpd_delay: then iked asks ipsecd when its
-    /// CHILD_SAs last saw traffic (`child_traffic`) before the check goes.
-    pub fn quiet(&self, now: Instant) -> bool {
+    /// Whether some established IKE SA with liveness checks on (dpd_delay) has a check
+    /// due within `within` (it heard nothing from its peer for dpd_delay − `within`): then
+    /// iked asks ipsecd when its CHILD_SAs last saw traffic (`child_traffic`) before the
+    /// check goes.
+    pub fn quiet(&self, now: Instant, within: Duration) -> bool {
         self.sas.values().any(|sa| {
             let d = self.config.connections[sa.conn].dpd_delay;
-            sa.state == State::Established && !d.is_zero() && now.duration_since(sa.last_heard) >= d / 2
+            sa.state == State::Established && !d.is_zero() && now.duration_since(sa.last_heard) + within >= d
         })
     }
 

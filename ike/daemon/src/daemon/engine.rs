@@ -10,7 +10,7 @@
 //! `super::ike_engine` implements it over ike-core's `Ike`. The loop never looks inside
 //! an IKE SA: everything it does is one of the outputs.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ipsec_core::sad::Event as IpsecEvent;
 use ipsecd::ike_relay::Datagram;
@@ -101,6 +101,15 @@ pub trait Engine {
     fn tick(&mut self, now: Instant, out: &mut Vec<Output>);
     /// When `tick` is next needed (`None`: nothing pending).
     fn next_deadline(&self) -> Option<Instant>;
+    /// Whether the engine wants to know when its CHILD_SAs last carried inbound traffic
+    /// before the next `tick` (a liveness check is near): the loop then asks ipsecd
+    /// (`dump`) and calls [`Engine::traffic`].
+    fn wants_traffic(&self, _now: Instant) -> bool {
+        false
+    }
+    /// The inbound SAs that carried traffic, each with how long ago (ipsecd's `last-used`
+    /// lines; empty when ipsecd could not say).
+    fn traffic(&mut self, _now: Instant, _seen: &[(u32, Duration)]) {}
     /// An ipsecd event: ACQUIRE, soft or hard expiry, a peer that moved.
     fn sa_event(&mut self, now: Instant, ev: &IpsecEvent, out: &mut Vec<Output>);
     /// Whether ipsecd took an [`Output::Install`] (`Err`: its reason).
