@@ -51,7 +51,7 @@ use super::debug_keys::DebugKeys;
 use super::engine::{Engine, Output, Severity};
 use super::events::{parse_line, Line};
 use super::setkey::{install_text, migrate_text, redacted, remove_text, trap_text, untrap_text};
-use super::traffic::last_inbound;
+use super::traffic::{last_inbound, DUMP};
 use crate::config::Config;
 
 /// Where everything is.
@@ -428,7 +428,7 @@ impl<E: Engine> Daemon<E> {
     /// When each inbound SA last carried traffic (ipsecd's `dump`, its `last-used`
     /// lines); empty if ipsecd did not answer.
     fn last_inbound(&self) -> Vec<(u32, std::time::Duration)> {
-        match ctl::call(&self.opts.ipsecd, &ctl::Request::Setkey("dump ;\n".into()), Wait::default()) {
+        match ctl::call(&self.opts.ipsecd, &ctl::Request::Setkey(DUMP.into()), Wait::default()) {
             Ok(Ok(text)) => {
                 let (seen, errors) = last_inbound(&text);
                 for e in errors {

@@ -15,6 +15,9 @@
 
 use std::time::Duration;
 
+/// The setkey request whose reply holds every SA's `last-used` line.
+pub const DUMP: &str = "dump ;\n";
+
 /// What is wrong with a `last-used` line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LastUsedError {
@@ -90,6 +93,14 @@ mod tests {
         let (seen, errors) = last_inbound(dump);
         assert_eq!(seen, vec![(0x1002, Duration::from_millis(840))]);
         assert!(errors.is_empty());
+    }
+
+    /// ipsecd's own setkey parser reads the request as one `dump` of every protocol.
+    #[test]
+    fn the_request_is_a_dump() {
+        let reqs = ipsec_core::setkey::parse(DUMP).unwrap();
+        assert_eq!(reqs.len(), 1);
+        assert!(format!("{:?}", reqs[0].item).starts_with("Dump"), "{:?}", reqs[0].item);
     }
 
     #[test]
