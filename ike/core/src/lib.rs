@@ -29,7 +29,8 @@
 //!   │            IKE_SA_INIT ─▶ sa_init (initiator) ─▶ IKE_AUTH request
 //!   │            IKE_AUTH    ─▶ auth (initiator)    ─▶ Install, IkeSaUp
 //!   │            CREATE_CHILD_SA ─▶ create_child / ike_rekey (requester) ─▶ Install, Remove
-//!   │            INFORMATIONAL (our Delete of a CHILD_SA) ─▶ the next queued request
+//!   │            INFORMATIONAL (our Delete of a CHILD_SA, our liveness check)
+//!   │                                          ─▶ the next queued request
 //!   │            INFORMATIONAL (our Delete of the IKE SA) ─▶ IkeSaDown
 //!   │ request?   window.classify(id): Retransmitted ─▶ resend the cached bytes
 //!   │                                 OutOfWindow   ─▶ drop(OutOfWindow)
@@ -38,7 +39,7 @@
 //!   │                                      CREATE_CHILD_SA ─▶ create_child (REKEY_SA) or
 //!   │                                        ike_rekey (SA proposes IKE) ─▶ response, Install
 //!   ▼            (every SK message: ICV checked before anything else; a failure
-//!  out: Send / Install / Remove / Event          ─▶ drop(Unauthenticated), nothing changes)
+//!  out: Send / Install / Remove / Migrate / Event ─▶ drop(Unauthenticated), nothing changes)
 //!
 //!  Ike::tick(now, out): each outstanding request's retransmission (Retransmit::poll) or
 //!  the IKE SA's death (PeerDead; dpd_action = restart: initiate again); half-open SAs

@@ -14,9 +14,10 @@
 //!  (the old one after a rekey, a hard expiry); its response frees the window for the next
 //!  queued request (Ike::pump).
 //!
-//!  send_liveness: SK{ } (our liveness check, dpd_delay); its response is any authenticated
-//!  message (the peer is alive: IkeSa::last_heard), no response: the retransmissions run
-//!  out and the IKE SA goes down, PeerDead (Ike::tick).
+//!  send_liveness: SK{ } (our liveness check, dpd_delay); its response, like a Delete's
+//!  (child_delete_response), frees the window, and as every accepted message it sets
+//!  IkeSa::last_heard (Ike::heard); no response: the retransmissions run out and the IKE
+//!  SA goes down, PeerDead (Ike::tick).
 //! ```
 //!
 //! Not yet: INITIAL_CONTACT's effect.
