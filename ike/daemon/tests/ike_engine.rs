@@ -476,6 +476,8 @@ fn peer_moved_behind_a_nat_migrates_the_child_sa() {
     let mut out2 = Vec::new();
     let list = b.command(Instant::now(), &Request::List, &mut out2).unwrap();
     assert!(list.contains("192.0.2.1:50123"), "the IKE SA answers at the new port: {list}");
+    let stats = b.command(Instant::now(), &Request::Stats, &mut out2).unwrap();
+    assert!(stats.contains("liveness checks 0, peer moves 1"), "{stats}");
 }
 
 /// dpd_delay = 10s on A: when a check is near, the engine asks for traffic; inbound ESP
@@ -506,4 +508,6 @@ fn inbound_traffic_from_the_dump_puts_the_liveness_check_off() {
     assert!(!out.iter().any(|o| matches!(o, Output::Send(_))), "traffic at 8.5 s: no check at 10 s");
     a.tick(at(18.6), &mut out);
     assert_eq!(out.iter().filter(|o| matches!(o, Output::Send(_))).count(), 1, "the check at 18.5 s");
+    let stats = a.command(at(18.6), &Request::Stats, &mut out).unwrap();
+    assert!(stats.contains("liveness checks 1, peer moves 0"), "{stats}");
 }

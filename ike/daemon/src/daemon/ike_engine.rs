@@ -450,12 +450,15 @@ impl IkeEngine {
         let _ = writeln!(
             s,
             "half-open {}, cookies sent {}, accepted {}, retransmissions {}, responses resent {}, \
+             liveness checks {}, peer moves {}, \
              authentication failures {}, IKE SAs up {}, down {}, CHILD_SAs installed {}",
             st.half_open,
             st.cookies_sent,
             st.cookies_accepted,
             st.retransmissions,
             st.responses_resent,
+            st.liveness_checks,
+            st.peer_moves,
             st.auth_failures,
             st.ike_sas_up,
             st.ike_sas_down,
