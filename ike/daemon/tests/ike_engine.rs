@@ -2,7 +2,8 @@
 //! docs' two-gateway example (docs/iked.md), negotiating through the datagrams they hand
 //! out, until both ask the loop to install the CHILD_SA — the same SAs seen from each end,
 //! as setkey text that ipsecd's parser reads — and then `list`, `stats`, `down`, a wrong
-//! pre-shared key.
+//! pre-shared key; a peer that moves behind its NAT (`peer-moved` ─▶ `migrate`); inbound
+//! traffic from ipsecd's dump putting a liveness check off.
 
 use std::time::{Duration, Instant};
 
@@ -11,9 +12,11 @@ use iked::daemon::control::Request;
 use iked::daemon::engine::{Engine, Output, Severity};
 use iked::daemon::ike_engine::IkeEngine;
 use iked::daemon::setkey::{install_text, migrate_text, remove_text, ChildInstall, ChildMigrate};
+use iked::daemon::traffic::{last_inbound, DUMP};
 use ipsec_core::control::{Proto, Request as SetkeyRequest, SaId};
 use ipsec_core::sad::Event as IpsecEvent;
 use ipsecd::ike_relay::Datagram;
+use ipsecd::service::apply_setkey;
 
 const PSK: &str = "0x5e1c9f0a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6";
 
@@ -144,6 +147,20 @@ fn handle(
         Output::Untrap(_) => panic!("no trap here"),
         Output::Trap(t) => seen.traps.push(t),
     }
+}
+
+struct Nowhere;
+
+impl ipsec_core::Sink for Nowhere {
+    fn transmit(&self, _: ipsec_core::Packet) {}
+    fn deliver(&self, _: ipsec_core::Packet) {}
+}
+
+/// ipsecd's SA and policy databases, in process, as its control requests change them.
+fn ipsecd_core() -> ipsec_core::Ipsec {
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    ipsec_core::Ipsec::new(fw, std::sync::Arc::new(Nowhere))
 }
 
 fn parsed(text: &str) -> Vec<SetkeyRequest> {
@@ -432,7 +449,8 @@ fn a_migrate_request_moves_both_sas_to_the_new_port() {
 /// A (192.0.2.1) behind a NAT that keeps its address and maps its ports 500 and 4500 to
 /// 40500 and 44500: B detects the NAT and its CHILD_SA is ESP-in-UDP to port 44500. Then
 /// the NAT's mapping changes and ipsecd reports `peer-moved` on B's inbound SA: B's IKE SA
-/// moves to the new port and iked asks ipsecd to migrate both SAs there.
+/// moves to the new port and iked asks ipsecd to migrate both SAs there, which ipsecd's
+/// SA database (in process) carries out.
 #[test]
 fn peer_moved_behind_a_nat_migrates_the_child_sa() {
     let (mut a, mut b) = (engine(true, PSK), engine(false, PSK));
@@ -478,6 +496,18 @@ fn peer_moved_behind_a_nat_migrates_the_child_sa() {
     assert!(list.contains("192.0.2.1:50123"), "the IKE SA answers at the new port: {list}");
     let stats = b.command(Instant::now(), &Request::Stats, &mut out2).unwrap();
     assert!(stats.contains("liveness checks 0, peer moves 1"), "{stats}");
+
+    // A real ipsecd's SA database (in process) takes B's install, then the migrate: its
+    // dump shows both SAs at the new port, and the last-used lines read.
+    let core = ipsecd_core();
+    assert_eq!(apply_setkey(&core, "iked", &install_text(bi).unwrap()), Ok(String::new()));
+    assert_eq!(apply_setkey(&core, "iked", &migrate_text(migrates[0])), Ok(String::new()));
+    let dump = apply_setkey(&core, "iked", DUMP).unwrap();
+    assert_eq!(dump.matches("50123").count(), 2, "{dump}");
+    assert!(!dump.contains("44500"), "{dump}");
+    let (seen, errors) = last_inbound(&dump);
+    assert!(seen.is_empty() && errors.is_empty(), "no traffic yet: {seen:?} {errors:?}");
+    assert_eq!(dump.matches("last-used").count(), 2, "{dump}");
 }
 
 /// dpd_delay = 10s on A: when a check is near, the engine asks for traffic; inbound ESP
