@@ -11,6 +11,7 @@
 //!  Established: CREATE_CHILD_SA and INFORMATIONAL both ways; our requests one at a time
 //!               (window 1), the rest queued (`queued`), a CHILD_SA rekey in `child_rekey`,
 //!               the IKE SA's in `ike_rekey` (its successor replaces it: exchange::ike_rekey)
+//!  Established: nothing heard for dpd_delay ──▶ an empty INFORMATIONAL (Queued::Liveness)
 //!  any state ──peer dead, refused, the peer's Delete──▶ removed from the table
 //! ```
 //!
@@ -112,6 +113,8 @@ pub enum Queued {
     DeleteChild(u32),
     /// Rekey the IKE SA.
     RekeyIke,
+    /// An empty INFORMATIONAL request: is the peer alive? (dpd_delay)
+    Liveness,
 }
 
 /// An IKE SA.
@@ -151,6 +154,10 @@ pub struct IkeSa {
     /// When this IKE SA is rekeyed (set once established: rekey_time less a random part
     /// of rand_time).
     pub rekey_at: Option<Instant>,
+    /// When we last heard from the peer: an authenticated IKE message, or inbound traffic
+    /// on one of its CHILD_SAs (`Ike::child_traffic`, `Ike::peer_moved`). A liveness
+    /// check goes when this is dpd_delay old.
+    pub last_heard: Instant,
 }
 
 impl IkeSa {
@@ -192,6 +199,7 @@ impl IkeSa {
             queued: VecDeque::new(),
             ike_rekey: None,
             rekey_at: None,
+            last_heard: now,
         }
     }
 

@@ -169,10 +169,30 @@ pub enum Event {
         local: bool,
         remote: bool,
     },
+    /// The peer's port changed behind its NAT (§2.23): the IKE SA and its CHILD_SAs
+    /// (Migrate outputs) now send to `to`.
+    PeerMoved {
+        ike_sa: u64,
+        from: SocketAddr,
+        to: SocketAddr,
+    },
     /// Cookies turned on (the half-open count reached the threshold) or off.
     Cookies {
         on: bool,
     },
+}
+
+/// A CHILD_SA whose peer moved behind its NAT (RFC 7296 §2.23): its outer addresses are
+/// now `local` and `remote` (ipsecd's `migrate`; the port is the ESP-in-UDP one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChildSaMigrate {
+    pub ike_sa: u64,
+    pub spi_in: u32,
+    pub spi_out: u32,
+    pub local: SocketAddr,
+    /// The peer's address before the move.
+    pub old_remote: SocketAddr,
+    pub remote: SocketAddr,
 }
 
 /// What a call hands back, in the order to carry out.
@@ -181,5 +201,6 @@ pub enum Output {
     Send(Datagram),
     Install(Box<ChildSaInstall>),
     Remove(ChildSaRemove),
+    Migrate(ChildSaMigrate),
     Event(Event),
 }

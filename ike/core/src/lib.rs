@@ -29,7 +29,8 @@
 //!   │            IKE_SA_INIT ─▶ sa_init (initiator) ─▶ IKE_AUTH request
 //!   │            IKE_AUTH    ─▶ auth (initiator)    ─▶ Install, IkeSaUp
 //!   │            CREATE_CHILD_SA ─▶ create_child / ike_rekey (requester) ─▶ Install, Remove
-//!   │            INFORMATIONAL (our Delete of a CHILD_SA) ─▶ the next queued request
+//!   │            INFORMATIONAL (our Delete of a CHILD_SA, our liveness check)
+//!   │                                          ─▶ the next queued request
 //!   │            INFORMATIONAL (our Delete of the IKE SA) ─▶ IkeSaDown
 //!   │ request?   window.classify(id): Retransmitted ─▶ resend the cached bytes
 //!   │                                 OutOfWindow   ─▶ drop(OutOfWindow)
@@ -38,11 +39,18 @@
 //!   │                                      CREATE_CHILD_SA ─▶ create_child (REKEY_SA) or
 //!   │                                        ike_rekey (SA proposes IKE) ─▶ response, Install
 //!   ▼            (every SK message: ICV checked before anything else; a failure
-//!  out: Send / Install / Remove / Event          ─▶ drop(Unauthenticated), nothing changes)
+//!  out: Send / Install / Remove / Migrate / Event ─▶ drop(Unauthenticated), nothing changes)
 //!
 //!  Ike::tick(now, out): each outstanding request's retransmission (Retransmit::poll) or
-//!  the IKE SA's death; half-open SAs past their timeout; IKE SAs past their rekey time
-//!  (rekey_ike); the cookie secret's rotation.
+//!  the IKE SA's death (PeerDead; dpd_action = restart: initiate again); half-open SAs
+//!  past their timeout; IKE SAs past their rekey time (rekey_ike); IKE SAs that heard
+//!  nothing for dpd_delay (IkeSa::last_heard) ─▶ an empty INFORMATIONAL (liveness check);
+//!  the cookie secret's rotation.
+//!  Every accepted message on an SA ─▶ heard: last_heard = now; on an established IKE SA
+//!  whose peer is behind a NAT, a new source port ─▶ move_peer (§2.23): the IKE SA's
+//!  remote port, a Migrate for each CHILD_SA, PeerMoved.
+//!  Ike::child_traffic(at, spi_in): inbound ESP seen at `at` (ipsecd's dump) ─▶ last_heard.
+//!  Ike::peer_moved(now, spi_in, port): ipsecd's peer-moved (ESP's ICV verified) ─▶ move_peer.
 //!  Ike::initiate(now, conn, child, out): a new IKE SA, its IKE_SA_INIT request.
 //!  Ike::terminate(now, ike_sa, out): the CHILD_SAs removed, a Delete of the IKE SA sent.
 //!  Ike::sa_event(now, e, out): soft expiry ─▶ rekey_child; hard expiry ─▶ the CHILD_SA
@@ -69,8 +77,8 @@
 //! CREATE_CHILD_SA making a new CHILD_SA (no REKEY_SA: answered NO_ADDITIONAL_SAS, and
 //! so ACQUIRE in `sa_event` does nothing); retrying a rekey after TEMPORARY_FAILURE, or an
 //! IKE SA rekey after INVALID_KE_PAYLOAD (a failed IKE SA rekey is tried again at the next
-//! rekey time, a failed CHILD_SA rekey at the next soft expiry or command); our own
-//! liveness checks, fragmentation (not
+//! rekey time, a failed CHILD_SA rekey at the next soft expiry or command); a peer
+//! behind a NAT whose address (not only its port) changes, MOBIKE; fragmentation (not
 //! announced: nothing reassembles SKF yet), certificate authentication, SET_WINDOW_SIZE.
 
 #![forbid(unsafe_code)]
@@ -312,6 +320,7 @@ impl Ike {
                     exchange::informational::send_child_delete(self, now, ike_sa, spi_in, out)
                 }
                 ike_sa::Queued::RekeyIke => exchange::ike_rekey::start(self, now, ike_sa, out),
+                ike_sa::Queued::Liveness => exchange::informational::send_liveness(self, now, ike_sa, out),
             };
             if sent {
                 return;
@@ -362,7 +371,7 @@ impl Ike {
             if !sa.requests.matches(h.message_id) {
                 return Err(Drop::UnexpectedResponse);
             }
-            return match (sa.state, h.exchange_type) {
+            let r = match (sa.state, h.exchange_type) {
                 (State::InitSent, ExchangeType::IKE_SA_INIT) => {
                     exchange::sa_init::response(self, now, ours, d, &msg, out)
                 }
@@ -380,6 +389,10 @@ impl Ike {
                 }
                 _ => Err(Drop::UnexpectedExchange),
             };
+            if r.is_ok() {
+                self.heard(now, ours, d.remote, out);
+            }
+            return r;
         }
         match sa.responses.classify(h.message_id, &d.bytes) {
             Incoming::Retransmitted(bytes) => {
@@ -390,19 +403,119 @@ impl Ike {
                 Ok(())
             }
             Incoming::OutOfWindow => Err(Drop::OutOfWindow),
-            Incoming::New => match (sa.state, h.exchange_type) {
-                (State::HalfOpen, ExchangeType::IKE_AUTH) => {
-                    exchange::auth::request(self, now, ours, d, &msg, out)
+            Incoming::New => {
+                let r = match (sa.state, h.exchange_type) {
+                    (State::HalfOpen, ExchangeType::IKE_AUTH) => {
+                        exchange::auth::request(self, now, ours, d, &msg, out)
+                    }
+                    (State::Established | State::Deleting, ExchangeType::INFORMATIONAL) => {
+                        exchange::informational::request(self, ours, d, &msg, out)
+                    }
+                    (State::Established | State::Deleting, ExchangeType::CREATE_CHILD_SA) => {
+                        exchange::create_child::request(self, now, ours, d, &msg, out)
+                    }
+                    _ => Err(Drop::UnexpectedExchange),
+                };
+                if r.is_ok() {
+                    self.heard(now, ours, d.remote, out);
                 }
-                (State::Established | State::Deleting, ExchangeType::INFORMATIONAL) => {
-                    exchange::informational::request(self, ours, d, &msg, out)
-                }
-                (State::Established | State::Deleting, ExchangeType::CREATE_CHILD_SA) => {
-                    exchange::create_child::request(self, now, ours, d, &msg, out)
-                }
-                _ => Err(Drop::UnexpectedExchange),
-            },
+                r
+            }
         }
+    }
+
+    /// A message from the peer of IKE SA `spi` was accepted (on an established IKE SA:
+    /// its ICV verified): the peer is alive, and a peer behind a NAT that now sends from
+    /// another port has moved there (§2.23; a retransmitted request, answered from the
+    /// cache, is not proof and does not come here).
+    fn heard(&mut self, now: Instant, spi: u64, from: SocketAddr, out: &mut Vec<Output>) {
+        let Some(sa) = self.sas.get_mut(&spi) else { return };
+        sa.last_heard = now;
+        if sa.state == State::Established {
+            self.move_peer(spi, from, out);
+        }
+    }
+
+    /// The peer of IKE SA `spi`, behind a NAT, now sends from `to`: the IKE SA answers
+    /// there, and each CHILD_SA is migrated (Migrate). Only a change of port on the same
+    /// address is taken (a NAT's new mapping); nothing without a NAT in front of the peer.
+    fn move_peer(&mut self, spi: u64, to: SocketAddr, out: &mut Vec<Output>) {
+        let Some(sa) = self.sas.get_mut(&spi) else { return };
+        let from = sa.remote;
+        if from == to || !sa.nat_remote || from.ip() != to.ip() {
+            return;
+        }
+        sa.remote = to;
+        for c in &sa.children {
+            out.push(Output::Migrate(io::ChildSaMigrate {
+                ike_sa: spi,
+                spi_in: c.spi_in,
+                spi_out: c.spi_out,
+                local: sa.local,
+                old_remote: from,
+                remote: to,
+            }));
+        }
+        self.stats.peer_moves += 1;
+        out.push(Output::Event(Event::PeerMoved { ike_sa: spi, from, to }));
+    }
+
+    /// Inbound traffic on the CHILD_SA whose inbound SPI is `spi_in` was last seen at `at`
+    /// (iked reads it from ipsecd's `dump`, `last-used … in-ms=N`): the peer is alive then,
+    /// and no liveness check goes before `at + dpd_delay`. False: no such CHILD_SA.
+    pub fn child_traffic(&mut self, at: Instant, spi_in: u32) -> bool {
+        let Some(sa) = self.sas.values_mut().find(|sa| sa.children.iter().any(|c| c.spi_in == spi_in)) else {
+            return false;
+        };
+        sa.last_heard = sa.last_heard.max(at);
+        true
+    }
+
+    /// ipsecd's `peer-moved`: an authenticated ESP-in-UDP packet on the inbound CHILD_SA
+    /// `spi_in` came from the peer's port `port` (ipsecd already sends there). The IKE SA
+    /// follows (§2.23: ESP's ICV authenticated the packet) and its other CHILD_SAs are
+    /// migrated. False: no such CHILD_SA.
+    pub fn peer_moved(&mut self, now: Instant, spi_in: u32, port: u16, out: &mut Vec<Output>) -> bool {
+        let Some((&spi, sa)) =
+            self.sas.iter_mut().find(|(_, sa)| sa.children.iter().any(|c| c.spi_in == spi_in))
+        else {
+            return false;
+        };
+        sa.last_heard = sa.last_heard.max(now);
+        let to = SocketAddr::new(sa.remote.ip(), port);
+        self.move_peer(spi, to, out);
+        true
+    }
+
+    /// Whether some established IKE SA with liveness checks on (dpd_delay) has a check
+    /// due within `within` (it heard nothing from its peer for dpd_delay − `within`): then
+    /// iked asks ipsecd when its CHILD_SAs last saw traffic (`child_traffic`) before the
+    /// check goes.
+    pub fn quiet(&self, now: Instant, within: Duration) -> bool {
+        self.sas.values().any(|sa| {
+            let d = self.config.connections[sa.conn].dpd_delay;
+            sa.state == State::Established && !d.is_zero() && now.duration_since(sa.last_heard) + within >= d
+        })
+    }
+
+    /// The established IKE SAs that heard nothing for dpd_delay and have no request out:
+    /// a liveness check is queued on each.
+    fn liveness_due(&mut self, now: Instant) -> Vec<u64> {
+        let mut due = Vec::new();
+        for (&spi, sa) in self.sas.iter_mut() {
+            let d = self.config.connections[sa.conn].dpd_delay;
+            if sa.state != State::Established
+                || d.is_zero()
+                || now.duration_since(sa.last_heard) < d
+                || sa.requests.outstanding().is_some()
+                || !sa.queued.is_empty()
+            {
+                continue;
+            }
+            sa.queued.push_back(ike_sa::Queued::Liveness);
+            due.push(spi);
+        }
+        due
     }
 
     fn resend(&self, local: SocketAddr, remote: SocketAddr, bytes: Vec<Vec<u8>>, out: &mut Vec<Output>) {
@@ -438,13 +551,54 @@ impl Ike {
             }
         }
         for (spi, reason) in dead {
+            let restart = if reason == DownReason::PeerDead { self.restart_of(spi) } else { None };
             self.remove_sa(spi, out);
             out.push(Output::Event(Event::IkeSaDown { ike_sa: spi, reason }));
+            if let Some((conn, child)) = restart {
+                let _ = self.initiate(now, &conn, &child, out);
+            }
         }
         for spi in self.rekeys_due(now) {
             self.rekey_ike(now, spi, out);
         }
+        for spi in self.liveness_due(now) {
+            self.pump(now, spi, out);
+        }
         self.update_cookies(out);
+    }
+
+    /// What a dead peer's IKE SA restarts (`dpd_action = restart`, RFC 7296 §2.4 leaves
+    /// it to policy): its connection and the first of its CHILD_SAs whose child says
+    /// restart, or, with none up, the connection's first such child. `none` and `trap`
+    /// (iked's traps stay installed) restart nothing.
+    fn restart_of(&self, spi: u64) -> Option<(String, String)> {
+        let sa = self.sas.get(&spi).filter(|sa| sa.state == State::Established)?;
+        let conn = &self.config.connections[sa.conn];
+        let restarts = |name: &str| {
+            conn.children.iter().any(|c| c.name == name && c.dpd_action == config::DpdAction::Restart)
+        };
+        let child = sa
+            .children
+            .iter()
+            .map(|c| c.name.as_str())
+            .find(|n| restarts(n))
+            .or_else(|| {
+                sa.pending_child
+                    .as_ref()
+                    .map(|p| conn.children[p.child].name.as_str())
+                    .filter(|n| restarts(n))
+            })
+            .or_else(|| {
+                if sa.children.is_empty() {
+                    conn.children
+                        .iter()
+                        .find(|c| c.dpd_action == config::DpdAction::Restart)
+                        .map(|c| c.name.as_str())
+                } else {
+                    None
+                }
+            })?;
+        Some((conn.name.clone(), child.to_string()))
     }
 
     /// The established IKE SAs whose rekey time has come; each one's next rekey time set

@@ -123,6 +123,9 @@ pub struct Stats {
     /// retransmitted request.
     pub retransmissions: u64,
     pub responses_resent: u64,
+    /// Our liveness checks sent (dpd_delay), and moves of a peer behind its NAT (§2.23).
+    pub liveness_checks: u64,
+    pub peer_moves: u64,
     /// AUTH payloads that did not verify (ours refused by the peer counted too).
     pub auth_failures: u64,
     pub ike_sas_up: u64,

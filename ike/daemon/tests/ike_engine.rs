@@ -2,22 +2,31 @@
 //! docs' two-gateway example (docs/iked.md), negotiating through the datagrams they hand
 //! out, until both ask the loop to install the CHILD_SA — the same SAs seen from each end,
 //! as setkey text that ipsecd's parser reads — and then `list`, `stats`, `down`, a wrong
-//! pre-shared key.
+//! pre-shared key; a peer that moves behind its NAT (`peer-moved` ─▶ `migrate`); inbound
+//! traffic from ipsecd's dump putting a liveness check off.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use iked::config::Config;
 use iked::daemon::control::Request;
 use iked::daemon::engine::{Engine, Output, Severity};
 use iked::daemon::ike_engine::IkeEngine;
-use iked::daemon::setkey::{install_text, remove_text, ChildInstall};
-use ipsec_core::control::Request as SetkeyRequest;
+use iked::daemon::setkey::{install_text, migrate_text, remove_text, ChildInstall, ChildMigrate};
+use iked::daemon::traffic::{last_inbound, DUMP};
+use ipsec_core::control::{Proto, Request as SetkeyRequest, SaId};
+use ipsec_core::sad::Event as IpsecEvent;
 use ipsecd::ike_relay::Datagram;
+use ipsecd::service::apply_setkey;
 
 const PSK: &str = "0x5e1c9f0a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6";
 
 /// One side of the docs' example; A (192.0.2.1) starts, B waits.
 fn config(a_side: bool, psk: &str) -> Config {
+    config_with(a_side, psk, "")
+}
+
+/// The same with `extra` added to the connection (e.g. `dpd_delay = 10s`).
+fn config_with(a_side: bool, psk: &str, extra: &str) -> Config {
     let (name, me, peer, my_id, peer_id, lts, rts, start) = if a_side {
         (
             "site-b",
@@ -33,7 +42,7 @@ fn config(a_side: bool, psk: &str) -> Config {
         ("site-a", "192.0.2.2", "192.0.2.1", "gw-b", "gw-a", "10.2.0.0/24", "10.1.0.0/24", "")
     };
     let text = format!(
-        "connections {{ {name} {{ local_addrs = {me}\n remote_addrs = {peer}\n \
+        "connections {{ {name} {{ local_addrs = {me}\n remote_addrs = {peer}\n {extra}\n \
          proposals = aes128gcm16-prfsha256-x25519\n \
          local {{ auth = psk\n id = {my_id}.example.org\n }} remote {{ auth = psk\n id = {peer_id}.example.org\n }}\n \
          children {{ net {{ local_ts = {lts}\n remote_ts = {rts}\n esp_proposals = aes128gcm16\n {start}\n }} }} }} }}\n\
@@ -69,6 +78,16 @@ struct Seen {
 
 /// Carries datagrams between the two until neither sends; installs are reported done.
 fn run(a: &mut IkeEngine, b: &mut IkeEngine, first: Vec<Output>) -> (Seen, Seen) {
+    run_through(a, b, first, &|d, _| d)
+}
+
+/// `run` with `nat` applied to each datagram as sent (its flag: sent by A).
+fn run_through(
+    a: &mut IkeEngine,
+    b: &mut IkeEngine,
+    first: Vec<Output>,
+    nat: &dyn Fn(Datagram, bool) -> Datagram,
+) -> (Seen, Seen) {
     let (mut sa, mut sb) = (Seen::default(), Seen::default());
     let mut to_b: Vec<Output> = first;
     let mut to_a: Vec<Output> = Vec::new();
@@ -76,11 +95,11 @@ fn run(a: &mut IkeEngine, b: &mut IkeEngine, first: Vec<Output>) -> (Seen, Seen)
         let now = Instant::now();
         let mut next_a = Vec::new();
         for o in std::mem::take(&mut to_b) {
-            handle(o, b, &mut sa, &mut next_a, now, a);
+            handle(o, b, &mut sa, &mut next_a, now, a, &|d| nat(d, true));
         }
         let mut next_b = Vec::new();
         for o in std::mem::take(&mut to_a) {
-            handle(o, a, &mut sb, &mut next_b, now, b);
+            handle(o, a, &mut sb, &mut next_b, now, b, &|d| nat(d, false));
         }
         to_a = next_a;
         to_b = next_b;
@@ -99,9 +118,11 @@ fn handle(
     back: &mut Vec<Output>,
     now: Instant,
     from: &mut IkeEngine,
+    nat: &dyn Fn(Datagram) -> Datagram,
 ) {
     match o {
         Output::Send(d) => {
+            let d = nat(d);
             let d = Datagram { local: d.remote, remote: d.local, nat_t: d.nat_t, bytes: d.bytes };
             let mut out = Vec::new();
             to.datagram(now, d, &mut out);
@@ -122,9 +143,24 @@ fn handle(
         Output::Event(e) => seen.events.push((e.severity, e.line)),
         Output::IkeKeys(k) => seen.ike_keys.push(k),
         Output::Remove(r) => seen.removes.push(r),
+        Output::Migrate(_) => panic!("no NAT here: nothing to migrate"),
         Output::Untrap(_) => panic!("no trap here"),
         Output::Trap(t) => seen.traps.push(t),
     }
+}
+
+struct Nowhere;
+
+impl ipsec_core::Sink for Nowhere {
+    fn transmit(&self, _: ipsec_core::Packet) {}
+    fn deliver(&self, _: ipsec_core::Packet) {}
+}
+
+/// ipsecd's SA and policy databases, in process, as its control requests change them.
+fn ipsecd_core() -> ipsec_core::Ipsec {
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    ipsec_core::Ipsec::new(fw, std::sync::Arc::new(Nowhere))
 }
 
 fn parsed(text: &str) -> Vec<SetkeyRequest> {
@@ -385,4 +421,123 @@ fn a_soft_expiry_rekeys_under_the_same_reqid_and_policies() {
     }
     assert_eq!(s1.installs[0].reqid, old_reqid);
     assert_eq!(s1.removes[0].inbound_spi, old_spi);
+}
+
+/// A peer that moved behind its NAT: iked's `migrate` request moves both ESP-in-UDP SAs to
+/// the new port, and ipsecd's own setkey parser reads it as two migrations.
+#[test]
+fn a_migrate_request_moves_both_sas_to_the_new_port() {
+    let m = ChildMigrate {
+        local: "198.51.100.2:4500".parse().unwrap(),
+        remote: "203.0.113.9:50123".parse().unwrap(),
+        inbound_spi: 0xc100_0001,
+        outbound_spi: 0xc200_0002,
+    };
+    let text = migrate_text(&m);
+    assert_eq!(
+        text,
+        "migrate 198.51.100.2 203.0.113.9 esp-udp 0xc2000002 to 198.51.100.2[4500] 203.0.113.9[50123] ;\n\
+         migrate 203.0.113.9 198.51.100.2 esp-udp 0xc1000001 to 203.0.113.9[50123] 198.51.100.2[4500] ;\n"
+    );
+    let reqs = parsed(&text);
+    assert_eq!(reqs.len(), 2);
+    for r in &reqs {
+        assert!(format!("{r:?}").contains("50123"), "{r:?}");
+    }
+}
+
+/// A (192.0.2.1) behind a NAT that keeps its address and maps its ports 500 and 4500 to
+/// 40500 and 44500: B detects the NAT and its CHILD_SA is ESP-in-UDP to port 44500. Then
+/// the NAT's mapping changes and ipsecd reports `peer-moved` on B's inbound SA: B's IKE SA
+/// moves to the new port and iked asks ipsecd to migrate both SAs there, which ipsecd's
+/// SA database (in process) carries out.
+#[test]
+fn peer_moved_behind_a_nat_migrates_the_child_sa() {
+    let (mut a, mut b) = (engine(true, PSK), engine(false, PSK));
+    let mut first = Vec::new();
+    a.start(Instant::now(), &mut first);
+    let nat = |mut d: Datagram, from_a: bool| {
+        if from_a {
+            d.local.set_port(d.local.port() + 40000);
+        } else {
+            d.remote.set_port(d.remote.port() - 40000);
+        }
+        d
+    };
+    let (s1, s2) = run_through(&mut a, &mut b, first, &nat);
+    let bi = s1.installs.iter().chain(&s2.installs).find(|c| c.local.to_string() == "192.0.2.2");
+    let Some(bi) = bi else { panic!("B did not install: {:?} {:?}", s1.events, s2.events) };
+    assert_eq!(bi.natt.map(|n| (n.local, n.remote)), Some((4500, 44500)));
+    let ev = IpsecEvent::PeerMoved {
+        sa: SaId { src: bi.remote, dst: bi.local, proto: Proto::EspUdp, spi: bi.inbound.spi },
+        from: 44500,
+        to: 50123,
+    };
+    let mut out = Vec::new();
+    b.sa_event(Instant::now(), &ev, &mut out);
+    let migrates: Vec<&ChildMigrate> =
+        out.iter().filter_map(|o| if let Output::Migrate(m) = o { Some(m) } else { None }).collect();
+    assert_eq!(
+        migrates,
+        vec![&ChildMigrate {
+            local: "192.0.2.2:4500".parse().unwrap(),
+            remote: "192.0.2.1:50123".parse().unwrap(),
+            inbound_spi: bi.inbound.spi,
+            outbound_spi: bi.outbound.spi,
+        }]
+    );
+    assert_eq!(parsed(&migrate_text(migrates[0])).len(), 2);
+    assert!(
+        out.iter().any(|o| matches!(o, Output::Event(e) if e.line.starts_with("peer-moved") && e.line.ends_with("to=192.0.2.1:50123"))),
+        "a peer-moved log line"
+    );
+    let mut out2 = Vec::new();
+    let list = b.command(Instant::now(), &Request::List, &mut out2).unwrap();
+    assert!(list.contains("192.0.2.1:50123"), "the IKE SA answers at the new port: {list}");
+    let stats = b.command(Instant::now(), &Request::Stats, &mut out2).unwrap();
+    assert!(stats.contains("liveness checks 0, peer moves 1"), "{stats}");
+
+    // A real ipsecd's SA database (in process) takes B's install, then the migrate: its
+    // dump shows both SAs at the new port, and the last-used lines read.
+    let core = ipsecd_core();
+    assert_eq!(apply_setkey(&core, "iked", &install_text(bi).unwrap()), Ok(String::new()));
+    assert_eq!(apply_setkey(&core, "iked", &migrate_text(migrates[0])), Ok(String::new()));
+    let dump = apply_setkey(&core, "iked", DUMP).unwrap();
+    assert_eq!(dump.matches("50123").count(), 2, "{dump}");
+    assert!(!dump.contains("44500"), "{dump}");
+    let (seen, errors) = last_inbound(&dump);
+    assert!(seen.is_empty() && errors.is_empty(), "no traffic yet: {seen:?} {errors:?}");
+    assert_eq!(dump.matches("last-used").count(), 2, "{dump}");
+}
+
+/// dpd_delay = 10s on A: when a check is near, the engine asks for traffic; inbound ESP
+/// seen a second ago puts the check off; with none, the check (one datagram) goes.
+#[test]
+fn inbound_traffic_from_the_dump_puts_the_liveness_check_off() {
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    let t0 = Instant::now();
+    let mut a = IkeEngine::new(fw, config_with(true, PSK, "dpd_delay = 10s"), t0).unwrap();
+    let mut b = engine(false, PSK);
+    let mut first = Vec::new();
+    a.start(t0, &mut first);
+    let (s1, s2) = run(&mut a, &mut b, first);
+    let ai = s1
+        .installs
+        .iter()
+        .chain(&s2.installs)
+        .find(|c| c.local.to_string() == "192.0.2.1")
+        .expect("A installed");
+    let at = |s: f64| t0 + Duration::from_secs_f64(s);
+    assert!(!a.wants_traffic(at(8.0)));
+    assert!(a.wants_traffic(at(9.5)), "a check due within two ticks");
+    a.traffic(at(9.5), &[(ai.inbound.spi, Duration::from_secs(1))]);
+    assert!(!a.wants_traffic(at(9.6)), "asked once a second at most");
+    let mut out = Vec::new();
+    a.tick(at(10.0), &mut out);
+    assert!(!out.iter().any(|o| matches!(o, Output::Send(_))), "traffic at 8.5 s: no check at 10 s");
+    a.tick(at(18.6), &mut out);
+    assert_eq!(out.iter().filter(|o| matches!(o, Output::Send(_))).count(), 1, "the check at 18.5 s");
+    let stats = a.command(at(18.6), &Request::Stats, &mut out).unwrap();
+    assert!(stats.contains("liveness checks 1, peer moves 0"), "{stats}");
 }

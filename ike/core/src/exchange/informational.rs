@@ -13,9 +13,14 @@
 //!  send_child_delete(spi_in): SK{ D(ESP, spi_in) } for a CHILD_SA already removed here
 //!  (the old one after a rekey, a hard expiry); its response frees the window for the next
 //!  queued request (Ike::pump).
+//!
+//!  send_liveness: SK{ } (our liveness check, dpd_delay); its response, like a Delete's
+//!  (child_delete_response), frees the window, and as every accepted message it sets
+//!  IkeSa::last_heard (Ike::heard); no response: the retransmissions run out and the IKE
+//!  SA goes down, PeerDead (Ike::tick).
 //! ```
 //!
-//! Not yet: our own liveness checks (dpd_delay), INITIAL_CONTACT's effect.
+//! Not yet: INITIAL_CONTACT's effect.
 
 use std::time::Instant;
 
@@ -158,7 +163,24 @@ pub(crate) fn send_child_delete(
     true
 }
 
-/// The response to our Delete of a CHILD_SA (its content, the peer's SPIs, adds nothing:
+/// Our liveness check: an empty INFORMATIONAL request (RFC 7296 §1.4, §2.4). The window
+/// must be free.
+pub(crate) fn send_liveness(ike: &mut Ike, now: Instant, spi: u64, out: &mut Vec<Output>) -> bool {
+    let Some(sa) = ike.sas.get_mut(&spi) else { return false };
+    let Ok(id) = sa.requests.start() else { return false };
+    let hdr = sa.header(ExchangeType::INFORMATIONAL, false, id);
+    let Ok(bytes) = sa.seal(&hdr, &[]) else {
+        sa.requests.restart();
+        return false;
+    };
+    sa.retransmit = Some(Retransmit::new(now, vec![bytes.clone()], &ike.settings.retransmit));
+    ike.stats.informational.requests_sent += 1;
+    ike.stats.liveness_checks += 1;
+    out.push(Output::Send(Datagram { local: sa.local, remote: sa.remote, bytes }));
+    true
+}
+
+/// The response to our Delete of a CHILD_SA or to our liveness check (its content, the peer's SPIs, adds nothing:
 /// the CHILD_SA is gone here already); the next queued request goes.
 pub(crate) fn child_delete_response(
     ike: &mut Ike,

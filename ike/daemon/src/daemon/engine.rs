@@ -10,14 +10,14 @@
 //! `super::ike_engine` implements it over ike-core's `Ike`. The loop never looks inside
 //! an IKE SA: everything it does is one of the outputs.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ipsec_core::sad::Event as IpsecEvent;
 use ipsecd::ike_relay::Datagram;
 
 use super::control::Request;
 use super::debug_keys::IkeSaKeys;
-use super::setkey::{ChildInstall, ChildRemove, Trap};
+use super::setkey::{ChildInstall, ChildMigrate, ChildRemove, Trap};
 use crate::config::{Config, Diff};
 
 /// How much an event matters, and so where it is logged.
@@ -80,6 +80,8 @@ pub enum Output {
     },
     /// Remove a CHILD_SA from ipsecd (one request).
     Remove(ChildRemove),
+    /// Move a CHILD_SA's SAs to the peer's new port behind its NAT (one request).
+    Migrate(ChildMigrate),
     /// Install a trap's policies in ipsecd (one request).
     Trap(Trap),
     /// Remove a trap's policies.
@@ -99,6 +101,15 @@ pub trait Engine {
     fn tick(&mut self, now: Instant, out: &mut Vec<Output>);
     /// When `tick` is next needed (`None`: nothing pending).
     fn next_deadline(&self) -> Option<Instant>;
+    /// Whether the engine wants to know when its CHILD_SAs last carried inbound traffic
+    /// before the next `tick` (a liveness check is near): the loop then asks ipsecd
+    /// (`dump`) and calls [`Engine::traffic`].
+    fn wants_traffic(&self, _now: Instant) -> bool {
+        false
+    }
+    /// The inbound SAs that carried traffic, each with how long ago (ipsecd's `last-used`
+    /// lines; empty when ipsecd could not say).
+    fn traffic(&mut self, _now: Instant, _seen: &[(u32, Duration)]) {}
     /// An ipsecd event: ACQUIRE, soft or hard expiry, a peer that moved.
     fn sa_event(&mut self, now: Instant, ev: &IpsecEvent, out: &mut Vec<Output>);
     /// Whether ipsecd took an [`Output::Install`] (`Err`: its reason).

@@ -3,13 +3,15 @@
 //! bookkeeping it leaves to the daemon — reqids, what was installed, when to tick.
 //!
 //! ```text
-//!  loop ─▶ IkeEngine ─▶ Ike::{datagram, tick, sa_event, initiate, terminate}
+//!  loop ─▶ IkeEngine ─▶ Ike::{datagram, tick, sa_event, initiate, terminate,
+//!                           child_traffic, peer_moved}
 //!                          │ core outputs
 //!                          ▼
 //!         Send(Datagram)          ─▶ Output::Send (nat_t: sent from a port other than 500)
 //!         Install(ChildSaInstall) ─▶ reqid allocated ─▶ Output::Install(ChildInstall)
 //!                                    └ installed(Err) ─▶ Ike::terminate (a failed CHILD_SA)
 //!         Remove(ChildSaRemove)   ─▶ what was installed for that SPI ─▶ Output::Remove
+//!         Migrate(ChildSaMigrate) ─▶ installed, ESP-in-UDP ─▶ Output::Migrate
 //!         Event(e)                ─▶ Output::Event (severity, one line); IkeSaUp ─▶ IkeKeys
 //! ```
 //!
@@ -18,12 +20,16 @@
 //! machine does not act on yet): without it, a peer that restarted could never come back,
 //! its new CHILD_SA's policies being the old one's.
 //!
+//! Liveness (dpd_delay): when the core says a check is near ([`Ike::quiet`]), the loop
+//! reads ipsecd's `dump` (`traffic::last_inbound`) and [`Engine::traffic`] hands each
+//! inbound SA's last packet to [`Ike::child_traffic`], so that a peer whose ESP still
+//! arrives is not asked. ipsecd's `peer-moved` goes to [`Ike::peer_moved`]; the core's
+//! Migrate outputs become setkey `migrate` requests for the ESP-in-UDP CHILD_SAs installed.
+//!
 //! What the state machine does not do yet, and so neither does iked (each says so where
-//! asked): rekeying (`rekey`, soft expiries: CREATE_CHILD_SA), liveness checks of its own
-//! (it answers the peer's, and `down` and SIGTERM send a Delete), more than one CHILD_SA
-//! per IKE SA (`up` brings up the
-//! connection's first child), and taking a new configuration while IKE SAs are up (a
-//! reload applies when none is left).
+//! asked): more than one CHILD_SA per IKE SA (`up` brings up the connection's first
+//! child), and taking a new configuration while IKE SAs are up (a reload applies when
+//! none is left).
 //!
 //! `start_action = trap` is iked's: the child's policies are installed alone under a
 //! reqid of their own ([`Output::Trap`]); ipsecd's ACQUIRE with that reqid starts the
@@ -45,11 +51,14 @@ use ipsecd::ike_relay::{Datagram, IKE_PORT};
 
 use super::control::Request;
 use super::engine::{Engine, Event, IkeKeysOut, Output, Severity};
-use super::setkey::{ChildInstall, ChildRemove, NatPorts, SaKeys, Trap, MAX_REQID};
+use super::setkey::{ChildInstall, ChildMigrate, ChildRemove, NatPorts, SaKeys, Trap, MAX_REQID};
 use crate::config::{Config, Diff};
 
 /// How often the state machine's timers are looked at (its retransmissions start at 4 s).
 pub const TICK: Duration = Duration::from_millis(500);
+
+/// At most one `dump` to ipsecd this often, for liveness checks' sake.
+pub const TRAFFIC_EVERY: Duration = Duration::from_secs(1);
 
 /// The state machine for `config`: ike-core's, its crypto through an ocf framework with the
 /// soft driver.
@@ -76,6 +85,8 @@ pub struct IkeEngine {
     /// Trap policies installed (`start_action = trap`) by reqid: connection, child, policies.
     traps: HashMap<u32, (String, String, Trap)>,
     scratch: Vec<core_io::Output>,
+    /// When ipsecd's `dump` last said what traffic the CHILD_SAs carried.
+    last_dump: Option<Instant>,
     /// Outputs that must go before the one being translated (the removals of a replaced
     /// IKE SA's CHILD_SAs before the new install).
     early: Vec<Output>,
@@ -98,6 +109,7 @@ impl IkeEngine {
             installed: HashMap::new(),
             traps: HashMap::new(),
             scratch: Vec::new(),
+            last_dump: None,
             early: Vec::new(),
         })
     }
@@ -151,6 +163,17 @@ impl IkeEngine {
                 core_io::Output::Remove(r) => {
                     if let Some(c) = self.installed.remove(&r.spi_in) {
                         out.push(Output::Remove(c));
+                    }
+                }
+                core_io::Output::Migrate(m) => {
+                    // Only what is installed, and only ESP-in-UDP SAs have a port to move.
+                    if self.installed.get(&m.spi_in).is_some_and(|c| c.natt) {
+                        out.push(Output::Migrate(ChildMigrate {
+                            local: m.local,
+                            remote: m.remote,
+                            inbound_spi: m.spi_in,
+                            outbound_spi: m.spi_out,
+                        }));
                     }
                 }
                 core_io::Output::Event(e) => {
@@ -325,6 +348,9 @@ impl IkeEngine {
                 };
                 (sev, format!("ike-sa-down spi={ike_sa:016x} reason={why}"))
             }
+            CoreEvent::PeerMoved { ike_sa, from, to } => {
+                (Severity::Info, format!("peer-moved spi={ike_sa:016x} from={from} to={to}"))
+            }
             CoreEvent::AuthFailed { ike_sa, remote } => (
                 Severity::AuthFailure,
                 format!(
@@ -424,12 +450,15 @@ impl IkeEngine {
         let _ = writeln!(
             s,
             "half-open {}, cookies sent {}, accepted {}, retransmissions {}, responses resent {}, \
+             liveness checks {}, peer moves {}, \
              authentication failures {}, IKE SAs up {}, down {}, CHILD_SAs installed {}",
             st.half_open,
             st.cookies_sent,
             st.cookies_accepted,
             st.retransmissions,
             st.responses_resent,
+            st.liveness_checks,
+            st.peer_moves,
             st.auth_failures,
             st.ike_sas_up,
             st.ike_sas_down,
@@ -578,6 +607,21 @@ impl Engine for IkeEngine {
         Some(self.last_tick + TICK)
     }
 
+    /// A liveness check is due within two ticks, and ipsecd was not asked in the last
+    /// second (a peer that sends nothing: two dumps per dpd_delay at most).
+    fn wants_traffic(&self, now: Instant) -> bool {
+        self.ike.quiet(now, 2 * TICK) && self.last_dump.is_none_or(|t| now.duration_since(t) >= TRAFFIC_EVERY)
+    }
+
+    fn traffic(&mut self, now: Instant, seen: &[(u32, Duration)]) {
+        self.last_dump = Some(now);
+        for &(spi, idle) in seen {
+            if let Some(at) = now.checked_sub(idle) {
+                self.ike.child_traffic(at, spi);
+            }
+        }
+    }
+
     fn sa_event(&mut self, now: Instant, ev: &IpsecEvent, out: &mut Vec<Output>) {
         self.now = now;
         let e = match ev {
@@ -607,6 +651,12 @@ impl Engine for IkeEngine {
                     ));
                 }
                 SaEvent::HardExpire { spi: sa.spi }
+            }
+            IpsecEvent::PeerMoved { sa, to, .. } => {
+                // ipsecd already sends there; the IKE SA follows, and any other CHILD_SA.
+                self.ike.peer_moved(now, sa.spi, *to, &mut self.scratch);
+                self.translate(out);
+                return;
             }
             _ => return,
         };

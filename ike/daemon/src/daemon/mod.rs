@@ -17,6 +17,7 @@
 //! One concern per file:
 //! - [`setkey`]: a CHILD_SA's install and removal as setkey text for ipsecd.
 //! - [`events`]: ipsecd's monitor lines read back into its events.
+//! - [`traffic`]: when each CHILD_SA last carried inbound traffic (ipsecd's `dump`).
 //! - [`debug_keys`]: `--debug-keys`, the keys in Wireshark's tables.
 //! - [`control`]: iked's control protocol (what `ipsecctl ike …` sends).
 //! - [`engine`]: what the loop needs of the state machine, and what it gives back.
@@ -30,3 +31,4 @@ pub mod events;
 pub mod ike_engine;
 pub mod run;
 pub mod setkey;
+pub mod traffic;

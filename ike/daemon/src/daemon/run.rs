@@ -12,13 +12,15 @@
 //!    listener readable ─▶ one request ─▶ engine.command, or a new monitor subscriber
 //!    SIGHUP            ─▶ Config::load ─▶ diff ─▶ engine.reload (a bad file: logged, kept)
 //!    SIGTERM/SIGINT    ─▶ engine.shutdown, outputs carried out, exit
-//!    deadline passed   ─▶ engine.tick
+//!    deadline passed   ─▶ engine.tick (first, if engine.wants_traffic: `dump ;` to ipsecd
+//!                          ─▶ traffic::last_inbound ─▶ engine.traffic)
 //!  after each: carry_out(outputs)
 //!    Send     ─▶ relay.send
 //!    Install  ─▶ setkey::install_text ─▶ ipsecd ctl (one request) ─▶ engine.installed,
 //!                 and "child-sa-installed" (or "-install-refused") to the subscribers
 //!                 └─ debug_keys.child_sa (if on)
 //!    Remove   ─▶ setkey::remove_text  ─▶ ipsecd ctl (one request)
+//!    Migrate  ─▶ setkey::migrate_text ─▶ ipsecd ctl (one request)
 //!    Trap, Untrap ─▶ setkey::trap_text, untrap_text ─▶ ipsecd ctl (policies alone)
 //!    IkeKeys  ─▶ debug_keys.ike_sa (if on; dropped otherwise)
 //!    Event    ─▶ log (auth failures as "authentication failed: …") and every subscriber
@@ -48,7 +50,8 @@ use super::control::{read_request, Request};
 use super::debug_keys::DebugKeys;
 use super::engine::{Engine, Output, Severity};
 use super::events::{parse_line, Line};
-use super::setkey::{install_text, redacted, remove_text, trap_text, untrap_text};
+use super::setkey::{install_text, migrate_text, redacted, remove_text, trap_text, untrap_text};
+use super::traffic::{last_inbound, DUMP};
 use crate::config::Config;
 
 /// Where everything is.
@@ -211,6 +214,10 @@ impl<E: Engine> Daemon<E> {
             let now = Instant::now();
             let timeout = match self.engine.next_deadline() {
                 Some(d) if d <= now => {
+                    if self.engine.wants_traffic(now) {
+                        let seen = self.last_inbound();
+                        self.engine.traffic(now, &seen);
+                    }
                     self.engine.tick(now, &mut self.out);
                     self.carry_out();
                     continue;
@@ -362,6 +369,11 @@ impl<E: Engine> Daemon<E> {
                             tracing::warn!("removing CHILD_SA {}→{}: {e}", c.local, c.remote);
                         }
                     }
+                    Output::Migrate(m) => {
+                        if let Err(e) = self.ipsecd(migrate_text(&m)) {
+                            tracing::warn!("migrating CHILD_SA {:#x} to {}: {e}", m.inbound_spi, m.remote);
+                        }
+                    }
                     Output::Trap(t) => {
                         let r = trap_text(&t).map_err(|e| e.to_string()).and_then(|x| self.ipsecd(x));
                         match r {
@@ -411,6 +423,28 @@ impl<E: Engine> Daemon<E> {
             body.zeroize();
         }
         flatten(r)
+    }
+
+    /// When each inbound SA last carried traffic (ipsecd's `dump`, its `last-used`
+    /// lines); empty if ipsecd did not answer.
+    fn last_inbound(&self) -> Vec<(u32, std::time::Duration)> {
+        match ctl::call(&self.opts.ipsecd, &ctl::Request::Setkey(DUMP.into()), Wait::default()) {
+            Ok(Ok(text)) => {
+                let (seen, errors) = last_inbound(&text);
+                for e in errors {
+                    tracing::warn!("ipsecd's dump: {e}");
+                }
+                seen
+            }
+            Ok(Err(e)) => {
+                tracing::warn!("ipsecd's dump: {e}");
+                Vec::new()
+            }
+            Err(e) => {
+                tracing::warn!("ipsecd's dump: {e}");
+                Vec::new()
+            }
+        }
     }
 
     /// One setkey request without keys.

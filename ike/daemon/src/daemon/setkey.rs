@@ -446,6 +446,27 @@ pub fn remove_text(c: &ChildRemove) -> Result<String, SetkeyTextError> {
     Ok(s)
 }
 
+/// A CHILD_SA whose peer moved behind its NAT: its two ESP-in-UDP SAs' outer addresses
+/// and ports now (the addresses stay; the peer's port changed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChildMigrate {
+    pub local: std::net::SocketAddr,
+    pub remote: std::net::SocketAddr,
+    pub inbound_spi: u32,
+    pub outbound_spi: u32,
+}
+
+/// The setkey request that moves both SAs of `c` to its ports (`migrate`, ipsec-core's
+/// setkey grammar: `migrate src dst proto spi to src[port] dst[port] ;`).
+pub fn migrate_text(c: &ChildMigrate) -> String {
+    let (l, r) = (c.local.ip(), c.remote.ip());
+    let (lp, rp) = (c.local.port(), c.remote.port());
+    format!(
+        "migrate {l} {r} esp-udp {:#x} to {l}[{lp}] {r}[{rp}] ;\nmigrate {r} {l} esp-udp {:#x} to {r}[{rp}] {l}[{lp}] ;\n",
+        c.outbound_spi, c.inbound_spi
+    )
+}
+
 /// What the log says of an install: the SAs by addresses, SPIs and algorithms, no key.
 pub fn redacted(c: &ChildInstall) -> String {
     format!(
