@@ -378,7 +378,7 @@ fn config_with(esp: &str) -> Config {
         }],
         private_keys: vec![],
     };
-    Config { connections: vec![conn], secrets }
+    Config { connections: vec![conn], secrets, ..Default::default() }
 }
 
 /// The engine as initiator, run inside the test namespace by the test above.

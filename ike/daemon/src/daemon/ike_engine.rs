@@ -325,11 +325,10 @@ impl IkeEngine {
                 };
                 (sev, format!("ike-sa-down spi={ike_sa:016x} reason={why}"))
             }
-            CoreEvent::AuthFailed { ike_sa, remote } => (
+            CoreEvent::AuthFailed { ike_sa, remote, reason } => (
                 Severity::AuthFailure,
                 format!(
-                    "peer {remote} (IKE SA {ike_sa:016x}, conn={}): its AUTH did not verify or its identity \
-                     is not the configured one",
+                    "peer {remote} (IKE SA {ike_sa:016x}, conn={}): authentication failed: {reason}",
                     self.conn_name(*ike_sa)
                 ),
             ),
@@ -474,7 +473,7 @@ fn event(severity: Severity, line: String) -> Output {
 
 /// iked's configuration as the state machine takes it.
 fn core_config(c: &Config) -> ike_core::Config {
-    ike_core::Config { connections: c.connections.clone(), secrets: c.secrets.clone() }
+    ike_core::Config { connections: c.connections.clone(), secrets: c.secrets.clone(), ..Default::default() }
 }
 
 fn selector(t: &ike_wire::ts::TrafficSelector) -> TrafficSelector {
@@ -563,6 +562,10 @@ impl Engine for IkeEngine {
     fn datagram(&mut self, now: Instant, d: Datagram, out: &mut Vec<Output>) {
         self.now = now;
         let d = core_io::Datagram { local: d.local, remote: d.remote, bytes: d.bytes };
+        // Certificates' validity is checked against the wall clock.
+        let unix =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |t| t.as_secs());
+        self.ike.set_unix_time(unix);
         self.ike.datagram(now, d, &mut self.scratch);
         self.translate(out);
     }
