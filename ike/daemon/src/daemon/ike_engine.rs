@@ -84,7 +84,7 @@ pub struct IkeEngine {
 impl IkeEngine {
     /// The state machine for `config`, its crypto through `fw`.
     pub fn new(fw: ocf::Framework, config: Config, now: Instant) -> Result<IkeEngine, String> {
-        let ike = Ike::new(fw.clone(), core_config(&config), Settings::default(), now)
+        let ike = Ike::new(fw.clone(), core_config(&fw, &config)?, Settings::default(), now)
             .map_err(|e| format!("starting the state machine: {e:?}"))?;
         Ok(IkeEngine {
             ike,
@@ -471,9 +471,13 @@ fn event(severity: Severity, line: String) -> Output {
     Output::Event(Event { severity, line })
 }
 
-/// iked's configuration as the state machine takes it.
-fn core_config(c: &Config) -> ike_core::Config {
-    ike_core::Config { connections: c.connections.clone(), secrets: c.secrets.clone(), ..Default::default() }
+/// iked's configuration as the state machine takes it, the certificate and key files read.
+fn core_config(fw: &ocf::Framework, c: &Config) -> Result<ike_core::Config, String> {
+    Ok(ike_core::Config {
+        connections: c.connections.clone(),
+        secrets: c.secrets.clone(),
+        credentials: super::credentials::load(fw, c)?,
+    })
 }
 
 fn selector(t: &ike_wire::ts::TrafficSelector) -> TrafficSelector {
@@ -682,14 +686,17 @@ impl Engine for IkeEngine {
         self.translate(out);
         // IKE SAs whose Delete is out count as gone: a new state machine drops the answer.
         if self.ike.ike_sas().all(|sa| sa.state == ike_core::ike_sa::State::Deleting) {
-            match Ike::new(self.fw.clone(), core_config(&config), Settings::default(), now) {
+            let made = core_config(&self.fw, &config).and_then(|c| {
+                Ike::new(self.fw.clone(), c, Settings::default(), now).map_err(|e| format!("{e:?}"))
+            });
+            match made {
                 Ok(ike) => {
                     self.untrap_all(out);
                     self.ike = ike;
                     self.config = config;
                     self.start(now, out);
                 }
-                Err(e) => out.push(event(Severity::Warning, format!("reload: {e:?}"))),
+                Err(e) => out.push(event(Severity::Warning, format!("reload: {e}"))),
             }
         } else if !(diff.added.is_empty() && diff.changed.is_empty() && !diff.secrets_changed) {
             out.push(event(
