@@ -328,7 +328,7 @@ impl IkeEngine {
             CoreEvent::AuthFailed { ike_sa, remote, reason } => (
                 Severity::AuthFailure,
                 format!(
-                    "peer {remote} (IKE SA {ike_sa:016x}, conn={}): authentication failed: {reason}",
+                    "peer {remote} (IKE SA {ike_sa:016x}, conn={}): {reason}",
                     self.conn_name(*ike_sa)
                 ),
             ),
