@@ -234,3 +234,27 @@ fn certificate_not_binding_the_id_is_refused() {
     assert_eq!(r.stats().untrusted_certs, 1);
     assert!(auth_failed_reason(&r_out).unwrap().contains("does not bind"));
 }
+
+#[test]
+fn any_as_our_id_sends_the_certificate_subject_as_a_dn() {
+    let ca = ca("Test CA");
+    let moon = end_entity(&ca, MOON.1, KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384).unwrap());
+    let sun = end_entity(&ca, SUN.1, KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap());
+    let (_i, r, i_out, r_out) = run(
+        config(MOON.0, SUN.0, "%any", SUN.1, &moon, &[&ca]),
+        config(SUN.0, MOON.0, SUN.1, "O=ike-test, CN=moon.example", &sun, &[&ca]),
+    );
+    assert_eq!(installs(&i_out), 1, "initiator: {:?}", auth_failed_reason(&i_out));
+    assert_eq!(installs(&r_out), 1, "responder: {:?}", auth_failed_reason(&r_out));
+    let sa = r.ike_sas().next().unwrap();
+    assert_eq!(sa.peer_id, Some(Identity::parse("O=ike-test, CN=moon.example").unwrap()));
+
+    // Another DN configured for the peer: refused, though the certificate is trusted.
+    let (_i, r, _, r_out) = run(
+        config(MOON.0, SUN.0, "%any", SUN.1, &moon, &[&ca]),
+        config(SUN.0, MOON.0, SUN.1, "O=ike-test, CN=mars.example", &sun, &[&ca]),
+    );
+    assert_eq!(installs(&r_out), 0);
+    assert_eq!(r.stats().untrusted_certs, 0);
+    assert!(auth_failed_reason(&r_out).unwrap().contains("is not the configured"));
+}

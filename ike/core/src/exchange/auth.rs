@@ -64,7 +64,7 @@ pub(crate) fn send_request(ike: &mut Ike, now: Instant, spi: u64, out: &mut Vec<
     let conn = &ike.config.connections[sa.conn];
     let pending = sa.pending_child.clone().ok_or(Drop::UnexpectedExchange)?;
     let child = &conn.children[pending.child];
-    let idi = id_payload(&conn.local.id, sa.local).ok_or(Drop::UnexpectedExchange)?;
+    let idi = proof::our_id(ike, sa.conn, sa.local).ok_or(Drop::UnexpectedExchange)?;
     let remote_id = match &conn.remote.id {
         Identity::Any => None,
         other => id_payload(other, sa.remote),
@@ -202,7 +202,7 @@ pub(crate) fn request(
         return Ok(());
     }
     let peer = checked.ok().expect("checked");
-    let idr = id_payload(&conn.local.id, d.local).ok_or(Drop::UnexpectedExchange)?;
+    let idr = proof::our_id(ike, sa.conn, d.local).ok_or(Drop::UnexpectedExchange)?;
     let (certs, our) = proof::ours(ike, sa, &idr, &peer).map_err(|_| Drop::BadPeerValue)?;
 
     let mut payloads = vec![Payload::IdR(idr)];

@@ -2,6 +2,7 @@
 //! pre-shared key, or by a certificate and a signature (RFC 7427; RFC 4945's profile).
 //!
 //! ```text
+//!  our ID: the configured one; %any: our certificate's subject (pubkey), else our address
 //!  ours:  psk     AUTH(PSK) = prf(prf(PSK, pad), octets)
 //!         pubkey  CERT per certificate of ours (end entity first),
 //!                 AUTH = key.sign(octets): method 14 if the peer sent
@@ -18,10 +19,12 @@
 use ike_wire::auth::Auth;
 use ike_wire::cert::Cert;
 use ike_wire::id::Id;
-use ike_wire::ids::{AuthMethod as WireAuthMethod, CertEncoding};
+use ike_wire::ids::{AuthMethod as WireAuthMethod, CertEncoding, IdType};
 use ike_wire::{Body, Payload};
 
-use super::identity_of;
+use std::net::SocketAddr;
+
+use super::{id_payload, identity_of};
 use crate::cert::{self, Certificate};
 use crate::config::{AuthMethod, Identity};
 use crate::crypto;
@@ -59,6 +62,17 @@ fn octets(ike: &Ike, sa: &IkeSa, id: &Id, mine: bool) -> Result<Vec<u8>, crypto:
 fn psk_for<'a>(ike: &'a Ike, sa: &IkeSa, peer: &Identity) -> Option<&'a [u8]> {
     let conn = &ike.config.connections[sa.conn];
     ike.config.secrets.psk_for(&conn.local.id, peer).map(|p| p.as_bytes())
+}
+
+/// Our ID payload for the connection `conn` at `addr`: the configured identity, or for
+/// `%any` our certificate's subject (pubkey) or our address (psk).
+pub(crate) fn our_id(ike: &Ike, conn: usize, addr: SocketAddr) -> Option<Id> {
+    let c = &ike.config.connections[conn];
+    if c.local.id == Identity::Any && c.local.method == AuthMethod::Pubkey {
+        let ee = ike.config.credentials.get(&c.name)?.certs.first()?;
+        return Some(Id::new(IdType::DER_ASN1_DN, ee.subject().to_vec()));
+    }
+    id_payload(&c.local.id, addr)
 }
 
 /// The CERTREQ we send when the peer proves itself by certificate: hashes of our CAs.
