@@ -29,28 +29,17 @@ use crate::config::Identity;
 
 /// The ID payload for a configured identity; `%any` sends our IKE address.
 pub(crate) fn id_payload(identity: &Identity, addr: SocketAddr) -> Option<Id> {
-    Some(match identity {
+    let (id_type, data) = match identity {
         Identity::Any => match addr.ip() {
-            IpAddr::V4(a) => Id::new(IdType::IPV4_ADDR, a.octets().to_vec()),
-            IpAddr::V6(a) => Id::new(IdType::IPV6_ADDR, a.octets().to_vec()),
+            IpAddr::V4(a) => (IdType::IPV4_ADDR, a.octets().to_vec()),
+            IpAddr::V6(a) => (IdType::IPV6_ADDR, a.octets().to_vec()),
         },
-        Identity::Ipv4(a) => Id::new(IdType::IPV4_ADDR, a.octets().to_vec()),
-        Identity::Ipv6(a) => Id::new(IdType::IPV6_ADDR, a.octets().to_vec()),
-        Identity::Fqdn(s) => Id::new(IdType::FQDN, s.as_bytes().to_vec()),
-        Identity::Email(s) => Id::new(IdType::RFC822_ADDR, s.as_bytes().to_vec()),
-        Identity::Dn(text) => Id::new(IdType::DER_ASN1_DN, crate::cert::parse_dn(text).ok()?),
-    })
+        other => other.to_payload()?,
+    };
+    Some(Id::new(id_type, data))
 }
 
-/// The identity an ID payload names (a DN as its text); `None` for a key ID.
+/// The identity an ID payload names; `None` for a key ID.
 pub(crate) fn identity_of(id: &Id) -> Option<Identity> {
-    let text = || std::str::from_utf8(&id.data).ok().map(str::to_string);
-    Some(match id.id_type {
-        IdType::IPV4_ADDR => Identity::Ipv4(<[u8; 4]>::try_from(id.data.as_slice()).ok()?.into()),
-        IdType::IPV6_ADDR => Identity::Ipv6(<[u8; 16]>::try_from(id.data.as_slice()).ok()?.into()),
-        IdType::FQDN => Identity::Fqdn(text()?),
-        IdType::RFC822_ADDR => Identity::Email(text()?),
-        IdType::DER_ASN1_DN => Identity::Dn(crate::cert::dn_text(&id.data)),
-        _ => return None,
-    })
+    Identity::from_payload(id.id_type, &id.data)
 }

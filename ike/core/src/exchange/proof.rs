@@ -163,7 +163,7 @@ pub(crate) fn check_peer(
                 .trust
                 .validate(&ike.fw, &ee, &ints, ike.unix_now)
                 .map_err(|e| untrusted(format!("certificate of {peer} not trusted: {e}")))?;
-            let bound = cert::Identity::from_payload(id.id_type, &id.data).is_some_and(|i| ee.binds(&i));
+            let bound = peer.bound_by(&ee);
             if !bound {
                 return Err(untrusted(format!("certificate '{}' does not bind {peer}", ee.subject_text())));
             }
