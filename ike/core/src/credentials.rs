@@ -8,7 +8,7 @@
 //!  iked: files ─ load_certificates / load_private_key ─▶ ConnCredentials ─▶ Config.credentials
 //!  IKE_SA_INIT (responder), IKE_AUTH request (initiator): CERTREQ = certreq_data(trust)
 //!  IKE_AUTH out: CERT per certificate of `certs`, AUTH signed with `key`
-//!  IKE_AUTH in:  trust.validate(peer's CERTs, unix time) → binds(ID) → verify AUTH
+//!  IKE_AUTH in:  trust.validate(peer's CERTs, unix time) → Identity::bound_by → verify AUTH
 //! ```
 
 use std::collections::HashMap;
