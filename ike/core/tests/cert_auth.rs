@@ -261,3 +261,45 @@ fn any_as_our_id_sends_the_certificate_subject_as_a_dn() {
     assert_eq!(r.stats().untrusted_certs, 0);
     assert!(auth_failed_reason(&r_out).unwrap().contains("is not the configured"));
 }
+
+/// moon proves itself with its certificate, sun with a PSK: sun's IKE_SA_INIT response
+/// then has no SIGNATURE_HASH_ALGORITHMS (sun does not sign), so an ECDSA key signs with
+/// method 9 or 10 (RFC 7296 §3.8) and an RSA key is refused before IKE_AUTH is sent
+/// (method 1 would be SHA-1), saying why.
+#[test]
+fn without_the_peers_hash_algorithms_ecdsa_uses_its_own_method_and_rsa_is_refused() {
+    use ike_core::config::{Psk, Secrets, SharedSecret};
+    let ca = ca("Test CA");
+    let secrets = Secrets {
+        shared: vec![SharedSecret {
+            name: "psk".into(),
+            ids: vec![],
+            secret: Psk::parse("a pre-shared key of some length").unwrap(),
+        }],
+        private_keys: vec![],
+    };
+    let sun = end_entity(&ca, SUN.1, KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap());
+    let pair = |moon_key: KeyPair| {
+        let moon = end_entity(&ca, MOON.1, moon_key);
+        let mut i = config(MOON.0, SUN.0, MOON.1, SUN.1, &moon, &[&ca]);
+        i.connections[0].remote.method = AuthMethod::Psk;
+        i.secrets = secrets.clone();
+        let mut r = config(SUN.0, MOON.0, SUN.1, MOON.1, &sun, &[&ca]);
+        r.connections[0].local.method = AuthMethod::Psk;
+        r.secrets = secrets.clone();
+        run(i, r)
+    };
+    // The IKE_AUTH request is encrypted; that sun verified it with moon's key, which without
+    // the peer's hashes can make only method 9 (P-256) or 10 (P-384), is the check.
+    for alg in [&rcgen::PKCS_ECDSA_P256_SHA256, &rcgen::PKCS_ECDSA_P384_SHA384] {
+        let (_i, _r, i_out, r_out) = pair(KeyPair::generate_for(alg).unwrap());
+        assert_eq!(installs(&i_out), 1, "initiator: {:?}", auth_failed_reason(&i_out));
+        assert_eq!(installs(&r_out), 1, "responder: {:?}", auth_failed_reason(&r_out));
+    }
+    let (i, _r, i_out, r_out) = pair(rsa_key());
+    assert_eq!(installs(&i_out) + installs(&r_out), 0);
+    assert_eq!(sends(&i_out).len(), 1, "only the IKE_SA_INIT request went out");
+    assert_eq!(i.stats().auth_failures, 1);
+    let why = auth_failed_reason(&i_out).unwrap();
+    assert!(why.contains("SIGNATURE_HASH_ALGORITHMS"), "{why}");
+}

@@ -423,13 +423,15 @@ impl IkeEngine {
         let _ = writeln!(
             s,
             "half-open {}, cookies sent {}, accepted {}, retransmissions {}, responses resent {}, \
-             authentication failures {}, IKE SAs up {}, down {}, CHILD_SAs installed {}",
+             authentication failures {}, untrusted certificates {}, IKE SAs up {}, down {}, \
+             CHILD_SAs installed {}",
             st.half_open,
             st.cookies_sent,
             st.cookies_accepted,
             st.retransmissions,
             st.responses_resent,
             st.auth_failures,
+            st.untrusted_certs,
             st.ike_sas_up,
             st.ike_sas_down,
             st.child_sas_installed
