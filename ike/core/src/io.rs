@@ -147,6 +147,8 @@ pub enum Event {
     AuthFailed {
         ike_sa: u64,
         remote: SocketAddr,
+        /// Why, for the log: the certificate refusal, the identity, the AUTH check.
+        reason: String,
     },
     ChildSaUp {
         ike_sa: u64,

@@ -14,6 +14,9 @@
 //! - [`crypto`]: every cryptographic operation of IKE, each an ocf request.
 //! - [`cert`]: X.509 certificates — loading, chain validation to a configured CA (each
 //!   signature through [`crypto`]), the identities a certificate binds, CERTREQ hashes.
+//! - [`credentials`]: the parsed certificates, private keys and trusted CAs of the `pubkey`
+//!   connections, handed in by iked (which reads the files); the wall-clock time their
+//!   validity is checked against comes from the caller too ([`Ike::set_unix_time`]).
 //! - The engine, [`Ike`], and the modules drawn below.
 //!
 //! # The flow
@@ -64,12 +67,13 @@
 //! ```text
 //!   lib: Ike — the SA table, the dispatch above, tick, initiate
 //!    └─ exchange: sa_init ─▶ auth, informational   (one file per exchange)
+//!                 sa_init, auth ─▶ proof (our AUTH and CERTs, the peer's checked)
 //!                 create_child ─▶ auth (its helpers), ike_rekey
 //!         │
 //!         ├─▶ ike_sa ─▶ child_sa ─▶ io      (the SAs; the boundary's types)
 //!         │     └─▶ window, retransmit, stats
 //!         └─▶ proposals, narrow, half_open, cookie
-//!   all of them ─▶ config, crypto, cert, ike-wire
+//!   all of them ─▶ config, credentials, crypto, cert, ike-wire
 //! ```
 //!
 //! # Not yet
@@ -79,7 +83,8 @@
 //! IKE SA rekey after INVALID_KE_PAYLOAD (a failed IKE SA rekey is tried again at the next
 //! rekey time, a failed CHILD_SA rekey at the next soft expiry or command); a peer
 //! behind a NAT whose address (not only its port) changes, MOBIKE; fragmentation (not
-//! announced: nothing reassembles SKF yet), certificate authentication, SET_WINDOW_SIZE.
+//! announced: nothing reassembles SKF yet), SET_WINDOW_SIZE; with certificates: sending
+//! only the certificates a CERTREQ asks for, revocation (CRLs, OCSP).
 
 #![forbid(unsafe_code)]
 
@@ -87,6 +92,7 @@ pub mod cert;
 pub mod child_sa;
 pub mod config;
 pub mod cookie;
+pub mod credentials;
 pub mod crypto;
 mod exchange;
 pub mod half_open;
@@ -120,6 +126,8 @@ use crate::window::Incoming;
 pub struct Config {
     pub connections: Vec<Connection>,
     pub secrets: Secrets,
+    /// Parsed certificates and keys of the `pubkey` connections (iked loads the files).
+    pub credentials: credentials::Credentials,
 }
 
 /// The engine's own settings (strongSwan's `charon.*` equivalents).
@@ -172,6 +180,9 @@ pub struct Ike {
     cookies: CookieJar,
     cookies_on: bool,
     stats: Stats,
+    /// Wall-clock time, Unix seconds, as the caller last gave it: certificates' validity
+    /// is checked against it.
+    unix_now: u64,
 }
 
 impl Ike {
@@ -189,7 +200,14 @@ impl Ike {
             cookies,
             cookies_on: false,
             stats: Stats::default(),
+            unix_now: 0,
         })
+    }
+
+    /// Tells the engine the wall-clock time (Unix seconds) for certificate validity; the
+    /// caller sets it before handing over datagrams (the engine reads no clock).
+    pub fn set_unix_time(&mut self, secs: u64) {
+        self.unix_now = secs;
     }
 
     pub fn stats(&self) -> &Stats {

@@ -128,6 +128,9 @@ pub struct Stats {
     pub peer_moves: u64,
     /// AUTH payloads that did not verify (ours refused by the peer counted too).
     pub auth_failures: u64,
+    /// Peer certificates refused: no chain to a configured CA, expired, not binding the
+    /// peer's ID (each also an auth failure).
+    pub untrusted_certs: u64,
     pub ike_sas_up: u64,
     pub ike_sas_down: u64,
     pub child_sas_installed: u64,

@@ -12,7 +12,8 @@
 //! one of ours (§2.8.1, §2.8.2): both ends must settle on the same single IKE SA and
 //! CHILD_SA. A sixth has our engine check charon's liveness (our dpd_delay = 1 s, charon's
 //! off): charon answers each empty INFORMATIONAL; then our engine stops listening and
-//! declares charon dead when the retransmission schedule runs out.
+//! declares charon dead when the retransmission schedule runs out. A seventh authenticates
+//! with certificates (openssl CLI; ours RSA, charon's ECDSA) instead of the PSK.
 //!
 //! ```text
 //!  this test (outer) ─ unshare -n: netns T ─┬─ veth ikeT 192.0.2.1 ◀──────┐
@@ -36,10 +37,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use ike_core::cert::{load_certificates, load_private_key, TrustStore};
 use ike_core::config::{
     parse_proposals, AuthMethod, AuthRound, Child, ChildLifetimes, Connection, DpdAction, Fragmentation,
     Identity, IkeLifetimes, Mode, Protocol, Psk, Secrets, SharedSecret, StartAction, TrafficSelector,
 };
+use ike_core::credentials::ConnCredentials;
 use ike_core::io::{ChildSaInstall, Datagram, DownReason, Event, Output};
 use ike_core::{Config, Ike, Settings};
 
@@ -151,6 +154,8 @@ i=0; while ! swanctl --stats --uri "unix://$d/vici" >/dev/null 2>&1; do i=$((i+1
 swanctl --load-all --noprompt --file "$d/swanctl.conf" --uri "unix://$d/vici"
 if [ "$3" = initiator ]; then
   IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner --ignored --nocapture --test-threads=1
+elif [ "$3" = certificates ]; then
+  IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner_certificates --ignored --nocapture --test-threads=1
 elif [ "$3" = rekey ]; then
   IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner_rekey --ignored --nocapture --test-threads=1
 elif [ "$3" = collisions ]; then
@@ -221,8 +226,18 @@ fn strongswan_answers_our_liveness_checks() {
 /// The ESP proposal of the cases where we rekey: with PFS.
 const ESP_PFS: &str = "aes128gcm16-x25519";
 
+/// Certificates instead of a PSK: a CA, charon's ECDSA P-256 certificate and our RSA-2048
+/// one (openssl CLI); we initiate, both sides send CERTREQ and CERT, charon signs and checks
+/// with RFC 7427's method 14, and we validate charon's chain to the CA.
+#[test]
+fn strongswan_accepts_our_certificate_and_we_accept_its() {
+    with_charon(Role::Certificates);
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Role {
+    /// We initiate with certificates.
+    Certificates,
     /// We initiate; the IKE SA is deleted by us.
     Initiator,
     /// charon initiates and deletes.
@@ -252,9 +267,11 @@ fn with_charon(role: Role) {
         Role::OurRekeys => "our-rekeys",
         Role::Collisions => "collisions",
         Role::Liveness => "liveness",
+        Role::Certificates => "certificates",
     };
     // The KEYMAT's initiator is who requested the exchange that made the CHILD_SA.
-    let we_initiate = role == "initiator" || role == "our-rekeys" || role == "liveness";
+    let we_initiate =
+        role == "initiator" || role == "our-rekeys" || role == "liveness" || role == "certificates";
     let esp = if role == "our-rekeys" { ESP_PFS } else { "aes128gcm16" };
     let (ike_rekey, child_rekey) = if role == "rekey" || role == "collisions" {
         (
@@ -269,7 +286,27 @@ fn with_charon(role: Role) {
     std::fs::create_dir_all(&dir).unwrap();
     let d = dir.to_str().unwrap();
     std::fs::write(dir.join("strongswan.conf"), STRONGSWAN_CONF.replace("DIR", d)).unwrap();
-    let conf = SWANCTL_CONF
+    let mut conf = SWANCTL_CONF.to_string();
+    if role == "certificates" {
+        make_pki(&dir);
+        conf = conf
+            .replace(
+                "auth = psk\n      id = sun.example",
+                "auth = pubkey\n      id = sun.example\n      certs = sun.pem",
+            )
+            .replace(
+                "auth = psk\n      id = moon.example",
+                "auth = pubkey\n      id = moon.example\n      cacerts = ca.pem",
+            );
+        // charon's own key and certificates where swanctl looks, beside its swanctl.conf.
+        for (sub, file) in [("private", "sun.key"), ("x509", "sun.pem"), ("x509ca", "ca.pem")] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+            std::fs::copy(dir.join(file), dir.join(sub).join(file)).unwrap();
+        }
+        let start = conf.find("secrets {").unwrap();
+        conf.truncate(start);
+    }
+    let conf = conf
         .replace("PSK", PSK)
         .replace("IKE_REKEY", ike_rekey)
         .replace("CHILD_REKEY", child_rekey)
@@ -303,6 +340,14 @@ fn with_charon(role: Role) {
     // charon's keys (chd 4): "encryption initiator key => 20 bytes @ …" then a hex dump.
     if role == "our-rekeys" {
         assert!(log.contains("selected proposal: ESP:AES_GCM_16_128/CURVE_25519"), "PFS: {log}");
+    }
+    if role == "certificates" {
+        // charon's own words: our chain and signature (RFC 7427, RSA with SHA-256) checked.
+        assert!(
+            log.contains("authentication of 'moon.example' with RSA_EMSA_PKCS1_SHA2_256 successful"),
+            "{log}"
+        );
+        assert!(log.contains("received cert request for \"O=ike-core, CN=Test CA\""), "our CERTREQ: {log}");
     }
     if role == "collisions" {
         assert_eq!(sas.matches("state=ESTABLISHED").count(), 1, "one IKE SA left in charon: {sas}");
@@ -394,7 +439,72 @@ fn config_with(esp: &str) -> Config {
         }],
         private_keys: vec![],
     };
-    Config { connections: vec![conn], secrets }
+    Config { connections: vec![conn], secrets, ..Default::default() }
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl").current_dir(dir).args(args).output().expect("openssl CLI");
+    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// In `dir`: ca.pem (P-256), sun.pem/sun.key (charon's, P-256), moon.pem/moon.key (ours,
+/// RSA-2048), each end entity with its FQDN as a dNSName.
+fn make_pki(dir: &Path) {
+    let ec = ["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"];
+    openssl(dir, &[&["genpkey"][..], &ec, &["-out", "ca.key"]].concat());
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-new",
+            "-key",
+            "ca.key",
+            "-subj",
+            "/O=ike-core/CN=Test CA",
+            "-days",
+            "2",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=keyCertSign",
+            "-out",
+            "ca.pem",
+        ],
+    );
+    openssl(dir, &[&["genpkey"][..], &ec, &["-out", "sun.key"]].concat());
+    openssl(dir, &["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "moon.key"]);
+    for name in ["sun", "moon"] {
+        let ext = format!("subjectAltName=DNS:{name}.example\nkeyUsage=digitalSignature\n");
+        std::fs::write(dir.join(format!("{name}.ext")), ext).unwrap();
+        let (key, csr, ext, pem) =
+            (format!("{name}.key"), format!("{name}.csr"), format!("{name}.ext"), format!("{name}.pem"));
+        let subj = format!("/O=ike-core/CN={name}.example");
+        openssl(dir, &["req", "-new", "-key", &key, "-subj", &subj, "-out", &csr]);
+        openssl(
+            dir,
+            &[
+                "x509", "-req", "-in", &csr, "-CA", "ca.pem", "-CAkey", "ca.key", "-days", "2", "-extfile",
+                &ext, "-out", &pem,
+            ],
+        );
+    }
+}
+
+/// `config()` with certificates: ours from `dir` (make_pki), charon's CA trusted.
+fn cert_config(dir: &Path) -> Config {
+    let mut c = config();
+    let read = |f: &str| std::fs::read(dir.join(f)).unwrap();
+    c.connections[0].local.method = AuthMethod::Pubkey;
+    c.connections[0].remote.method = AuthMethod::Pubkey;
+    c.secrets = Secrets::default();
+    let creds = ConnCredentials {
+        certs: load_certificates(&read("moon.pem")).unwrap(),
+        key: Some(load_private_key(&read("moon.key")).unwrap()),
+        trust: TrustStore::new(load_certificates(&read("ca.pem")).unwrap()),
+    };
+    c.credentials.connections.insert("gw".into(), creds);
+    c
 }
 
 /// The engine as initiator, run inside the test namespace by the test above.
@@ -402,6 +512,14 @@ fn config_with(esp: &str) -> Config {
 #[ignore = "run by strongswan_accepts_our_ike_sa_and_child_sa inside its namespaces"]
 fn charon_inner() {
     run_engine(true);
+}
+
+/// The engine as initiator with certificates.
+#[test]
+#[ignore = "run by strongswan_accepts_our_certificate_and_we_accept_its inside its namespaces"]
+fn charon_inner_certificates() {
+    let dir = PathBuf::from(std::env::var(ENV).expect("run by the outer test"));
+    run_engine_with(true, cert_config(&dir));
 }
 
 /// The engine as responder, charon initiating.
@@ -536,9 +654,15 @@ fn swanctl(dir: &Path, args: &[&str]) -> String {
 /// charon's SAs, then deletes the IKE SA (we do, or charon does) and checks both ends
 /// saw it go.
 fn run_engine(initiate: bool) {
+    run_engine_with(initiate, config());
+}
+
+/// As `run_engine`, with `config`.
+fn run_engine_with(initiate: bool, config: Config) {
     let dir = PathBuf::from(std::env::var(ENV).expect("run by the outer test"));
     let start = Instant::now();
-    let mut ike = Ike::new(fw(), config(), Settings::default(), start).unwrap();
+    let mut ike = Ike::new(fw(), config, Settings::default(), start).unwrap();
+    ike.set_unix_time(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs());
     let net = Net {
         s500: UdpSocket::bind("192.0.2.1:500").unwrap(),
         s4500: UdpSocket::bind("192.0.2.1:4500").unwrap(),

@@ -67,7 +67,7 @@ fn config(s: &Side) -> Config {
         }],
         private_keys: vec![],
     };
-    Config { connections: vec![conn], secrets }
+    Config { connections: vec![conn], secrets, ..Default::default() }
 }
 
 const I: Side = Side {

@@ -81,7 +81,7 @@ fn config(s: &Side, dpd_delay: Duration, dpd_action: DpdAction) -> Config {
         }],
         private_keys: vec![],
     };
-    Config { connections: vec![conn], secrets }
+    Config { connections: vec![conn], secrets, ..Default::default() }
 }
 
 const I: Side = Side {

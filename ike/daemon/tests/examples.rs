@@ -133,7 +133,7 @@ fn doc_examples_parse_to_what_the_doc_says() {
     assert!(c.encap);
     assert_eq!(c.fragmentation, Fragmentation::Force);
     assert_eq!(c.local.method, AuthMethod::Pubkey);
-    assert_eq!(c.local.id, Identity::Dn("C=CH, O=Example, CN=gw.example.org".into()));
+    assert_eq!(c.local.id, Identity::parse("C=CH, O=Example, CN=gw.example.org").unwrap());
     assert_eq!(c.local.certs, vec![PathBuf::from("/etc/iked/x509/gw.pem")]);
     assert_eq!((c.remote.method, &c.remote.id), (AuthMethod::Pubkey, &Identity::Any));
     assert_eq!(c.remote.cacerts, vec![PathBuf::from("/etc/iked/x509ca/ca.pem")]);

@@ -266,7 +266,10 @@ fn a_wrong_psk_is_an_authentication_failure() {
         .map(|(_, l)| l)
         .collect();
     assert!(!fails.is_empty(), "{:?} {:?}", s1.events, s2.events);
-    assert!(fails.iter().any(|l| l.contains("its AUTH did not verify")), "{fails:?}");
+    assert!(
+        fails.iter().any(|l| l.contains("AUTH of gw-a.example.org: PSK AUTH value does not match")),
+        "{fails:?}"
+    );
 }
 
 /// A reload that changes the running connection closes its IKE SA (its CHILD_SA removed

@@ -9,11 +9,11 @@
 //!  configuration:  cas   = load_certificates(ca file bytes)      → TrustStore::new(cas)
 //!                  ours  = load_certificates(our cert [+ intermediates])
 //!                  key   = load_private_key(key file bytes)      → crypto::SigningKey
-//!                  peer  = Identity::Dn(parse_dn("C=CH, O=strongSwan, CN=moon")?) (or Fqdn, …)
+//!                  peer  = config::Identity::parse("C=CH, O=strongSwan, CN=moon")? (DN as DER)
 //!  IKE_SA_INIT:    CERTREQ data = certreq_data(fw, &store)
 //!  IKE_AUTH in:    ee = Certificate::from_der(first CERT), ints = the other CERTs
 //!                  chain = store.validate(fw, &ee, &ints, now)?          (CertError)
-//!                  ee.binds(&Identity::from_payload(IDx))  and matches the configured peer
+//!                  Identity::from_payload(IDx).bound_by(&ee), and it matches the configured peer
 //!                  crypto::verify_signature(fw, chain.public_key(), method, AUTH data, octets)
 //!  IKE_AUTH out:   which = certreq_match(fw, peer's CERTREQ data, &ours)  → CERTs to send
 //! ```
@@ -44,7 +44,7 @@
 //! Each module uses only those on lower layers (named in brackets):
 //!
 //! ```text
-//!   layer 3   certreq (chain, parsed)    identity (parsed, dn)    load (parsed, encode)
+//!   layer 3   certreq (chain, parsed)    load (parsed, encode)
 //!   layer 2   chain (parsed, dn)
 //!   layer 1   parsed (dn)
 //!   layer 0   dn (encode)    encode    error (used by every module that can fail)
@@ -58,7 +58,6 @@ mod chain;
 mod dn;
 mod encode;
 mod error;
-mod identity;
 mod load;
 mod parsed;
 
@@ -66,6 +65,5 @@ pub use certreq::{certreq_data, certreq_match, CA_HASH_LEN};
 pub use chain::{TrustStore, ValidatedChain, DEFAULT_MAX_INTERMEDIATES};
 pub use dn::{dn_matches, dn_text, parse_dn, DnError};
 pub use error::CertError;
-pub use identity::Identity;
 pub use load::{load_certificates, load_private_key};
 pub use parsed::{AltName, Certificate};

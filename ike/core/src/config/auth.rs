@@ -4,7 +4,8 @@
 //! A round says how a side proves its identity: `psk` (RFC 7296 §2.15's shared key MIC) or
 //! `pubkey` (a signature with a certificate's key, RFC 7427). For `pubkey` the round names the
 //! certificate files (`certs`, the local side's own) and the CA certificates a peer's chain
-//! must end in (`cacerts`); loading them and checking chains comes with the certificate work.
+//! must end in (`cacerts`); iked reads them into [`crate::credentials`], and IKE_AUTH checks
+//! chains with them (`exchange::proof`).
 //!
 //! A pre-shared key is written as swanctl.conf writes secrets: `0x` and hex, `0s` and base64,
 //! or text (its UTF-8 bytes). It is kept in a [`Zeroizing`] buffer, compared in constant time,

@@ -10,10 +10,25 @@
 //! gw.example.org, @gw        ID_FQDN: anything else; a leading '@' forces FQDN
 //! ```
 //!
-//! A distinguished name is kept as text, normalized to strongSwan's printing (`C=CH, O=x,
-//! CN=y`: RDNs separated by ", "); its DER encoding, which the ID payload carries and
-//! certificates are compared by, comes with the certificate work. Each RDN must be
-//! `ATTRIBUTE=value` with an attribute strongSwan names. strongSwan's typed prefixes
+//! This is the one identity type of ike-core: configured, carried in ID payloads
+//! ([`Identity::from_payload`], [`Identity::to_payload`]) and bound by certificates
+//! ([`Identity::bound_by`], RFC 4945 §3.1). A distinguished name is kept as its DER
+//! encoding ([`crate::cert::parse_dn`]; OpenSSL's `/C=CH/O=x` form is read too), printed
+//! as strongSwan prints it (`C=CH, O=x, CN=y`) and compared as strongSwan compares DNs
+//! ([`crate::cert::dn_matches`]). Each RDN must be `ATTRIBUTE=value` with an attribute
+//! strongSwan names, or a dotted OID.
+//!
+//! What a certificate binds (strongSwan's `x509_cert.c` `has_subject`: a name of one type
+//! never matches an ID of another, no fall-back to the subject's CN):
+//!
+//! ```text
+//!  Fqdn   ↔ subjectAltName dNSName, ignoring ASCII case
+//!  Ipv4   ↔ subjectAltName iPAddress of 4 octets      Ipv6 ↔ of 16 octets
+//!  Email  ↔ subjectAltName rfc822Name, ignoring ASCII case
+//!  Dn     ↔ the subject, or a subjectAltName directoryName
+//! ```
+//!
+//! strongSwan's typed prefixes
 //! (`fqdn:`, `email:`, `asn1dn:`, `keyid:`…) and `@#` key ids are not supported: such a value
 //! is refused rather than read as a host name.
 
@@ -21,6 +36,8 @@ use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ike_wire::ids::IdType;
+
+use crate::cert::{dn_matches, dn_text, parse_dn, AltName, Certificate, DnError};
 
 /// An identity.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -31,8 +48,8 @@ pub enum Identity {
     Ipv6(Ipv6Addr),
     Fqdn(String),
     Email(String),
-    /// A distinguished name as normalized text (see the module doc).
-    Dn(String),
+    /// A distinguished name, DER (see the module doc).
+    Dn(Vec<u8>),
 }
 
 /// What is wrong with an identity.
@@ -75,39 +92,6 @@ impl fmt::Display for IdentityError {
 
 impl std::error::Error for IdentityError {}
 
-/// The attributes strongSwan's DN parser names (`x501rdns` in identification.c), the ones a
-/// gateway's certificate uses.
-const DN_ATTRIBUTES: &[&str] = &[
-    "C",
-    "ST",
-    "L",
-    "O",
-    "OU",
-    "CN",
-    "E",
-    "emailAddress",
-    "DC",
-    "SN",
-    "serialNumber",
-    "G",
-    "GN",
-    "I",
-    "initials",
-    "T",
-    "title",
-    "UID",
-    "N",
-    "dnQualifier",
-    "D",
-    "pseudonym",
-    "ID",
-    "TCGID",
-    "postalCode",
-    "street",
-    "unstructuredName",
-    "UN",
-];
-
 fn plain(s: &str) -> Result<(), IdentityError> {
     if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(IdentityError::BadCharacter(s.to_string()));
@@ -115,27 +99,17 @@ fn plain(s: &str) -> Result<(), IdentityError> {
     Ok(())
 }
 
-fn parse_dn(s: &str) -> Result<String, IdentityError> {
-    let mut rdns = Vec::new();
-    for rdn in s.split([',', '/']) {
-        let rdn = rdn.trim();
-        if rdn.is_empty() && rdns.is_empty() {
-            // "/C=CH/O=x" (OpenSSL's form) starts with a separator.
-            continue;
-        }
-        let Some((attr, value)) = rdn.split_once('=') else {
-            return Err(IdentityError::BadRdn(rdn.to_string()));
-        };
-        let (attr, value) = (attr.trim(), value.trim());
-        if attr.is_empty() || value.is_empty() {
-            return Err(IdentityError::BadRdn(rdn.to_string()));
-        }
-        if !DN_ATTRIBUTES.contains(&attr) {
-            return Err(IdentityError::UnknownAttribute(attr.to_string()));
-        }
-        rdns.push(format!("{attr}={value}"));
-    }
-    Ok(rdns.join(", "))
+/// A DN's DER from its text: strongSwan's `C=CH, O=x` or OpenSSL's `/C=CH/O=x`.
+fn dn(s: &str) -> Result<Vec<u8>, IdentityError> {
+    let text = match s.strip_prefix('/') {
+        Some(rest) => rest.split('/').collect::<Vec<_>>().join(", "),
+        None => s.to_string(),
+    };
+    parse_dn(&text).map_err(|e| match e {
+        DnError::Empty => IdentityError::Empty,
+        DnError::UnknownAttribute(a) => IdentityError::UnknownAttribute(a),
+        DnError::NoEquals(p) | DnError::EmptyValue(p) | DnError::BadValue(p) => IdentityError::BadRdn(p),
+    })
 }
 
 impl Identity {
@@ -152,7 +126,7 @@ impl Identity {
             return Ok(Identity::Any);
         }
         if s.contains('=') {
-            return parse_dn(s).map(Identity::Dn);
+            return dn(s).map(Identity::Dn);
         }
         if let Some(rest) = s.strip_prefix('@') {
             if rest.starts_with('#') || rest.starts_with('@') || rest.is_empty() {
@@ -202,8 +176,52 @@ impl Identity {
                 (Some((ua, da)), Some((ub, db))) => ua == ub && da.eq_ignore_ascii_case(db),
                 _ => false,
             },
+            (Identity::Dn(a), Identity::Dn(b)) => dn_matches(a, b),
             (a, b) => a == b,
         }
+    }
+
+    /// The identity an ID payload carries (its type and data); `None` for a type not
+    /// supported (key IDs) or data of the wrong shape.
+    pub fn from_payload(id_type: IdType, data: &[u8]) -> Option<Identity> {
+        let text = || std::str::from_utf8(data).ok().map(str::to_string);
+        Some(match id_type {
+            IdType::IPV4_ADDR => Identity::Ipv4(<[u8; 4]>::try_from(data).ok()?.into()),
+            IdType::IPV6_ADDR => Identity::Ipv6(<[u8; 16]>::try_from(data).ok()?.into()),
+            IdType::FQDN => Identity::Fqdn(text()?),
+            IdType::RFC822_ADDR => Identity::Email(text()?),
+            IdType::DER_ASN1_DN => Identity::Dn(data.to_vec()),
+            _ => return None,
+        })
+    }
+
+    /// The ID payload's type and data; `None` for [`Identity::Any`].
+    pub fn to_payload(&self) -> Option<(IdType, Vec<u8>)> {
+        let data = match self {
+            Identity::Any => return None,
+            Identity::Ipv4(a) => a.octets().to_vec(),
+            Identity::Ipv6(a) => a.octets().to_vec(),
+            Identity::Fqdn(s) | Identity::Email(s) => s.as_bytes().to_vec(),
+            Identity::Dn(d) => d.clone(),
+        };
+        Some((self.id_type()?, data))
+    }
+
+    /// Whether `cert` binds this identity (the module doc's table); never for `%any`.
+    pub fn bound_by(&self, cert: &Certificate) -> bool {
+        if let Identity::Dn(dn) = self {
+            if dn_matches(cert.subject(), dn) {
+                return true;
+            }
+        }
+        cert.alt_names().iter().any(|name| match (name, self) {
+            (AltName::Dns(n), Identity::Fqdn(f)) => n.eq_ignore_ascii_case(f),
+            (AltName::Email(n), Identity::Email(e)) => n.eq_ignore_ascii_case(e),
+            (AltName::Ip(a), Identity::Ipv4(b)) => a[..] == b.octets()[..],
+            (AltName::Ip(a), Identity::Ipv6(b)) => a[..] == b.octets()[..],
+            (AltName::Dn(n), Identity::Dn(d)) => dn_matches(n, d),
+            _ => false,
+        })
     }
 }
 
@@ -214,7 +232,8 @@ impl fmt::Display for Identity {
             Identity::Any => f.write_str("%any"),
             Identity::Ipv4(a) => write!(f, "{a}"),
             Identity::Ipv6(a) => write!(f, "{a}"),
-            Identity::Fqdn(s) | Identity::Email(s) | Identity::Dn(s) => f.write_str(s),
+            Identity::Fqdn(s) | Identity::Email(s) => f.write_str(s),
+            Identity::Dn(d) => f.write_str(&dn_text(d)),
         }
     }
 }
@@ -230,9 +249,11 @@ mod tests {
         assert_eq!(p("@gw"), Identity::Fqdn("gw".into()));
         assert_eq!(p("10.0.0.1"), Identity::Ipv4(Ipv4Addr::new(10, 0, 0, 1)));
         assert_eq!(p("2001:db8::1"), Identity::Ipv6("2001:db8::1".parse().unwrap()));
-        assert_eq!(p("C=CH, O=x, CN=y"), Identity::Dn("C=CH, O=x, CN=y".into()));
-        assert_eq!(p("C=CH,O=x,  CN=y"), Identity::Dn("C=CH, O=x, CN=y".into()));
-        assert_eq!(p("/C=CH/O=x/CN=y"), Identity::Dn("C=CH, O=x, CN=y".into()));
+        let der = parse_dn("C=CH, O=x, CN=y").unwrap();
+        assert_eq!(p("C=CH, O=x, CN=y"), Identity::Dn(der.clone()));
+        assert_eq!(p("C=CH,O=x,  CN=y"), Identity::Dn(der.clone()));
+        assert_eq!(p("/C=CH/O=x/CN=y"), Identity::Dn(der));
+        assert_eq!(p("/C=CH/O=x/CN=y").to_string(), "C=CH, O=x, CN=y");
         assert_eq!(p("user@x"), Identity::Email("user@x".into()));
         assert_eq!(p("%any"), Identity::Any);
         assert_eq!(p("gw.example.org").id_type(), Some(IdType::FQDN));
@@ -264,5 +285,20 @@ mod tests {
         assert!(!p("U@x.org").matches(&p("u@x.org")));
         assert!(!p("gw.example.org").matches(&Identity::Any));
         assert!(!p("10.0.0.1").matches(&p("10.0.0.2")));
+        assert!(p("C=CH, O=x, CN=y").matches(&p("c=CH, o=x, cn=y")));
+        assert!(!p("C=CH, O=x, CN=y").matches(&p("C=CH, O=x, CN=z")));
+    }
+
+    #[test]
+    fn payloads_round_trip_and_bad_shapes_are_none() {
+        for text in ["moon.strongswan.org", "a@b.c", "192.0.2.1", "2001:db8::1", "C=CH, CN=moon"] {
+            let id = Identity::parse(text).unwrap();
+            let (t, d) = id.to_payload().unwrap();
+            assert_eq!(Identity::from_payload(t, &d), Some(id));
+        }
+        assert_eq!(Identity::Any.to_payload(), None);
+        assert_eq!(Identity::from_payload(IdType::IPV4_ADDR, &[1, 2, 3]), None);
+        assert_eq!(Identity::from_payload(IdType::FQDN, &[0xff]), None);
+        assert_eq!(Identity::from_payload(IdType::KEY_ID, b"x"), None);
     }
 }

@@ -1,44 +1,44 @@
-//! IKE_AUTH with pre-shared keys (RFC 7296 §1.2, §2.15), both roles, and the first
-//! CHILD_SA.
+//! IKE_AUTH (RFC 7296 §1.2, §2.15), both roles, with a pre-shared key or a certificate
+//! ([`super::proof`] makes our AUTH and checks the peer's), and the first CHILD_SA.
 //!
 //! ```text
 //!  initiator                                         responder
-//!  SK{ IDi, [IDr], AUTH, N(INITIAL_CONTACT),
+//!  SK{ IDi, [CERT…], [CERTREQ], [IDr], AUTH, N(INITIAL_CONTACT),
 //!      SA(ESP, SPIi), TSi, TSr, [N(USE_TRANSPORT_MODE)] } ─▶ ICV ─ bad ─▶ dropped, nothing changes
 //!                                                     IDi matches the connection's remote id,
-//!                                                     a PSK for the pair, AUTH verifies
+//!                                                     psk: a PSK for the pair, AUTH verifies;
+//!                                                     pubkey: chain to our CA, binds IDi, AUTH verifies
 //!                                                       ─ no ─▶ SK{ N(AUTHENTICATION_FAILED) }, SA deleted
 //!                                                     child: TS narrowed to a child's selectors
 //!                                                       (TS_UNACCEPTABLE), ESP proposal (NO_PROPOSAL_CHOSEN):
 //!                                                       on failure the IKE SA is up without a CHILD_SA
-//!  ◀──────────────── SK{ IDr, AUTH, [N(USE_TRANSPORT_MODE)], SA(ESP, SPIr), TSi, TSr }
+//!  ◀──────── SK{ IDr, [CERT…], AUTH, [N(USE_TRANSPORT_MODE)], SA(ESP, SPIr), TSi, TSr }
 //!  IDr, AUTH checked; SA inside ours; TS inside ours       Install (both directions)
 //!  Install
 //! ```
 //!
-//! AUTH = `prf(prf(PSK, "Key Pad for IKEv2"), octets)` where the initiator's octets
+//! A PSK's AUTH = `prf(prf(PSK, "Key Pad for IKEv2"), octets)`, a certificate's the
+//! octets signed (RFC 7427), where the initiator's octets
 //! are its IKE_SA_INIT request ‖ Nr ‖ prf(SK_pi, IDi body) and the responder's its
 //! IKE_SA_INIT response ‖ Ni ‖ prf(SK_pr, IDr body) — `crypto::signed_octets`. The
 //! CHILD_SA's keys: KEYMAT = prf+(SK_d, Ni ‖ Nr), no PFS in IKE_AUTH.
 //!
-//! Not yet: certificates (AUTH by signature), EAP, INITIAL_CONTACT's effect on the
+//! Not yet: EAP, INITIAL_CONTACT's effect on the
 //! responder (deleting older SAs with the same peer), the Delete an initiator owes a
 //! responder whose AUTH failed (RFC 7296 §2.21.2).
 
 use std::time::{Duration, Instant};
 
-use ike_wire::auth::Auth;
-use ike_wire::id::Id;
-use ike_wire::ids::{AuthMethod as WireAuthMethod, ExchangeType, NotifyType};
+use ike_wire::ids::{ExchangeType, NotifyType};
 use ike_wire::notify::Notify;
 use ike_wire::sa::Sa;
 use ike_wire::ts::{TrafficSelector, Ts};
-use ike_wire::{notifies, Body, Message, Payload};
+use ike_wire::{notifies, Message, Payload};
 
-use super::{id_payload, identity_of};
+use super::{id_payload, proof};
 use crate::child_sa::{alloc_spi, random_u32, ChildSa, InstallContext};
-use crate::config::{AuthMethod, Child, Identity, Mode, Protocol};
-use crate::crypto::{self, ChildKeys, ChildSuite};
+use crate::config::{Child, Identity, Mode, Protocol};
+use crate::crypto::{ChildKeys, ChildSuite};
 use crate::ike_sa::{IkeSa, PendingChild, State};
 use crate::io::{Datagram, DownReason, Event, Output};
 use crate::narrow;
@@ -46,53 +46,6 @@ use crate::proposals::{self, Chosen};
 use crate::retransmit::Retransmit;
 use crate::stats::Drop;
 use crate::Ike;
-
-/// The payload's body after its generic header: what prf(SK_p, ·) covers.
-fn id_body(id: &Id) -> Vec<u8> {
-    id.to_vec().unwrap_or_default()
-}
-
-/// Our AUTH value over `msg` (our IKE_SA_INIT message) and the peer's nonce.
-fn our_auth(ike: &Ike, sa: &IkeSa, id: &Id, psk: &[u8]) -> Result<Vec<u8>, crypto::CryptoError> {
-    let (suite, keys) = (sa.suite.as_ref().expect("keys"), sa.keys.as_ref().expect("keys"));
-    let (msg, peer_nonce, sk_p) = if sa.initiator {
-        (&sa.init.msg_i, &sa.init.nr, &keys.sk_pi)
-    } else {
-        (&sa.init.msg_r, &sa.init.ni, &keys.sk_pr)
-    };
-    let octets = crypto::signed_octets(&ike.fw, suite.prf, msg, peer_nonce, sk_p, &id_body(id))?;
-    Ok(crypto::psk_auth(&ike.fw, suite.prf, psk, &octets)?.to_vec())
-}
-
-/// Checks the peer's AUTH.
-fn verify_peer(ike: &Ike, sa: &IkeSa, id: &Id, auth: &Auth, psk: &[u8]) -> bool {
-    let (suite, keys) = (sa.suite.as_ref().expect("keys"), sa.keys.as_ref().expect("keys"));
-    let (msg, our_nonce, sk_p) = if sa.initiator {
-        (&sa.init.msg_r, &sa.init.ni, &keys.sk_pr)
-    } else {
-        (&sa.init.msg_i, &sa.init.nr, &keys.sk_pi)
-    };
-    match crypto::signed_octets(&ike.fw, suite.prf, msg, our_nonce, sk_p, &id_body(id)) {
-        Ok(octets) => {
-            crypto::verify_psk_auth(&ike.fw, suite.prf, psk, auth.method, &auth.data, &octets).is_ok()
-        }
-        Err(_) => false,
-    }
-}
-
-/// The peer's identity, if the connection accepts it.
-fn peer_identity(ike: &Ike, sa: &IkeSa, id: &Id) -> Option<Identity> {
-    let want = &ike.config.connections[sa.conn].remote.id;
-    identity_of(id).filter(|got| want.matches(got))
-}
-
-fn psk_for<'a>(ike: &'a Ike, sa: &IkeSa, peer: &Identity) -> Option<&'a [u8]> {
-    let conn = &ike.config.connections[sa.conn];
-    if conn.local.method != AuthMethod::Psk || conn.remote.method != AuthMethod::Psk {
-        return None;
-    }
-    ike.config.secrets.psk_for(&conn.local.id, peer).map(|p| p.as_bytes())
-}
 
 pub(crate) fn child_suite(c: &Chosen) -> Option<ChildSuite> {
     ChildSuite::from_ids(c.encr.id, c.encr.key_bits, c.integ).ok()
@@ -111,20 +64,23 @@ pub(crate) fn send_request(ike: &mut Ike, now: Instant, spi: u64, out: &mut Vec<
     let conn = &ike.config.connections[sa.conn];
     let pending = sa.pending_child.clone().ok_or(Drop::UnexpectedExchange)?;
     let child = &conn.children[pending.child];
-    let idi = id_payload(&conn.local.id, sa.local).ok_or(Drop::UnexpectedExchange)?;
+    let idi = proof::our_id(ike, sa.conn, sa.local).ok_or(Drop::UnexpectedExchange)?;
     let remote_id = match &conn.remote.id {
         Identity::Any => None,
         other => id_payload(other, sa.remote),
     };
-    let fail = |ike: &mut Ike, out: &mut Vec<Output>| {
-        ike.stats.auth_failures += 1;
-        out.push(Output::Event(Event::AuthFailed { ike_sa: spi, remote: ike.sas[&spi].remote }));
-        ike.remove_sa(spi, out);
-        out.push(Output::Event(Event::IkeSaDown { ike_sa: spi, reason: DownReason::AuthFailed }));
-        Ok(())
+    let (certs, auth) = match proof::ours(ike, sa, &idi, &conn.remote.id) {
+        Ok(x) => x,
+        Err(reason) => {
+            ike.stats.auth_failures += 1;
+            let remote = ike.sas[&spi].remote;
+            out.push(Output::Event(Event::AuthFailed { ike_sa: spi, remote, reason }));
+            ike.remove_sa(spi, out);
+            out.push(Output::Event(Event::IkeSaDown { ike_sa: spi, reason: DownReason::AuthFailed }));
+            return Ok(());
+        }
     };
-    let Some(psk) = psk_for(ike, sa, &conn.remote.id) else { return fail(ike, out) };
-    let Ok(auth) = our_auth(ike, sa, &idi, psk) else { return fail(ike, out) };
+    let certreq = proof::certreq(ike, sa.conn);
     let esp = proposals::usable(&child.esp_proposals);
     let local_ts = narrow::resolve(&child.local_ts, sa.local.ip());
     let remote_ts = narrow::resolve(&child.remote_ts, sa.remote.ip());
@@ -132,10 +88,12 @@ pub(crate) fn send_request(ike: &mut Ike, now: Instant, spi: u64, out: &mut Vec<
 
     let spi_in = alloc_spi(&ike.fw, &mut ike.child_spis).map_err(|_| Drop::BadPeerValue)?;
     let mut payloads = vec![Payload::IdI(idi)];
+    payloads.extend(certs);
+    payloads.extend(certreq);
     if let Some(idr) = remote_id {
         payloads.push(Payload::IdR(idr));
     }
-    payloads.push(Payload::Auth(Auth { method: WireAuthMethod::PSK, data: auth }));
+    payloads.push(Payload::Auth(auth));
     payloads.push(Payload::Notify(Notify::new(NotifyType::INITIAL_CONTACT, vec![])));
     if transport {
         payloads.push(Payload::Notify(Notify::new(NotifyType::USE_TRANSPORT_MODE, vec![])));
@@ -225,34 +183,31 @@ pub(crate) fn request(
     let conn = &ike.config.connections[sa.conn];
 
     // From here the message is authentic (its ICV verified): a failure is answered.
-    let peer = peer_identity(ike, sa, idi);
-    let verified = peer
-        .as_ref()
-        .and_then(|p| psk_for(ike, sa, p))
-        .is_some_and(|psk| verify_peer(ike, sa, idi, auth, psk));
-    if !verified {
+    let checked = proof::check_peer(ike, sa, idi, auth, &inner);
+    if let Err(refusal) = checked {
         let hdr = sa.header(ExchangeType::IKE_AUTH, true, h.message_id);
         let bytes =
             sa.seal(&hdr, &[Payload::Notify(Notify::new(NotifyType::AUTHENTICATION_FAILED, vec![]))]).ok();
         let remote = sa.remote;
         ike.stats.auth_failures += 1;
+        ike.stats.untrusted_certs += u64::from(refusal.untrusted_cert);
         ike.stats.auth.errors += 1;
         if let Some(bytes) = bytes {
             ike.stats.auth.responses_sent += 1;
             out.push(Output::Send(Datagram { local: d.local, remote: d.remote, bytes }));
         }
-        out.push(Output::Event(Event::AuthFailed { ike_sa: spi, remote }));
+        out.push(Output::Event(Event::AuthFailed { ike_sa: spi, remote, reason: refusal.reason }));
         ike.remove_sa(spi, out);
         out.push(Output::Event(Event::IkeSaDown { ike_sa: spi, reason: DownReason::AuthFailed }));
         return Ok(());
     }
-    let peer = peer.expect("verified");
-    let psk = psk_for(ike, sa, &peer).expect("verified");
-    let idr = id_payload(&conn.local.id, d.local).ok_or(Drop::UnexpectedExchange)?;
-    let our = our_auth(ike, sa, &idr, psk).map_err(|_| Drop::BadPeerValue)?;
+    let peer = checked.ok().expect("checked");
+    let idr = proof::our_id(ike, sa.conn, d.local).ok_or(Drop::UnexpectedExchange)?;
+    let (certs, our) = proof::ours(ike, sa, &idr, &peer).map_err(|_| Drop::BadPeerValue)?;
 
-    let mut payloads =
-        vec![Payload::IdR(idr), Payload::Auth(Auth { method: WireAuthMethod::PSK, data: our })];
+    let mut payloads = vec![Payload::IdR(idr)];
+    payloads.extend(certs);
+    payloads.push(Payload::Auth(our));
     let child = match choose_child(ike, sa, &inner) {
         Ok((ci, tsi, tsr, chosen, transport)) => {
             let suite = child_suite(&chosen).expect("checked");
@@ -381,10 +336,16 @@ pub(crate) fn response(
     let inner = sa.open(&d.bytes, msg)?;
     let h = msg.header;
     let conn = &ike.config.connections[sa.conn];
-    let down = |ike: &mut Ike, out: &mut Vec<Output>, reason: DownReason| {
+    let down = |ike: &mut Ike, out: &mut Vec<Output>, reason: DownReason, why: Option<proof::Refusal>| {
         if reason == DownReason::AuthFailed {
             ike.stats.auth_failures += 1;
-            out.push(Output::Event(Event::AuthFailed { ike_sa: spi, remote: ike.sas[&spi].remote }));
+            let why = why.unwrap_or(proof::Refusal {
+                reason: "the peer answered AUTHENTICATION_FAILED".into(),
+                untrusted_cert: false,
+            });
+            ike.stats.untrusted_certs += u64::from(why.untrusted_cert);
+            let remote = ike.sas[&spi].remote;
+            out.push(Output::Event(Event::AuthFailed { ike_sa: spi, remote, reason: why.reason }));
         }
         ike.remove_sa(spi, out);
         out.push(Output::Event(Event::IkeSaDown { ike_sa: spi, reason }));
@@ -396,16 +357,12 @@ pub(crate) fn response(
         // An authentic answer without AUTH: the responder refused us.
         ike.stats.auth.errors += 1;
         let refused_auth = notifies(&inner).any(|n| n.notify_type == NotifyType::AUTHENTICATION_FAILED);
-        return down(ike, out, if refused_auth { DownReason::AuthFailed } else { DownReason::Refused });
+        return down(ike, out, if refused_auth { DownReason::AuthFailed } else { DownReason::Refused }, None);
     };
-    let peer = peer_identity(ike, sa, idr);
-    let ok = peer
-        .as_ref()
-        .and_then(|p| psk_for(ike, sa, p))
-        .is_some_and(|psk| verify_peer(ike, sa, idr, auth, psk));
-    if !ok {
-        return down(ike, out, DownReason::AuthFailed);
-    }
+    let peer = match proof::check_peer(ike, sa, idr, auth, &inner) {
+        Ok(p) => Some(p),
+        Err(refusal) => return down(ike, out, DownReason::AuthFailed, Some(refusal)),
+    };
     let pending = sa.pending_child.clone().expect("sent with a child");
     let child = &conn.children[pending.child];
     let made = accept_child(ike, sa, child, pending.spi_in, &inner);

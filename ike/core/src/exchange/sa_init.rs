@@ -294,6 +294,7 @@ pub(crate) fn respond(
     if conn.local.method == AuthMethod::Pubkey {
         payloads.push(Payload::Notify(Notify::with_signature_hash_algorithms(&OUR_HASHES)));
     }
+    payloads.extend(super::proof::certreq(ike, ci));
     let header = header::Repr { spi_r, initiator: false, response: true, other_flags: 0, ..h };
     let bytes = Message { header, payloads }.to_bytes().map_err(|_| Drop::Malformed)?;
 

@@ -7,7 +7,8 @@ pub use support::{fw, required, TempDir};
 
 use std::process::Command;
 
-use ike_core::cert::{load_certificates, Certificate, Identity, TrustStore};
+use ike_core::cert::{load_certificates, Certificate, TrustStore};
+use ike_core::config::Identity;
 
 /// The time chains are checked at, Unix seconds: five minutes from now, so that a
 /// certificate made a moment ago (notBefore its making, to the second, by the tool's clock)
@@ -62,10 +63,10 @@ pub fn assert_valid(
     assert!(store.cas().contains(chain.anchor()));
     assert_eq!(chain.certificates().len(), ints.len() + 2, "{}", ee.subject_text());
     for id in yes {
-        assert!(ee.binds(id), "{} should bind {id:?}", ee.subject_text());
+        assert!(id.bound_by(ee), "{} should bind {id:?}", ee.subject_text());
     }
     for id in no {
-        assert!(!ee.binds(id), "{} should not bind {id:?}", ee.subject_text());
+        assert!(!id.bound_by(ee), "{} should not bind {id:?}", ee.subject_text());
     }
     chain.public_key().to_vec()
 }

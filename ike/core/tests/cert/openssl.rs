@@ -3,7 +3,8 @@
 //! and subjectAltNames of every kind; then each refusal. `openssl verify` gives the
 //! independent verdict on every chain.
 
-use ike_core::cert::{load_private_key, parse_dn, CertError, Certificate, Identity, TrustStore};
+use ike_core::cert::{load_private_key, parse_dn, CertError, Certificate, TrustStore};
+use ike_core::config::Identity;
 use ike_core::crypto::{verify_signature, AuthScheme, SignatureScheme};
 
 use crate::common::{assert_valid, fw, load, loads, now, openssl_verifies, run, TempDir};
@@ -102,15 +103,15 @@ fn openssl_end_entities_validate_bind_and_sign() {
     let yes_sans = [
         fqdn("moon.example.org"),
         fqdn("MOON.Example.ORG"),
-        Identity::Ipv4([192, 0, 2, 1]),
-        Identity::Ipv6([0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]),
+        Identity::Ipv4([192, 0, 2, 1].into()),
+        Identity::Ipv6([0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1].into()),
         Identity::Email("moon@example.org".into()),
     ];
     let no = [
         fqdn("sun.example.org"),
         fqdn("example.org"),
-        Identity::Ipv4([192, 0, 2, 2]),
-        Identity::Ipv6([0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]),
+        Identity::Ipv4([192, 0, 2, 2].into()),
+        Identity::Ipv6([0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2].into()),
         Identity::Email("sun@example.org".into()),
         // The IPv4 address as an FQDN and the e-mail as an FQDN: types do not cross.
         fqdn("192.0.2.1"),

@@ -5,9 +5,9 @@
 use std::net::IpAddr;
 
 use ike_core::cert::{
-    certreq_data, certreq_match, load_certificates, load_private_key, parse_dn, CertError, Identity,
-    TrustStore,
+    certreq_data, certreq_match, load_certificates, load_private_key, parse_dn, CertError, TrustStore,
 };
+use ike_core::config::Identity;
 use ike_core::crypto::verify_signature;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose,
@@ -70,14 +70,14 @@ fn rcgen_certificates_validate_bind_and_answer_certreq() {
         let ee = load_certificates(ee.pem().as_bytes()).unwrap().remove(0);
         let yes = [
             Identity::Fqdn(cn.to_uppercase()),
-            Identity::Ipv4([198, 51, 100, 9]),
-            Identity::Ipv6([0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9]),
+            Identity::Ipv4([198, 51, 100, 9].into()),
+            Identity::Ipv6([0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9].into()),
             Identity::Email(format!("admin@{cn}")),
             Identity::Dn(parse_dn(&format!("C=CH, O=rcgen, CN={cn}")).unwrap()),
         ];
         let no = [
             Identity::Fqdn(format!("x.{cn}")),
-            Identity::Ipv4([198, 51, 100, 10]),
+            Identity::Ipv4([198, 51, 100, 10].into()),
             Identity::Email(format!("root@{cn}")),
             Identity::Dn(parse_dn(&format!("C=DE, O=rcgen, CN={cn}")).unwrap()),
         ];

@@ -3,7 +3,8 @@
 //! keys as `pki --gen` writes them (PKCS#1 and SEC1 PEM). Skipped when `pki` is missing,
 //! outside CI.
 
-use ike_core::cert::{load_private_key, parse_dn, Identity, TrustStore};
+use ike_core::cert::{load_private_key, parse_dn, TrustStore};
+use ike_core::config::Identity;
 
 use crate::common::{assert_valid, fw, load, openssl_verifies, required, run, TempDir};
 
@@ -74,13 +75,13 @@ fn strongswan_pki_certificates_validate_and_bind() {
         let yes = [
             Identity::Dn(parse_dn(&dn).unwrap()),
             Identity::Fqdn(fqdn.clone()),
-            Identity::Ipv4([192, 0, 2, 7]),
+            Identity::Ipv4([192, 0, 2, 7].into()),
             Identity::Email(email.clone()),
         ];
         let no = [
             Identity::Dn(parse_dn(ca_dn).unwrap()),
             Identity::Fqdn("strongswan.org".into()),
-            Identity::Ipv4([192, 0, 2, 8]),
+            Identity::Ipv4([192, 0, 2, 8].into()),
             Identity::Email(format!("x{email}")),
         ];
         let spki = assert_valid(&store, &ee, &[], &yes, &no);

@@ -95,7 +95,7 @@ pub struct IkeEngine {
 impl IkeEngine {
     /// The state machine for `config`, its crypto through `fw`.
     pub fn new(fw: ocf::Framework, config: Config, now: Instant) -> Result<IkeEngine, String> {
-        let ike = Ike::new(fw.clone(), core_config(&config), Settings::default(), now)
+        let ike = Ike::new(fw.clone(), core_config(&fw, &config)?, Settings::default(), now)
             .map_err(|e| format!("starting the state machine: {e:?}"))?;
         Ok(IkeEngine {
             ike,
@@ -351,11 +351,10 @@ impl IkeEngine {
             CoreEvent::PeerMoved { ike_sa, from, to } => {
                 (Severity::Info, format!("peer-moved spi={ike_sa:016x} from={from} to={to}"))
             }
-            CoreEvent::AuthFailed { ike_sa, remote } => (
+            CoreEvent::AuthFailed { ike_sa, remote, reason } => (
                 Severity::AuthFailure,
                 format!(
-                    "peer {remote} (IKE SA {ike_sa:016x}, conn={}): its AUTH did not verify or its identity \
-                     is not the configured one",
+                    "peer {remote} (IKE SA {ike_sa:016x}, conn={}): {reason}",
                     self.conn_name(*ike_sa)
                 ),
             ),
@@ -451,7 +450,8 @@ impl IkeEngine {
             s,
             "half-open {}, cookies sent {}, accepted {}, retransmissions {}, responses resent {}, \
              liveness checks {}, peer moves {}, \
-             authentication failures {}, IKE SAs up {}, down {}, CHILD_SAs installed {}",
+             authentication failures {}, untrusted certificates {}, IKE SAs up {}, down {}, \
+             CHILD_SAs installed {}",
             st.half_open,
             st.cookies_sent,
             st.cookies_accepted,
@@ -460,6 +460,7 @@ impl IkeEngine {
             st.liveness_checks,
             st.peer_moves,
             st.auth_failures,
+            st.untrusted_certs,
             st.ike_sas_up,
             st.ike_sas_down,
             st.child_sas_installed
@@ -501,9 +502,13 @@ fn event(severity: Severity, line: String) -> Output {
     Output::Event(Event { severity, line })
 }
 
-/// iked's configuration as the state machine takes it.
-fn core_config(c: &Config) -> ike_core::Config {
-    ike_core::Config { connections: c.connections.clone(), secrets: c.secrets.clone() }
+/// iked's configuration as the state machine takes it, the certificate and key files read.
+fn core_config(fw: &ocf::Framework, c: &Config) -> Result<ike_core::Config, String> {
+    Ok(ike_core::Config {
+        connections: c.connections.clone(),
+        secrets: c.secrets.clone(),
+        credentials: super::credentials::load(fw, c)?,
+    })
 }
 
 fn selector(t: &ike_wire::ts::TrafficSelector) -> TrafficSelector {
@@ -592,6 +597,10 @@ impl Engine for IkeEngine {
     fn datagram(&mut self, now: Instant, d: Datagram, out: &mut Vec<Output>) {
         self.now = now;
         let d = core_io::Datagram { local: d.local, remote: d.remote, bytes: d.bytes };
+        // Certificates' validity is checked against the wall clock.
+        let unix =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |t| t.as_secs());
+        self.ike.set_unix_time(unix);
         self.ike.datagram(now, d, &mut self.scratch);
         self.translate(out);
     }
@@ -729,14 +738,17 @@ impl Engine for IkeEngine {
         self.translate(out);
         // IKE SAs whose Delete is out count as gone: a new state machine drops the answer.
         if self.ike.ike_sas().all(|sa| sa.state == ike_core::ike_sa::State::Deleting) {
-            match Ike::new(self.fw.clone(), core_config(&config), Settings::default(), now) {
+            let made = core_config(&self.fw, &config).and_then(|c| {
+                Ike::new(self.fw.clone(), c, Settings::default(), now).map_err(|e| format!("{e:?}"))
+            });
+            match made {
                 Ok(ike) => {
                     self.untrap_all(out);
                     self.ike = ike;
                     self.config = config;
                     self.start(now, out);
                 }
-                Err(e) => out.push(event(Severity::Warning, format!("reload: {e:?}"))),
+                Err(e) => out.push(event(Severity::Warning, format!("reload: {e}"))),
             }
         } else if !(diff.added.is_empty() && diff.changed.is_empty() && !diff.secrets_changed) {
             out.push(event(

@@ -22,9 +22,12 @@
 //! - [`control`]: iked's control protocol (what `ipsecctl ike …` sends).
 //! - [`engine`]: what the loop needs of the state machine, and what it gives back.
 //! - [`ike_engine`]: ike-core's state machine as that engine.
+//! - [`credentials`]: the certificate, CA and private key files of `pubkey` connections,
+//!   read and parsed for ike-core.
 //! - [`run`]: the event loop over the sockets, the timer and the signals.
 
 pub mod control;
+pub mod credentials;
 pub mod debug_keys;
 pub mod engine;
 pub mod events;
