@@ -19,7 +19,8 @@
 //! its own response. Then both compare nonces as for CHILD_SAs: the exchange holding the
 //! lowest of the four made the redundant IKE SA, which its requester deletes (a Delete
 //! sent on it); the CHILD_SAs go to the other new IKE SA, and that one's requester
-//! deletes the old IKE SA.
+//! deletes the old IKE SA. Should that Delete overtake the loser's response, the loser
+//! moves the CHILD_SAs to the winner's new IKE SA as the Delete comes (`old_deleted`).
 
 use std::time::Instant;
 
@@ -123,6 +124,19 @@ fn move_children(ike: &mut Ike, from: u64, to: u64, out: &mut Vec<Output>) {
     new.children.extend(children);
     new.queued.extend(queued);
     out.push(Output::Event(Event::IkeSaRekeyed { old: from, new: to }));
+}
+
+/// The peer deletes the old IKE SA `spi` while our rekey of it is outstanding and crossed
+/// theirs: the peer's new IKE SA won (its requester deletes the old one only then), and our
+/// response may never come (reordered behind the Delete, it finds no IKE SA). So the
+/// CHILD_SAs go to the peer's new IKE SA now instead of dying with the old one (RFC 7296
+/// §2.25.2: answer the Delete and forget our own rekey).
+pub(crate) fn old_deleted(ike: &mut Ike, now: Instant, spi: u64, out: &mut Vec<Output>) {
+    let Some(sa) = ike.sas.get_mut(&spi) else { return };
+    let Some(theirs) = sa.ike_rekey.as_ref().and_then(|r| r.collision.as_ref()).map(|c| c.2) else { return };
+    sa.ike_rekey = None;
+    move_children(ike, spi, theirs, out);
+    ike.pump(now, theirs, out);
 }
 
 /// The responder's checks and the new IKE SA, or the error notify to answer with.

@@ -32,6 +32,7 @@ use crate::Ike;
 /// The responder's side of an INFORMATIONAL request.
 pub(crate) fn request(
     ike: &mut Ike,
+    now: Instant,
     spi: u64,
     d: &Datagram,
     msg: &Message,
@@ -67,6 +68,7 @@ pub(crate) fn request(
     out.push(Output::Send(Datagram { local: d.local, remote: d.remote, bytes: bytes.clone() }));
     ike.stats.informational.responses_sent += 1;
     if delete_ike {
+        super::ike_rekey::old_deleted(ike, now, spi, out);
         ike.remove_sa(spi, out);
         out.push(Output::Event(Event::IkeSaDown { ike_sa: spi, reason: DownReason::DeletedByPeer }));
         return Ok(());
