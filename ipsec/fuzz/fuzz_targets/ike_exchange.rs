@@ -209,7 +209,13 @@ impl Net {
             ocf_soft::register(&fw).unwrap();
             Ike::new(fw, config(k), Settings::default(), now).unwrap()
         };
-        Net { ike: [engine(0), engine(1)], now, wire: vec![], seen: vec![], installed: [HashMap::new(), HashMap::new()] }
+        Net {
+            ike: [engine(0), engine(1)],
+            now,
+            wire: vec![],
+            seen: vec![],
+            installed: [HashMap::new(), HashMap::new()],
+        }
     }
 
     /// Carries out engine `k`'s outputs.
@@ -246,7 +252,11 @@ impl Net {
         let mut out = vec![];
         self.ike[k].datagram(self.now, d, &mut out);
         if self.ike[k].stats().drops(Drop::Unauthenticated) > unauth {
-            assert_eq!(state(&self.ike[k]), before, "engine {k}: an unauthenticated datagram changed its state");
+            assert_eq!(
+                state(&self.ike[k]),
+                before,
+                "engine {k}: an unauthenticated datagram changed its state"
+            );
             assert!(out.is_empty(), "engine {k}: an unauthenticated datagram had outputs: {out:?}");
         }
         self.absorb(k, out);
@@ -254,7 +264,10 @@ impl Net {
 
     fn quiet(&self) -> bool {
         self.wire.is_empty()
-            && self.ike.iter().all(|e| e.ike_sas().all(|sa| sa.requests.outstanding().is_none() && sa.queued.is_empty()))
+            && self
+                .ike
+                .iter()
+                .all(|e| e.ike_sas().all(|sa| sa.requests.outstanding().is_none() && sa.queued.is_empty()))
     }
 
     /// The CHILD_SA invariants, once both engines are quiet.
@@ -263,7 +276,8 @@ impl Net {
             return;
         }
         for k in 0..2 {
-            let held: HashSet<u32> = self.ike[k].ike_sas().flat_map(|sa| sa.children.iter().map(|c| c.spi_in)).collect();
+            let held: HashSet<u32> =
+                self.ike[k].ike_sas().flat_map(|sa| sa.children.iter().map(|c| c.spi_in)).collect();
             let told: HashSet<u32> = self.installed[k].keys().copied().collect();
             assert_eq!(held, told, "engine {k}: its CHILD_SAs differ from what it installed");
         }
@@ -278,7 +292,15 @@ impl Net {
             let mut cb: Vec<(u32, u32)> = b.children.iter().map(|c| (c.spi_out, c.spi_in)).collect();
             ca.sort_unstable();
             cb.sort_unstable();
-            assert_eq!(ca, cb, "IKE SA {:x}/{:x}: CHILD_SAs not in pairs", a.spi_i, a.spi_r);
+            assert_eq!(
+                ca,
+                cb,
+                "IKE SA {:x}/{:x}: CHILD_SAs not in pairs\n0: {:#?}\n1: {:#?}",
+                a.spi_i,
+                a.spi_r,
+                state(&self.ike[0]).0,
+                state(&self.ike[1]).0
+            );
             for (spi_in, spi_out) in ca {
                 let (x, y) = (&self.installed[0][&spi_in], &self.installed[1][&spi_out]);
                 assert_eq!(*x.encr_key_in, *y.encr_key_out, "CHILD_SA {spi_in:x}: inbound key differs");
@@ -391,7 +413,11 @@ impl Net {
             }
             12 | 13 => {
                 if let Some((_, spi)) = self.child_spi(k, s.usize(), s.usize()) {
-                    let e = if op & 0x0f == 12 { SaEvent::SoftExpire { spi } } else { SaEvent::HardExpire { spi } };
+                    let e = if op & 0x0f == 12 {
+                        SaEvent::SoftExpire { spi }
+                    } else {
+                        SaEvent::HardExpire { spi }
+                    };
                     self.ike[k].sa_event(self.now, e, &mut out);
                 }
             }
