@@ -609,3 +609,25 @@ fn a_delete_of_the_old_ike_sa_before_the_crossing_response_keeps_the_child_sa() 
         );
     }
 }
+
+/// Our Delete of a CHILD_SA is outstanding (here: lost) when the peer rekeys the IKE SA:
+/// the Delete must be sent again on the new IKE SA, or the peer keeps a CHILD_SA we no
+/// longer have. Found by the `ike_exchange` fuzz target (ipsec/fuzz).
+#[test]
+fn a_child_delete_outstanding_across_the_peers_ike_sa_rekey_is_sent_again() {
+    let (mut p, _, old_r) = Pair::up(&I, &R);
+    let child = live(&p.i_out)[0];
+    let mut out = vec![];
+    p.i.sa_event(p.now, SaEvent::HardExpire { spi: child.0 }, &mut out);
+    assert_eq!(sends(&out).len(), 1, "the Delete, lost");
+    p.i_out.extend(out);
+    let mut out = vec![];
+    assert!(p.r.rekey_ike(p.now, old_r, &mut out));
+    let req = sends(&out);
+    p.r_out.extend(out);
+    p.settle(vec![], req);
+    assert!(live(&p.i_out).is_empty());
+    assert!(live(&p.r_out).is_empty(), "the responder removed it on the new IKE SA's Delete");
+    assert!(p.r.ike_sas().all(|s| s.children.is_empty()));
+    assert!(p.r.ike_sa(old_r).is_none(), "the IKE SA was rekeyed");
+}

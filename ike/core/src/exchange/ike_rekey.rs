@@ -115,11 +115,14 @@ fn successor(
     Some(n)
 }
 
-/// Moves the CHILD_SAs and the queued requests of IKE SA `from` to `to`.
+/// Moves the CHILD_SAs and the queued requests of IKE SA `from` to `to`; an outstanding
+/// Delete of a CHILD_SA goes first in the queue, since the old IKE SA's end loses its
+/// answer (and the peer may not have seen it).
 fn move_children(ike: &mut Ike, from: u64, to: u64, out: &mut Vec<Output>) {
     let Some(old) = ike.sas.get_mut(&from) else { return };
     let children = std::mem::take(&mut old.children);
-    let queued: Vec<Queued> = old.queued.drain(..).filter(|q| *q != Queued::RekeyIke).collect();
+    let mut queued: Vec<Queued> = old.deleting_child.take().map(Queued::DeleteChild).into_iter().collect();
+    queued.extend(old.queued.drain(..).filter(|q| *q != Queued::RekeyIke));
     let Some(new) = ike.sas.get_mut(&to) else { return };
     new.children.extend(children);
     new.queued.extend(queued);

@@ -155,6 +155,7 @@ pub(crate) fn send_child_delete(
         return false;
     };
     sa.retransmit = Some(Retransmit::new(now, vec![bytes.clone()], &ike.settings.retransmit));
+    sa.deleting_child = Some(spi_in);
     ike.stats.informational.requests_sent += 1;
     out.push(Output::Send(Datagram { local: sa.local, remote: sa.remote, bytes }));
     true
@@ -174,6 +175,7 @@ pub(crate) fn child_delete_response(
     sa.open(&d.bytes, msg)?;
     sa.requests.accept(msg.header.message_id);
     sa.retransmit = None;
+    sa.deleting_child = None;
     ike.pump(now, spi, out);
     Ok(())
 }
