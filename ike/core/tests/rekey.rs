@@ -631,3 +631,27 @@ fn a_child_delete_outstanding_across_the_peers_ike_sa_rekey_is_sent_again() {
     assert!(p.r.ike_sas().all(|s| s.children.is_empty()));
     assert!(p.r.ike_sa(old_r).is_none(), "the IKE SA was rekeyed");
 }
+
+/// Crossing IKE SA rekeys where the initiator's completes before the responder's request
+/// reaches it: that request is refused (TEMPORARY_FAILURE, the old IKE SA is being
+/// deleted), and the responder's CHILD_SA must go to the initiator's new IKE SA, which it
+/// answered, not die with the old one. Found by the `ike_exchange` fuzz target.
+#[test]
+fn a_refused_crossing_ike_sa_rekey_moves_the_child_sa_to_the_peers() {
+    let (mut p, old_i, old_r) = Pair::up(&I, &R);
+    let child = live(&p.i_out)[0];
+    let (mut oi, mut or) = (vec![], vec![]);
+    assert!(p.i.rekey_ike(p.now, old_i, &mut oi));
+    assert!(p.r.rekey_ike(p.now, old_r, &mut or));
+    let (qi, qr) = (sends(&oi), sends(&or));
+    p.i_out.extend(oi);
+    p.r_out.extend(or);
+    let ri = p.deliver_r(qi);
+    let delete = p.deliver_i(ri);
+    let refused = p.deliver_i(qr);
+    let mut to_r = refused;
+    to_r.extend(delete);
+    p.settle(to_r, vec![]);
+    assert!(events(&p.r_out).iter().any(|e| matches!(e, Event::IkeSaRekeyFailed { .. })));
+    one_ike_sa_with(&p, child);
+}

@@ -249,6 +249,13 @@ pub(crate) fn response(
         Err(notify) => {
             ike.stats.create_child_sa.errors += 1;
             out.push(Output::Event(Event::IkeSaRekeyFailed { ike_sa: spi, notify }));
+            if let Some((_, _, theirs)) = r.collision {
+                // Ours failed, theirs (answered) stands: the CHILD_SAs go to it, and its
+                // requester deletes the old IKE SA.
+                move_children(ike, spi, theirs, out);
+                ike.pump(now, theirs, out);
+                return Ok(());
+            }
             ike.pump(now, spi, out);
             return Ok(());
         }
