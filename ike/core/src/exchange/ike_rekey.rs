@@ -21,6 +21,8 @@
 //! sent on it); the CHILD_SAs go to the other new IKE SA, and that one's requester
 //! deletes the old IKE SA. Should that Delete overtake the loser's response, the loser
 //! moves the CHILD_SAs to the winner's new IKE SA as the Delete comes (`old_deleted`).
+//! Should our request be refused instead (the peer's rekey done, the old IKE SA being
+//! deleted), the CHILD_SAs go to the peer's new IKE SA too.
 
 use std::time::Instant;
 
