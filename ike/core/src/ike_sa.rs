@@ -147,6 +147,9 @@ pub struct IkeSa {
     pub peer_id: Option<Identity>,
     /// Our outstanding CHILD_SA rekey.
     pub child_rekey: Option<ChildRekey>,
+    /// Our outstanding Delete of a CHILD_SA (its inbound SPI): sent again on the new IKE
+    /// SA should this one be rekeyed before the answer comes.
+    pub deleting_child: Option<u32>,
     /// Requests to send when the window frees, in order.
     pub queued: VecDeque<Queued>,
     /// Our outstanding rekey of this IKE SA.
@@ -196,6 +199,7 @@ impl IkeSa {
             children: Vec::new(),
             peer_id: None,
             child_rekey: None,
+            deleting_child: None,
             queued: VecDeque::new(),
             ike_rekey: None,
             rekey_at: None,

@@ -427,7 +427,7 @@ impl Ike {
                         exchange::auth::request(self, now, ours, d, &msg, out)
                     }
                     (State::Established | State::Deleting, ExchangeType::INFORMATIONAL) => {
-                        exchange::informational::request(self, ours, d, &msg, out)
+                        exchange::informational::request(self, now, ours, d, &msg, out)
                     }
                     (State::Established | State::Deleting, ExchangeType::CREATE_CHILD_SA) => {
                         exchange::create_child::request(self, now, ours, d, &msg, out)

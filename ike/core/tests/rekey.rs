@@ -571,3 +571,87 @@ fn a_replayed_rekey_response_is_dropped_and_counted() {
     let old = installs(&p.i_out)[0];
     assert_rekeyed(&p, old);
 }
+
+/// Crossing IKE SA rekeys whose winner's Delete of the old IKE SA overtakes the loser's
+/// response (UDP reorders): the loser must move its CHILD_SA to the winner's new IKE SA
+/// as the Delete comes, not remove it with the old one. Found by the `ike_exchange` fuzz
+/// target (ipsec/fuzz): the initiator kept the CHILD_SA, the responder had none.
+#[test]
+fn a_delete_of_the_old_ike_sa_before_the_crossing_response_keeps_the_child_sa() {
+    for round in 0..8 {
+        let (mut p, old_i, old_r) = Pair::up(&I, &R);
+        let child = live(&p.i_out)[0];
+        let (mut oi, mut or) = (vec![], vec![]);
+        assert!(p.i.rekey_ike(p.now, old_i, &mut oi));
+        assert!(p.r.rekey_ike(p.now, old_r, &mut or));
+        let (qi, qr) = (sends(&oi), sends(&or));
+        p.i_out.extend(oi);
+        p.r_out.extend(or);
+        let ri = p.deliver_r(qi);
+        let rr = p.deliver_i(qr);
+        // The initiator's response first; whatever it sends then overtakes `rr`.
+        let from_i = p.deliver_i(ri);
+        let from_r = p.deliver_r(from_i);
+        let mut to_r = p.deliver_i(from_r);
+        to_r.extend(rr);
+        p.settle(to_r, vec![]);
+        assert_eq!(live(&p.i_out), vec![child], "round {round}: the initiator keeps the CHILD_SA");
+        assert_eq!(live(&p.r_out), vec![(child.1, child.0)], "round {round}: so does the responder");
+        let holder = p.i.ike_sas().find(|s| !s.children.is_empty()).expect("an IKE SA holds it");
+        let peer = p.r.ike_sas().find(|s| (s.spi_i, s.spi_r) == (holder.spi_i, holder.spi_r));
+        let peer = peer.expect("the same IKE SA on the responder");
+        let ca: Vec<_> = holder.children.iter().map(|c| (c.spi_in, c.spi_out)).collect();
+        let cb: Vec<_> = peer.children.iter().map(|c| (c.spi_out, c.spi_in)).collect();
+        assert_eq!((ca, cb), (vec![child], vec![child]), "round {round}");
+        assert!(
+            p.i.ike_sa(old_i).is_none() && p.r.ike_sa(old_r).is_none(),
+            "round {round}: the old one is gone"
+        );
+    }
+}
+
+/// Our Delete of a CHILD_SA is outstanding (here: lost) when the peer rekeys the IKE SA:
+/// the Delete must be sent again on the new IKE SA, or the peer keeps a CHILD_SA we no
+/// longer have. Found by the `ike_exchange` fuzz target (ipsec/fuzz).
+#[test]
+fn a_child_delete_outstanding_across_the_peers_ike_sa_rekey_is_sent_again() {
+    let (mut p, _, old_r) = Pair::up(&I, &R);
+    let child = live(&p.i_out)[0];
+    let mut out = vec![];
+    p.i.sa_event(p.now, SaEvent::HardExpire { spi: child.0 }, &mut out);
+    assert_eq!(sends(&out).len(), 1, "the Delete, lost");
+    p.i_out.extend(out);
+    let mut out = vec![];
+    assert!(p.r.rekey_ike(p.now, old_r, &mut out));
+    let req = sends(&out);
+    p.r_out.extend(out);
+    p.settle(vec![], req);
+    assert!(live(&p.i_out).is_empty());
+    assert!(live(&p.r_out).is_empty(), "the responder removed it on the new IKE SA's Delete");
+    assert!(p.r.ike_sas().all(|s| s.children.is_empty()));
+    assert!(p.r.ike_sa(old_r).is_none(), "the IKE SA was rekeyed");
+}
+
+/// Crossing IKE SA rekeys where the initiator's completes before the responder's request
+/// reaches it: that request is refused (TEMPORARY_FAILURE, the old IKE SA is being
+/// deleted), and the responder's CHILD_SA must go to the initiator's new IKE SA, which it
+/// answered, not die with the old one. Found by the `ike_exchange` fuzz target.
+#[test]
+fn a_refused_crossing_ike_sa_rekey_moves_the_child_sa_to_the_peers() {
+    let (mut p, old_i, old_r) = Pair::up(&I, &R);
+    let child = live(&p.i_out)[0];
+    let (mut oi, mut or) = (vec![], vec![]);
+    assert!(p.i.rekey_ike(p.now, old_i, &mut oi));
+    assert!(p.r.rekey_ike(p.now, old_r, &mut or));
+    let (qi, qr) = (sends(&oi), sends(&or));
+    p.i_out.extend(oi);
+    p.r_out.extend(or);
+    let ri = p.deliver_r(qi);
+    let delete = p.deliver_i(ri);
+    let refused = p.deliver_i(qr);
+    let mut to_r = refused;
+    to_r.extend(delete);
+    p.settle(to_r, vec![]);
+    assert!(events(&p.r_out).iter().any(|e| matches!(e, Event::IkeSaRekeyFailed { .. })));
+    one_ike_sa_with(&p, child);
+}

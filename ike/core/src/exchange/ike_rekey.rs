@@ -19,7 +19,10 @@
 //! its own response. Then both compare nonces as for CHILD_SAs: the exchange holding the
 //! lowest of the four made the redundant IKE SA, which its requester deletes (a Delete
 //! sent on it); the CHILD_SAs go to the other new IKE SA, and that one's requester
-//! deletes the old IKE SA.
+//! deletes the old IKE SA. Should that Delete overtake the loser's response, the loser
+//! moves the CHILD_SAs to the winner's new IKE SA as the Delete comes (`old_deleted`).
+//! Should our request be refused instead (the peer's rekey done, the old IKE SA being
+//! deleted), the CHILD_SAs go to the peer's new IKE SA too.
 
 use std::time::Instant;
 
@@ -114,15 +117,31 @@ fn successor(
     Some(n)
 }
 
-/// Moves the CHILD_SAs and the queued requests of IKE SA `from` to `to`.
+/// Moves the CHILD_SAs and the queued requests of IKE SA `from` to `to`; an outstanding
+/// Delete of a CHILD_SA goes first in the queue, since the old IKE SA's end loses its
+/// answer (and the peer may not have seen it).
 fn move_children(ike: &mut Ike, from: u64, to: u64, out: &mut Vec<Output>) {
     let Some(old) = ike.sas.get_mut(&from) else { return };
     let children = std::mem::take(&mut old.children);
-    let queued: Vec<Queued> = old.queued.drain(..).filter(|q| *q != Queued::RekeyIke).collect();
+    let mut queued: Vec<Queued> = old.deleting_child.take().map(Queued::DeleteChild).into_iter().collect();
+    queued.extend(old.queued.drain(..).filter(|q| *q != Queued::RekeyIke));
     let Some(new) = ike.sas.get_mut(&to) else { return };
     new.children.extend(children);
     new.queued.extend(queued);
     out.push(Output::Event(Event::IkeSaRekeyed { old: from, new: to }));
+}
+
+/// The peer deletes the old IKE SA `spi` while our rekey of it is outstanding and crossed
+/// theirs: the peer's new IKE SA won (its requester deletes the old one only then), and our
+/// response may never come (reordered behind the Delete, it finds no IKE SA). So the
+/// CHILD_SAs go to the peer's new IKE SA now instead of dying with the old one (RFC 7296
+/// §2.25.2: answer the Delete and forget our own rekey).
+pub(crate) fn old_deleted(ike: &mut Ike, now: Instant, spi: u64, out: &mut Vec<Output>) {
+    let Some(sa) = ike.sas.get_mut(&spi) else { return };
+    let Some(theirs) = sa.ike_rekey.as_ref().and_then(|r| r.collision.as_ref()).map(|c| c.2) else { return };
+    sa.ike_rekey = None;
+    move_children(ike, spi, theirs, out);
+    ike.pump(now, theirs, out);
 }
 
 /// The responder's checks and the new IKE SA, or the error notify to answer with.
@@ -232,6 +251,13 @@ pub(crate) fn response(
         Err(notify) => {
             ike.stats.create_child_sa.errors += 1;
             out.push(Output::Event(Event::IkeSaRekeyFailed { ike_sa: spi, notify }));
+            if let Some((_, _, theirs)) = r.collision {
+                // Ours failed, theirs (answered) stands: the CHILD_SAs go to it, and its
+                // requester deletes the old IKE SA.
+                move_children(ike, spi, theirs, out);
+                ike.pump(now, theirs, out);
+                return Ok(());
+            }
             ike.pump(now, spi, out);
             return Ok(());
         }

@@ -37,6 +37,7 @@ use crate::Ike;
 /// The responder's side of an INFORMATIONAL request.
 pub(crate) fn request(
     ike: &mut Ike,
+    now: Instant,
     spi: u64,
     d: &Datagram,
     msg: &Message,
@@ -72,6 +73,7 @@ pub(crate) fn request(
     out.push(Output::Send(Datagram { local: d.local, remote: d.remote, bytes: bytes.clone() }));
     ike.stats.informational.responses_sent += 1;
     if delete_ike {
+        super::ike_rekey::old_deleted(ike, now, spi, out);
         ike.remove_sa(spi, out);
         out.push(Output::Event(Event::IkeSaDown { ike_sa: spi, reason: DownReason::DeletedByPeer }));
         return Ok(());
@@ -158,6 +160,7 @@ pub(crate) fn send_child_delete(
         return false;
     };
     sa.retransmit = Some(Retransmit::new(now, vec![bytes.clone()], &ike.settings.retransmit));
+    sa.deleting_child = Some(spi_in);
     ike.stats.informational.requests_sent += 1;
     out.push(Output::Send(Datagram { local: sa.local, remote: sa.remote, bytes }));
     true
@@ -194,6 +197,7 @@ pub(crate) fn child_delete_response(
     sa.open(&d.bytes, msg)?;
     sa.requests.accept(msg.header.message_id);
     sa.retransmit = None;
+    sa.deleting_child = None;
     ike.pump(now, spi, out);
     Ok(())
 }
