@@ -233,12 +233,3 @@ pub(crate) fn give_back(credit: Option<Arc<Credits>>) {
         c.give_back()
     }
 }
-
-/// Returns a request's credit when dropped, even if a callback panics.
-pub(crate) struct CreditGuard(pub(crate) Option<Arc<Credits>>);
-
-impl Drop for CreditGuard {
-    fn drop(&mut self) {
-        give_back(self.0.take())
-    }
-}

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError, Weak};
 
 use crate::completion::Callback;
-use crate::credits::{give_back, CreditGuard, FrameworkContext};
+use crate::credits::{give_back, FrameworkContext};
 use crate::driver::ReturnPath;
 use crate::error::Error;
 use crate::error::ErrorKind;
@@ -251,7 +251,11 @@ impl SessionCore {
     #[inline]
     pub(super) fn run_callback(cb: &Callback, mut outcome: Outcome) {
         let trip = request_mut(&mut outcome).trip_mut();
-        let _credit = CreditGuard(trip.credit.take());
+        // As for a waiter, the credit goes back before the callback runs: the driver is
+        // done with the request, a callback that sees its result sees it out of the
+        // in-flight count, and a callback that submits more (continuation style) never
+        // waits on a credit its own request still holds.
+        give_back(trip.credit.take());
         let profiled = if trip.profiled {
             trip.stamps.callback = profile::now();
             trip.profile.take().map(|p| (p, trip.stamps))
