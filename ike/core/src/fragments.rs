@@ -11,8 +11,13 @@
 //!   │ Total > stored: the stored fragments thrown away (§2.6.2: the sender
 //!   │                 retransmitted with smaller fragments)
 //!   │ the bytes held would pass max_message ─────────────────────▶ drop(FragmentTooLarge)
-//!   ▼ kept; all Total present ─▶ Complete(inner type of fragment 1, the pieces in order)
+//!   ▼ kept; all Total present ─▶ Complete(Whole: inner type of fragment 1, the pieces in
+//!                                  order, fragment 1's datagram)
 //! ```
+//!
+//! Fragment 1's datagram is kept with the message: a retransmitted request is recognised
+//! by it (RFC 7383 §2.6.1: only fragment 1 of a request already answered brings the
+//! response again; the engine ignores and counts the others).
 //!
 //! Only authenticated fragments are kept (§2.6.2: the ICV of each is checked before it is
 //! stored), and no more than `max_message` plaintext bytes nor `max_fragments` pieces per
@@ -65,16 +70,42 @@ pub struct Reassembly {
     total: u16,
     /// Fragment 1's Next Payload: the first inner payload's type.
     inner: PayloadType,
+    /// Fragment 1's datagram.
+    first: Vec<u8>,
     pieces: Vec<Option<Zeroizing<Vec<u8>>>>,
+    /// Plaintext bytes held.
     held: usize,
+}
+
+/// One authenticated fragment, for [`Reassembly::add`].
+pub struct Piece<'a> {
+    pub message_id: u32,
+    pub number: u16,
+    pub total: u16,
+    /// The SKF header's Next Payload (meaningful on fragment 1 only).
+    pub inner: PayloadType,
+    /// Its inner bytes, decrypted, padding removed.
+    pub plain: Zeroizing<Vec<u8>>,
+    /// The datagram it came in.
+    pub datagram: &'a [u8],
+}
+
+/// A reassembled message.
+pub struct Whole {
+    /// The first inner payload's type.
+    pub inner: PayloadType,
+    /// The inner payloads' bytes.
+    pub bytes: Zeroizing<Vec<u8>>,
+    /// Fragment 1's datagram.
+    pub first: Vec<u8>,
 }
 
 /// What adding a fragment gave.
 pub enum Added {
     /// More fragments are needed.
     Incomplete,
-    /// The whole message: the first inner type and the inner payloads' bytes.
-    Complete(PayloadType, Zeroizing<Vec<u8>>),
+    /// The whole message.
+    Complete(Whole),
 }
 
 impl Reassembly {
@@ -100,24 +131,21 @@ impl Reassembly {
         }
     }
 
-    /// Adds an authenticated fragment (`plain`: its inner bytes, padding removed) that
-    /// passed [`Reassembly::precheck`] with `restart`. On completion the slot is emptied.
-    #[allow(clippy::too_many_arguments)]
+    /// Adds an authenticated fragment that passed [`Reassembly::precheck`] with `restart`.
+    /// On completion the slot is emptied.
     pub fn add(
         slot: &mut Option<Reassembly>,
         restart: bool,
-        message_id: u32,
-        number: u16,
-        total: u16,
-        inner: PayloadType,
-        plain: Zeroizing<Vec<u8>>,
+        piece: Piece<'_>,
         cfg: &FragmentConfig,
     ) -> Result<Added, Drop> {
+        let Piece { message_id, number, total, inner, plain, datagram } = piece;
         if restart || slot.is_none() {
             *slot = Some(Reassembly {
                 message_id,
                 total,
                 inner: PayloadType::NONE,
+                first: Vec::new(),
                 pieces: vec![None; usize::from(total)],
                 held: 0,
             });
@@ -129,6 +157,7 @@ impl Reassembly {
         }
         if number == 1 {
             r.inner = inner;
+            r.first = datagram.to_vec();
         }
         r.held += plain.len();
         r.pieces[usize::from(number - 1)] = Some(plain);
@@ -140,7 +169,7 @@ impl Reassembly {
         for p in r.pieces.into_iter().flatten() {
             whole.extend_from_slice(&p);
         }
-        Ok(Added::Complete(r.inner, whole))
+        Ok(Added::Complete(Whole { inner: r.inner, bytes: whole, first: r.first }))
     }
 
     /// Fragments held now.
@@ -157,12 +186,24 @@ mod tests {
         let cfg = FragmentConfig::default();
         let restart = Reassembly::precheck(slot, id, n, t, &cfg)?;
         let inner = if n == 1 { PayloadType::IDI } else { PayloadType::NONE };
-        Reassembly::add(slot, restart, id, n, t, inner, Zeroizing::new(data.to_vec()), &cfg)
+        let datagram = [n as u8; 3];
+        let piece = Piece {
+            message_id: id,
+            number: n,
+            total: t,
+            inner,
+            plain: Zeroizing::new(data.to_vec()),
+            datagram: &datagram,
+        };
+        Reassembly::add(slot, restart, piece, &cfg)
     }
 
     fn complete(a: Result<Added, Drop>) -> (PayloadType, Vec<u8>) {
         match a {
-            Ok(Added::Complete(t, b)) => (t, b.to_vec()),
+            Ok(Added::Complete(w)) => {
+                assert_eq!(w.first, [1, 1, 1], "fragment 1's datagram");
+                (w.inner, w.bytes.to_vec())
+            }
             Ok(Added::Incomplete) => panic!("incomplete"),
             Err(e) => panic!("{e:?}"),
         }
@@ -204,15 +245,16 @@ mod tests {
         let cfg = FragmentConfig { size: 1280, max_message: 4, max_fragments: 3 };
         assert_eq!(Reassembly::precheck(&None, 1, 1, 4, &cfg), Err(Drop::FragmentTooLarge));
         let mut s = None;
-        let z = |b: &[u8]| Zeroizing::new(b.to_vec());
-        assert!(matches!(
-            Reassembly::add(&mut s, true, 1, 1, 3, PayloadType::IDI, z(b"abc"), &cfg),
-            Ok(Added::Incomplete)
-        ));
-        assert_eq!(
-            Reassembly::add(&mut s, false, 1, 2, 3, PayloadType::NONE, z(b"de"), &cfg).err(),
-            Some(Drop::FragmentTooLarge)
-        );
+        let piece = |number, plain: &[u8]| Piece {
+            message_id: 1,
+            number,
+            total: 3,
+            inner: PayloadType::NONE,
+            plain: Zeroizing::new(plain.to_vec()),
+            datagram: &[],
+        };
+        assert!(matches!(Reassembly::add(&mut s, true, piece(1, b"abc"), &cfg), Ok(Added::Incomplete)));
+        assert_eq!(Reassembly::add(&mut s, false, piece(2, b"de"), &cfg).err(), Some(Drop::FragmentTooLarge));
         assert!(s.is_none(), "an oversized message is forgotten");
     }
 

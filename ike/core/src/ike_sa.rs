@@ -109,6 +109,15 @@ pub struct IkeRekey {
     pub collision: Option<(Vec<u8>, Vec<u8>, u64)>,
 }
 
+/// A message reassembled from fragments.
+pub struct Reassembled {
+    pub message_id: u32,
+    pub response: bool,
+    pub payloads: Vec<Payload>,
+    /// Fragment 1's datagram: a request's retransmission is recognised by it.
+    pub first: Vec<u8>,
+}
+
 /// A request waiting for the window (one outstanding request at a time).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Queued {
@@ -151,9 +160,9 @@ pub struct IkeSa {
     /// The peer's fragmented request, and the fragmented response to ours, being
     /// reassembled (one message each).
     pub reassembly: [Option<Reassembly>; 2],
-    /// The last message reassembled: its message ID, whether a response, its payloads
-    /// ([`IkeSa::open`] hands them to the exchange).
-    pub reassembled: Option<(u32, bool, Vec<Payload>)>,
+    /// The message just reassembled, until its exchange has run ([`IkeSa::open`] hands
+    /// its payloads out).
+    pub reassembled: Option<Reassembled>,
     pub peer_hashes: Vec<HashAlgorithm>,
     pub pending_child: Option<PendingChild>,
     pub children: Vec<ChildSa>,
@@ -310,7 +319,7 @@ impl IkeSa {
         if msg.fragment().is_some() {
             let h = msg.header;
             return match &self.reassembled {
-                Some((id, response, p)) if *id == h.message_id && *response == h.response => Ok(p.clone()),
+                Some(r) if r.message_id == h.message_id && r.response == h.response => Ok(r.payloads.clone()),
                 _ => Err(Drop::MissingPayload),
             };
         }

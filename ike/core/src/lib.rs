@@ -39,8 +39,10 @@
 //!   │            INFORMATIONAL (our Delete of a CHILD_SA, our liveness check)
 //!   │                                          ─▶ the next queued request
 //!   │            INFORMATIONAL (our Delete of the IKE SA) ─▶ IkeSaDown
-//!   │ request?   window.classify(id): Retransmitted ─▶ resend the cached bytes
-//!   │                                 OutOfWindow   ─▶ drop(OutOfWindow)
+//!   │ request?   window.classify(id): Retransmitted ─▶ resend the cached bytes (of a
+//!   │                                   fragmented request: known by its fragment 1)
+//!   │                                 OutOfWindow   ─▶ drop(OutOfWindow), or for another
+//!   │                                   fragment of the answered request drop(FragmentOfAnswered)
 //!   │                                 New: SKF? reassemble as above, then
 //!   │                                      IKE_AUTH ─▶ auth (responder) ─▶ response, Install
 //!   │                                      INFORMATIONAL ─▶ informational ─▶ response, Remove
@@ -122,9 +124,9 @@ use ocf::Framework;
 
 use crate::config::{Connection, Fragmentation, Secrets};
 use crate::cookie::CookieJar;
-use crate::fragments::{Added, Reassembly};
+use crate::fragments::{Added, Piece, Reassembly};
 use crate::half_open::HalfOpenConfig;
-use crate::ike_sa::{IkeSa, State};
+use crate::ike_sa::{IkeSa, Reassembled, State};
 use crate::io::{Datagram, DownReason, Event, Output, SaEvent};
 use crate::retransmit::{Due, RetransmitConfig};
 use crate::stats::{Drop, Stats};
@@ -438,7 +440,14 @@ impl Ike {
                 self.stats.responses_resent += 1;
                 Ok(())
             }
-            Incoming::OutOfWindow => Err(Drop::OutOfWindow),
+            // RFC 7383 §2.6.1: of a request already answered, only fragment 1 brings the
+            // response again (above); the others are ignored.
+            Incoming::OutOfWindow => Err(match msg.fragment() {
+                Some(f) if f.number != 1 && h.message_id.wrapping_add(1) == sa.responses.expected() => {
+                    Drop::FragmentOfAnswered
+                }
+                _ => Drop::OutOfWindow,
+            }),
             Incoming::New => {
                 if let Some(f) = msg.fragment() {
                     if !self.reassemble(ours, d, &msg, f)? {
@@ -484,21 +493,39 @@ impl Ike {
         let aad_len = msg.aad_len().ok_or(Drop::MissingPayload)?;
         let plain = inb.open_message(&d.bytes, aad_len).map_err(|_| Drop::Unauthenticated)?;
         self.stats.fragments_received += 1;
-        match Reassembly::add(slot, restart, h.message_id, f.number, f.total, f.inner, plain, &cfg)? {
+        let piece = Piece {
+            message_id: h.message_id,
+            number: f.number,
+            total: f.total,
+            inner: f.inner,
+            plain,
+            datagram: &d.bytes,
+        };
+        match Reassembly::add(slot, restart, piece, &cfg)? {
             Added::Incomplete => Ok(false),
-            Added::Complete(inner, bytes) => {
-                let payloads = parse_chain(inner, &bytes).map_err(|_| Drop::Malformed)?;
-                sa.reassembled = Some((h.message_id, h.response, payloads));
+            Added::Complete(whole) => {
+                let payloads = parse_chain(whole.inner, &whole.bytes).map_err(|_| Drop::Malformed)?;
+                sa.reassembled = Some(Reassembled {
+                    message_id: h.message_id,
+                    response: h.response,
+                    payloads,
+                    first: whole.first,
+                });
                 self.stats.messages_reassembled += 1;
                 Ok(true)
             }
         }
     }
 
-    /// The exchange has taken the reassembled message of IKE SA `spi`, if any: forgotten.
+    /// The exchange has run on the reassembled message of IKE SA `spi`, if any: it is
+    /// forgotten, and a request's retransmission is from now on recognised by its first
+    /// fragment (RFC 7383 §2.6.1; the exchange cached its answer under the last one).
     fn reassembled(&mut self, spi: u64) {
-        if let Some(sa) = self.sas.get_mut(&spi) {
-            sa.reassembled = None;
+        let Some(sa) = self.sas.get_mut(&spi) else { return };
+        if let Some(r) = sa.reassembled.take() {
+            if !r.response {
+                sa.responses.recognised_by(r.message_id, r.first);
+            }
         }
     }
 

@@ -42,11 +42,14 @@ pub enum Drop {
     FragmentStale,
     /// A fragment past the bounds: too many fragments, or too many bytes held.
     FragmentTooLarge,
+    /// A fragment other than the first of a request already answered (RFC 7383 §2.6.1:
+    /// only fragment 1 of a retransmitted request brings the response again).
+    FragmentOfAnswered,
 }
 
 impl Drop {
     /// Every cause, in [`Stats::drops`]' order.
-    pub const ALL: [Drop; 15] = [
+    pub const ALL: [Drop; 16] = [
         Drop::Malformed,
         Drop::UnknownSa,
         Drop::OutOfWindow,
@@ -62,6 +65,7 @@ impl Drop {
         Drop::FragmentDuplicate,
         Drop::FragmentStale,
         Drop::FragmentTooLarge,
+        Drop::FragmentOfAnswered,
     ];
 
     /// Its name in metrics and logs.
@@ -82,6 +86,7 @@ impl Drop {
             Drop::FragmentDuplicate => "fragment-duplicate",
             Drop::FragmentStale => "fragment-stale",
             Drop::FragmentTooLarge => "fragment-too-large",
+            Drop::FragmentOfAnswered => "fragment-of-answered",
         }
     }
 
@@ -202,7 +207,7 @@ mod tests {
         for (i, c) in Drop::ALL.iter().enumerate() {
             assert_eq!(s.drops(*c), i as u64 + 1, "{}", c.name());
         }
-        assert_eq!(s.drops_total(), (1..=15).sum::<u64>());
+        assert_eq!(s.drops_total(), (1..=16).sum::<u64>());
         let names: std::collections::HashSet<_> = Drop::ALL.iter().map(|c| c.name()).collect();
         assert_eq!(names.len(), Drop::ALL.len());
     }

@@ -316,13 +316,14 @@ fn lost_fragments_come_again_with_the_retransmission() {
     let resp = t.deliver_r(again);
     assert!(resp.len() > 1);
     // Fragment 1 was held already; fragment 2 completed the message, which was answered,
-    // so the fragments after it are of an answered request (other bytes than the one the
-    // answer is cached under): out of the window.
+    // so the fragments after it belong to an answered request: ignored (RFC 7383 §2.6.1).
+    let n = auth.len() as u64;
     assert_eq!(t.r.stats().drops(Drop::FragmentDuplicate), 1);
-    assert_eq!(t.r.stats().drops(Drop::OutOfWindow), auth.len() as u64 - 2);
+    assert_eq!(t.r.stats().drops(Drop::FragmentOfAnswered), n - 2);
+    assert_eq!(t.r.stats().responses_resent, 0);
     // A response fragment lost: the initiator retransmits its request, the responder
-    // answers from its cache (the fragment that completed the request is recognised),
-    // and the missing piece arrives.
+    // answers from its cache when fragment 1 comes (it ignores the others), and the
+    // missing piece arrives.
     let mut partial = resp.clone();
     partial.remove(0);
     assert!(t.deliver_i(partial).is_empty());
@@ -336,6 +337,8 @@ fn lost_fragments_come_again_with_the_retransmission() {
         resp.iter().map(|d| &d.bytes).collect::<Vec<_>>()
     );
     assert_eq!(t.r.stats().responses_resent, 1);
+    assert_eq!(t.r.stats().drops(Drop::FragmentOfAnswered), (n - 2) + (n - 1));
+    assert_eq!(t.r.stats().drops(Drop::OutOfWindow), 0);
     assert!(t.deliver_i(resent).is_empty());
     t.assert_up();
     // Fragment 1, first in the resent answer, completed it: the copies after it answer a
