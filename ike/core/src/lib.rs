@@ -90,7 +90,8 @@
 //! IKE SA rekey after INVALID_KE_PAYLOAD (a failed IKE SA rekey is tried again at the next
 //! rekey time, a failed CHILD_SA rekey at the next soft expiry or command); a peer
 //! behind a NAT whose address (not only its port) changes, MOBIKE; fragmenting our
-//! messages other than IKE_AUTH's (any fragmented message is reassembled), SET_WINDOW_SIZE;
+//! INFORMATIONAL messages (they are small; any fragmented message is reassembled),
+//! SET_WINDOW_SIZE;
 //! with certificates: sending
 //! only the certificates a CERTREQ asks for, revocation (CRLs, OCSP).
 

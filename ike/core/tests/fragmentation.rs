@@ -245,10 +245,15 @@ fn announces(d: &Datagram) -> bool {
 /// Asserts `ds` are fragments 1..=N of N of one IKE_AUTH message, each within `max`
 /// bytes; N.
 fn assert_fragments(ds: &[Datagram], max: usize) -> usize {
+    assert_exchange_fragments(ds, ExchangeType::IKE_AUTH, max)
+}
+
+/// As `assert_fragments`, for a message of exchange `t`.
+fn assert_exchange_fragments(ds: &[Datagram], t: ExchangeType, max: usize) -> usize {
     assert!(ds.len() > 1, "fragmented: {} datagram(s)", ds.len());
     for (k, d) in ds.iter().enumerate() {
         assert_eq!(fragment_of(d), Some((k as u16 + 1, ds.len() as u16)));
-        assert_eq!(parse(d).header.exchange_type, ExchangeType::IKE_AUTH);
+        assert_eq!(parse(d).header.exchange_type, t);
         assert!(d.bytes.len() <= max, "fragment {} is {} bytes, more than {max}", k + 1, d.bytes.len());
     }
     ds.len()
@@ -438,4 +443,47 @@ fn no_and_accept_send_no_fragments() {
     assert!(auth.len() > 1);
     assert!(t.deliver_r(auth.clone()).is_empty());
     assert_eq!(t.r.stats().drops(Drop::FragmentUnexpected), auth.len() as u64);
+}
+
+/// CREATE_CHILD_SA goes in fragments too: an IKE SA rekey (SA, Ni, a MODP-2048 KE) at a
+/// 400-byte fragment size; both sides end with the new IKE SA, the same keys.
+#[test]
+fn an_ike_sa_rekey_goes_in_fragments() {
+    let f = fixture();
+    let mut t = Two::new(f.i.clone(), f.r.clone(), settings(400));
+    let (_, auth) = t.through_sa_init();
+    let resp = t.deliver_r(auth);
+    t.deliver_i(resp);
+    t.assert_up();
+    let old = t.i.ike_sas().next().unwrap().our_spi();
+    let mut out = vec![];
+    assert!(t.i.rekey_ike(t.now, old, &mut out));
+    let req = sends(&out);
+    t.i_out.extend(out);
+    let n = assert_exchange_fragments(&req, ExchangeType::CREATE_CHILD_SA, 400 - 28);
+    let resp = t.deliver_r(req);
+    assert_exchange_fragments(&resp, ExchangeType::CREATE_CHILD_SA, 400 - 28);
+    // The initiator takes the answer and deletes the old IKE SA; the responder answers.
+    let mut to_r = t.deliver_i(resp);
+    while !to_r.is_empty() {
+        let back = t.deliver_r(to_r);
+        to_r = t.deliver_i(back);
+    }
+    let new_i = t
+        .i_out
+        .iter()
+        .find_map(|o| match o {
+            Output::Event(ike_core::io::Event::IkeSaRekeyed { old: o, new }) if *o == old => Some(*new),
+            _ => None,
+        })
+        .expect("the IKE SA was rekeyed");
+    assert_eq!(t.i.ike_sas().count(), 1);
+    assert_eq!(t.r.ike_sas().count(), 1);
+    let (ki, kr) = (
+        t.i.ike_sa(new_i).unwrap().keys.as_ref().unwrap(),
+        t.r.ike_sas().next().unwrap().keys.as_ref().unwrap(),
+    );
+    assert_eq!(*ki.sk_d, *kr.sk_d);
+    assert!(t.r.stats().fragments_received >= n as u64);
+    assert_eq!((t.i.stats().drops_total(), t.r.stats().drops_total()), (0, 0));
 }

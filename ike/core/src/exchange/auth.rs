@@ -121,12 +121,7 @@ pub(crate) fn send_request(ike: &mut Ike, now: Instant, spi: u64, out: &mut Vec<
     sa.pending_child = Some(PendingChild { child: pending.child, spi_in });
     sa.state = State::AuthSent;
     sa.retransmit = Some(Retransmit::new(now, datagrams.clone(), &ike.settings.retransmit));
-    if datagrams.len() > 1 {
-        ike.stats.fragments_sent += datagrams.len() as u64;
-    }
-    for bytes in datagrams {
-        out.push(Output::Send(Datagram { local: sa.local, remote: sa.remote, bytes }));
-    }
+    super::send_sealed(&mut ike.stats, out, sa.local, sa.remote, datagrams);
     ike.stats.auth.requests_sent += 1;
     Ok(())
 }
@@ -288,12 +283,7 @@ pub(crate) fn request(
     ike.stats.half_open = ike.half_open as u64;
     ike.stats.auth.responses_sent += 1;
     ike.stats.ike_sas_up += 1;
-    if datagrams.len() > 1 {
-        ike.stats.fragments_sent += datagrams.len() as u64;
-    }
-    for bytes in datagrams {
-        out.push(Output::Send(Datagram { local: d.local, remote: d.remote, bytes }));
-    }
+    super::send_sealed(&mut ike.stats, out, d.local, d.remote, datagrams);
     out.push(Output::Event(Event::IkeSaUp { ike_sa: spi, remote: d.remote, initiator: false }));
     finish_child(ike, spi, install, out);
     let sa = ike.sas.get_mut(&spi).expect("present");
