@@ -42,7 +42,11 @@ pub struct FragmentConfig {
     /// The largest IP datagram we send an IKE message or fragment in (strongSwan's
     /// `charon.fragment_size`, 1280 by default: IPv6's minimum MTU).
     pub size: usize,
-    /// The most plaintext bytes a reassembled message may hold.
+    /// The most plaintext bytes a reassembled message may hold (32 KiB: a chain of a few
+    /// RSA-4096 certificates is under 8 KiB; strongSwan's `max_packet` is 10,000 bytes).
+    /// Each IKE SA holds at most one message being reassembled per direction, so the
+    /// worst case is this times two times the IKE SAs, half-open ones included (the
+    /// half-open bound, 1000, caps those).
     pub max_message: usize,
     /// The most fragments a message may come in.
     pub max_fragments: u16,
@@ -50,7 +54,7 @@ pub struct FragmentConfig {
 
 impl Default for FragmentConfig {
     fn default() -> FragmentConfig {
-        FragmentConfig { size: 1280, max_message: 65_536, max_fragments: 128 }
+        FragmentConfig { size: 1280, max_message: 32_768, max_fragments: 128 }
     }
 }
 

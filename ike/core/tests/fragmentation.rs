@@ -397,7 +397,7 @@ fn a_forged_larger_total_does_not_discard_what_is_held() {
 fn fragment_bounds_are_enforced_before_any_decryption() {
     let f = fixture();
     let tight = Settings {
-        fragments: FragmentConfig { size: 576, max_message: 65_536, max_fragments: 2 },
+        fragments: FragmentConfig { size: 576, max_fragments: 2, ..FragmentConfig::default() },
         ..Settings::default()
     };
     let mut t = Two::new(f.i.clone(), f.r.clone(), tight);
