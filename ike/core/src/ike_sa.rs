@@ -17,18 +17,25 @@
 //!
 //! The SK payload's protection lives here ([`IkeSa::seal`], [`IkeSa::open`]): a message
 //! is laid out by ike-wire's [`Sealing`] with its final lengths, and its body (IV,
-//! ciphertext, ICV) comes from the crypto module's [`SkCipher`].
+//! ciphertext, ICV) comes from the crypto module's [`SkCipher`]. A message longer than
+//! the fragment size, to a peer that reassembles (RFC 7383), goes out as SKF fragments
+//! ([`IkeSa::seal_fragmented`]); fragments received are reassembled by the engine
+//! ([`crate::fragments`], each authenticated as it comes) and [`IkeSa::open`] hands out
+//! the whole message's payloads.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use ike_wire::encrypted::SKF_FIELDS_LEN;
+use ike_wire::header::HEADER_LEN;
 use ike_wire::ids::{DhId, ExchangeType, HashAlgorithm, PayloadType};
 use ike_wire::{emit_chain, header, parse_chain, Frame, Message, Payload, Sealing};
 
 use crate::child_sa::ChildSa;
 use crate::config::Identity;
 use crate::crypto::{IkeKeys, IkeSuite, KeyShare, SkCipher};
+use crate::fragments::Reassembly;
 use crate::retransmit::Retransmit;
 use crate::stats::Drop;
 use crate::window::{RequestWindow, ResponseWindow};
@@ -102,6 +109,15 @@ pub struct IkeRekey {
     pub collision: Option<(Vec<u8>, Vec<u8>, u64)>,
 }
 
+/// A message reassembled from fragments.
+pub struct Reassembled {
+    pub message_id: u32,
+    pub response: bool,
+    pub payloads: Vec<Payload>,
+    /// Fragment 1's datagram: a request's retransmission is recognised by it.
+    pub first: Vec<u8>,
+}
+
 /// A request waiting for the window (one outstanding request at a time).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Queued {
@@ -141,6 +157,12 @@ pub struct IkeSa {
     pub sk: Option<(SkCipher, SkCipher)>,
     /// The peer announced RFC 7383 fragmentation / RFC 7427 hash algorithms.
     pub peer_fragmentation: bool,
+    /// The peer's fragmented request, and the fragmented response to ours, being
+    /// reassembled (one message each).
+    pub reassembly: [Option<Reassembly>; 2],
+    /// The message just reassembled, until its exchange has run ([`IkeSa::open`] hands
+    /// its payloads out).
+    pub reassembled: Option<Reassembled>,
     pub peer_hashes: Vec<HashAlgorithm>,
     pub pending_child: Option<PendingChild>,
     pub children: Vec<ChildSa>,
@@ -194,6 +216,8 @@ impl IkeSa {
             keys: None,
             sk: None,
             peer_fragmentation: false,
+            reassembly: [None, None],
+            reassembled: None,
             peer_hashes: Vec::new(),
             pending_child: None,
             children: Vec::new(),
@@ -238,19 +262,67 @@ impl IkeSa {
 
     /// A message with `payloads` inside an SK payload, sealed with our outbound key.
     pub fn seal(&self, hdr: &header::Repr, payloads: &[Payload]) -> Result<Vec<u8>, SealError> {
+        let (inner, plain) = emit_chain(payloads).map_err(SealError::Wire)?;
+        self.seal_chain(hdr, inner, &zeroize::Zeroizing::new(plain))
+    }
+
+    /// A message with `payloads` inside an SK payload, or, when `max_len` is given and
+    /// the message would be longer, as SKF fragments of at most `max_len` bytes each
+    /// (RFC 7383 §2.5: the inner payloads' bytes cut in order, each piece padded and
+    /// sealed on its own, fragment 1 naming the first inner type).
+    pub fn seal_fragmented(
+        &self,
+        hdr: &header::Repr,
+        payloads: &[Payload],
+        max_len: Option<usize>,
+    ) -> Result<Vec<Vec<u8>>, SealError> {
         let (out, _) = self.sk.as_ref().ok_or(SealError::NoKeys)?;
         let (inner, plain) = emit_chain(payloads).map_err(SealError::Wire)?;
         let plain = zeroize::Zeroizing::new(plain);
+        let overhead = HEADER_LEN + ike_wire::payload::HEADER_LEN;
+        let max = match max_len {
+            Some(m) if overhead + out.body_len(plain.len()) > m => m,
+            _ => return Ok(vec![self.seal_chain(hdr, inner, &plain)?]),
+        };
+        let room = out.max_plaintext_len(max.saturating_sub(overhead + SKF_FIELDS_LEN));
+        if room == 0 {
+            return Err(SealError::FragmentTooSmall);
+        }
+        let pieces = ike_wire::fragment::split(&plain, room).map_err(SealError::Wire)?;
+        let total = pieces.len() as u16;
+        let mut sealed = Vec::with_capacity(pieces.len());
+        for (i, piece) in pieces.into_iter().enumerate() {
+            let number = i as u16 + 1;
+            let inner = if number == 1 { inner } else { PayloadType::NONE };
+            let frame = Frame::Skf { inner, number, total };
+            let mut s = Sealing::new(hdr, &[], frame, out.body_len(piece.len())).map_err(SealError::Wire)?;
+            let body = out.seal(s.aad(), piece).map_err(SealError::Crypto)?;
+            s.body_mut().copy_from_slice(&body);
+            sealed.push(s.into_bytes());
+        }
+        Ok(sealed)
+    }
+
+    fn seal_chain(&self, hdr: &header::Repr, inner: PayloadType, plain: &[u8]) -> Result<Vec<u8>, SealError> {
+        let (out, _) = self.sk.as_ref().ok_or(SealError::NoKeys)?;
         let mut s = Sealing::new(hdr, &[], Frame::Sk { inner }, out.body_len(plain.len()))
             .map_err(SealError::Wire)?;
-        let body = out.seal(s.aad(), &plain).map_err(SealError::Crypto)?;
+        let body = out.seal(s.aad(), plain).map_err(SealError::Crypto)?;
         s.body_mut().copy_from_slice(&body);
         Ok(s.into_bytes())
     }
 
-    /// The inner payloads of a received SK message, after its ICV verified. Fragments
-    /// (SKF) are not reassembled yet: [`Drop::MissingPayload`].
+    /// The inner payloads of a received SK message, after its ICV verified; for a
+    /// fragment (SKF), those of the message the engine has just reassembled from it
+    /// (each fragment authenticated on arrival), [`Drop::MissingPayload`] if none.
     pub fn open(&self, bytes: &[u8], msg: &Message) -> Result<Vec<Payload>, Drop> {
+        if msg.fragment().is_some() {
+            let h = msg.header;
+            return match &self.reassembled {
+                Some(r) if r.message_id == h.message_id && r.response == h.response => Ok(r.payloads.clone()),
+                _ => Err(Drop::MissingPayload),
+            };
+        }
         let (_, inb) = self.sk.as_ref().ok_or(Drop::UnexpectedExchange)?;
         let sk = msg.encrypted().ok_or(Drop::MissingPayload)?;
         let aad_len = msg.aad_len().ok_or(Drop::MissingPayload)?;
@@ -264,6 +336,8 @@ impl IkeSa {
 #[derive(Debug)]
 pub enum SealError {
     NoKeys,
+    /// The fragment size leaves no room for any inner byte.
+    FragmentTooSmall,
     Wire(ike_wire::Error),
     Crypto(crate::crypto::CryptoError),
 }

@@ -17,6 +17,8 @@
 //! - [`credentials`]: the parsed certificates, private keys and trusted CAs of the `pubkey`
 //!   connections, handed in by iked (which reads the files); the wall-clock time their
 //!   validity is checked against comes from the caller too ([`Ike::set_unix_time`]).
+//! - [`fragments`]: RFC 7383 — the reassembly of SKF fragments (bounded, each fragment
+//!   authenticated before it is kept) and the fragment size.
 //! - The engine, [`Ike`], and the modules drawn below.
 //!
 //! # The flow
@@ -29,15 +31,20 @@
 //!   │   └─ half_open: admit / COOKIE (stateless) / refuse ─▶ exchange::sa_init (responder)
 //!   │ the table, by our SPI (SPIr if the I flag is set, else SPIi) ── none ─▶ drop(UnknownSa)
 //!   │ response?  window.matches(id) ── no ────────────────────▶ drop(UnexpectedResponse)
+//!   │            SKF? reassemble (fragments: each authenticated, kept) ─ more to come ─▶ done
+//!   │                 whole: IkeSa::reassembled, taken by the exchange through IkeSa::open
 //!   │            IKE_SA_INIT ─▶ sa_init (initiator) ─▶ IKE_AUTH request
 //!   │            IKE_AUTH    ─▶ auth (initiator)    ─▶ Install, IkeSaUp
 //!   │            CREATE_CHILD_SA ─▶ create_child / ike_rekey (requester) ─▶ Install, Remove
 //!   │            INFORMATIONAL (our Delete of a CHILD_SA, our liveness check)
 //!   │                                          ─▶ the next queued request
 //!   │            INFORMATIONAL (our Delete of the IKE SA) ─▶ IkeSaDown
-//!   │ request?   window.classify(id): Retransmitted ─▶ resend the cached bytes
-//!   │                                 OutOfWindow   ─▶ drop(OutOfWindow)
-//!   │                                 New: IKE_AUTH ─▶ auth (responder) ─▶ response, Install
+//!   │ request?   window.classify(id): Retransmitted ─▶ resend the cached bytes (of a
+//!   │                                   fragmented request: known by its fragment 1)
+//!   │                                 OutOfWindow   ─▶ drop(OutOfWindow), or for another
+//!   │                                   fragment of the answered request drop(FragmentOfAnswered)
+//!   │                                 New: SKF? reassemble as above, then
+//!   │                                      IKE_AUTH ─▶ auth (responder) ─▶ response, Install
 //!   │                                      INFORMATIONAL ─▶ informational ─▶ response, Remove
 //!   │                                      CREATE_CHILD_SA ─▶ create_child (REKEY_SA) or
 //!   │                                        ike_rekey (SA proposes IKE) ─▶ response, Install
@@ -71,7 +78,7 @@
 //!                 create_child ─▶ auth (its helpers), ike_rekey
 //!         │
 //!         ├─▶ ike_sa ─▶ child_sa ─▶ io      (the SAs; the boundary's types)
-//!         │     └─▶ window, retransmit, stats
+//!         │     └─▶ window, retransmit, stats, fragments (reassembly ─▶ stats)
 //!         └─▶ proposals, narrow, half_open, cookie
 //!   all of them ─▶ config, credentials, crypto, cert, ike-wire
 //! ```
@@ -82,8 +89,10 @@
 //! so ACQUIRE in `sa_event` does nothing); retrying a rekey after TEMPORARY_FAILURE, or an
 //! IKE SA rekey after INVALID_KE_PAYLOAD (a failed IKE SA rekey is tried again at the next
 //! rekey time, a failed CHILD_SA rekey at the next soft expiry or command); a peer
-//! behind a NAT whose address (not only its port) changes, MOBIKE; fragmentation (not
-//! announced: nothing reassembles SKF yet), SET_WINDOW_SIZE; with certificates: sending
+//! behind a NAT whose address (not only its port) changes, MOBIKE; fragmenting our
+//! INFORMATIONAL messages (they are small; any fragmented message is reassembled),
+//! SET_WINDOW_SIZE;
+//! with certificates: sending
 //! only the certificates a CERTREQ asks for, revocation (CRLs, OCSP).
 
 #![forbid(unsafe_code)]
@@ -95,6 +104,7 @@ pub mod cookie;
 pub mod credentials;
 pub mod crypto;
 mod exchange;
+pub mod fragments;
 pub mod half_open;
 pub mod ike_sa;
 pub mod io;
@@ -108,14 +118,16 @@ use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use ike_wire::encrypted::Fragment;
 use ike_wire::ids::ExchangeType;
-use ike_wire::Message;
+use ike_wire::{parse_chain, Message};
 use ocf::Framework;
 
-use crate::config::{Connection, Secrets};
+use crate::config::{Connection, Fragmentation, Secrets};
 use crate::cookie::CookieJar;
+use crate::fragments::{Added, Piece, Reassembly};
 use crate::half_open::HalfOpenConfig;
-use crate::ike_sa::{IkeSa, State};
+use crate::ike_sa::{IkeSa, Reassembled, State};
 use crate::io::{Datagram, DownReason, Event, Output, SaEvent};
 use crate::retransmit::{Due, RetransmitConfig};
 use crate::stats::{Drop, Stats};
@@ -139,6 +151,8 @@ pub struct Settings {
     pub cookie_rotate: Duration,
     /// Our nonces' length.
     pub nonce_len: usize,
+    /// RFC 7383: the fragment size and the reassembly's bounds.
+    pub fragments: fragments::FragmentConfig,
 }
 
 impl Default for Settings {
@@ -148,6 +162,7 @@ impl Default for Settings {
             half_open: HalfOpenConfig::default(),
             cookie_rotate: cookie::DEFAULT_ROTATE,
             nonce_len: crypto::DEFAULT_NONCE_LEN,
+            fragments: fragments::FragmentConfig::default(),
         }
     }
 }
@@ -389,7 +404,12 @@ impl Ike {
             if !sa.requests.matches(h.message_id) {
                 return Err(Drop::UnexpectedResponse);
             }
-            let r = match (sa.state, h.exchange_type) {
+            if let Some(f) = msg.fragment() {
+                if !self.reassemble(ours, d, &msg, f)? {
+                    return Ok(());
+                }
+            }
+            let r = match (self.sas[&ours].state, h.exchange_type) {
                 (State::InitSent, ExchangeType::IKE_SA_INIT) => {
                     exchange::sa_init::response(self, now, ours, d, &msg, out)
                 }
@@ -407,6 +427,7 @@ impl Ike {
                 }
                 _ => Err(Drop::UnexpectedExchange),
             };
+            self.reassembled(ours);
             if r.is_ok() {
                 self.heard(now, ours, d.remote, out);
             }
@@ -420,8 +441,21 @@ impl Ike {
                 self.stats.responses_resent += 1;
                 Ok(())
             }
-            Incoming::OutOfWindow => Err(Drop::OutOfWindow),
+            // RFC 7383 §2.6.1: of a request already answered, only fragment 1 brings the
+            // response again (above); the others are ignored.
+            Incoming::OutOfWindow => Err(match msg.fragment() {
+                Some(f) if f.number != 1 && h.message_id.wrapping_add(1) == sa.responses.expected() => {
+                    Drop::FragmentOfAnswered
+                }
+                _ => Drop::OutOfWindow,
+            }),
             Incoming::New => {
+                if let Some(f) = msg.fragment() {
+                    if !self.reassemble(ours, d, &msg, f)? {
+                        return Ok(());
+                    }
+                }
+                let sa = &self.sas[&ours];
                 let r = match (sa.state, h.exchange_type) {
                     (State::HalfOpen, ExchangeType::IKE_AUTH) => {
                         exchange::auth::request(self, now, ours, d, &msg, out)
@@ -434,12 +468,78 @@ impl Ike {
                     }
                     _ => Err(Drop::UnexpectedExchange),
                 };
+                self.reassembled(ours);
                 if r.is_ok() {
                     self.heard(now, ours, d.remote, out);
                 }
                 r
             }
         }
+    }
+
+    /// Fragment `f` of `msg` (a request in the window, or the response to our outstanding
+    /// request) on IKE SA `spi`: checked, authenticated and kept ([`fragments`]). True: the
+    /// message is whole, its payloads in `IkeSa::reassembled` for the exchange to take
+    /// ([`IkeSa::open`]); false: more fragments are needed.
+    fn reassemble(&mut self, spi: u64, d: &Datagram, msg: &Message, f: &Fragment) -> Result<bool, Drop> {
+        let cfg = self.settings.fragments;
+        let sa = self.sas.get_mut(&spi).expect("looked up by the caller");
+        if self.config.connections[sa.conn].fragmentation == Fragmentation::No {
+            return Err(Drop::FragmentUnexpected);
+        }
+        let Some((_, inb)) = sa.sk.as_ref() else { return Err(Drop::FragmentUnexpected) };
+        let h = msg.header;
+        let slot = &mut sa.reassembly[usize::from(h.response)];
+        let restart = Reassembly::precheck(slot, h.message_id, f.number, f.total, &cfg)?;
+        let aad_len = msg.aad_len().ok_or(Drop::MissingPayload)?;
+        let plain = inb.open_message(&d.bytes, aad_len).map_err(|_| Drop::Unauthenticated)?;
+        self.stats.fragments_received += 1;
+        let piece = Piece {
+            message_id: h.message_id,
+            number: f.number,
+            total: f.total,
+            inner: f.inner,
+            plain,
+            datagram: &d.bytes,
+        };
+        match Reassembly::add(slot, restart, piece, &cfg)? {
+            Added::Incomplete => Ok(false),
+            Added::Complete(whole) => {
+                let payloads = parse_chain(whole.inner, &whole.bytes).map_err(|_| Drop::Malformed)?;
+                sa.reassembled = Some(Reassembled {
+                    message_id: h.message_id,
+                    response: h.response,
+                    payloads,
+                    first: whole.first,
+                });
+                self.stats.messages_reassembled += 1;
+                Ok(true)
+            }
+        }
+    }
+
+    /// The exchange has run on the reassembled message of IKE SA `spi`, if any: it is
+    /// forgotten, and a request's retransmission is from now on recognised by its first
+    /// fragment (RFC 7383 §2.6.1; the exchange cached its answer under the last one).
+    fn reassembled(&mut self, spi: u64) {
+        let Some(sa) = self.sas.get_mut(&spi) else { return };
+        if let Some(r) = sa.reassembled.take() {
+            if !r.response {
+                sa.responses.recognised_by(r.message_id, r.first);
+            }
+        }
+    }
+
+    /// The longest message we send to the peer of `sa` from `local` in one piece, when
+    /// longer ones go as fragments: our connection fragments (`yes` and the peer announced
+    /// support, or `force`). None: never fragmented (`no`, `accept`).
+    pub(crate) fn fragment_limit(&self, sa: &IkeSa, local: SocketAddr) -> Option<usize> {
+        let on = match self.config.connections[sa.conn].fragmentation {
+            Fragmentation::No | Fragmentation::Accept => false,
+            Fragmentation::Yes => sa.peer_fragmentation,
+            Fragmentation::Force => true,
+        };
+        on.then(|| fragments::max_message_len(self.settings.fragments.size, local))
     }
 
     /// A message from the peer of IKE SA `spi` was accepted (on an established IKE SA:

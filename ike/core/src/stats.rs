@@ -33,11 +33,23 @@ pub enum Drop {
     BadPeerValue,
     /// A response whose SA payload is not one of our proposals, or a KE of another group.
     BadProposal,
+    /// An SKF fragment where we reassemble none: we did not announce fragmentation, or
+    /// the SA has no keys yet (RFC 7383 §2.5).
+    FragmentUnexpected,
+    /// A fragment already held (same number and total).
+    FragmentDuplicate,
+    /// A fragment whose Total Fragments is below the one being reassembled (§2.6.2).
+    FragmentStale,
+    /// A fragment past the bounds: too many fragments, or too many bytes held.
+    FragmentTooLarge,
+    /// A fragment other than the first of a request already answered (RFC 7383 §2.6.1:
+    /// only fragment 1 of a retransmitted request brings the response again).
+    FragmentOfAnswered,
 }
 
 impl Drop {
     /// Every cause, in [`Stats::drops`]' order.
-    pub const ALL: [Drop; 11] = [
+    pub const ALL: [Drop; 16] = [
         Drop::Malformed,
         Drop::UnknownSa,
         Drop::OutOfWindow,
@@ -49,6 +61,11 @@ impl Drop {
         Drop::UnexpectedExchange,
         Drop::BadPeerValue,
         Drop::BadProposal,
+        Drop::FragmentUnexpected,
+        Drop::FragmentDuplicate,
+        Drop::FragmentStale,
+        Drop::FragmentTooLarge,
+        Drop::FragmentOfAnswered,
     ];
 
     /// Its name in metrics and logs.
@@ -65,6 +82,11 @@ impl Drop {
             Drop::UnexpectedExchange => "unexpected-exchange",
             Drop::BadPeerValue => "bad-peer-value",
             Drop::BadProposal => "bad-proposal",
+            Drop::FragmentUnexpected => "fragment-unexpected",
+            Drop::FragmentDuplicate => "fragment-duplicate",
+            Drop::FragmentStale => "fragment-stale",
+            Drop::FragmentTooLarge => "fragment-too-large",
+            Drop::FragmentOfAnswered => "fragment-of-answered",
         }
     }
 
@@ -134,6 +156,11 @@ pub struct Stats {
     pub ike_sas_up: u64,
     pub ike_sas_down: u64,
     pub child_sas_installed: u64,
+    /// RFC 7383: fragments sent (each fragment of each message, retransmissions not
+    /// counted), authenticated fragments kept, and messages reassembled from them.
+    pub fragments_sent: u64,
+    pub fragments_received: u64,
+    pub messages_reassembled: u64,
     drops: [u64; Drop::ALL.len()],
 }
 
@@ -180,7 +207,7 @@ mod tests {
         for (i, c) in Drop::ALL.iter().enumerate() {
             assert_eq!(s.drops(*c), i as u64 + 1, "{}", c.name());
         }
-        assert_eq!(s.drops_total(), (1..=11).sum::<u64>());
+        assert_eq!(s.drops_total(), (1..=16).sum::<u64>());
         let names: std::collections::HashSet<_> = Drop::ALL.iter().map(|c| c.name()).collect();
         assert_eq!(names.len(), Drop::ALL.len());
     }

@@ -139,6 +139,17 @@ impl ResponseWindow {
         }
     }
 
+    /// The datagram a retransmission of the answered request `id` is recognised by, when
+    /// it is not the one `answered` was given: for a fragmented request, its first
+    /// fragment (RFC 7383 §2.6.1). Nothing if `id` is not the last answered.
+    pub fn recognised_by(&mut self, id: u32, request: Vec<u8>) {
+        if let Some((last, q, _)) = &mut self.cached {
+            if *last == id {
+                *q = request;
+            }
+        }
+    }
+
     /// Records the response sent to the new request `id` and moves the window on.
     pub fn answered(&mut self, id: u32, request: Vec<u8>, response: Vec<Vec<u8>>) {
         debug_assert_eq!(id, self.expected);
@@ -191,6 +202,17 @@ mod tests {
         assert_eq!(w.classify(0, b"init"), Incoming::OutOfWindow, "only the last response is kept");
         assert_eq!(w.classify(3, b"x"), Incoming::OutOfWindow);
         assert_eq!(w.classify(2, b"x"), Incoming::New);
+    }
+
+    #[test]
+    fn a_fragmented_request_is_recognised_by_its_first_fragment() {
+        let mut w = ResponseWindow::after(1, None);
+        w.answered(1, b"fragment 3 of 3".to_vec(), vec![b"response".to_vec()]);
+        w.recognised_by(0, b"other".to_vec());
+        assert_eq!(w.classify(1, b"fragment 3 of 3"), Incoming::Retransmitted(&[b"response".to_vec()]));
+        w.recognised_by(1, b"fragment 1 of 3".to_vec());
+        assert_eq!(w.classify(1, b"fragment 1 of 3"), Incoming::Retransmitted(&[b"response".to_vec()]));
+        assert_eq!(w.classify(1, b"fragment 3 of 3"), Incoming::OutOfWindow);
     }
 
     #[test]

@@ -13,7 +13,11 @@
 //! CHILD_SA. A sixth has our engine check charon's liveness (our dpd_delay = 1 s, charon's
 //! off): charon answers each empty INFORMATIONAL; then our engine stops listening and
 //! declares charon dead when the retransmission schedule runs out. A seventh authenticates
-//! with certificates (openssl CLI; ours RSA, charon's ECDSA) instead of the PSK.
+//! with certificates (openssl CLI; ours RSA, charon's ECDSA) instead of the PSK. An
+//! eighth and a ninth (RFC 7383) give both sides RSA certificates and a fragment size of
+//! 576 bytes (charon's `fragment_size`, our `FragmentConfig::size`), so that each
+//! IKE_AUTH message goes in fragments, with us as initiator and as responder: charon must
+//! reassemble ours and we its.
 //!
 //! ```text
 //!  this test (outer) ─ unshare -n: netns T ─┬─ veth ikeT 192.0.2.1 ◀──────┐
@@ -162,6 +166,14 @@ elif [ "$3" = collisions ]; then
   IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner_collisions --ignored --nocapture --test-threads=1
 elif [ "$3" = liveness ]; then
   IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner_liveness --ignored --nocapture --test-threads=1
+elif [ "$3" = fragments ]; then
+  IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner_fragments --ignored --nocapture --test-threads=1
+elif [ "$3" = fragments-responder ]; then
+  IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner_fragments_responder --ignored --nocapture --test-threads=1 &
+  inner=$!
+  sleep 0.5
+  swanctl --initiate --child net --timeout 20 --uri "unix://$d/vici"
+  wait $inner
 elif [ "$3" = our-rekeys ]; then
   IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner_our_rekeys --ignored --nocapture --test-threads=1
 else
@@ -234,8 +246,29 @@ fn strongswan_accepts_our_certificate_and_we_accept_its() {
     with_charon(Role::Certificates);
 }
 
+/// RFC 7383 with charon: both sides with RSA certificates and 576-byte datagrams; we
+/// initiate. charon must split its IKE_AUTH response and reassemble our request, and we
+/// the reverse.
+#[test]
+fn strongswan_reassembles_our_fragments_and_we_its() {
+    with_charon(Role::Fragments);
+}
+
+/// As above with charon initiating.
+#[test]
+fn strongswan_initiates_with_fragments_to_our_responder() {
+    with_charon(Role::FragmentsResponder);
+}
+
+/// The fragment size of the fragmentation cases, both sides.
+const FRAGMENT_SIZE: usize = 576;
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Role {
+    /// We initiate with RSA certificates, IKE_AUTH fragmented both ways.
+    Fragments,
+    /// charon initiates so.
+    FragmentsResponder,
     /// We initiate with certificates.
     Certificates,
     /// We initiate; the IKE SA is deleted by us.
@@ -268,10 +301,16 @@ fn with_charon(role: Role) {
         Role::Collisions => "collisions",
         Role::Liveness => "liveness",
         Role::Certificates => "certificates",
+        Role::Fragments => "fragments",
+        Role::FragmentsResponder => "fragments-responder",
     };
+    let fragments = role.starts_with("fragments");
     // The KEYMAT's initiator is who requested the exchange that made the CHILD_SA.
-    let we_initiate =
-        role == "initiator" || role == "our-rekeys" || role == "liveness" || role == "certificates";
+    let we_initiate = role == "initiator"
+        || role == "our-rekeys"
+        || role == "liveness"
+        || role == "certificates"
+        || role == "fragments";
     let esp = if role == "our-rekeys" { ESP_PFS } else { "aes128gcm16" };
     let (ike_rekey, child_rekey) = if role == "rekey" || role == "collisions" {
         (
@@ -285,10 +324,19 @@ fn with_charon(role: Role) {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let d = dir.to_str().unwrap();
-    std::fs::write(dir.join("strongswan.conf"), STRONGSWAN_CONF.replace("DIR", d)).unwrap();
+    let mut strongswan_conf = STRONGSWAN_CONF.replace("DIR", d);
     let mut conf = SWANCTL_CONF.to_string();
-    if role == "certificates" {
-        make_pki(&dir);
+    if fragments {
+        strongswan_conf = strongswan_conf.replacen(
+            "charon {\n",
+            &format!("charon {{\n  fragment_size = {FRAGMENT_SIZE}\n"),
+            1,
+        );
+        conf = conf.replacen("version = 2\n", "version = 2\n    fragmentation = yes\n", 1);
+    }
+    std::fs::write(dir.join("strongswan.conf"), strongswan_conf).unwrap();
+    if role == "certificates" || fragments {
+        make_pki(&dir, fragments);
         conf = conf
             .replace(
                 "auth = psk\n      id = sun.example",
@@ -348,6 +396,25 @@ fn with_charon(role: Role) {
             "{log}"
         );
         assert!(log.contains("received cert request for \"O=ike-core, CN=Test CA\""), "our CERTREQ: {log}");
+    }
+    if fragments {
+        // charon's own words: it split its IKE_AUTH message and reassembled ours.
+        assert!(log.contains("splitting IKE message"), "charon sent no fragments: {log}");
+        assert!(log.contains("reassembled fragmented IKE message"), "charon reassembled nothing: {log}");
+        assert!(log.contains("EF(1/"), "an encrypted fragment parsed or generated: {log}");
+        let stats = std::fs::read_to_string(dir.join("stats.txt")).unwrap();
+        let count = |name: &str| -> u64 {
+            stats
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{name}=")))
+                .unwrap_or_else(|| panic!("{name} in {stats}"))
+                .parse()
+                .unwrap()
+        };
+        assert!(count("fragments_sent") > 1, "we sent no fragments: {stats}");
+        assert!(count("fragments_received") > 1, "we received no fragments: {stats}");
+        assert_eq!(count("messages_reassembled"), 1, "{stats}");
+        assert_eq!(count("drops"), 0, "{stats}");
     }
     if role == "collisions" {
         assert_eq!(sas.matches("state=ESTABLISHED").count(), 1, "one IKE SA left in charon: {sas}");
@@ -447,10 +514,12 @@ fn openssl(dir: &Path, args: &[&str]) {
     assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
-/// In `dir`: ca.pem (P-256), sun.pem/sun.key (charon's, P-256), moon.pem/moon.key (ours,
-/// RSA-2048), each end entity with its FQDN as a dNSName.
-fn make_pki(dir: &Path) {
+/// In `dir`: ca.pem (P-256), sun.pem/sun.key (charon's, P-256, or RSA-2048 with
+/// `sun_rsa`), moon.pem/moon.key (ours, RSA-2048), each end entity with its FQDN as a
+/// dNSName.
+fn make_pki(dir: &Path, sun_rsa: bool) {
     let ec = ["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"];
+    let rsa = ["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"];
     openssl(dir, &[&["genpkey"][..], &ec, &["-out", "ca.key"]].concat());
     openssl(
         dir,
@@ -472,7 +541,7 @@ fn make_pki(dir: &Path) {
             "ca.pem",
         ],
     );
-    openssl(dir, &[&["genpkey"][..], &ec, &["-out", "sun.key"]].concat());
+    openssl(dir, &[&["genpkey"][..], if sun_rsa { &rsa } else { &ec }, &["-out", "sun.key"]].concat());
     openssl(dir, &["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "moon.key"]);
     for name in ["sun", "moon"] {
         let ext = format!("subjectAltName=DNS:{name}.example\nkeyUsage=digitalSignature\n");
@@ -519,7 +588,34 @@ fn charon_inner() {
 #[ignore = "run by strongswan_accepts_our_certificate_and_we_accept_its inside its namespaces"]
 fn charon_inner_certificates() {
     let dir = PathBuf::from(std::env::var(ENV).expect("run by the outer test"));
-    run_engine_with(true, cert_config(&dir));
+    run_engine_with(true, cert_config(&dir), Settings::default());
+}
+
+/// Our settings in the fragmentation cases.
+fn fragment_settings() -> Settings {
+    Settings {
+        fragments: ike_core::fragments::FragmentConfig {
+            size: FRAGMENT_SIZE,
+            ..ike_core::fragments::FragmentConfig::default()
+        },
+        ..Settings::default()
+    }
+}
+
+/// The engine as initiator, certificates, IKE_AUTH in fragments.
+#[test]
+#[ignore = "run by strongswan_reassembles_our_fragments_and_we_its inside its namespaces"]
+fn charon_inner_fragments() {
+    let dir = PathBuf::from(std::env::var(ENV).expect("run by the outer test"));
+    run_engine_with(true, cert_config(&dir), fragment_settings());
+}
+
+/// The engine as responder, certificates, IKE_AUTH in fragments.
+#[test]
+#[ignore = "run by strongswan_initiates_with_fragments_to_our_responder inside its namespaces"]
+fn charon_inner_fragments_responder() {
+    let dir = PathBuf::from(std::env::var(ENV).expect("run by the outer test"));
+    run_engine_with(false, cert_config(&dir), fragment_settings());
 }
 
 /// The engine as responder, charon initiating.
@@ -654,14 +750,15 @@ fn swanctl(dir: &Path, args: &[&str]) -> String {
 /// charon's SAs, then deletes the IKE SA (we do, or charon does) and checks both ends
 /// saw it go.
 fn run_engine(initiate: bool) {
-    run_engine_with(initiate, config());
+    run_engine_with(initiate, config(), Settings::default());
 }
 
-/// As `run_engine`, with `config`.
-fn run_engine_with(initiate: bool, config: Config) {
+/// As `run_engine`, with `config` and `settings`; our fragment counters and the number of
+/// dropped messages go to stats.txt.
+fn run_engine_with(initiate: bool, config: Config, settings: Settings) {
     let dir = PathBuf::from(std::env::var(ENV).expect("run by the outer test"));
     let start = Instant::now();
-    let mut ike = Ike::new(fw(), config, Settings::default(), start).unwrap();
+    let mut ike = Ike::new(fw(), config, settings, start).unwrap();
     ike.set_unix_time(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs());
     let net = Net {
         s500: UdpSocket::bind("192.0.2.1:500").unwrap(),
@@ -702,6 +799,18 @@ fn run_engine_with(initiate: bool, config: Config) {
     )
     .unwrap();
     std::fs::write(dir.join("sas.txt"), swanctl(&dir, &["--list-sas", "--raw"])).unwrap();
+    let st = ike.stats();
+    std::fs::write(
+        dir.join("stats.txt"),
+        format!(
+            "fragments_sent={}\nfragments_received={}\nmessages_reassembled={}\ndrops={}\n",
+            st.fragments_sent,
+            st.fragments_received,
+            st.messages_reassembled,
+            st.drops_total()
+        ),
+    )
+    .unwrap();
     println!("installed: spi_in {:08x} spi_out {:08x} encap {:?}", i.spi_in, i.spi_out, i.udp_encap);
 
     // Liveness: with no traffic, charon sends an empty INFORMATIONAL every dpd_delay (1 s);

@@ -23,6 +23,10 @@
 //! IKE_SA_INIT response ‖ Ni ‖ prf(SK_pr, IDr body) — `crypto::signed_octets`. The
 //! CHILD_SA's keys: KEYMAT = prf+(SK_d, Ni ‖ Nr), no PFS in IKE_AUTH.
 //!
+//! Both messages go out as RFC 7383 fragments when they are longer than the fragment size
+//! and the peer reassembles ([`crate::Ike::fragment_limit`]); a fragmented message comes
+//! here reassembled (the engine's dispatch).
+//!
 //! Not yet: EAP, INITIAL_CONTACT's effect on the
 //! responder (deleting older SAs with the same peer), the Delete an initiator owes a
 //! responder whose AUTH failed (RFC 7296 §2.21.2).
@@ -102,10 +106,11 @@ pub(crate) fn send_request(ike: &mut Ike, now: Instant, spi: u64, out: &mut Vec<
     payloads.push(Payload::TsI(Ts { selectors: local_ts }));
     payloads.push(Payload::TsR(Ts { selectors: remote_ts }));
 
+    let limit = ike.fragment_limit(&ike.sas[&spi], ike.sas[&spi].local);
     let sa = ike.sas.get_mut(&spi).expect("present");
     let id = sa.requests.start().map_err(|_| Drop::UnexpectedExchange)?;
     let hdr = sa.header(ExchangeType::IKE_AUTH, false, id);
-    let bytes = match sa.seal(&hdr, &payloads) {
+    let datagrams = match sa.seal_fragmented(&hdr, &payloads, limit) {
         Ok(b) => b,
         Err(_) => {
             sa.requests.restart();
@@ -115,8 +120,8 @@ pub(crate) fn send_request(ike: &mut Ike, now: Instant, spi: u64, out: &mut Vec<
     };
     sa.pending_child = Some(PendingChild { child: pending.child, spi_in });
     sa.state = State::AuthSent;
-    sa.retransmit = Some(Retransmit::new(now, vec![bytes.clone()], &ike.settings.retransmit));
-    out.push(Output::Send(Datagram { local: sa.local, remote: sa.remote, bytes }));
+    sa.retransmit = Some(Retransmit::new(now, datagrams.clone(), &ike.settings.retransmit));
+    super::send_sealed(&mut ike.stats, out, sa.local, sa.remote, datagrams);
     ike.stats.auth.requests_sent += 1;
     Ok(())
 }
@@ -171,9 +176,6 @@ pub(crate) fn request(
     out: &mut Vec<Output>,
 ) -> Result<(), Drop> {
     let sa = &ike.sas[&spi];
-    if msg.fragment().is_some() {
-        return Err(Drop::MissingPayload);
-    }
     let inner = sa.open(&d.bytes, msg)?;
     let idi =
         find(&inner, |p| if let Payload::IdI(x) = p { Some(x) } else { None }).ok_or(Drop::MissingPayload)?;
@@ -244,7 +246,7 @@ pub(crate) fn request(
         payloads.push(Payload::TsR(Ts { selectors: tsr.clone() }));
     }
     let hdr = sa.header(ExchangeType::IKE_AUTH, true, h.message_id);
-    let Ok(bytes) = sa.seal(&hdr, &payloads) else {
+    let Ok(datagrams) = sa.seal_fragmented(&hdr, &payloads, ike.fragment_limit(sa, d.local)) else {
         if let Some(s) = spi_in {
             ike.child_spis.remove(&s);
         }
@@ -274,14 +276,14 @@ pub(crate) fn request(
     sa.local = d.local;
     sa.remote = d.remote;
     sa.peer_id = Some(peer);
-    sa.responses.answered(h.message_id, d.bytes.clone(), vec![bytes.clone()]);
+    sa.responses.answered(h.message_id, d.bytes.clone(), datagrams.clone());
     sa.state = State::Established;
     sa.requests = crate::window::RequestWindow::starting_at(0);
     ike.half_open -= 1;
     ike.stats.half_open = ike.half_open as u64;
     ike.stats.auth.responses_sent += 1;
     ike.stats.ike_sas_up += 1;
-    out.push(Output::Send(Datagram { local: d.local, remote: d.remote, bytes }));
+    super::send_sealed(&mut ike.stats, out, d.local, d.remote, datagrams);
     out.push(Output::Event(Event::IkeSaUp { ike_sa: spi, remote: d.remote, initiator: false }));
     finish_child(ike, spi, install, out);
     let sa = ike.sas.get_mut(&spi).expect("present");
@@ -330,9 +332,6 @@ pub(crate) fn response(
     out: &mut Vec<Output>,
 ) -> Result<(), Drop> {
     let sa = &ike.sas[&spi];
-    if msg.fragment().is_some() {
-        return Err(Drop::MissingPayload);
-    }
     let inner = sa.open(&d.bytes, msg)?;
     let h = msg.header;
     let conn = &ike.config.connections[sa.conn];

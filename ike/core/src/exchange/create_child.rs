@@ -112,20 +112,21 @@ pub(crate) fn start(
     payloads.push(Payload::TsI(Ts { selectors: local_ts }));
     payloads.push(Payload::TsR(Ts { selectors: remote_ts }));
 
+    let limit = ike.fragment_limit(&ike.sas[&spi], ike.sas[&spi].local);
     let sa = ike.sas.get_mut(&spi).expect("present");
     let Ok(id) = sa.requests.start() else {
         ike.child_spis.remove(&spi_in);
         return Err(StartError::Failed);
     };
     let hdr = sa.header(ExchangeType::CREATE_CHILD_SA, false, id);
-    let Ok(bytes) = sa.seal(&hdr, &payloads) else {
+    let Ok(datagrams) = sa.seal_fragmented(&hdr, &payloads, limit) else {
         sa.requests.restart();
         ike.child_spis.remove(&spi_in);
         return Err(StartError::Failed);
     };
     sa.child_rekey = Some(ChildRekey { old_spi_in, spi_in, ni, key_share: share, collision: None });
-    sa.retransmit = Some(Retransmit::new(now, vec![bytes.clone()], &ike.settings.retransmit));
-    out.push(Output::Send(Datagram { local: sa.local, remote: sa.remote, bytes }));
+    sa.retransmit = Some(Retransmit::new(now, datagrams.clone(), &ike.settings.retransmit));
+    super::send_sealed(&mut ike.stats, out, sa.local, sa.remote, datagrams);
     ike.stats.create_child_sa.requests_sent += 1;
     Ok(())
 }
@@ -243,9 +244,6 @@ pub(crate) fn request(
     out: &mut Vec<Output>,
 ) -> Result<(), Drop> {
     let sa = &ike.sas[&spi];
-    if msg.fragment().is_some() {
-        return Err(Drop::MissingPayload);
-    }
     let inner = sa.open(&d.bytes, msg)?;
     let h = msg.header;
     let sa_p = find(&inner, |p| if let Payload::Sa(x) = p { Some(x) } else { None });
@@ -278,15 +276,15 @@ pub(crate) fn request(
     };
     let sa = &ike.sas[&spi];
     let hdr = sa.header(ExchangeType::CREATE_CHILD_SA, true, h.message_id);
-    let Ok(bytes) = sa.seal(&hdr, &payloads) else {
+    let Ok(datagrams) = sa.seal_fragmented(&hdr, &payloads, ike.fragment_limit(sa, d.local)) else {
         if let Some(a) = &made {
             ike.child_spis.remove(&a.made.child.spi_in);
         }
         return Err(Drop::BadPeerValue);
     };
     let sa = ike.sas.get_mut(&spi).expect("present");
-    sa.responses.answered(h.message_id, d.bytes.clone(), vec![bytes.clone()]);
-    out.push(Output::Send(Datagram { local: d.local, remote: d.remote, bytes }));
+    sa.responses.answered(h.message_id, d.bytes.clone(), datagrams.clone());
+    super::send_sealed(&mut ike.stats, out, d.local, d.remote, datagrams);
     ike.stats.create_child_sa.responses_sent += 1;
     let Some(a) = made else {
         ike.stats.create_child_sa.errors += 1;
@@ -394,9 +392,6 @@ pub(crate) fn response(
     out: &mut Vec<Output>,
 ) -> Result<(), Drop> {
     let sa = &ike.sas[&spi];
-    if msg.fragment().is_some() {
-        return Err(Drop::MissingPayload);
-    }
     let inner = sa.open(&d.bytes, msg)?;
     if sa.ike_rekey.is_some() {
         let sa = ike.sas.get_mut(&spi).expect("present");

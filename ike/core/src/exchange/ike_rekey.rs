@@ -77,16 +77,17 @@ pub(crate) fn start(ike: &mut Ike, now: Instant, spi: u64, out: &mut Vec<Output>
         Payload::Nonce(Nonce(ni.clone())),
         Payload::Ke(Ke { group: method.id(), data: share.public_value().to_vec() }),
     ];
+    let limit = ike.fragment_limit(&ike.sas[&spi], ike.sas[&spi].local);
     let sa = ike.sas.get_mut(&spi).expect("present");
     let Ok(id) = sa.requests.start() else { return false };
     let hdr = sa.header(ExchangeType::CREATE_CHILD_SA, false, id);
-    let Ok(bytes) = sa.seal(&hdr, &payloads) else {
+    let Ok(datagrams) = sa.seal_fragmented(&hdr, &payloads, limit) else {
         sa.requests.restart();
         return false;
     };
     sa.ike_rekey = Some(IkeRekey { spi: new, ni, key_share: share, collision: None });
-    sa.retransmit = Some(Retransmit::new(now, vec![bytes.clone()], &ike.settings.retransmit));
-    out.push(Output::Send(Datagram { local: sa.local, remote: sa.remote, bytes }));
+    sa.retransmit = Some(Retransmit::new(now, datagrams.clone(), &ike.settings.retransmit));
+    super::send_sealed(&mut ike.stats, out, sa.local, sa.remote, datagrams);
     ike.stats.create_child_sa.requests_sent += 1;
     true
 }
@@ -206,11 +207,13 @@ pub(crate) fn request(
         Err(n) => (vec![Payload::Notify(n)], None),
     };
     let hdr = sa.header(ExchangeType::CREATE_CHILD_SA, true, message_id);
-    let bytes = sa.seal(&hdr, &payloads).map_err(|_| Drop::BadPeerValue)?;
+    let datagrams = sa
+        .seal_fragmented(&hdr, &payloads, ike.fragment_limit(sa, d.local))
+        .map_err(|_| Drop::BadPeerValue)?;
     let ni = find(inner, |p| if let Payload::Nonce(x) = p { Some(x) } else { None }).map(|n| n.0.clone());
     let sa = ike.sas.get_mut(&spi).expect("present");
-    sa.responses.answered(message_id, d.bytes.clone(), vec![bytes.clone()]);
-    out.push(Output::Send(Datagram { local: d.local, remote: d.remote, bytes }));
+    sa.responses.answered(message_id, d.bytes.clone(), datagrams.clone());
+    super::send_sealed(&mut ike.stats, out, d.local, d.remote, datagrams);
     ike.stats.create_child_sa.responses_sent += 1;
     let Some(new) = new else {
         ike.stats.create_child_sa.errors += 1;

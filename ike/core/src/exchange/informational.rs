@@ -44,9 +44,6 @@ pub(crate) fn request(
     out: &mut Vec<Output>,
 ) -> Result<(), Drop> {
     let sa = &ike.sas[&spi];
-    if msg.fragment().is_some() {
-        return Err(Drop::MissingPayload);
-    }
     let inner = sa.open(&d.bytes, msg)?;
     let h = msg.header;
     let deletes: Vec<&Delete> =

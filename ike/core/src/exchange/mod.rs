@@ -12,6 +12,10 @@
 //!   simultaneous rekeying; it hands a request proposing IKE to [`ike_rekey`].
 //! - [`ike_rekey`]: CREATE_CHILD_SA rekeying the IKE SA, both roles, with §2.8.2's
 //!   simultaneous rekeying.
+//!
+//! A fragmented message (RFC 7383) reaches its exchange reassembled, through
+//! `IkeSa::open` like any other; IKE_AUTH and CREATE_CHILD_SA messages longer than the
+//! fragment size go out in fragments when the peer reassembles ([`send_sealed`]).
 
 pub(crate) mod auth;
 pub(crate) mod create_child;
@@ -22,10 +26,30 @@ pub(crate) mod sa_init;
 
 use std::net::{IpAddr, SocketAddr};
 
+use crate::io::{Datagram, Output};
+use crate::stats::Stats;
+
 use ike_wire::id::Id;
 use ike_wire::ids::IdType;
 
 use crate::config::Identity;
+
+/// Sends a sealed message from `local` to `remote`: its one datagram, or its fragments
+/// (counted in `fragments_sent`).
+pub(crate) fn send_sealed(
+    stats: &mut Stats,
+    out: &mut Vec<Output>,
+    local: SocketAddr,
+    remote: SocketAddr,
+    datagrams: Vec<Vec<u8>>,
+) {
+    if datagrams.len() > 1 {
+        stats.fragments_sent += datagrams.len() as u64;
+    }
+    for bytes in datagrams {
+        out.push(Output::Send(Datagram { local, remote, bytes }));
+    }
+}
 
 /// The ID payload for a configured identity; `%any` sends our IKE address.
 pub(crate) fn id_payload(identity: &Identity, addr: SocketAddr) -> Option<Id> {

@@ -17,8 +17,9 @@
 //! counted and remembered, the request keeps being retransmitted, and the IKE SA goes
 //! down with that reason only when the retransmissions run out.
 //!
-//! IKEV2_FRAGMENTATION_SUPPORTED is recorded when the peer sends it but not sent: nothing
-//! reassembles SKF yet (the issue: advertised only where reassembly works).
+//! IKEV2_FRAGMENTATION_SUPPORTED (RFC 7383 §2.3) is sent when our connection reassembles
+//! (`fragmentation` other than `no`; the responder only when the request had it too) and
+//! recorded from the peer: it decides whether our large messages go out fragmented.
 //! SIGNATURE_HASH_ALGORITHMS (RFC 7427) is sent when our authentication is by signature
 //! and recorded from the peer.
 
@@ -32,7 +33,7 @@ use ike_wire::notify::Notify;
 use ike_wire::sa::Sa;
 use ike_wire::{header, Message, Payload};
 
-use crate::config::{AuthMethod, Connection};
+use crate::config::{AuthMethod, Connection, Fragmentation};
 use crate::crypto::{self, natd_hash, IkeKeys, IkeSuite, KeMethod, KeyShare, Prf};
 use crate::half_open::Admission;
 use crate::ike_sa::{IkeSa, PendingChild, State};
@@ -114,6 +115,9 @@ fn request_bytes(ike: &Ike, sa: &IkeSa, conn: &Connection) -> Result<Vec<u8>, In
         natd(ike, sa.spi_i, 0, sa.remote, NotifyType::NAT_DETECTION_DESTINATION_IP)
             .map_err(InitiateError::Crypto)?,
     );
+    if conn.fragmentation != Fragmentation::No {
+        payloads.push(Payload::Notify(Notify::new(NotifyType::IKEV2_FRAGMENTATION_SUPPORTED, vec![])));
+    }
     if conn.local.method == AuthMethod::Pubkey {
         payloads.push(Payload::Notify(Notify::with_signature_hash_algorithms(&OUR_HASHES)));
     }
@@ -290,6 +294,11 @@ pub(crate) fn respond(
             natd(ike, h.spi_i, spi_r, d.remote, NotifyType::NAT_DETECTION_DESTINATION_IP)
                 .map_err(natd_err)?,
         );
+    }
+    if conn.fragmentation != Fragmentation::No
+        && msg.notify(NotifyType::IKEV2_FRAGMENTATION_SUPPORTED).is_some()
+    {
+        payloads.push(Payload::Notify(Notify::new(NotifyType::IKEV2_FRAGMENTATION_SUPPORTED, vec![])));
     }
     if conn.local.method == AuthMethod::Pubkey {
         payloads.push(Payload::Notify(Notify::with_signature_hash_algorithms(&OUR_HASHES)));

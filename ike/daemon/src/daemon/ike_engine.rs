@@ -451,7 +451,7 @@ impl IkeEngine {
             "half-open {}, cookies sent {}, accepted {}, retransmissions {}, responses resent {}, \
              liveness checks {}, peer moves {}, \
              authentication failures {}, untrusted certificates {}, IKE SAs up {}, down {}, \
-             CHILD_SAs installed {}",
+             CHILD_SAs installed {}, fragments sent {}, received {}, messages reassembled {}",
             st.half_open,
             st.cookies_sent,
             st.cookies_accepted,
@@ -463,7 +463,10 @@ impl IkeEngine {
             st.untrusted_certs,
             st.ike_sas_up,
             st.ike_sas_down,
-            st.child_sas_installed
+            st.child_sas_installed,
+            st.fragments_sent,
+            st.fragments_received,
+            st.messages_reassembled
         );
         s.push_str("dropped:");
         for (i, d) in Drop::ALL.iter().enumerate() {

@@ -15,7 +15,8 @@
 //!    deadline passed   ─▶ engine.tick (first, if engine.wants_traffic: `dump ;` to ipsecd
 //!                          ─▶ traffic::last_inbound ─▶ engine.traffic)
 //!  after each: carry_out(outputs)
-//!    Send     ─▶ relay.send
+//!    Send     ─▶ relay.send (the relay socket full: wait RELAY_ROOM_WAIT for room, once;
+//!                 still full: dropped, counted in `ipsecctl ike stats`)
 //!    Install  ─▶ setkey::install_text ─▶ ipsecd ctl (one request) ─▶ engine.installed,
 //!                 and "child-sa-installed" (or "-install-refused") to the subscribers
 //!                 └─ debug_keys.child_sa (if on)
@@ -25,6 +26,13 @@
 //!    IkeKeys  ─▶ debug_keys.ike_sa (if on; dropped otherwise)
 //!    Event    ─▶ log (auth failures as "authentication failed: …") and every subscriber
 //! ```
+//!
+//! Under a flood (thousands of IKE_SA_INIT requests, each answered with a COOKIE) iked
+//! reads a whole burst from the relay and answers it at once, faster than ipsecd's relay
+//! thread takes the answers: a send that finds the socket full waits a little for room,
+//! so that answers are not thrown away after the work of computing them, while ipsecd
+//! sheds the load where it costs nothing — new datagrams it cannot hand over are dropped
+//! and counted there (`key_manager_full`).
 //!
 //! A request to ipsecd waits for its reply (a heartbeat comes every second while ipsecd
 //! works); meanwhile datagrams queue in the relay socket, as they would in a busy peer. A
@@ -38,7 +46,7 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use zeroize::Zeroize;
@@ -146,7 +154,12 @@ pub struct Daemon<E: Engine> {
     config: Config,
     debug_keys: Option<DebugKeys>,
     out: Vec<Output>,
+    /// Datagrams dropped because the relay socket stayed full.
+    relay_drops: u64,
 }
+
+/// How long a send waits for room in a full relay socket before the datagram is dropped.
+const RELAY_ROOM_WAIT: Duration = Duration::from_millis(100);
 
 /// A signal's pipe: its read end, non-blocking.
 fn signal_pipe(sig: i32) -> Result<UnixStream, String> {
@@ -203,6 +216,7 @@ impl<E: Engine> Daemon<E> {
             config,
             debug_keys,
             out: Vec::new(),
+            relay_drops: 0,
         })
     }
 
@@ -328,11 +342,32 @@ impl<E: Engine> Daemon<E> {
                     }
                     continue;
                 }
+                Ok(Request::Stats) => self
+                    .engine
+                    .command(now, &Request::Stats, &mut self.out)
+                    .map(|s| format!("{s}relay: datagrams dropped (socket full) {}\n", self.relay_drops)),
                 Ok(req) => self.engine.command(now, &req, &mut self.out),
                 Err(e) => Err(e),
             };
             let _ = conn.set_write_timeout(Some(ctl::DEADLINE));
             let _ = conn.write_all(&ctl::encode_reply(&reply));
+        }
+    }
+
+    /// Hands a datagram to ipsecd's relay; a full socket gets RELAY_ROOM_WAIT to make room
+    /// (module doc). A drop is logged the first time and every 1000th after.
+    fn send(&mut self, d: &ipsecd::ike_relay::Datagram) {
+        let mut r = self.relay.send(d);
+        if matches!(&r, Err(e) if e.kind() == ErrorKind::WouldBlock) {
+            let wait = PollTimeout::try_from(RELAY_ROOM_WAIT.as_millis() as u32).unwrap_or(PollTimeout::MAX);
+            let _ = poll(&mut [PollFd::new(self.relay.as_fd(), PollFlags::POLLOUT)], wait);
+            r = self.relay.send(d);
+        }
+        if let Err(e) = r {
+            self.relay_drops += 1;
+            if self.relay_drops % 1000 == 1 {
+                tracing::warn!("sending to {}: {e} ({} dropped so far)", d.remote, self.relay_drops);
+            }
         }
     }
 
@@ -342,11 +377,7 @@ impl<E: Engine> Daemon<E> {
         while !self.out.is_empty() {
             for o in std::mem::take(&mut self.out) {
                 match o {
-                    Output::Send(d) => {
-                        if let Err(e) = self.relay.send(&d) {
-                            tracing::warn!("sending to {}: {e}", d.remote);
-                        }
-                    }
+                    Output::Send(d) => self.send(&d),
                     Output::Install { id, child } => {
                         let result = self.install(&child);
                         // The loop's own event: the CHILD_SA is in ipsecd (or not).
