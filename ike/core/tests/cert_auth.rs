@@ -100,6 +100,7 @@ fn config(
         dpd_delay: Duration::ZERO,
         encap: false,
         fragmentation: Fragmentation::default(),
+        unique: ike_core::config::Unique::default(),
         children: vec![child],
     };
     let creds = ConnCredentials {

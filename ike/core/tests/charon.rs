@@ -496,6 +496,7 @@ fn config_with(esp: &str) -> Config {
         dpd_delay: Duration::ZERO,
         encap: false,
         fragmentation: Fragmentation::default(),
+        unique: ike_core::config::Unique::default(),
         children: vec![child],
     };
     let secrets = Secrets {

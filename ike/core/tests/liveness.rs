@@ -71,6 +71,7 @@ fn config(s: &Side, dpd_delay: Duration, dpd_action: DpdAction) -> Config {
         dpd_delay,
         encap: false,
         fragmentation: Fragmentation::default(),
+        unique: ike_core::config::Unique::default(),
         children: vec![child],
     };
     let secrets = Secrets {

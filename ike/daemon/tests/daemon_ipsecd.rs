@@ -121,7 +121,7 @@ impl Engine for Scripted {
     fn events_lost(&mut self, _: Instant, _: u64, _: &mut Vec<Output>) {}
     fn command(&mut self, _: Instant, req: &Request, out: &mut Vec<Output>) -> Result<String, String> {
         match req {
-            Request::Up(c) if c == "site" => {
+            Request::Up { conn, .. } if conn == "site" => {
                 out.push(Output::Install { id: 1, child: child((0x1001, 0x2001), None, true) })
             }
             // A rekeyed CHILD_SA that ipsecd expires after a second.
@@ -212,7 +212,7 @@ fn the_loop_installs_removes_and_hears_ipsecd() {
 
     let call = |r: Request| ike_ctl::call(&iked_sock, &r, Wait::default()).unwrap();
     // The reply comes first (as `up` answers before a negotiation ends), the install after.
-    assert_eq!(call(Request::Up("site".into())), Ok("done\n".into()));
+    assert_eq!(call(Request::Up { conn: "site".into(), new: false }), Ok("done\n".into()));
     wait_for("the CHILD_SA is installed", || {
         seen.lock().unwrap().iter().any(|l| l == "child-installed id=1 ok=true")
     });
@@ -227,7 +227,7 @@ fn the_loop_installs_removes_and_hears_ipsecd() {
     assert_eq!(spd.matches("spdadd").count(), 2, "{spd}");
 
     // The same SAs again: ipsecd refuses, the engine hears why, nothing was added.
-    assert_eq!(call(Request::Up("site".into())), Ok("done\n".into()));
+    assert_eq!(call(Request::Up { conn: "site".into(), new: false }), Ok("done\n".into()));
     wait_for("the refusal reaches the engine", || refusals.lock().unwrap().len() == 1);
     let why = refusals.lock().unwrap()[0].clone();
     assert!(why.contains("0x2001") || why.contains("exists"), "ipsecd's reason: {why}");
@@ -238,7 +238,7 @@ fn the_loop_installs_removes_and_hears_ipsecd() {
     // The loop adds its own counter to the engine's stats.
     let stats = "hard-expiries 2\nrelay: datagrams dropped (socket full) 0\n";
     wait_for("the hard expiries reach the engine", || call(Request::Stats) == Ok(stats.into()));
-    assert!(call(Request::Up("elsewhere".into())).unwrap_err().contains("not scripted"));
+    assert!(call(Request::Up { conn: "elsewhere".into(), new: false }).unwrap_err().contains("not scripted"));
 
     assert_eq!(call(Request::Down("site".into())), Ok("done\n".into()));
     wait_for("down empties ipsecd", || {

@@ -203,6 +203,9 @@ fn base_and_its_valid_variants_parse() {
         let text = BASE.replace(marker, line);
         parse(&text).unwrap_or_else(|e| panic!("{line}: {e}"));
     }
+    assert_eq!(parse(BASE).unwrap().connections[0].unique, ike_core::config::Unique::Replace);
+    let never = parse(&BASE.replace("#CONN", "unique = never")).unwrap();
+    assert_eq!(never.connections[0].unique, ike_core::config::Unique::Never);
     let remote_any = BASE.replace("remote_addrs = 10.0.0.2", "remote_addrs = %any");
     assert!(parse(&remote_any).unwrap().connections[0].remote_addrs.is_empty(), "a responder for any peer");
 }
@@ -278,6 +281,16 @@ fn each_bad_case_names_line_and_column() {
             key: "mobike".into(),
             value: "yes".into(),
             why: "iked does not do MOBIKE (RFC 4555): mobike = no",
+        },
+    );
+    check(
+        bad("#CONN", "unique = keep"),
+        4,
+        18,
+        ErrorKind::Unsupported {
+            key: "unique".into(),
+            value: "keep".into(),
+            why: "iked replaces a peer's older IKE SAs or keeps them all: unique = replace or never",
         },
     );
     check(

@@ -312,7 +312,7 @@ fn an_ike_sa_init_flood_turns_cookies_on_and_the_tunnel_keeps_carrying_traffic()
         assert!(Instant::now() < until, "B kept the CHILD_SA after A's Delete: {}", g.logs());
         std::thread::sleep(Duration::from_millis(50));
     }
-    let up = ike(&a_sock, ike_ctl::Request::Up("site".into()));
+    let up = ike(&a_sock, ike_ctl::Request::Up { conn: "site".into(), new: false });
     assert!(up.starts_with("initiating site"), "{up}");
     g.wait_for_sas();
     assert!(g.ping(3, "0.2").status().unwrap().success(), "{}", g.logs());

@@ -219,10 +219,13 @@ fn two_engines_install_the_same_child_sa_from_each_end() {
         .command(now, &Request::Rekey("1".into()), &mut out)
         .unwrap_err()
         .contains("not wired to iked's control socket"));
-    assert!(b.command(now, &Request::Up("nope".into()), &mut out).unwrap_err().contains("no connection"));
+    assert!(b
+        .command(now, &Request::Up { conn: "nope".into(), new: false }, &mut out)
+        .unwrap_err()
+        .contains("no connection"));
 
     assert!(a
-        .command(now, &Request::Up("site-b".into()), &mut out)
+        .command(now, &Request::Up { conn: "site-b".into(), new: false }, &mut out)
         .unwrap_err()
         .contains("has an IKE SA already"));
 
@@ -391,6 +394,55 @@ fn a_restarted_peer_replaces_its_old_sas() {
     assert!(child.policies, "the new CHILD_SA brings the policies back");
     let list = b.command(Instant::now(), &Request::List, &mut Vec::new()).unwrap();
     assert_eq!(list.lines().filter(|l| l.contains("Established")).count(), 1, "{list}");
+}
+
+/// With `unique = never` on both sides, `up CONN new` brings up one more IKE SA of a
+/// connection that has one (plain `up` is refused), and none replaces another: each
+/// CHILD_SA is installed, none removed, and both ends list them all (what
+/// `bench/ike-setup`'s rate round does a thousand times).
+#[test]
+fn up_new_adds_ike_sas_that_unique_never_keeps() {
+    let fw = || {
+        let fw = ocf::Framework::new();
+        ocf_soft::register(&fw).unwrap();
+        fw
+    };
+    let now = Instant::now();
+    let mut a = IkeEngine::new(fw(), config_with(true, PSK, "unique = never"), now).unwrap();
+    let mut b = IkeEngine::new(fw(), config_with(false, PSK, "unique = never"), now).unwrap();
+    let mut first = Vec::new();
+    a.start(now, &mut first);
+    let (s1, s2) = run(&mut a, &mut b, first);
+    assert_eq!(s1.installs.len() + s2.installs.len(), 2);
+    let plain = Request::Up { conn: "site-b".into(), new: false };
+    let e = a.command(now, &plain, &mut Vec::new()).unwrap_err();
+    assert!(e.contains("has an IKE SA already") && e.contains("--new"), "{e}");
+    let mut installs = 2;
+    for n in 2..=3 {
+        let mut out = Vec::new();
+        let r = a.command(now, &Request::Up { conn: "site-b".into(), new: true }, &mut out).unwrap();
+        assert!(r.starts_with("initiating site-b (child net), IKE SA "), "{r}");
+        let (s1, s2) = run(&mut a, &mut b, out);
+        assert_eq!(s1.installs.len() + s2.installs.len(), 2, "a new CHILD_SA at both ends");
+        assert!(s1.removes.is_empty() && s2.removes.is_empty(), "none replaced");
+        installs += 2;
+        for e in [&mut a, &mut b] {
+            let list = e.command(now, &Request::List, &mut Vec::new()).unwrap();
+            assert_eq!(list.lines().filter(|l| l.contains("Established")).count(), n, "{list}");
+        }
+    }
+    assert_eq!(installs, 6);
+}
+
+/// `iked --no-dos-protection`'s settings never ask for cookies, where the default's do
+/// from 30 half-open SAs on; the limit on half-open SAs stays.
+#[test]
+fn no_dos_protection_turns_cookies_off_only() {
+    let (off, on) = (iked::daemon::ike_engine::no_dos_protection(), ike_core::Settings::default());
+    assert!(on.half_open.cookies_on(30));
+    assert!(!off.half_open.cookies_on(30) && !off.half_open.cookies_on(100_000));
+    assert_eq!(off.half_open.limit, on.half_open.limit);
+    assert_eq!(off.retransmit, on.retransmit);
 }
 
 /// A CHILD_SA rekeyed on its soft expiry (make-before-break): the new pair is installed

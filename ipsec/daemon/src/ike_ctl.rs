@@ -8,7 +8,10 @@
 //! ```text
 //! request := verb [" " arg] "\n"       (the client then shuts down its sending half)
 //! verb    := "list"                     IKE SAs and their CHILD_SAs, with their states
-//!          | "up" CONN                  initiate a configured connection (all its children)
+//!          | "up" CONN                  initiate a configured connection (all its children),
+//!                                       unless it has an IKE SA already
+//!          | "up" CONN " new"           initiate another IKE SA of it even so (with the
+//!                                       connection's `unique = never`, all of them stay)
 //!          | "down" CONN                close a connection's IKE SAs (deleting their CHILD_SAs)
 //!          | "rekey" SA                 rekey an IKE SA (by its number in `list`) or a
 //!                                       CHILD_SA (`CONN/CHILD` or its number)
@@ -36,7 +39,11 @@ pub const MAX_REQUEST: usize = 4096;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
     List,
-    Up(String),
+    /// Initiate connection `conn`; `new`: even if it has an IKE SA already.
+    Up {
+        conn: String,
+        new: bool,
+    },
     Down(String),
     Rekey(String),
     Stats,
@@ -48,7 +55,8 @@ impl Request {
     pub fn encode(&self) -> Vec<u8> {
         match self {
             Request::List => "list\n".into(),
-            Request::Up(c) => format!("up {c}\n"),
+            Request::Up { conn, new: false } => format!("up {conn}\n"),
+            Request::Up { conn, new: true } => format!("up {conn} new\n"),
             Request::Down(c) => format!("down {c}\n"),
             Request::Rekey(sa) => format!("rekey {sa}\n"),
             Request::Stats => "stats\n".into(),
@@ -70,8 +78,17 @@ impl Request {
         let mut words = line.split_ascii_whitespace();
         let verb = words.next().ok_or("empty request")?;
         let arg = words.next();
+        // `up CONN new` is the one request with a second word.
+        let new = verb == "up" && words.clone().next() == Some("new");
+        if new {
+            words.next();
+        }
         if words.next().is_some() {
-            return Err(format!("{verb} takes at most one argument"));
+            return Err(if verb == "up" {
+                "up takes a connection name and, optionally, new".to_owned()
+            } else {
+                format!("{verb} takes at most one argument")
+            });
         }
         let need = |what: &str| arg.map(str::to_owned).ok_or_else(|| format!("{verb} needs {what}"));
         let none = |r: Request| match arg {
@@ -82,7 +99,7 @@ impl Request {
             "list" => none(Request::List),
             "stats" => none(Request::Stats),
             "monitor" => none(Request::Monitor),
-            "up" => need("a connection name").map(Request::Up),
+            "up" => need("a connection name").map(|conn| Request::Up { conn, new }),
             "down" => need("a connection name").map(Request::Down),
             "rekey" => need("an SA (a number from list, or CONN/CHILD)").map(Request::Rekey),
             other => {
@@ -111,7 +128,8 @@ mod tests {
     fn requests_round_trip() {
         for r in [
             Request::List,
-            Request::Up("site-a".into()),
+            Request::Up { conn: "site-a".into(), new: false },
+            Request::Up { conn: "site-a".into(), new: true },
             Request::Down("site-a".into()),
             Request::Rekey("3".into()),
             Request::Rekey("site-a/net".into()),
@@ -129,6 +147,10 @@ mod tests {
         assert_eq!(e(b"up\n"), "up needs a connection name");
         assert_eq!(e(b"list all\n"), "list takes no argument (got \"all\")");
         assert_eq!(e(b"down a b\n"), "down takes at most one argument");
+        assert_eq!(e(b"down a new\n"), "down takes at most one argument");
+        assert_eq!(e(b"up a b\n"), "up takes a connection name and, optionally, new");
+        assert_eq!(e(b"up a new b\n"), "up takes a connection name and, optionally, new");
+        assert_eq!(Request::decode(b"up a new\n"), Ok(Request::Up { conn: "a".into(), new: true }));
         assert!(e(b"frob\n").starts_with("unknown request \"frob\""));
         assert_eq!(e(b"list\nstats\n"), "a request is one line");
         assert!(e(&[0xff]).contains("UTF-8"));

@@ -351,7 +351,8 @@ fn ike_commands_reach_the_ike_socket() {
     };
     for (args, want) in [
         (&["ike", "list"][..], "List\n"),
-        (&["ike", "up", "site-a"], "Up(\"site-a\")\n"),
+        (&["ike", "up", "site-a"], "Up { conn: \"site-a\", new: false }\n"),
+        (&["ike", "up", "site-a", "--new"], "Up { conn: \"site-a\", new: true }\n"),
         (&["ike", "down", "site-a"], "Down(\"site-a\")\n"),
         (&["ike", "rekey", "site-a/net"], "Rekey(\"site-a/net\")\n"),
         (&["ike", "stats"], "Stats\n"),
@@ -365,6 +366,7 @@ fn ike_commands_reach_the_ike_socket() {
     for (args, err) in [
         (&["ike"][..], "ike needs a command"),
         (&["ike", "up"], "ike up needs a connection name"),
+        (&["ike", "list", "--new"], "--new goes with ike up only"),
         (&["ike", "frob"], "unknown ike command \"frob\""),
     ] {
         let (code, (_, e)) = run(args);

@@ -81,6 +81,7 @@ fn config(k: usize) -> Config {
         dpd_delay: Duration::ZERO,
         encap: false,
         fragmentation: Fragmentation::default(),
+        unique: ike_core::config::Unique::default(),
         children: vec![child],
     };
     let secrets = Secrets {

@@ -1,6 +1,7 @@
 //! A connection (swanctl.conf's `connections { NAME { … } }`): the IKE SA's policy — the
 //! addresses it runs between, how each side authenticates, the IKE proposals and lifetimes,
-//! liveness checks, UDP encapsulation and fragmentation — and its children.
+//! liveness checks, UDP encapsulation and fragmentation, whether its IKE SAs with one peer
+//! are unique — and its children.
 //!
 //! IKEv2 only, one authentication round per side (RFC 4739's multiple rounds are not
 //! offered), no MOBIKE. [`Connection::validate`] checks what no single setting shows.
@@ -30,6 +31,20 @@ pub enum Fragmentation {
     Force,
 }
 
+/// Whether a connection keeps one IKE SA per peer (swanctl.conf's `unique`). The key
+/// manager acts on it when a new IKE SA's CHILD_SA is installed; the state machine itself
+/// keeps every IKE SA it negotiated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Unique {
+    /// A new IKE SA with a peer replaces the older ones of the connection with that peer
+    /// (strongSwan's `replace`): a peer that restarted comes back.
+    #[default]
+    Replace,
+    /// Every IKE SA stays, however many a peer brings up (strongSwan's `never`): many
+    /// tunnels of one connection, e.g. a set-up rate measurement.
+    Never,
+}
+
 /// One connection.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Connection {
@@ -50,6 +65,8 @@ pub struct Connection {
     /// UDP encapsulation even without a NAT (`encap = yes`; `no` by default).
     pub encap: bool,
     pub fragmentation: Fragmentation,
+    /// What a new IKE SA with a peer does to the older ones (`replace` by default).
+    pub unique: Unique,
     pub children: Vec<Child>,
 }
 
@@ -144,6 +161,7 @@ mod tests {
             dpd_delay: Duration::ZERO,
             encap: false,
             fragmentation: Fragmentation::Yes,
+            unique: Unique::Replace,
             children: vec![child("net", StartAction::Start)],
         }
     }

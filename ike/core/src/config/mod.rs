@@ -37,7 +37,7 @@ pub mod ts;
 
 pub use auth::{AuthMethod, AuthRound, Psk, PskError, PSK_MIN_LEN};
 pub use child::{Child, DpdAction, Mode, StartAction};
-pub use connection::{Connection, Fragmentation};
+pub use connection::{Connection, Fragmentation, Unique};
 pub use error::{Invalid, ValidationError};
 pub use identity::{Identity, IdentityError};
 pub use lifetime::{parse_duration, ChildLifetimes, DurationError, IkeLifetimes, LifetimeError};

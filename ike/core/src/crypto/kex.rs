@@ -47,8 +47,21 @@ pub struct KeyShare {
 
 impl KeyShare {
     /// A new key pair for `method` (the initiator's `generate`).
+    ///
+    /// X25519's private key is 32 random bytes in ocf's raw form: any 32 bytes are one
+    /// (RFC 7748 §5: the scalar is clamped where it is used). ocf's `GenerateKey` would
+    /// write it as PKCS#8 for the session to parse again, both through libcrypto's
+    /// encoder and decoder, whose look-ups under locks were half of iked's CPU time per
+    /// tunnel (`bench/ike-setup`'s profile, docs/measurements.md).
     pub fn generate(fw: &Framework, method: KeMethod) -> Result<KeyShare, CryptoError> {
-        let key = fw.generate_key(method.asym_alg(), 0)?;
+        let key = match method {
+            KeMethod::X25519 => {
+                let mut scalar = Zeroizing::new([0u8; 32]);
+                ops::random(fw, &mut scalar[..])?;
+                PrivateKey::raw(&scalar[..])
+            }
+            _ => fw.generate_key(method.asym_alg(), 0)?,
+        };
         KeyShare::from_private_key(fw, method, key)
     }
 

@@ -30,8 +30,10 @@ fn each_call_is_counted_by_ocf() {
     // Two HMACs: the padded key, then the AUTH value.
     assert_eq!(count(&fw, || drop(psk_auth(&fw, Prf::HmacSha256, &[1; 16], b"octets").unwrap())), 2);
     let mut share = None;
-    // GenerateKey and PublicKey.
+    // X25519: the random private key, and PublicKey.
     assert_eq!(count(&fw, || share = Some(KeyShare::generate(&fw, KeMethod::X25519).unwrap())), 2);
+    // The others: GenerateKey and PublicKey.
+    assert_eq!(count(&fw, || drop(KeyShare::generate(&fw, KeMethod::Ecp256).unwrap())), 2);
     let share = share.unwrap();
     let mut reply = None;
     assert_eq!(

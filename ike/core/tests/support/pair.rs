@@ -54,6 +54,7 @@ pub fn config(s: &Side) -> Config {
         dpd_delay: Duration::ZERO,
         encap: false,
         fragmentation: Fragmentation::default(),
+        unique: ike_core::config::Unique::default(),
         children: vec![child],
     };
     let secrets = Secrets {

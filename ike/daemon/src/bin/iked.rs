@@ -39,6 +39,10 @@ struct Args {
     /// traffic; the log warns at start and at every write.
     #[arg(long, value_name = "DIR")]
     debug_keys: Option<PathBuf>,
+    /// No cookies however many IKE SAs are half-open (strongSwan's dos_protection = no):
+    /// for a benchmark's single trusted initiator, never on an exposed gateway.
+    #[arg(long)]
+    no_dos_protection: bool,
     /// Read the configuration, say what it holds, and exit (0: it is valid).
     #[arg(long)]
     check: bool,
@@ -69,7 +73,12 @@ fn main() -> ExitCode {
         control: args.socket,
         debug_keys: args.debug_keys,
     };
-    let r = iked::daemon::ike_engine::start(&config).and_then(|engine| {
+    let settings = if args.no_dos_protection {
+        iked::daemon::ike_engine::no_dos_protection()
+    } else {
+        ike_core::Settings::default()
+    };
+    let r = iked::daemon::ike_engine::start(&config, settings).and_then(|engine| {
         let mut d = iked::daemon::run::Daemon::new(engine, config, opts)?;
         d.run()
     });

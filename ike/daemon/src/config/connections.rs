@@ -5,7 +5,7 @@
 //! ```text
 //! connections { NAME {                        ─▶ Connection
 //!     version local_addrs remote_addrs proposals rekey_time over_time rand_time
-//!     dpd_delay encap fragmentation mobike
+//!     dpd_delay encap fragmentation mobike unique
 //!     local { auth id certs cacerts }          ─▶ AuthRound   (also local-SUFFIX)
 //!     remote { auth id certs cacerts }         ─▶ AuthRound   (also remote-SUFFIX)
 //!     children { NAME {                        ─▶ Child
@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use ike_core::config::{
     parse_duration, parse_proposals, AuthMethod, AuthRound, Child, ChildLifetimes, Connection, DpdAction,
-    Fragmentation, Identity, IkeLifetimes, Mode, Protocol, StartAction, TrafficSelector,
+    Fragmentation, Identity, IkeLifetimes, Mode, Protocol, StartAction, TrafficSelector, Unique,
 };
 
 use super::error::ErrorKind;
@@ -187,6 +187,7 @@ pub(super) fn connection(ctx: &Ctx, sec: &Section) -> R<Connection> {
     let mut dpd_delay = Duration::ZERO;
     let mut encap = false;
     let mut fragmentation = Fragmentation::Yes;
+    let mut unique = Unique::Replace;
     let mut children = Vec::new();
     for item in &sec.items {
         match item {
@@ -227,6 +228,26 @@ pub(super) fn connection(ctx: &Ctx, sec: &Section) -> R<Connection> {
                             ],
                             "yes, no, accept, force",
                         )?
+                    }
+                    "unique" => {
+                        unique = match s.value.as_str() {
+                            "no" | "keep" => {
+                                return Err(ctx.err(
+                                    s.value_pos,
+                                    ErrorKind::Unsupported {
+                                        key: s.key.clone(),
+                                        value: s.value.clone(),
+                                        why: "iked replaces a peer's older IKE SAs or keeps them all: \
+                                              unique = replace or never",
+                                    },
+                                ))
+                            }
+                            _ => ctx.choice(
+                                s,
+                                &[("replace", Unique::Replace), ("never", Unique::Never)],
+                                "replace, never",
+                            )?,
+                        }
                     }
                     "mobike" => {
                         if ctx.boolean(s)? {
@@ -294,6 +315,7 @@ pub(super) fn connection(ctx: &Ctx, sec: &Section) -> R<Connection> {
         dpd_delay,
         encap,
         fragmentation,
+        unique,
         children,
     })
 }

@@ -46,7 +46,9 @@ mod tests {
     /// client shuts down its half (a request) or keeps it open (monitor).
     #[test]
     fn requests_are_read_from_a_connection() {
-        for (req, shut) in [(Request::Up("site-a".into()), true), (Request::Monitor, false)] {
+        for (req, shut) in
+            [(Request::Up { conn: "site-a".into(), new: false }, true), (Request::Monitor, false)]
+        {
             let (mut client, mut server) = UnixStream::pair().unwrap();
             client.write_all(&req.encode()).unwrap();
             if shut {

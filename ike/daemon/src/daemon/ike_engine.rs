@@ -16,9 +16,12 @@
 //! ```
 //!
 //! A new CHILD_SA of a connection replaces the IKE SAs that connection had with the same
-//! peer (strongSwan's `unique = replace`; what INITIAL_CONTACT says, which the state
-//! machine does not act on yet): without it, a peer that restarted could never come back,
-//! its new CHILD_SA's policies being the old one's.
+//! peer (strongSwan's `unique = replace`, the default; what INITIAL_CONTACT says, which
+//! the state machine does not act on yet): without it, a peer that restarted could never
+//! come back, its new CHILD_SA's policies being the old one's. A connection with `unique
+//! = never` keeps them all: `up CONN new` brings up one more IKE SA each time (many
+//! tunnels from one initiator, as `bench/ike-setup` does), each CHILD_SA installed under
+//! the reqid and policies of the one before (as a rekey's).
 //!
 //! Liveness (dpd_delay): when the core says a check is near ([`Ike::quiet`]), the loop
 //! reads ipsecd's `dump` (`traffic::last_inbound`) and [`Engine::traffic`] hands each
@@ -40,7 +43,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use ike_core::config::{StartAction, TrafficSelector, TsAddr};
+use ike_core::config::{StartAction, TrafficSelector, TsAddr, Unique};
 use ike_core::crypto::{Encr, Integ};
 use ike_core::io::{self as core_io, ChildSaInstall, DownReason, Event as CoreEvent, SaEvent};
 use ike_core::stats::Drop;
@@ -60,12 +63,21 @@ pub const TICK: Duration = Duration::from_millis(500);
 /// At most one `dump` to ipsecd this often, for liveness checks' sake.
 pub const TRAFFIC_EVERY: Duration = Duration::from_secs(1);
 
-/// The state machine for `config`: ike-core's, its crypto through an ocf framework with the
-/// soft driver.
-pub fn start(config: &Config) -> Result<IkeEngine, String> {
+/// The state machine for `config` with `settings`: ike-core's, its crypto through an ocf
+/// framework with the soft driver.
+pub fn start(config: &Config, settings: Settings) -> Result<IkeEngine, String> {
     let fw = ocf::Framework::new();
     ocf_soft::register(&fw).map_err(|e| format!("ocf's soft driver: {e:?}"))?;
-    IkeEngine::new(fw, config.clone(), Instant::now())
+    IkeEngine::with_settings(fw, config.clone(), settings, Instant::now())
+}
+
+/// The state machine's settings without its denial-of-service guard: no cookies however
+/// many SAs are half-open (strongSwan's `dos_protection = no`; the limit on half-open SAs
+/// stays). For one trusted initiator's burst, which the guard would otherwise measure.
+pub fn no_dos_protection() -> Settings {
+    let mut s = Settings::default();
+    s.half_open.cookie_threshold = usize::MAX;
+    s
 }
 
 /// The state machine and what iked keeps beside it.
@@ -73,6 +85,8 @@ pub struct IkeEngine {
     ike: Ike,
     fw: ocf::Framework,
     config: Config,
+    /// The state machine's settings, kept for the one a reload makes.
+    settings: Settings,
     last_tick: Instant,
     /// The time of the call being served (for what the adapter itself asks of the core).
     now: Instant,
@@ -93,14 +107,25 @@ pub struct IkeEngine {
 }
 
 impl IkeEngine {
-    /// The state machine for `config`, its crypto through `fw`.
+    /// The state machine for `config`, its crypto through `fw`, with the default settings.
     pub fn new(fw: ocf::Framework, config: Config, now: Instant) -> Result<IkeEngine, String> {
-        let ike = Ike::new(fw.clone(), core_config(&fw, &config)?, Settings::default(), now)
+        IkeEngine::with_settings(fw, config, Settings::default(), now)
+    }
+
+    /// The same with `settings`.
+    pub fn with_settings(
+        fw: ocf::Framework,
+        config: Config,
+        settings: Settings,
+        now: Instant,
+    ) -> Result<IkeEngine, String> {
+        let ike = Ike::new(fw.clone(), core_config(&fw, &config)?, settings, now)
             .map_err(|e| format!("starting the state machine: {e:?}"))?;
         Ok(IkeEngine {
             ike,
             fw,
             config,
+            settings,
             last_tick: now,
             now,
             next_reqid: 1,
@@ -211,7 +236,9 @@ impl IkeEngine {
     /// without adding them again.
     fn install(&mut self, c: &ChildSaInstall) -> Result<(ChildInstall, bool), String> {
         let conn = self.conn_name(c.ike_sa);
-        self.replace_older(&conn, c);
+        if self.config.connection(&conn).is_none_or(|k| k.unique == Unique::Replace) {
+            self.replace_older(&conn, c);
+        }
         let trap =
             self.traps.iter().find(|(_, (tc, tch, _))| *tc == conn && *tch == c.child).map(|(r, _)| *r);
         if let Some(reqid) = trap {
@@ -483,15 +510,18 @@ impl IkeEngine {
         self.ike.ike_sas().filter(|sa| sa.conn == idx).map(|sa| sa.our_spi()).collect()
     }
 
-    fn up(&mut self, now: Instant, conn: &str) -> Result<String, String> {
+    /// Initiates `conn`; unless `new`, only if it has no IKE SA (but one being deleted).
+    fn up(&mut self, now: Instant, conn: &str, new: bool) -> Result<String, String> {
         let c = self.config.connection(conn).ok_or_else(|| format!("no connection {conn:?}"))?;
         let live = self
             .ike_sas_of(conn)
             .into_iter()
             .filter(|&s| self.ike.ike_sa(s).is_some_and(|sa| sa.state != ike_core::ike_sa::State::Deleting))
             .count();
-        if live > 0 {
-            return Err(format!("{conn} has an IKE SA already (ipsecctl ike list)"));
+        if live > 0 && !new {
+            return Err(format!(
+                "{conn} has an IKE SA already (ipsecctl ike list; ipsecctl ike up {conn} --new for another)"
+            ));
         }
         let child =
             c.children.first().ok_or_else(|| format!("connection {conn:?} has no child"))?.name.clone();
@@ -705,7 +735,7 @@ impl Engine for IkeEngine {
         let r = match req {
             Request::List => Ok(self.list()),
             Request::Stats => Ok(self.stats()),
-            Request::Up(conn) => self.up(now, conn),
+            Request::Up { conn, new } => self.up(now, conn, *new),
             Request::Down(conn) => {
                 let spis = self.ike_sas_of(conn);
                 if spis.is_empty() {
@@ -741,9 +771,8 @@ impl Engine for IkeEngine {
         self.translate(out);
         // IKE SAs whose Delete is out count as gone: a new state machine drops the answer.
         if self.ike.ike_sas().all(|sa| sa.state == ike_core::ike_sa::State::Deleting) {
-            let made = core_config(&self.fw, &config).and_then(|c| {
-                Ike::new(self.fw.clone(), c, Settings::default(), now).map_err(|e| format!("{e:?}"))
-            });
+            let made = core_config(&self.fw, &config)
+                .and_then(|c| Ike::new(self.fw.clone(), c, self.settings, now).map_err(|e| format!("{e:?}")));
             match made {
                 Ok(ike) => {
                     self.untrap_all(out);

@@ -33,7 +33,10 @@ Talks to a running ipsecd over its control socket, with setkey(8)'s flags.
                this reader was too slow (--timeout does not apply)
 
   ike list     iked's IKE SAs and their CHILD_SAs, with their states
-  ike up CONN  have iked initiate connection CONN (all its children)
+  ike up CONN [--new]
+               have iked initiate connection CONN (all its children); refused if CONN
+               has an IKE SA already, unless --new: another IKE SA (which, unless CONN
+               says unique = never, replaces the older one once its CHILD_SA is up)
   ike down CONN
                have iked close connection CONN's IKE SAs (deleting their CHILD_SAs)
   ike rekey SA have iked rekey an IKE SA (its number in ike list) or a CHILD_SA
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
     let mut ike_socket = PathBuf::from(ike_ctl::DEFAULT_SOCKET);
     let mut wait = Wait::default();
     let mut keys = false;
+    let mut new = false;
     let mut command: Option<(String, Command)> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -108,6 +112,10 @@ fn main() -> ExitCode {
                 keys = true;
                 continue;
             }
+            "--new" => {
+                new = true;
+                continue;
+            }
             "--ike-socket" => {
                 match args.next() {
                     Some(p) => ike_socket = PathBuf::from(p),
@@ -124,7 +132,7 @@ fn main() -> ExitCode {
                     Some("list") => Ok(IkeRequest::List),
                     Some("stats") => Ok(IkeRequest::Stats),
                     Some("monitor") => Ok(IkeRequest::Monitor),
-                    Some("up") => arg("a connection name").map(IkeRequest::Up),
+                    Some("up") => arg("a connection name").map(|conn| IkeRequest::Up { conn, new: false }),
                     Some("down") => arg("a connection name").map(IkeRequest::Down),
                     Some("rekey") => arg("an SA").map(IkeRequest::Rekey),
                     Some(other) => Err(format!("unknown ike command {other:?}")),
@@ -153,7 +161,13 @@ fn main() -> ExitCode {
         }
         command = Some((a, c));
     }
-    let Some((_, command)) = command else { return usage("nothing to do") };
+    let Some((_, mut command)) = command else { return usage("nothing to do") };
+    if new {
+        match &mut command {
+            Command::Ike(IkeRequest::Up { new, .. }) => *new = true,
+            _ => return usage("--new goes with ike up only"),
+        }
+    }
     let setkey = |text: String| if keys { Request::SetkeyWithKeys(text) } else { Request::Setkey(text) };
     let req = match command {
         Command::File(file) => match std::fs::File::open(&file)
