@@ -114,6 +114,7 @@ fn config(addr: &str, peer: &str, id: &str, peer_id: &str, ours: &(String, Strin
         dpd_delay: Duration::ZERO,
         encap: false,
         fragmentation: Fragmentation::Yes,
+        unique: ike_core::config::Unique::default(),
         children: vec![child],
     };
     let creds = ConnCredentials {
