@@ -20,7 +20,9 @@
 //! lowest of the four made the redundant IKE SA, which its requester deletes (a Delete
 //! sent on it); the CHILD_SAs go to the other new IKE SA, and that one's requester
 //! deletes the old IKE SA. Should that Delete overtake the loser's response, the loser
-//! moves the CHILD_SAs to the winner's new IKE SA as the Delete comes (`old_deleted`).
+//! moves the CHILD_SAs to the winner's new IKE SA as the Delete comes (`old_deleted`), or
+//! to its successor if that one was rekeyed meanwhile (the winner may rekey it at once;
+//! `move_children` keeps the pending collision pointing at the live IKE SA).
 //! Should our request be refused instead (the peer's rekey done, the old IKE SA being
 //! deleted), the CHILD_SAs go to the peer's new IKE SA too.
 
@@ -120,14 +122,31 @@ fn successor(
 /// Moves the CHILD_SAs and the queued requests of IKE SA `from` to `to`; an outstanding
 /// Delete of a CHILD_SA goes first in the queue, since the old IKE SA's end loses its
 /// answer (and the peer may not have seen it).
+///
+/// `to` must be established: if it is gone or being deleted, nothing moves, and the
+/// CHILD_SAs go (their Removes) with `from`, as they go with `to` on the peer.
+///
+/// An IKE SA whose crossing rekey still waits (`IkeRekey::collision`) to hand its CHILD_SAs
+/// to `from` hands them to `to` instead: `from` was rekeyed in the meantime (by either
+/// side; the peer, which knew `from` had won, may rekey it at once), and on the peer
+/// the CHILD_SAs are on `to` now. Without this they would land on `from`, whose Delete
+/// would remove them here only.
 fn move_children(ike: &mut Ike, from: u64, to: u64, out: &mut Vec<Output>) {
+    if from == to || !ike.sas.get(&to).is_some_and(|n| n.state == State::Established) {
+        return;
+    }
     let Some(old) = ike.sas.get_mut(&from) else { return };
     let children = std::mem::take(&mut old.children);
     let mut queued: Vec<Queued> = old.deleting_child.take().map(Queued::DeleteChild).into_iter().collect();
     queued.extend(old.queued.drain(..).filter(|q| *q != Queued::RekeyIke));
-    let Some(new) = ike.sas.get_mut(&to) else { return };
+    let new = ike.sas.get_mut(&to).expect("checked");
     new.children.extend(children);
     new.queued.extend(queued);
+    for sa in ike.sas.values_mut() {
+        if let Some(c) = sa.ike_rekey.as_mut().and_then(|r| r.collision.as_mut()).filter(|c| c.2 == from) {
+            c.2 = to;
+        }
+    }
     out.push(Output::Event(Event::IkeSaRekeyed { old: from, new: to }));
 }
 
