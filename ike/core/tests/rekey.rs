@@ -577,3 +577,72 @@ fn a_crossing_ike_sa_rekey_whose_winner_is_rekeyed_before_the_delete_keeps_the_c
     }
     assert!(seen.iter().flatten().filter(|&&x| x).count() >= 2, "both rekeyers exercised: {seen:?}");
 }
+
+/// Crossing IKE SA rekeys where the loser never gets the winner's answer to its request
+/// (lost; charon 5.9.8 drops one that arrives while it processes a request with the same
+/// message ID) and the winner's Delete of the old IKE SA comes first: the loser adopts
+/// the winner's new IKE SA and never has the redundant one the winner made answering it,
+/// so never deletes it (§2.8.2 leaves that to the loser). The winner deletes it itself
+/// after the half-open timeout, as charon does.
+#[test]
+fn the_winner_deletes_the_redundant_ike_sa_the_loser_never_had() {
+    for round in 0..4 {
+        let (mut p, old_i, old_r) = Pair::up(&I, &R);
+        let child = live(&p.i_out)[0];
+        let (mut oi, mut or) = (vec![], vec![]);
+        assert!(p.i.rekey_ike(p.now, old_i, &mut oi));
+        assert!(p.r.rekey_ike(p.now, old_r, &mut or));
+        let (qi, qr) = (sends(&oi), sends(&or));
+        p.i_out.extend(oi);
+        p.r_out.extend(or);
+        let [a_i, a_r] = [p.deliver_r(qi), p.deliver_i(qr)];
+        let w = crossing_winner(&p, old_i, old_r);
+        // The winner's response, its Delete of the old IKE SA to the loser; the loser's
+        // response lost.
+        if w == 0 {
+            let del = p.deliver_i(a_i);
+            p.settle(del, vec![]);
+        } else {
+            let del = p.deliver_r(a_r);
+            p.settle(vec![], del);
+        }
+        let established = |ike: &ike_core::Ike| {
+            ike.ike_sas().filter(|s| s.state == ike_core::ike_sa::State::Established).count()
+        };
+        let (ike_w, ike_l) = if w == 0 { (&p.i, &p.r) } else { (&p.r, &p.i) };
+        assert_eq!((established(ike_w), established(ike_l)), (2, 1), "round {round}: the redundant one left");
+        let redundant = ike_w.ike_sas().find(|s| s.children.is_empty()).unwrap().our_spi();
+        // Nothing before the timeout; the Delete at it.
+        let timeout = Settings::default().half_open.timeout;
+        let mut out = vec![];
+        let ike_w = if w == 0 { &mut p.i } else { &mut p.r };
+        ike_w.tick(p.now + timeout - Duration::from_secs(1), &mut out);
+        assert!(sends(&out).is_empty(), "round {round}: not before the timeout");
+        ike_w.tick(p.now + timeout, &mut out);
+        let del = sends(&out);
+        assert_eq!(del.len(), 1, "round {round}: the Delete of the redundant IKE SA");
+        assert_eq!(ike_w.ike_sa(redundant).unwrap().state, ike_core::ike_sa::State::Deleting);
+        // The loser knows no such IKE SA: the Delete goes unanswered, and the winner
+        // drops the IKE SA when its retransmissions run out.
+        let before =
+            if w == 0 { p.r.stats().drops(Drop::UnknownSa) } else { p.i.stats().drops(Drop::UnknownSa) };
+        let back = if w == 0 { p.deliver_r(del) } else { p.deliver_i(del) };
+        assert!(back.is_empty());
+        let after =
+            if w == 0 { p.r.stats().drops(Drop::UnknownSa) } else { p.i.stats().drops(Drop::UnknownSa) };
+        assert_eq!(after, before + 1, "round {round}");
+        let ike_w = if w == 0 { &mut p.i } else { &mut p.r };
+        let mut out = vec![];
+        for m in 1..=40 {
+            ike_w.tick(p.now + timeout + Duration::from_secs(30 * m), &mut out);
+        }
+        assert!(ike_w.ike_sa(redundant).is_none(), "round {round}: gone");
+        assert!(events(&out).contains(&&Event::IkeSaDown {
+            ike_sa: redundant,
+            reason: ike_core::io::DownReason::Terminated
+        }));
+        assert!(removes(&out).is_empty(), "round {round}: it held no CHILD_SA");
+        // What is left: one IKE SA on each side, the same, with the CHILD_SA.
+        one_ike_sa_with(&p, child);
+    }
+}

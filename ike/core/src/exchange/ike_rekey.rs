@@ -25,6 +25,14 @@
 //! `move_children` keeps the pending collision pointing at the live IKE SA).
 //! Should our request be refused instead (the peer's rekey done, the old IKE SA being
 //! deleted), the CHILD_SAs go to the peer's new IKE SA too.
+//!
+//! The winner waits for the loser to delete the redundant IKE SA, which the winner made
+//! answering the loser's request. If that answer is lost (charon 5.9.8 drops a response
+//! that arrives while it processes our request with the same message ID), the loser can
+//! only retransmit on the old IKE SA, which the winner deletes meanwhile: the loser then
+//! never has the redundant IKE SA and never deletes it. So the winner deletes it itself
+//! should it still be there after the half-open timeout (`IkeSa::delete_at`, `Ike::tick`),
+//! as charon does (`HALF_OPEN_IKE_SA_TIMEOUT` in its ike_rekey task).
 
 use std::time::Instant;
 
@@ -295,7 +303,12 @@ pub(crate) fn response(
             ike.terminate(now, ours, out);
             ike.pump(now, *theirs, out);
         }
-        _ => {
+        (collision, _) => {
+            if let Some(theirs) = collision.as_ref().and_then(|c| ike.sas.get_mut(&c.2)) {
+                // Redundant: the peer deletes it once it has our answer (and may never
+                // have it); charon gives it its half-open timeout too.
+                theirs.delete_at = Some(now + ike.settings.half_open.timeout);
+            }
             move_children(ike, spi, ours, out);
             ike.terminate(now, spi, out);
             ike.pump(now, ours, out);
