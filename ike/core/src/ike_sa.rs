@@ -179,6 +179,11 @@ pub struct IkeSa {
     /// When this IKE SA is rekeyed (set once established: rekey_time less a random part
     /// of rand_time).
     pub rekey_at: Option<Instant>,
+    /// When we delete this IKE SA ourselves should the peer not have by then: set on the
+    /// redundant IKE SA of a crossing rekey that we won (we made it answering the peer's
+    /// request; the peer deletes it once it has our answer, §2.8.2, and never does if that
+    /// answer is lost and the old IKE SA is gone before the peer's retransmission).
+    pub delete_at: Option<Instant>,
     /// When we last heard from the peer: an authenticated IKE message, or inbound traffic
     /// on one of its CHILD_SAs (`Ike::child_traffic`, `Ike::peer_moved`). A liveness
     /// check goes when this is dpd_delay old.
@@ -227,6 +232,7 @@ impl IkeSa {
             queued: VecDeque::new(),
             ike_rekey: None,
             rekey_at: None,
+            delete_at: None,
             last_heard: now,
         }
     }

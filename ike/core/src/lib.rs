@@ -53,9 +53,10 @@
 //!
 //!  Ike::tick(now, out): each outstanding request's retransmission (Retransmit::poll) or
 //!  the IKE SA's death (PeerDead; dpd_action = restart: initiate again); half-open SAs
-//!  past their timeout; IKE SAs past their rekey time (rekey_ike); IKE SAs that heard
-//!  nothing for dpd_delay (IkeSa::last_heard) ─▶ an empty INFORMATIONAL (liveness check);
-//!  the cookie secret's rotation.
+//!  past their timeout; IKE SAs past their rekey time (rekey_ike); the redundant IKE SA
+//!  of a crossing rekey we won that the peer has not deleted (IkeSa::delete_at) ─▶
+//!  terminate; IKE SAs that heard nothing for dpd_delay (IkeSa::last_heard) ─▶ an empty
+//!  INFORMATIONAL (liveness check); the cookie secret's rotation.
 //!  Every accepted message on an SA ─▶ heard: last_heard = now; on an established IKE SA
 //!  whose peer is behind a NAT, a new source port ─▶ move_peer (§2.23): the IKE SA's
 //!  remote port, a Migrate for each CHILD_SA, PeerMoved.
@@ -642,7 +643,8 @@ impl Ike {
         }
     }
 
-    /// Timers: retransmissions, dead peers, half-open timeouts, the cookie secret.
+    /// Timers: retransmissions, dead peers, half-open timeouts, rekeys, redundant IKE SAs
+    /// left by the peer, liveness checks, the cookie secret.
     pub fn tick(&mut self, now: Instant, out: &mut Vec<Output>) {
         let _ = self.cookies.rotate(&self.fw, now);
         let mut dead: Vec<(u64, DownReason)> = Vec::new();
@@ -678,6 +680,9 @@ impl Ike {
         }
         for spi in self.rekeys_due(now) {
             self.rekey_ike(now, spi, out);
+        }
+        for spi in self.redundant_due(now) {
+            self.terminate(now, spi, out);
         }
         for spi in self.liveness_due(now) {
             self.pump(now, spi, out);
@@ -740,6 +745,25 @@ impl Ike {
                     due.push(spi);
                 }
                 Some(_) => {}
+            }
+        }
+        due
+    }
+
+    /// The redundant IKE SAs of crossing rekeys we won whose peer has not deleted them by
+    /// their `delete_at` (see `exchange::ike_rekey`): each is deleted by us now. One that
+    /// holds CHILD_SAs after all is kept.
+    fn redundant_due(&mut self, now: Instant) -> Vec<u64> {
+        let mut due = Vec::new();
+        for (&spi, sa) in self.sas.iter_mut() {
+            match sa.delete_at {
+                Some(at) if now >= at => {
+                    sa.delete_at = None;
+                    if sa.state == State::Established && sa.children.is_empty() {
+                        due.push(spi);
+                    }
+                }
+                _ => {}
             }
         }
         due

@@ -473,3 +473,176 @@ fn a_refused_crossing_ike_sa_rekey_moves_the_child_sa_to_the_peers() {
     assert!(events(&p.r_out).iter().any(|e| matches!(e, Event::IkeSaRekeyFailed { .. })));
     one_ike_sa_with(&p, child);
 }
+
+/// The side (0: initiator, 1: responder) whose IKE SA rekey wins a crossing (§2.8.2: the
+/// exchange holding the lowest of the four nonces made the redundant IKE SA), read from
+/// both engines' state once each has answered the other's request.
+fn crossing_winner(p: &Pair, old_i: u64, old_r: u64) -> usize {
+    // (our Ni, the Nr we answered the peer's request with)
+    let nonces = |ike: &ike_core::Ike, spi: u64| {
+        let r = ike.ike_sa(spi).unwrap().ike_rekey.as_ref().unwrap();
+        let (_, our_nr, _) = r.collision.as_ref().expect("the crossing seen");
+        (r.ni.clone(), our_nr.clone())
+    };
+    let (ri, rr) = (nonces(&p.i, old_i), nonces(&p.r, old_r));
+    // An exchange's nonces: its requester's Ni, the Nr its responder answered with.
+    let i_low = ri.0.as_slice().min(rr.1.as_slice());
+    let r_low = rr.0.as_slice().min(ri.1.as_slice());
+    if i_low < r_low {
+        1
+    } else {
+        0
+    }
+}
+
+/// Crossing IKE SA rekeys: the winner's new IKE SA is rekeyed again (by either side)
+/// before the loser has its own response, and the winner's Delete of the old IKE SA
+/// comes to the loser only after that: the loser must move its CHILD_SA to the newest
+/// IKE SA, which the peer moved it to, not to the winner's first one, which is being
+/// deleted. Found by the `ike_exchange` fuzz target
+/// (ipsec/fuzz/known-crashes/ike_exchange-unpaired-children): the loser's CHILD_SA died
+/// with the intermediate IKE SA, the winner kept its end. Both sides win in turn (the
+/// nonces decide; the test reads them) and both rekey the intermediate IKE SA.
+#[test]
+fn a_crossing_ike_sa_rekey_whose_winner_is_rekeyed_before_the_delete_keeps_the_child_sa() {
+    let mut seen = [[false; 2]; 2];
+    for round in 0..16 {
+        let (mut p, old_i, old_r) = Pair::up(&I, &R);
+        let child = live(&p.i_out)[0];
+        let (mut oi, mut or) = (vec![], vec![]);
+        assert!(p.i.rekey_ike(p.now, old_i, &mut oi));
+        assert!(p.r.rekey_ike(p.now, old_r, &mut or));
+        let (qi, qr) = (sends(&oi), sends(&or));
+        p.i_out.extend(oi);
+        p.r_out.extend(or);
+        // Each answers the other's request: [answer to the initiator's, to the responder's].
+        let answers = [p.deliver_r(qi), p.deliver_i(qr)];
+        let w = crossing_winner(&p, old_i, old_r);
+        let l = 1 - w;
+        let rekeyer = round % 2;
+        seen[w][rekeyer] = true;
+        // The winner's response: its new IKE SA gets the CHILD_SA, the old one's Delete
+        // goes (held back). The loser's response is lost.
+        let [a_i, a_r] = answers;
+        let delete_old = if w == 0 { p.deliver_i(a_i) } else { p.deliver_r(a_r) };
+        assert_eq!(delete_old.len(), 1, "round {round}: the winner deletes the old IKE SA");
+        assert_eq!(delete_old[0].bytes[..8], old_i.to_be_bytes(), "round {round}: on the old IKE SA");
+        let won = |ike: &ike_core::Ike| {
+            ike.ike_sas().find(|s| !s.children.is_empty()).map(|s| s.our_spi()).expect("holds the CHILD_SA")
+        };
+        let (ike_w, ike_l) = if w == 0 { (&p.i, &p.r) } else { (&p.r, &p.i) };
+        let on_w = won(ike_w);
+        let (si, sr) = {
+            let s = ike_w.ike_sa(on_w).unwrap();
+            (s.spi_i, s.spi_r)
+        };
+        let on_l = ike_l.ike_sas().find(|s| (s.spi_i, s.spi_r) == (si, sr)).unwrap().our_spi();
+        // One side rekeys the winner's new IKE SA, to its end.
+        let mut out = vec![];
+        let spi = if rekeyer == w { on_w } else { on_l };
+        let ike = if rekeyer == 0 { &mut p.i } else { &mut p.r };
+        assert!(ike.rekey_ike(p.now, spi, &mut out), "round {round}");
+        let q = sends(&out);
+        if rekeyer == 0 {
+            p.i_out.extend(out);
+            p.settle(q, vec![]);
+        } else {
+            p.r_out.extend(out);
+            p.settle(vec![], q);
+        }
+        // The old IKE SA's Delete reaches the loser only now.
+        if l == 0 {
+            p.settle(vec![], delete_old);
+        } else {
+            p.settle(delete_old, vec![]);
+        }
+        assert_eq!(live(&p.i_out), vec![child], "round {round}: the initiator keeps the CHILD_SA");
+        assert_eq!(live(&p.r_out), vec![(child.1, child.0)], "round {round}: so does the responder");
+        let holder = p.i.ike_sas().find(|s| !s.children.is_empty()).expect("an IKE SA holds it");
+        assert_eq!(holder.state, ike_core::ike_sa::State::Established, "round {round}");
+        let peer = p.r.ike_sas().find(|s| (s.spi_i, s.spi_r) == (holder.spi_i, holder.spi_r));
+        let peer = peer.expect("the same IKE SA on the responder");
+        let ca: Vec<_> = holder.children.iter().map(|c| (c.spi_in, c.spi_out)).collect();
+        let cb: Vec<_> = peer.children.iter().map(|c| (c.spi_out, c.spi_in)).collect();
+        assert_eq!((ca, cb), (vec![child], vec![child]), "round {round}");
+        assert!(
+            (holder.spi_i, holder.spi_r) != (si, sr),
+            "round {round}: on the winner's IKE SA's successor"
+        );
+        assert!(
+            p.i.ike_sa(old_i).is_none() && p.r.ike_sa(old_r).is_none(),
+            "round {round}: the old one is gone"
+        );
+        assert_eq!(p.i.stats().drops_total() + p.r.stats().drops_total(), 0, "round {round}");
+    }
+    assert!(seen.iter().flatten().filter(|&&x| x).count() >= 2, "both rekeyers exercised: {seen:?}");
+}
+
+/// Crossing IKE SA rekeys where the loser never gets the winner's answer to its request
+/// (lost; charon 5.9.8 drops one that arrives while it processes a request with the same
+/// message ID) and the winner's Delete of the old IKE SA comes first: the loser adopts
+/// the winner's new IKE SA and never has the redundant one the winner made answering it,
+/// so never deletes it (§2.8.2 leaves that to the loser). The winner deletes it itself
+/// after the half-open timeout, as charon does.
+#[test]
+fn the_winner_deletes_the_redundant_ike_sa_the_loser_never_had() {
+    for round in 0..4 {
+        let (mut p, old_i, old_r) = Pair::up(&I, &R);
+        let child = live(&p.i_out)[0];
+        let (mut oi, mut or) = (vec![], vec![]);
+        assert!(p.i.rekey_ike(p.now, old_i, &mut oi));
+        assert!(p.r.rekey_ike(p.now, old_r, &mut or));
+        let (qi, qr) = (sends(&oi), sends(&or));
+        p.i_out.extend(oi);
+        p.r_out.extend(or);
+        let [a_i, a_r] = [p.deliver_r(qi), p.deliver_i(qr)];
+        let w = crossing_winner(&p, old_i, old_r);
+        // The winner's response, its Delete of the old IKE SA to the loser; the loser's
+        // response lost.
+        if w == 0 {
+            let del = p.deliver_i(a_i);
+            p.settle(del, vec![]);
+        } else {
+            let del = p.deliver_r(a_r);
+            p.settle(vec![], del);
+        }
+        let established = |ike: &ike_core::Ike| {
+            ike.ike_sas().filter(|s| s.state == ike_core::ike_sa::State::Established).count()
+        };
+        let (ike_w, ike_l) = if w == 0 { (&p.i, &p.r) } else { (&p.r, &p.i) };
+        assert_eq!((established(ike_w), established(ike_l)), (2, 1), "round {round}: the redundant one left");
+        let redundant = ike_w.ike_sas().find(|s| s.children.is_empty()).unwrap().our_spi();
+        // Nothing before the timeout; the Delete at it.
+        let timeout = Settings::default().half_open.timeout;
+        let mut out = vec![];
+        let ike_w = if w == 0 { &mut p.i } else { &mut p.r };
+        ike_w.tick(p.now + timeout - Duration::from_secs(1), &mut out);
+        assert!(sends(&out).is_empty(), "round {round}: not before the timeout");
+        ike_w.tick(p.now + timeout, &mut out);
+        let del = sends(&out);
+        assert_eq!(del.len(), 1, "round {round}: the Delete of the redundant IKE SA");
+        assert_eq!(ike_w.ike_sa(redundant).unwrap().state, ike_core::ike_sa::State::Deleting);
+        // The loser knows no such IKE SA: the Delete goes unanswered, and the winner
+        // drops the IKE SA when its retransmissions run out.
+        let before =
+            if w == 0 { p.r.stats().drops(Drop::UnknownSa) } else { p.i.stats().drops(Drop::UnknownSa) };
+        let back = if w == 0 { p.deliver_r(del) } else { p.deliver_i(del) };
+        assert!(back.is_empty());
+        let after =
+            if w == 0 { p.r.stats().drops(Drop::UnknownSa) } else { p.i.stats().drops(Drop::UnknownSa) };
+        assert_eq!(after, before + 1, "round {round}");
+        let ike_w = if w == 0 { &mut p.i } else { &mut p.r };
+        let mut out = vec![];
+        for m in 1..=40 {
+            ike_w.tick(p.now + timeout + Duration::from_secs(30 * m), &mut out);
+        }
+        assert!(ike_w.ike_sa(redundant).is_none(), "round {round}: gone");
+        assert!(events(&out).contains(&&Event::IkeSaDown {
+            ike_sa: redundant,
+            reason: ike_core::io::DownReason::Terminated
+        }));
+        assert!(removes(&out).is_empty(), "round {round}: it held no CHILD_SA");
+        // What is left: one IKE SA on each side, the same, with the CHILD_SA.
+        one_ike_sa_with(&p, child);
+    }
+}

@@ -20,9 +20,19 @@
 //! lowest of the four made the redundant IKE SA, which its requester deletes (a Delete
 //! sent on it); the CHILD_SAs go to the other new IKE SA, and that one's requester
 //! deletes the old IKE SA. Should that Delete overtake the loser's response, the loser
-//! moves the CHILD_SAs to the winner's new IKE SA as the Delete comes (`old_deleted`).
+//! moves the CHILD_SAs to the winner's new IKE SA as the Delete comes (`old_deleted`), or
+//! to its successor if that one was rekeyed meanwhile (the winner may rekey it at once;
+//! `move_children` keeps the pending collision pointing at the live IKE SA).
 //! Should our request be refused instead (the peer's rekey done, the old IKE SA being
 //! deleted), the CHILD_SAs go to the peer's new IKE SA too.
+//!
+//! The winner waits for the loser to delete the redundant IKE SA, which the winner made
+//! answering the loser's request. If that answer is lost (charon 5.9.8 drops a response
+//! that arrives while it processes our request with the same message ID), the loser can
+//! only retransmit on the old IKE SA, which the winner deletes meanwhile: the loser then
+//! never has the redundant IKE SA and never deletes it. So the winner deletes it itself
+//! should it still be there after the half-open timeout (`IkeSa::delete_at`, `Ike::tick`),
+//! as charon does (`HALF_OPEN_IKE_SA_TIMEOUT` in its ike_rekey task).
 
 use std::time::Instant;
 
@@ -121,14 +131,31 @@ fn successor(
 /// Moves the CHILD_SAs and the queued requests of IKE SA `from` to `to`; an outstanding
 /// Delete of a CHILD_SA goes first in the queue, since the old IKE SA's end loses its
 /// answer (and the peer may not have seen it).
+///
+/// `to` must be established: if it is gone or being deleted, nothing moves, and the
+/// CHILD_SAs go (their Removes) with `from`, as they go with `to` on the peer.
+///
+/// An IKE SA whose crossing rekey still waits (`IkeRekey::collision`) to hand its CHILD_SAs
+/// to `from` hands them to `to` instead: `from` was rekeyed in the meantime (by either
+/// side; the peer, which knew `from` had won, may rekey it at once), and on the peer
+/// the CHILD_SAs are on `to` now. Without this they would land on `from`, whose Delete
+/// would remove them here only.
 fn move_children(ike: &mut Ike, from: u64, to: u64, out: &mut Vec<Output>) {
+    if from == to || !ike.sas.get(&to).is_some_and(|n| n.state == State::Established) {
+        return;
+    }
     let Some(old) = ike.sas.get_mut(&from) else { return };
     let children = std::mem::take(&mut old.children);
     let mut queued: Vec<Queued> = old.deleting_child.take().map(Queued::DeleteChild).into_iter().collect();
     queued.extend(old.queued.drain(..).filter(|q| *q != Queued::RekeyIke));
-    let Some(new) = ike.sas.get_mut(&to) else { return };
+    let new = ike.sas.get_mut(&to).expect("checked");
     new.children.extend(children);
     new.queued.extend(queued);
+    for sa in ike.sas.values_mut() {
+        if let Some(c) = sa.ike_rekey.as_mut().and_then(|r| r.collision.as_mut()).filter(|c| c.2 == from) {
+            c.2 = to;
+        }
+    }
     out.push(Output::Event(Event::IkeSaRekeyed { old: from, new: to }));
 }
 
@@ -279,7 +306,12 @@ pub(crate) fn response(
             ike.terminate(now, ours, out);
             ike.pump(now, *theirs, out);
         }
-        _ => {
+        (collision, _) => {
+            if let Some(theirs) = collision.as_ref().and_then(|c| ike.sas.get_mut(&c.2)) {
+                // Redundant: the peer deletes it once it has our answer (and may never
+                // have it); charon gives it its half-open timeout too.
+                theirs.delete_at = Some(now + ike.settings.half_open.timeout);
+            }
             move_children(ike, spi, ours, out);
             ike.terminate(now, spi, out);
             ike.pump(now, ours, out);
