@@ -1,8 +1,8 @@
 //! ike-core's state machine as iked's engine (`iked::daemon::ike_engine`): two engines, the
 //! docs' two-gateway example (docs/iked.md), negotiating through the datagrams they hand
 //! out, until both ask the loop to install the CHILD_SA — the same SAs seen from each end,
-//! as setkey text that ipsecd's parser reads — and then `list`, `stats`, `down`, a wrong
-//! pre-shared key; a peer that moves behind its NAT (`peer-moved` ─▶ `migrate`); inbound
+//! as setkey text that ipsecd's parser reads — and then `list`, `stats`, `down`,
+//! `rekey` on demand, a wrong pre-shared key; a peer that moves behind its NAT (`peer-moved` ─▶ `migrate`); inbound
 //! traffic from ipsecd's dump putting a liveness check off.
 
 use std::time::{Duration, Instant};
@@ -215,10 +215,6 @@ fn two_engines_install_the_same_child_sa_from_each_end() {
     assert!(list.contains("site-b/net Tunnel SPIs in"), "{list}");
     let stats = b.command(now, &Request::Stats, &mut out).unwrap();
     assert!(stats.contains("IKE_AUTH: requests sent 0, received 1; responses sent 1"), "{stats}");
-    assert!(b
-        .command(now, &Request::Rekey("1".into()), &mut out)
-        .unwrap_err()
-        .contains("not wired to iked's control socket"));
     assert!(b.command(now, &Request::Up("nope".into()), &mut out).unwrap_err().contains("no connection"));
 
     assert!(a
@@ -543,4 +539,91 @@ fn inbound_traffic_from_the_dump_puts_the_liveness_check_off() {
     assert_eq!(out.iter().filter(|o| matches!(o, Output::Send(_))).count(), 1, "the check at 18.5 s");
     let stats = a.command(at(18.6), &Request::Stats, &mut out).unwrap();
     assert!(stats.contains("liveness checks 1, peer moves 0"), "{stats}");
+}
+
+/// `ipsecctl ike rekey`: a CHILD_SA named `CONN/CHILD`, then the new one by its inbound
+/// SPI as `list` shows it, then the IKE SA by its number in `list`. Each time both ends
+/// install the new CHILD_SA (new SPIs, the old reqid, no new policies) before they remove
+/// the old one (make-before-break: traffic keeps a pair of SAs throughout); the IKE SA's
+/// rekey gives it new SPIs and keeps the CHILD_SA. Unknown names are refused, saying so.
+#[test]
+fn ipsecctl_rekey_rekeys_a_child_sa_and_the_ike_sa_on_demand() {
+    let (mut a, mut b) = (engine(true, PSK), engine(false, PSK));
+    let mut first = Vec::new();
+    a.start(Instant::now(), &mut first);
+    let (s1, _) = run(&mut a, &mut b, first);
+    let first_child = s1.installs.first().expect("A installed");
+    // (inbound SPI, outbound SPI, inbound key) of A's CHILD_SA.
+    let mut prev = (first_child.inbound.spi, first_child.outbound.spi, first_child.inbound.encr.to_vec());
+    let list = |e: &mut IkeEngine| e.command(Instant::now(), &Request::List, &mut Vec::new()).unwrap();
+
+    // A CHILD_SA by name, then (on B's side) by its inbound SPI.
+    for (side_a, what) in [(true, "site-b/net".to_owned()), (false, String::new())] {
+        let what = if side_a {
+            what
+        } else {
+            // B's inbound SPI is A's outbound one.
+            format!("{:#010x}", prev.1)
+        };
+        let (req, other) = if side_a { (&mut a, &mut b) } else { (&mut b, &mut a) };
+        let mut out = Vec::new();
+        let reply = req.command(Instant::now(), &Request::Rekey(what.clone()), &mut out).unwrap();
+        assert!(reply.starts_with("rekeying CHILD_SA site-"), "{reply}");
+        assert_eq!(out.iter().filter(|o| matches!(o, Output::Send(_))).count(), 1, "one CREATE_CHILD_SA");
+        let (s_req, s_other) = run(req, other, out);
+        for (side, seen) in [("requester", &s_req), ("responder", &s_other)] {
+            assert_eq!(seen.installs.len(), 1, "{side} ({what}): one new CHILD_SA {:?}", seen.events);
+            assert_eq!(seen.removes.len(), 1, "{side} ({what}): the old one removed");
+            assert!(!seen.installs[0].policies && !seen.removes[0].policies, "{side}: policies kept");
+            assert_eq!(seen.installs[0].reqid, seen.removes[0].reqid, "{side}: the old reqid");
+        }
+        // A's view: new SPIs both ways, the old pair removed.
+        let (new_a, rm_a) = if side_a {
+            (&s_req.installs[0], &s_req.removes[0])
+        } else {
+            (&s_other.installs[0], &s_other.removes[0])
+        };
+        assert_eq!(new_a.local.to_string(), "192.0.2.1");
+        assert_ne!(new_a.inbound.spi, prev.0);
+        assert_ne!(new_a.outbound.spi, prev.1);
+        assert_ne!(new_a.inbound.encr[..], prev.2[..], "new keys");
+        assert_eq!(rm_a.inbound_spi, prev.0);
+        assert!(list(&mut a).contains(&format!("SPIs in {:#010x}", new_a.inbound.spi)), "{}", list(&mut a));
+        prev = (new_a.inbound.spi, new_a.outbound.spi, new_a.inbound.encr.to_vec());
+    }
+
+    // The IKE SA by its number: new SPIs, the same CHILD_SA carried over, nothing
+    // installed or removed in ipsecd.
+    let before = list(&mut a);
+    let mut out = Vec::new();
+    let reply = a.command(Instant::now(), &Request::Rekey("1".into()), &mut out).unwrap();
+    assert!(reply.starts_with("rekeying IKE SA"), "{reply}");
+    let (s1, s2) = run(&mut a, &mut b, out);
+    let events: Vec<&String> = s1.events.iter().chain(&s2.events).map(|(_, l)| l).collect();
+    assert!(events.iter().any(|l| l.starts_with("ike-sa-rekeyed conn=site-b")), "{events:?}");
+    assert!(
+        s1.installs.is_empty() && s2.installs.is_empty() && s1.removes.is_empty() && s2.removes.is_empty()
+    );
+    let after = list(&mut a);
+    assert_ne!(before.lines().next(), after.lines().next(), "new IKE SA SPIs: {before} {after}");
+    assert!(after.starts_with("1: site-b Established"), "{after}");
+    assert!(after.contains(&format!("SPIs in {:#010x}", prev.0)), "the CHILD_SA moved: {after}");
+
+    // By the SPI list shows, too; and names that match nothing.
+    let spi = after.split("SPIs ").nth(1).unwrap().split('_').next().unwrap().to_owned();
+    let mut out = Vec::new();
+    assert!(a
+        .command(Instant::now(), &Request::Rekey(spi), &mut out)
+        .unwrap()
+        .starts_with("rekeying IKE SA"));
+    let mut out = Vec::new();
+    for (what, why) in [
+        ("site-b/nope", "no CHILD_SA site-b/nope"),
+        ("0x00000001", "no CHILD_SA with inbound SPI 0x00000001"),
+        ("7", "no IKE SA number 7"),
+        ("nope", "no IKE SA or CHILD_SA \"nope\""),
+    ] {
+        let e = b.command(Instant::now(), &Request::Rekey(what.into()), &mut out).unwrap_err();
+        assert!(e.starts_with(why), "{what}: {e}");
+    }
 }

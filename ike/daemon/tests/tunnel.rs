@@ -1,7 +1,8 @@
 //! Two gateways, each ipsecd + iked, bring up a tunnel with IKEv2 and carry a ping through
 //! it — at start-up (`start_action = start`), and on the first packet (`start_action =
 //! trap`: trap policies, ipsecd's ACQUIRE, the CHILD_SA under the trap's reqid) — and
-//! refuse a wrong pre-shared key with a clear log line and a counter. The whole chain:
+//! refuse a wrong pre-shared key with a clear log line and a counter; `ipsecctl ike rekey`
+//! under a running ping (CHILD_SA, then IKE SA) loses no packet. The whole chain:
 //! ipsecd's relay, iked's loop, ike-core's IKE_SA_INIT and IKE_AUTH (PSK, AES-GCM-16-128,
 //! X25519), the CHILD_SA installed through ipsecd's control socket with its policies and
 //! routes.
@@ -421,4 +422,63 @@ fn bring_up_time() {
         times[0].as_secs_f64() * 1e3,
         times[99].as_secs_f64() * 1e3
     );
+}
+
+/// `ipsecctl ike rekey` under traffic: a ping runs (every 0.1 s) while A's operator
+/// rekeys the CHILD_SA by name and then the IKE SA by its number in `list`; the CHILD_SA's
+/// SPIs in ipsecd change on both sides, and no ping is lost (make-before-break).
+#[test]
+fn ipsecctl_rekey_under_traffic_loses_no_ping() {
+    let Some(g) = gateways("r", "start_action = start", false, false) else { return };
+    g.wait_for_sas();
+    assert!(g.ping("2"), "{}", g.logs());
+    let spis = |side: &str| -> Vec<String> {
+        let mut v: Vec<String> = sas(&g.dir.join(format!("{side}.sock")))
+            .split(" esp ")
+            .skip(1)
+            .map(|t| t.split_whitespace().next().unwrap_or_default().to_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let (a0, b0) = (spis("a"), spis("b"));
+    assert_eq!(a0.len(), 2, "{a0:?}");
+    let ping = Command::new("ip")
+        .args(["netns", "exec", &g.a, "ping", "-q", "-c", "40", "-i", "0.1", "-W", "3"])
+        .args(["-I", "10.96.1.1", "10.96.2.1"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ike = |what: &str| {
+        ike_ctl::call(&g.dir.join("a-iked.sock"), &ike_ctl::Request::Rekey(what.into()), Wait::default())
+            .unwrap()
+            .unwrap_or_else(|e| panic!("rekey {what}: {e}\n{}", g.logs()))
+    };
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(ike("site/net").starts_with("rekeying CHILD_SA site/net"));
+    let until = Instant::now() + Duration::from_secs(10);
+    while spis("a").len() != 2
+        || spis("a").iter().any(|s| a0.contains(s))
+        || spis("b").iter().any(|s| b0.contains(s))
+    {
+        assert!(Instant::now() < until, "SPIs unchanged: {:?} {:?}\n{}", spis("a"), spis("b"), g.logs());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let list = |side: &str| {
+        ike_ctl::call(&g.dir.join(format!("{side}-iked.sock")), &ike_ctl::Request::List, Wait::default())
+            .unwrap()
+            .unwrap()
+    };
+    let ike_before = list("a").lines().next().unwrap().to_owned();
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(ike("1").starts_with("rekeying IKE SA"));
+    let until = Instant::now() + Duration::from_secs(10);
+    while list("a").lines().next().unwrap() == ike_before || !list("a").starts_with("1: site Established") {
+        assert!(Instant::now() < until, "the IKE SA was not rekeyed: {}\n{}", list("a"), g.logs());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = ping.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("40 packets transmitted, 40 received"), "{text}\n{}", g.logs());
+    assert!(list("b").contains("site/net"), "B's CHILD_SA moved to its new IKE SA: {}", list("b"));
 }

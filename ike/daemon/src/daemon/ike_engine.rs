@@ -390,10 +390,16 @@ impl IkeEngine {
         event(sev, line)
     }
 
+    /// The IKE SAs in `list`'s order (by connection, then age): `list` numbers them from 1.
+    fn listed(&self) -> Vec<&ike_core::ike_sa::IkeSa> {
+        let mut sas: Vec<_> = self.ike.ike_sas().collect();
+        sas.sort_by_key(|sa| (sa.conn, sa.created, sa.our_spi()));
+        sas
+    }
+
     fn list(&self) -> String {
         let mut s = String::new();
-        let mut sas: Vec<_> = self.ike.ike_sas().collect();
-        sas.sort_by_key(|sa| (sa.conn, sa.created));
+        let sas = self.listed();
         for (n, sa) in sas.iter().enumerate() {
             let conn = self.config.connections.get(sa.conn).map_or("?", |c| c.name.as_str());
             let _ = writeln!(
@@ -480,6 +486,104 @@ impl IkeEngine {
         self.ike.ike_sas().filter(|sa| sa.conn == idx).map(|sa| sa.our_spi()).collect()
     }
 
+    /// `ipsecctl ike rekey WHAT`: an IKE SA by its number in `list`, its SPI as `list`
+    /// shows it (16 hex digits, either end's) or its connection's name; a CHILD_SA by
+    /// `CONN/CHILD` or its inbound SPI (`0x…`, as `list` shows it). Each is rekeyed as the
+    /// timers would (make-before-break), sent now or queued behind the outstanding request.
+    fn rekey(&mut self, now: Instant, what: &str) -> Result<String, String> {
+        let target = self.rekey_target(what)?;
+        let mut s = String::new();
+        match target {
+            RekeyTarget::Ike(spis) => {
+                for spi in spis {
+                    if self.ike.rekey_ike(now, spi, &mut self.scratch) {
+                        let _ = writeln!(s, "rekeying IKE SA {spi:016x} of {}", self.conn_name(spi));
+                    } else {
+                        let _ = writeln!(s, "IKE SA {spi:016x}: not established, or its rekey is under way");
+                    }
+                }
+            }
+            RekeyTarget::Child(children) => {
+                for (spi, name, spi_in) in children {
+                    if self.ike.rekey_child(now, spi, spi_in, &mut self.scratch) {
+                        let _ = writeln!(
+                            s,
+                            "rekeying CHILD_SA {name} (SPI in {spi_in:#010x}) of IKE SA {spi:016x}"
+                        );
+                    } else {
+                        let _ =
+                            writeln!(s, "CHILD_SA {name} (SPI in {spi_in:#010x}): its rekey is under way");
+                    }
+                }
+            }
+        }
+        if s.lines().all(|l| !l.starts_with("rekeying")) {
+            return Err(s);
+        }
+        Ok(s)
+    }
+
+    /// What `rekey WHAT` names (see [`IkeEngine::rekey`]).
+    fn rekey_target(&self, what: &str) -> Result<RekeyTarget, String> {
+        let sas = self.listed();
+        let conn_of = |sa: &ike_core::ike_sa::IkeSa| {
+            self.config.connections.get(sa.conn).map_or("?", |c| c.name.as_str()).to_owned()
+        };
+        if let Some((conn, child)) = what.split_once('/') {
+            let found: Vec<(u64, String, u32)> = sas
+                .iter()
+                .filter(|sa| conn_of(sa) == conn)
+                .flat_map(|sa| {
+                    sa.children
+                        .iter()
+                        .filter(|c| c.name == child)
+                        .map(|c| (sa.our_spi(), format!("{conn}/{child}"), c.spi_in))
+                })
+                .collect();
+            if found.is_empty() {
+                return Err(format!("no CHILD_SA {what} (ipsecctl ike list)\n"));
+            }
+            return Ok(RekeyTarget::Child(found));
+        }
+        if let Some(hex) = what.strip_prefix("0x") {
+            let spi_in =
+                u32::from_str_radix(hex, 16).map_err(|_| format!("{what:?} is not a CHILD_SA's SPI\n"))?;
+            return sas
+                .iter()
+                .find_map(|sa| {
+                    sa.children.iter().find(|c| c.spi_in == spi_in).map(|c| {
+                        RekeyTarget::Child(vec![(
+                            sa.our_spi(),
+                            format!("{}/{}", conn_of(sa), c.name),
+                            spi_in,
+                        )])
+                    })
+                })
+                .ok_or_else(|| format!("no CHILD_SA with inbound SPI {spi_in:#010x} (ipsecctl ike list)\n"));
+        }
+        if let Ok(n) = what.parse::<usize>() {
+            return match n.checked_sub(1).and_then(|i| sas.get(i)) {
+                Some(sa) => Ok(RekeyTarget::Ike(vec![sa.our_spi()])),
+                None => Err(format!("no IKE SA number {n} (ipsecctl ike list numbers {})\n", sas.len())),
+            };
+        }
+        if what.len() == 16 {
+            if let Ok(spi) = u64::from_str_radix(what, 16) {
+                if let Some(sa) = sas.iter().find(|sa| sa.spi_i == spi || sa.spi_r == spi) {
+                    return Ok(RekeyTarget::Ike(vec![sa.our_spi()]));
+                }
+            }
+        }
+        let of_conn: Vec<u64> = sas.iter().filter(|sa| conn_of(sa) == what).map(|sa| sa.our_spi()).collect();
+        if of_conn.is_empty() {
+            return Err(format!(
+                "no IKE SA or CHILD_SA {what:?}: give a number or an SPI from ipsecctl ike list, a \
+                 connection, or CONN/CHILD\n"
+            ));
+        }
+        Ok(RekeyTarget::Ike(of_conn))
+    }
+
     fn up(&mut self, now: Instant, conn: &str) -> Result<String, String> {
         let c = self.config.connection(conn).ok_or_else(|| format!("no connection {conn:?}"))?;
         let live = self
@@ -496,6 +600,13 @@ impl IkeEngine {
             self.ike.initiate(now, conn, &child, &mut self.scratch).map_err(|e| format!("{conn}: {e:?}"))?;
         Ok(format!("initiating {conn} (child {child}), IKE SA {spi:016x}\n"))
     }
+}
+
+/// What `ipsecctl ike rekey` named: IKE SAs (our SPIs), or CHILD_SAs (their IKE SA, their
+/// `CONN/CHILD` name, their inbound SPI).
+enum RekeyTarget {
+    Ike(Vec<u64>),
+    Child(Vec<(u64, String, u32)>),
 }
 
 fn event(severity: Severity, line: String) -> Output {
@@ -712,16 +823,12 @@ impl Engine for IkeEngine {
                         self.ike.terminate(now, *s, &mut self.scratch);
                     }
                     Ok(format!(
-                        "closed {} IKE SA(s) of {conn} (no Delete sent to the peer yet)\n",
+                        "closing {} IKE SA(s) of {conn}: their CHILD_SAs removed, a Delete sent to the peer\n",
                         spis.len()
                     ))
                 }
             }
-            Request::Rekey(_) => {
-                Err("rekeying on demand is not wired to iked's control socket yet: the core rekeys a \
-                     CHILD_SA on its soft expiry and the IKE SA at its rekey time"
-                    .to_owned())
-            }
+            Request::Rekey(what) => self.rekey(now, what),
             Request::Monitor => Err("monitor is served by the loop".to_owned()),
         };
         self.translate(out);
