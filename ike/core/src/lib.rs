@@ -60,12 +60,14 @@
 //!  removed, its Delete queued.
 //!  Ike::rekey_child / rekey_ike: queued on the IKE SA (`IkeSa::queued`) and sent when
 //!  the window (1) is free (Ike::pump, after every response).
+//!  Ike::reconfigure(now, config, out): a reload (`reload`): the SAs of removed
+//!  connections terminated, the others kept under their connection's new settings.
 //! ```
 //!
 //! # Modules (each uses only those below it; `scripts/module-cycles` checks)
 //!
 //! ```text
-//!   lib: Ike — the SA table, the dispatch above, tick, initiate
+//!   lib: Ike — the SA table, the dispatch above, tick, initiate; reload: reconfigure
 //!    └─ exchange: sa_init ─▶ auth, informational   (one file per exchange)
 //!                 sa_init, auth ─▶ proof (our AUTH and CERTs, the peer's checked)
 //!                 create_child ─▶ auth (its helpers), ike_rekey
@@ -100,6 +102,7 @@ pub mod ike_sa;
 pub mod io;
 pub mod narrow;
 pub mod proposals;
+mod reload;
 pub mod retransmit;
 pub mod stats;
 pub mod window;
@@ -169,6 +172,9 @@ pub enum InitiateError {
 pub struct Ike {
     fw: Framework,
     config: Config,
+    /// How many of `config.connections` are configured; those after are retired ones that
+    /// an SA being deleted still refers to (`reload`).
+    live: usize,
     settings: Settings,
     /// Keyed by our SPI.
     sas: HashMap<u64, IkeSa>,
@@ -191,6 +197,7 @@ impl Ike {
         let cookies = CookieJar::new(&fw, now, settings.cookie_rotate)?;
         Ok(Ike {
             fw,
+            live: config.connections.len(),
             config,
             settings,
             sas: HashMap::new(),
@@ -212,6 +219,11 @@ impl Ike {
 
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// The connection an IKE SA belongs to (a removed one while its SA is being deleted).
+    pub fn connection_of(&self, sa: &IkeSa) -> Option<&Connection> {
+        self.config.connections.get(sa.conn)
     }
 
     /// The IKE SA whose SPI (ours) is `spi`.

@@ -136,8 +136,9 @@ impl Engine for Scripted {
         }
         Ok("done\n".to_owned())
     }
-    fn reload(&mut self, _: Instant, _: Config, diff: &Diff, _: &mut Vec<Output>) {
+    fn reload(&mut self, _: Instant, _: Config, diff: &Diff, _: &mut Vec<Output>) -> Result<(), String> {
         self.reloads.lock().unwrap().push(diff.clone());
+        Ok(())
     }
     fn shutdown(&mut self, _: Instant, out: &mut Vec<Output>) {
         out.push(Output::Event(Event { severity: Severity::Info, line: "shutting-down".into() }));

@@ -268,51 +268,184 @@ fn a_wrong_psk_is_an_authentication_failure() {
     );
 }
 
-/// A reload that changes the running connection closes its IKE SA (its CHILD_SA removed
-/// from ipsecd), and, none being left, the state machine takes the new file and starts
-/// again; an unchanged reload keeps the SA.
+/// Reloads (SIGHUP) apply into the running state machine. Unchanged: nothing happens. A
+/// new key alone, or a changed connection: its IKE SA and CHILD_SA stay (no Remove, no
+/// datagram), and the new settings apply from the next negotiation (the CHILD_SA brought
+/// up again after `down`/`up` has the new traffic selector).
 #[test]
-fn a_reload_closes_changed_connections_and_starts_again() {
+fn a_reload_keeps_established_sas_and_changes_apply_on_the_next_negotiation() {
     let (mut a, mut b) = (engine(true, PSK), engine(false, PSK));
     let mut first = Vec::new();
     a.start(Instant::now(), &mut first);
     let (s1, s2) = run(&mut a, &mut b, first);
     assert_eq!(s1.installs.len() + s2.installs.len(), 2);
     let now = Instant::now();
+    let list = |e: &mut IkeEngine| e.command(Instant::now(), &Request::List, &mut Vec::new()).unwrap();
+    let before = list(&mut a);
 
     let same = config(true, PSK);
     let mut out = Vec::new();
-    a.reload(now, same.clone(), &Config::diff(&same, &same), &mut out);
+    a.reload(now, same.clone(), &Config::diff(&same, &same), &mut out).unwrap();
     assert!(out.is_empty(), "nothing changed, nothing done");
-    assert!(a.command(now, &Request::List, &mut out).unwrap().contains("Established"));
+    assert_eq!(list(&mut a), before);
 
     let changed = config(true, "0x00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff");
     let diff = Config::diff(&same, &changed);
     assert!(diff.secrets_changed && diff.unchanged == ["site-b"], "{diff:?}");
-    // A new key alone closes nothing either (it applies to the next authentication), but
-    // the state machine cannot take it while the SA is up: the log says so.
     let mut out = Vec::new();
-    a.reload(now, changed.clone(), &diff, &mut out);
-    assert!(out.iter().all(|o| !matches!(o, Output::Remove(_))));
-    assert!(
-        out.iter()
-            .any(|o| matches!(o, Output::Event(e) if e.line.contains("cannot take a new configuration"))),
-        "the log says why the new key waits"
-    );
+    a.reload(now, changed, &diff, &mut out).unwrap();
+    assert!(out.is_empty(), "a new key applies to the next authentication, closes nothing");
+    assert_eq!(list(&mut a), before);
 
     let mut moved = config(true, PSK);
     moved.connections[0].children[0].local_ts =
-        ike_core::config::TrafficSelector::parse_list("10.1.9.0/24").unwrap();
+        ike_core::config::TrafficSelector::parse_list("10.1.0.0/25").unwrap();
     let diff = Config::diff(&same, &moved);
     assert_eq!(diff.changed, ["site-b"]);
     let mut out = Vec::new();
-    a.reload(now, moved, &diff, &mut out);
-    let removes = out.iter().filter(|o| matches!(o, Output::Remove(_))).count();
-    let sends = out.iter().filter(|o| matches!(o, Output::Send(_))).count();
-    assert_eq!((removes, sends), (1, 2), "the old CHILD_SA removed, a Delete and a new IKE_SA_INIT sent");
-    let list = a.command(now, &Request::List, &mut out).unwrap();
-    assert_eq!(list.lines().collect::<Vec<_>>().len(), 1, "a new state machine: {list}");
-    assert!(list.starts_with("1: site-b InitSent initiator"), "{list}");
+    a.reload(now, moved, &diff, &mut out).unwrap();
+    assert!(out.is_empty(), "the changed connection's SAs stay: {}", out.len());
+    assert_eq!(list(&mut a), before, "the same IKE SA and CHILD_SA");
+    assert!(before.contains("10.1.0.0-10.1.0.255"), "{before}");
+
+    // The next negotiation takes the new selector.
+    let mut out = Vec::new();
+    a.command(now, &Request::Down("site-b".into()), &mut out).unwrap();
+    run(&mut a, &mut b, out);
+    assert_eq!(list(&mut a), "no IKE SA\n");
+    let mut out = Vec::new();
+    a.command(now, &Request::Up("site-b".into()), &mut out).unwrap();
+    let (s1, s2) = run(&mut a, &mut b, out);
+    let ai = s1.installs.iter().chain(&s2.installs).find(|c| c.local.to_string() == "192.0.2.1").unwrap();
+    assert_eq!(ai.local_ts, ike_core::config::TrafficSelector::parse_list("10.1.0.0/25").unwrap());
+    assert!(list(&mut a).contains("10.1.0.0-10.1.0.127"), "{}", list(&mut a));
+}
+
+/// A's file parsed with `text` as its connections (the secret of the docs' example added).
+fn parsed_config(text: &str) -> Config {
+    let text = format!(
+        "connections {{ {text} }}\nsecrets {{ ike-site {{ id-a = gw-a.example.org\n id-b = gw-b.example.org\n \
+         secret = {PSK}\n }} }}\n"
+    );
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("iked-reload-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("iked.conf");
+    std::fs::write(&path, text).unwrap();
+    let c = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_dir_all(&dir).unwrap();
+    c
+}
+
+/// One of A's connections to B, named `name`, with `children` (each `NAME { … }`).
+fn conn_text(name: &str, children: &str) -> String {
+    format!(
+        "{name} {{ local_addrs = 192.0.2.1\n remote_addrs = 192.0.2.2\n proposals = aes128gcm16-prfsha256-x25519\n \
+         local {{ auth = psk\n id = gw-a.example.org\n }} remote {{ auth = psk\n id = gw-b.example.org\n }}\n \
+         children {{ {children} }} }}\n"
+    )
+}
+
+const NET: &str = "net { local_ts = 10.1.0.0/24\n remote_ts = 10.2.0.0/24\n esp_proposals = aes128gcm16\n \
+                   start_action = start\n }";
+const TRAPPED: &str = "web { local_ts = 10.1.0.0/24[tcp/80]\n remote_ts = 10.2.0.0/24\n \
+                       esp_proposals = aes128gcm16\n start_action = trap\n }";
+
+/// A reload that removes a connection closes its IKE SA (the CHILD_SA removed from ipsecd,
+/// a Delete to the peer, which B answers) and starts an added one (`start_action =
+/// start`); a trapped child that comes with the file has its policies installed, and goes
+/// with them when the next file drops it; another connection's SAs are not touched.
+#[test]
+fn a_reload_closes_removed_connections_and_starts_added_ones() {
+    let old = parsed_config(
+        &(conn_text("site-b", NET)
+            + &conn_text("spare", TRAPPED.replace("start_action = trap", "").as_str())),
+    );
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    let mut a = IkeEngine::new(fw, old.clone(), Instant::now()).unwrap();
+    let mut b = engine(false, PSK);
+    let mut first = Vec::new();
+    a.start(Instant::now(), &mut first);
+    let (s1, _) = run(&mut a, &mut b, first);
+    let old_in = s1.installs[0].inbound.spi;
+    let list = |e: &mut IkeEngine| e.command(Instant::now(), &Request::List, &mut Vec::new()).unwrap();
+    let before = list(&mut a);
+    assert!(before.starts_with("1: site-b Established"), "{before}");
+
+    // `spare` goes, a trapped child comes with `extra`: site-b is not touched.
+    let new = parsed_config(&(conn_text("site-b", NET) + &conn_text("extra", TRAPPED)));
+    let diff = Config::diff(&old, &new);
+    assert_eq!(
+        (diff.added.as_slice(), diff.removed.as_slice()),
+        (&["extra".to_owned()][..], &["spare".to_owned()][..])
+    );
+    let mut out = Vec::new();
+    a.reload(Instant::now(), new.clone(), &diff, &mut out).unwrap();
+    assert!(matches!(out.as_slice(), [Output::Trap(t)] if t.local_ts.len() == 1), "only extra/web's trap");
+    assert_eq!(list(&mut a), before);
+
+    // site-b renamed: removed and added at once.
+    let renamed = parsed_config(&conn_text("site-b2", NET));
+    let diff = Config::diff(&new, &renamed);
+    let mut out = Vec::new();
+    a.reload(Instant::now(), renamed, &diff, &mut out).unwrap();
+    let kinds: Vec<&str> = out
+        .iter()
+        .map(|o| match o {
+            Output::Remove(_) => "remove",
+            Output::Send(_) => "send",
+            Output::Untrap(_) => "untrap",
+            Output::Event(_) => "event",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "remove").count(), 1, "{kinds:?}");
+    assert_eq!(kinds.iter().filter(|k| **k == "send").count(), 2, "a Delete and an IKE_SA_INIT: {kinds:?}");
+    assert_eq!(kinds.iter().filter(|k| **k == "untrap").count(), 1, "extra's trap removed: {kinds:?}");
+    let Some(Output::Remove(r)) = out.iter().find(|o| matches!(o, Output::Remove(_))) else { unreachable!() };
+    assert_eq!(r.inbound_spi, old_in);
+    let mid = list(&mut a);
+    assert!(mid.contains("site-b Deleting") && mid.contains("site-b2 InitSent"), "{mid}");
+    let (s1, s2) = run(&mut a, &mut b, out.into_iter().filter(|o| matches!(o, Output::Send(_))).collect());
+    let events: Vec<&String> = s1.events.iter().chain(&s2.events).map(|(_, l)| l).collect();
+    assert!(events.iter().any(|l| l.contains("reason=deleted-by-peer")), "B heard the Delete: {events:?}");
+    assert!(events.iter().any(|l| l.starts_with("ike-sa-up conn=site-b2")), "{events:?}");
+    let after = list(&mut a);
+    assert!(after.starts_with("1: site-b2 Established") && !after.contains("site-b "), "{after}");
+    // The retired connection cannot be brought up any more.
+    assert!(a
+        .command(Instant::now(), &Request::Up("site-b".into()), &mut Vec::new())
+        .unwrap_err()
+        .contains("no connection"));
+}
+
+/// A child dropped from a connection that stays: its CHILD_SA is removed and deleted with
+/// the peer; the IKE SA stays up.
+#[test]
+fn a_reload_deletes_the_child_sas_of_removed_children() {
+    let old = parsed_config(&conn_text("site-b", NET));
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    let mut a = IkeEngine::new(fw, old.clone(), Instant::now()).unwrap();
+    let mut b = engine(false, PSK);
+    let mut first = Vec::new();
+    a.start(Instant::now(), &mut first);
+    run(&mut a, &mut b, first);
+    let new = parsed_config(&conn_text(
+        "site-b",
+        &NET.replace("net {", "other {").replace("start_action = start", ""),
+    ));
+    let diff = Config::diff(&old, &new);
+    assert_eq!(diff.changed, ["site-b"]);
+    let mut out = Vec::new();
+    a.reload(Instant::now(), new, &diff, &mut out).unwrap();
+    assert_eq!(out.iter().filter(|o| matches!(o, Output::Remove(_))).count(), 1);
+    let (_, s2) = run(&mut a, &mut b, out.into_iter().filter(|o| matches!(o, Output::Send(_))).collect());
+    assert_eq!(s2.removes.len(), 1, "B removed its side");
+    let list = a.command(Instant::now(), &Request::List, &mut Vec::new()).unwrap();
+    assert!(list.starts_with("1: site-b Established") && !list.contains("site-b/net"), "{list}");
 }
 
 /// A peer that restarted (a new engine, the old SAs gone on its side only) negotiates

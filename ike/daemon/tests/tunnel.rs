@@ -482,3 +482,48 @@ fn ipsecctl_rekey_under_traffic_loses_no_ping() {
     assert!(text.contains("40 packets transmitted, 40 received"), "{text}\n{}", g.logs());
     assert!(list("b").contains("site/net"), "B's CHILD_SA moved to its new IKE SA: {}", list("b"));
 }
+
+/// SIGHUP: a file with an error is refused, the log line naming the error, and the
+/// running configuration stays; a good file that adds a connection is taken, the log says
+/// what changed, and the established SAs (their SPIs in ipsecd) carry on.
+#[test]
+fn sighup_refuses_a_bad_file_and_keeps_established_sas() {
+    let Some(g) = gateways("h", "start_action = start", false, false) else { return };
+    g.wait_for_sas();
+    assert!(g.ping("2"), "{}", g.logs());
+    // The SAs' lines (SPIs, reqid, lifetimes), not their ages and counters.
+    let sa_lines = || -> Vec<String> {
+        sas(&g.dir.join("a.sock")).lines().filter(|l| l.starts_with("add ")).map(str::to_owned).collect()
+    };
+    let sa_before = sa_lines();
+    assert_eq!(sa_before.len(), 2, "{sa_before:?}");
+    let conf = g.dir.join("iked-a.conf");
+    let good = std::fs::read_to_string(&conf).unwrap();
+    let pid = g.lab.children.last().unwrap().id().to_string();
+    let log = || std::fs::read_to_string(g.dir.join("iked-a.log")).unwrap();
+    let wait_log = |what: &str| {
+        let until = Instant::now() + Duration::from_secs(10);
+        while !log().contains(what) {
+            assert!(Instant::now() < until, "no {what:?} in the log:\n{}", g.logs());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+
+    std::fs::write(&conf, good.replace("esp_proposals = aes128gcm16", "esp_proposal = aes128gcm16")).unwrap();
+    must(&["kill", "-HUP", &pid]);
+    wait_log("reload refused, the running configuration stays");
+    let line = log().lines().find(|l| l.contains("reload refused")).unwrap().to_owned();
+    assert!(line.contains("esp_proposal") && line.contains("iked-a.conf"), "the error is named: {line}");
+
+    let added = good.replacen(
+        "connections {\n",
+        "connections {\n spare {\n  remote_addrs = 10.96.0.9\n  local { auth = psk\n id = gw-a.example.org\n }\n  \
+         remote { auth = psk\n id = gw-b.example.org\n }\n  children { c { } }\n }\n",
+        1,
+    );
+    std::fs::write(&conf, added).unwrap();
+    must(&["kill", "-HUP", &pid]);
+    wait_log("added [\"spare\"], removed [], changed [], 1 unchanged");
+    assert_eq!(sa_lines(), sa_before, "the same SAs in ipsecd");
+    assert!(g.ping("2"), "{}", g.logs());
+}

@@ -144,8 +144,7 @@ pub(crate) fn initiate(
     out: &mut Vec<Output>,
 ) -> Result<u64, InitiateError> {
     let ci = ike
-        .config
-        .connections
+        .live_connections()
         .iter()
         .position(|c| c.name == conn)
         .ok_or_else(|| InitiateError::NoConnection(conn.into()))?;
@@ -244,7 +243,7 @@ pub(crate) fn respond(
         ike.stats.cookies_accepted += 1;
     }
 
-    let Some(ci) = ike.config.connections.iter().position(|c| {
+    let Some(ci) = ike.live_connections().iter().position(|c| {
         (c.local_addrs.is_empty() || c.local_addrs.contains(&d.local.ip()))
             && (c.remote_addrs.is_empty() || c.remote_addrs.contains(&d.remote.ip()))
     }) else {

@@ -28,8 +28,11 @@
 //!
 //! What the state machine does not do yet, and so neither does iked (each says so where
 //! asked): more than one CHILD_SA per IKE SA (`up` brings up the connection's first
-//! child), and taking a new configuration while IKE SAs are up (a reload applies when
-//! none is left).
+//! child).
+//!
+//! A reload hands the new file to the running core ([`Ike::reconfigure`]: removed
+//! connections' SAs closed, the others kept), then brings the traps in line with it
+//! (`sync_traps`) and starts added connections, and changed ones left without an IKE SA.
 //!
 //! `start_action = trap` is iked's: the child's policies are installed alone under a
 //! reqid of their own ([`Output::Trap`]); ipsecd's ACQUIRE with that reqid starts the
@@ -122,6 +125,7 @@ impl IkeEngine {
             self.next_reqid = if r >= MAX_REQID { 1 } else { r + 1 };
             if !self.installed.values().any(|c| c.reqid == r)
                 && !self.pending.values().any(|(_, c)| c.reqid == r)
+                && !self.traps.contains_key(&r)
             {
                 return r;
             }
@@ -267,34 +271,84 @@ impl IkeEngine {
         }
     }
 
-    /// Installs the trap policies of every `start_action = trap` child.
-    fn trap_all(&mut self, out: &mut Vec<Output>) {
-        let mut traps = Vec::new();
+    /// Makes the installed traps those of the `start_action = trap` children configured
+    /// now: a trap whose connection, child and policies are unchanged stays as it is; one
+    /// whose policies changed is replaced under the same reqid (a CHILD_SA installed under
+    /// it keeps its policies' reqid); one no longer configured is removed; a new one is
+    /// installed under a new reqid.
+    fn sync_traps(&mut self, out: &mut Vec<Output>) {
+        let mut wanted = Vec::new();
         for c in &self.config.connections {
             let (Some(&local), Some(&remote)) = (c.local_addrs.first(), c.remote_addrs.first()) else {
                 continue;
             };
             for ch in c.children.iter().filter(|ch| ch.start_action == StartAction::Trap) {
-                traps.push((
-                    c.name.clone(),
-                    ch.name.clone(),
+                let mode = match ch.mode {
+                    ike_core::config::Mode::Tunnel => Mode::Tunnel,
+                    ike_core::config::Mode::Transport => Mode::Transport,
+                };
+                let t = Trap {
+                    reqid: 0,
+                    mode,
                     local,
                     remote,
-                    ch.mode,
-                    ch.local_ts.clone(),
-                    ch.remote_ts.clone(),
-                ));
+                    local_ts: ch.local_ts.clone(),
+                    remote_ts: ch.remote_ts.clone(),
+                };
+                wanted.push((c.name.clone(), ch.name.clone(), t));
             }
         }
-        for (conn, child, local, remote, mode, local_ts, remote_ts) in traps {
-            let reqid = self.reqid();
-            let mode = match mode {
-                ike_core::config::Mode::Tunnel => Mode::Tunnel,
-                ike_core::config::Mode::Transport => Mode::Transport,
+        let same = |a: &Trap, b: &Trap| {
+            (a.mode, a.local, a.remote, &a.local_ts, &a.remote_ts)
+                == (b.mode, b.local, b.remote, &b.local_ts, &b.remote_ts)
+        };
+        let stale: Vec<u32> = self
+            .traps
+            .iter()
+            .filter(|(_, (conn, child, t))| {
+                !wanted.iter().any(|(wc, wch, wt)| wc == conn && wch == child && same(wt, t))
+            })
+            .map(|(&r, _)| r)
+            .collect();
+        let mut freed = HashMap::new();
+        for r in stale {
+            let (conn, child, t) = self.traps.remove(&r).expect("listed");
+            out.push(Output::Untrap(t));
+            freed.insert((conn, child), r);
+        }
+        for (conn, child, mut t) in wanted {
+            if self.traps.values().any(|(c, ch, _)| *c == conn && *ch == child) {
+                continue;
+            }
+            t.reqid = match freed.remove(&(conn.clone(), child.clone())) {
+                Some(r) => r,
+                None => self.reqid(),
             };
-            let t = Trap { reqid, mode, local, remote, local_ts, remote_ts };
-            self.traps.insert(reqid, (conn, child, t.clone()));
+            self.traps.insert(t.reqid, (conn, child, t.clone()));
             out.push(Output::Trap(t));
+        }
+    }
+
+    /// Initiates connection `conn`'s `start_action = start` children: the first on a new
+    /// IKE SA (the others are refused with a log line until the state machine makes more
+    /// than one CHILD_SA per IKE SA).
+    fn start_connection(&mut self, now: Instant, conn: &str, out: &mut Vec<Output>) {
+        let Some(c) = self.config.connection(conn) else { return };
+        let kids: Vec<String> = c
+            .children
+            .iter()
+            .filter(|ch| ch.start_action == StartAction::Start)
+            .map(|ch| ch.name.clone())
+            .collect();
+        let Some(first) = kids.first() else { return };
+        if let Err(e) = self.ike.initiate(now, conn, first, &mut self.scratch) {
+            out.push(event(Severity::Warning, format!("start {conn}: {e:?}")));
+        }
+        for k in &kids[1..] {
+            out.push(event(
+                Severity::Warning,
+                format!("start {conn}/{k}: a second CHILD_SA on one IKE SA (CREATE_CHILD_SA without REKEY_SA) is not in the state machine yet"),
+            ));
         }
     }
 
@@ -322,7 +376,7 @@ impl IkeEngine {
     fn conn_name(&self, ike_sa: u64) -> String {
         self.ike
             .ike_sa(ike_sa)
-            .and_then(|sa| self.config.connections.get(sa.conn))
+            .and_then(|sa| self.ike.connection_of(sa))
             .map_or_else(|| "?".to_owned(), |c| c.name.clone())
     }
 
@@ -401,7 +455,7 @@ impl IkeEngine {
         let mut s = String::new();
         let sas = self.listed();
         for (n, sa) in sas.iter().enumerate() {
-            let conn = self.config.connections.get(sa.conn).map_or("?", |c| c.name.as_str());
+            let conn = self.ike.connection_of(sa).map_or("?", |c| c.name.as_str());
             let _ = writeln!(
                 s,
                 "{}: {conn} {:?} {} {}→{} SPIs {:016x}_i {:016x}_r{}",
@@ -480,10 +534,11 @@ impl IkeEngine {
     }
 
     fn ike_sas_of(&self, conn: &str) -> Vec<u64> {
-        let Some(idx) = self.config.connections.iter().position(|c| c.name == conn) else {
-            return Vec::new();
-        };
-        self.ike.ike_sas().filter(|sa| sa.conn == idx).map(|sa| sa.our_spi()).collect()
+        self.ike
+            .ike_sas()
+            .filter(|sa| self.ike.connection_of(sa).is_some_and(|c| c.name == conn))
+            .map(|sa| sa.our_spi())
+            .collect()
     }
 
     /// `ipsecctl ike rekey WHAT`: an IKE SA by its number in `list`, its SPI as `list`
@@ -527,7 +582,7 @@ impl IkeEngine {
     fn rekey_target(&self, what: &str) -> Result<RekeyTarget, String> {
         let sas = self.listed();
         let conn_of = |sa: &ike_core::ike_sa::IkeSa| {
-            self.config.connections.get(sa.conn).map_or("?", |c| c.name.as_str()).to_owned()
+            self.ike.connection_of(sa).map_or("?", |c| c.name.as_str()).to_owned()
         };
         if let Some((conn, child)) = what.split_once('/') {
             let found: Vec<(u64, String, u32)> = sas
@@ -679,29 +734,11 @@ fn removal(c: &ChildInstall) -> ChildRemove {
 impl Engine for IkeEngine {
     fn start(&mut self, now: Instant, out: &mut Vec<Output>) {
         self.now = now;
-        let starts: Vec<(String, Vec<String>)> = self
-            .config
-            .connections
-            .iter()
-            .map(|c| {
-                let kids = c.children.iter().filter(|ch| ch.start_action == StartAction::Start);
-                (c.name.clone(), kids.map(|ch| ch.name.clone()).collect())
-            })
-            .filter(|(_, kids): &(String, Vec<String>)| !kids.is_empty())
-            .collect();
-        for (conn, kids) in starts {
-            match self.ike.initiate(now, &conn, &kids[0], &mut self.scratch) {
-                Ok(_) => {}
-                Err(e) => out.push(event(Severity::Warning, format!("start {conn}: {e:?}"))),
-            }
-            for k in &kids[1..] {
-                out.push(event(
-                    Severity::Warning,
-                    format!("start {conn}/{k}: a second CHILD_SA on one IKE SA (CREATE_CHILD_SA without REKEY_SA) is not in the state machine yet"),
-                ));
-            }
+        let names: Vec<String> = self.config.connections.iter().map(|c| c.name.clone()).collect();
+        for conn in names {
+            self.start_connection(now, &conn, out);
         }
-        self.trap_all(out);
+        self.sync_traps(out);
         self.translate(out);
     }
 
@@ -835,36 +872,31 @@ impl Engine for IkeEngine {
         r
     }
 
-    fn reload(&mut self, now: Instant, config: Config, diff: &Diff, out: &mut Vec<Output>) {
+    fn reload(
+        &mut self,
+        now: Instant,
+        config: Config,
+        diff: &Diff,
+        out: &mut Vec<Output>,
+    ) -> Result<(), String> {
         self.now = now;
-        for name in diff.removed.iter().chain(&diff.changed) {
-            for s in self.ike_sas_of(name) {
-                self.ike.terminate(self.now, s, &mut self.scratch);
+        // The certificate and key files first: one that cannot be read refuses the reload.
+        let core = core_config(&self.fw, &config)?;
+        self.ike.reconfigure(now, core, &mut self.scratch);
+        self.config = config;
+        self.sync_traps(out);
+        // Added connections start; so does a changed one that has no IKE SA now.
+        for name in diff.added.iter().chain(&diff.changed) {
+            let live = self
+                .ike_sas_of(name)
+                .into_iter()
+                .any(|s| self.ike.ike_sa(s).is_some_and(|sa| sa.state != ike_core::ike_sa::State::Deleting));
+            if !live {
+                self.start_connection(now, name, out);
             }
         }
         self.translate(out);
-        // IKE SAs whose Delete is out count as gone: a new state machine drops the answer.
-        if self.ike.ike_sas().all(|sa| sa.state == ike_core::ike_sa::State::Deleting) {
-            let made = core_config(&self.fw, &config).and_then(|c| {
-                Ike::new(self.fw.clone(), c, Settings::default(), now).map_err(|e| format!("{e:?}"))
-            });
-            match made {
-                Ok(ike) => {
-                    self.untrap_all(out);
-                    self.ike = ike;
-                    self.config = config;
-                    self.start(now, out);
-                }
-                Err(e) => out.push(event(Severity::Warning, format!("reload: {e}"))),
-            }
-        } else if !(diff.added.is_empty() && diff.changed.is_empty() && !diff.secrets_changed) {
-            out.push(event(
-                Severity::Warning,
-                "reload: the state machine cannot take a new configuration while IKE SAs are up yet; \
-                 added and changed connections and new secrets apply once none is left"
-                    .to_owned(),
-            ));
-        }
+        Ok(())
     }
 
     fn shutdown(&mut self, now: Instant, out: &mut Vec<Output>) {

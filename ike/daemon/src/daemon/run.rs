@@ -295,6 +295,10 @@ impl<E: Engine> Daemon<E> {
         match Config::load(&self.opts.config) {
             Ok(new) => {
                 let diff = Config::diff(&self.config, &new);
+                if let Err(e) = self.engine.reload(now, new.clone(), &diff, &mut self.out) {
+                    tracing::error!("reload refused, the running configuration stays: {e}");
+                    return;
+                }
                 tracing::info!(
                     "reloaded {}: added {:?}, removed {:?}, changed {:?}, {} unchanged{}",
                     self.opts.config.display(),
@@ -304,8 +308,7 @@ impl<E: Engine> Daemon<E> {
                     diff.unchanged.len(),
                     if diff.secrets_changed { ", secrets changed" } else { "" }
                 );
-                self.config = new.clone();
-                self.engine.reload(now, new, &diff, &mut self.out);
+                self.config = new;
             }
             Err(e) => tracing::error!("reload refused, the running configuration stays: {e}"),
         }
