@@ -360,13 +360,23 @@ impl Ike {
 
     /// One received datagram.
     pub fn datagram(&mut self, now: Instant, d: Datagram, out: &mut Vec<Output>) {
-        if let Err(cause) = self.receive(now, &d, out) {
+        let Ok(msg) = Message::parse(&d.bytes) else {
+            self.stats.drop(Drop::Malformed);
+            return;
+        };
+        if let Err(cause) = self.receive(now, &d, &msg, out) {
             self.stats.drop(cause);
+            self.stats.exchange(msg.header.exchange_type).dropped += 1;
         }
     }
 
-    fn receive(&mut self, now: Instant, d: &Datagram, out: &mut Vec<Output>) -> Result<(), Drop> {
-        let msg = Message::parse(&d.bytes).map_err(|_| Drop::Malformed)?;
+    fn receive(
+        &mut self,
+        now: Instant,
+        d: &Datagram,
+        msg: &Message,
+        out: &mut Vec<Output>,
+    ) -> Result<(), Drop> {
         let h = msg.header;
         {
             let c = self.stats.exchange(h.exchange_type);
@@ -390,7 +400,7 @@ impl Ike {
                 }
                 return Err(Drop::OutOfWindow);
             }
-            return exchange::sa_init::respond(self, now, d, &msg, out);
+            return exchange::sa_init::respond(self, now, d, msg, out);
         }
         let ours = if h.initiator { h.spi_r } else { h.spi_i };
         let sa = self.sas.get(&ours).ok_or(Drop::UnknownSa)?;
@@ -403,19 +413,19 @@ impl Ike {
             }
             let r = match (sa.state, h.exchange_type) {
                 (State::InitSent, ExchangeType::IKE_SA_INIT) => {
-                    exchange::sa_init::response(self, now, ours, d, &msg, out)
+                    exchange::sa_init::response(self, now, ours, d, msg, out)
                 }
                 (State::AuthSent, ExchangeType::IKE_AUTH) => {
-                    exchange::auth::response(self, now, ours, d, &msg, out)
+                    exchange::auth::response(self, now, ours, d, msg, out)
                 }
                 (State::Deleting, ExchangeType::INFORMATIONAL) => {
-                    exchange::informational::response(self, ours, d, &msg, out)
+                    exchange::informational::response(self, ours, d, msg, out)
                 }
                 (State::Established, ExchangeType::INFORMATIONAL) => {
-                    exchange::informational::child_delete_response(self, now, ours, d, &msg, out)
+                    exchange::informational::child_delete_response(self, now, ours, d, msg, out)
                 }
                 (State::Established, ExchangeType::CREATE_CHILD_SA) => {
-                    exchange::create_child::response(self, now, ours, d, &msg, out)
+                    exchange::create_child::response(self, now, ours, d, msg, out)
                 }
                 _ => Err(Drop::UnexpectedExchange),
             };
@@ -436,13 +446,13 @@ impl Ike {
             Incoming::New => {
                 let r = match (sa.state, h.exchange_type) {
                     (State::HalfOpen, ExchangeType::IKE_AUTH) => {
-                        exchange::auth::request(self, now, ours, d, &msg, out)
+                        exchange::auth::request(self, now, ours, d, msg, out)
                     }
                     (State::Established | State::Deleting, ExchangeType::INFORMATIONAL) => {
-                        exchange::informational::request(self, now, ours, d, &msg, out)
+                        exchange::informational::request(self, now, ours, d, msg, out)
                     }
                     (State::Established | State::Deleting, ExchangeType::CREATE_CHILD_SA) => {
-                        exchange::create_child::request(self, now, ours, d, &msg, out)
+                        exchange::create_child::request(self, now, ours, d, msg, out)
                     }
                     _ => Err(Drop::UnexpectedExchange),
                 };
@@ -564,6 +574,7 @@ impl Ike {
                 && now.duration_since(sa.created) >= self.settings.half_open.timeout
             {
                 dead.push((sa.our_spi(), DownReason::HalfOpenTimeout));
+                self.stats.half_open_expired += 1;
                 continue;
             }
             let (local, remote) = (sa.local, sa.remote);
@@ -576,7 +587,10 @@ impl Ike {
                         }
                         self.stats.retransmissions += 1;
                     }
-                    Due::GiveUp => dead.push((sa.our_spi(), sa.init.refused.unwrap_or(DownReason::PeerDead))),
+                    Due::GiveUp => {
+                        self.stats.retransmit_timeouts += 1;
+                        dead.push((sa.our_spi(), sa.init.refused.unwrap_or(DownReason::PeerDead)));
+                    }
                 }
             }
         }
@@ -694,6 +708,7 @@ impl Ike {
         let on = self.settings.half_open.cookies_on(self.half_open);
         if on != self.cookies_on {
             self.cookies_on = on;
+            self.stats.cookies_on = u64::from(on);
             out.push(Output::Event(Event::Cookies { on }));
         }
     }

@@ -760,3 +760,132 @@ fn ipsecctl_rekey_rekeys_a_child_sa_and_the_ike_sa_on_demand() {
         assert!(e.starts_with(why), "{what}: {e}");
     }
 }
+
+/// The metrics (Prometheus' text) as name{labels} → value.
+fn metrics(e: &IkeEngine) -> std::collections::HashMap<String, u64> {
+    e.metrics()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let (k, v) = l.rsplit_once(' ').unwrap();
+            (k.to_owned(), v.parse().unwrap_or_else(|_| panic!("{l}")))
+        })
+        .collect()
+}
+
+/// A datagram `from` sent, as `to` receives it.
+fn received(d: &Datagram) -> Datagram {
+    Datagram { local: d.remote, remote: d.local, nat_t: d.nat_t, bytes: d.bytes.clone() }
+}
+
+fn sends(out: &[Output]) -> Vec<Datagram> {
+    out.iter().filter_map(|o| if let Output::Send(d) = o { Some(received(d)) } else { None }).collect()
+}
+
+/// Each counter the metrics endpoint shows moves when what it counts happens: messages by
+/// exchange, direction and kind; error answers both ways; drops by exchange and cause;
+/// the SA gauges; half-open SAs and their expiry; cookies (on, sent, accepted);
+/// retransmissions, resent responses, timeouts; authentication failures by cause.
+#[test]
+fn each_counter_moves() {
+    let (mut a, mut b) = (engine(true, PSK), engine(false, PSK));
+    let t0 = Instant::now();
+    let mut first = Vec::new();
+    a.start(t0, &mut first);
+    run(&mut a, &mut b, first);
+    let (ma, mb) = (metrics(&a), metrics(&b));
+    let m = |map: &std::collections::HashMap<String, u64>, k: &str| {
+        *map.get(k).unwrap_or_else(|| panic!("no {k} in the metrics"))
+    };
+    for (k, va, vb) in [
+        ("iked_messages_total{exchange=\"IKE_SA_INIT\",dir=\"out\",kind=\"request\"}", 1, 0),
+        ("iked_messages_total{exchange=\"IKE_SA_INIT\",dir=\"in\",kind=\"request\"}", 0, 1),
+        ("iked_messages_total{exchange=\"IKE_SA_INIT\",dir=\"out\",kind=\"response\"}", 0, 1),
+        ("iked_messages_total{exchange=\"IKE_SA_INIT\",dir=\"in\",kind=\"response\"}", 1, 0),
+        ("iked_messages_total{exchange=\"IKE_AUTH\",dir=\"out\",kind=\"request\"}", 1, 0),
+        ("iked_messages_total{exchange=\"IKE_AUTH\",dir=\"in\",kind=\"response\"}", 1, 0),
+        ("iked_ike_sas", 1, 1),
+        ("iked_child_sas", 1, 1),
+        ("iked_ike_sas_up_total", 1, 1),
+        ("iked_child_sas_installed_total", 1, 1),
+        ("iked_half_open", 0, 0),
+    ] {
+        assert_eq!((m(&ma, k), m(&mb, k)), (va, vb), "{k}");
+    }
+
+    // A CHILD_SA rekey: its request once forged (dropped), then twice (the second answered
+    // from the cache), its answer never delivered: A retransmits, then gives up.
+    let mut out = Vec::new();
+    a.command(t0, &Request::Rekey("site-b/net".into()), &mut out).unwrap();
+    let req = sends(&out).remove(0);
+    let mut forged = req.clone();
+    *forged.bytes.last_mut().unwrap() ^= 1;
+    let mut junk = Vec::new();
+    b.datagram(t0, forged, &mut junk);
+    b.datagram(t0, Datagram { bytes: vec![0; 12], ..req.clone() }, &mut junk);
+    assert!(junk.is_empty());
+    let mut answer = Vec::new();
+    b.datagram(t0, req.clone(), &mut answer);
+    b.datagram(t0, req, &mut answer);
+    assert_eq!(sends(&answer).len(), 2, "the answer, then the same again from the cache");
+    let mut out = Vec::new();
+    a.tick(t0 + Duration::from_secs(5), &mut out);
+    assert_eq!(sends(&out).len(), 1, "retransmitted");
+    let mb = metrics(&b);
+    assert_eq!(m(&mb, "iked_exchange_drops_total{exchange=\"CREATE_CHILD_SA\"}"), 1);
+    assert_eq!(m(&mb, "iked_drops_total{reason=\"unauthenticated\"}"), 1);
+    assert_eq!(m(&mb, "iked_drops_total{reason=\"malformed\"}"), 1);
+    assert_eq!(m(&mb, "iked_responses_resent_total"), 1);
+    assert_eq!(m(&mb, "iked_messages_total{exchange=\"CREATE_CHILD_SA\",dir=\"out\",kind=\"response\"}"), 1);
+    assert_eq!(m(&metrics(&a), "iked_retransmissions_total"), 1);
+    for s in 6..400 {
+        a.tick(t0 + Duration::from_secs(s), &mut Vec::new());
+    }
+    let ma = metrics(&a);
+    assert_eq!(m(&ma, "iked_retransmit_timeouts_total"), 1, "{}", a.metrics());
+    assert_eq!((m(&ma, "iked_ike_sas"), m(&ma, "iked_ike_sas_down_total")), (0, 1));
+
+    // A wrong key: B refuses A (an error answer sent), A is refused (one received).
+    let other = "0x00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    let (mut a2, mut b2) = (engine(true, PSK), engine(false, other));
+    let mut first = Vec::new();
+    a2.start(t0, &mut first);
+    run(&mut a2, &mut b2, first);
+    let (ma, mb) = (metrics(&a2), metrics(&b2));
+    assert_eq!(m(&mb, "iked_auth_failures_total{cause=\"peer\"}"), 1);
+    assert_eq!(m(&mb, "iked_error_responses_total{exchange=\"IKE_AUTH\",dir=\"sent\"}"), 1);
+    assert_eq!(m(&ma, "iked_auth_failures_total{cause=\"refused_by_peer\"}"), 1);
+    assert_eq!(m(&ma, "iked_error_responses_total{exchange=\"IKE_AUTH\",dir=\"received\"}"), 1);
+    assert_eq!(m(&ma, "iked_auth_failures_total{cause=\"peer\"}"), 0, "one counter per cause");
+
+    // 31 IKE_SA_INIT requests, no IKE_AUTH: 30 half-open SAs turn cookies on, the 31st
+    // is asked for one; its retry with the cookie is accepted. Then they all expire.
+    let (mut a3, mut b3) = (engine(true, PSK), engine(false, PSK));
+    let mut inits = Vec::new();
+    for _ in 0..31 {
+        let mut out = Vec::new();
+        a3.start(t0, &mut out);
+        inits.extend(sends(&out));
+    }
+    let mut answers = Vec::new();
+    for d in inits {
+        b3.datagram(t0, d, &mut answers);
+    }
+    let mb = metrics(&b3);
+    assert_eq!((m(&mb, "iked_half_open"), m(&mb, "iked_cookies_on")), (30, 1));
+    assert_eq!(m(&mb, "iked_cookies_total{outcome=\"sent\"}"), 1);
+    let cookie = sends(&answers).pop().unwrap();
+    let mut retry = Vec::new();
+    a3.datagram(t0, cookie, &mut retry);
+    let mut out = Vec::new();
+    for d in sends(&retry) {
+        b3.datagram(t0, d, &mut out);
+    }
+    assert_eq!(m(&metrics(&b3), "iked_cookies_total{outcome=\"accepted\"}"), 1);
+    b3.tick(t0 + Duration::from_secs(31), &mut Vec::new());
+    let mb = metrics(&b3);
+    assert_eq!((m(&mb, "iked_half_open"), m(&mb, "iked_half_open_expired_total")), (0, 31));
+    assert_eq!(m(&mb, "iked_cookies_on"), 0);
+    let text = b3.command(t0, &Request::Stats, &mut Vec::new()).unwrap();
+    assert!(text.contains("half-open 0, expired 31; cookies off, sent 1, accepted 1"), "{text}");
+}

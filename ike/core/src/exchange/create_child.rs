@@ -289,7 +289,7 @@ pub(crate) fn request(
     out.push(Output::Send(Datagram { local: d.local, remote: d.remote, bytes }));
     ike.stats.create_child_sa.responses_sent += 1;
     let Some(a) = made else {
-        ike.stats.create_child_sa.errors += 1;
+        ike.stats.create_child_sa.errors_sent += 1;
         return Ok(());
     };
     let sa = ike.sas.get_mut(&spi).expect("present");
@@ -415,7 +415,7 @@ pub(crate) fn response(
         Ok(m) => m,
         Err(notify) => {
             ike.child_spis.remove(&r.spi_in);
-            ike.stats.create_child_sa.errors += 1;
+            ike.stats.create_child_sa.errors_received += 1;
             if notify.is_none() {
                 // An answer that does not fit: the peer installed a CHILD_SA we will not
                 // use; a Delete with the SPI we offered removes it there.

@@ -213,7 +213,7 @@ pub(crate) fn request(
     out.push(Output::Send(Datagram { local: d.local, remote: d.remote, bytes }));
     ike.stats.create_child_sa.responses_sent += 1;
     let Some(new) = new else {
-        ike.stats.create_child_sa.errors += 1;
+        ike.stats.create_child_sa.errors_sent += 1;
         return Ok(());
     };
     let new_spi = new.spi_r;
@@ -249,7 +249,7 @@ pub(crate) fn response(
     let (new, nr) = match made {
         Ok(x) => x,
         Err(notify) => {
-            ike.stats.create_child_sa.errors += 1;
+            ike.stats.create_child_sa.errors_received += 1;
             out.push(Output::Event(Event::IkeSaRekeyFailed { ike_sa: spi, notify }));
             if let Some((_, _, theirs)) = r.collision {
                 // Ours failed, theirs (answered) stands: the CHILD_SAs go to it, and its

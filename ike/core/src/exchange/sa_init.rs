@@ -200,7 +200,7 @@ pub(crate) fn initiate(
 fn stateless_reply(ike: &mut Ike, d: &Datagram, h: &header::Repr, n: Notify, out: &mut Vec<Output>) {
     let header = header::Repr { spi_r: 0, initiator: false, response: true, other_flags: 0, ..*h };
     if n.notify_type.is_error() {
-        ike.stats.sa_init.errors += 1;
+        ike.stats.sa_init.errors_sent += 1;
     }
     if let Ok(bytes) = (Message { header, payloads: vec![Payload::Notify(n)] }).to_bytes() {
         ike.stats.sa_init.responses_sent += 1;
@@ -373,7 +373,7 @@ pub(crate) fn response(
         } else {
             DownReason::Refused
         };
-        ike.stats.sa_init.errors += 1;
+        ike.stats.sa_init.errors_received += 1;
         ike.sas.get_mut(&spi).expect("present").init.refused = Some(reason);
         return Ok(());
     }

@@ -39,6 +39,10 @@ struct Args {
     /// traffic; the log warns at start and at every write.
     #[arg(long, value_name = "DIR")]
     debug_keys: Option<PathBuf>,
+    /// Serve the counters in Prometheus' text format on this TCP address (e.g.
+    /// 127.0.0.1:9101), as ipsecd's --metrics does.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
     /// Read the configuration, say what it holds, and exit (0: it is valid).
     #[arg(long)]
     check: bool,
@@ -68,6 +72,7 @@ fn main() -> ExitCode {
         ipsecd: args.ipsecd_socket,
         control: args.socket,
         debug_keys: args.debug_keys,
+        metrics: args.metrics,
     };
     let r = iked::daemon::ike_engine::start(&config).and_then(|engine| {
         let mut d = iked::daemon::run::Daemon::new(engine, config, opts)?;

@@ -129,6 +129,10 @@ pub trait Engine {
         diff: &Diff,
         out: &mut Vec<Output>,
     ) -> Result<(), String>;
+    /// The counters in Prometheus' text format, for the metrics endpoint.
+    fn metrics(&self) -> String {
+        String::new()
+    }
     /// SIGTERM: delete every SA (INFORMATIONAL DELETE to the peers, Remove to ipsecd).
     fn shutdown(&mut self, now: Instant, out: &mut Vec<Output>);
 }

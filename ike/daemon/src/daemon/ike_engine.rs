@@ -46,7 +46,6 @@ use std::time::{Duration, Instant};
 use ike_core::config::{StartAction, TrafficSelector, TsAddr};
 use ike_core::crypto::{Encr, Integ};
 use ike_core::io::{self as core_io, ChildSaInstall, DownReason, Event as CoreEvent, SaEvent};
-use ike_core::stats::Drop;
 use ike_core::{Ike, Settings};
 use ipsec_core::control::{Lifetime, Mode};
 use ipsec_core::sad::Event as IpsecEvent;
@@ -490,47 +489,11 @@ impl IkeEngine {
         s
     }
 
-    fn stats(&self) -> String {
-        let st = self.ike.stats();
-        let mut s = String::new();
-        for (name, e) in [
-            ("IKE_SA_INIT", &st.sa_init),
-            ("IKE_AUTH", &st.auth),
-            ("CREATE_CHILD_SA", &st.create_child_sa),
-            ("INFORMATIONAL", &st.informational),
-            ("other", &st.other),
-        ] {
-            let _ = writeln!(
-                s,
-                "{name}: requests sent {}, received {}; responses sent {}, received {}; errors {}",
-                e.requests_sent, e.requests_received, e.responses_sent, e.responses_received, e.errors
-            );
+    fn gauges(&self) -> super::metrics::Gauges {
+        super::metrics::Gauges {
+            ike_sas: self.ike.ike_sas().count(),
+            child_sas: self.ike.ike_sas().map(|sa| sa.children.len()).sum(),
         }
-        let _ = writeln!(
-            s,
-            "half-open {}, cookies sent {}, accepted {}, retransmissions {}, responses resent {}, \
-             liveness checks {}, peer moves {}, \
-             authentication failures {}, untrusted certificates {}, IKE SAs up {}, down {}, \
-             CHILD_SAs installed {}",
-            st.half_open,
-            st.cookies_sent,
-            st.cookies_accepted,
-            st.retransmissions,
-            st.responses_resent,
-            st.liveness_checks,
-            st.peer_moves,
-            st.auth_failures,
-            st.untrusted_certs,
-            st.ike_sas_up,
-            st.ike_sas_down,
-            st.child_sas_installed
-        );
-        s.push_str("dropped:");
-        for (i, d) in Drop::ALL.iter().enumerate() {
-            let _ = write!(s, "{} {} {}", if i == 0 { "" } else { "," }, d.name(), st.drops(*d));
-        }
-        s.push('\n');
-        s
     }
 
     fn ike_sas_of(&self, conn: &str) -> Vec<u64> {
@@ -849,7 +812,7 @@ impl Engine for IkeEngine {
         self.now = now;
         let r = match req {
             Request::List => Ok(self.list()),
-            Request::Stats => Ok(self.stats()),
+            Request::Stats => Ok(super::metrics::text(self.ike.stats(), self.gauges())),
             Request::Up(conn) => self.up(now, conn),
             Request::Down(conn) => {
                 let spis = self.ike_sas_of(conn);
@@ -897,6 +860,10 @@ impl Engine for IkeEngine {
         }
         self.translate(out);
         Ok(())
+    }
+
+    fn metrics(&self) -> String {
+        super::metrics::prometheus(self.ike.stats(), self.gauges())
     }
 
     fn shutdown(&mut self, now: Instant, out: &mut Vec<Output>) {
