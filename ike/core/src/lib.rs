@@ -31,7 +31,8 @@
 //!   │ response?  window.matches(id) ── no ────────────────────▶ drop(UnexpectedResponse)
 //!   │            IKE_SA_INIT ─▶ sa_init (initiator) ─▶ IKE_AUTH request
 //!   │            IKE_AUTH    ─▶ auth (initiator)    ─▶ Install, IkeSaUp
-//!   │            CREATE_CHILD_SA ─▶ create_child / ike_rekey (requester) ─▶ Install, Remove
+//!   │            CREATE_CHILD_SA ─▶ create_child / new_child / ike_rekey (requester)
+//!   │                                                     ─▶ Install, Remove
 //!   │            INFORMATIONAL (our Delete of a CHILD_SA, our liveness check)
 //!   │                                          ─▶ the next queued request
 //!   │            INFORMATIONAL (our Delete of the IKE SA) ─▶ IkeSaDown
@@ -39,8 +40,9 @@
 //!   │                                 OutOfWindow   ─▶ drop(OutOfWindow)
 //!   │                                 New: IKE_AUTH ─▶ auth (responder) ─▶ response, Install
 //!   │                                      INFORMATIONAL ─▶ informational ─▶ response, Remove
-//!   │                                      CREATE_CHILD_SA ─▶ create_child (REKEY_SA) or
-//!   │                                        ike_rekey (SA proposes IKE) ─▶ response, Install
+//!   │                                      CREATE_CHILD_SA ─▶ create_child (REKEY_SA),
+//!   │                                        new_child (no REKEY_SA), or ike_rekey (SA
+//!   │                                        proposes IKE) ─▶ response, Install
 //!   ▼            (every SK message: ICV checked before anything else; a failure
 //!  out: Send / Install / Remove / Migrate / Event ─▶ drop(Unauthenticated), nothing changes)
 //!
@@ -58,6 +60,8 @@
 //!  Ike::terminate(now, ike_sa, out): the CHILD_SAs removed, a Delete of the IKE SA sent.
 //!  Ike::sa_event(now, e, out): soft expiry ─▶ rekey_child; hard expiry ─▶ the CHILD_SA
 //!  removed, its Delete queued.
+//!  Ike::create_child(now, ike_sa, child, out): a new CHILD_SA on an established IKE SA
+//!  (CREATE_CHILD_SA without REKEY_SA; iked's answer to an ACQUIRE when the IKE SA is up).
 //!  Ike::rekey_child / rekey_ike: queued on the IKE SA (`IkeSa::queued`) and sent when
 //!  the window (1) is free (Ike::pump, after every response).
 //!  Ike::reconfigure(now, config, out): a reload (`reload`): the SAs of removed
@@ -70,7 +74,8 @@
 //!   lib: Ike — the SA table, the dispatch above, tick, initiate; reload: reconfigure
 //!    └─ exchange: sa_init ─▶ auth, informational   (one file per exchange)
 //!                 sa_init, auth ─▶ proof (our AUTH and CERTs, the peer's checked)
-//!                 create_child ─▶ auth (its helpers), ike_rekey
+//!                 create_child ─▶ auth (its helpers), ike_rekey, new_child
+//!                 new_child ─▶ auth (its helpers)
 //!         │
 //!         ├─▶ ike_sa ─▶ child_sa ─▶ io      (the SAs; the boundary's types)
 //!         │     └─▶ window, retransmit, stats
@@ -80,8 +85,7 @@
 //!
 //! # Not yet
 //!
-//! CREATE_CHILD_SA making a new CHILD_SA (no REKEY_SA: answered NO_ADDITIONAL_SAS, and
-//! so ACQUIRE in `sa_event` does nothing); retrying a rekey after TEMPORARY_FAILURE, or an
+//! Retrying a rekey after TEMPORARY_FAILURE, or an
 //! IKE SA rekey after INVALID_KE_PAYLOAD (a failed IKE SA rekey is tried again at the next
 //! rekey time, a failed CHILD_SA rekey at the next soft expiry or command); a peer
 //! behind a NAT whose address (not only its port) changes, MOBIKE; fragmentation (not
@@ -261,7 +265,9 @@ impl Ike {
     }
 
     /// An event from ipsecd's monitor: a soft expiry rekeys the CHILD_SA (either of its
-    /// SPIs), a hard expiry removes it and tells the peer. ACQUIRE is not handled yet.
+    /// SPIs), a hard expiry removes it and tells the peer. ACQUIRE is the caller's: it
+    /// knows which trap (reqid) is which child, and calls `initiate` (no IKE SA yet) or
+    /// `create_child` (the IKE SA is up).
     pub fn sa_event(&mut self, now: Instant, event: SaEvent, out: &mut Vec<Output>) {
         let find = |sas: &HashMap<u64, IkeSa>, spi: u32| {
             sas.iter().find_map(|(&k, sa)| {
@@ -294,6 +300,21 @@ impl Ike {
             return false;
         }
         sa.queued.push_back(ike_sa::Queued::RekeyChild(spi_in));
+        self.pump(now, ike_sa, out);
+        true
+    }
+
+    /// A new CHILD_SA of the configured child `child` on the established IKE SA `ike_sa`
+    /// (CREATE_CHILD_SA without REKEY_SA): sent now, or queued behind the outstanding
+    /// request. False: no such established IKE SA or child, or a CHILD_SA of that child is
+    /// up, being made or queued already.
+    pub fn create_child(&mut self, now: Instant, ike_sa: u64, child: &str, out: &mut Vec<Output>) -> bool {
+        let Some(sa) = self.sas.get(&ike_sa) else { return false };
+        if !exchange::new_child::creatable(self, sa, child) {
+            return false;
+        }
+        let sa = self.sas.get_mut(&ike_sa).expect("present");
+        sa.queued.push_back(ike_sa::Queued::NewChild(child.to_owned(), None));
         self.pump(now, ike_sa, out);
         true
     }
@@ -350,6 +371,9 @@ impl Ike {
                     exchange::informational::send_child_delete(self, now, ike_sa, spi_in, out)
                 }
                 ike_sa::Queued::RekeyIke => exchange::ike_rekey::start(self, now, ike_sa, out),
+                ike_sa::Queued::NewChild(child, group) => {
+                    exchange::new_child::start(self, now, ike_sa, &child, group, out)
+                }
                 ike_sa::Queued::Liveness => exchange::informational::send_liveness(self, now, ike_sa, out),
             };
             if sent {
@@ -686,6 +710,9 @@ impl Ike {
         }
         if let Some(p) = &sa.pending_child {
             self.child_spis.remove(&p.spi_in);
+        }
+        if let Some(c) = &sa.child_create {
+            self.child_spis.remove(&c.spi_in);
         }
         for c in &sa.children {
             self.child_spis.remove(&c.spi_in);

@@ -220,7 +220,7 @@ fn two_engines_install_the_same_child_sa_from_each_end() {
     assert!(a
         .command(now, &Request::Up("site-b".into()), &mut out)
         .unwrap_err()
-        .contains("has an IKE SA already"));
+        .contains("site-b is up with all its children"));
 
     // down: the CHILD_SA that was installed is removed, by its SPIs.
     let mut out = Vec::new();
@@ -888,4 +888,121 @@ fn each_counter_moves() {
     assert_eq!(m(&mb, "iked_cookies_on"), 0);
     let text = b3.command(t0, &Request::Stats, &mut Vec::new()).unwrap();
     assert!(text.contains("half-open 0, expired 31; cookies off, sent 1, accepted 1"), "{text}");
+}
+
+/// B's side of the second-child tests: `net` and `web` (10.2.5.0/24 ↔ 10.1.5.0/24, with
+/// PFS), both waiting for A.
+fn b_two_children() -> Config {
+    let text = "site-a { local_addrs = 192.0.2.2\n remote_addrs = 192.0.2.1\n \
+                proposals = aes128gcm16-prfsha256-x25519\n \
+                local { auth = psk\n id = gw-b.example.org\n } remote { auth = psk\n id = gw-a.example.org\n }\n \
+                children { net { local_ts = 10.2.0.0/24\n remote_ts = 10.1.0.0/24\n esp_proposals = aes128gcm16\n }\n \
+                web { local_ts = 10.2.5.0/24\n remote_ts = 10.1.5.0/24\n esp_proposals = aes256gcm16-x25519\n } } }";
+    parsed_config(text)
+}
+
+fn engine_with(c: Config) -> IkeEngine {
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    IkeEngine::new(fw, c, Instant::now()).unwrap()
+}
+
+const WEB: &str = "web { local_ts = 10.1.5.0/24\n remote_ts = 10.2.5.0/24\n esp_proposals = aes256gcm16-x25519\n ACTION\n }";
+
+/// Two `start` children: the first comes up in IKE_AUTH, the second right after with
+/// CREATE_CHILD_SA on the same IKE SA; each side installs both, with their own reqids and
+/// policies. `up` then finds nothing missing.
+#[test]
+fn a_connections_second_child_comes_up_on_its_ike_sa() {
+    let mut a = engine_with(parsed_config(&conn_text(
+        "site-b",
+        &format!("{NET}\n{}", WEB.replace("ACTION", "start_action = start")),
+    )));
+    let mut b = engine_with(b_two_children());
+    let mut first = Vec::new();
+    a.start(Instant::now(), &mut first);
+    let (s1, s2) = run(&mut a, &mut b, first);
+    for (side, seen, local) in [("A", &s1, "10.1.5.0"), ("B", &s2, "10.2.5.0")] {
+        assert_eq!(seen.installs.len(), 2, "{side}: {:?}", seen.events);
+        let web = &seen.installs[1];
+        assert!(format!("{:?}", web.local_ts).contains(local), "{side}: {:?}", web.local_ts);
+        assert!(web.policies && seen.installs[0].policies, "{side}: each its own policies");
+        assert_ne!(web.reqid, seen.installs[0].reqid, "{side}");
+        assert_eq!(web.inbound.encr.len(), 36, "{side}: AES-256-GCM");
+    }
+    let list = a.command(Instant::now(), &Request::List, &mut Vec::new()).unwrap();
+    assert_eq!(
+        list.lines().filter(|l| l.starts_with(|c: char| c.is_ascii_digit())).count(),
+        1,
+        "one IKE SA: {list}"
+    );
+    assert!(list.contains("site-b/net") && list.contains("site-b/web"), "{list}");
+    let e = a.command(Instant::now(), &Request::Up("site-b".into()), &mut Vec::new()).unwrap_err();
+    assert!(e.contains("up with all its children"), "{e}");
+    let stats = a.command(Instant::now(), &Request::Stats, &mut Vec::new()).unwrap();
+    assert!(stats.starts_with("IKE_SA_INIT: requests sent 1,"), "{stats}");
+    assert!(
+        stats.contains("CREATE_CHILD_SA: requests sent 1, received 0; responses sent 0, received 1"),
+        "{stats}"
+    );
+}
+
+/// ipsecd's ACQUIRE for a trapped child of a connection whose IKE SA is up: iked asks for
+/// the CHILD_SA on that IKE SA (CREATE_CHILD_SA, no new IKE SA), installs it under the
+/// trap's reqid without policies of its own (the trap's are), and does not ask twice.
+#[test]
+fn an_acquire_on_an_established_ike_sa_makes_a_child_sa_there() {
+    use ipsec_core::control::{Prefix, Selector, Upper};
+    use ipsec_core::sad::Acquire;
+    use ipsec_core::spd::Flow;
+    let mut a = engine_with(parsed_config(&conn_text(
+        "site-b",
+        &format!("{NET}\n{}", WEB.replace("ACTION", "start_action = trap")),
+    )));
+    let mut b = engine_with(b_two_children());
+    let mut first = Vec::new();
+    a.start(Instant::now(), &mut first);
+    let trap = first
+        .iter()
+        .find_map(|o| if let Output::Trap(t) = o { Some(t.clone()) } else { None })
+        .expect("web's trap");
+    let first: Vec<Output> = first.into_iter().filter(|o| !matches!(o, Output::Trap(_))).collect();
+    let (s1, _) = run(&mut a, &mut b, first);
+    assert_eq!(s1.installs.len(), 1, "net, in IKE_AUTH");
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+    let acquire = IpsecEvent::Acquire(Box::new(Acquire {
+        src: ip("192.0.2.1"),
+        dst: ip("192.0.2.2"),
+        proto: Proto::Esp,
+        mode: ipsec_core::control::Mode::Tunnel,
+        reqid: trap.reqid,
+        policy: Selector {
+            src: Prefix { addr: ip("10.1.5.0"), len: 24 },
+            dst: Prefix { addr: ip("10.2.5.0"), len: 24 },
+            sport: None,
+            dport: None,
+            upper: Upper::Any,
+        },
+        flow: Flow { src: ip("10.1.5.1"), dst: ip("10.2.5.1"), proto: 1, sport: 0, dport: 0 },
+    }));
+    let mut out = Vec::new();
+    a.sa_event(Instant::now(), &acquire, &mut out);
+    assert_eq!(out.iter().filter(|o| matches!(o, Output::Send(_))).count(), 1, "one CREATE_CHILD_SA");
+    assert!(
+        out.iter().any(|o| matches!(o, Output::Event(e) if e.line.starts_with("acquire conn=site-b child=web flow-dst=10.2.5.1 ike_sa="))),
+        "the log says which IKE SA"
+    );
+    // ipsecd asks again for another destination meanwhile: nothing more is sent.
+    let mut again = Vec::new();
+    a.sa_event(Instant::now(), &acquire, &mut again);
+    assert!(!again.iter().any(|o| matches!(o, Output::Send(_))), "not asked twice");
+    let (s1, s2) = run(&mut a, &mut b, out);
+    assert_eq!((s1.installs.len(), s2.installs.len()), (1, 1), "{:?} {:?}", s1.events, s2.events);
+    let web = &s1.installs[0];
+    assert_eq!(web.reqid, trap.reqid, "under the trap's reqid");
+    assert!(!web.policies, "the trap's policies serve it");
+    assert!(s2.installs[0].policies, "B, without a trap, adds its own");
+    assert_eq!(parsed(&install_text(web).unwrap()).len(), 2, "two SAs, no policy");
+    let list = a.command(Instant::now(), &Request::List, &mut Vec::new()).unwrap();
+    assert_eq!(list.lines().filter(|l| l.starts_with(|c: char| c.is_ascii_digit())).count(), 1, "{list}");
 }

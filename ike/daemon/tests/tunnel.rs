@@ -75,8 +75,9 @@ struct Gateways {
 
 /// Starts both gateways (`None`: the test cannot run here, and says why); A runs with
 /// `--debug-keys` and A's veth is captured when `debug_keys`; B has another pre-shared key
-/// when `wrong_psk`.
-fn gateways(tag: &str, a_action: &str, debug_keys: bool, wrong_psk: bool) -> Option<Gateways> {
+/// when `wrong_psk`; with `web`, each side has a second child between hosts 10.96.11.1
+/// (behind A) and 10.96.12.1 (behind B), trapped on A.
+fn gateways(tag: &str, a_action: &str, debug_keys: bool, wrong_psk: bool, web: bool) -> Option<Gateways> {
     let ipsecd = runnable("tunnel", can_run())?;
     let mut lab = Lab::pair("iked-tunnel", "ocfi", tag, "10.96");
     let dir = lab.dir.clone();
@@ -110,6 +111,24 @@ fn gateways(tag: &str, a_action: &str, debug_keys: bool, wrong_psk: bool) -> Opt
         ),
     ];
     let mut sides = sides;
+    if web {
+        for (side, ns, conf) in sides.iter_mut() {
+            let (me, peer, action) = if *side == "a" {
+                ("10.96.11.1", "10.96.12.1", "start_action = trap")
+            } else {
+                ("10.96.12.1", "10.96.11.1", "")
+            };
+            must(&["ip", "-n", ns, "addr", "add", &format!("{me}/32"), "dev", "lo"]);
+            *conf = conf.replacen(
+                "  }\n }\n}\n",
+                &format!(
+                    "   web {{\n    local_ts = {me}/32\n    remote_ts = {peer}/32\n    \
+                     esp_proposals = aes256gcm16-x25519\n    {action}\n   }}\n  }}\n }}\n}}\n"
+                ),
+                1,
+            );
+        }
+    }
     if wrong_psk {
         sides[1].2 = sides[1].2.replace("secret = 0x5e1c", "secret = 0x0000");
     }
@@ -224,7 +243,7 @@ impl Gateways {
 
 #[test]
 fn two_gateways_negotiate_a_tunnel_and_ping_through_it() {
-    let Some(mut g) = gateways("s", "start_action = start", true, false) else { return };
+    let Some(mut g) = gateways("s", "start_action = start", true, false, false) else { return };
     g.wait_for_sas();
     assert!(g.ping("3"), "{}", g.logs());
     let dir = g.dir.clone();
@@ -283,7 +302,7 @@ fn two_gateways_negotiate_a_tunnel_and_ping_through_it() {
 /// trap's reqid, and the pings are answered (ipsecd holds the first packets meanwhile).
 #[test]
 fn traffic_brings_up_a_trapped_tunnel() {
-    let Some(g) = gateways("t", "start_action = trap", false, false) else { return };
+    let Some(g) = gateways("t", "start_action = trap", false, false, false) else { return };
     let spd = |side: &str| match ctl::call(
         &g.dir.join(format!("{side}.sock")),
         &ctl::Request::Setkey("spddump;".into()),
@@ -366,7 +385,7 @@ fn debug_keys_decrypt_the_capture(lab: &mut Lab, cap: &Path, keys: &Path) {
 /// B's counter says so, and neither ipsecd gets an SA.
 #[test]
 fn a_wrong_psk_is_refused_with_a_clear_line_on_both_sides() {
-    let Some(g) = gateways("p", "start_action = start", false, true) else { return };
+    let Some(g) = gateways("p", "start_action = start", false, true, false) else { return };
     let log =
         |side: &str| std::fs::read_to_string(g.dir.join(format!("iked-{side}.log"))).unwrap_or_default();
     let until = Instant::now() + Duration::from_secs(15);
@@ -391,7 +410,7 @@ fn a_wrong_psk_is_refused_with_a_clear_line_on_both_sides() {
 #[test]
 #[ignore]
 fn bring_up_time() {
-    let Some(g) = gateways("m", "", false, false) else { return };
+    let Some(g) = gateways("m", "", false, false, false) else { return };
     let sock = g.dir.join("a-iked.sock");
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     let s = sock.clone();
@@ -429,7 +448,7 @@ fn bring_up_time() {
 /// SPIs in ipsecd change on both sides, and no ping is lost (make-before-break).
 #[test]
 fn ipsecctl_rekey_under_traffic_loses_no_ping() {
-    let Some(g) = gateways("r", "start_action = start", false, false) else { return };
+    let Some(g) = gateways("r", "start_action = start", false, false, false) else { return };
     g.wait_for_sas();
     assert!(g.ping("2"), "{}", g.logs());
     let spis = |side: &str| -> Vec<String> {
@@ -488,7 +507,7 @@ fn ipsecctl_rekey_under_traffic_loses_no_ping() {
 /// what changed, and the established SAs (their SPIs in ipsecd) carry on.
 #[test]
 fn sighup_refuses_a_bad_file_and_keeps_established_sas() {
-    let Some(g) = gateways("h", "start_action = start", false, false) else { return };
+    let Some(g) = gateways("h", "start_action = start", false, false, false) else { return };
     g.wait_for_sas();
     assert!(g.ping("2"), "{}", g.logs());
     // The SAs' lines (SPIs, reqid, lifetimes), not their ages and counters.
@@ -526,4 +545,32 @@ fn sighup_refuses_a_bad_file_and_keeps_established_sas() {
     wait_log("added [\"spare\"], removed [], changed [], 1 unchanged");
     assert_eq!(sa_lines(), sa_before, "the same SAs in ipsecd");
     assert!(g.ping("2"), "{}", g.logs());
+}
+
+/// A second child, trapped, on a connection whose IKE SA is up: a ping between the hosts
+/// it covers makes ipsecd send an ACQUIRE, and iked negotiates the CHILD_SA on the IKE SA
+/// it has (CREATE_CHILD_SA without REKEY_SA, no second IKE SA); the ping is answered and
+/// both tunnels carry traffic.
+#[test]
+fn traffic_on_a_trapped_second_child_makes_it_on_the_ike_sa() {
+    let Some(g) = gateways("c", "start_action = start", false, false, true) else { return };
+    g.wait_for_sas();
+    assert!(g.ping("2"), "{}", g.logs());
+    let o = Command::new("ip")
+        .args(["netns", "exec", &g.a, "ping", "-q", "-c", "4", "-i", "0.2", "-W", "3"])
+        .args(["-I", "10.96.11.1", "10.96.12.1"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}\n{}", String::from_utf8_lossy(&o.stdout), g.logs());
+    for side in ["a", "b"] {
+        let n = sas(&g.dir.join(format!("{side}.sock"))).matches(" esp 0x").count();
+        assert_eq!(n, 4, "{side}: two CHILD_SAs\n{}", g.logs());
+    }
+    let list =
+        ike_ctl::call(&g.dir.join("a-iked.sock"), &ike_ctl::Request::List, Wait::default()).unwrap().unwrap();
+    assert_eq!(list.lines().filter(|l| l.starts_with("1: ") || l.starts_with("2: ")).count(), 1, "{list}");
+    assert!(list.contains("site/net") && list.contains("site/web"), "{list}");
+    let log_a = std::fs::read_to_string(g.dir.join("iked-a.log")).unwrap();
+    assert!(log_a.contains("acquire conn=site child=web flow-dst=10.96.12.1 ike_sa="), "{log_a}");
+    assert!(g.ping("2"), "the first tunnel still carries: {}", g.logs());
 }

@@ -147,7 +147,7 @@ pub(crate) fn old_deleted(ike: &mut Ike, now: Instant, spi: u64, out: &mut Vec<O
 /// The responder's checks and the new IKE SA, or the error notify to answer with.
 fn answer(ike: &Ike, sa: &IkeSa, inner: &[Payload], now: Instant) -> Result<(Vec<Payload>, IkeSa), Notify> {
     let error = |n| Notify::new(n, vec![]);
-    if sa.child_rekey.is_some() || sa.state != State::Established {
+    if sa.child_rekey.is_some() || sa.child_create.is_some() || sa.state != State::Established {
         return Err(error(NotifyType::TEMPORARY_FAILURE));
     }
     let syntax = || error(NotifyType::INVALID_SYNTAX);

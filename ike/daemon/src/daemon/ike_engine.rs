@@ -26,18 +26,20 @@
 //! arrives is not asked. ipsecd's `peer-moved` goes to [`Ike::peer_moved`]; the core's
 //! Migrate outputs become setkey `migrate` requests for the ESP-in-UDP CHILD_SAs installed.
 //!
-//! What the state machine does not do yet, and so neither does iked (each says so where
-//! asked): more than one CHILD_SA per IKE SA (`up` brings up the connection's first
-//! child).
+//! A connection's children share its IKE SA: the first comes up in IKE_AUTH
+//! ([`Ike::initiate`]), the others, kept in `later` until the IKE SA is up, with
+//! [`Ike::create_child`] (CREATE_CHILD_SA without REKEY_SA).
 //!
 //! A reload hands the new file to the running core ([`Ike::reconfigure`]: removed
 //! connections' SAs closed, the others kept), then brings the traps in line with it
 //! (`sync_traps`) and starts added connections, and changed ones left without an IKE SA.
 //!
 //! `start_action = trap` is iked's: the child's policies are installed alone under a
-//! reqid of their own ([`Output::Trap`]); ipsecd's ACQUIRE with that reqid starts the
-//! connection (the core's `sa_event` does not act on it yet), and the negotiated CHILD_SA
-//! is installed under the trap's reqid without policies. At exit the traps are removed.
+//! reqid of their own ([`Output::Trap`]); ipsecd's ACQUIRE with that reqid makes the child
+//! on the connection's IKE SA if one is up ([`Ike::create_child`]), after it if one is
+//! being negotiated, else starts the connection ([`Ike::initiate`]); the negotiated
+//! CHILD_SA is installed under the trap's reqid without policies. At exit the traps are
+//! removed.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -92,6 +94,10 @@ pub struct IkeEngine {
     /// Outputs that must go before the one being translated (the removals of a replaced
     /// IKE SA's CHILD_SAs before the new install).
     early: Vec<Output>,
+    /// Children to bring up on an IKE SA once it is established (CREATE_CHILD_SA without
+    /// REKEY_SA): a connection's further children, and trapped ones whose traffic came
+    /// while it was negotiated.
+    later: HashMap<u64, Vec<String>>,
 }
 
 impl IkeEngine {
@@ -113,6 +119,7 @@ impl IkeEngine {
             scratch: Vec::new(),
             last_dump: None,
             early: Vec::new(),
+            later: HashMap::new(),
         })
     }
 
@@ -184,6 +191,13 @@ impl IkeEngine {
                         if let Some(k) = self.ike_keys(ike_sa) {
                             out.push(Output::IkeKeys(k));
                         }
+                        // Its further children, each a CREATE_CHILD_SA (queued in turn).
+                        for child in self.later.remove(&ike_sa).unwrap_or_default() {
+                            self.ike.create_child(self.now, ike_sa, &child, &mut self.scratch);
+                        }
+                    }
+                    if let CoreEvent::IkeSaDown { ike_sa, .. } = e {
+                        self.later.remove(&ike_sa);
                     }
                     if let CoreEvent::IkeSaRekeyed { old, new } = e {
                         // The CHILD_SAs moved to the new IKE SA: so do the installs
@@ -328,9 +342,8 @@ impl IkeEngine {
         }
     }
 
-    /// Initiates connection `conn`'s `start_action = start` children: the first on a new
-    /// IKE SA (the others are refused with a log line until the state machine makes more
-    /// than one CHILD_SA per IKE SA).
+    /// Initiates connection `conn`'s `start_action = start` children: the first in the new
+    /// IKE SA's IKE_AUTH, the others with CREATE_CHILD_SA once it is up.
     fn start_connection(&mut self, now: Instant, conn: &str, out: &mut Vec<Output>) {
         let Some(c) = self.config.connection(conn) else { return };
         let kids: Vec<String> = c
@@ -339,16 +352,35 @@ impl IkeEngine {
             .filter(|ch| ch.start_action == StartAction::Start)
             .map(|ch| ch.name.clone())
             .collect();
-        let Some(first) = kids.first() else { return };
-        if let Err(e) = self.ike.initiate(now, conn, first, &mut self.scratch) {
-            out.push(event(Severity::Warning, format!("start {conn}: {e:?}")));
+        if let Err(e) = self.bring_up(now, conn, kids) {
+            out.push(event(Severity::Warning, format!("start {conn}: {e}")));
         }
-        for k in &kids[1..] {
-            out.push(event(
-                Severity::Warning,
-                format!("start {conn}/{k}: a second CHILD_SA on one IKE SA (CREATE_CHILD_SA without REKEY_SA) is not in the state machine yet"),
-            ));
+    }
+
+    /// A new IKE SA of `conn` with the first of `children` in IKE_AUTH, the others made
+    /// once it is up. Answers the IKE SA's SPI (`None`: no children asked for).
+    fn bring_up(&mut self, now: Instant, conn: &str, children: Vec<String>) -> Result<Option<u64>, String> {
+        let Some(first) = children.first() else { return Ok(None) };
+        let spi = self.ike.initiate(now, conn, first, &mut self.scratch).map_err(|e| format!("{e:?}"))?;
+        if children.len() > 1 {
+            self.later.insert(spi, children[1..].to_vec());
         }
+        Ok(Some(spi))
+    }
+
+    /// The IKE SA of `conn` that is established, or failing that, one being negotiated.
+    fn ike_sa_of(&self, conn: &str) -> Option<(u64, bool)> {
+        let states: Vec<(u64, ike_core::ike_sa::State)> = self
+            .ike_sas_of(conn)
+            .into_iter()
+            .filter_map(|s| self.ike.ike_sa(s).map(|sa| (s, sa.state)))
+            .collect();
+        use ike_core::ike_sa::State;
+        states
+            .iter()
+            .find(|(_, st)| *st == State::Established)
+            .map(|&(s, _)| (s, true))
+            .or_else(|| states.iter().find(|(_, st)| *st != State::Deleting).map(|&(s, _)| (s, false)))
     }
 
     fn untrap_all(&mut self, out: &mut Vec<Output>) {
@@ -602,21 +634,31 @@ impl IkeEngine {
         Ok(RekeyTarget::Ike(of_conn))
     }
 
+    /// `ipsecctl ike up CONN`: every child of the connection. With an IKE SA up, the
+    /// children it lacks are made on it (CREATE_CHILD_SA); without one, a new IKE SA
+    /// brings up the first in IKE_AUTH and the others after.
     fn up(&mut self, now: Instant, conn: &str) -> Result<String, String> {
         let c = self.config.connection(conn).ok_or_else(|| format!("no connection {conn:?}"))?;
-        let live = self
-            .ike_sas_of(conn)
-            .into_iter()
-            .filter(|&s| self.ike.ike_sa(s).is_some_and(|sa| sa.state != ike_core::ike_sa::State::Deleting))
-            .count();
-        if live > 0 {
-            return Err(format!("{conn} has an IKE SA already (ipsecctl ike list)"));
+        let children: Vec<String> = c.children.iter().map(|ch| ch.name.clone()).collect();
+        match self.ike_sa_of(conn) {
+            Some((spi, true)) => {
+                let made: Vec<String> = children
+                    .into_iter()
+                    .filter(|ch| self.ike.create_child(now, spi, ch, &mut self.scratch))
+                    .collect();
+                if made.is_empty() {
+                    return Err(format!("{conn} is up with all its children (ipsecctl ike list)"));
+                }
+                Ok(format!("creating {} on IKE SA {spi:016x} of {conn}\n", made.join(", ")))
+            }
+            Some((spi, false)) => Err(format!("{conn} is being negotiated already (IKE SA {spi:016x})")),
+            None => {
+                let spi = self
+                    .bring_up(now, conn, children.clone())?
+                    .ok_or_else(|| format!("{conn} has no child"))?;
+                Ok(format!("initiating {conn} (children {}), IKE SA {spi:016x}\n", children.join(", ")))
+            }
         }
-        let child =
-            c.children.first().ok_or_else(|| format!("connection {conn:?} has no child"))?.name.clone();
-        let spi =
-            self.ike.initiate(now, conn, &child, &mut self.scratch).map_err(|e| format!("{conn}: {e:?}"))?;
-        Ok(format!("initiating {conn} (child {child}), IKE SA {spi:016x}\n"))
     }
 }
 
@@ -746,16 +788,33 @@ impl Engine for IkeEngine {
         self.now = now;
         let e = match ev {
             IpsecEvent::Acquire(a) => {
-                // A trap's traffic: negotiate its child, unless its connection has an IKE
-                // SA already (ipsecd asks again for each destination until the SA comes).
+                // A trap's traffic: its child on the connection's IKE SA if one is up
+                // (CREATE_CHILD_SA), after it if one is being negotiated, else on a new
+                // one. ipsecd asks again for each destination until the SA comes: what is
+                // up or under way already is not asked for twice.
                 if let Some((conn, child, _)) = self.traps.get(&a.reqid).cloned() {
-                    if self.ike_sas_of(&conn).is_empty() {
-                        out.push(event(
-                            Severity::Info,
-                            format!("acquire conn={conn} child={child} flow-dst={}", a.flow.dst),
-                        ));
-                        if let Err(e) = self.ike.initiate(now, &conn, &child, &mut self.scratch) {
-                            out.push(event(Severity::Warning, format!("acquire {conn}/{child}: {e:?}")));
+                    let line = format!("acquire conn={conn} child={child} flow-dst={}", a.flow.dst);
+                    match self.ike_sa_of(&conn) {
+                        Some((spi, true)) => {
+                            if self.ike.create_child(now, spi, &child, &mut self.scratch) {
+                                out.push(event(Severity::Info, format!("{line} ike_sa={spi:016x}")));
+                            }
+                        }
+                        Some((spi, false)) => {
+                            let later = self.later.entry(spi).or_default();
+                            if !later.contains(&child) {
+                                later.push(child);
+                                out.push(event(
+                                    Severity::Info,
+                                    format!("{line} ike_sa={spi:016x} (negotiating)"),
+                                ));
+                            }
+                        }
+                        None => {
+                            out.push(event(Severity::Info, line));
+                            if let Err(e) = self.ike.initiate(now, &conn, &child, &mut self.scratch) {
+                                out.push(event(Severity::Warning, format!("acquire {conn}/{child}: {e:?}")));
+                            }
                         }
                     }
                 }
