@@ -15,7 +15,8 @@
 //! declares charon dead when the retransmission schedule runs out. A seventh authenticates
 //! with certificates (openssl CLI; ours RSA, charon's ECDSA) instead of the PSK. An eighth
 //! has our engine ask for a second CHILD_SA on the IKE SA (CREATE_CHILD_SA without
-//! REKEY_SA, with PFS): charon must install it beside the first, with our keys.
+//! REKEY_SA, with PFS): charon must install it beside the first, with our keys; a ninth
+//! has charon ask our responder for one (its second child).
 //!
 //! ```text
 //!  this test (outer) ─ unshare -n: netns T ─┬─ veth ikeT 192.0.2.1 ◀──────┐
@@ -124,6 +125,7 @@ const SWANCTL_CONF: &str = r#"connections {
         esp_proposals = ESP
         CHILD_REKEY
       }
+      EXTRA_CHILD
     }
   }
 }
@@ -165,6 +167,12 @@ elif [ "$3" = collisions ]; then
   IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner_collisions --ignored --nocapture --test-threads=1
 elif [ "$3" = liveness ]; then
   IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner_liveness --ignored --nocapture --test-threads=1
+elif [ "$3" = responder-new-child ]; then
+  IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner_responder_new_child --ignored --nocapture --test-threads=1 &
+  inner=$!
+  sleep 0.5
+  swanctl --initiate --child net --timeout 20 --uri "unix://$d/vici"
+  wait $inner
 elif [ "$3" = new-child ]; then
   IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner_new_child --ignored --nocapture --test-threads=1
 elif [ "$3" = our-rekeys ]; then
@@ -236,6 +244,21 @@ fn strongswan_accepts_a_second_child_sa_on_our_ike_sa() {
     with_charon(Role::NewChild);
 }
 
+/// charon, with the IKE SA up, asks our responder for a second CHILD_SA (its child `web`,
+/// `swanctl --initiate --child web`: CREATE_CHILD_SA without REKEY_SA, PFS): we answer
+/// and install it beside the first, with charon's keys.
+#[test]
+fn strongswan_makes_a_second_child_sa_with_our_responder() {
+    with_charon(Role::ResponderNewChild);
+}
+
+/// charon's second child in the responder-new-child case.
+const WEB_CHILD: &str = "web {
+        local_ts = 10.2.5.0/24
+        remote_ts = 10.1.5.0/24
+        esp_proposals = ESP
+      }";
+
 /// The ESP proposal of the cases where we rekey: with PFS.
 const ESP_PFS: &str = "aes128gcm16-x25519";
 
@@ -265,6 +288,8 @@ enum Role {
     Liveness,
     /// We initiate, then ask for a second CHILD_SA.
     NewChild,
+    /// charon initiates, then asks for a second CHILD_SA.
+    ResponderNewChild,
 }
 
 /// Runs the script with the engine in `role` and checks charon's SAs and keys against
@@ -284,6 +309,7 @@ fn with_charon(role: Role) {
         Role::Liveness => "liveness",
         Role::Certificates => "certificates",
         Role::NewChild => "new-child",
+        Role::ResponderNewChild => "responder-new-child",
     };
     // The KEYMAT's initiator is who requested the exchange that made the CHILD_SA.
     let we_initiate = role == "initiator"
@@ -291,7 +317,7 @@ fn with_charon(role: Role) {
         || role == "liveness"
         || role == "certificates"
         || role == "new-child";
-    let esp = if role == "our-rekeys" || role == "new-child" { ESP_PFS } else { "aes128gcm16" };
+    let esp = if role == "our-rekeys" || role.ends_with("new-child") { ESP_PFS } else { "aes128gcm16" };
     let (ike_rekey, child_rekey) = if role == "rekey" || role == "collisions" {
         (
             "rekey_time = 5s\n    over_time = 30s\n    rand_time = 0s",
@@ -329,6 +355,7 @@ fn with_charon(role: Role) {
         .replace("PSK", PSK)
         .replace("IKE_REKEY", ike_rekey)
         .replace("CHILD_REKEY", child_rekey)
+        .replace("EXTRA_CHILD", if role == "responder-new-child" { WEB_CHILD } else { "" })
         .replace("ESP", esp)
         .replace("DPD_DELAY", if role == "liveness" { "dpd_delay = 0s" } else { "dpd_delay = 1s" });
     std::fs::write(dir.join("swanctl.conf"), conf).unwrap();
@@ -357,10 +384,10 @@ fn with_charon(role: Role) {
     assert!(sas.contains(&format!("spi-in={}", field("spi_out"))), "{sas} vs {ours}");
     assert!(sas.contains(&format!("spi-out={}", field("spi_in"))), "{sas} vs {ours}");
     // charon's keys (chd 4): "encryption initiator key => 20 bytes @ …" then a hex dump.
-    if role == "our-rekeys" || role == "new-child" {
+    if role == "our-rekeys" || role.ends_with("new-child") {
         assert!(log.contains("selected proposal: ESP:AES_GCM_16_128/CURVE_25519"), "PFS: {log}");
     }
-    if role == "new-child" {
+    if role.ends_with("new-child") {
         assert_eq!(sas.matches("state=ESTABLISHED").count(), 1, "one IKE SA in charon: {sas}");
         assert_eq!(sas.matches("state=INSTALLED").count(), 2, "two CHILD_SAs in charon: {sas}");
         assert!(
@@ -575,6 +602,13 @@ fn charon_inner_our_rekeys() {
 #[ignore = "run by strongswan_accepts_a_second_child_sa_on_our_ike_sa inside its namespaces"]
 fn charon_inner_new_child() {
     run_engine_new_child();
+}
+
+/// The engine answering charon's request for a second CHILD_SA.
+#[test]
+#[ignore = "run by strongswan_makes_a_second_child_sa_with_our_responder inside its namespaces"]
+fn charon_inner_responder_new_child() {
+    run_engine_responder_new_child();
 }
 
 /// The engine checking charon's liveness.
@@ -1007,6 +1041,48 @@ fn run_engine_new_child() {
     assert_eq!(ike.stats().drops_total(), 0, "nothing dropped: {:?}", ike.stats());
     let c = ike.stats().create_child_sa;
     assert_eq!((c.requests_sent, c.errors_received), (1, 0));
+}
+
+/// Answers charon's IKE SA and first CHILD_SA, then asks charon (swanctl) to initiate its
+/// child `web` and answers its CREATE_CHILD_SA; writes the second Install and charon's SAs.
+fn run_engine_responder_new_child() {
+    let dir = PathBuf::from(std::env::var(ENV).expect("run by the outer test"));
+    let mut ike = Ike::new(fw(), config_with(ESP_PFS), Settings::default(), Instant::now()).unwrap();
+    let net = Net {
+        s500: UdpSocket::bind("192.0.2.1:500").unwrap(),
+        s4500: UdpSocket::bind("192.0.2.1:4500").unwrap(),
+    };
+    for s in [&net.s500, &net.s4500] {
+        s.set_nonblocking(true).unwrap();
+    }
+    let (mut out, mut seen) = (Vec::new(), Vec::new());
+    pump_until(&net, &mut ike, &mut out, &mut seen, "the first CHILD_SA", &|s| live_installs(s).len() == 1);
+    let uri = format!("unix://{}/vici", dir.display());
+    let mut initiate = Command::new("swanctl")
+        .args(["--initiate", "--child", "web", "--timeout", "10", "--uri", &uri])
+        .spawn()
+        .expect("swanctl runs");
+    pump_until(&net, &mut ike, &mut out, &mut seen, "the second CHILD_SA", &|s| live_installs(s).len() == 2);
+    net.pump(&mut ike, &mut out);
+    assert!(initiate.wait().unwrap().success(), "swanctl --initiate --child web");
+    assert_eq!(ike.ike_sas().count(), 1, "one IKE SA");
+    let i = live_installs(&seen)[1];
+    std::fs::write(
+        dir.join("install.txt"),
+        format!(
+            "spi_in={:08x}\nspi_out={:08x}\nencr_key_in={}\nencr_key_out={}\nudp_encap={:?}\n",
+            i.spi_in,
+            i.spi_out,
+            hex(&i.encr_key_in),
+            hex(&i.encr_key_out),
+            i.udp_encap
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("sas.txt"), swanctl(&dir, &["--list-sas", "--raw"])).unwrap();
+    assert_eq!(ike.stats().drops_total(), 0, "nothing dropped: {:?}", ike.stats());
+    let c = ike.stats().create_child_sa;
+    assert_eq!((c.responses_sent, c.errors_sent), (1, 0));
 }
 
 /// Brings the SA up with dpd_delay = 1 s; waits for three liveness checks answered by
