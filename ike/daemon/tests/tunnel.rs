@@ -151,12 +151,18 @@ fn gateways(tag: &str, a_action: &str, debug_keys: bool, wrong_psk: bool, web: b
         Ok(c) => {
             lab.children.push(c);
             let until = Instant::now() + Duration::from_secs(20);
-            while !std::fs::read_to_string(dir.join("tshark-cap.log"))
-                .unwrap_or_default()
-                .contains("Capturing on")
-            {
+            let said = |what: &str| {
+                std::fs::read_to_string(dir.join("tshark-cap.log")).unwrap_or_default().contains(what)
+            };
+            while !said("Capturing on") {
                 assert!(Instant::now() < until, "tshark did not start capturing");
                 std::thread::sleep(Duration::from_millis(50));
+            }
+            // tshark 4 says "Capturing on" before its capture runs, then "Capture
+            // started": the first IKE message could be missed in between.
+            let until = Instant::now() + Duration::from_secs(2);
+            while !said("Capture started") && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(20));
             }
             true
         }
