@@ -3,7 +3,8 @@
 //! beside the first (which stays); the responder choosing among its children by the
 //! selectors; a request no child of the responder's accepts (TS_UNACCEPTABLE); a KE group
 //! the responder does not take (INVALID_KE_PAYLOAD, then once more with the group it
-//! names); what `create_child` refuses.
+//! names); what `create_child` refuses; an answer that does not fit (deleted with the
+//! peer).
 
 use ike_core::io::{ChildSaInstall, Event, Output};
 use ike_wire::ids::NotifyType;
@@ -129,4 +130,26 @@ fn invalid_ke_payload_is_answered_with_the_group_asked_for() {
     assert_eq!((ii.len(), ri.len()), (1, 1), "{:?}", failed(&i_out));
     assert_mirrored(ii[0], ri[0]);
     assert!(failed(&i_out).is_empty());
+}
+
+/// A transport-mode request that only a tunnel child of the responder's takes: the
+/// responder answers in tunnel mode and installs it; the answer does not fit ours, so the
+/// requester installs nothing and deletes the CHILD_SA the responder made (its SPI, the
+/// one we offered), which the responder removes.
+#[test]
+fn an_answer_that_does_not_fit_is_deleted_with_the_peer() {
+    let mut ci = with_child(config(&I), "db", "10.1.9.0/24", "10.2.9.0/24", "aes128gcm16");
+    ci.connections[0].children[1].mode = ike_core::config::Mode::Transport;
+    let (mut p, spi, rspi) = up(ci, config(&R));
+    let (i_out, r_out) = create(&mut p, spi, "db");
+    assert!(installs(&i_out).is_empty());
+    assert_eq!(failed(&i_out), [("db".to_owned(), None)], "an answer that does not fit");
+    let ri = installs(&r_out);
+    assert_eq!(ri.len(), 1, "the responder made it, in tunnel mode");
+    assert_eq!(ri[0].mode, ike_core::config::Mode::Tunnel);
+    let removed: Vec<u32> =
+        r_out.iter().filter_map(|o| if let Output::Remove(r) = o { Some(r.spi_in) } else { None }).collect();
+    assert_eq!(removed, [ri[0].spi_in], "and removed it on our Delete");
+    assert_eq!(p.r.ike_sa(rspi).unwrap().children.len(), 1, "the first CHILD_SA stays");
+    assert_eq!(p.i.stats().create_child_sa.errors_received, 1);
 }

@@ -9,7 +9,8 @@
 //!      Ni, [KEi], TSi, TSr }  ─────────────────────▶ ICV ─ bad ─▶ dropped, nothing changes
 //!   (the child's configured selectors and            the first child of the connection whose
 //!    proposals; PFS when they name a group)          selectors meet TSi/TSr and whose mode
-//!                                                     fits ─ none ─▶ N(TS_UNACCEPTABLE)
+//!                                                     fits (a tunnel child takes either)
+//!                                                     ─ none ─▶ N(TS_UNACCEPTABLE)
 //!                                                    its proposals ─ none ─▶ N(NO_PROPOSAL_CHOSEN)
 //!                                                    KE of another group ─▶ N(INVALID_KE_PAYLOAD)
 //!                                                    KEYMAT = prf+(SK_d, [g^ir |] Ni | Nr)
@@ -186,7 +187,9 @@ fn answer(
     let mut ts_met = false;
     let mut found = None;
     for cfg in &conn.children {
-        if (cfg.mode == Mode::Transport) != want_transport {
+        // A transport child takes only a transport request; a tunnel child takes either
+        // (and answers tunnel mode, as IKE_AUTH's responder does, RFC 7296 §1.3.1).
+        if cfg.mode == Mode::Transport && !want_transport {
             continue;
         }
         let new_tsi = narrow::narrow(&tsi.selectors, &narrow::resolve(&cfg.remote_ts, sa.remote.ip()));
