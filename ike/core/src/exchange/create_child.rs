@@ -155,6 +155,8 @@ fn answer(ike: &Ike, sa: &IkeSa, inner: &[Payload]) -> Result<Answer, Notify> {
     if sa.ike_rekey.is_some() || sa.state != State::Established {
         return Err(error(NotifyType::TEMPORARY_FAILURE));
     }
+    // Without REKEY_SA only what new_child does not take comes here (no SA payload, or
+    // one proposing neither IKE nor ESP): no CHILD_SA of that kind is made.
     let rekey = notifies(inner)
         .find(|n| n.notify_type == NotifyType::REKEY_SA)
         .ok_or_else(|| error(NotifyType::NO_ADDITIONAL_SAS))?;
