@@ -10,6 +10,7 @@
 //!  Established ──terminate: Delete sent──▶ Deleting ──response / no response──▶ removed
 //!  Established: CREATE_CHILD_SA and INFORMATIONAL both ways; our requests one at a time
 //!               (window 1), the rest queued (`queued`), a CHILD_SA rekey in `child_rekey`,
+//!               a new CHILD_SA in `child_create`,
 //!               the IKE SA's in `ike_rekey` (its successor replaces it: exchange::ike_rekey)
 //!  Established: nothing heard for dpd_delay ──▶ an empty INFORMATIONAL (Queued::Liveness)
 //!  any state ──peer dead, refused, the peer's Delete──▶ removed from the table
@@ -98,6 +99,17 @@ pub struct ChildRekey {
     pub collision: Option<(Vec<u8>, Vec<u8>, u32)>,
 }
 
+/// Our outstanding request for a new CHILD_SA (CREATE_CHILD_SA without REKEY_SA).
+pub struct ChildCreate {
+    /// The configuration's child name.
+    pub child: String,
+    /// Its inbound SPI, offered in the request.
+    pub spi_in: u32,
+    pub ni: Vec<u8>,
+    /// Our half of the PFS key exchange, when the ESP proposal has a group.
+    pub key_share: Option<KeyShare>,
+}
+
 /// Our outstanding rekey of this IKE SA (§2.18).
 pub struct IkeRekey {
     /// Our SPI in the new IKE SA (its SPIi: we are its initiator).
@@ -119,8 +131,11 @@ pub struct Reassembled {
 }
 
 /// A request waiting for the window (one outstanding request at a time).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Queued {
+    /// A new CHILD_SA of this configured child, its KE of this group if the peer asked
+    /// for one (INVALID_KE_PAYLOAD).
+    NewChild(String, Option<DhId>),
     /// Rekey the CHILD_SA with this inbound SPI.
     RekeyChild(u32),
     /// Rekey it again with the KE group the peer asked for (INVALID_KE_PAYLOAD).
@@ -169,6 +184,8 @@ pub struct IkeSa {
     pub peer_id: Option<Identity>,
     /// Our outstanding CHILD_SA rekey.
     pub child_rekey: Option<ChildRekey>,
+    /// Our outstanding request for a new CHILD_SA.
+    pub child_create: Option<ChildCreate>,
     /// Our outstanding Delete of a CHILD_SA (its inbound SPI): sent again on the new IKE
     /// SA should this one be rekeyed before the answer comes.
     pub deleting_child: Option<u32>,
@@ -228,6 +245,7 @@ impl IkeSa {
             children: Vec::new(),
             peer_id: None,
             child_rekey: None,
+            child_create: None,
             deleting_child: None,
             queued: VecDeque::new(),
             ike_rekey: None,

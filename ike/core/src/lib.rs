@@ -35,7 +35,8 @@
 //!   │                 whole: IkeSa::reassembled, taken by the exchange through IkeSa::open
 //!   │            IKE_SA_INIT ─▶ sa_init (initiator) ─▶ IKE_AUTH request
 //!   │            IKE_AUTH    ─▶ auth (initiator)    ─▶ Install, IkeSaUp
-//!   │            CREATE_CHILD_SA ─▶ create_child / ike_rekey (requester) ─▶ Install, Remove
+//!   │            CREATE_CHILD_SA ─▶ create_child / new_child / ike_rekey (requester)
+//!   │                                                     ─▶ Install, Remove
 //!   │            INFORMATIONAL (our Delete of a CHILD_SA, our liveness check)
 //!   │                                          ─▶ the next queued request
 //!   │            INFORMATIONAL (our Delete of the IKE SA) ─▶ IkeSaDown
@@ -46,8 +47,9 @@
 //!   │                                 New: SKF? reassemble as above, then
 //!   │                                      IKE_AUTH ─▶ auth (responder) ─▶ response, Install
 //!   │                                      INFORMATIONAL ─▶ informational ─▶ response, Remove
-//!   │                                      CREATE_CHILD_SA ─▶ create_child (REKEY_SA) or
-//!   │                                        ike_rekey (SA proposes IKE) ─▶ response, Install
+//!   │                                      CREATE_CHILD_SA ─▶ create_child (REKEY_SA),
+//!   │                                        new_child (no REKEY_SA), or ike_rekey (SA
+//!   │                                        proposes IKE) ─▶ response, Install
 //!   ▼            (every SK message: ICV checked before anything else; a failure
 //!  out: Send / Install / Remove / Migrate / Event ─▶ drop(Unauthenticated), nothing changes)
 //!
@@ -66,17 +68,22 @@
 //!  Ike::terminate(now, ike_sa, out): the CHILD_SAs removed, a Delete of the IKE SA sent.
 //!  Ike::sa_event(now, e, out): soft expiry ─▶ rekey_child; hard expiry ─▶ the CHILD_SA
 //!  removed, its Delete queued.
+//!  Ike::create_child(now, ike_sa, child, out): a new CHILD_SA on an established IKE SA
+//!  (CREATE_CHILD_SA without REKEY_SA; iked's answer to an ACQUIRE when the IKE SA is up).
 //!  Ike::rekey_child / rekey_ike: queued on the IKE SA (`IkeSa::queued`) and sent when
 //!  the window (1) is free (Ike::pump, after every response).
+//!  Ike::reconfigure(now, config, out): a reload (`reload`): the SAs of removed
+//!  connections terminated, the others kept under their connection's new settings.
 //! ```
 //!
 //! # Modules (each uses only those below it; `scripts/module-cycles` checks)
 //!
 //! ```text
-//!   lib: Ike — the SA table, the dispatch above, tick, initiate
+//!   lib: Ike — the SA table, the dispatch above, tick, initiate; reload: reconfigure
 //!    └─ exchange: sa_init ─▶ auth, informational   (one file per exchange)
 //!                 sa_init, auth ─▶ proof (our AUTH and CERTs, the peer's checked)
-//!                 create_child ─▶ auth (its helpers), ike_rekey
+//!                 create_child ─▶ auth (its helpers), ike_rekey, new_child
+//!                 new_child ─▶ auth (its helpers)
 //!         │
 //!         ├─▶ ike_sa ─▶ child_sa ─▶ io      (the SAs; the boundary's types)
 //!         │     └─▶ window, retransmit, stats, fragments (reassembly ─▶ stats)
@@ -86,8 +93,7 @@
 //!
 //! # Not yet
 //!
-//! CREATE_CHILD_SA making a new CHILD_SA (no REKEY_SA: answered NO_ADDITIONAL_SAS, and
-//! so ACQUIRE in `sa_event` does nothing); retrying a rekey after TEMPORARY_FAILURE, or an
+//! Retrying a rekey after TEMPORARY_FAILURE, or an
 //! IKE SA rekey after INVALID_KE_PAYLOAD (a failed IKE SA rekey is tried again at the next
 //! rekey time, a failed CHILD_SA rekey at the next soft expiry or command); a peer
 //! behind a NAT whose address (not only its port) changes, MOBIKE; fragmenting our
@@ -111,6 +117,7 @@ pub mod ike_sa;
 pub mod io;
 pub mod narrow;
 pub mod proposals;
+mod reload;
 pub mod retransmit;
 pub mod stats;
 pub mod window;
@@ -185,6 +192,9 @@ pub enum InitiateError {
 pub struct Ike {
     fw: Framework,
     config: Config,
+    /// How many of `config.connections` are configured; those after are retired ones that
+    /// an SA being deleted still refers to (`reload`).
+    live: usize,
     settings: Settings,
     /// Keyed by our SPI.
     sas: HashMap<u64, IkeSa>,
@@ -207,6 +217,7 @@ impl Ike {
         let cookies = CookieJar::new(&fw, now, settings.cookie_rotate)?;
         Ok(Ike {
             fw,
+            live: config.connections.len(),
             config,
             settings,
             sas: HashMap::new(),
@@ -228,6 +239,11 @@ impl Ike {
 
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// The connection an IKE SA belongs to (a removed one while its SA is being deleted).
+    pub fn connection_of(&self, sa: &IkeSa) -> Option<&Connection> {
+        self.config.connections.get(sa.conn)
     }
 
     /// The IKE SA whose SPI (ours) is `spi`.
@@ -265,7 +281,9 @@ impl Ike {
     }
 
     /// An event from ipsecd's monitor: a soft expiry rekeys the CHILD_SA (either of its
-    /// SPIs), a hard expiry removes it and tells the peer. ACQUIRE is not handled yet.
+    /// SPIs), a hard expiry removes it and tells the peer. ACQUIRE is the caller's: it
+    /// knows which trap (reqid) is which child, and calls `initiate` (no IKE SA yet) or
+    /// `create_child` (the IKE SA is up).
     pub fn sa_event(&mut self, now: Instant, event: SaEvent, out: &mut Vec<Output>) {
         let find = |sas: &HashMap<u64, IkeSa>, spi: u32| {
             sas.iter().find_map(|(&k, sa)| {
@@ -298,6 +316,21 @@ impl Ike {
             return false;
         }
         sa.queued.push_back(ike_sa::Queued::RekeyChild(spi_in));
+        self.pump(now, ike_sa, out);
+        true
+    }
+
+    /// A new CHILD_SA of the configured child `child` on the established IKE SA `ike_sa`
+    /// (CREATE_CHILD_SA without REKEY_SA): sent now, or queued behind the outstanding
+    /// request. False: no such established IKE SA or child, or a CHILD_SA of that child is
+    /// up, being made or queued already.
+    pub fn create_child(&mut self, now: Instant, ike_sa: u64, child: &str, out: &mut Vec<Output>) -> bool {
+        let Some(sa) = self.sas.get(&ike_sa) else { return false };
+        if !exchange::new_child::creatable(self, sa, child) {
+            return false;
+        }
+        let sa = self.sas.get_mut(&ike_sa).expect("present");
+        sa.queued.push_back(ike_sa::Queued::NewChild(child.to_owned(), None));
         self.pump(now, ike_sa, out);
         true
     }
@@ -354,6 +387,9 @@ impl Ike {
                     exchange::informational::send_child_delete(self, now, ike_sa, spi_in, out)
                 }
                 ike_sa::Queued::RekeyIke => exchange::ike_rekey::start(self, now, ike_sa, out),
+                ike_sa::Queued::NewChild(child, group) => {
+                    exchange::new_child::start(self, now, ike_sa, &child, group, out)
+                }
                 ike_sa::Queued::Liveness => exchange::informational::send_liveness(self, now, ike_sa, out),
             };
             if sent {
@@ -364,13 +400,23 @@ impl Ike {
 
     /// One received datagram.
     pub fn datagram(&mut self, now: Instant, d: Datagram, out: &mut Vec<Output>) {
-        if let Err(cause) = self.receive(now, &d, out) {
+        let Ok(msg) = Message::parse(&d.bytes) else {
+            self.stats.drop(Drop::Malformed);
+            return;
+        };
+        if let Err(cause) = self.receive(now, &d, &msg, out) {
             self.stats.drop(cause);
+            self.stats.exchange(msg.header.exchange_type).dropped += 1;
         }
     }
 
-    fn receive(&mut self, now: Instant, d: &Datagram, out: &mut Vec<Output>) -> Result<(), Drop> {
-        let msg = Message::parse(&d.bytes).map_err(|_| Drop::Malformed)?;
+    fn receive(
+        &mut self,
+        now: Instant,
+        d: &Datagram,
+        msg: &Message,
+        out: &mut Vec<Output>,
+    ) -> Result<(), Drop> {
         let h = msg.header;
         {
             let c = self.stats.exchange(h.exchange_type);
@@ -394,7 +440,7 @@ impl Ike {
                 }
                 return Err(Drop::OutOfWindow);
             }
-            return exchange::sa_init::respond(self, now, d, &msg, out);
+            return exchange::sa_init::respond(self, now, d, msg, out);
         }
         let ours = if h.initiator { h.spi_r } else { h.spi_i };
         let sa = self.sas.get(&ours).ok_or(Drop::UnknownSa)?;
@@ -412,19 +458,19 @@ impl Ike {
             }
             let r = match (self.sas[&ours].state, h.exchange_type) {
                 (State::InitSent, ExchangeType::IKE_SA_INIT) => {
-                    exchange::sa_init::response(self, now, ours, d, &msg, out)
+                    exchange::sa_init::response(self, now, ours, d, msg, out)
                 }
                 (State::AuthSent, ExchangeType::IKE_AUTH) => {
-                    exchange::auth::response(self, now, ours, d, &msg, out)
+                    exchange::auth::response(self, now, ours, d, msg, out)
                 }
                 (State::Deleting, ExchangeType::INFORMATIONAL) => {
-                    exchange::informational::response(self, ours, d, &msg, out)
+                    exchange::informational::response(self, ours, d, msg, out)
                 }
                 (State::Established, ExchangeType::INFORMATIONAL) => {
-                    exchange::informational::child_delete_response(self, now, ours, d, &msg, out)
+                    exchange::informational::child_delete_response(self, now, ours, d, msg, out)
                 }
                 (State::Established, ExchangeType::CREATE_CHILD_SA) => {
-                    exchange::create_child::response(self, now, ours, d, &msg, out)
+                    exchange::create_child::response(self, now, ours, d, msg, out)
                 }
                 _ => Err(Drop::UnexpectedExchange),
             };
@@ -459,13 +505,13 @@ impl Ike {
                 let sa = &self.sas[&ours];
                 let r = match (sa.state, h.exchange_type) {
                     (State::HalfOpen, ExchangeType::IKE_AUTH) => {
-                        exchange::auth::request(self, now, ours, d, &msg, out)
+                        exchange::auth::request(self, now, ours, d, msg, out)
                     }
                     (State::Established | State::Deleting, ExchangeType::INFORMATIONAL) => {
-                        exchange::informational::request(self, now, ours, d, &msg, out)
+                        exchange::informational::request(self, now, ours, d, msg, out)
                     }
                     (State::Established | State::Deleting, ExchangeType::CREATE_CHILD_SA) => {
-                        exchange::create_child::request(self, now, ours, d, &msg, out)
+                        exchange::create_child::request(self, now, ours, d, msg, out)
                     }
                     _ => Err(Drop::UnexpectedExchange),
                 };
@@ -654,6 +700,7 @@ impl Ike {
                 && now.duration_since(sa.created) >= self.settings.half_open.timeout
             {
                 dead.push((sa.our_spi(), DownReason::HalfOpenTimeout));
+                self.stats.half_open_expired += 1;
                 continue;
             }
             let (local, remote) = (sa.local, sa.remote);
@@ -666,7 +713,10 @@ impl Ike {
                         }
                         self.stats.retransmissions += 1;
                     }
-                    Due::GiveUp => dead.push((sa.our_spi(), sa.init.refused.unwrap_or(DownReason::PeerDead))),
+                    Due::GiveUp => {
+                        self.stats.retransmit_timeouts += 1;
+                        dead.push((sa.our_spi(), sa.init.refused.unwrap_or(DownReason::PeerDead)));
+                    }
                 }
             }
         }
@@ -785,6 +835,9 @@ impl Ike {
         if let Some(p) = &sa.pending_child {
             self.child_spis.remove(&p.spi_in);
         }
+        if let Some(c) = &sa.child_create {
+            self.child_spis.remove(&c.spi_in);
+        }
         for c in &sa.children {
             self.child_spis.remove(&c.spi_in);
             out.push(Output::Remove(io::ChildSaRemove {
@@ -806,6 +859,7 @@ impl Ike {
         let on = self.settings.half_open.cookies_on(self.half_open);
         if on != self.cookies_on {
             self.cookies_on = on;
+            self.stats.cookies_on = u64::from(on);
             out.push(Output::Event(Event::Cookies { on }));
         }
     }

@@ -1,6 +1,8 @@
-//! The engine's counters: messages per exchange and outcome, half-open SAs, cookies,
-//! retransmissions, authentication failures, and every dropped message by its cause (one
-//! counter per [`Drop`] cause, so that a flood or a broken peer shows as what it is).
+//! The engine's counters: messages per exchange and outcome (sent and received, requests
+//! and responses, error answers each way, dropped), half-open SAs, cookies,
+//! retransmissions, authentication failures by who refused whom, and every dropped message
+//! by its cause (one counter per [`Drop`] cause, so that a flood or a broken peer shows as
+//! what it is).
 //!
 //! Plain `u64`s: the engine is single-threaded (iked owns it); the daemon copies them
 //! into its metrics.
@@ -117,15 +119,21 @@ impl Exchange {
     }
 }
 
-/// Per exchange: requests and responses sent and received.
+/// Per exchange: requests and responses sent and received, and their outcomes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ExchangeCounts {
     pub requests_sent: u64,
     pub requests_received: u64,
     pub responses_sent: u64,
     pub responses_received: u64,
-    /// Responses carrying an error notify (type < 16384), sent or received.
-    pub errors: u64,
+    /// Our responses that refused the request with an error notify (type < 16384).
+    pub errors_sent: u64,
+    /// Responses to our requests that refused them (an error notify), or, authentic, did
+    /// not fit what we asked.
+    pub errors_received: u64,
+    /// Messages of this exchange (parsed, so its type known) dropped without a change of
+    /// state, for any [`Drop`] cause (the causes are counted in [`Stats::drops`]).
+    pub dropped: u64,
 }
 
 /// The counters.
@@ -138,6 +146,10 @@ pub struct Stats {
     pub other: ExchangeCounts,
     /// IKE SAs now half-open (responder side, IKE_SA_INIT answered, IKE_AUTH not done).
     pub half_open: u64,
+    /// Half-open SAs deleted because IKE_AUTH did not come in time.
+    pub half_open_expired: u64,
+    /// 1 while IKE_SA_INIT needs a cookie (half-open SAs at the threshold), else 0.
+    pub cookies_on: u64,
     /// COOKIE notifies sent (cookies required) and valid cookies received.
     pub cookies_sent: u64,
     pub cookies_accepted: u64,
@@ -145,11 +157,19 @@ pub struct Stats {
     /// retransmitted request.
     pub retransmissions: u64,
     pub responses_resent: u64,
+    /// Requests given up on after the last retransmission (the IKE SA went down).
+    pub retransmit_timeouts: u64,
     /// Our liveness checks sent (dpd_delay), and moves of a peer behind its NAT (§2.23).
     pub liveness_checks: u64,
     pub peer_moves: u64,
-    /// AUTH payloads that did not verify (ours refused by the peer counted too).
+    /// Peers we refused: their AUTH did not verify, their identity or certificate did not
+    /// fit the connection.
     pub auth_failures: u64,
+    /// Our authentication refused by the peer (its AUTHENTICATION_FAILED).
+    pub auth_refused_by_peer: u64,
+    /// Our own AUTH could not be made (no key for the certificate, an RSA key with a peer
+    /// that announced no RFC 7427 hash): the IKE SA went down before IKE_AUTH was sent.
+    pub auth_local_failures: u64,
     /// Peer certificates refused: no chain to a configured CA, expired, not binding the
     /// peer's ID (each also an auth failure).
     pub untrusted_certs: u64,

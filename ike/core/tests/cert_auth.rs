@@ -200,7 +200,7 @@ fn untrusted_certificate_refused_by_the_responder() {
     assert_eq!(r.stats().auth_failures, 1);
     let why = auth_failed_reason(&r_out).unwrap();
     assert!(why.contains("not trusted"), "{why}");
-    assert_eq!(i.stats().auth_failures, 1, "the responder's AUTHENTICATION_FAILED");
+    assert_eq!(i.stats().auth_refused_by_peer, 1, "the responder's AUTHENTICATION_FAILED");
     assert!(i_out
         .iter()
         .any(|o| matches!(o, Output::Event(Event::IkeSaDown { reason: DownReason::AuthFailed, .. }))));
@@ -300,7 +300,7 @@ fn without_the_peers_hash_algorithms_ecdsa_uses_its_own_method_and_rsa_is_refuse
     let (i, _r, i_out, r_out) = pair(rsa_key());
     assert_eq!(installs(&i_out) + installs(&r_out), 0);
     assert_eq!(sends(&i_out).len(), 1, "only the IKE_SA_INIT request went out");
-    assert_eq!(i.stats().auth_failures, 1);
+    assert_eq!(i.stats().auth_local_failures, 1);
     let why = auth_failed_reason(&i_out).unwrap();
     assert!(why.contains("SIGNATURE_HASH_ALGORITHMS"), "{why}");
 }

@@ -17,7 +17,10 @@
 //! eighth and a ninth (RFC 7383) give both sides RSA certificates and a fragment size of
 //! 576 bytes (charon's `fragment_size`, our `FragmentConfig::size`), so that each
 //! IKE_AUTH message goes in fragments, with us as initiator and as responder: charon must
-//! reassemble ours and we its.
+//! reassemble ours and we its. A tenth has our engine ask for a second CHILD_SA on the IKE
+//! SA (CREATE_CHILD_SA without REKEY_SA, with PFS): charon must install it beside the
+//! first, with our keys; an eleventh has charon ask our responder for one (its second
+//! child).
 //!
 //! ```text
 //!  this test (outer) ─ unshare -n: netns T ─┬─ veth ikeT 192.0.2.1 ◀──────┐
@@ -127,6 +130,7 @@ const SWANCTL_CONF: &str = r#"connections {
         esp_proposals = ESP
         CHILD_REKEY
       }
+      EXTRA_CHILD
     }
   }
 }
@@ -154,7 +158,8 @@ pid=$(cat "$d/charon.pid")
 trap 'kill $pid 2>/dev/null; wait $outer 2>/dev/null || true' EXIT
 ip link set ikeC netns "$pid"
 # kernel-libipsec installs its routes only with an address inside its local selector.
-nsenter -t "$pid" -n sh -c 'ip link set lo up; ip addr add 10.2.0.1/32 dev lo; ip addr add 192.0.2.2/24 dev ikeC; ip link set ikeC up'
+# (10.2.5.1: inside the second CHILD_SA's selector, new-child)
+nsenter -t "$pid" -n sh -c 'ip link set lo up; ip addr add 10.2.0.1/32 dev lo; ip addr add 10.2.5.1/32 dev lo; ip addr add 192.0.2.2/24 dev ikeC; ip link set ikeC up'
 i=0; while ! swanctl --stats --uri "unix://$d/vici" >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 150 ] || { echo "charon did not answer"; cat "$d/charon.out"; exit 1; }; sleep 0.1; done
 swanctl --load-all --noprompt --file "$d/swanctl.conf" --uri "unix://$d/vici"
 if [ "$3" = initiator ]; then
@@ -175,6 +180,14 @@ elif [ "$3" = fragments-responder ]; then
   sleep 0.5
   swanctl --initiate --child net --timeout 20 --uri "unix://$d/vici"
   wait $inner
+elif [ "$3" = responder-new-child ]; then
+  IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner_responder_new_child --ignored --nocapture --test-threads=1 &
+  inner=$!
+  sleep 0.5
+  swanctl --initiate --child net --timeout 20 --uri "unix://$d/vici"
+  wait $inner
+elif [ "$3" = new-child ]; then
+  IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner_new_child --ignored --nocapture --test-threads=1
 elif [ "$3" = our-rekeys ]; then
   IKE_CORE_CHARON_DIR="$d" "$bin" --exact charon_inner_our_rekeys --ignored --nocapture --test-threads=1
 else
@@ -243,6 +256,29 @@ fn strongswan_answers_our_liveness_checks() {
     with_charon(Role::Liveness);
 }
 
+/// Our engine asks for a second CHILD_SA (10.1.5.0/24 === 10.2.5.0/24, inside charon's
+/// child) on the IKE SA it has, with PFS (X25519): charon installs it beside the first
+/// (RFC 7296 §1.3.1), and its keys are our Install's.
+#[test]
+fn strongswan_accepts_a_second_child_sa_on_our_ike_sa() {
+    with_charon(Role::NewChild);
+}
+
+/// charon, with the IKE SA up, asks our responder for a second CHILD_SA (its child `web`,
+/// `swanctl --initiate --child web`: CREATE_CHILD_SA without REKEY_SA, PFS): we answer
+/// and install it beside the first, with charon's keys.
+#[test]
+fn strongswan_makes_a_second_child_sa_with_our_responder() {
+    with_charon(Role::ResponderNewChild);
+}
+
+/// charon's second child in the responder-new-child case.
+const WEB_CHILD: &str = "web {
+        local_ts = 10.2.5.0/24
+        remote_ts = 10.1.5.0/24
+        esp_proposals = ESP
+      }";
+
 /// The ESP proposal of the cases where we rekey: with PFS.
 const ESP_PFS: &str = "aes128gcm16-x25519";
 
@@ -291,6 +327,10 @@ enum Role {
     Collisions,
     /// We initiate and check charon's liveness.
     Liveness,
+    /// We initiate, then ask for a second CHILD_SA.
+    NewChild,
+    /// charon initiates, then asks for a second CHILD_SA.
+    ResponderNewChild,
 }
 
 /// Runs the script with the engine in `role` and checks charon's SAs and keys against
@@ -311,6 +351,8 @@ fn with_charon(role: Role) {
         Role::Certificates => "certificates",
         Role::Fragments => "fragments",
         Role::FragmentsResponder => "fragments-responder",
+        Role::NewChild => "new-child",
+        Role::ResponderNewChild => "responder-new-child",
     };
     let fragments = role.starts_with("fragments");
     // The KEYMAT's initiator is who requested the exchange that made the CHILD_SA.
@@ -318,8 +360,9 @@ fn with_charon(role: Role) {
         || role == "our-rekeys"
         || role == "liveness"
         || role == "certificates"
-        || role == "fragments";
-    let esp = if role == "our-rekeys" { ESP_PFS } else { "aes128gcm16" };
+        || role == "fragments"
+        || role == "new-child";
+    let esp = if role == "our-rekeys" || role.ends_with("new-child") { ESP_PFS } else { "aes128gcm16" };
     let (ike_rekey, child_rekey) = if role == "rekey" || role == "collisions" {
         (
             "rekey_time = 5s\n    over_time = 30s\n    rand_time = 0s",
@@ -366,6 +409,7 @@ fn with_charon(role: Role) {
         .replace("PSK", PSK)
         .replace("IKE_REKEY", ike_rekey)
         .replace("CHILD_REKEY", child_rekey)
+        .replace("EXTRA_CHILD", if role == "responder-new-child" { WEB_CHILD } else { "" })
         .replace("ESP", esp)
         .replace("DPD_DELAY", if role == "liveness" { "dpd_delay = 0s" } else { "dpd_delay = 1s" });
     std::fs::write(dir.join("swanctl.conf"), conf).unwrap();
@@ -394,8 +438,16 @@ fn with_charon(role: Role) {
     assert!(sas.contains(&format!("spi-in={}", field("spi_out"))), "{sas} vs {ours}");
     assert!(sas.contains(&format!("spi-out={}", field("spi_in"))), "{sas} vs {ours}");
     // charon's keys (chd 4): "encryption initiator key => 20 bytes @ …" then a hex dump.
-    if role == "our-rekeys" {
+    if role == "our-rekeys" || role.ends_with("new-child") {
         assert!(log.contains("selected proposal: ESP:AES_GCM_16_128/CURVE_25519"), "PFS: {log}");
+    }
+    if role.ends_with("new-child") {
+        assert_eq!(sas.matches("state=ESTABLISHED").count(), 1, "one IKE SA in charon: {sas}");
+        assert_eq!(sas.matches("state=INSTALLED").count(), 2, "two CHILD_SAs in charon: {sas}");
+        assert!(
+            sas.contains("10.1.5.0/24") && sas.contains("10.2.5.0/24"),
+            "the second one's selectors: {sas}"
+        );
     }
     if role == "certificates" {
         // charon's own words: our chain and signature (RFC 7427, RSA with SHA-256) checked.
@@ -646,6 +698,20 @@ fn charon_inner_rekey() {
 #[ignore = "run by our_rekeys_with_pfs_are_accepted_by_strongswan inside its namespaces"]
 fn charon_inner_our_rekeys() {
     run_engine_our_rekeys();
+}
+
+/// The engine asking charon for a second CHILD_SA.
+#[test]
+#[ignore = "run by strongswan_accepts_a_second_child_sa_on_our_ike_sa inside its namespaces"]
+fn charon_inner_new_child() {
+    run_engine_new_child();
+}
+
+/// The engine answering charon's request for a second CHILD_SA.
+#[test]
+#[ignore = "run by strongswan_makes_a_second_child_sa_with_our_responder inside its namespaces"]
+fn charon_inner_responder_new_child() {
+    run_engine_responder_new_child();
 }
 
 /// The engine checking charon's liveness.
@@ -1045,7 +1111,96 @@ fn run_engine_our_rekeys() {
     std::fs::write(dir.join("sas.txt"), swanctl(&dir, &["--list-sas", "--raw"])).unwrap();
     println!("our rekeys: stats {:?}", ike.stats());
     assert_eq!(ike.stats().drops_total(), 0, "nothing dropped: {:?}", ike.stats());
-    assert_eq!(ike.stats().create_child_sa.errors, 0);
+    let c = ike.stats().create_child_sa;
+    assert_eq!((c.errors_sent, c.errors_received), (0, 0));
+}
+
+/// Brings the IKE SA up with its first CHILD_SA, then asks for a second (child `web`,
+/// narrower selectors, PFS); writes the second's Install and charon's SAs.
+fn run_engine_new_child() {
+    let dir = PathBuf::from(std::env::var(ENV).expect("run by the outer test"));
+    let mut config = config_with(ESP_PFS);
+    let mut web = config.connections[0].children[0].clone();
+    web.name = "web".into();
+    web.local_ts = TrafficSelector::parse_list("10.1.5.0/24").unwrap();
+    web.remote_ts = TrafficSelector::parse_list("10.2.5.0/24").unwrap();
+    config.connections[0].children.push(web);
+    let mut ike = Ike::new(fw(), config, Settings::default(), Instant::now()).unwrap();
+    let net = Net {
+        s500: UdpSocket::bind("192.0.2.1:500").unwrap(),
+        s4500: UdpSocket::bind("192.0.2.1:4500").unwrap(),
+    };
+    for s in [&net.s500, &net.s4500] {
+        s.set_nonblocking(true).unwrap();
+    }
+    let (mut out, mut seen) = (Vec::new(), Vec::new());
+    let first = ike.initiate(Instant::now(), "gw", "net", &mut out).unwrap();
+    pump_until(&net, &mut ike, &mut out, &mut seen, "the first CHILD_SA", &|s| live_installs(s).len() == 1);
+    assert!(ike.create_child(Instant::now(), first, "web", &mut out));
+    pump_until(&net, &mut ike, &mut out, &mut seen, "the second CHILD_SA", &|s| live_installs(s).len() == 2);
+    net.pump(&mut ike, &mut out);
+    let names: Vec<&str> = ike.ike_sa(first).unwrap().children.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["net", "web"]);
+    let i = live_installs(&seen)[1];
+    assert_eq!(i.child, "web");
+    std::fs::write(
+        dir.join("install.txt"),
+        format!(
+            "spi_in={:08x}\nspi_out={:08x}\nencr_key_in={}\nencr_key_out={}\nudp_encap={:?}\n",
+            i.spi_in,
+            i.spi_out,
+            hex(&i.encr_key_in),
+            hex(&i.encr_key_out),
+            i.udp_encap
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("sas.txt"), swanctl(&dir, &["--list-sas", "--raw"])).unwrap();
+    assert_eq!(ike.stats().drops_total(), 0, "nothing dropped: {:?}", ike.stats());
+    let c = ike.stats().create_child_sa;
+    assert_eq!((c.requests_sent, c.errors_received), (1, 0));
+}
+
+/// Answers charon's IKE SA and first CHILD_SA, then asks charon (swanctl) to initiate its
+/// child `web` and answers its CREATE_CHILD_SA; writes the second Install and charon's SAs.
+fn run_engine_responder_new_child() {
+    let dir = PathBuf::from(std::env::var(ENV).expect("run by the outer test"));
+    let mut ike = Ike::new(fw(), config_with(ESP_PFS), Settings::default(), Instant::now()).unwrap();
+    let net = Net {
+        s500: UdpSocket::bind("192.0.2.1:500").unwrap(),
+        s4500: UdpSocket::bind("192.0.2.1:4500").unwrap(),
+    };
+    for s in [&net.s500, &net.s4500] {
+        s.set_nonblocking(true).unwrap();
+    }
+    let (mut out, mut seen) = (Vec::new(), Vec::new());
+    pump_until(&net, &mut ike, &mut out, &mut seen, "the first CHILD_SA", &|s| live_installs(s).len() == 1);
+    let uri = format!("unix://{}/vici", dir.display());
+    let mut initiate = Command::new("swanctl")
+        .args(["--initiate", "--child", "web", "--timeout", "10", "--uri", &uri])
+        .spawn()
+        .expect("swanctl runs");
+    pump_until(&net, &mut ike, &mut out, &mut seen, "the second CHILD_SA", &|s| live_installs(s).len() == 2);
+    net.pump(&mut ike, &mut out);
+    assert!(initiate.wait().unwrap().success(), "swanctl --initiate --child web");
+    assert_eq!(ike.ike_sas().count(), 1, "one IKE SA");
+    let i = live_installs(&seen)[1];
+    std::fs::write(
+        dir.join("install.txt"),
+        format!(
+            "spi_in={:08x}\nspi_out={:08x}\nencr_key_in={}\nencr_key_out={}\nudp_encap={:?}\n",
+            i.spi_in,
+            i.spi_out,
+            hex(&i.encr_key_in),
+            hex(&i.encr_key_out),
+            i.udp_encap
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("sas.txt"), swanctl(&dir, &["--list-sas", "--raw"])).unwrap();
+    assert_eq!(ike.stats().drops_total(), 0, "nothing dropped: {:?}", ike.stats());
+    let c = ike.stats().create_child_sa;
+    assert_eq!((c.responses_sent, c.errors_sent), (1, 0));
 }
 
 /// Brings the SA up with dpd_delay = 1 s; waits for three liveness checks answered by

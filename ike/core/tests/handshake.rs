@@ -56,7 +56,7 @@ fn wrong_psk_is_refused_on_both_sides() {
     p.run(first, &no_nat);
     assert!(installs(&p.i_out).is_empty() && installs(&p.r_out).is_empty());
     assert_eq!(p.r.stats().auth_failures, 1);
-    assert_eq!(p.i.stats().auth_failures, 1, "the responder's AUTHENTICATION_FAILED");
+    assert_eq!(p.i.stats().auth_refused_by_peer, 1, "the responder's AUTHENTICATION_FAILED");
     assert!(events(&p.i_out).contains(&&Event::IkeSaDown { ike_sa: spi, reason: DownReason::AuthFailed }));
     assert!(p.i.ike_sa(spi).is_none());
     assert_eq!(p.r.ike_sas().count(), 0);
@@ -196,7 +196,7 @@ fn no_common_proposal_ends_the_ike_sa() {
     let (spi, first) = p.start();
     p.run(first, &no_nat);
     assert_eq!(p.r.ike_sas().count(), 0);
-    assert_eq!(p.i.stats().sa_init.errors, 1);
+    assert_eq!(p.i.stats().sa_init.errors_received, 1);
     // Unauthenticated: the initiator keeps trying, and gives up with the reason it heard.
     assert!(p.i.ike_sa(spi).is_some());
     let mut out = vec![];

@@ -366,7 +366,8 @@ fn invalid_ke_payload_makes_the_rekey_use_the_asked_group() {
     let answer = p.deliver_r(req);
     let retry = p.deliver_i(answer);
     assert_eq!(retry.len(), 1, "the rekey sent again");
-    assert_eq!(p.r.stats().create_child_sa.errors, 1, "INVALID_KE_PAYLOAD answered");
+    assert_eq!(p.r.stats().create_child_sa.errors_sent, 1, "INVALID_KE_PAYLOAD answered");
+    assert_eq!(p.i.stats().create_child_sa.errors_received, 1, "and heard");
     p.settle(retry, vec![]);
     let old = installs(&p.i_out)[0];
     assert_rekeyed(&p, old);

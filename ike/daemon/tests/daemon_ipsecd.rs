@@ -13,7 +13,8 @@
 //! transaction: no policy added twice), ipsecd's hard-expire lines reaching the engine as
 //! events, the engine's events reaching an `ike monitor` subscriber, `down` leaving ipsecd
 //! empty, a SIGHUP reload handing the engine the configuration's difference (and a file
-//! that does not read handing it nothing), SIGTERM ending the loop after the engine's
+//! that does not read handing it nothing), the metrics endpoint serving the engine's
+//! counters, SIGTERM ending the loop after the engine's
 //! shutdown. The engine only scripts which outputs to ask for; no assertion here depends
 //! on it beyond counting what the loop handed it.
 //!
@@ -136,8 +137,12 @@ impl Engine for Scripted {
         }
         Ok("done\n".to_owned())
     }
-    fn reload(&mut self, _: Instant, _: Config, diff: &Diff, _: &mut Vec<Output>) {
+    fn reload(&mut self, _: Instant, _: Config, diff: &Diff, _: &mut Vec<Output>) -> Result<(), String> {
         self.reloads.lock().unwrap().push(diff.clone());
+        Ok(())
+    }
+    fn metrics(&self) -> String {
+        format!("scripted_hard_expiries {}\n", self.hard_expiries.load(Ordering::SeqCst))
     }
     fn shutdown(&mut self, _: Instant, out: &mut Vec<Output>) {
         out.push(Output::Event(Event { severity: Severity::Info, line: "shutting-down".into() }));
@@ -186,12 +191,15 @@ fn the_loop_installs_removes_and_hears_ipsecd() {
     let refusals = engine.refusals.clone();
     let reloads = engine.reloads.clone();
     let iked_sock = dir.join("iked.sock");
+    // A free port for the metrics endpoint.
+    let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let opts = Options {
         config: dir.join("iked.conf"),
         relay: relay.clone(),
         ipsecd: ctl_sock.clone(),
         control: iked_sock.clone(),
         debug_keys: None,
+        metrics: Some(metrics_addr),
     };
     let mut daemon =
         Daemon::new(engine, Config::default(), opts).unwrap_or_else(|e| panic!("{e}: {}", ipsecd_log()));
@@ -238,6 +246,19 @@ fn the_loop_installs_removes_and_hears_ipsecd() {
     // The loop adds its own counter to the engine's stats.
     let stats = "hard-expiries 2\nrelay: datagrams dropped (socket full) 0\n";
     wait_for("the hard expiries reach the engine", || call(Request::Stats) == Ok(stats.into()));
+    // The metrics endpoint serves the engine's counters, at most a few turns old.
+    let scrape = || {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(metrics_addr).unwrap();
+        c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut s = String::new();
+        c.read_to_string(&mut s).unwrap();
+        s
+    };
+    wait_for("the metrics endpoint shows the counters", || {
+        scrape().ends_with("\r\n\r\nscripted_hard_expiries 2\n")
+    });
+    assert!(scrape().starts_with("HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"));
     assert!(call(Request::Up { conn: "elsewhere".into(), new: false }).unwrap_err().contains("not scripted"));
 
     assert_eq!(call(Request::Down("site".into())), Ok("done\n".into()));

@@ -1,8 +1,8 @@
 //! ike-core's state machine as iked's engine (`iked::daemon::ike_engine`): two engines, the
 //! docs' two-gateway example (docs/iked.md), negotiating through the datagrams they hand
 //! out, until both ask the loop to install the CHILD_SA — the same SAs seen from each end,
-//! as setkey text that ipsecd's parser reads — and then `list`, `stats`, `down`, a wrong
-//! pre-shared key; a peer that moves behind its NAT (`peer-moved` ─▶ `migrate`); inbound
+//! as setkey text that ipsecd's parser reads — and then `list`, `stats`, `down`,
+//! `rekey` on demand, a wrong pre-shared key; a peer that moves behind its NAT (`peer-moved` ─▶ `migrate`); inbound
 //! traffic from ipsecd's dump putting a liveness check off.
 
 use std::time::{Duration, Instant};
@@ -216,10 +216,6 @@ fn two_engines_install_the_same_child_sa_from_each_end() {
     let stats = b.command(now, &Request::Stats, &mut out).unwrap();
     assert!(stats.contains("IKE_AUTH: requests sent 0, received 1; responses sent 1"), "{stats}");
     assert!(b
-        .command(now, &Request::Rekey("1".into()), &mut out)
-        .unwrap_err()
-        .contains("not wired to iked's control socket"));
-    assert!(b
         .command(now, &Request::Up { conn: "nope".into(), new: false }, &mut out)
         .unwrap_err()
         .contains("no connection"));
@@ -227,7 +223,7 @@ fn two_engines_install_the_same_child_sa_from_each_end() {
     assert!(a
         .command(now, &Request::Up { conn: "site-b".into(), new: false }, &mut out)
         .unwrap_err()
-        .contains("has an IKE SA already"));
+        .contains("site-b is up with all its children"));
 
     // down: the CHILD_SA that was installed is removed, by its SPIs.
     let mut out = Vec::new();
@@ -275,51 +271,184 @@ fn a_wrong_psk_is_an_authentication_failure() {
     );
 }
 
-/// A reload that changes the running connection closes its IKE SA (its CHILD_SA removed
-/// from ipsecd), and, none being left, the state machine takes the new file and starts
-/// again; an unchanged reload keeps the SA.
+/// Reloads (SIGHUP) apply into the running state machine. Unchanged: nothing happens. A
+/// new key alone, or a changed connection: its IKE SA and CHILD_SA stay (no Remove, no
+/// datagram), and the new settings apply from the next negotiation (the CHILD_SA brought
+/// up again after `down`/`up` has the new traffic selector).
 #[test]
-fn a_reload_closes_changed_connections_and_starts_again() {
+fn a_reload_keeps_established_sas_and_changes_apply_on_the_next_negotiation() {
     let (mut a, mut b) = (engine(true, PSK), engine(false, PSK));
     let mut first = Vec::new();
     a.start(Instant::now(), &mut first);
     let (s1, s2) = run(&mut a, &mut b, first);
     assert_eq!(s1.installs.len() + s2.installs.len(), 2);
     let now = Instant::now();
+    let list = |e: &mut IkeEngine| e.command(Instant::now(), &Request::List, &mut Vec::new()).unwrap();
+    let before = list(&mut a);
 
     let same = config(true, PSK);
     let mut out = Vec::new();
-    a.reload(now, same.clone(), &Config::diff(&same, &same), &mut out);
+    a.reload(now, same.clone(), &Config::diff(&same, &same), &mut out).unwrap();
     assert!(out.is_empty(), "nothing changed, nothing done");
-    assert!(a.command(now, &Request::List, &mut out).unwrap().contains("Established"));
+    assert_eq!(list(&mut a), before);
 
     let changed = config(true, "0x00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff");
     let diff = Config::diff(&same, &changed);
     assert!(diff.secrets_changed && diff.unchanged == ["site-b"], "{diff:?}");
-    // A new key alone closes nothing either (it applies to the next authentication), but
-    // the state machine cannot take it while the SA is up: the log says so.
     let mut out = Vec::new();
-    a.reload(now, changed.clone(), &diff, &mut out);
-    assert!(out.iter().all(|o| !matches!(o, Output::Remove(_))));
-    assert!(
-        out.iter()
-            .any(|o| matches!(o, Output::Event(e) if e.line.contains("cannot take a new configuration"))),
-        "the log says why the new key waits"
-    );
+    a.reload(now, changed, &diff, &mut out).unwrap();
+    assert!(out.is_empty(), "a new key applies to the next authentication, closes nothing");
+    assert_eq!(list(&mut a), before);
 
     let mut moved = config(true, PSK);
     moved.connections[0].children[0].local_ts =
-        ike_core::config::TrafficSelector::parse_list("10.1.9.0/24").unwrap();
+        ike_core::config::TrafficSelector::parse_list("10.1.0.0/25").unwrap();
     let diff = Config::diff(&same, &moved);
     assert_eq!(diff.changed, ["site-b"]);
     let mut out = Vec::new();
-    a.reload(now, moved, &diff, &mut out);
-    let removes = out.iter().filter(|o| matches!(o, Output::Remove(_))).count();
-    let sends = out.iter().filter(|o| matches!(o, Output::Send(_))).count();
-    assert_eq!((removes, sends), (1, 2), "the old CHILD_SA removed, a Delete and a new IKE_SA_INIT sent");
-    let list = a.command(now, &Request::List, &mut out).unwrap();
-    assert_eq!(list.lines().collect::<Vec<_>>().len(), 1, "a new state machine: {list}");
-    assert!(list.starts_with("1: site-b InitSent initiator"), "{list}");
+    a.reload(now, moved, &diff, &mut out).unwrap();
+    assert!(out.is_empty(), "the changed connection's SAs stay: {}", out.len());
+    assert_eq!(list(&mut a), before, "the same IKE SA and CHILD_SA");
+    assert!(before.contains("10.1.0.0-10.1.0.255"), "{before}");
+
+    // The next negotiation takes the new selector.
+    let mut out = Vec::new();
+    a.command(now, &Request::Down("site-b".into()), &mut out).unwrap();
+    run(&mut a, &mut b, out);
+    assert_eq!(list(&mut a), "no IKE SA\n");
+    let mut out = Vec::new();
+    a.command(now, &Request::Up { conn: "site-b".into(), new: false }, &mut out).unwrap();
+    let (s1, s2) = run(&mut a, &mut b, out);
+    let ai = s1.installs.iter().chain(&s2.installs).find(|c| c.local.to_string() == "192.0.2.1").unwrap();
+    assert_eq!(ai.local_ts, ike_core::config::TrafficSelector::parse_list("10.1.0.0/25").unwrap());
+    assert!(list(&mut a).contains("10.1.0.0-10.1.0.127"), "{}", list(&mut a));
+}
+
+/// A's file parsed with `text` as its connections (the secret of the docs' example added).
+fn parsed_config(text: &str) -> Config {
+    let text = format!(
+        "connections {{ {text} }}\nsecrets {{ ike-site {{ id-a = gw-a.example.org\n id-b = gw-b.example.org\n \
+         secret = {PSK}\n }} }}\n"
+    );
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("iked-reload-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("iked.conf");
+    std::fs::write(&path, text).unwrap();
+    let c = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_dir_all(&dir).unwrap();
+    c
+}
+
+/// One of A's connections to B, named `name`, with `children` (each `NAME { … }`).
+fn conn_text(name: &str, children: &str) -> String {
+    format!(
+        "{name} {{ local_addrs = 192.0.2.1\n remote_addrs = 192.0.2.2\n proposals = aes128gcm16-prfsha256-x25519\n \
+         local {{ auth = psk\n id = gw-a.example.org\n }} remote {{ auth = psk\n id = gw-b.example.org\n }}\n \
+         children {{ {children} }} }}\n"
+    )
+}
+
+const NET: &str = "net { local_ts = 10.1.0.0/24\n remote_ts = 10.2.0.0/24\n esp_proposals = aes128gcm16\n \
+                   start_action = start\n }";
+const TRAPPED: &str = "web { local_ts = 10.1.0.0/24[tcp/80]\n remote_ts = 10.2.0.0/24\n \
+                       esp_proposals = aes128gcm16\n start_action = trap\n }";
+
+/// A reload that removes a connection closes its IKE SA (the CHILD_SA removed from ipsecd,
+/// a Delete to the peer, which B answers) and starts an added one (`start_action =
+/// start`); a trapped child that comes with the file has its policies installed, and goes
+/// with them when the next file drops it; another connection's SAs are not touched.
+#[test]
+fn a_reload_closes_removed_connections_and_starts_added_ones() {
+    let old = parsed_config(
+        &(conn_text("site-b", NET)
+            + &conn_text("spare", TRAPPED.replace("start_action = trap", "").as_str())),
+    );
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    let mut a = IkeEngine::new(fw, old.clone(), Instant::now()).unwrap();
+    let mut b = engine(false, PSK);
+    let mut first = Vec::new();
+    a.start(Instant::now(), &mut first);
+    let (s1, _) = run(&mut a, &mut b, first);
+    let old_in = s1.installs[0].inbound.spi;
+    let list = |e: &mut IkeEngine| e.command(Instant::now(), &Request::List, &mut Vec::new()).unwrap();
+    let before = list(&mut a);
+    assert!(before.starts_with("1: site-b Established"), "{before}");
+
+    // `spare` goes, a trapped child comes with `extra`: site-b is not touched.
+    let new = parsed_config(&(conn_text("site-b", NET) + &conn_text("extra", TRAPPED)));
+    let diff = Config::diff(&old, &new);
+    assert_eq!(
+        (diff.added.as_slice(), diff.removed.as_slice()),
+        (&["extra".to_owned()][..], &["spare".to_owned()][..])
+    );
+    let mut out = Vec::new();
+    a.reload(Instant::now(), new.clone(), &diff, &mut out).unwrap();
+    assert!(matches!(out.as_slice(), [Output::Trap(t)] if t.local_ts.len() == 1), "only extra/web's trap");
+    assert_eq!(list(&mut a), before);
+
+    // site-b renamed: removed and added at once.
+    let renamed = parsed_config(&conn_text("site-b2", NET));
+    let diff = Config::diff(&new, &renamed);
+    let mut out = Vec::new();
+    a.reload(Instant::now(), renamed, &diff, &mut out).unwrap();
+    let kinds: Vec<&str> = out
+        .iter()
+        .map(|o| match o {
+            Output::Remove(_) => "remove",
+            Output::Send(_) => "send",
+            Output::Untrap(_) => "untrap",
+            Output::Event(_) => "event",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "remove").count(), 1, "{kinds:?}");
+    assert_eq!(kinds.iter().filter(|k| **k == "send").count(), 2, "a Delete and an IKE_SA_INIT: {kinds:?}");
+    assert_eq!(kinds.iter().filter(|k| **k == "untrap").count(), 1, "extra's trap removed: {kinds:?}");
+    let Some(Output::Remove(r)) = out.iter().find(|o| matches!(o, Output::Remove(_))) else { unreachable!() };
+    assert_eq!(r.inbound_spi, old_in);
+    let mid = list(&mut a);
+    assert!(mid.contains("site-b Deleting") && mid.contains("site-b2 InitSent"), "{mid}");
+    let (s1, s2) = run(&mut a, &mut b, out.into_iter().filter(|o| matches!(o, Output::Send(_))).collect());
+    let events: Vec<&String> = s1.events.iter().chain(&s2.events).map(|(_, l)| l).collect();
+    assert!(events.iter().any(|l| l.contains("reason=deleted-by-peer")), "B heard the Delete: {events:?}");
+    assert!(events.iter().any(|l| l.starts_with("ike-sa-up conn=site-b2")), "{events:?}");
+    let after = list(&mut a);
+    assert!(after.starts_with("1: site-b2 Established") && !after.contains("site-b "), "{after}");
+    // The retired connection cannot be brought up any more.
+    assert!(a
+        .command(Instant::now(), &Request::Up { conn: "site-b".into(), new: false }, &mut Vec::new())
+        .unwrap_err()
+        .contains("no connection"));
+}
+
+/// A child dropped from a connection that stays: its CHILD_SA is removed and deleted with
+/// the peer; the IKE SA stays up.
+#[test]
+fn a_reload_deletes_the_child_sas_of_removed_children() {
+    let old = parsed_config(&conn_text("site-b", NET));
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    let mut a = IkeEngine::new(fw, old.clone(), Instant::now()).unwrap();
+    let mut b = engine(false, PSK);
+    let mut first = Vec::new();
+    a.start(Instant::now(), &mut first);
+    run(&mut a, &mut b, first);
+    let new = parsed_config(&conn_text(
+        "site-b",
+        &NET.replace("net {", "other {").replace("start_action = start", ""),
+    ));
+    let diff = Config::diff(&old, &new);
+    assert_eq!(diff.changed, ["site-b"]);
+    let mut out = Vec::new();
+    a.reload(Instant::now(), new, &diff, &mut out).unwrap();
+    assert_eq!(out.iter().filter(|o| matches!(o, Output::Remove(_))).count(), 1);
+    let (_, s2) = run(&mut a, &mut b, out.into_iter().filter(|o| matches!(o, Output::Send(_))).collect());
+    assert_eq!(s2.removes.len(), 1, "B removed its side");
+    let list = a.command(Instant::now(), &Request::List, &mut Vec::new()).unwrap();
+    assert!(list.starts_with("1: site-b Established") && !list.contains("site-b/net"), "{list}");
 }
 
 /// A peer that restarted (a new engine, the old SAs gone on its side only) negotiates
@@ -595,4 +724,337 @@ fn inbound_traffic_from_the_dump_puts_the_liveness_check_off() {
     assert_eq!(out.iter().filter(|o| matches!(o, Output::Send(_))).count(), 1, "the check at 18.5 s");
     let stats = a.command(at(18.6), &Request::Stats, &mut out).unwrap();
     assert!(stats.contains("liveness checks 1, peer moves 0"), "{stats}");
+}
+
+/// `ipsecctl ike rekey`: a CHILD_SA named `CONN/CHILD`, then the new one by its inbound
+/// SPI as `list` shows it, then the IKE SA by its number in `list`. Each time both ends
+/// install the new CHILD_SA (new SPIs, the old reqid, no new policies) before they remove
+/// the old one (make-before-break: traffic keeps a pair of SAs throughout); the IKE SA's
+/// rekey gives it new SPIs and keeps the CHILD_SA. Unknown names are refused, saying so.
+#[test]
+fn ipsecctl_rekey_rekeys_a_child_sa_and_the_ike_sa_on_demand() {
+    let (mut a, mut b) = (engine(true, PSK), engine(false, PSK));
+    let mut first = Vec::new();
+    a.start(Instant::now(), &mut first);
+    let (s1, _) = run(&mut a, &mut b, first);
+    let first_child = s1.installs.first().expect("A installed");
+    // (inbound SPI, outbound SPI, inbound key) of A's CHILD_SA.
+    let mut prev = (first_child.inbound.spi, first_child.outbound.spi, first_child.inbound.encr.to_vec());
+    let list = |e: &mut IkeEngine| e.command(Instant::now(), &Request::List, &mut Vec::new()).unwrap();
+
+    // A CHILD_SA by name, then (on B's side) by its inbound SPI.
+    for (side_a, what) in [(true, "site-b/net".to_owned()), (false, String::new())] {
+        let what = if side_a {
+            what
+        } else {
+            // B's inbound SPI is A's outbound one.
+            format!("{:#010x}", prev.1)
+        };
+        let (req, other) = if side_a { (&mut a, &mut b) } else { (&mut b, &mut a) };
+        let mut out = Vec::new();
+        let reply = req.command(Instant::now(), &Request::Rekey(what.clone()), &mut out).unwrap();
+        assert!(reply.starts_with("rekeying CHILD_SA site-"), "{reply}");
+        assert_eq!(out.iter().filter(|o| matches!(o, Output::Send(_))).count(), 1, "one CREATE_CHILD_SA");
+        let (s_req, s_other) = run(req, other, out);
+        for (side, seen) in [("requester", &s_req), ("responder", &s_other)] {
+            assert_eq!(seen.installs.len(), 1, "{side} ({what}): one new CHILD_SA {:?}", seen.events);
+            assert_eq!(seen.removes.len(), 1, "{side} ({what}): the old one removed");
+            assert!(!seen.installs[0].policies && !seen.removes[0].policies, "{side}: policies kept");
+            assert_eq!(seen.installs[0].reqid, seen.removes[0].reqid, "{side}: the old reqid");
+        }
+        // A's view: new SPIs both ways, the old pair removed.
+        let (new_a, rm_a) = if side_a {
+            (&s_req.installs[0], &s_req.removes[0])
+        } else {
+            (&s_other.installs[0], &s_other.removes[0])
+        };
+        assert_eq!(new_a.local.to_string(), "192.0.2.1");
+        assert_ne!(new_a.inbound.spi, prev.0);
+        assert_ne!(new_a.outbound.spi, prev.1);
+        assert_ne!(new_a.inbound.encr[..], prev.2[..], "new keys");
+        assert_eq!(rm_a.inbound_spi, prev.0);
+        assert!(list(&mut a).contains(&format!("SPIs in {:#010x}", new_a.inbound.spi)), "{}", list(&mut a));
+        prev = (new_a.inbound.spi, new_a.outbound.spi, new_a.inbound.encr.to_vec());
+    }
+
+    // The IKE SA by its number: new SPIs, the same CHILD_SA carried over, nothing
+    // installed or removed in ipsecd.
+    let before = list(&mut a);
+    let mut out = Vec::new();
+    let reply = a.command(Instant::now(), &Request::Rekey("1".into()), &mut out).unwrap();
+    assert!(reply.starts_with("rekeying IKE SA"), "{reply}");
+    let (s1, s2) = run(&mut a, &mut b, out);
+    let events: Vec<&String> = s1.events.iter().chain(&s2.events).map(|(_, l)| l).collect();
+    assert!(events.iter().any(|l| l.starts_with("ike-sa-rekeyed conn=site-b")), "{events:?}");
+    assert!(
+        s1.installs.is_empty() && s2.installs.is_empty() && s1.removes.is_empty() && s2.removes.is_empty()
+    );
+    let after = list(&mut a);
+    assert_ne!(before.lines().next(), after.lines().next(), "new IKE SA SPIs: {before} {after}");
+    assert!(after.starts_with("1: site-b Established"), "{after}");
+    assert!(after.contains(&format!("SPIs in {:#010x}", prev.0)), "the CHILD_SA moved: {after}");
+
+    // By the SPI list shows, too; and names that match nothing.
+    let spi = after.split("SPIs ").nth(1).unwrap().split('_').next().unwrap().to_owned();
+    let mut out = Vec::new();
+    assert!(a
+        .command(Instant::now(), &Request::Rekey(spi), &mut out)
+        .unwrap()
+        .starts_with("rekeying IKE SA"));
+    let mut out = Vec::new();
+    for (what, why) in [
+        ("site-b/nope", "no CHILD_SA site-b/nope"),
+        ("0x00000001", "no CHILD_SA with inbound SPI 0x00000001"),
+        ("7", "no IKE SA number 7"),
+        ("nope", "no IKE SA or CHILD_SA \"nope\""),
+    ] {
+        let e = b.command(Instant::now(), &Request::Rekey(what.into()), &mut out).unwrap_err();
+        assert!(e.starts_with(why), "{what}: {e}");
+    }
+}
+
+/// The metrics (Prometheus' text) as name{labels} → value.
+fn metrics(e: &IkeEngine) -> std::collections::HashMap<String, u64> {
+    e.metrics()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let (k, v) = l.rsplit_once(' ').unwrap();
+            (k.to_owned(), v.parse().unwrap_or_else(|_| panic!("{l}")))
+        })
+        .collect()
+}
+
+/// A datagram `from` sent, as `to` receives it.
+fn received(d: &Datagram) -> Datagram {
+    Datagram { local: d.remote, remote: d.local, nat_t: d.nat_t, bytes: d.bytes.clone() }
+}
+
+fn sends(out: &[Output]) -> Vec<Datagram> {
+    out.iter().filter_map(|o| if let Output::Send(d) = o { Some(received(d)) } else { None }).collect()
+}
+
+/// Each counter the metrics endpoint shows moves when what it counts happens: messages by
+/// exchange, direction and kind; error answers both ways; drops by exchange and cause;
+/// the SA gauges; half-open SAs and their expiry; cookies (on, sent, accepted);
+/// retransmissions, resent responses, timeouts; authentication failures by cause.
+#[test]
+fn each_counter_moves() {
+    let (mut a, mut b) = (engine(true, PSK), engine(false, PSK));
+    let t0 = Instant::now();
+    let mut first = Vec::new();
+    a.start(t0, &mut first);
+    run(&mut a, &mut b, first);
+    let (ma, mb) = (metrics(&a), metrics(&b));
+    let m = |map: &std::collections::HashMap<String, u64>, k: &str| {
+        *map.get(k).unwrap_or_else(|| panic!("no {k} in the metrics"))
+    };
+    for (k, va, vb) in [
+        ("iked_messages_total{exchange=\"IKE_SA_INIT\",dir=\"out\",kind=\"request\"}", 1, 0),
+        ("iked_messages_total{exchange=\"IKE_SA_INIT\",dir=\"in\",kind=\"request\"}", 0, 1),
+        ("iked_messages_total{exchange=\"IKE_SA_INIT\",dir=\"out\",kind=\"response\"}", 0, 1),
+        ("iked_messages_total{exchange=\"IKE_SA_INIT\",dir=\"in\",kind=\"response\"}", 1, 0),
+        ("iked_messages_total{exchange=\"IKE_AUTH\",dir=\"out\",kind=\"request\"}", 1, 0),
+        ("iked_messages_total{exchange=\"IKE_AUTH\",dir=\"in\",kind=\"response\"}", 1, 0),
+        ("iked_ike_sas", 1, 1),
+        ("iked_child_sas", 1, 1),
+        ("iked_ike_sas_up_total", 1, 1),
+        ("iked_child_sas_installed_total", 1, 1),
+        ("iked_half_open", 0, 0),
+    ] {
+        assert_eq!((m(&ma, k), m(&mb, k)), (va, vb), "{k}");
+    }
+
+    // A CHILD_SA rekey: its request once forged (dropped), then twice (the second answered
+    // from the cache), its answer never delivered: A retransmits, then gives up.
+    let mut out = Vec::new();
+    a.command(t0, &Request::Rekey("site-b/net".into()), &mut out).unwrap();
+    let req = sends(&out).remove(0);
+    let mut forged = req.clone();
+    *forged.bytes.last_mut().unwrap() ^= 1;
+    let mut junk = Vec::new();
+    b.datagram(t0, forged, &mut junk);
+    b.datagram(t0, Datagram { bytes: vec![0; 12], ..req.clone() }, &mut junk);
+    assert!(junk.is_empty());
+    let mut answer = Vec::new();
+    b.datagram(t0, req.clone(), &mut answer);
+    b.datagram(t0, req, &mut answer);
+    assert_eq!(sends(&answer).len(), 2, "the answer, then the same again from the cache");
+    let mut out = Vec::new();
+    a.tick(t0 + Duration::from_secs(5), &mut out);
+    assert_eq!(sends(&out).len(), 1, "retransmitted");
+    let mb = metrics(&b);
+    assert_eq!(m(&mb, "iked_exchange_drops_total{exchange=\"CREATE_CHILD_SA\"}"), 1);
+    assert_eq!(m(&mb, "iked_drops_total{reason=\"unauthenticated\"}"), 1);
+    assert_eq!(m(&mb, "iked_drops_total{reason=\"malformed\"}"), 1);
+    assert_eq!(m(&mb, "iked_responses_resent_total"), 1);
+    assert_eq!(m(&mb, "iked_messages_total{exchange=\"CREATE_CHILD_SA\",dir=\"out\",kind=\"response\"}"), 1);
+    assert_eq!(m(&metrics(&a), "iked_retransmissions_total"), 1);
+    for s in 6..400 {
+        a.tick(t0 + Duration::from_secs(s), &mut Vec::new());
+    }
+    let ma = metrics(&a);
+    assert_eq!(m(&ma, "iked_retransmit_timeouts_total"), 1, "{}", a.metrics());
+    assert_eq!((m(&ma, "iked_ike_sas"), m(&ma, "iked_ike_sas_down_total")), (0, 1));
+
+    // A wrong key: B refuses A (an error answer sent), A is refused (one received).
+    let other = "0x00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    let (mut a2, mut b2) = (engine(true, PSK), engine(false, other));
+    let mut first = Vec::new();
+    a2.start(t0, &mut first);
+    run(&mut a2, &mut b2, first);
+    let (ma, mb) = (metrics(&a2), metrics(&b2));
+    assert_eq!(m(&mb, "iked_auth_failures_total{cause=\"peer\"}"), 1);
+    assert_eq!(m(&mb, "iked_error_responses_total{exchange=\"IKE_AUTH\",dir=\"sent\"}"), 1);
+    assert_eq!(m(&ma, "iked_auth_failures_total{cause=\"refused_by_peer\"}"), 1);
+    assert_eq!(m(&ma, "iked_error_responses_total{exchange=\"IKE_AUTH\",dir=\"received\"}"), 1);
+    assert_eq!(m(&ma, "iked_auth_failures_total{cause=\"peer\"}"), 0, "one counter per cause");
+
+    // 31 IKE_SA_INIT requests, no IKE_AUTH: 30 half-open SAs turn cookies on, the 31st
+    // is asked for one; its retry with the cookie is accepted. Then they all expire.
+    let (mut a3, mut b3) = (engine(true, PSK), engine(false, PSK));
+    let mut inits = Vec::new();
+    for _ in 0..31 {
+        let mut out = Vec::new();
+        a3.start(t0, &mut out);
+        inits.extend(sends(&out));
+    }
+    let mut answers = Vec::new();
+    for d in inits {
+        b3.datagram(t0, d, &mut answers);
+    }
+    let mb = metrics(&b3);
+    assert_eq!((m(&mb, "iked_half_open"), m(&mb, "iked_cookies_on")), (30, 1));
+    assert_eq!(m(&mb, "iked_cookies_total{outcome=\"sent\"}"), 1);
+    let cookie = sends(&answers).pop().unwrap();
+    let mut retry = Vec::new();
+    a3.datagram(t0, cookie, &mut retry);
+    let mut out = Vec::new();
+    for d in sends(&retry) {
+        b3.datagram(t0, d, &mut out);
+    }
+    assert_eq!(m(&metrics(&b3), "iked_cookies_total{outcome=\"accepted\"}"), 1);
+    b3.tick(t0 + Duration::from_secs(31), &mut Vec::new());
+    let mb = metrics(&b3);
+    assert_eq!((m(&mb, "iked_half_open"), m(&mb, "iked_half_open_expired_total")), (0, 31));
+    assert_eq!(m(&mb, "iked_cookies_on"), 0);
+    let text = b3.command(t0, &Request::Stats, &mut Vec::new()).unwrap();
+    assert!(text.contains("half-open 0, expired 31; cookies off, sent 1, accepted 1"), "{text}");
+}
+
+/// B's side of the second-child tests: `net` and `web` (10.2.5.0/24 ↔ 10.1.5.0/24, with
+/// PFS), both waiting for A.
+fn b_two_children() -> Config {
+    let text = "site-a { local_addrs = 192.0.2.2\n remote_addrs = 192.0.2.1\n \
+                proposals = aes128gcm16-prfsha256-x25519\n \
+                local { auth = psk\n id = gw-b.example.org\n } remote { auth = psk\n id = gw-a.example.org\n }\n \
+                children { net { local_ts = 10.2.0.0/24\n remote_ts = 10.1.0.0/24\n esp_proposals = aes128gcm16\n }\n \
+                web { local_ts = 10.2.5.0/24\n remote_ts = 10.1.5.0/24\n esp_proposals = aes256gcm16-x25519\n } } }";
+    parsed_config(text)
+}
+
+fn engine_with(c: Config) -> IkeEngine {
+    let fw = ocf::Framework::new();
+    ocf_soft::register(&fw).unwrap();
+    IkeEngine::new(fw, c, Instant::now()).unwrap()
+}
+
+const WEB: &str = "web { local_ts = 10.1.5.0/24\n remote_ts = 10.2.5.0/24\n esp_proposals = aes256gcm16-x25519\n ACTION\n }";
+
+/// Two `start` children: the first comes up in IKE_AUTH, the second right after with
+/// CREATE_CHILD_SA on the same IKE SA; each side installs both, with their own reqids and
+/// policies. `up` then finds nothing missing.
+#[test]
+fn a_connections_second_child_comes_up_on_its_ike_sa() {
+    let mut a = engine_with(parsed_config(&conn_text(
+        "site-b",
+        &format!("{NET}\n{}", WEB.replace("ACTION", "start_action = start")),
+    )));
+    let mut b = engine_with(b_two_children());
+    let mut first = Vec::new();
+    a.start(Instant::now(), &mut first);
+    let (s1, s2) = run(&mut a, &mut b, first);
+    for (side, seen, local) in [("A", &s1, "10.1.5.0"), ("B", &s2, "10.2.5.0")] {
+        assert_eq!(seen.installs.len(), 2, "{side}: {:?}", seen.events);
+        let web = &seen.installs[1];
+        assert!(format!("{:?}", web.local_ts).contains(local), "{side}: {:?}", web.local_ts);
+        assert!(web.policies && seen.installs[0].policies, "{side}: each its own policies");
+        assert_ne!(web.reqid, seen.installs[0].reqid, "{side}");
+        assert_eq!(web.inbound.encr.len(), 36, "{side}: AES-256-GCM");
+    }
+    let list = a.command(Instant::now(), &Request::List, &mut Vec::new()).unwrap();
+    assert_eq!(
+        list.lines().filter(|l| l.starts_with(|c: char| c.is_ascii_digit())).count(),
+        1,
+        "one IKE SA: {list}"
+    );
+    assert!(list.contains("site-b/net") && list.contains("site-b/web"), "{list}");
+    let e = a.command(Instant::now(), &Request::Up { conn: "site-b".into(), new: false }, &mut Vec::new()).unwrap_err();
+    assert!(e.contains("up with all its children"), "{e}");
+    let stats = a.command(Instant::now(), &Request::Stats, &mut Vec::new()).unwrap();
+    assert!(stats.starts_with("IKE_SA_INIT: requests sent 1,"), "{stats}");
+    assert!(
+        stats.contains("CREATE_CHILD_SA: requests sent 1, received 0; responses sent 0, received 1"),
+        "{stats}"
+    );
+}
+
+/// ipsecd's ACQUIRE for a trapped child of a connection whose IKE SA is up: iked asks for
+/// the CHILD_SA on that IKE SA (CREATE_CHILD_SA, no new IKE SA), installs it under the
+/// trap's reqid without policies of its own (the trap's are), and does not ask twice.
+#[test]
+fn an_acquire_on_an_established_ike_sa_makes_a_child_sa_there() {
+    use ipsec_core::control::{Prefix, Selector, Upper};
+    use ipsec_core::sad::Acquire;
+    use ipsec_core::spd::Flow;
+    let mut a = engine_with(parsed_config(&conn_text(
+        "site-b",
+        &format!("{NET}\n{}", WEB.replace("ACTION", "start_action = trap")),
+    )));
+    let mut b = engine_with(b_two_children());
+    let mut first = Vec::new();
+    a.start(Instant::now(), &mut first);
+    let trap = first
+        .iter()
+        .find_map(|o| if let Output::Trap(t) = o { Some(t.clone()) } else { None })
+        .expect("web's trap");
+    let first: Vec<Output> = first.into_iter().filter(|o| !matches!(o, Output::Trap(_))).collect();
+    let (s1, _) = run(&mut a, &mut b, first);
+    assert_eq!(s1.installs.len(), 1, "net, in IKE_AUTH");
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+    let acquire = IpsecEvent::Acquire(Box::new(Acquire {
+        src: ip("192.0.2.1"),
+        dst: ip("192.0.2.2"),
+        proto: Proto::Esp,
+        mode: ipsec_core::control::Mode::Tunnel,
+        reqid: trap.reqid,
+        policy: Selector {
+            src: Prefix { addr: ip("10.1.5.0"), len: 24 },
+            dst: Prefix { addr: ip("10.2.5.0"), len: 24 },
+            sport: None,
+            dport: None,
+            upper: Upper::Any,
+        },
+        flow: Flow { src: ip("10.1.5.1"), dst: ip("10.2.5.1"), proto: 1, sport: 0, dport: 0 },
+    }));
+    let mut out = Vec::new();
+    a.sa_event(Instant::now(), &acquire, &mut out);
+    assert_eq!(out.iter().filter(|o| matches!(o, Output::Send(_))).count(), 1, "one CREATE_CHILD_SA");
+    assert!(
+        out.iter().any(|o| matches!(o, Output::Event(e) if e.line.starts_with("acquire conn=site-b child=web flow-dst=10.2.5.1 ike_sa="))),
+        "the log says which IKE SA"
+    );
+    // ipsecd asks again for another destination meanwhile: nothing more is sent.
+    let mut again = Vec::new();
+    a.sa_event(Instant::now(), &acquire, &mut again);
+    assert!(!again.iter().any(|o| matches!(o, Output::Send(_))), "not asked twice");
+    let (s1, s2) = run(&mut a, &mut b, out);
+    assert_eq!((s1.installs.len(), s2.installs.len()), (1, 1), "{:?} {:?}", s1.events, s2.events);
+    let web = &s1.installs[0];
+    assert_eq!(web.reqid, trap.reqid, "under the trap's reqid");
+    assert!(!web.policies, "the trap's policies serve it");
+    assert!(s2.installs[0].policies, "B, without a trap, adds its own");
+    assert_eq!(parsed(&install_text(web).unwrap()).len(), 2, "two SAs, no policy");
+    let list = a.command(Instant::now(), &Request::List, &mut Vec::new()).unwrap();
+    assert_eq!(list.lines().filter(|l| l.starts_with(|c: char| c.is_ascii_digit())).count(), 1, "{list}");
 }

@@ -1,7 +1,8 @@
 //! Two gateways, each ipsecd + iked, bring up a tunnel with IKEv2 and carry a ping through
 //! it — at start-up (`start_action = start`), and on the first packet (`start_action =
 //! trap`: trap policies, ipsecd's ACQUIRE, the CHILD_SA under the trap's reqid) — and
-//! refuse a wrong pre-shared key with a clear log line and a counter. The whole chain:
+//! refuse a wrong pre-shared key with a clear log line and a counter; `ipsecctl ike rekey`
+//! under a running ping (CHILD_SA, then IKE SA) loses no packet. The whole chain:
 //! ipsecd's relay, iked's loop, ike-core's IKE_SA_INIT and IKE_AUTH (PSK, AES-GCM-16-128,
 //! X25519), the CHILD_SA installed through ipsecd's control socket with its policies and
 //! routes.
@@ -74,8 +75,9 @@ struct Gateways {
 
 /// Starts both gateways (`None`: the test cannot run here, and says why); A runs with
 /// `--debug-keys` and A's veth is captured when `debug_keys`; B has another pre-shared key
-/// when `wrong_psk`.
-fn gateways(tag: &str, a_action: &str, debug_keys: bool, wrong_psk: bool) -> Option<Gateways> {
+/// when `wrong_psk`; with `web`, each side has a second child between hosts 10.96.11.1
+/// (behind A) and 10.96.12.1 (behind B), trapped on A.
+fn gateways(tag: &str, a_action: &str, debug_keys: bool, wrong_psk: bool, web: bool) -> Option<Gateways> {
     let ipsecd = runnable("tunnel", can_run())?;
     let mut lab = Lab::pair("iked-tunnel", "ocfi", tag, "10.96");
     let dir = lab.dir.clone();
@@ -109,6 +111,24 @@ fn gateways(tag: &str, a_action: &str, debug_keys: bool, wrong_psk: bool) -> Opt
         ),
     ];
     let mut sides = sides;
+    if web {
+        for (side, ns, conf) in sides.iter_mut() {
+            let (me, peer, action) = if *side == "a" {
+                ("10.96.11.1", "10.96.12.1", "start_action = trap")
+            } else {
+                ("10.96.12.1", "10.96.11.1", "")
+            };
+            must(&["ip", "-n", ns, "addr", "add", &format!("{me}/32"), "dev", "lo"]);
+            *conf = conf.replacen(
+                "  }\n }\n}\n",
+                &format!(
+                    "   web {{\n    local_ts = {me}/32\n    remote_ts = {peer}/32\n    \
+                     esp_proposals = aes256gcm16-x25519\n    {action}\n   }}\n  }}\n }}\n}}\n"
+                ),
+                1,
+            );
+        }
+    }
     if wrong_psk {
         sides[1].2 = sides[1].2.replace("secret = 0x5e1c", "secret = 0x0000");
     }
@@ -131,12 +151,18 @@ fn gateways(tag: &str, a_action: &str, debug_keys: bool, wrong_psk: bool) -> Opt
         Ok(c) => {
             lab.children.push(c);
             let until = Instant::now() + Duration::from_secs(20);
-            while !std::fs::read_to_string(dir.join("tshark-cap.log"))
-                .unwrap_or_default()
-                .contains("Capturing on")
-            {
+            let said = |what: &str| {
+                std::fs::read_to_string(dir.join("tshark-cap.log")).unwrap_or_default().contains(what)
+            };
+            while !said("Capturing on") {
                 assert!(Instant::now() < until, "tshark did not start capturing");
                 std::thread::sleep(Duration::from_millis(50));
+            }
+            // tshark 4 says "Capturing on" before its capture runs, then "Capture
+            // started": the first IKE message could be missed in between.
+            let until = Instant::now() + Duration::from_secs(2);
+            while !said("Capture started") && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(20));
             }
             true
         }
@@ -223,7 +249,7 @@ impl Gateways {
 
 #[test]
 fn two_gateways_negotiate_a_tunnel_and_ping_through_it() {
-    let Some(mut g) = gateways("s", "start_action = start", true, false) else { return };
+    let Some(mut g) = gateways("s", "start_action = start", true, false, false) else { return };
     g.wait_for_sas();
     assert!(g.ping("3"), "{}", g.logs());
     let dir = g.dir.clone();
@@ -282,7 +308,7 @@ fn two_gateways_negotiate_a_tunnel_and_ping_through_it() {
 /// trap's reqid, and the pings are answered (ipsecd holds the first packets meanwhile).
 #[test]
 fn traffic_brings_up_a_trapped_tunnel() {
-    let Some(g) = gateways("t", "start_action = trap", false, false) else { return };
+    let Some(g) = gateways("t", "start_action = trap", false, false, false) else { return };
     let spd = |side: &str| match ctl::call(
         &g.dir.join(format!("{side}.sock")),
         &ctl::Request::Setkey("spddump;".into()),
@@ -365,7 +391,7 @@ fn debug_keys_decrypt_the_capture(lab: &mut Lab, cap: &Path, keys: &Path) {
 /// B's counter says so, and neither ipsecd gets an SA.
 #[test]
 fn a_wrong_psk_is_refused_with_a_clear_line_on_both_sides() {
-    let Some(g) = gateways("p", "start_action = start", false, true) else { return };
+    let Some(g) = gateways("p", "start_action = start", false, true, false) else { return };
     let log =
         |side: &str| std::fs::read_to_string(g.dir.join(format!("iked-{side}.log"))).unwrap_or_default();
     let until = Instant::now() + Duration::from_secs(15);
@@ -381,4 +407,136 @@ fn a_wrong_psk_is_refused_with_a_clear_line_on_both_sides() {
     for side in ["a", "b"] {
         assert_eq!(sas(&g.dir.join(format!("{side}.sock"))).matches(" esp 0x").count(), 0, "{side}");
     }
+}
+
+/// `ipsecctl ike rekey` under traffic: a ping runs (every 0.1 s) while A's operator
+/// rekeys the CHILD_SA by name and then the IKE SA by its number in `list`; the CHILD_SA's
+/// SPIs in ipsecd change on both sides, and no ping is lost (make-before-break).
+#[test]
+fn ipsecctl_rekey_under_traffic_loses_no_ping() {
+    let Some(g) = gateways("r", "start_action = start", false, false, false) else { return };
+    g.wait_for_sas();
+    assert!(g.ping("2"), "{}", g.logs());
+    let spis = |side: &str| -> Vec<String> {
+        let mut v: Vec<String> = sas(&g.dir.join(format!("{side}.sock")))
+            .split(" esp ")
+            .skip(1)
+            .map(|t| t.split_whitespace().next().unwrap_or_default().to_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let (a0, b0) = (spis("a"), spis("b"));
+    assert_eq!(a0.len(), 2, "{a0:?}");
+    let ping = Command::new("ip")
+        .args(["netns", "exec", &g.a, "ping", "-q", "-c", "40", "-i", "0.1", "-W", "3"])
+        .args(["-I", "10.96.1.1", "10.96.2.1"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ike = |what: &str| {
+        ike_ctl::call(&g.dir.join("a-iked.sock"), &ike_ctl::Request::Rekey(what.into()), Wait::default())
+            .unwrap()
+            .unwrap_or_else(|e| panic!("rekey {what}: {e}\n{}", g.logs()))
+    };
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(ike("site/net").starts_with("rekeying CHILD_SA site/net"));
+    let until = Instant::now() + Duration::from_secs(10);
+    while spis("a").len() != 2
+        || spis("a").iter().any(|s| a0.contains(s))
+        || spis("b").iter().any(|s| b0.contains(s))
+    {
+        assert!(Instant::now() < until, "SPIs unchanged: {:?} {:?}\n{}", spis("a"), spis("b"), g.logs());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let list = |side: &str| {
+        ike_ctl::call(&g.dir.join(format!("{side}-iked.sock")), &ike_ctl::Request::List, Wait::default())
+            .unwrap()
+            .unwrap()
+    };
+    let ike_before = list("a").lines().next().unwrap().to_owned();
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(ike("1").starts_with("rekeying IKE SA"));
+    let until = Instant::now() + Duration::from_secs(10);
+    while list("a").lines().next().unwrap() == ike_before || !list("a").starts_with("1: site Established") {
+        assert!(Instant::now() < until, "the IKE SA was not rekeyed: {}\n{}", list("a"), g.logs());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = ping.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("40 packets transmitted, 40 received"), "{text}\n{}", g.logs());
+    assert!(list("b").contains("site/net"), "B's CHILD_SA moved to its new IKE SA: {}", list("b"));
+}
+
+/// SIGHUP: a file with an error is refused, the log line naming the error, and the
+/// running configuration stays; a good file that adds a connection is taken, the log says
+/// what changed, and the established SAs (their SPIs in ipsecd) carry on.
+#[test]
+fn sighup_refuses_a_bad_file_and_keeps_established_sas() {
+    let Some(g) = gateways("h", "start_action = start", false, false, false) else { return };
+    g.wait_for_sas();
+    assert!(g.ping("2"), "{}", g.logs());
+    // The SAs' lines (SPIs, reqid, lifetimes), not their ages and counters.
+    let sa_lines = || -> Vec<String> {
+        sas(&g.dir.join("a.sock")).lines().filter(|l| l.starts_with("add ")).map(str::to_owned).collect()
+    };
+    let sa_before = sa_lines();
+    assert_eq!(sa_before.len(), 2, "{sa_before:?}");
+    let conf = g.dir.join("iked-a.conf");
+    let good = std::fs::read_to_string(&conf).unwrap();
+    let pid = g.lab.children.last().unwrap().id().to_string();
+    let log = || std::fs::read_to_string(g.dir.join("iked-a.log")).unwrap();
+    let wait_log = |what: &str| {
+        let until = Instant::now() + Duration::from_secs(10);
+        while !log().contains(what) {
+            assert!(Instant::now() < until, "no {what:?} in the log:\n{}", g.logs());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+
+    std::fs::write(&conf, good.replace("esp_proposals = aes128gcm16", "esp_proposal = aes128gcm16")).unwrap();
+    must(&["kill", "-HUP", &pid]);
+    wait_log("reload refused, the running configuration stays");
+    let line = log().lines().find(|l| l.contains("reload refused")).unwrap().to_owned();
+    assert!(line.contains("esp_proposal") && line.contains("iked-a.conf"), "the error is named: {line}");
+
+    let added = good.replacen(
+        "connections {\n",
+        "connections {\n spare {\n  remote_addrs = 10.96.0.9\n  local { auth = psk\n id = gw-a.example.org\n }\n  \
+         remote { auth = psk\n id = gw-b.example.org\n }\n  children { c { } }\n }\n",
+        1,
+    );
+    std::fs::write(&conf, added).unwrap();
+    must(&["kill", "-HUP", &pid]);
+    wait_log("added [\"spare\"], removed [], changed [], 1 unchanged");
+    assert_eq!(sa_lines(), sa_before, "the same SAs in ipsecd");
+    assert!(g.ping("2"), "{}", g.logs());
+}
+
+/// A second child, trapped, on a connection whose IKE SA is up: a ping between the hosts
+/// it covers makes ipsecd send an ACQUIRE, and iked negotiates the CHILD_SA on the IKE SA
+/// it has (CREATE_CHILD_SA without REKEY_SA, no second IKE SA); the ping is answered and
+/// both tunnels carry traffic.
+#[test]
+fn traffic_on_a_trapped_second_child_makes_it_on_the_ike_sa() {
+    let Some(g) = gateways("c", "start_action = start", false, false, true) else { return };
+    g.wait_for_sas();
+    assert!(g.ping("2"), "{}", g.logs());
+    let o = Command::new("ip")
+        .args(["netns", "exec", &g.a, "ping", "-q", "-c", "4", "-i", "0.2", "-W", "3"])
+        .args(["-I", "10.96.11.1", "10.96.12.1"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}\n{}", String::from_utf8_lossy(&o.stdout), g.logs());
+    for side in ["a", "b"] {
+        let n = sas(&g.dir.join(format!("{side}.sock"))).matches(" esp 0x").count();
+        assert_eq!(n, 4, "{side}: two CHILD_SAs\n{}", g.logs());
+    }
+    let list =
+        ike_ctl::call(&g.dir.join("a-iked.sock"), &ike_ctl::Request::List, Wait::default()).unwrap().unwrap();
+    assert_eq!(list.lines().filter(|l| l.starts_with("1: ") || l.starts_with("2: ")).count(), 1, "{list}");
+    assert!(list.contains("site/net") && list.contains("site/web"), "{list}");
+    let log_a = std::fs::read_to_string(g.dir.join("iked-a.log")).unwrap();
+    assert!(log_a.contains("acquire conn=site child=web flow-dst=10.96.12.1 ike_sa="), "{log_a}");
+    assert!(g.ping("2"), "the first tunnel still carries: {}", g.logs());
 }

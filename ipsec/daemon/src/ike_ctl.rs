@@ -13,8 +13,9 @@
 //!          | "up" CONN " new"           initiate another IKE SA of it even so (with the
 //!                                       connection's `unique = never`, all of them stay)
 //!          | "down" CONN                close a connection's IKE SAs (deleting their CHILD_SAs)
-//!          | "rekey" SA                 rekey an IKE SA (by its number in `list`) or a
-//!                                       CHILD_SA (`CONN/CHILD` or its number)
+//!          | "rekey" SA                 rekey an IKE SA (its number in `list`, its SPI, or
+//!                                       CONN: all of CONN's) or a CHILD_SA (`CONN/CHILD`,
+//!                                       or its inbound SPI `0x…`)
 //!          | "stats"                    the state machine's counters
 //! reply   := ("ok" | "error") "\n" text (the daemon then closes)
 //!

@@ -167,12 +167,13 @@ fn counters(s: &Stats) -> Vec<u64> {
         s.retransmissions,
         s.responses_resent,
         s.auth_failures,
+        s.auth_refused_by_peer,
         s.ike_sas_up,
         s.ike_sas_down,
         s.child_sas_installed,
     ];
     for c in [&s.sa_init, &s.auth, &s.create_child_sa, &s.informational, &s.other] {
-        v.extend([c.requests_sent, c.responses_sent, c.errors]);
+        v.extend([c.requests_sent, c.responses_sent, c.errors_sent, c.errors_received]);
     }
     v
 }

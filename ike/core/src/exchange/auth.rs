@@ -76,7 +76,7 @@ pub(crate) fn send_request(ike: &mut Ike, now: Instant, spi: u64, out: &mut Vec<
     let (certs, auth) = match proof::ours(ike, sa, &idi, &conn.remote.id) {
         Ok(x) => x,
         Err(reason) => {
-            ike.stats.auth_failures += 1;
+            ike.stats.auth_local_failures += 1;
             let remote = ike.sas[&spi].remote;
             out.push(Output::Event(Event::AuthFailed { ike_sa: spi, remote, reason }));
             ike.remove_sa(spi, out);
@@ -193,7 +193,7 @@ pub(crate) fn request(
         let remote = sa.remote;
         ike.stats.auth_failures += 1;
         ike.stats.untrusted_certs += u64::from(refusal.untrusted_cert);
-        ike.stats.auth.errors += 1;
+        ike.stats.auth.errors_sent += 1;
         if let Some(bytes) = bytes {
             ike.stats.auth.responses_sent += 1;
             out.push(Output::Send(Datagram { local: d.local, remote: d.remote, bytes }));
@@ -337,7 +337,11 @@ pub(crate) fn response(
     let conn = &ike.config.connections[sa.conn];
     let down = |ike: &mut Ike, out: &mut Vec<Output>, reason: DownReason, why: Option<proof::Refusal>| {
         if reason == DownReason::AuthFailed {
-            ike.stats.auth_failures += 1;
+            if why.is_some() {
+                ike.stats.auth_failures += 1;
+            } else {
+                ike.stats.auth_refused_by_peer += 1;
+            }
             let why = why.unwrap_or(proof::Refusal {
                 reason: "the peer answered AUTHENTICATION_FAILED".into(),
                 untrusted_cert: false,
@@ -354,7 +358,7 @@ pub(crate) fn response(
     let auth = find(&inner, |p| if let Payload::Auth(x) = p { Some(x) } else { None });
     let (Some(idr), Some(auth)) = (idr, auth) else {
         // An authentic answer without AUTH: the responder refused us.
-        ike.stats.auth.errors += 1;
+        ike.stats.auth.errors_received += 1;
         let refused_auth = notifies(&inner).any(|n| n.notify_type == NotifyType::AUTHENTICATION_FAILED);
         return down(ike, out, if refused_auth { DownReason::AuthFailed } else { DownReason::Refused }, None);
     };

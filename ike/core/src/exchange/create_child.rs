@@ -1,5 +1,6 @@
 //! CREATE_CHILD_SA rekeying a CHILD_SA (RFC 7296 §1.3.3, §2.8, §2.17), both roles,
-//! make-before-break, with §2.8.1's simultaneous rekeying.
+//! make-before-break, with §2.8.1's simultaneous rekeying; every CREATE_CHILD_SA message
+//! arrives here first.
 //!
 //! ```text
 //!  requester (soft expire, rekey_child)             responder
@@ -34,11 +35,13 @@
 //! INVALID_KE_PAYLOAD naming a group of one of our proposals: the rekey is sent once
 //! more with that group's KE (and proposals that have it first).
 //!
-//! Not yet: a new CHILD_SA that rekeys nothing (answered NO_ADDITIONAL_SAS), retrying
-//! after TEMPORARY_FAILURE (the rekey ends with [`Event::ChildSaFailed`]; a later soft
+//! A request without REKEY_SA that proposes ESP makes a new CHILD_SA, and our own such
+//! request's response: [`new_child`] (which also holds [`install`], shared by both).
+//!
+//! Not yet: retrying after TEMPORARY_FAILURE (the rekey ends with [`Event::ChildSaFailed`]; a later soft
 //! expiry or command may try again, the hard expiry removes the CHILD_SA).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ike_wire::ids::{DhId, ExchangeType, NotifyType, ProtocolId};
 use ike_wire::ke::Ke;
@@ -50,7 +53,8 @@ use ike_wire::{notifies, Message, Payload};
 
 use super::auth::{child_suite, find, lifetimes};
 use super::ike_rekey;
-use crate::child_sa::{alloc_spi, ChildSa, InstallContext};
+use super::new_child::{self, install, Made};
+use crate::child_sa::{alloc_spi, ChildSa};
 use crate::config::{Mode, Protocol};
 use crate::crypto::{self, encapsulate, ChildKeys, KeMethod, KeyShare};
 use crate::ike_sa::{ChildRekey, IkeSa, Queued, State};
@@ -131,14 +135,6 @@ pub(crate) fn start(
     Ok(())
 }
 
-/// A CHILD_SA made by an exchange, before its inbound SPI is known (responder) or with it.
-struct Made {
-    child: ChildSa,
-    keys: ChildKeys,
-    soft: Duration,
-    hard: Duration,
-}
-
 /// The responder's answer: the new CHILD_SA and what the response carries besides its
 /// SA payload, or the error notify to answer with.
 struct Answer {
@@ -160,6 +156,8 @@ fn answer(ike: &Ike, sa: &IkeSa, inner: &[Payload]) -> Result<Answer, Notify> {
     if sa.ike_rekey.is_some() || sa.state != State::Established {
         return Err(error(NotifyType::TEMPORARY_FAILURE));
     }
+    // Without REKEY_SA only what new_child does not take comes here (no SA payload, or
+    // one proposing neither IKE nor ESP): no CHILD_SA of that kind is made.
     let rekey = notifies(inner)
         .find(|n| n.notify_type == NotifyType::REKEY_SA)
         .ok_or_else(|| error(NotifyType::NO_ADDITIONAL_SAS))?;
@@ -250,6 +248,9 @@ pub(crate) fn request(
     if sa_p.is_some_and(|x| x.proposals.first().is_some_and(|p| p.protocol == ProtocolId::IKE)) {
         return ike_rekey::request(ike, now, spi, d, h.message_id, &inner, out);
     }
+    if new_child::is_new_child(&inner) {
+        return new_child::request(ike, spi, d, h.message_id, &inner, out);
+    }
     let result = answer(ike, sa, &inner);
     let (payloads, made) = match result {
         Err(n) => (vec![Payload::Notify(n)], None),
@@ -287,7 +288,7 @@ pub(crate) fn request(
     super::send_sealed(&mut ike.stats, out, d.local, d.remote, datagrams);
     ike.stats.create_child_sa.responses_sent += 1;
     let Some(a) = made else {
-        ike.stats.create_child_sa.errors += 1;
+        ike.stats.create_child_sa.errors_sent += 1;
         return Ok(());
     };
     let sa = ike.sas.get_mut(&spi).expect("present");
@@ -296,30 +297,6 @@ pub(crate) fn request(
     }
     install(ike, spi, a.made, false, out);
     Ok(())
-}
-
-/// Records a new CHILD_SA and emits its Install; `we_requested`: we sent the request of
-/// the exchange that made it (KEYMAT's first half is the requester's direction).
-fn install(ike: &mut Ike, spi: u64, m: Made, we_requested: bool, out: &mut Vec<Output>) {
-    let sa = ike.sas.get_mut(&spi).expect("present");
-    let ctx = InstallContext {
-        ike_sa: spi,
-        local: sa.local,
-        remote: sa.remote,
-        udp_encap: sa.behind_nat().then_some((sa.local.port(), sa.remote.port())),
-        soft_lifetime: m.soft,
-        hard_lifetime: m.hard,
-    };
-    let install = m.child.install(&m.keys, we_requested, ctx);
-    out.push(Output::Event(Event::ChildSaUp {
-        ike_sa: spi,
-        child: m.child.name.clone(),
-        spi_in: m.child.spi_in,
-        spi_out: m.child.spi_out,
-    }));
-    out.push(Output::Install(Box::new(install)));
-    sa.children.push(m.child);
-    ike.stats.child_sas_installed += 1;
 }
 
 /// The requester's check of the answer: the new CHILD_SA, or the error notify (`None`:
@@ -399,6 +376,13 @@ pub(crate) fn response(
         sa.retransmit = None;
         return ike_rekey::response(ike, now, spi, &inner, out);
     }
+    if sa.child_create.is_some() {
+        let sa = ike.sas.get_mut(&spi).expect("present");
+        sa.requests.accept(msg.header.message_id);
+        sa.retransmit = None;
+        new_child::response(ike, now, spi, &inner, out);
+        return Ok(());
+    }
     let r = sa.child_rekey.as_ref().ok_or(Drop::UnexpectedExchange)?;
     let result = accept(ike, sa, r, &inner);
     let nr = find(&inner, |p| if let Payload::Nonce(x) = p { Some(x) } else { None }).map(|n| n.0.clone());
@@ -410,7 +394,7 @@ pub(crate) fn response(
         Ok(m) => m,
         Err(notify) => {
             ike.child_spis.remove(&r.spi_in);
-            ike.stats.create_child_sa.errors += 1;
+            ike.stats.create_child_sa.errors_received += 1;
             if notify.is_none() {
                 // An answer that does not fit: the peer installed a CHILD_SA we will not
                 // use; a Delete with the SPI we offered removes it there.

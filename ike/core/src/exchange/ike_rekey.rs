@@ -175,7 +175,7 @@ pub(crate) fn old_deleted(ike: &mut Ike, now: Instant, spi: u64, out: &mut Vec<O
 /// The responder's checks and the new IKE SA, or the error notify to answer with.
 fn answer(ike: &Ike, sa: &IkeSa, inner: &[Payload], now: Instant) -> Result<(Vec<Payload>, IkeSa), Notify> {
     let error = |n| Notify::new(n, vec![]);
-    if sa.child_rekey.is_some() || sa.state != State::Established {
+    if sa.child_rekey.is_some() || sa.child_create.is_some() || sa.state != State::Established {
         return Err(error(NotifyType::TEMPORARY_FAILURE));
     }
     let syntax = || error(NotifyType::INVALID_SYNTAX);
@@ -243,7 +243,7 @@ pub(crate) fn request(
     super::send_sealed(&mut ike.stats, out, d.local, d.remote, datagrams);
     ike.stats.create_child_sa.responses_sent += 1;
     let Some(new) = new else {
-        ike.stats.create_child_sa.errors += 1;
+        ike.stats.create_child_sa.errors_sent += 1;
         return Ok(());
     };
     let new_spi = new.spi_r;
@@ -279,7 +279,7 @@ pub(crate) fn response(
     let (new, nr) = match made {
         Ok(x) => x,
         Err(notify) => {
-            ike.stats.create_child_sa.errors += 1;
+            ike.stats.create_child_sa.errors_received += 1;
             out.push(Output::Event(Event::IkeSaRekeyFailed { ike_sa: spi, notify }));
             if let Some((_, _, theirs)) = r.collision {
                 // Ours failed, theirs (answered) stands: the CHILD_SAs go to it, and its

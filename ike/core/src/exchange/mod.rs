@@ -9,7 +9,10 @@
 //! - [`informational`]: the peer's Delete and liveness requests answered; our Delete of
 //!   the IKE SA (`terminate`).
 //! - [`create_child`]: CREATE_CHILD_SA rekeying a CHILD_SA, both roles, with §2.8.1's
-//!   simultaneous rekeying; it hands a request proposing IKE to [`ike_rekey`].
+//!   simultaneous rekeying; it hands a request proposing IKE to [`ike_rekey`], and one
+//!   without REKEY_SA to [`new_child`].
+//! - [`new_child`]: CREATE_CHILD_SA making a new CHILD_SA on an established IKE SA, both
+//!   roles (and the install of a CHILD_SA made by either exchange).
 //! - [`ike_rekey`]: CREATE_CHILD_SA rekeying the IKE SA, both roles, with §2.8.2's
 //!   simultaneous rekeying.
 //!
@@ -21,6 +24,7 @@ pub(crate) mod auth;
 pub(crate) mod create_child;
 pub(crate) mod ike_rekey;
 pub(crate) mod informational;
+pub(crate) mod new_child;
 pub(crate) mod proof;
 pub(crate) mod sa_init;
 

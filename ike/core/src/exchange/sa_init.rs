@@ -148,8 +148,7 @@ pub(crate) fn initiate(
     out: &mut Vec<Output>,
 ) -> Result<u64, InitiateError> {
     let ci = ike
-        .config
-        .connections
+        .live_connections()
         .iter()
         .position(|c| c.name == conn)
         .ok_or_else(|| InitiateError::NoConnection(conn.into()))?;
@@ -205,7 +204,7 @@ pub(crate) fn initiate(
 fn stateless_reply(ike: &mut Ike, d: &Datagram, h: &header::Repr, n: Notify, out: &mut Vec<Output>) {
     let header = header::Repr { spi_r: 0, initiator: false, response: true, other_flags: 0, ..*h };
     if n.notify_type.is_error() {
-        ike.stats.sa_init.errors += 1;
+        ike.stats.sa_init.errors_sent += 1;
     }
     if let Ok(bytes) = (Message { header, payloads: vec![Payload::Notify(n)] }).to_bytes() {
         ike.stats.sa_init.responses_sent += 1;
@@ -248,7 +247,7 @@ pub(crate) fn respond(
         ike.stats.cookies_accepted += 1;
     }
 
-    let Some(ci) = ike.config.connections.iter().position(|c| {
+    let Some(ci) = ike.live_connections().iter().position(|c| {
         (c.local_addrs.is_empty() || c.local_addrs.contains(&d.local.ip()))
             && (c.remote_addrs.is_empty() || c.remote_addrs.contains(&d.remote.ip()))
     }) else {
@@ -383,7 +382,7 @@ pub(crate) fn response(
         } else {
             DownReason::Refused
         };
-        ike.stats.sa_init.errors += 1;
+        ike.stats.sa_init.errors_received += 1;
         ike.sas.get_mut(&spi).expect("present").init.refused = Some(reason);
         return Ok(());
     }

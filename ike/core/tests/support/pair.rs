@@ -1,4 +1,5 @@
-//! The two-engine harness of the in-memory tests (`handshake.rs`, `rekey.rs`): an
+//! The two-engine harness of the in-memory tests (`handshake.rs`, `rekey.rs`,
+//! `new_child.rs`): an
 //! initiator and a responder with a PSK configuration, a `Pair` that carries each datagram
 //! from one to the other (and may drop, repeat, alter or NAT it), and the checks that two
 //! installed CHILD_SAs mirror each other. Included by each test with `#[path]`.
@@ -68,6 +69,22 @@ pub fn config(s: &Side) -> Config {
     Config { connections: vec![conn], secrets, ..Default::default() }
 }
 
+/// `c` with one more child of the connection: `name`, tunnel mode, these selectors and
+/// ESP proposals.
+pub fn with_child(mut c: Config, name: &str, local_ts: &str, remote_ts: &str, esp: &str) -> Config {
+    c.connections[0].children.push(Child {
+        name: name.into(),
+        local_ts: TrafficSelector::parse_list(local_ts).unwrap(),
+        remote_ts: TrafficSelector::parse_list(remote_ts).unwrap(),
+        mode: Mode::Tunnel,
+        esp_proposals: parse_proposals(Protocol::Esp, esp).unwrap(),
+        lifetimes: ChildLifetimes::default(),
+        start_action: StartAction::default(),
+        dpd_action: DpdAction::default(),
+    });
+    c
+}
+
 pub const I: Side = Side {
     addr: "192.0.2.1",
     id: "moon.example",
@@ -119,6 +136,18 @@ impl Pair {
         Pair {
             i: Ike::new(fw(), config(i), ri, now).unwrap(),
             r: Ike::new(fw(), config(r), rs, now).unwrap(),
+            now,
+            i_out: vec![],
+            r_out: vec![],
+        }
+    }
+
+    /// A pair with these configurations (the initiator's first).
+    pub fn with_configs(i: Config, r: Config) -> Pair {
+        let now = Instant::now();
+        Pair {
+            i: Ike::new(fw(), i, Settings::default(), now).unwrap(),
+            r: Ike::new(fw(), r, Settings::default(), now).unwrap(),
             now,
             i_out: vec![],
             r_out: vec![],

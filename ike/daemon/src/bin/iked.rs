@@ -43,6 +43,10 @@ struct Args {
     /// for a benchmark's single trusted initiator, never on an exposed gateway.
     #[arg(long)]
     no_dos_protection: bool,
+    /// Serve the counters in Prometheus' text format on this TCP address (e.g.
+    /// 127.0.0.1:9101), as ipsecd's --metrics does.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
     /// Read the configuration, say what it holds, and exit (0: it is valid).
     #[arg(long)]
     check: bool,
@@ -72,6 +76,7 @@ fn main() -> ExitCode {
         ipsecd: args.ipsecd_socket,
         control: args.socket,
         debug_keys: args.debug_keys,
+        metrics: args.metrics,
     };
     let settings = if args.no_dos_protection {
         iked::daemon::ike_engine::no_dos_protection()

@@ -1,8 +1,8 @@
 //! What changed between two configurations, for a reload on SIGHUP: the daemon keeps the
 //! established SAs of every connection that is [`Diff::unchanged`], closes those of
-//! [`Diff::removed`] connections, and replaces those of [`Diff::changed`] ones (their policy
-//! is no longer what the SAs were negotiated under); [`Diff::added`] connections start as
-//! their start actions say.
+//! [`Diff::removed`] connections, keeps those of [`Diff::changed`] ones (the new settings
+//! apply from their next negotiation) and starts a changed one that has none;
+//! [`Diff::added`] connections start as their start actions say.
 //!
 //! A connection is compared whole, children included: any difference in any setting makes
 //! it changed. Secrets are reported on their own ([`Diff::secrets_changed`]): a new

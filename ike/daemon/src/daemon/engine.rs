@@ -118,9 +118,21 @@ pub trait Engine {
     fn events_lost(&mut self, now: Instant, lost: u64, out: &mut Vec<Output>);
     /// `ipsecctl ike list|up|down|rekey|stats` (never `Monitor`, which the loop serves).
     fn command(&mut self, now: Instant, req: &Request, out: &mut Vec<Output>) -> Result<String, String>;
-    /// A new configuration (SIGHUP): keep the SAs of `diff.unchanged` connections, close
-    /// those of removed and changed ones, start added ones as their start action says.
-    fn reload(&mut self, now: Instant, config: Config, diff: &Diff, out: &mut Vec<Output>);
+    /// A new configuration (SIGHUP): the SAs of removed connections closed, those of
+    /// unchanged and changed ones kept (a changed one's settings apply from its next
+    /// negotiation), added ones started as their start actions say. `Err`: the engine
+    /// could not take it (a certificate or key file unreadable) and runs on as before.
+    fn reload(
+        &mut self,
+        now: Instant,
+        config: Config,
+        diff: &Diff,
+        out: &mut Vec<Output>,
+    ) -> Result<(), String>;
+    /// The counters in Prometheus' text format, for the metrics endpoint.
+    fn metrics(&self) -> String {
+        String::new()
+    }
     /// SIGTERM: delete every SA (INFORMATIONAL DELETE to the peers, Remove to ipsecd).
     fn shutdown(&mut self, now: Instant, out: &mut Vec<Output>);
 }

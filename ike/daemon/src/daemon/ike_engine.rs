@@ -29,15 +29,20 @@
 //! arrives is not asked. ipsecd's `peer-moved` goes to [`Ike::peer_moved`]; the core's
 //! Migrate outputs become setkey `migrate` requests for the ESP-in-UDP CHILD_SAs installed.
 //!
-//! What the state machine does not do yet, and so neither does iked (each says so where
-//! asked): more than one CHILD_SA per IKE SA (`up` brings up the connection's first
-//! child), and taking a new configuration while IKE SAs are up (a reload applies when
-//! none is left).
+//! A connection's children share its IKE SA: the first comes up in IKE_AUTH
+//! ([`Ike::initiate`]), the others, kept in `later` until the IKE SA is up, with
+//! [`Ike::create_child`] (CREATE_CHILD_SA without REKEY_SA).
+//!
+//! A reload hands the new file to the running core ([`Ike::reconfigure`]: removed
+//! connections' SAs closed, the others kept), then brings the traps in line with it
+//! (`sync_traps`) and starts added connections, and changed ones left without an IKE SA.
 //!
 //! `start_action = trap` is iked's: the child's policies are installed alone under a
-//! reqid of their own ([`Output::Trap`]); ipsecd's ACQUIRE with that reqid starts the
-//! connection (the core's `sa_event` does not act on it yet), and the negotiated CHILD_SA
-//! is installed under the trap's reqid without policies. At exit the traps are removed.
+//! reqid of their own ([`Output::Trap`]); ipsecd's ACQUIRE with that reqid makes the child
+//! on the connection's IKE SA if one is up ([`Ike::create_child`]), after it if one is
+//! being negotiated, else starts the connection ([`Ike::initiate`]); the negotiated
+//! CHILD_SA is installed under the trap's reqid without policies. At exit the traps are
+//! removed.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -46,7 +51,6 @@ use std::time::{Duration, Instant};
 use ike_core::config::{StartAction, TrafficSelector, TsAddr, Unique};
 use ike_core::crypto::{Encr, Integ};
 use ike_core::io::{self as core_io, ChildSaInstall, DownReason, Event as CoreEvent, SaEvent};
-use ike_core::stats::Drop;
 use ike_core::{Ike, Settings};
 use ipsec_core::control::{Lifetime, Mode};
 use ipsec_core::sad::Event as IpsecEvent;
@@ -85,8 +89,6 @@ pub struct IkeEngine {
     ike: Ike,
     fw: ocf::Framework,
     config: Config,
-    /// The state machine's settings, kept for the one a reload makes.
-    settings: Settings,
     last_tick: Instant,
     /// The time of the call being served (for what the adapter itself asks of the core).
     now: Instant,
@@ -104,6 +106,10 @@ pub struct IkeEngine {
     /// Outputs that must go before the one being translated (the removals of a replaced
     /// IKE SA's CHILD_SAs before the new install).
     early: Vec<Output>,
+    /// Children to bring up on an IKE SA once it is established (CREATE_CHILD_SA without
+    /// REKEY_SA): a connection's further children, and trapped ones whose traffic came
+    /// while it was negotiated.
+    later: HashMap<u64, Vec<String>>,
 }
 
 impl IkeEngine {
@@ -125,7 +131,6 @@ impl IkeEngine {
             ike,
             fw,
             config,
-            settings,
             last_tick: now,
             now,
             next_reqid: 1,
@@ -136,6 +141,7 @@ impl IkeEngine {
             scratch: Vec::new(),
             last_dump: None,
             early: Vec::new(),
+            later: HashMap::new(),
         })
     }
 
@@ -147,6 +153,7 @@ impl IkeEngine {
             self.next_reqid = if r >= MAX_REQID { 1 } else { r + 1 };
             if !self.installed.values().any(|c| c.reqid == r)
                 && !self.pending.values().any(|(_, c)| c.reqid == r)
+                && !self.traps.contains_key(&r)
             {
                 return r;
             }
@@ -206,6 +213,13 @@ impl IkeEngine {
                         if let Some(k) = self.ike_keys(ike_sa) {
                             out.push(Output::IkeKeys(k));
                         }
+                        // Its further children, each a CREATE_CHILD_SA (queued in turn).
+                        for child in self.later.remove(&ike_sa).unwrap_or_default() {
+                            self.ike.create_child(self.now, ike_sa, &child, &mut self.scratch);
+                        }
+                    }
+                    if let CoreEvent::IkeSaDown { ike_sa, .. } = e {
+                        self.later.remove(&ike_sa);
                     }
                     if let CoreEvent::IkeSaRekeyed { old, new } = e {
                         // The CHILD_SAs moved to the new IKE SA: so do the installs
@@ -294,35 +308,103 @@ impl IkeEngine {
         }
     }
 
-    /// Installs the trap policies of every `start_action = trap` child.
-    fn trap_all(&mut self, out: &mut Vec<Output>) {
-        let mut traps = Vec::new();
+    /// Makes the installed traps those of the `start_action = trap` children configured
+    /// now: a trap whose connection, child and policies are unchanged stays as it is; one
+    /// whose policies changed is replaced under the same reqid (a CHILD_SA installed under
+    /// it keeps its policies' reqid); one no longer configured is removed; a new one is
+    /// installed under a new reqid.
+    fn sync_traps(&mut self, out: &mut Vec<Output>) {
+        let mut wanted = Vec::new();
         for c in &self.config.connections {
             let (Some(&local), Some(&remote)) = (c.local_addrs.first(), c.remote_addrs.first()) else {
                 continue;
             };
             for ch in c.children.iter().filter(|ch| ch.start_action == StartAction::Trap) {
-                traps.push((
-                    c.name.clone(),
-                    ch.name.clone(),
+                let mode = match ch.mode {
+                    ike_core::config::Mode::Tunnel => Mode::Tunnel,
+                    ike_core::config::Mode::Transport => Mode::Transport,
+                };
+                let t = Trap {
+                    reqid: 0,
+                    mode,
                     local,
                     remote,
-                    ch.mode,
-                    ch.local_ts.clone(),
-                    ch.remote_ts.clone(),
-                ));
+                    local_ts: ch.local_ts.clone(),
+                    remote_ts: ch.remote_ts.clone(),
+                };
+                wanted.push((c.name.clone(), ch.name.clone(), t));
             }
         }
-        for (conn, child, local, remote, mode, local_ts, remote_ts) in traps {
-            let reqid = self.reqid();
-            let mode = match mode {
-                ike_core::config::Mode::Tunnel => Mode::Tunnel,
-                ike_core::config::Mode::Transport => Mode::Transport,
+        let same = |a: &Trap, b: &Trap| {
+            (a.mode, a.local, a.remote, &a.local_ts, &a.remote_ts)
+                == (b.mode, b.local, b.remote, &b.local_ts, &b.remote_ts)
+        };
+        let stale: Vec<u32> = self
+            .traps
+            .iter()
+            .filter(|(_, (conn, child, t))| {
+                !wanted.iter().any(|(wc, wch, wt)| wc == conn && wch == child && same(wt, t))
+            })
+            .map(|(&r, _)| r)
+            .collect();
+        let mut freed = HashMap::new();
+        for r in stale {
+            let (conn, child, t) = self.traps.remove(&r).expect("listed");
+            out.push(Output::Untrap(t));
+            freed.insert((conn, child), r);
+        }
+        for (conn, child, mut t) in wanted {
+            if self.traps.values().any(|(c, ch, _)| *c == conn && *ch == child) {
+                continue;
+            }
+            t.reqid = match freed.remove(&(conn.clone(), child.clone())) {
+                Some(r) => r,
+                None => self.reqid(),
             };
-            let t = Trap { reqid, mode, local, remote, local_ts, remote_ts };
-            self.traps.insert(reqid, (conn, child, t.clone()));
+            self.traps.insert(t.reqid, (conn, child, t.clone()));
             out.push(Output::Trap(t));
         }
+    }
+
+    /// Initiates connection `conn`'s `start_action = start` children: the first in the new
+    /// IKE SA's IKE_AUTH, the others with CREATE_CHILD_SA once it is up.
+    fn start_connection(&mut self, now: Instant, conn: &str, out: &mut Vec<Output>) {
+        let Some(c) = self.config.connection(conn) else { return };
+        let kids: Vec<String> = c
+            .children
+            .iter()
+            .filter(|ch| ch.start_action == StartAction::Start)
+            .map(|ch| ch.name.clone())
+            .collect();
+        if let Err(e) = self.bring_up(now, conn, kids) {
+            out.push(event(Severity::Warning, format!("start {conn}: {e}")));
+        }
+    }
+
+    /// A new IKE SA of `conn` with the first of `children` in IKE_AUTH, the others made
+    /// once it is up. Answers the IKE SA's SPI (`None`: no children asked for).
+    fn bring_up(&mut self, now: Instant, conn: &str, children: Vec<String>) -> Result<Option<u64>, String> {
+        let Some(first) = children.first() else { return Ok(None) };
+        let spi = self.ike.initiate(now, conn, first, &mut self.scratch).map_err(|e| format!("{e:?}"))?;
+        if children.len() > 1 {
+            self.later.insert(spi, children[1..].to_vec());
+        }
+        Ok(Some(spi))
+    }
+
+    /// The IKE SA of `conn` that is established, or failing that, one being negotiated.
+    fn ike_sa_of(&self, conn: &str) -> Option<(u64, bool)> {
+        let states: Vec<(u64, ike_core::ike_sa::State)> = self
+            .ike_sas_of(conn)
+            .into_iter()
+            .filter_map(|s| self.ike.ike_sa(s).map(|sa| (s, sa.state)))
+            .collect();
+        use ike_core::ike_sa::State;
+        states
+            .iter()
+            .find(|(_, st)| *st == State::Established)
+            .map(|&(s, _)| (s, true))
+            .or_else(|| states.iter().find(|(_, st)| *st != State::Deleting).map(|&(s, _)| (s, false)))
     }
 
     fn untrap_all(&mut self, out: &mut Vec<Output>) {
@@ -349,7 +431,7 @@ impl IkeEngine {
     fn conn_name(&self, ike_sa: u64) -> String {
         self.ike
             .ike_sa(ike_sa)
-            .and_then(|sa| self.config.connections.get(sa.conn))
+            .and_then(|sa| self.ike.connection_of(sa))
             .map_or_else(|| "?".to_owned(), |c| c.name.clone())
     }
 
@@ -417,12 +499,18 @@ impl IkeEngine {
         event(sev, line)
     }
 
+    /// The IKE SAs in `list`'s order (by connection, then age): `list` numbers them from 1.
+    fn listed(&self) -> Vec<&ike_core::ike_sa::IkeSa> {
+        let mut sas: Vec<_> = self.ike.ike_sas().collect();
+        sas.sort_by_key(|sa| (sa.conn, sa.created, sa.our_spi()));
+        sas
+    }
+
     fn list(&self) -> String {
         let mut s = String::new();
-        let mut sas: Vec<_> = self.ike.ike_sas().collect();
-        sas.sort_by_key(|sa| (sa.conn, sa.created));
+        let sas = self.listed();
         for (n, sa) in sas.iter().enumerate() {
-            let conn = self.config.connections.get(sa.conn).map_or("?", |c| c.name.as_str());
+            let conn = self.ike.connection_of(sa).map_or("?", |c| c.name.as_str());
             let _ = writeln!(
                 s,
                 "{}: {conn} {:?} {} {}→{} SPIs {:016x}_i {:016x}_r{}",
@@ -457,78 +545,156 @@ impl IkeEngine {
         s
     }
 
-    fn stats(&self) -> String {
-        let st = self.ike.stats();
-        let mut s = String::new();
-        for (name, e) in [
-            ("IKE_SA_INIT", &st.sa_init),
-            ("IKE_AUTH", &st.auth),
-            ("CREATE_CHILD_SA", &st.create_child_sa),
-            ("INFORMATIONAL", &st.informational),
-            ("other", &st.other),
-        ] {
-            let _ = writeln!(
-                s,
-                "{name}: requests sent {}, received {}; responses sent {}, received {}; errors {}",
-                e.requests_sent, e.requests_received, e.responses_sent, e.responses_received, e.errors
-            );
+    fn gauges(&self) -> super::metrics::Gauges {
+        super::metrics::Gauges {
+            ike_sas: self.ike.ike_sas().count(),
+            child_sas: self.ike.ike_sas().map(|sa| sa.children.len()).sum(),
         }
-        let _ = writeln!(
-            s,
-            "half-open {}, cookies sent {}, accepted {}, retransmissions {}, responses resent {}, \
-             liveness checks {}, peer moves {}, \
-             authentication failures {}, untrusted certificates {}, IKE SAs up {}, down {}, \
-             CHILD_SAs installed {}, fragments sent {}, received {}, messages reassembled {}",
-            st.half_open,
-            st.cookies_sent,
-            st.cookies_accepted,
-            st.retransmissions,
-            st.responses_resent,
-            st.liveness_checks,
-            st.peer_moves,
-            st.auth_failures,
-            st.untrusted_certs,
-            st.ike_sas_up,
-            st.ike_sas_down,
-            st.child_sas_installed,
-            st.fragments_sent,
-            st.fragments_received,
-            st.messages_reassembled
-        );
-        s.push_str("dropped:");
-        for (i, d) in Drop::ALL.iter().enumerate() {
-            let _ = write!(s, "{} {} {}", if i == 0 { "" } else { "," }, d.name(), st.drops(*d));
-        }
-        s.push('\n');
-        s
     }
 
     fn ike_sas_of(&self, conn: &str) -> Vec<u64> {
-        let Some(idx) = self.config.connections.iter().position(|c| c.name == conn) else {
-            return Vec::new();
-        };
-        self.ike.ike_sas().filter(|sa| sa.conn == idx).map(|sa| sa.our_spi()).collect()
+        self.ike
+            .ike_sas()
+            .filter(|sa| self.ike.connection_of(sa).is_some_and(|c| c.name == conn))
+            .map(|sa| sa.our_spi())
+            .collect()
     }
 
-    /// Initiates `conn`; unless `new`, only if it has no IKE SA (but one being deleted).
-    fn up(&mut self, now: Instant, conn: &str, new: bool) -> Result<String, String> {
-        let c = self.config.connection(conn).ok_or_else(|| format!("no connection {conn:?}"))?;
-        let live = self
-            .ike_sas_of(conn)
-            .into_iter()
-            .filter(|&s| self.ike.ike_sa(s).is_some_and(|sa| sa.state != ike_core::ike_sa::State::Deleting))
-            .count();
-        if live > 0 && !new {
+    /// `ipsecctl ike rekey WHAT`: an IKE SA by its number in `list`, its SPI as `list`
+    /// shows it (16 hex digits, either end's) or its connection's name; a CHILD_SA by
+    /// `CONN/CHILD` or its inbound SPI (`0x…`, as `list` shows it). Each is rekeyed as the
+    /// timers would (make-before-break), sent now or queued behind the outstanding request.
+    fn rekey(&mut self, now: Instant, what: &str) -> Result<String, String> {
+        let target = self.rekey_target(what)?;
+        let mut s = String::new();
+        match target {
+            RekeyTarget::Ike(spis) => {
+                for spi in spis {
+                    if self.ike.rekey_ike(now, spi, &mut self.scratch) {
+                        let _ = writeln!(s, "rekeying IKE SA {spi:016x} of {}", self.conn_name(spi));
+                    } else {
+                        let _ = writeln!(s, "IKE SA {spi:016x}: not established, or its rekey is under way");
+                    }
+                }
+            }
+            RekeyTarget::Child(children) => {
+                for (spi, name, spi_in) in children {
+                    if self.ike.rekey_child(now, spi, spi_in, &mut self.scratch) {
+                        let _ = writeln!(
+                            s,
+                            "rekeying CHILD_SA {name} (SPI in {spi_in:#010x}) of IKE SA {spi:016x}"
+                        );
+                    } else {
+                        let _ =
+                            writeln!(s, "CHILD_SA {name} (SPI in {spi_in:#010x}): its rekey is under way");
+                    }
+                }
+            }
+        }
+        if s.lines().all(|l| !l.starts_with("rekeying")) {
+            return Err(s);
+        }
+        Ok(s)
+    }
+
+    /// What `rekey WHAT` names (see [`IkeEngine::rekey`]).
+    fn rekey_target(&self, what: &str) -> Result<RekeyTarget, String> {
+        let sas = self.listed();
+        let conn_of = |sa: &ike_core::ike_sa::IkeSa| {
+            self.ike.connection_of(sa).map_or("?", |c| c.name.as_str()).to_owned()
+        };
+        if let Some((conn, child)) = what.split_once('/') {
+            let found: Vec<(u64, String, u32)> = sas
+                .iter()
+                .filter(|sa| conn_of(sa) == conn)
+                .flat_map(|sa| {
+                    sa.children
+                        .iter()
+                        .filter(|c| c.name == child)
+                        .map(|c| (sa.our_spi(), format!("{conn}/{child}"), c.spi_in))
+                })
+                .collect();
+            if found.is_empty() {
+                return Err(format!("no CHILD_SA {what} (ipsecctl ike list)\n"));
+            }
+            return Ok(RekeyTarget::Child(found));
+        }
+        if let Some(hex) = what.strip_prefix("0x") {
+            let spi_in =
+                u32::from_str_radix(hex, 16).map_err(|_| format!("{what:?} is not a CHILD_SA's SPI\n"))?;
+            return sas
+                .iter()
+                .find_map(|sa| {
+                    sa.children.iter().find(|c| c.spi_in == spi_in).map(|c| {
+                        RekeyTarget::Child(vec![(
+                            sa.our_spi(),
+                            format!("{}/{}", conn_of(sa), c.name),
+                            spi_in,
+                        )])
+                    })
+                })
+                .ok_or_else(|| format!("no CHILD_SA with inbound SPI {spi_in:#010x} (ipsecctl ike list)\n"));
+        }
+        if let Ok(n) = what.parse::<usize>() {
+            return match n.checked_sub(1).and_then(|i| sas.get(i)) {
+                Some(sa) => Ok(RekeyTarget::Ike(vec![sa.our_spi()])),
+                None => Err(format!("no IKE SA number {n} (ipsecctl ike list numbers {})\n", sas.len())),
+            };
+        }
+        if what.len() == 16 {
+            if let Ok(spi) = u64::from_str_radix(what, 16) {
+                if let Some(sa) = sas.iter().find(|sa| sa.spi_i == spi || sa.spi_r == spi) {
+                    return Ok(RekeyTarget::Ike(vec![sa.our_spi()]));
+                }
+            }
+        }
+        let of_conn: Vec<u64> = sas.iter().filter(|sa| conn_of(sa) == what).map(|sa| sa.our_spi()).collect();
+        if of_conn.is_empty() {
             return Err(format!(
-                "{conn} has an IKE SA already (ipsecctl ike list; ipsecctl ike up {conn} --new for another)"
+                "no IKE SA or CHILD_SA {what:?}: give a number or an SPI from ipsecctl ike list, a \
+                 connection, or CONN/CHILD\n"
             ));
         }
-        let child =
-            c.children.first().ok_or_else(|| format!("connection {conn:?} has no child"))?.name.clone();
-        let spi =
-            self.ike.initiate(now, conn, &child, &mut self.scratch).map_err(|e| format!("{conn}: {e:?}"))?;
-        Ok(format!("initiating {conn} (child {child}), IKE SA {spi:016x}\n"))
+        Ok(RekeyTarget::Ike(of_conn))
     }
+
+    /// `ipsecctl ike up CONN [--new]`: every child of the connection. With an IKE SA up,
+    /// the children it lacks are made on it (CREATE_CHILD_SA); without one, or with `new`
+    /// (one more IKE SA of the connection, which keeps it with `unique = never`: a
+    /// benchmark's many tunnels), a new IKE SA brings up the first in IKE_AUTH and the
+    /// others after.
+    fn up(&mut self, now: Instant, conn: &str, new: bool) -> Result<String, String> {
+        let c = self.config.connection(conn).ok_or_else(|| format!("no connection {conn:?}"))?;
+        let children: Vec<String> = c.children.iter().map(|ch| ch.name.clone()).collect();
+        match if new { None } else { self.ike_sa_of(conn) } {
+            Some((spi, true)) => {
+                let made: Vec<String> = children
+                    .into_iter()
+                    .filter(|ch| self.ike.create_child(now, spi, ch, &mut self.scratch))
+                    .collect();
+                if made.is_empty() {
+                    return Err(format!("{conn} is up with all its children (ipsecctl ike list)"));
+                }
+                Ok(format!("creating {} on IKE SA {spi:016x} of {conn}\n", made.join(", ")))
+            }
+            Some((spi, false)) => Err(format!(
+                "{conn} is being negotiated already (IKE SA {spi:016x}; ipsecctl ike up {conn} --new for another)"
+            )),
+            None => {
+                let spi = self
+                    .bring_up(now, conn, children.clone())?
+                    .ok_or_else(|| format!("{conn} has no child"))?;
+                Ok(format!("initiating {conn} (children {}), IKE SA {spi:016x}\n", children.join(", ")))
+            }
+        }
+    }
+}
+
+/// What `ipsecctl ike rekey` named: IKE SAs (our SPIs), or CHILD_SAs (their IKE SA, their
+/// `CONN/CHILD` name, their inbound SPI).
+enum RekeyTarget {
+    Ike(Vec<u64>),
+    Child(Vec<(u64, String, u32)>),
 }
 
 fn event(severity: Severity, line: String) -> Output {
@@ -601,29 +767,11 @@ fn removal(c: &ChildInstall) -> ChildRemove {
 impl Engine for IkeEngine {
     fn start(&mut self, now: Instant, out: &mut Vec<Output>) {
         self.now = now;
-        let starts: Vec<(String, Vec<String>)> = self
-            .config
-            .connections
-            .iter()
-            .map(|c| {
-                let kids = c.children.iter().filter(|ch| ch.start_action == StartAction::Start);
-                (c.name.clone(), kids.map(|ch| ch.name.clone()).collect())
-            })
-            .filter(|(_, kids): &(String, Vec<String>)| !kids.is_empty())
-            .collect();
-        for (conn, kids) in starts {
-            match self.ike.initiate(now, &conn, &kids[0], &mut self.scratch) {
-                Ok(_) => {}
-                Err(e) => out.push(event(Severity::Warning, format!("start {conn}: {e:?}"))),
-            }
-            for k in &kids[1..] {
-                out.push(event(
-                    Severity::Warning,
-                    format!("start {conn}/{k}: a second CHILD_SA on one IKE SA (CREATE_CHILD_SA without REKEY_SA) is not in the state machine yet"),
-                ));
-            }
+        let names: Vec<String> = self.config.connections.iter().map(|c| c.name.clone()).collect();
+        for conn in names {
+            self.start_connection(now, &conn, out);
         }
-        self.trap_all(out);
+        self.sync_traps(out);
         self.translate(out);
     }
 
@@ -668,16 +816,33 @@ impl Engine for IkeEngine {
         self.now = now;
         let e = match ev {
             IpsecEvent::Acquire(a) => {
-                // A trap's traffic: negotiate its child, unless its connection has an IKE
-                // SA already (ipsecd asks again for each destination until the SA comes).
+                // A trap's traffic: its child on the connection's IKE SA if one is up
+                // (CREATE_CHILD_SA), after it if one is being negotiated, else on a new
+                // one. ipsecd asks again for each destination until the SA comes: what is
+                // up or under way already is not asked for twice.
                 if let Some((conn, child, _)) = self.traps.get(&a.reqid).cloned() {
-                    if self.ike_sas_of(&conn).is_empty() {
-                        out.push(event(
-                            Severity::Info,
-                            format!("acquire conn={conn} child={child} flow-dst={}", a.flow.dst),
-                        ));
-                        if let Err(e) = self.ike.initiate(now, &conn, &child, &mut self.scratch) {
-                            out.push(event(Severity::Warning, format!("acquire {conn}/{child}: {e:?}")));
+                    let line = format!("acquire conn={conn} child={child} flow-dst={}", a.flow.dst);
+                    match self.ike_sa_of(&conn) {
+                        Some((spi, true)) => {
+                            if self.ike.create_child(now, spi, &child, &mut self.scratch) {
+                                out.push(event(Severity::Info, format!("{line} ike_sa={spi:016x}")));
+                            }
+                        }
+                        Some((spi, false)) => {
+                            let later = self.later.entry(spi).or_default();
+                            if !later.contains(&child) {
+                                later.push(child);
+                                out.push(event(
+                                    Severity::Info,
+                                    format!("{line} ike_sa={spi:016x} (negotiating)"),
+                                ));
+                            }
+                        }
+                        None => {
+                            out.push(event(Severity::Info, line));
+                            if let Err(e) = self.ike.initiate(now, &conn, &child, &mut self.scratch) {
+                                out.push(event(Severity::Warning, format!("acquire {conn}/{child}: {e:?}")));
+                            }
                         }
                     }
                 }
@@ -734,7 +899,7 @@ impl Engine for IkeEngine {
         self.now = now;
         let r = match req {
             Request::List => Ok(self.list()),
-            Request::Stats => Ok(self.stats()),
+            Request::Stats => Ok(super::metrics::text(self.ike.stats(), self.gauges())),
             Request::Up { conn, new } => self.up(now, conn, *new),
             Request::Down(conn) => {
                 let spis = self.ike_sas_of(conn);
@@ -745,51 +910,47 @@ impl Engine for IkeEngine {
                         self.ike.terminate(now, *s, &mut self.scratch);
                     }
                     Ok(format!(
-                        "closed {} IKE SA(s) of {conn} (no Delete sent to the peer yet)\n",
+                        "closing {} IKE SA(s) of {conn}: their CHILD_SAs removed, a Delete sent to the peer\n",
                         spis.len()
                     ))
                 }
             }
-            Request::Rekey(_) => {
-                Err("rekeying on demand is not wired to iked's control socket yet: the core rekeys a \
-                     CHILD_SA on its soft expiry and the IKE SA at its rekey time"
-                    .to_owned())
-            }
+            Request::Rekey(what) => self.rekey(now, what),
             Request::Monitor => Err("monitor is served by the loop".to_owned()),
         };
         self.translate(out);
         r
     }
 
-    fn reload(&mut self, now: Instant, config: Config, diff: &Diff, out: &mut Vec<Output>) {
+    fn reload(
+        &mut self,
+        now: Instant,
+        config: Config,
+        diff: &Diff,
+        out: &mut Vec<Output>,
+    ) -> Result<(), String> {
         self.now = now;
-        for name in diff.removed.iter().chain(&diff.changed) {
-            for s in self.ike_sas_of(name) {
-                self.ike.terminate(self.now, s, &mut self.scratch);
+        // The certificate and key files first: one that cannot be read refuses the reload.
+        let core = core_config(&self.fw, &config)?;
+        self.ike.reconfigure(now, core, &mut self.scratch);
+        self.config = config;
+        self.sync_traps(out);
+        // Added connections start; so does a changed one that has no IKE SA now.
+        for name in diff.added.iter().chain(&diff.changed) {
+            let live = self
+                .ike_sas_of(name)
+                .into_iter()
+                .any(|s| self.ike.ike_sa(s).is_some_and(|sa| sa.state != ike_core::ike_sa::State::Deleting));
+            if !live {
+                self.start_connection(now, name, out);
             }
         }
         self.translate(out);
-        // IKE SAs whose Delete is out count as gone: a new state machine drops the answer.
-        if self.ike.ike_sas().all(|sa| sa.state == ike_core::ike_sa::State::Deleting) {
-            let made = core_config(&self.fw, &config)
-                .and_then(|c| Ike::new(self.fw.clone(), c, self.settings, now).map_err(|e| format!("{e:?}")));
-            match made {
-                Ok(ike) => {
-                    self.untrap_all(out);
-                    self.ike = ike;
-                    self.config = config;
-                    self.start(now, out);
-                }
-                Err(e) => out.push(event(Severity::Warning, format!("reload: {e}"))),
-            }
-        } else if !(diff.added.is_empty() && diff.changed.is_empty() && !diff.secrets_changed) {
-            out.push(event(
-                Severity::Warning,
-                "reload: the state machine cannot take a new configuration while IKE SAs are up yet; \
-                 added and changed connections and new secrets apply once none is left"
-                    .to_owned(),
-            ));
-        }
+        Ok(())
+    }
+
+    fn metrics(&self) -> String {
+        super::metrics::prometheus(self.ike.stats(), self.gauges())
     }
 
     fn shutdown(&mut self, now: Instant, out: &mut Vec<Output>) {

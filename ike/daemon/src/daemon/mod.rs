@@ -10,6 +10,7 @@
 //!  timer ─────────┤ next deadline ─▶ tick ──────────────▶ │ (core) │    (one request each)  │  (call)
 //!  signals ───────┤ HUP: reload (Config::diff)            └────────┘ ─▶ Event ─▶ log,        │
 //!  iked ctl ──────┤ control::Request ─▶ list/up/down/rekey/stats        monitor subscribers  │
+//!  metrics ◀──────┤ metrics::Endpoint ◀─ Engine::metrics (a snapshot every 250 ms)          │
 //!                 │                                                  ─▶ debug_keys (opt-in) │
 //!                 └──────────────────────────────────────────────────────────────────────────┘
 //! ```
@@ -20,6 +21,7 @@
 //! - [`traffic`]: when each CHILD_SA last carried inbound traffic (ipsecd's `dump`).
 //! - [`debug_keys`]: `--debug-keys`, the keys in Wireshark's tables.
 //! - [`control`]: iked's control protocol (what `ipsecctl ike …` sends).
+//! - [`metrics`]: the counters as `ipsecctl ike stats` and the metrics endpoint show them.
 //! - [`engine`]: what the loop needs of the state machine, and what it gives back.
 //! - [`ike_engine`]: ike-core's state machine as that engine.
 //! - [`credentials`]: the certificate, CA and private key files of `pubkey` connections,
@@ -32,6 +34,7 @@ pub mod debug_keys;
 pub mod engine;
 pub mod events;
 pub mod ike_engine;
+pub mod metrics;
 pub mod run;
 pub mod setkey;
 pub mod traffic;

@@ -25,6 +25,8 @@
 //!    Trap, Untrap ─▶ setkey::trap_text, untrap_text ─▶ ipsecd ctl (policies alone)
 //!    IkeKeys  ─▶ debug_keys.ike_sa (if on; dropped otherwise)
 //!    Event    ─▶ log (auth failures as "authentication failed: …") and every subscriber
+//!  each turn: the metrics endpoint's snapshot (engine.metrics), when PUBLISH_EVERY passed
+//!  (with an endpoint, poll waits at most PUBLISH_EVERY)
 //! ```
 //!
 //! Under a flood (thousands of IKE_SA_INIT requests, each answered with a COOKIE) iked
@@ -58,6 +60,7 @@ use super::control::{read_request, Request};
 use super::debug_keys::DebugKeys;
 use super::engine::{Engine, Output, Severity};
 use super::events::{parse_line, Line};
+use super::metrics::{Endpoint, PUBLISH_EVERY};
 use super::setkey::{install_text, migrate_text, redacted, remove_text, trap_text, untrap_text};
 use super::traffic::{last_inbound, DUMP};
 use crate::config::Config;
@@ -73,6 +76,8 @@ pub struct Options {
     /// iked's own control socket.
     pub control: PathBuf,
     pub debug_keys: Option<PathBuf>,
+    /// Serve the counters in Prometheus' text format on this TCP address.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// ipsecd's event stream, read without blocking, line by line.
@@ -153,6 +158,7 @@ pub struct Daemon<E: Engine> {
     opts: Options,
     config: Config,
     debug_keys: Option<DebugKeys>,
+    metrics: Option<Endpoint>,
     out: Vec<Output>,
     /// Datagrams dropped because the relay socket stayed full.
     relay_drops: u64,
@@ -192,6 +198,7 @@ impl<E: Engine> Daemon<E> {
             }
             None => None,
         };
+        let metrics = opts.metrics.map(Endpoint::start).transpose()?;
         let relay = Client::connect(&opts.relay)
             .map_err(|e| format!("ipsecd's IKE relay at {}: {e}", opts.relay.display()))?;
         relay.set_nonblocking(true).map_err(|e| e.to_string())?;
@@ -215,6 +222,7 @@ impl<E: Engine> Daemon<E> {
             opts,
             config,
             debug_keys,
+            metrics,
             out: Vec::new(),
             relay_drops: 0,
         })
@@ -226,8 +234,17 @@ impl<E: Engine> Daemon<E> {
         self.carry_out();
         loop {
             let now = Instant::now();
-            let timeout = match self.engine.next_deadline() {
-                Some(d) if d <= now => {
+            if let Some(m) = self.metrics.as_mut().filter(|m| m.due(now)) {
+                m.publish(now, self.engine.metrics());
+            }
+            // With a metrics endpoint, the loop turns at least every PUBLISH_EVERY.
+            let deadline = match (self.engine.next_deadline(), &self.metrics) {
+                (d, None) => d,
+                (None, Some(_)) => Some(now + PUBLISH_EVERY),
+                (Some(d), Some(_)) => Some(d.min(now + PUBLISH_EVERY)),
+            };
+            let timeout = match deadline {
+                Some(_) if self.engine.next_deadline().is_some_and(|d| d <= now) => {
                     if self.engine.wants_traffic(now) {
                         let seen = self.last_inbound();
                         self.engine.traffic(now, &seen);
@@ -309,6 +326,10 @@ impl<E: Engine> Daemon<E> {
         match Config::load(&self.opts.config) {
             Ok(new) => {
                 let diff = Config::diff(&self.config, &new);
+                if let Err(e) = self.engine.reload(now, new.clone(), &diff, &mut self.out) {
+                    tracing::error!("reload refused, the running configuration stays: {e}");
+                    return;
+                }
                 tracing::info!(
                     "reloaded {}: added {:?}, removed {:?}, changed {:?}, {} unchanged{}",
                     self.opts.config.display(),
@@ -318,8 +339,7 @@ impl<E: Engine> Daemon<E> {
                     diff.unchanged.len(),
                     if diff.secrets_changed { ", secrets changed" } else { "" }
                 );
-                self.config = new.clone();
-                self.engine.reload(now, new, &diff, &mut self.out);
+                self.config = new;
             }
             Err(e) => tracing::error!("reload refused, the running configuration stays: {e}"),
         }

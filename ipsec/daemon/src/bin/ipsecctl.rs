@@ -39,8 +39,8 @@ Talks to a running ipsecd over its control socket, with setkey(8)'s flags.
                says unique = never, replaces the older one once its CHILD_SA is up)
   ike down CONN
                have iked close connection CONN's IKE SAs (deleting their CHILD_SAs)
-  ike rekey SA have iked rekey an IKE SA (its number in ike list) or a CHILD_SA
-               (CONN/CHILD or its number)
+  ike rekey SA have iked rekey an IKE SA (its number in ike list, its SPI, or CONN:
+               all of CONN's) or a CHILD_SA (CONN/CHILD, or its inbound SPI 0x...)
   ike stats    iked's counters: IKE messages per exchange and outcome, half-open SAs,
                cookies, retransmissions, authentication failures
   ike monitor  print iked's IKE events as they happen, one line each, until interrupted
