@@ -219,6 +219,12 @@ impl Ike {
         self.sas.get(&spi)
     }
 
+    /// The name of IKE SA `spi`'s connection ("?" for none).
+    pub(crate) fn conn_name(&self, spi: u64) -> String {
+        let c = self.sas.get(&spi).and_then(|sa| self.config.connections.get(sa.conn));
+        c.map_or_else(|| "?".to_owned(), |c| c.name.clone())
+    }
+
     /// Every IKE SA.
     pub fn ike_sas(&self) -> impl Iterator<Item = &IkeSa> {
         self.sas.values()

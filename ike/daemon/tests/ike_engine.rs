@@ -213,6 +213,34 @@ fn two_engines_install_the_same_child_sa_from_each_end() {
     let list = a.command(now, &Request::List, &mut out).unwrap();
     assert!(list.starts_with("1: site-b Established initiator 192.0.2.1:500→192.0.2.2:500"), "{list}");
     assert!(list.contains("site-b/net Tunnel SPIs in"), "{list}");
+    // list raw: the same SA under charon's field names, one a line, the SPIs crossed.
+    let a_in = if x.local.to_string() == "192.0.2.1" { x.inbound.spi } else { y.inbound.spi };
+    let b_in = if a_in == x.inbound.spi { y.inbound.spi } else { x.inbound.spi };
+    let raw = a.command(now, &Request::ListRaw, &mut out).unwrap();
+    let lines: Vec<&str> = raw.lines().collect();
+    for want in [
+        "ike site-b state ESTABLISHED",
+        "ike site-b initiator yes",
+        "ike site-b local-host 192.0.2.1",
+        "ike site-b remote-port 500",
+        "ike site-b local-id gw-a.example.org",
+        "ike site-b remote-id gw-b.example.org",
+        "ike site-b encr-alg AES_GCM_16",
+        "ike site-b encr-keysize 128",
+        "ike site-b prf-alg PRF_HMAC_SHA2_256",
+        "ike site-b dh-group CURVE_25519",
+        "child site-b net state INSTALLED",
+        "child site-b net mode TUNNEL",
+        "child site-b net encr-alg AES_GCM_16",
+        &format!("child site-b net spi-in {a_in:08x}"),
+        &format!("child site-b net spi-out {b_in:08x}"),
+    ] {
+        assert!(lines.contains(&want), "{want:?} not in\n{raw}");
+    }
+    assert!(!raw.contains("integ-alg") && !raw.contains("nat-local") && !raw.contains("encap"), "{raw}");
+    let braw = b.command(now, &Request::ListRaw, &mut out).unwrap();
+    assert!(braw.lines().any(|l| l == "ike site-a initiator no"), "{braw}");
+    assert!(braw.lines().any(|l| l == format!("child site-a net spi-in {b_in:08x}")), "{braw}");
     let stats = b.command(now, &Request::Stats, &mut out).unwrap();
     assert!(stats.contains("IKE_AUTH: requests sent 0, received 1; responses sent 1"), "{stats}");
     assert!(b

@@ -21,6 +21,11 @@
 //! reassembles SKF yet (the issue: advertised only where reassembly works).
 //! SIGNATURE_HASH_ALGORITHMS (RFC 7427) is sent when our authentication is by signature
 //! and recorded from the peer.
+//!
+//! The responder takes the first connection whose addresses fit; its IKE_AUTH may move to
+//! another whose addresses fit too, by the identities (auth.rs). So the response's
+//! SIGNATURE_HASH_ALGORITHMS and CERTREQs are those of every connection that fits: a
+//! peer authenticating by certificate is asked for it whichever connection it means.
 
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -209,6 +214,12 @@ fn stateless_reply(ike: &mut Ike, d: &Datagram, h: &header::Repr, n: Notify, out
     }
 }
 
+/// Whether connection `c` takes an IKE SA between the datagram's addresses.
+pub(crate) fn addresses_fit(c: &Connection, d: &Datagram) -> bool {
+    (c.local_addrs.is_empty() || c.local_addrs.contains(&d.local.ip()))
+        && (c.remote_addrs.is_empty() || c.remote_addrs.contains(&d.remote.ip()))
+}
+
 fn find<'a, T>(msg: &'a Message, f: impl Fn(&'a Payload) -> Option<&'a T>) -> Result<&'a T, Drop> {
     msg.payloads.iter().find_map(f).ok_or(Drop::MissingPayload)
 }
@@ -244,10 +255,7 @@ pub(crate) fn respond(
         ike.stats.cookies_accepted += 1;
     }
 
-    let Some(ci) = ike.config.connections.iter().position(|c| {
-        (c.local_addrs.is_empty() || c.local_addrs.contains(&d.local.ip()))
-            && (c.remote_addrs.is_empty() || c.remote_addrs.contains(&d.remote.ip()))
-    }) else {
+    let Some(ci) = ike.config.connections.iter().position(|c| addresses_fit(c, d)) else {
         stateless_reply(ike, d, &h, Notify::new(NotifyType::NO_PROPOSAL_CHOSEN, vec![]), out);
         return Ok(());
     };
@@ -291,10 +299,25 @@ pub(crate) fn respond(
                 .map_err(natd_err)?,
         );
     }
-    if conn.local.method == AuthMethod::Pubkey {
+    // IKE_AUTH may settle on another connection with these addresses (the identities
+    // decide: auth.rs), so what a certificate round needs is offered for all of them: the
+    // hashes we verify and sign with, and a CERTREQ for each one's CAs.
+    let candidates: Vec<usize> = (0..ike.config.connections.len())
+        .filter(|&i| addresses_fit(&ike.config.connections[i], d))
+        .collect();
+    if candidates.iter().any(|&i| {
+        let c = &ike.config.connections[i];
+        c.local.method == AuthMethod::Pubkey || c.remote.method == AuthMethod::Pubkey
+    }) {
         payloads.push(Payload::Notify(Notify::with_signature_hash_algorithms(&OUR_HASHES)));
     }
-    payloads.extend(super::proof::certreq(ike, ci));
+    for i in candidates {
+        if let Some(req) = super::proof::certreq(ike, i) {
+            if !payloads.contains(&req) {
+                payloads.push(req);
+            }
+        }
+    }
     let header = header::Repr { spi_r, initiator: false, response: true, other_flags: 0, ..h };
     let bytes = Message { header, payloads }.to_bytes().map_err(|_| Drop::Malformed)?;
 

@@ -61,11 +61,11 @@ pub const TICK: Duration = Duration::from_millis(500);
 pub const TRAFFIC_EVERY: Duration = Duration::from_secs(1);
 
 /// The state machine for `config`: ike-core's, its crypto through an ocf framework with the
-/// soft driver.
-pub fn start(config: &Config) -> Result<IkeEngine, String> {
+/// soft driver, its timers' `settings` (iked's `--retransmit-*` flags).
+pub fn start(config: &Config, settings: Settings) -> Result<IkeEngine, String> {
     let fw = ocf::Framework::new();
     ocf_soft::register(&fw).map_err(|e| format!("ocf's soft driver: {e:?}"))?;
-    IkeEngine::new(fw, config.clone(), Instant::now())
+    IkeEngine::with_settings(fw, config.clone(), settings, Instant::now())
 }
 
 /// The state machine and what iked keeps beside it.
@@ -73,6 +73,8 @@ pub struct IkeEngine {
     ike: Ike,
     fw: ocf::Framework,
     config: Config,
+    /// The state machine's settings, kept for the one a reload makes.
+    settings: Settings,
     last_tick: Instant,
     /// The time of the call being served (for what the adapter itself asks of the core).
     now: Instant,
@@ -93,14 +95,25 @@ pub struct IkeEngine {
 }
 
 impl IkeEngine {
-    /// The state machine for `config`, its crypto through `fw`.
+    /// The state machine for `config`, its crypto through `fw`, ike-core's default settings.
     pub fn new(fw: ocf::Framework, config: Config, now: Instant) -> Result<IkeEngine, String> {
-        let ike = Ike::new(fw.clone(), core_config(&fw, &config)?, Settings::default(), now)
+        IkeEngine::with_settings(fw, config, Settings::default(), now)
+    }
+
+    /// The state machine for `config` with `settings` (retransmissions, half-open SAs).
+    pub fn with_settings(
+        fw: ocf::Framework,
+        config: Config,
+        settings: Settings,
+        now: Instant,
+    ) -> Result<IkeEngine, String> {
+        let ike = Ike::new(fw.clone(), core_config(&fw, &config)?, settings, now)
             .map_err(|e| format!("starting the state machine: {e:?}"))?;
         Ok(IkeEngine {
             ike,
             fw,
             config,
+            settings,
             last_tick: now,
             now,
             next_reqid: 1,
@@ -351,12 +364,9 @@ impl IkeEngine {
             CoreEvent::PeerMoved { ike_sa, from, to } => {
                 (Severity::Info, format!("peer-moved spi={ike_sa:016x} from={from} to={to}"))
             }
-            CoreEvent::AuthFailed { ike_sa, remote, reason } => (
+            CoreEvent::AuthFailed { ike_sa, conn, remote, reason } => (
                 Severity::AuthFailure,
-                format!(
-                    "peer {remote} (IKE SA {ike_sa:016x}, conn={}): {reason}",
-                    self.conn_name(*ike_sa)
-                ),
+                format!("peer {remote} (IKE SA {ike_sa:016x}, conn={conn}): {reason}"),
             ),
             CoreEvent::ChildSaUp { ike_sa, child, spi_in, spi_out } => (
                 Severity::Info,
@@ -428,6 +438,16 @@ impl IkeEngine {
             s.push_str("no IKE SA\n");
         }
         s
+    }
+
+    /// `list raw` (`raw_list`'s form), in `list`'s order.
+    fn raw_list(&self) -> String {
+        let mut sas: Vec<_> = self.ike.ike_sas().collect();
+        sas.sort_by_key(|sa| (sa.conn, sa.created));
+        super::raw_list::raw_list(sas.into_iter().map(|sa| {
+            let c = self.config.connections.get(sa.conn);
+            (sa, c.map_or("?", |c| c.name.as_str()), c.map_or_else(String::new, |c| c.local.id.to_string()))
+        }))
     }
 
     fn stats(&self) -> String {
@@ -701,6 +721,7 @@ impl Engine for IkeEngine {
         self.now = now;
         let r = match req {
             Request::List => Ok(self.list()),
+            Request::ListRaw => Ok(self.raw_list()),
             Request::Stats => Ok(self.stats()),
             Request::Up(conn) => self.up(now, conn),
             Request::Down(conn) => {
@@ -739,7 +760,7 @@ impl Engine for IkeEngine {
         // IKE SAs whose Delete is out count as gone: a new state machine drops the answer.
         if self.ike.ike_sas().all(|sa| sa.state == ike_core::ike_sa::State::Deleting) {
             let made = core_config(&self.fw, &config).and_then(|c| {
-                Ike::new(self.fw.clone(), c, Settings::default(), now).map_err(|e| format!("{e:?}"))
+                Ike::new(self.fw.clone(), c, self.settings, now).map_err(|e| format!("{e:?}"))
             });
             match made {
                 Ok(ike) => {

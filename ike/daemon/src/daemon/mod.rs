@@ -20,6 +20,7 @@
 //! - [`traffic`]: when each CHILD_SA last carried inbound traffic (ipsecd's `dump`).
 //! - [`debug_keys`]: `--debug-keys`, the keys in Wireshark's tables.
 //! - [`control`]: iked's control protocol (what `ipsecctl ike …` sends).
+//! - [`raw_list`]: `ipsecctl ike list --raw`, the SAs under charon's field names.
 //! - [`engine`]: what the loop needs of the state machine, and what it gives back.
 //! - [`ike_engine`]: ike-core's state machine as that engine.
 //! - [`credentials`]: the certificate, CA and private key files of `pubkey` connections,
@@ -32,6 +33,7 @@ pub mod debug_keys;
 pub mod engine;
 pub mod events;
 pub mod ike_engine;
+pub mod raw_list;
 pub mod run;
 pub mod setkey;
 pub mod traffic;
