@@ -253,12 +253,23 @@ impl IkeEngine {
     /// negotiated again. Their CHILD_SAs are removed from ipsecd before the new one is
     /// installed, whose policies are the same. (INITIAL_CONTACT says this; the state
     /// machine sends it but does not act on it yet.)
+    ///
+    /// Only established IKE SAs with the same peer identity count: a half-open one may
+    /// still move to another connection in its IKE_AUTH (the responder takes the first
+    /// connection whose addresses fit until the identities say which).
     fn replace_older(&mut self, conn: &str, c: &ChildSaInstall) {
+        let peer_id = self.ike.ike_sa(c.ike_sa).and_then(|sa| sa.peer_id.clone());
         let older: Vec<u64> = self
             .ike_sas_of(conn)
             .into_iter()
             .filter(|&s| s != c.ike_sa)
-            .filter(|&s| self.ike.ike_sa(s).is_some_and(|sa| sa.remote.ip() == c.remote.ip()))
+            .filter(|&s| {
+                self.ike.ike_sa(s).is_some_and(|sa| {
+                    sa.remote.ip() == c.remote.ip()
+                        && sa.state == ike_core::ike_sa::State::Established
+                        && sa.peer_id == peer_id
+                })
+            })
             .collect();
         for s in older {
             self.ike.terminate(self.now, s, &mut self.scratch);
