@@ -174,7 +174,8 @@ impl IkeEngine {
                     }
                 },
                 core_io::Output::Remove(r) => {
-                    if let Some(c) = self.installed.remove(&r.spi_in) {
+                    if let Some(mut c) = self.installed.remove(&r.spi_in) {
+                        self.hand_over(&mut c);
                         out.push(Output::Remove(c));
                     }
                 }
@@ -231,14 +232,25 @@ impl IkeEngine {
             return Ok((ChildInstall { policies: false, ..child_install(c, reqid)? }, false));
         }
         let probe = child_install(c, 1)?;
-        let predecessor =
-            self.installed.values_mut().chain(self.pending.values_mut().map(|(_, r)| r)).find(|o| {
-                o.local == probe.local
-                    && o.remote == probe.remote
-                    && o.mode == probe.mode
-                    && o.local_ts == probe.local_ts
-                    && o.remote_ts == probe.remote_ts
-            });
+        let same = |o: &ChildRemove| {
+            o.local == probe.local
+                && o.remote == probe.remote
+                && o.mode == probe.mode
+                && o.local_ts == probe.local_ts
+                && o.remote_ts == probe.remote_ts
+        };
+        // The one that holds the policies, if any does: after crossing rekeys (RFC 7296
+        // §2.8.1) two new CHILD_SAs follow one old one, and the one that loses the
+        // collision is deleted; had the winner taken the old one's (given away already)
+        // rather than the loser's, that Delete would take the policies with it.
+        let mut olds: Vec<&mut ChildRemove> = self
+            .installed
+            .values_mut()
+            .chain(self.pending.values_mut().map(|(_, r)| r))
+            .filter(|o| same(o))
+            .collect();
+        let at = olds.iter().position(|o| o.policies).unwrap_or(0);
+        let predecessor = (!olds.is_empty()).then(|| olds.swap_remove(at));
         match predecessor {
             Some(old) => {
                 let owns = std::mem::replace(&mut old.policies, false);
@@ -288,6 +300,29 @@ impl IkeEngine {
             if let Some(c) = self.installed.remove(&r.spi_in) {
                 self.early.push(Output::Remove(c));
             }
+        }
+    }
+
+    /// Before `gone` is removed: if it holds its policies and another CHILD_SA under its
+    /// reqid and selectors is installed or on its way, that one takes them, and the
+    /// removal leaves them. After crossing rekeys (RFC 7296 §2.8.1) two new CHILD_SAs
+    /// follow one old one and the loser of the collision is deleted: whichever was
+    /// installed last holds the policies, and the winner's traffic needs them.
+    fn hand_over(&mut self, gone: &mut ChildRemove) {
+        if !gone.policies {
+            return;
+        }
+        let heir = self.installed.values_mut().chain(self.pending.values_mut().map(|(_, r)| r)).find(|o| {
+            o.reqid == gone.reqid
+                && o.local == gone.local
+                && o.remote == gone.remote
+                && o.mode == gone.mode
+                && o.local_ts == gone.local_ts
+                && o.remote_ts == gone.remote_ts
+        });
+        if let Some(h) = heir {
+            h.policies = true;
+            gone.policies = false;
         }
     }
 
