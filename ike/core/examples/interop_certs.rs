@@ -49,8 +49,7 @@ fn run(args: &[String]) -> Result<(), String> {
         let (name, fqdn) = n.split_once('=').ok_or_else(|| format!("{n:?}: not NAME=FQDN"))?;
         let mut p = CertificateParams::new(Vec::<String>::new()).map_err(|e| e.to_string())?;
         p.distinguished_name = dn(fqdn);
-        p.subject_alt_names =
-            vec![SanType::DnsName(fqdn.try_into().map_err(|e| format!("{fqdn:?}: {e}"))?)];
+        p.subject_alt_names = vec![SanType::DnsName(fqdn.try_into().map_err(|e| format!("{fqdn:?}: {e}"))?)];
         p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(|e| e.to_string())?;

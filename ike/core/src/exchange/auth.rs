@@ -138,7 +138,8 @@ pub(crate) fn find<'a, T>(
 /// chooses so too). `None`: keep the current one (it fits, or none does better).
 fn reselect(ike: &Ike, sa: &IkeSa, inner: &[Payload], idi: &ike_wire::id::Id, d: &Datagram) -> Option<usize> {
     let peer = super::identity_of(idi)?;
-    let idr = find(inner, |p| if let Payload::IdR(x) = p { Some(x) } else { None }).and_then(super::identity_of);
+    let idr =
+        find(inner, |p| if let Payload::IdR(x) = p { Some(x) } else { None }).and_then(super::identity_of);
     let suite = sa.suite?;
     let ids_fit = |c: &crate::config::Connection| {
         c.remote.id.matches(&peer) && idr.as_ref().is_none_or(|r| c.local.id.matches(r))

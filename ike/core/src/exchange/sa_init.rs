@@ -300,15 +300,11 @@ pub(crate) fn respond(
         );
     }
     // IKE_AUTH may settle on another connection with these addresses (the identities
-    // decide: auth.rs), so what a certificate round needs is offered for all of them: the
-    // hashes we verify and sign with, and a CERTREQ for each one's CAs.
-    let candidates: Vec<usize> = (0..ike.config.connections.len())
-        .filter(|&i| addresses_fit(&ike.config.connections[i], d))
-        .collect();
-    if candidates.iter().any(|&i| {
-        let c = &ike.config.connections[i];
-        c.local.method == AuthMethod::Pubkey || c.remote.method == AuthMethod::Pubkey
-    }) {
+    // decide: auth.rs), so what a certificate round needs is offered for all of them: our
+    // hashes where one of them signs, and a CERTREQ for each one's CAs.
+    let candidates: Vec<usize> =
+        (0..ike.config.connections.len()).filter(|&i| addresses_fit(&ike.config.connections[i], d)).collect();
+    if candidates.iter().any(|&i| ike.config.connections[i].local.method == AuthMethod::Pubkey) {
         payloads.push(Payload::Notify(Notify::with_signature_hash_algorithms(&OUR_HASHES)));
     }
     for i in candidates {

@@ -15,10 +15,14 @@
 //!         Event(e)                ─▶ Output::Event (severity, one line); IkeSaUp ─▶ IkeKeys
 //! ```
 //!
-//! A new CHILD_SA of a connection replaces the IKE SAs that connection had with the same
-//! peer (strongSwan's `unique = replace`; what INITIAL_CONTACT says, which the state
-//! machine does not act on yet): without it, a peer that restarted could never come back,
-//! its new CHILD_SA's policies being the old one's.
+//! A new CHILD_SA of a connection replaces the established IKE SAs that connection had
+//! with the same peer address and identity (strongSwan's `unique = replace`; what
+//! INITIAL_CONTACT says, which the state machine does not act on yet): without it, a peer
+//! that restarted could never come back, its new CHILD_SA's policies being the old one's.
+//!
+//! A removed CHILD_SA that holds its policies hands them to another CHILD_SA under its
+//! reqid and selectors (`hand_over`): after crossing rekeys two new CHILD_SAs follow one
+//! old one, and the Delete of the collision's loser must not take the winner's policies.
 //!
 //! Liveness (dpd_delay): when the core says a check is near ([`Ike::quiet`]), the loop
 //! reads ipsecd's `dump` (`traffic::last_inbound`) and [`Engine::traffic`] hands each
@@ -805,9 +809,8 @@ impl Engine for IkeEngine {
         self.translate(out);
         // IKE SAs whose Delete is out count as gone: a new state machine drops the answer.
         if self.ike.ike_sas().all(|sa| sa.state == ike_core::ike_sa::State::Deleting) {
-            let made = core_config(&self.fw, &config).and_then(|c| {
-                Ike::new(self.fw.clone(), c, self.settings, now).map_err(|e| format!("{e:?}"))
-            });
+            let made = core_config(&self.fw, &config)
+                .and_then(|c| Ike::new(self.fw.clone(), c, self.settings, now).map_err(|e| format!("{e:?}")));
             match made {
                 Ok(ike) => {
                     self.untrap_all(out);
