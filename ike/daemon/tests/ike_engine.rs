@@ -88,9 +88,20 @@ fn run_through(
     first: Vec<Output>,
     nat: &dyn Fn(Datagram, bool) -> Datagram,
 ) -> (Seen, Seen) {
+    run_both(a, b, first, Vec::new(), nat)
+}
+
+/// `run_through` with outputs of both to start from: A's (`first_a`) and B's (`first_b`).
+fn run_both(
+    a: &mut IkeEngine,
+    b: &mut IkeEngine,
+    first_a: Vec<Output>,
+    first_b: Vec<Output>,
+    nat: &dyn Fn(Datagram, bool) -> Datagram,
+) -> (Seen, Seen) {
     let (mut sa, mut sb) = (Seen::default(), Seen::default());
-    let mut to_b: Vec<Output> = first;
-    let mut to_a: Vec<Output> = Vec::new();
+    let mut to_b: Vec<Output> = first_a;
+    let mut to_a: Vec<Output> = first_b;
     for _ in 0..20 {
         let now = Instant::now();
         let mut next_a = Vec::new();
@@ -452,6 +463,51 @@ fn a_soft_expiry_rekeys_under_the_same_reqid_and_policies() {
     }
     assert_eq!(s1.installs[0].reqid, old_reqid);
     assert_eq!(s1.removes[0].inbound_spi, old_spi);
+}
+
+/// Both ends rekey the CHILD_SA at once (soft expiry on each side before either request
+/// arrives): the requests cross (RFC 7296 §2.8.1), each side installs two new CHILD_SAs
+/// under the old reqid, and the loser of the collision is deleted with the old one. The
+/// policies stay throughout: no removal on either side takes them, and the CHILD_SA left
+/// installed on each side holds them.
+#[test]
+fn crossing_rekeys_keep_the_policies() {
+    use ipsec_core::control::{Proto, SaId};
+    use ipsec_core::sad::{Event as IpsecEvent, Limit};
+
+    let (mut a, mut b) = (engine(true, PSK), engine(false, PSK));
+    let mut first = Vec::new();
+    a.start(Instant::now(), &mut first);
+    let (s1, s2) = run(&mut a, &mut b, first);
+    let (oa, ob) = (&s1.installs[0], &s2.installs[0]);
+    let expire = |c: &ChildInstall| IpsecEvent::SoftExpired {
+        sa: SaId { src: c.remote, dst: c.local, proto: Proto::Esp, spi: c.inbound.spi },
+        by: Limit::Time,
+    };
+    let (mut fa, mut fb) = (Vec::new(), Vec::new());
+    a.sa_event(Instant::now(), &expire(oa), &mut fa);
+    b.sa_event(Instant::now(), &expire(ob), &mut fb);
+    let (s1, s2) = run_both(&mut a, &mut b, fa, fb, &|d, _| d);
+    for (side, seen, old) in [("A", &s1, oa), ("B", &s2, ob)] {
+        assert_eq!(seen.installs.len(), 2, "{side}: both crossing CHILD_SAs installed: {:?}", seen.events);
+        assert_eq!(seen.removes.len(), 2, "{side}: the old one and the collision's loser removed");
+        assert!(seen.installs.iter().all(|i| i.reqid == old.reqid), "{side}: the old reqid");
+        assert!(seen.removes.iter().all(|r| !r.policies), "{side}: a removal took the policies");
+        let left: Vec<_> = seen
+            .installs
+            .iter()
+            .filter(|i| !seen.removes.iter().any(|r| r.inbound_spi == i.inbound.spi))
+            .collect();
+        assert_eq!(left.len(), 1, "{side}: one CHILD_SA left");
+    }
+    // The one left on each side is one CHILD_SA seen from its two ends, and it holds the
+    // policies: its removal (the IKE SA's end) takes them.
+    let mut out = Vec::new();
+    a.command(Instant::now(), &Request::Down("site-b".into()), &mut out).unwrap();
+    let gone: Vec<_> =
+        out.iter().filter_map(|o| if let Output::Remove(r) = o { Some(r) } else { None }).collect();
+    assert_eq!(gone.len(), 1);
+    assert!(gone[0].policies, "the CHILD_SA left holds the policies");
 }
 
 /// A peer that moved behind its NAT: iked's `migrate` request moves both ESP-in-UDP SAs to

@@ -178,7 +178,15 @@ impl IkeEngine {
                     }
                 },
                 core_io::Output::Remove(r) => {
-                    if let Some(mut c) = self.installed.remove(&r.spi_in) {
+                    // Installed, or asked for and not yet answered (ipsecd carries out the
+                    // requests in order: the removal follows the install).
+                    let pending =
+                        self.pending.iter().find(|(_, (_, c))| c.inbound_spi == r.spi_in).map(|(id, _)| *id);
+                    let c = self
+                        .installed
+                        .remove(&r.spi_in)
+                        .or_else(|| pending.and_then(|id| self.pending.remove(&id)).map(|(_, c)| c));
+                    if let Some(mut c) = c {
                         self.hand_over(&mut c);
                         out.push(Output::Remove(c));
                     }
