@@ -123,10 +123,12 @@ fn successor(
 fn move_children(ike: &mut Ike, from: u64, to: u64, out: &mut Vec<Output>) {
     let Some(old) = ike.sas.get_mut(&from) else { return };
     let children = std::mem::take(&mut old.children);
+    let retiring = std::mem::take(&mut old.retiring);
     let mut queued: Vec<Queued> = old.deleting_child.take().map(Queued::DeleteChild).into_iter().collect();
     queued.extend(old.queued.drain(..).filter(|q| *q != Queued::RekeyIke));
     let Some(new) = ike.sas.get_mut(&to) else { return };
     new.children.extend(children);
+    new.retiring.extend(retiring.into_iter().map(|r| crate::io::ChildSaRemove { ike_sa: to, ..r }));
     new.queued.extend(queued);
     out.push(Output::Event(Event::IkeSaRekeyed { old: from, new: to }));
 }
