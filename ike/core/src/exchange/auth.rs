@@ -148,7 +148,7 @@ fn reselect(ike: &Ike, sa: &IkeSa, inner: &[Payload], idi: &ike_wire::id::Id, d:
         return None;
     }
     ike.config.connections.iter().position(|c| {
-        super::sa_init::addresses_fit(c, d)
+        super::addresses_fit(c, d)
             && ids_fit(c)
             && proposals::usable(&c.proposals).iter().any(|p| proposal_holds(p, &suite))
     })

@@ -214,12 +214,6 @@ fn stateless_reply(ike: &mut Ike, d: &Datagram, h: &header::Repr, n: Notify, out
     }
 }
 
-/// Whether connection `c` takes an IKE SA between the datagram's addresses.
-pub(crate) fn addresses_fit(c: &Connection, d: &Datagram) -> bool {
-    (c.local_addrs.is_empty() || c.local_addrs.contains(&d.local.ip()))
-        && (c.remote_addrs.is_empty() || c.remote_addrs.contains(&d.remote.ip()))
-}
-
 fn find<'a, T>(msg: &'a Message, f: impl Fn(&'a Payload) -> Option<&'a T>) -> Result<&'a T, Drop> {
     msg.payloads.iter().find_map(f).ok_or(Drop::MissingPayload)
 }
@@ -255,7 +249,7 @@ pub(crate) fn respond(
         ike.stats.cookies_accepted += 1;
     }
 
-    let Some(ci) = ike.config.connections.iter().position(|c| addresses_fit(c, d)) else {
+    let Some(ci) = ike.config.connections.iter().position(|c| super::addresses_fit(c, d)) else {
         stateless_reply(ike, d, &h, Notify::new(NotifyType::NO_PROPOSAL_CHOSEN, vec![]), out);
         return Ok(());
     };
@@ -302,8 +296,9 @@ pub(crate) fn respond(
     // IKE_AUTH may settle on another connection with these addresses (the identities
     // decide: auth.rs), so what a certificate round needs is offered for all of them: our
     // hashes where one of them signs, and a CERTREQ for each one's CAs.
-    let candidates: Vec<usize> =
-        (0..ike.config.connections.len()).filter(|&i| addresses_fit(&ike.config.connections[i], d)).collect();
+    let candidates: Vec<usize> = (0..ike.config.connections.len())
+        .filter(|&i| super::addresses_fit(&ike.config.connections[i], d))
+        .collect();
     if candidates.iter().any(|&i| ike.config.connections[i].local.method == AuthMethod::Pubkey) {
         payloads.push(Payload::Notify(Notify::with_signature_hash_algorithms(&OUR_HASHES)));
     }
