@@ -189,6 +189,10 @@ pub struct IkeSa {
     /// Our outstanding Delete of a CHILD_SA (its inbound SPI): sent again on the new IKE
     /// SA should this one be rekeyed before the answer comes.
     pub deleting_child: Option<u32>,
+    /// CHILD_SAs replaced by a rekey, gone from `children`, whose SAs stay in ipsecd until
+    /// the peer answered our Delete of them (or this IKE SA goes): the peer may send on
+    /// the old SA until it has read that Delete (make-before-break, RFC 7296 §2.8).
+    pub retiring: Vec<crate::io::ChildSaRemove>,
     /// Requests to send when the window frees, in order.
     pub queued: VecDeque<Queued>,
     /// Our outstanding rekey of this IKE SA.
@@ -247,6 +251,7 @@ impl IkeSa {
             child_rekey: None,
             child_create: None,
             deleting_child: None,
+            retiring: Vec::new(),
             queued: VecDeque::new(),
             ike_rekey: None,
             rekey_at: None,

@@ -146,6 +146,8 @@ pub enum Event {
     /// The peer's AUTH did not verify, or its identity is not the configured one.
     AuthFailed {
         ike_sa: u64,
+        /// The connection's name (the IKE SA is gone when the event is read).
+        conn: String,
         remote: SocketAddr,
         /// Why, for the log: the certificate refusal, the identity, the AUTH check.
         reason: String,

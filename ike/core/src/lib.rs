@@ -251,6 +251,12 @@ impl Ike {
         self.sas.get(&spi)
     }
 
+    /// The name of IKE SA `spi`'s connection ("?" for none).
+    pub(crate) fn conn_name(&self, spi: u64) -> String {
+        let c = self.sas.get(&spi).and_then(|sa| self.config.connections.get(sa.conn));
+        c.map_or_else(|| "?".to_owned(), |c| c.name.clone())
+    }
+
     /// Every IKE SA.
     pub fn ike_sas(&self) -> impl Iterator<Item = &IkeSa> {
         self.sas.values()
@@ -353,17 +359,33 @@ impl Ike {
 
     /// Removes a CHILD_SA here at once (its Remove) and queues the Delete to the peer.
     pub(crate) fn delete_child(&mut self, ike_sa: u64, spi_in: u32, out: &mut Vec<Output>) {
+        self.drop_child(ike_sa, spi_in, false, out);
+    }
+
+    /// A CHILD_SA a rekey replaced: gone from the IKE SA's children now, its Delete
+    /// queued, but its SAs removed only when the peer answered that Delete
+    /// (`IkeSa::retiring`), so that what the peer still sends on it arrives.
+    pub(crate) fn retire_child(&mut self, ike_sa: u64, spi_in: u32, out: &mut Vec<Output>) {
+        self.drop_child(ike_sa, spi_in, true, out);
+    }
+
+    fn drop_child(&mut self, ike_sa: u64, spi_in: u32, later: bool, out: &mut Vec<Output>) {
         let Some(sa) = self.sas.get_mut(&ike_sa) else { return };
         let Some(i) = sa.children.iter().position(|c| c.spi_in == spi_in) else { return };
         let c = sa.children.remove(i);
         self.child_spis.remove(&c.spi_in);
-        out.push(Output::Remove(io::ChildSaRemove {
+        let remove = io::ChildSaRemove {
             ike_sa,
             spi_in: c.spi_in,
             spi_out: c.spi_out,
             local: sa.local,
             remote: sa.remote,
-        }));
+        };
+        if later {
+            sa.retiring.push(remove);
+        } else {
+            out.push(Output::Remove(remove));
+        }
         sa.queued.retain(|q| !matches!(q, ike_sa::Queued::RekeyChild(s) | ike_sa::Queued::RekeyChildWith(s, _) if *s == spi_in));
         sa.queued.push_back(ike_sa::Queued::DeleteChild(spi_in));
     }
@@ -848,6 +870,7 @@ impl Ike {
                 remote: sa.remote,
             }));
         }
+        out.extend(sa.retiring.into_iter().map(Output::Remove));
         if matches!(sa.state, State::Established | State::Deleting) {
             self.stats.ike_sas_down += 1;
         }

@@ -6,10 +6,10 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use ike_core::config::Mode;
+use ike_core::config::{AuthMethod, AuthRound, Identity, Mode};
 use ike_core::io::{Datagram, DownReason, Event, Output};
 use ike_core::stats::Drop;
-use ike_core::Settings;
+use ike_core::{Ike, Settings};
 use ike_wire::ids::{EncrId, IntegId};
 
 #[allow(dead_code)]
@@ -58,6 +58,14 @@ fn wrong_psk_is_refused_on_both_sides() {
     assert_eq!(p.r.stats().auth_failures, 1);
     assert_eq!(p.i.stats().auth_refused_by_peer, 1, "the responder's AUTHENTICATION_FAILED");
     assert!(events(&p.i_out).contains(&&Event::IkeSaDown { ike_sa: spi, reason: DownReason::AuthFailed }));
+    for out in [&p.i_out, &p.r_out] {
+        // The event names the connection, though its IKE SA is gone when it is read.
+        assert!(
+            events(out).iter().any(|e| matches!(e, Event::AuthFailed { conn, .. } if conn == "gw")),
+            "{:?}",
+            events(out)
+        );
+    }
     assert!(p.i.ike_sa(spi).is_none());
     assert_eq!(p.r.ike_sas().count(), 0);
     assert_eq!(p.r.half_open(), 0);
@@ -71,6 +79,34 @@ fn wrong_identity_is_refused() {
     p.run(first, &no_nat);
     assert!(installs(&p.r_out).is_empty());
     assert_eq!(p.r.stats().auth_failures, 1);
+}
+
+/// Two connections with the initiator's addresses on the responder, the first for another
+/// peer identity: IKE_SA_INIT takes the first, IKE_AUTH moves to the one IDi names (as
+/// strongSwan's responder does), which authenticates and installs the CHILD_SA.
+#[test]
+fn the_responder_picks_its_connection_by_the_identities() {
+    let mut cfg = config(&R);
+    let mut other = cfg.connections[0].clone();
+    other.name = "other".into();
+    other.remote = AuthRound::new(AuthMethod::Psk, Identity::parse("other.example").unwrap());
+    cfg.connections.insert(0, other);
+    let now = std::time::Instant::now();
+    let mut p = Pair {
+        i: Ike::new(fw(), config(&I), Settings::default(), now).unwrap(),
+        r: Ike::new(fw(), cfg, Settings::default(), now).unwrap(),
+        now,
+        i_out: vec![],
+        r_out: vec![],
+    };
+    let (_, first) = p.start();
+    p.run(first, &no_nat);
+    let (ii, ri) = (installs(&p.i_out), installs(&p.r_out));
+    assert_eq!((ii.len(), ri.len()), (1, 1), "{:?}", events(&p.r_out));
+    assert_mirrored(ii[0], ri[0]);
+    let sa = p.r.ike_sas().next().unwrap();
+    assert_eq!(sa.conn, 1, "the connection of moon.example");
+    assert_eq!(p.r.stats().auth_failures, 0);
 }
 
 #[test]

@@ -106,6 +106,30 @@ fn rekey_without_pfs_replaces_the_child_sa_before_removing_it() {
     assert_eq!(p.i.stats().drops_total() + p.r.stats().drops_total(), 0);
 }
 
+/// The rekey's initiator keeps the old CHILD_SA's SAs until the peer answered its Delete:
+/// the peer sends on the old SA until it has read that Delete (RFC 7296 §2.8), and what
+/// it sent must still arrive. Step by step: the CREATE_CHILD_SA response installs the new
+/// pair and sends the Delete, but removes nothing; the Delete's response removes the old.
+#[test]
+fn the_old_child_sa_stays_until_the_peer_answered_its_delete() {
+    let (mut p, spi, _) = Pair::up(&I, &R);
+    let old = installs(&p.i_out)[0].spi_in;
+    let req = p.rekey_on_i(spi, old);
+    let resp = p.deliver_r(req);
+    let before = p.i_out.len();
+    let delete = p.deliver_i(resp);
+    assert_eq!(delete.len(), 1, "the Delete of the old CHILD_SA");
+    assert_eq!(installs(&p.i_out[before..]).len(), 1, "the new pair installed");
+    assert!(removes(&p.i_out[before..]).is_empty(), "the old SAs kept while the Delete is out");
+    assert!(p.i.ike_sas().all(|s| s.children.iter().all(|c| c.spi_in != old)), "no longer listed");
+    let answer = p.deliver_r(delete);
+    let before = p.i_out.len();
+    assert!(p.deliver_i(answer).is_empty());
+    let gone: Vec<u32> = removes(&p.i_out[before..]).iter().map(|r| r.spi_in).collect();
+    assert_eq!(gone, [old], "the answer removes the old SAs");
+    assert_rekeyed(&p, installs(&p.i_out)[0]);
+}
+
 const I_PFS: Side = Side { esp: "aes256gcm16-x25519, aes128gcm16-modp2048", ..I };
 const R_PFS: Side = Side { esp: "aes256gcm16-x25519, aes128gcm16-modp2048", ..R };
 

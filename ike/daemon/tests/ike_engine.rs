@@ -88,9 +88,20 @@ fn run_through(
     first: Vec<Output>,
     nat: &dyn Fn(Datagram, bool) -> Datagram,
 ) -> (Seen, Seen) {
+    run_both(a, b, first, Vec::new(), nat)
+}
+
+/// `run_through` with outputs of both to start from: A's (`first_a`) and B's (`first_b`).
+fn run_both(
+    a: &mut IkeEngine,
+    b: &mut IkeEngine,
+    first_a: Vec<Output>,
+    first_b: Vec<Output>,
+    nat: &dyn Fn(Datagram, bool) -> Datagram,
+) -> (Seen, Seen) {
     let (mut sa, mut sb) = (Seen::default(), Seen::default());
-    let mut to_b: Vec<Output> = first;
-    let mut to_a: Vec<Output> = Vec::new();
+    let mut to_b: Vec<Output> = first_a;
+    let mut to_a: Vec<Output> = first_b;
     for _ in 0..20 {
         let now = Instant::now();
         let mut next_a = Vec::new();
@@ -213,6 +224,34 @@ fn two_engines_install_the_same_child_sa_from_each_end() {
     let list = a.command(now, &Request::List, &mut out).unwrap();
     assert!(list.starts_with("1: site-b Established initiator 192.0.2.1:500→192.0.2.2:500"), "{list}");
     assert!(list.contains("site-b/net Tunnel SPIs in"), "{list}");
+    // list raw: the same SA under charon's field names, one a line, the SPIs crossed.
+    let a_in = if x.local.to_string() == "192.0.2.1" { x.inbound.spi } else { y.inbound.spi };
+    let b_in = if a_in == x.inbound.spi { y.inbound.spi } else { x.inbound.spi };
+    let raw = a.command(now, &Request::ListRaw, &mut out).unwrap();
+    let lines: Vec<&str> = raw.lines().collect();
+    for want in [
+        "ike site-b state ESTABLISHED",
+        "ike site-b initiator yes",
+        "ike site-b local-host 192.0.2.1",
+        "ike site-b remote-port 500",
+        "ike site-b local-id gw-a.example.org",
+        "ike site-b remote-id gw-b.example.org",
+        "ike site-b encr-alg AES_GCM_16",
+        "ike site-b encr-keysize 128",
+        "ike site-b prf-alg PRF_HMAC_SHA2_256",
+        "ike site-b dh-group CURVE_25519",
+        "child site-b net state INSTALLED",
+        "child site-b net mode TUNNEL",
+        "child site-b net encr-alg AES_GCM_16",
+        &format!("child site-b net spi-in {a_in:08x}"),
+        &format!("child site-b net spi-out {b_in:08x}"),
+    ] {
+        assert!(lines.contains(&want), "{want:?} not in\n{raw}");
+    }
+    assert!(!raw.contains("integ-alg") && !raw.contains("nat-local") && !raw.contains("encap"), "{raw}");
+    let braw = b.command(now, &Request::ListRaw, &mut out).unwrap();
+    assert!(braw.lines().any(|l| l == "ike site-a initiator no"), "{braw}");
+    assert!(braw.lines().any(|l| l == format!("child site-a net spi-in {b_in:08x}")), "{braw}");
     let stats = b.command(now, &Request::Stats, &mut out).unwrap();
     assert!(stats.contains("IKE_AUTH: requests sent 0, received 1; responses sent 1"), "{stats}");
     assert!(b
@@ -605,6 +644,51 @@ fn a_soft_expiry_rekeys_under_the_same_reqid_and_policies() {
     }
     assert_eq!(s1.installs[0].reqid, old_reqid);
     assert_eq!(s1.removes[0].inbound_spi, old_spi);
+}
+
+/// Both ends rekey the CHILD_SA at once (soft expiry on each side before either request
+/// arrives): the requests cross (RFC 7296 §2.8.1), each side installs two new CHILD_SAs
+/// under the old reqid, and the loser of the collision is deleted with the old one. The
+/// policies stay throughout: no removal on either side takes them, and the CHILD_SA left
+/// installed on each side holds them.
+#[test]
+fn crossing_rekeys_keep_the_policies() {
+    use ipsec_core::control::{Proto, SaId};
+    use ipsec_core::sad::{Event as IpsecEvent, Limit};
+
+    let (mut a, mut b) = (engine(true, PSK), engine(false, PSK));
+    let mut first = Vec::new();
+    a.start(Instant::now(), &mut first);
+    let (s1, s2) = run(&mut a, &mut b, first);
+    let (oa, ob) = (&s1.installs[0], &s2.installs[0]);
+    let expire = |c: &ChildInstall| IpsecEvent::SoftExpired {
+        sa: SaId { src: c.remote, dst: c.local, proto: Proto::Esp, spi: c.inbound.spi },
+        by: Limit::Time,
+    };
+    let (mut fa, mut fb) = (Vec::new(), Vec::new());
+    a.sa_event(Instant::now(), &expire(oa), &mut fa);
+    b.sa_event(Instant::now(), &expire(ob), &mut fb);
+    let (s1, s2) = run_both(&mut a, &mut b, fa, fb, &|d, _| d);
+    for (side, seen, old) in [("A", &s1, oa), ("B", &s2, ob)] {
+        assert_eq!(seen.installs.len(), 2, "{side}: both crossing CHILD_SAs installed: {:?}", seen.events);
+        assert_eq!(seen.removes.len(), 2, "{side}: the old one and the collision's loser removed");
+        assert!(seen.installs.iter().all(|i| i.reqid == old.reqid), "{side}: the old reqid");
+        assert!(seen.removes.iter().all(|r| !r.policies), "{side}: a removal took the policies");
+        let left: Vec<_> = seen
+            .installs
+            .iter()
+            .filter(|i| !seen.removes.iter().any(|r| r.inbound_spi == i.inbound.spi))
+            .collect();
+        assert_eq!(left.len(), 1, "{side}: one CHILD_SA left");
+    }
+    // The one left on each side is one CHILD_SA seen from its two ends, and it holds the
+    // policies: its removal (the IKE SA's end) takes them.
+    let mut out = Vec::new();
+    a.command(Instant::now(), &Request::Down("site-b".into()), &mut out).unwrap();
+    let gone: Vec<_> =
+        out.iter().filter_map(|o| if let Output::Remove(r) = o { Some(r) } else { None }).collect();
+    assert_eq!(gone.len(), 1);
+    assert!(gone[0].policies, "the CHILD_SA left holds the policies");
 }
 
 /// A peer that moved behind its NAT: iked's `migrate` request moves both ESP-in-UDP SAs to

@@ -8,8 +8,9 @@
 //! ```text
 //! request := verb [" " arg] "\n"       (the client then shuts down its sending half)
 //! verb    := "list"                     IKE SAs and their CHILD_SAs, with their states
-//!          | "up" CONN                  initiate a configured connection (all its children),
-//!                                       unless it has an IKE SA already
+//!          | "list raw"                 the same, one field a line, for scripts (below)
+//!          | "up" CONN                  initiate a configured connection (all its children;
+//!                                       those it lacks on its IKE SA, if one is up)
 //!          | "up" CONN " new"           initiate another IKE SA of it even so (with the
 //!                                       connection's `unique = never`, all of them stay)
 //!          | "down" CONN                close a connection's IKE SAs (deleting their CHILD_SAs)
@@ -22,6 +23,19 @@
 //! monitor := "monitor" "\n"             (the client keeps its sending half open)
 //! stream  := "ok" "\n" *(event "\n")    IKE events, one line each, until the client closes
 //! ```
+//!
+//! `list raw` writes each field of each SA on a line of its own, under the names and in
+//! the values of strongSwan's `swanctl --list-sas --raw`, so that one script reads
+//! either daemon (scripts/ike-interop):
+//!
+//! ```text
+//! raw     := *(ike-field | child-field)
+//! ike     := "ike " CONN " " FIELD " " VALUE "\n"          state, initiator-spi, dh-group, …
+//! child   := "child " CONN " " CHILD " " FIELD " " VALUE "\n"   state, spi-in, encr-alg, …
+//! ```
+//!
+//! The IKE SAs come in the order of `list` (each connection's oldest first), each
+//! followed by its CHILD_SAs; a VALUE may hold spaces (a DN), never a newline.
 //!
 //! [`call`] and [`monitor`] are the client side. A request is at most [`MAX_REQUEST`] bytes
 //! (a connection name is short).
@@ -40,6 +54,8 @@ pub const MAX_REQUEST: usize = 4096;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
     List,
+    /// `list raw`: the fields of `list` and more, one a line (the module doc).
+    ListRaw,
     /// Initiate connection `conn`; `new`: even if it has an IKE SA already.
     Up {
         conn: String,
@@ -56,6 +72,7 @@ impl Request {
     pub fn encode(&self) -> Vec<u8> {
         match self {
             Request::List => "list\n".into(),
+            Request::ListRaw => "list raw\n".into(),
             Request::Up { conn, new: false } => format!("up {conn}\n"),
             Request::Up { conn, new: true } => format!("up {conn} new\n"),
             Request::Down(c) => format!("down {c}\n"),
@@ -97,6 +114,7 @@ impl Request {
             Some(a) => Err(format!("{verb} takes no argument (got {a:?})")),
         };
         match verb {
+            "list" if arg == Some("raw") => Ok(Request::ListRaw),
             "list" => none(Request::List),
             "stats" => none(Request::Stats),
             "monitor" => none(Request::Monitor),
@@ -129,6 +147,7 @@ mod tests {
     fn requests_round_trip() {
         for r in [
             Request::List,
+            Request::ListRaw,
             Request::Up { conn: "site-a".into(), new: false },
             Request::Up { conn: "site-a".into(), new: true },
             Request::Down("site-a".into()),
@@ -147,6 +166,7 @@ mod tests {
         assert_eq!(e(b""), "empty request");
         assert_eq!(e(b"up\n"), "up needs a connection name");
         assert_eq!(e(b"list all\n"), "list takes no argument (got \"all\")");
+        assert_eq!(e(b"list raw x\n"), "list takes at most one argument");
         assert_eq!(e(b"down a b\n"), "down takes at most one argument");
         assert_eq!(e(b"down a new\n"), "down takes at most one argument");
         assert_eq!(e(b"up a b\n"), "up takes a connection name and, optionally, new");

@@ -5,6 +5,8 @@
 //!  initiator                                         responder
 //!  SK{ IDi, [CERT…], [CERTREQ], [IDr], AUTH, N(INITIAL_CONTACT),
 //!      SA(ESP, SPIi), TSi, TSr, [N(USE_TRANSPORT_MODE)] } ─▶ ICV ─ bad ─▶ dropped, nothing changes
+//!                                                     the connection: by IDi (and IDr) among
+//!                                                       those whose addresses fit (reselect)
 //!                                                     IDi matches the connection's remote id,
 //!                                                     psk: a PSK for the pair, AUTH verifies;
 //!                                                     pubkey: chain to our CA, binds IDi, AUTH verifies
@@ -78,7 +80,8 @@ pub(crate) fn send_request(ike: &mut Ike, now: Instant, spi: u64, out: &mut Vec<
         Err(reason) => {
             ike.stats.auth_local_failures += 1;
             let remote = ike.sas[&spi].remote;
-            out.push(Output::Event(Event::AuthFailed { ike_sa: spi, remote, reason }));
+            let conn = ike.conn_name(spi);
+            out.push(Output::Event(Event::AuthFailed { ike_sa: spi, conn, remote, reason }));
             ike.remove_sa(spi, out);
             out.push(Output::Event(Event::IkeSaDown { ike_sa: spi, reason: DownReason::AuthFailed }));
             return Ok(());
@@ -133,6 +136,41 @@ pub(crate) fn find<'a, T>(
     payloads.iter().find_map(f)
 }
 
+/// The responder's connection by the identities: IKE_SA_INIT took the first whose
+/// addresses fit; when that one's remote ID does not match IDi (or its local ID the IDr
+/// the initiator asked for), the first other connection whose addresses fit, whose IDs
+/// match, and whose IKE proposals hold the suite negotiated (strongSwan's responder
+/// chooses so too). `None`: keep the current one (it fits, or none does better).
+fn reselect(ike: &Ike, sa: &IkeSa, inner: &[Payload], idi: &ike_wire::id::Id, d: &Datagram) -> Option<usize> {
+    let peer = super::identity_of(idi)?;
+    let idr =
+        find(inner, |p| if let Payload::IdR(x) = p { Some(x) } else { None }).and_then(super::identity_of);
+    let suite = sa.suite?;
+    let ids_fit = |c: &crate::config::Connection| {
+        c.remote.id.matches(&peer) && idr.as_ref().is_none_or(|r| c.local.id.matches(r))
+    };
+    if ids_fit(&ike.config.connections[sa.conn]) {
+        return None;
+    }
+    // Only live connections: a retired one (removed by a reload, its SAs being deleted)
+    // takes no new IKE SA.
+    ike.live_connections().iter().position(|c| {
+        super::addresses_fit(c, d)
+            && ids_fit(c)
+            && proposals::usable(&c.proposals).iter().any(|p| proposal_holds(p, &suite))
+    })
+}
+
+/// Whether configured IKE proposal `p` offers every algorithm of `suite`.
+fn proposal_holds(p: &crate::config::Proposal, s: &crate::crypto::IkeSuite) -> bool {
+    let (encr, bits) = s.encr.id();
+    let integ = s.integ.map_or(ike_wire::ids::IntegId::NONE, |i| i.id());
+    p.encr.iter().any(|e| e.id == encr && e.key_bits == bits)
+        && (p.integ.contains(&integ) || (p.integ.is_empty() && s.integ.is_none()))
+        && p.prf.contains(&s.prf.id())
+        && p.dh.contains(&s.ke.id())
+}
+
 /// The responder's CHILD_SA choice: the first child whose selectors meet the proposed
 /// ones and whose mode fits, with its narrowed selectors and ESP proposal.
 type ChildChoice = (usize, Vec<TrafficSelector>, Vec<TrafficSelector>, Chosen, bool);
@@ -182,6 +220,10 @@ pub(crate) fn request(
     let auth = find(&inner, |p| if let Payload::Auth(x) = p { Some(x) } else { None })
         .ok_or(Drop::MissingPayload)?;
     let h = msg.header;
+    if let Some(ci) = reselect(ike, sa, &inner, idi, d) {
+        ike.sas.get_mut(&spi).expect("present").conn = ci;
+    }
+    let sa = &ike.sas[&spi];
     let conn = &ike.config.connections[sa.conn];
 
     // From here the message is authentic (its ICV verified): a failure is answered.
@@ -198,7 +240,8 @@ pub(crate) fn request(
             ike.stats.auth.responses_sent += 1;
             out.push(Output::Send(Datagram { local: d.local, remote: d.remote, bytes }));
         }
-        out.push(Output::Event(Event::AuthFailed { ike_sa: spi, remote, reason: refusal.reason }));
+        let conn = ike.conn_name(spi);
+        out.push(Output::Event(Event::AuthFailed { ike_sa: spi, conn, remote, reason: refusal.reason }));
         ike.remove_sa(spi, out);
         out.push(Output::Event(Event::IkeSaDown { ike_sa: spi, reason: DownReason::AuthFailed }));
         return Ok(());
@@ -348,7 +391,8 @@ pub(crate) fn response(
             });
             ike.stats.untrusted_certs += u64::from(why.untrusted_cert);
             let remote = ike.sas[&spi].remote;
-            out.push(Output::Event(Event::AuthFailed { ike_sa: spi, remote, reason: why.reason }));
+            let conn = ike.conn_name(spi);
+            out.push(Output::Event(Event::AuthFailed { ike_sa: spi, conn, remote, reason: why.reason }));
         }
         ike.remove_sa(spi, out);
         out.push(Output::Event(Event::IkeSaDown { ike_sa: spi, reason }));

@@ -438,7 +438,7 @@ pub(crate) fn response(
         _ => false,
     };
     let gone = if redundant_is_ours { ours } else { r.old_spi_in };
-    ike.delete_child(spi, gone, out);
+    ike.retire_child(spi, gone, out);
     ike.pump(now, spi, out);
     Ok(())
 }

@@ -146,10 +146,12 @@ fn move_children(ike: &mut Ike, from: u64, to: u64, out: &mut Vec<Output>) {
     }
     let Some(old) = ike.sas.get_mut(&from) else { return };
     let children = std::mem::take(&mut old.children);
+    let retiring = std::mem::take(&mut old.retiring);
     let mut queued: Vec<Queued> = old.deleting_child.take().map(Queued::DeleteChild).into_iter().collect();
     queued.extend(old.queued.drain(..).filter(|q| *q != Queued::RekeyIke));
     let new = ike.sas.get_mut(&to).expect("checked");
     new.children.extend(children);
+    new.retiring.extend(retiring.into_iter().map(|r| crate::io::ChildSaRemove { ike_sa: to, ..r }));
     new.queued.extend(queued);
     for sa in ike.sas.values_mut() {
         if let Some(c) = sa.ike_rekey.as_mut().and_then(|r| r.collision.as_mut()).filter(|c| c.2 == from) {

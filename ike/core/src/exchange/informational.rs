@@ -194,7 +194,12 @@ pub(crate) fn child_delete_response(
     sa.open(&d.bytes, msg)?;
     sa.requests.accept(msg.header.message_id);
     sa.retransmit = None;
-    sa.deleting_child = None;
+    // A CHILD_SA a rekey replaced leaves ipsecd now that the peer has read our Delete.
+    if let Some(gone) = sa.deleting_child.take() {
+        if let Some(i) = sa.retiring.iter().position(|r| r.spi_in == gone) {
+            out.push(Output::Remove(sa.retiring.remove(i)));
+        }
+    }
     ike.pump(now, spi, out);
     Ok(())
 }

@@ -67,6 +67,13 @@ pub(crate) fn id_payload(identity: &Identity, addr: SocketAddr) -> Option<Id> {
     Some(Id::new(id_type, data))
 }
 
+/// Whether connection `c` takes an IKE SA between the datagram's addresses (a responder's
+/// first choice in IKE_SA_INIT, and the candidates IKE_AUTH may move to).
+pub(crate) fn addresses_fit(c: &crate::config::Connection, d: &crate::io::Datagram) -> bool {
+    (c.local_addrs.is_empty() || c.local_addrs.contains(&d.local.ip()))
+        && (c.remote_addrs.is_empty() || c.remote_addrs.contains(&d.remote.ip()))
+}
+
 /// The identity an ID payload names; `None` for a key ID.
 pub(crate) fn identity_of(id: &Id) -> Option<Identity> {
     Identity::from_payload(id.id_type, &id.data)

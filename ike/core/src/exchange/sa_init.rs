@@ -22,6 +22,11 @@
 //! recorded from the peer: it decides whether our large messages go out fragmented.
 //! SIGNATURE_HASH_ALGORITHMS (RFC 7427) is sent when our authentication is by signature
 //! and recorded from the peer.
+//!
+//! The responder takes the first connection whose addresses fit; its IKE_AUTH may move to
+//! another whose addresses fit too, by the identities (auth.rs). So the response's
+//! SIGNATURE_HASH_ALGORITHMS and CERTREQs are those of every connection that fits: a
+//! peer authenticating by certificate is asked for it whichever connection it means.
 
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -247,10 +252,7 @@ pub(crate) fn respond(
         ike.stats.cookies_accepted += 1;
     }
 
-    let Some(ci) = ike.live_connections().iter().position(|c| {
-        (c.local_addrs.is_empty() || c.local_addrs.contains(&d.local.ip()))
-            && (c.remote_addrs.is_empty() || c.remote_addrs.contains(&d.remote.ip()))
-    }) else {
+    let Some(ci) = ike.live_connections().iter().position(|c| super::addresses_fit(c, d)) else {
         stateless_reply(ike, d, &h, Notify::new(NotifyType::NO_PROPOSAL_CHOSEN, vec![]), out);
         return Ok(());
     };
@@ -299,10 +301,22 @@ pub(crate) fn respond(
     {
         payloads.push(Payload::Notify(Notify::new(NotifyType::IKEV2_FRAGMENTATION_SUPPORTED, vec![])));
     }
-    if conn.local.method == AuthMethod::Pubkey {
+    // IKE_AUTH may settle on another connection with these addresses (the identities
+    // decide: auth.rs), so what a certificate round needs is offered for all of them: our
+    // hashes where one of them signs, and a CERTREQ for each one's CAs.
+    let candidates: Vec<usize> = (0..ike.live_connections().len())
+        .filter(|&i| super::addresses_fit(&ike.config.connections[i], d))
+        .collect();
+    if candidates.iter().any(|&i| ike.config.connections[i].local.method == AuthMethod::Pubkey) {
         payloads.push(Payload::Notify(Notify::with_signature_hash_algorithms(&OUR_HASHES)));
     }
-    payloads.extend(super::proof::certreq(ike, ci));
+    for i in candidates {
+        if let Some(req) = super::proof::certreq(ike, i) {
+            if !payloads.contains(&req) {
+                payloads.push(req);
+            }
+        }
+    }
     let header = header::Repr { spi_r, initiator: false, response: true, other_flags: 0, ..h };
     let bytes = Message { header, payloads }.to_bytes().map_err(|_| Drop::Malformed)?;
 

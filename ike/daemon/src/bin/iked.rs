@@ -47,6 +47,14 @@ struct Args {
     /// 127.0.0.1:9101), as ipsecd's --metrics does.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<std::net::SocketAddr>,
+    /// The first wait for an answer before a request is sent again, in seconds (strongSwan's
+    /// charon.retransmit_timeout); each next wait is 1.8 times the previous one.
+    #[arg(long, value_name = "SECONDS", default_value_t = 4.0)]
+    retransmit_timeout: f64,
+    /// How many times a request is sent again before the peer counts as gone (charon's
+    /// retransmit_tries): with the defaults, about 165 s.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    retransmit_tries: u32,
     /// Read the configuration, say what it holds, and exit (0: it is valid).
     #[arg(long)]
     check: bool,
@@ -78,11 +86,17 @@ fn main() -> ExitCode {
         debug_keys: args.debug_keys,
         metrics: args.metrics,
     };
-    let settings = if args.no_dos_protection {
+    if !(args.retransmit_timeout.is_finite() && (0.05..=3600.0).contains(&args.retransmit_timeout)) {
+        eprintln!("iked: --retransmit-timeout must be between 0.05 and 3600 seconds");
+        return ExitCode::from(2);
+    }
+    let mut settings = if args.no_dos_protection {
         iked::daemon::ike_engine::no_dos_protection()
     } else {
         ike_core::Settings::default()
     };
+    settings.retransmit.timeout = std::time::Duration::from_secs_f64(args.retransmit_timeout);
+    settings.retransmit.tries = args.retransmit_tries;
     let r = iked::daemon::ike_engine::start(&config, settings).and_then(|engine| {
         let mut d = iked::daemon::run::Daemon::new(engine, config, opts)?;
         d.run()

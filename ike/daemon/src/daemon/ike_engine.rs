@@ -15,13 +15,17 @@
 //!         Event(e)                ─▶ Output::Event (severity, one line); IkeSaUp ─▶ IkeKeys
 //! ```
 //!
-//! A new CHILD_SA of a connection replaces the IKE SAs that connection had with the same
-//! peer (strongSwan's `unique = replace`, the default; what INITIAL_CONTACT says, which
-//! the state machine does not act on yet): without it, a peer that restarted could never
-//! come back, its new CHILD_SA's policies being the old one's. A connection with `unique
-//! = never` keeps them all: `up CONN new` brings up one more IKE SA each time (many
-//! tunnels from one initiator, as `bench/ike-setup` does), each CHILD_SA installed under
-//! the reqid and policies of the one before (as a rekey's).
+//! A new CHILD_SA of a connection replaces the established IKE SAs that connection had
+//! with the same peer address and identity (strongSwan's `unique = replace`, the default;
+//! what INITIAL_CONTACT says, which the state machine does not act on yet): without it, a
+//! peer that restarted could never come back, its new CHILD_SA's policies being the old
+//! one's. A connection with `unique = never` keeps them all: `up CONN new` brings up one
+//! more IKE SA each time (many tunnels from one initiator, as `bench/ike-setup` does), each
+//! CHILD_SA installed under the reqid and policies of the one before (as a rekey's).
+//!
+//! A removed CHILD_SA that holds its policies hands them to another CHILD_SA under its
+//! reqid and selectors (`hand_over`): after crossing rekeys two new CHILD_SAs follow one
+//! old one, and the Delete of the collision's loser must not take the winner's policies.
 //!
 //! Liveness (dpd_delay): when the core says a check is near ([`Ike::quiet`]), the loop
 //! reads ipsecd's `dump` (`traffic::last_inbound`) and [`Engine::traffic`] hands each
@@ -67,8 +71,8 @@ pub const TICK: Duration = Duration::from_millis(500);
 /// At most one `dump` to ipsecd this often, for liveness checks' sake.
 pub const TRAFFIC_EVERY: Duration = Duration::from_secs(1);
 
-/// The state machine for `config` with `settings`: ike-core's, its crypto through an ocf
-/// framework with the soft driver.
+/// The state machine for `config`: ike-core's, its crypto through an ocf framework with the
+/// soft driver, with `settings` (iked's `--retransmit-*` and `--no-dos-protection` flags).
 pub fn start(config: &Config, settings: Settings) -> Result<IkeEngine, String> {
     let fw = ocf::Framework::new();
     ocf_soft::register(&fw).map_err(|e| format!("ocf's soft driver: {e:?}"))?;
@@ -113,12 +117,12 @@ pub struct IkeEngine {
 }
 
 impl IkeEngine {
-    /// The state machine for `config`, its crypto through `fw`, with the default settings.
+    /// The state machine for `config`, its crypto through `fw`, ike-core's default settings.
     pub fn new(fw: ocf::Framework, config: Config, now: Instant) -> Result<IkeEngine, String> {
         IkeEngine::with_settings(fw, config, Settings::default(), now)
     }
 
-    /// The same with `settings`.
+    /// The state machine for `config` with `settings` (retransmissions, half-open SAs).
     pub fn with_settings(
         fw: ocf::Framework,
         config: Config,
@@ -193,7 +197,16 @@ impl IkeEngine {
                     }
                 },
                 core_io::Output::Remove(r) => {
-                    if let Some(c) = self.installed.remove(&r.spi_in) {
+                    // Installed, or asked for and not yet answered (ipsecd carries out the
+                    // requests in order: the removal follows the install).
+                    let pending =
+                        self.pending.iter().find(|(_, (_, c))| c.inbound_spi == r.spi_in).map(|(id, _)| *id);
+                    let c = self
+                        .installed
+                        .remove(&r.spi_in)
+                        .or_else(|| pending.and_then(|id| self.pending.remove(&id)).map(|(_, c)| c));
+                    if let Some(mut c) = c {
+                        self.hand_over(&mut c);
                         out.push(Output::Remove(c));
                     }
                 }
@@ -259,14 +272,25 @@ impl IkeEngine {
             return Ok((ChildInstall { policies: false, ..child_install(c, reqid)? }, false));
         }
         let probe = child_install(c, 1)?;
-        let predecessor =
-            self.installed.values_mut().chain(self.pending.values_mut().map(|(_, r)| r)).find(|o| {
-                o.local == probe.local
-                    && o.remote == probe.remote
-                    && o.mode == probe.mode
-                    && o.local_ts == probe.local_ts
-                    && o.remote_ts == probe.remote_ts
-            });
+        let same = |o: &ChildRemove| {
+            o.local == probe.local
+                && o.remote == probe.remote
+                && o.mode == probe.mode
+                && o.local_ts == probe.local_ts
+                && o.remote_ts == probe.remote_ts
+        };
+        // The one that holds the policies, if any does: after crossing rekeys (RFC 7296
+        // §2.8.1) two new CHILD_SAs follow one old one, and the one that loses the
+        // collision is deleted; had the winner taken the old one's (given away already)
+        // rather than the loser's, that Delete would take the policies with it.
+        let mut olds: Vec<&mut ChildRemove> = self
+            .installed
+            .values_mut()
+            .chain(self.pending.values_mut().map(|(_, r)| r))
+            .filter(|o| same(o))
+            .collect();
+        let at = olds.iter().position(|o| o.policies).unwrap_or(0);
+        let predecessor = (!olds.is_empty()).then(|| olds.swap_remove(at));
         match predecessor {
             Some(old) => {
                 let owns = std::mem::replace(&mut old.policies, false);
@@ -281,12 +305,23 @@ impl IkeEngine {
     /// negotiated again. Their CHILD_SAs are removed from ipsecd before the new one is
     /// installed, whose policies are the same. (INITIAL_CONTACT says this; the state
     /// machine sends it but does not act on it yet.)
+    ///
+    /// Only established IKE SAs with the same peer identity count: a half-open one may
+    /// still move to another connection in its IKE_AUTH (the responder takes the first
+    /// connection whose addresses fit until the identities say which).
     fn replace_older(&mut self, conn: &str, c: &ChildSaInstall) {
+        let peer_id = self.ike.ike_sa(c.ike_sa).and_then(|sa| sa.peer_id.clone());
         let older: Vec<u64> = self
             .ike_sas_of(conn)
             .into_iter()
             .filter(|&s| s != c.ike_sa)
-            .filter(|&s| self.ike.ike_sa(s).is_some_and(|sa| sa.remote.ip() == c.remote.ip()))
+            .filter(|&s| {
+                self.ike.ike_sa(s).is_some_and(|sa| {
+                    sa.remote.ip() == c.remote.ip()
+                        && sa.state == ike_core::ike_sa::State::Established
+                        && sa.peer_id == peer_id
+                })
+            })
             .collect();
         for s in older {
             self.ike.terminate(self.now, s, &mut self.scratch);
@@ -305,6 +340,29 @@ impl IkeEngine {
             if let Some(c) = self.installed.remove(&r.spi_in) {
                 self.early.push(Output::Remove(c));
             }
+        }
+    }
+
+    /// Before `gone` is removed: if it holds its policies and another CHILD_SA under its
+    /// reqid and selectors is installed or on its way, that one takes them, and the
+    /// removal leaves them. After crossing rekeys (RFC 7296 §2.8.1) two new CHILD_SAs
+    /// follow one old one and the loser of the collision is deleted: whichever was
+    /// installed last holds the policies, and the winner's traffic needs them.
+    fn hand_over(&mut self, gone: &mut ChildRemove) {
+        if !gone.policies {
+            return;
+        }
+        let heir = self.installed.values_mut().chain(self.pending.values_mut().map(|(_, r)| r)).find(|o| {
+            o.reqid == gone.reqid
+                && o.local == gone.local
+                && o.remote == gone.remote
+                && o.mode == gone.mode
+                && o.local_ts == gone.local_ts
+                && o.remote_ts == gone.remote_ts
+        });
+        if let Some(h) = heir {
+            h.policies = true;
+            gone.policies = false;
         }
     }
 
@@ -460,12 +518,9 @@ impl IkeEngine {
             CoreEvent::PeerMoved { ike_sa, from, to } => {
                 (Severity::Info, format!("peer-moved spi={ike_sa:016x} from={from} to={to}"))
             }
-            CoreEvent::AuthFailed { ike_sa, remote, reason } => (
+            CoreEvent::AuthFailed { ike_sa, conn, remote, reason } => (
                 Severity::AuthFailure,
-                format!(
-                    "peer {remote} (IKE SA {ike_sa:016x}, conn={}): {reason}",
-                    self.conn_name(*ike_sa)
-                ),
+                format!("peer {remote} (IKE SA {ike_sa:016x}, conn={conn}): {reason}"),
             ),
             CoreEvent::ChildSaUp { ike_sa, child, spi_in, spi_out } => (
                 Severity::Info,
@@ -543,6 +598,16 @@ impl IkeEngine {
             s.push_str("no IKE SA\n");
         }
         s
+    }
+
+    /// `list raw` (`raw_list`'s form), in `list`'s order.
+    fn raw_list(&self) -> String {
+        let mut sas: Vec<_> = self.ike.ike_sas().collect();
+        sas.sort_by_key(|sa| (sa.conn, sa.created));
+        super::raw_list::raw_list(sas.into_iter().map(|sa| {
+            let c = self.ike.connection_of(sa);
+            (sa, c.map_or("?", |c| c.name.as_str()), c.map_or_else(String::new, |c| c.local.id.to_string()))
+        }))
     }
 
     fn gauges(&self) -> super::metrics::Gauges {
@@ -899,6 +964,7 @@ impl Engine for IkeEngine {
         self.now = now;
         let r = match req {
             Request::List => Ok(self.list()),
+            Request::ListRaw => Ok(self.raw_list()),
             Request::Stats => Ok(super::metrics::text(self.ike.stats(), self.gauges())),
             Request::Up { conn, new } => self.up(now, conn, *new),
             Request::Down(conn) => {

@@ -22,6 +22,7 @@
 //! - [`debug_keys`]: `--debug-keys`, the keys in Wireshark's tables.
 //! - [`control`]: iked's control protocol (what `ipsecctl ike …` sends).
 //! - [`metrics`]: the counters as `ipsecctl ike stats` and the metrics endpoint show them.
+//! - [`raw_list`]: `ipsecctl ike list --raw`, the SAs under charon's field names.
 //! - [`engine`]: what the loop needs of the state machine, and what it gives back.
 //! - [`ike_engine`]: ike-core's state machine as that engine.
 //! - [`credentials`]: the certificate, CA and private key files of `pubkey` connections,
@@ -35,6 +36,7 @@ pub mod engine;
 pub mod events;
 pub mod ike_engine;
 pub mod metrics;
+pub mod raw_list;
 pub mod run;
 pub mod setkey;
 pub mod traffic;

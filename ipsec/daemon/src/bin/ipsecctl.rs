@@ -12,7 +12,7 @@ use ipsecd::ike_ctl::{self, Request as IkeRequest};
 const USAGE: &str = "usage: ipsecctl [-s SOCKET] [--timeout SECONDS] [--keys] \
      (-f FILE | -c | -D | -DP | -F | -FP | stats | monitor)
        ipsecctl [--ike-socket SOCKET] [--timeout SECONDS] \
-     ike (list | up CONN | down CONN | rekey SA | stats | monitor)";
+     ike (list [--raw] | up CONN | down CONN | rekey SA | stats | monitor)";
 
 const HELP: &str = "\
 Talks to a running ipsecd over its control socket, with setkey(8)'s flags.
@@ -33,10 +33,14 @@ Talks to a running ipsecd over its control socket, with setkey(8)'s flags.
                this reader was too slow (--timeout does not apply)
 
   ike list     iked's IKE SAs and their CHILD_SAs, with their states
+  ike list --raw
+               the same, one field a line (\"ike CONN FIELD VALUE\", \"child CONN CHILD
+               FIELD VALUE\") under swanctl --list-sas --raw's names, for scripts
   ike up CONN [--new]
-               have iked initiate connection CONN (all its children); refused if CONN
-               has an IKE SA already, unless --new: another IKE SA (which, unless CONN
-               says unique = never, replaces the older one once its CHILD_SA is up)
+               have iked initiate connection CONN (all its children: on its IKE SA
+               if one is up, else a new one), or with --new another IKE SA (which,
+               unless CONN says unique = never, replaces the older one once its
+               CHILD_SA is up)
   ike down CONN
                have iked close connection CONN's IKE SAs (deleting their CHILD_SAs)
   ike rekey SA have iked rekey an IKE SA (its number in ike list, its SPI, or CONN:
@@ -83,7 +87,7 @@ fn main() -> ExitCode {
     let mut keys = false;
     let mut new = false;
     let mut command: Option<(String, Command)> = None;
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().skip(1).peekable();
     while let Some(a) = args.next() {
         let c = match a.as_str() {
             "-h" | "--help" => {
@@ -125,10 +129,12 @@ fn main() -> ExitCode {
             }
             "ike" => {
                 let verb = args.next();
+                let raw = verb.as_deref() == Some("list") && args.next_if(|a| a == "--raw").is_some();
                 let mut arg = |what: &str| {
                     args.next().ok_or(format!("ike {} needs {what}", verb.as_deref().unwrap_or("")))
                 };
                 let r = match verb.as_deref() {
+                    Some("list") if raw => Ok(IkeRequest::ListRaw),
                     Some("list") => Ok(IkeRequest::List),
                     Some("stats") => Ok(IkeRequest::Stats),
                     Some("monitor") => Ok(IkeRequest::Monitor),
