@@ -116,18 +116,15 @@ impl LintIndex {
                 t.out.push(sel);
             }
         };
+        let mut sa_key = |id: SaId, t: &mut Touched| {
+            if sas.insert(id) {
+                t.sas.push(id);
+            }
+        };
         for c in changes {
             match c {
-                Change::SaAdded(s) | Change::SaUpdated(s) => {
-                    if sas.insert(s.id) {
-                        t.sas.push(s.id);
-                    }
-                }
-                Change::SaMigrated { to, .. } => {
-                    if sas.insert(to.id) {
-                        t.sas.push(to.id);
-                    }
-                }
+                Change::SaAdded(s) | Change::SaUpdated(s) => sa_key(s.id, &mut t),
+                Change::SaMigrated { to, .. } => sa_key(to.id, &mut t),
                 Change::PolicyAdded(p) if p.dir == Dir::Out => out_key(p.selector, &mut t),
                 Change::PolicyAdded(p) if p.dir == Dir::In => {
                     for (src, dst) in lint::inbound_ends(p) {
