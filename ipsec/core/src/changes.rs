@@ -40,6 +40,13 @@ pub enum Change {
     PoliciesFlushed,
 }
 
+impl Change {
+    /// Whether it changed the SPD (`spdadd`, `spddelete`, `spdflush`).
+    pub fn is_policy(&self) -> bool {
+        matches!(self, Change::PolicyAdded(_) | Change::PolicyDeleted { .. } | Change::PoliciesFlushed)
+    }
+}
+
 /// An SA as a change names it: everything that says what it is, without its keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SaSummary {

@@ -44,6 +44,7 @@ use std::time::Instant;
 use ocf::{Callback, Framework};
 
 use crate::acquire::AcquireLimits;
+use crate::changes::Change;
 use crate::db::{ControlError, Databases, Response, Transaction};
 use crate::path::{Batch, Shared, To};
 use crate::pmtu::{IcmpFrom, Learned};
@@ -79,15 +80,26 @@ impl Ipsec {
     /// SA that the change installed then go out ([`crate::acquire`]), from this thread,
     /// their results to the sink.
     pub fn transact<T, E>(&self, edit: impl FnOnce(&mut Transaction<'_>) -> Result<T, E>) -> Result<T, E> {
+        self.transact_noting(edit).map(|(r, _)| r)
+    }
+
+    /// [`Ipsec::transact`], returning also what the transaction changed, in order (the
+    /// changes its events announce): for a caller that keeps something in step with the
+    /// databases change by change (ipsecd's warnings and routes) instead of reading them
+    /// whole after each.
+    pub fn transact_noting<T, E>(
+        &self,
+        edit: impl FnOnce(&mut Transaction<'_>) -> Result<T, E>,
+    ) -> Result<(T, Vec<Change>), E> {
         let mut t = self.shared.db.transaction();
         let r = edit(&mut t)?;
         let changes = t.take_changes();
         for sa in t.commit() {
             self.shared.attach(&sa);
         }
-        self.shared.push_events(changes.into_iter().map(|c| Event::Changed(Box::new(c))));
+        self.shared.push_events(changes.iter().map(|c| Event::Changed(Box::new(c.clone()))));
         self.shared.release_acquired();
-        Ok(r)
+        Ok((r, changes))
     }
 
     /// What becomes of an outbound packet that no policy covers (FreeBSD's

@@ -280,3 +280,32 @@ fn a_packet_racing_the_sa_is_not_left_held() {
         assert_eq!(g.held_packets(), 0, "round {round}: packets left held with the SA there");
     }
 }
+
+/// `transact_noting` returns what its transaction changed, in order, as the events announce
+/// it (what ipsecd keeps its warnings in step with); a transaction refused returns and
+/// announces nothing.
+#[test]
+fn a_transaction_returns_the_changes_its_events_announce() {
+    use ipsec_core::changes::Change;
+    let (g, _) = gateway();
+    let reqs: Vec<Request> =
+        setkey::parse(&format!("{SA}\n{OUT}\n")).unwrap().into_iter().map(|r| r.item).collect();
+    let ((), changes) = g.transact_noting(|t| reqs.iter().try_for_each(|r| t.apply(r).map(|_| ()))).unwrap();
+    assert!(
+        matches!(&changes[..], [Change::SaAdded(s), Change::PolicyAdded(p)]
+        if s.id.spi == 0x1000 && p.selector.dst.addr == ip("10.2.0.0")),
+        "{changes:?}"
+    );
+    let announced: Vec<Change> = ipsec_core::Ipsec::take_events(&g)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Changed(c) => Some(*c),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(announced, changes);
+    // The same SA again: refused, nothing returned or announced.
+    let again = g.transact_noting(|t| t.apply(&reqs[0]).map(|_| ()));
+    assert!(again.is_err());
+    assert!(ipsec_core::Ipsec::take_events(&g).iter().all(|e| !matches!(e, Event::Changed(_))));
+}

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ipsec_core::changes::Change;
 use ipsec_core::{DefaultPolicy, Ipsec};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use tun_rs::{DeviceBuilder, SyncDevice};
@@ -22,6 +23,7 @@ use crate::icmp;
 use crate::ike_relay::Relay;
 use crate::keepalive::Keepalives;
 use crate::lint;
+use crate::lint_index::ChangeLint;
 use crate::metrics;
 use crate::monitor::Hub;
 use crate::net::{self, Family, IoCounters, NetSink};
@@ -194,6 +196,7 @@ pub fn run(opts: Options) -> Result<(), String> {
     let mut routing = Routing::start(&opts.tun, opts.table, opts.fwmark, opts.routes);
     routing.sync(&core);
     let routes = Arc::new(Mutex::new(routing));
+    let lint = Arc::new(Mutex::new(ChangeLint::new(opts.udp_port)));
     let drivers: Vec<String> = fw.drivers().into_iter().map(|d| d.name).collect();
     tracing::info!(
         "ipsecd: TUN {} (mtu {}), ESP, AH, IPComp and UDP {} on IPv4 and IPv6, {threads} worker(s), \
@@ -295,7 +298,7 @@ pub fn run(opts: Options) -> Result<(), String> {
             reloads: reloads.clone(),
             metrics: metrics.clone(),
             hub: hub.clone(),
-            udp_port: opts.udp_port,
+            lint: lint.clone(),
             relay: relay.clone(),
         },
         ctl_server::Limits::default(),
@@ -330,7 +333,8 @@ pub fn run(opts: Options) -> Result<(), String> {
                 // A reload is a change like a control request's: it takes its turn.
                 SIGHUP => {
                     let _turn = control.turn();
-                    reload(&opts, &core, &routes, &reloads)
+                    reload(&opts, &core, &routes, &reloads);
+                    lint.lock().unwrap_or_else(|e| e.into_inner()).forget();
                 }
                 _ => {
                     shutdown(&opts, &core, &tun, &io, &routes);
@@ -378,8 +382,8 @@ struct Control {
     metrics: Arc<Counters>,
     /// The `monitor` subscribers' hub, for `stats`.
     hub: Arc<Hub>,
-    /// `--udp-port`, for the warnings about a change ([`lint`]).
-    udp_port: u16,
+    /// The warnings about a change ([`lint_index`]), shared with SIGHUP's reload.
+    lint: Arc<Mutex<ChangeLint>>,
     /// The IKE relay, for `stats`.
     relay: Arc<Relay>,
 }
@@ -396,9 +400,11 @@ impl Handler for Control {
         )
     }
 
-    /// The change, then its routes. One at a time, SIGHUP's reload included: both run in
-    /// the server's turn ([`Server::turn`]). Warnings the change brings ([`lint`]) are
-    /// logged and added to the reply as setkey comments (`# warning: …`).
+    /// The change, then its routes (when it changed a policy: the routes follow the
+    /// outbound policies alone). One at a time, SIGHUP's reload included: both run in the
+    /// server's turn ([`Server::turn`]). Warnings the change brings ([`lint_index`]: the
+    /// lint's rules applied to what it changed, not to every SA and policy) are logged and
+    /// added to the reply as setkey comments (`# warning: …`).
     fn change(&self, body: &str) -> Reply {
         self.apply(body, Keys::Hidden)
     }
@@ -411,13 +417,15 @@ impl Handler for Control {
 impl Control {
     fn apply(&self, body: &str, keys: Keys) -> Reply {
         let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
-        let before = lint::check(&self.core, self.udp_port);
-        let r = service::apply_setkey_keys(&self.core, "control", body, keys);
-        routes.sync(&self.core);
-        let new: Vec<String> =
-            lint::check(&self.core, self.udp_port).into_iter().filter(|w| !before.contains(w)).collect();
+        let mut lint = self.lint.lock().unwrap_or_else(|e| e.into_inner());
+        lint.prepare(&self.core);
+        let (out, changes) = service::apply_setkey_noting(&self.core, "control", body, keys)?;
+        if changes.iter().any(Change::is_policy) {
+            routes.sync(&self.core);
+        }
+        let new = lint.change(&self.core, &changes);
         lint::log("control", &new);
-        r.map(|out| new.iter().fold(out, |out, w| out + "# warning: " + w + "\n"))
+        Ok(new.iter().fold(out, |out, w| out + "# warning: " + w + "\n"))
     }
 }
 

@@ -22,6 +22,8 @@
 //! - [`metrics`]: what `ipsecctl stats` and the metrics endpoint show.
 //! - [`config`]: the config file's reload on SIGHUP (atomic, keeps SA state) and its outcomes.
 //! - [`lint`]: warnings about configurations that load but cannot work as meant.
+//! - [`lint_index`]: the same rules per control request, looking only at what it changed.
+//! - [`host_addrs`]: this host's addresses, read again only when the kernel says they changed.
 //! - [`ctl`]: the control socket's protocol and its client.
 //! - [`ctl_server`]: the control server: concurrent clients, deadlines, changes one at a time.
 //! - [`ike_ctl`]: the protocol of iked's control socket and its client (`ipsecctl ike …`).
@@ -37,11 +39,13 @@ pub mod crypto;
 pub mod ctl;
 pub mod ctl_server;
 pub mod daemon;
+pub mod host_addrs;
 pub mod icmp;
 pub mod ike_ctl;
 pub mod ike_relay;
 pub mod keepalive;
 pub mod lint;
+pub mod lint_index;
 pub mod logs;
 pub mod metrics;
 pub mod monitor;

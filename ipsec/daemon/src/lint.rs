@@ -30,11 +30,66 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-use ipsec_core::control::{Action, Dir, Mode, PolicySpec, Prefix, Request, Rule, SaSpec, Selector};
+use ipsec_core::control::{
+    Action, Dir, Mode, NatT, PolicySpec, Prefix, Request, Rule, SaId, SaSpec, Selector,
+};
 use ipsec_core::{setkey, Ipsec};
 
 /// Items named per warning; the rest are counted.
 const NAMED: usize = 3;
+
+/// What the rules found, item by item (each a policy or an SA as the warning names it),
+/// before [`Findings::lines`] makes one line of each kind.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Findings {
+    /// Outbound tunnel policies with no inbound policy back (one item per tunnel rule).
+    pub no_way_back: Vec<String>,
+    /// Outbound tunnel policies whose tunnel source is not this host's (one per rule).
+    pub foreign_source: Vec<String>,
+    /// ESP-in-UDP SAs on another port than `--udp-port`.
+    pub ports: Vec<String>,
+}
+
+impl Findings {
+    /// Whether nothing was found.
+    pub fn is_empty(&self) -> bool {
+        self.no_way_back.is_empty() && self.foreign_source.is_empty() && self.ports.is_empty()
+    }
+
+    /// Adds `other`'s items after this one's.
+    pub fn extend(&mut self, other: Findings) {
+        self.no_way_back.extend(other.no_way_back);
+        self.foreign_source.extend(other.foreign_source);
+        self.ports.extend(other.ports);
+    }
+
+    /// One line per kind found ([`summarise`]), for a host whose ESP-in-UDP port is
+    /// `udp_port`.
+    pub fn lines(self, udp_port: u16) -> Vec<String> {
+        let mut out = Vec::new();
+        summarise(
+            &mut out,
+            "outbound tunnel policies with no inbound policy back through the same tunnel (what returns \
+             through it will be dropped as no_inbound_policy; add the mirrored `-P in` policy)",
+            self.no_way_back,
+        );
+        summarise(
+            &mut out,
+            "outbound tunnel policies whose tunnel source is not an address of this host (is this the \
+             other gateway's configuration?)",
+            self.foreign_source,
+        );
+        summarise(
+            &mut out,
+            &format!(
+                "ESP-in-UDP SAs whose port on this host is not --udp-port {udp_port} (their packets arrive \
+                 on {udp_port} and are dropped as udp_port; ipsecd sends from {udp_port})"
+            ),
+            self.ports,
+        );
+        out
+    }
+}
 
 /// The warnings for `sas` and `policies` on a host whose addresses `is_local` knows and
 /// whose ESP-in-UDP port is `udp_port`, one line per kind (none: an empty list). Linear in
@@ -46,66 +101,103 @@ pub fn warnings<'a>(
     is_local: &dyn Fn(IpAddr) -> bool,
     udp_port: u16,
 ) -> Vec<String> {
+    findings(sas, policies, is_local, udp_port).lines(udp_port)
+}
+
+/// [`warnings`] item by item, in the databases' order (policies by direction and match
+/// order, SAs as given).
+pub fn findings<'a>(
+    sas: impl IntoIterator<Item = &'a SaSpec>,
+    policies: &[PolicySpec],
+    is_local: &dyn Fn(IpAddr) -> bool,
+    udp_port: u16,
+) -> Findings {
     // Inbound `ipsec` policies' selectors by the ends of each of their tunnel rules.
     let mut inbound: HashMap<(IpAddr, IpAddr), Vec<&Selector>> = HashMap::new();
     for p in policies.iter().filter(|p| p.dir == Dir::In) {
-        let Action::Protect(rules) = &p.action else { continue };
-        for ends in rules.iter().filter_map(|r: &Rule| r.tunnel) {
+        for ends in inbound_ends(p) {
             inbound.entry(ends).or_default().push(&p.selector);
         }
     }
-    let (mut no_way_back, mut foreign_source, mut ports) = (Vec::new(), Vec::new(), Vec::new());
+    let mut f = Findings::default();
     for p in policies.iter().filter(|p| p.dir == Dir::Out) {
-        let Action::Protect(rules) = &p.action else { continue };
-        for &(src, dst) in rules.iter().filter(|r| r.mode == Mode::Tunnel).filter_map(|r| r.tunnel.as_ref()) {
-            let back = inbound.get(&(dst, src)).is_some_and(|sels| {
-                sels.iter().any(|q| covers(&q.src, &p.selector.dst) && covers(&q.dst, &p.selector.src))
-            });
-            if !back {
-                no_way_back.push(policy(p));
-            }
-            if !is_local(src) {
-                foreign_source.push(format!("{} (tunnel source {src})", policy(p)));
-            }
-        }
+        let back = |ends: (IpAddr, IpAddr)| {
+            inbound.get(&ends).is_some_and(|sels| sels.iter().any(|q| is_way_back(q, &p.selector)))
+        };
+        f.extend(outbound_findings(p, &back, is_local));
     }
     for sa in sas {
-        let Some(n) = sa.natt else { continue };
-        let (here, port) = match (is_local(sa.dst), is_local(sa.src)) {
-            (true, _) if n.dport != udp_port => ("destination", n.dport),
-            (_, true) if n.sport != udp_port => ("source", n.sport),
-            _ => continue,
-        };
-        ports.push(format!(
-            "{} {} -> {} SPI {:#x} ({here} port {port})",
-            sa.proto.name(),
-            sa.src,
-            sa.dst,
-            sa.spi
-        ));
+        let id = SaId { src: sa.src, dst: sa.dst, proto: sa.proto, spi: sa.spi };
+        f.ports.extend(port_finding(&id, sa.natt, is_local, udp_port));
     }
-    let mut out = Vec::new();
-    summarise(
-        &mut out,
-        "outbound tunnel policies with no inbound policy back through the same tunnel (what returns \
-         through it will be dropped as no_inbound_policy; add the mirrored `-P in` policy)",
-        no_way_back,
-    );
-    summarise(
-        &mut out,
-        "outbound tunnel policies whose tunnel source is not an address of this host (is this the \
-         other gateway's configuration?)",
-        foreign_source,
-    );
-    summarise(
-        &mut out,
-        &format!(
-            "ESP-in-UDP SAs whose port on this host is not --udp-port {udp_port} (their packets arrive \
-             on {udp_port} and are dropped as udp_port; ipsecd sends from {udp_port})"
-        ),
-        ports,
-    );
-    out
+    f
+}
+
+/// The tunnel ends (source, destination) of an inbound `ipsec` policy's rules, one per
+/// rule that has them: where an outbound policy looks for its way back.
+pub(crate) fn inbound_ends(p: &PolicySpec) -> impl Iterator<Item = (IpAddr, IpAddr)> + '_ {
+    let rules: &[Rule] = match &p.action {
+        Action::Protect(rules) => rules,
+        _ => &[],
+    };
+    rules.iter().filter_map(|r| r.tunnel)
+}
+
+/// The tunnel ends (source, destination) of an outbound `ipsec` policy's tunnel-mode rules,
+/// one per rule: what the rules about outbound tunnels look at.
+pub(crate) fn outbound_ends(p: &PolicySpec) -> impl Iterator<Item = (IpAddr, IpAddr)> + '_ {
+    let rules: &[Rule] = match &p.action {
+        Action::Protect(rules) => rules,
+        _ => &[],
+    };
+    rules.iter().filter(|r| r.mode == Mode::Tunnel).filter_map(|r| r.tunnel)
+}
+
+/// Whether an inbound policy of selector `inbound` takes back what an outbound one of
+/// selector `outbound` sends (its source prefix holds the outbound destination prefix,
+/// its destination prefix the outbound source prefix).
+pub(crate) fn is_way_back(inbound: &Selector, outbound: &Selector) -> bool {
+    covers(&inbound.src, &outbound.dst) && covers(&inbound.dst, &outbound.src)
+}
+
+/// The rules about one outbound policy `p` (nothing unless it is an outbound tunnel
+/// policy): `back(ends)` says whether an inbound policy with a tunnel rule of `ends`
+/// takes back what `p` sends (the ends are `p`'s reversed).
+pub(crate) fn outbound_findings(
+    p: &PolicySpec,
+    back: &dyn Fn((IpAddr, IpAddr)) -> bool,
+    is_local: &dyn Fn(IpAddr) -> bool,
+) -> Findings {
+    let mut f = Findings::default();
+    if p.dir != Dir::Out {
+        return f;
+    }
+    for (src, dst) in outbound_ends(p) {
+        if !back((dst, src)) {
+            f.no_way_back.push(policy(p));
+        }
+        if !is_local(src) {
+            f.foreign_source.push(format!("{} (tunnel source {src})", policy(p)));
+        }
+    }
+    f
+}
+
+/// The rule about one SA: an ESP-in-UDP SA (`natt`) whose port on this host is not
+/// `udp_port`.
+pub(crate) fn port_finding(
+    sa: &SaId,
+    natt: Option<NatT>,
+    is_local: &dyn Fn(IpAddr) -> bool,
+    udp_port: u16,
+) -> Option<String> {
+    let n = natt?;
+    let (here, port) = match (is_local(sa.dst), is_local(sa.src)) {
+        (true, _) if n.dport != udp_port => ("destination", n.dport),
+        (_, true) if n.sport != udp_port => ("source", n.sport),
+        _ => return None,
+    };
+    Some(format!("{} {} -> {} SPI {:#x} ({here} port {port})", sa.proto.name(), sa.src, sa.dst, sa.spi))
 }
 
 /// Whether prefix `outer` holds all of `inner`.

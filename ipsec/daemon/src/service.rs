@@ -6,6 +6,7 @@
 
 use std::fmt::Write as _;
 
+use ipsec_core::changes::Change;
 use ipsec_core::control::{Located, Request, SaId};
 use ipsec_core::db::{Response, SaInfo};
 use ipsec_core::setkey;
@@ -42,8 +43,19 @@ pub fn apply_setkey(core: &Ipsec, origin: &str, text: &str) -> Reply {
 ///
 /// Errors show a statement without its keys ([`setkey::format_redacted`]): they are logged.
 pub fn apply_setkey_keys(core: &Ipsec, origin: &str, text: &str, keys: Keys) -> Reply {
+    apply_setkey_noting(core, origin, text, keys).map(|(out, _)| out)
+}
+
+/// [`apply_setkey_keys`], returning also what the transaction changed (for the warnings
+/// and routes that follow the databases change by change).
+pub fn apply_setkey_noting(
+    core: &Ipsec,
+    origin: &str,
+    text: &str,
+    keys: Keys,
+) -> Result<(String, Vec<Change>), String> {
     let reqs = parse(origin, text)?;
-    core.transact(|t| {
+    core.transact_noting(|t| {
         let mut out = String::new();
         for r in &reqs {
             match t.apply(&r.item) {
