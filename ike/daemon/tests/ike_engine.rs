@@ -284,7 +284,9 @@ fn transport_mode_with_esn_is_installed_and_listed() {
         let text = install_text(c).unwrap();
         let sas: Vec<&str> = text.lines().filter(|l| l.starts_with("add ")).collect();
         assert_eq!(sas.len(), 2, "{sas:?}");
-        assert!(sas.iter().all(|l| l.contains(" esp ") && l.contains(" -m transport ") && l.contains(" -f esn")));
+        assert!(sas
+            .iter()
+            .all(|l| l.contains(" esp ") && l.contains(" -m transport ") && l.contains(" -f esn")));
         // The policies are between the gateways themselves, transport mode.
         assert!(text.contains("spdadd 192.0.2."), "dynamic selectors are the gateways");
         assert!(!text.contains("tunnel"), "{}", iked::daemon::setkey::redacted(c));
