@@ -217,13 +217,14 @@ stop_all() {
 # 1000 ahead (so that the window lets it through to the ICV check) and the packet's last
 # byte flipped (a forgery: ESP's ICV, or under AH the payload that AH's ICV covers). The
 # receiver must drop both and count one replay and one authentication failure. For AH,
-# $work/inject.out says the captured header's length ("ah_len N").
+# $work/inject.out says the captured header's length ("ah_len N"). The pings start once the
+# capturing socket is bound ($work/inject.ready): python3's start can outlast the pings'
+# second under a loaded user-mode-linux, and then it saw none of them.
 inject() {
-    local ns=$1 ifc=$2 src=$3 dst pinger
+    local ns=$1 ifc=$2 src=$3 dst pinger capturer
     if [ "$ns" = $A ]; then dst=$h2; else dst=$h1; fi
-    ip netns exec "$ns" ping -q -c 20 -i 0.05 -W 2 -I "$([ "$ns" = $A ] && echo "$h1" || echo "$h2")" "$dst" >/dev/null &
-    pinger=$!
-    ip netns exec "$ns" $PY - "$ifc" "$src" <<'EOF' >"$work/inject.out" 2>"$work/inject.err" || fail "capturing and injecting ESP or AH from $ns: $(cat "$work/inject.err")"
+    rm -f "$work/inject.ready"
+    ip netns exec "$ns" $PY - "$ifc" "$src" "$work/inject.ready" <<'EOF' >"$work/inject.out" 2>"$work/inject.err" &
 import socket, struct, sys
 ifc, src = sys.argv[1], sys.argv[2]
 v6 = ":" in src
@@ -280,6 +281,7 @@ def fix_udp(f, u):
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
 s.bind((ifc, 0))
 s.settimeout(5)
+open(sys.argv[3], "w").close()
 while True:
     f, addr = s.recvfrom(65535)
     if addr[2] == socket.PACKET_OUTGOING and (at := seq_offset(f)) is not None:
@@ -293,6 +295,11 @@ f[sq:sq + 4] = struct.pack("!I", (seq + 1000) & 0xFFFFFFFF)
 f[-1] ^= 1
 s.send(bytes(fix_udp(f, udp)))
 EOF
+    capturer=$!
+    for _ in $(seq 200); do [ -e "$work/inject.ready" ] && break; sleep 0.05; done
+    ip netns exec "$ns" ping -q -c 20 -i 0.05 -W 2 -I "$([ "$ns" = $A ] && echo "$h1" || echo "$h2")" "$dst" >/dev/null &
+    pinger=$!
+    wait $capturer || fail "capturing and injecting ESP or AH from $ns: $(cat "$work/inject.err")"
     wait $pinger || fail "ping from $ns during the injection"
     sleep 0.2
 }

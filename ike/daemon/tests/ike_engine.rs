@@ -27,6 +27,12 @@ fn config(a_side: bool, psk: &str) -> Config {
 
 /// The same with `extra` added to the connection (e.g. `dpd_delay = 10s`).
 fn config_with(a_side: bool, psk: &str, extra: &str) -> Config {
+    config_child(a_side, psk, extra, None)
+}
+
+/// The same with `child` as the child's settings instead of the example's selectors and
+/// ESP proposal (`start_action` stays A's).
+fn config_child(a_side: bool, psk: &str, extra: &str, child: Option<&str>) -> Config {
     let (name, me, peer, my_id, peer_id, lts, rts, start) = if a_side {
         (
             "site-b",
@@ -41,11 +47,15 @@ fn config_with(a_side: bool, psk: &str, extra: &str) -> Config {
     } else {
         ("site-a", "192.0.2.2", "192.0.2.1", "gw-b", "gw-a", "10.2.0.0/24", "10.1.0.0/24", "")
     };
+    let child = child.map_or_else(
+        || format!("local_ts = {lts}\n remote_ts = {rts}\n esp_proposals = aes128gcm16"),
+        str::to_owned,
+    );
     let text = format!(
         "connections {{ {name} {{ local_addrs = {me}\n remote_addrs = {peer}\n {extra}\n \
          proposals = aes128gcm16-prfsha256-x25519\n \
          local {{ auth = psk\n id = {my_id}.example.org\n }} remote {{ auth = psk\n id = {peer_id}.example.org\n }}\n \
-         children {{ net {{ local_ts = {lts}\n remote_ts = {rts}\n esp_proposals = aes128gcm16\n {start}\n }} }} }} }}\n\
+         children {{ net {{ {child}\n {start}\n }} }} }} }}\n\
          secrets {{ ike-site {{ id-a = gw-a.example.org\n id-b = gw-b.example.org\n secret = {psk}\n }} }}\n"
     );
     // A directory per call: the tests run at once.
@@ -286,6 +296,49 @@ fn two_engines_install_the_same_child_sa_from_each_end() {
     let mut out = Vec::new();
     assert_eq!(a.command(now, &Request::List, &mut out).unwrap(), "no IKE SA\n");
     assert_eq!(b.command(now, &Request::List, &mut out).unwrap(), "no IKE SA\n");
+}
+
+/// Transport mode with ESN, as tests/kernel/ike negotiates them with Linux's XFRM through
+/// charon: the USE_TRANSPORT_MODE notify and the ESN transform accepted at both ends, both
+/// installs in transport mode between the gateways (`dynamic` selectors) with `-f esn`, and
+/// `ipsecctl ike list` saying so on the CHILD_SA's line (the kernel suite reads it there).
+#[test]
+fn transport_mode_with_esn_is_installed_and_listed() {
+    let child = "mode = transport\n esp_proposals = aes128gcm16-esn";
+    let mk = |a_side| {
+        let fw = ocf::Framework::new();
+        ocf_soft::register(&fw).unwrap();
+        IkeEngine::new(fw, config_child(a_side, PSK, "", Some(child)), Instant::now()).unwrap()
+    };
+    let (mut a, mut b) = (mk(true), mk(false));
+    let mut first = Vec::new();
+    a.start(Instant::now(), &mut first);
+    let (s1, s2) = run(&mut a, &mut b, first);
+    let installs: Vec<&ChildInstall> = s1.installs.iter().chain(&s2.installs).collect();
+    assert_eq!(installs.len(), 2, "both ends install: {:?} {:?}", s1.events, s2.events);
+    for c in &installs {
+        assert_eq!(c.mode, ipsec_core::control::Mode::Transport);
+        assert!(c.esn, "ESN negotiated");
+        let text = install_text(c).unwrap();
+        let sas: Vec<&str> = text.lines().filter(|l| l.starts_with("add ")).collect();
+        assert_eq!(sas.len(), 2, "{sas:?}");
+        assert!(sas
+            .iter()
+            .all(|l| l.contains(" esp ") && l.contains(" -m transport ") && l.contains(" -f esn")));
+        // The policies are between the gateways themselves, transport mode.
+        assert!(text.contains("spdadd 192.0.2."), "dynamic selectors are the gateways");
+        assert!(!text.contains("tunnel"), "{}", iked::daemon::setkey::redacted(c));
+    }
+    let mut out = Vec::new();
+    let list = a.command(Instant::now(), &Request::List, &mut out).unwrap();
+    assert!(list.contains("site-b/net Transport ESN SPIs in"), "{list}");
+    // Without ESN the line says nothing of it.
+    let (mut a, mut b) = (engine(true, PSK), engine(false, PSK));
+    let mut first = Vec::new();
+    a.start(Instant::now(), &mut first);
+    run(&mut a, &mut b, first);
+    let list = a.command(Instant::now(), &Request::List, &mut out).unwrap();
+    assert!(list.contains("site-b/net Tunnel SPIs in"), "{list}");
 }
 
 #[test]

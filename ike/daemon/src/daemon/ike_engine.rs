@@ -584,9 +584,10 @@ impl IkeEngine {
                 };
                 let _ = writeln!(
                     s,
-                    "   {conn}/{} {:?} SPIs in {:#010x} out {:#010x} {} === {}",
+                    "   {conn}/{} {:?}{} SPIs in {:#010x} out {:#010x} {} === {}",
                     c.name,
                     c.mode,
+                    if c.esn { " ESN" } else { "" },
                     c.spi_in,
                     c.spi_out,
                     ts(&c.local_ts),
