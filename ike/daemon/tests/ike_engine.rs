@@ -637,12 +637,12 @@ fn up_new_adds_ike_sas_that_unique_never_keeps() {
     assert_eq!(s1.installs.len() + s2.installs.len(), 2);
     let plain = Request::Up { conn: "site-b".into(), new: false };
     let e = a.command(now, &plain, &mut Vec::new()).unwrap_err();
-    assert!(e.contains("has an IKE SA already") && e.contains("--new"), "{e}");
+    assert!(e.contains("is up with all its children") && e.contains("--new"), "{e}");
     let mut installs = 2;
     for n in 2..=3 {
         let mut out = Vec::new();
         let r = a.command(now, &Request::Up { conn: "site-b".into(), new: true }, &mut out).unwrap();
-        assert!(r.starts_with("initiating site-b (child net), IKE SA "), "{r}");
+        assert!(r.starts_with("initiating site-b (children net), IKE SA "), "{r}");
         let (s1, s2) = run(&mut a, &mut b, out);
         assert_eq!(s1.installs.len() + s2.installs.len(), 2, "a new CHILD_SA at both ends");
         assert!(s1.removes.is_empty() && s2.removes.is_empty(), "none replaced");
@@ -1126,7 +1126,9 @@ fn a_connections_second_child_comes_up_on_its_ike_sa() {
         "one IKE SA: {list}"
     );
     assert!(list.contains("site-b/net") && list.contains("site-b/web"), "{list}");
-    let e = a.command(Instant::now(), &Request::Up { conn: "site-b".into(), new: false }, &mut Vec::new()).unwrap_err();
+    let e = a
+        .command(Instant::now(), &Request::Up { conn: "site-b".into(), new: false }, &mut Vec::new())
+        .unwrap_err();
     assert!(e.contains("up with all its children"), "{e}");
     let stats = a.command(Instant::now(), &Request::Stats, &mut Vec::new()).unwrap();
     assert!(stats.starts_with("IKE_SA_INIT: requests sent 1,"), "{stats}");

@@ -739,7 +739,10 @@ impl IkeEngine {
                     .filter(|ch| self.ike.create_child(now, spi, ch, &mut self.scratch))
                     .collect();
                 if made.is_empty() {
-                    return Err(format!("{conn} is up with all its children (ipsecctl ike list)"));
+                    return Err(format!(
+                        "{conn} is up with all its children (ipsecctl ike list; ipsecctl ike up {conn} --new \
+                         for another IKE SA)"
+                    ));
                 }
                 Ok(format!("creating {} on IKE SA {spi:016x} of {conn}\n", made.join(", ")))
             }
