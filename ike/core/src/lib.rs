@@ -474,7 +474,7 @@ impl Ike {
                 return Err(Drop::UnexpectedResponse);
             }
             if let Some(f) = msg.fragment() {
-                if !self.reassemble(ours, d, &msg, f)? {
+                if !self.reassemble(ours, d, msg, f)? {
                     return Ok(());
                 }
             }
@@ -520,7 +520,7 @@ impl Ike {
             }),
             Incoming::New => {
                 if let Some(f) = msg.fragment() {
-                    if !self.reassemble(ours, d, &msg, f)? {
+                    if !self.reassemble(ours, d, msg, f)? {
                         return Ok(());
                     }
                 }

@@ -51,7 +51,6 @@ fn last_seq(core: &Ipsec, spi: u32) -> u64 {
     core.databases().sad.dump(None).iter().find(|sa| sa.id.spi == spi).map(|sa| sa.last_sequence()).unwrap()
 }
 
-
 /// The SAs and policies as `dump` and `spddump` list them, less the `last-used` lines:
 /// those give milliseconds since the last packet, which move between two dumps.
 fn state(c: &Ipsec) -> String {
