@@ -249,10 +249,10 @@ mod tests {
 
     /// ipsecd's real control server, with a handler that records the changes and refuses
     /// those that start with "bad".
-    #[derive(Default)]
-    struct Record(Mutex<Vec<String>>);
+    #[derive(Clone, Default)]
+    struct Record(Arc<Mutex<Vec<String>>>);
 
-    impl Handler for Arc<Record> {
+    impl Handler for Record {
         fn stats(&self, _: &Counters) -> String {
             "stats\n".into()
         }
@@ -266,11 +266,11 @@ mod tests {
         }
     }
 
-    fn serve(name: &str) -> (PathBuf, Arc<Record>) {
+    fn serve(name: &str) -> (PathBuf, Record) {
         let path = std::env::temp_dir().join(format!("iked-session-{}-{name}.sock", std::process::id()));
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).unwrap();
-        let rec = Arc::new(Record::default());
+        let rec = Record::default();
         let server = Server::new(rec.clone(), Limits::default());
         std::thread::spawn(move || server.serve(&listener));
         (path, rec)
