@@ -216,11 +216,17 @@ impl Request {
 /// A reply: `Ok(text)` or `Err(message)`.
 pub type Reply = Result<String, String>;
 
+/// The reply's bytes; the caller wipes them where the text may hold keys (a `dump`). Sized
+/// first, so that no reallocation leaves a copy behind.
 pub fn encode_reply(r: &Reply) -> Vec<u8> {
-    match r {
-        Ok(text) => format!("ok\n{text}").into_bytes(),
-        Err(msg) => format!("error\n{msg}").into_bytes(),
-    }
+    let (head, text) = match r {
+        Ok(text) => ("ok\n", text),
+        Err(msg) => ("error\n", msg),
+    };
+    let mut bytes = Vec::with_capacity(head.len() + text.len());
+    bytes.extend_from_slice(head.as_bytes());
+    bytes.extend_from_slice(text.as_bytes());
+    bytes
 }
 
 /// What follows the heartbeats.

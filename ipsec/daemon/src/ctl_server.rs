@@ -264,7 +264,7 @@ impl<H: Handler> Server<H> {
             if let Err(e) = &reply {
                 tracing::warn!("control request failed: {e}");
             }
-            let frame = ctl::encode_frame(&ctl::encode_reply(&reply));
+            let frame = ctl::encode_frame(&Zeroizing::new(ctl::encode_reply(&reply)));
             let (Ok(text) | Err(text)) = &mut reply;
             text.zeroize();
             if let Err(e) = serve::write_by(&mut conn, &frame, Instant::now() + self.limits.deadline) {
@@ -370,8 +370,8 @@ fn read_request(conn: &mut UnixStream, limits: &Limits) -> Result<Incoming, Opti
         return Err(None);
     }
     if buf.starts_with(ctl::SESSION.as_bytes()) {
-        // Moved down in place: no copy of what may be keys is left behind.
-        buf.drain(..ctl::SESSION.len());
+        // Moved down, wiping where it was: no copy of what may be keys is left behind.
+        serve::consume(&mut buf, ctl::SESSION.len());
         return Ok(Incoming::Session(buf));
     }
     Request::decode(&buf).map(Incoming::Request).map_err(|e| Some((Refused::Malformed, e)))
@@ -394,9 +394,8 @@ fn read_frame(
         match ctl::first_frame(buf, limits.max_request) {
             Ok(ctl::Frames::Whole { start, end }) => {
                 let frame = Zeroizing::new(buf[start..end].to_vec());
-                // What follows is moved down in place; the bytes past it are wiped with
-                // the buffer.
-                buf.drain(..end);
+                // What follows is moved down, and no copy of a key stays behind.
+                serve::consume(buf, end);
                 return Ok(Some(frame));
             }
             Ok(ctl::Frames::Partial) => {}

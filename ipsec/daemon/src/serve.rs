@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zeroize::Zeroizing;
+use zeroize::{Zeroize, Zeroizing};
 
 /// A stream with timeouts: a Unix or a TCP connection.
 pub trait Conn: Read + Write + Send + 'static {
@@ -265,6 +265,18 @@ pub fn read_more<C: Read>(
     }
 }
 
+/// Drops the first `n` bytes of `buf` (a request taken, bytes sent), wiping them, and
+/// wiping the places the rest moved down from: a long-lived buffer (a session's) keeps no
+/// copy of a key in its spare room.
+pub fn consume(buf: &mut Zeroizing<Vec<u8>>, n: usize) {
+    let n = n.min(buf.len());
+    let rest = buf.len() - n;
+    buf[..n].zeroize();
+    buf.copy_within(n.., 0);
+    buf[rest..].zeroize();
+    buf.truncate(rest);
+}
+
 /// Why [`write_by`] stopped.
 #[derive(Debug)]
 pub enum WriteError {
@@ -388,6 +400,19 @@ mod tests {
             client.join().unwrap();
         }
         let _ = std::fs::remove_file(&path);
+    }
+
+    /// What is consumed is gone, the rest moved to the front, and no byte of either is
+    /// left in the buffer's room.
+    #[test]
+    fn consume_wipes_what_it_drops_and_where_the_rest_was() {
+        let mut b = Zeroizing::new(b"keykeyKEYrest".to_vec());
+        consume(&mut b, 9);
+        assert_eq!(&b[..], b"rest");
+        b.resize(13, 0);
+        assert_eq!(&b[..], b"rest\0\0\0\0\0\0\0\0\0", "the room holds no old byte");
+        consume(&mut b, 100);
+        assert!(b.is_empty());
     }
 
     /// A client that takes its reply a byte at a time (or not at all) is dropped at the

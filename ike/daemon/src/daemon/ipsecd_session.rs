@@ -16,7 +16,8 @@
 //! back to the loop as an event with its tag (what the request was for).
 //!
 //! The outbox holds keys (install requests): it is a [`Zeroizing`] buffer, grown by hand
-//! so that no reallocation leaves a copy behind, and wiped as it drains.
+//! so that no reallocation leaves a copy behind, and wiped as it drains
+//! ([`ipsecd::serve::consume`]).
 
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
@@ -26,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use ipsecd::ctl::{self, Frames, Reply};
+use ipsecd::serve::{consume, read_more, ReadError};
 use zeroize::{Zeroize, Zeroizing};
 
 /// What a lost connection answers each request that was waiting for its reply.
@@ -91,9 +93,8 @@ impl<T> Session<T> {
                 Err(e) => return self.lost(&format!("writing to ipsecd: {e}")),
             }
         }
-        // What was written is wiped as it leaves (drain moves the rest down in place).
-        self.outbox[..sent].zeroize();
-        self.outbox.drain(..sent);
+        // What was written is wiped as it leaves, and where the rest moved down from.
+        consume(&mut self.outbox, sent);
     }
 
     /// Whether requests wait for room in the socket (poll for POLLOUT, then flush).
@@ -121,20 +122,22 @@ impl<T> Session<T> {
     /// order of the requests.
     pub fn receive(&mut self) -> Vec<(T, Reply)> {
         loop {
-            let mut chunk = Zeroizing::new([0u8; 4 << 10]);
-            match self.conn.read(&mut chunk[..]) {
+            // Straight into the inbox, grown by hand (no copy left behind); no bound of its
+            // own: whole frames leave it as they come.
+            match read_more(&mut self.conn, &mut self.inbox, usize::MAX / 2) {
                 Ok(0) => {
                     self.lost("ipsecd closed the session");
                     break;
                 }
-                Ok(n) => {
-                    self.inbox.extend_from_slice(&chunk[..n]);
-                    self.frames();
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => {
+                Ok(_) => self.frames(),
+                Err(ReadError::Io(e)) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(ReadError::Io(e)) if e.kind() == ErrorKind::Interrupted => {}
+                Err(ReadError::Io(e)) => {
                     self.lost(&format!("reading from ipsecd: {e}"));
+                    break;
+                }
+                Err(ReadError::TooLarge | ReadError::Deadline(_)) => {
+                    self.lost("ipsecd's reply is larger than iked reads");
                     break;
                 }
             }
@@ -172,8 +175,7 @@ impl<T> Session<T> {
                 Ok(Frames::Partial) => return,
                 Ok(Frames::Whole { start, end }) => {
                     let reply = ctl::decode_reply(&self.inbox[start..end]);
-                    self.inbox[..end].zeroize();
-                    self.inbox.drain(..end);
+                    consume(&mut self.inbox, end);
                     match self.waiting.pop_front() {
                         Some(tag) => self.ready.push_back((tag, reply)),
                         None => return self.lost("ipsecd sent a reply to no request"),
