@@ -14,7 +14,22 @@
 //!
 //! monitor := "monitor" "\n"       (the client keeps its sending half open)
 //! stream  := "ok" "\n" *(event "\n")  | "error" "\n" text
+//!
+//! session := "session" "\n"       (the client keeps the connection for many requests)
+//!            then, from the daemon, "ok" "\n"; from then on, in each direction, frames:
+//! frame   := length "\n" bytes     (length: decimal, of bytes; at most MAX_REQUEST)
+//!            client → daemon: a request's bytes (verb "\n" body; setkey or stats)
+//!            daemon → client: a reply's bytes ("ok" | "error") "\n" text, no heartbeat,
+//!            one per request, in the order of the requests
 //! ```
+//!
+//! `session` is for a key manager (`iked`) that sends a request per CHILD_SA: one
+//! connection for its life instead of a connection (and a daemon thread) per request, and
+//! requests pipelined, their replies matched in order ([`Frames`]). The one-shot form
+//! stays for `ipsecctl` and `socat`. A frame cut short by the client's end is not carried
+//! out (its length says it is not whole), and a request of a session is carried out as the
+//! one-shot one is; the daemon gives each frame [`DEADLINE`] once its first byte came, and
+//! none between frames.
 //!
 //! `monitor` subscribes to the daemon's events ([`crate::monitor`] documents each line):
 //! the daemon answers `ok` once the subscription holds, then writes one line per event
@@ -82,6 +97,56 @@ pub const DEFAULT_SOCKET: &str = "/run/ipsecd.sock";
 /// a connection that sent nothing, such as the probe a starting daemon makes to see whether
 /// another one is serving the socket: its server closes such a connection unanswered.)
 pub const EMPTY: &str = "empty request";
+
+/// The whole of a `session` request (the daemon stops reading there; frames follow).
+pub const SESSION: &str = "session\n";
+
+/// The frame that carries `bytes` in a session, wiped when dropped (a request may hold
+/// keys).
+pub fn encode_frame(bytes: &[u8]) -> Zeroizing<Vec<u8>> {
+    let head = format!("{}\n", bytes.len());
+    let mut out = Zeroizing::new(Vec::with_capacity(head.len() + bytes.len()));
+    out.extend_from_slice(head.as_bytes());
+    out.extend_from_slice(bytes);
+    out
+}
+
+/// Where the first frame of a session's byte stream is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Frames {
+    /// Not whole yet: more bytes are needed.
+    Partial,
+    /// A whole frame: its bytes are `buf[start..end]`, and the next frame starts at `end`.
+    Whole { start: usize, end: usize },
+}
+
+/// The longest length line (`4194304\n` and some room).
+const MAX_LENGTH_LINE: usize = 12;
+
+/// Finds the first frame in `buf`, of at most `max` bytes. `Err` names what is wrong: a
+/// length that is not a decimal number, or one over `max`.
+pub fn first_frame(buf: &[u8], max: usize) -> Result<Frames, String> {
+    let Some(nl) = buf.iter().take(MAX_LENGTH_LINE).position(|&b| b == b'\n') else {
+        if buf.len() >= MAX_LENGTH_LINE {
+            return Err(format!("a frame's length line is longer than {MAX_LENGTH_LINE} bytes"));
+        }
+        return Ok(Frames::Partial);
+    };
+    let len = std::str::from_utf8(&buf[..nl])
+        .ok()
+        .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|t| t.parse::<usize>().ok())
+        .ok_or_else(|| {
+            format!("a frame's length is not a decimal number: {:?}", String::from_utf8_lossy(&buf[..nl]))
+        })?;
+    if len > max {
+        return Err(format!(
+            "request larger than {max} bytes, the most ipsecd reads in one request; split it"
+        ));
+    }
+    let (start, end) = (nl + 1, nl + 1 + len);
+    Ok(if buf.len() >= end { Frames::Whole { start, end } } else { Frames::Partial })
+}
 
 /// A request. Its `Debug` never prints a setkey body (it may hold keys), only its length.
 #[derive(Clone, PartialEq, Eq)]
@@ -151,11 +216,17 @@ impl Request {
 /// A reply: `Ok(text)` or `Err(message)`.
 pub type Reply = Result<String, String>;
 
+/// The reply's bytes; the caller wipes them where the text may hold keys (a `dump`). Sized
+/// first, so that no reallocation leaves a copy behind.
 pub fn encode_reply(r: &Reply) -> Vec<u8> {
-    match r {
-        Ok(text) => format!("ok\n{text}").into_bytes(),
-        Err(msg) => format!("error\n{msg}").into_bytes(),
-    }
+    let (head, text) = match r {
+        Ok(text) => ("ok\n", text),
+        Err(msg) => ("error\n", msg),
+    };
+    let mut bytes = Vec::with_capacity(head.len() + text.len());
+    bytes.extend_from_slice(head.as_bytes());
+    bytes.extend_from_slice(text.as_bytes());
+    bytes
 }
 
 /// What follows the heartbeats.

@@ -9,6 +9,10 @@
 //!  Limits::max_request bytes ── refused? ── the reason as the reply, then closed
 //!     │ monitor: subscribed to the Hub ([`crate::monitor`]), "ok\n", then each event's
 //!     │          line until the client closes; no reply, no deadline, no heartbeat
+//!     │ session: "ok\n", then frame after frame on this one thread until the client
+//!     │          closes: each request read whole (Limits::deadline from its first byte),
+//!     │          answered as below without heartbeats, its reply framed; a frame cut
+//!     │          short by the client's end is not carried out
 //!     │ setkey: a first "working\n"; the client is gone (EPIPE)? ── nothing applied
 //!     │
 //!     ├─ heartbeat thread: "working\n" every Limits::heartbeat until the answer is ready
@@ -17,6 +21,10 @@
 //!     ▼
 //!  the reply, written by Limits::deadline; closed
 //! ```
+//!
+//! A session ([`ctl`]'s `session`) is a key manager's connection: one thread serves it for
+//! its life, so that a request per CHILD_SA costs no thread (nor a heartbeat thread) of its
+//! own, and the client pipelines its requests, reading the replies in their order.
 //!
 //! Why a thread per connection: the control plane is not a hot path, its requests are few,
 //! and a blocking read with a timeout per connection is the simplest thing that cannot be
@@ -144,7 +152,8 @@ impl<H: Handler> Server<H> {
 
     fn connection(&self, mut conn: UnixStream) {
         let mut request = match read_request(&mut conn, &self.limits) {
-            Ok(req) => req,
+            Ok(Incoming::Request(req)) => req,
+            Ok(Incoming::Session(rest)) => return self.session(conn, rest),
             Err(None) => return, // nothing sent: a starting daemon's probe
             Err(Some((why, msg))) => {
                 self.counters.count(why);
@@ -195,21 +204,80 @@ impl<H: Handler> Server<H> {
                     }
                 }
             });
-            let reply = match request {
-                Request::Stats => Ok(self.handler.stats(&self.counters)),
-                Request::Monitor => Err("monitor is served by Server::monitor".to_owned()),
-                Request::Setkey(body) => {
-                    let _turn = self.turn();
-                    self.handler.change(body)
-                }
-                Request::SetkeyWithKeys(body) => {
-                    let _turn = self.turn();
-                    self.handler.change_showing_keys(body)
-                }
-            };
+            let reply = self.answer(request);
             drop(done);
             reply
         })
+    }
+
+    /// Carries out `request` (a change waits its turn).
+    fn answer(&self, request: &Request) -> Reply {
+        match request {
+            Request::Stats => Ok(self.handler.stats(&self.counters)),
+            Request::Monitor => Err("monitor is served by Server::monitor, not within a session".to_owned()),
+            Request::Setkey(body) => {
+                let _turn = self.turn();
+                self.handler.change(body)
+            }
+            Request::SetkeyWithKeys(body) => {
+                let _turn = self.turn();
+                self.handler.change_showing_keys(body)
+            }
+        }
+    }
+
+    /// `session`: `ok`, then each framed request answered with a framed reply, in order,
+    /// on this thread, until the client closes (between frames: no deadline) or breaks the
+    /// framing. `rest`: what came after the session's line.
+    fn session(&self, mut conn: UnixStream, rest: Zeroizing<Vec<u8>>) {
+        self.counters.count_answered();
+        if conn.set_write_timeout(Some(self.limits.deadline)).and_then(|_| conn.write_all(b"ok\n")).is_err() {
+            return;
+        }
+        let mut buf = rest;
+        loop {
+            let bytes = match read_frame(&mut conn, &mut buf, &self.limits) {
+                Ok(Some(b)) => b,
+                Ok(None) => return, // closed between frames
+                Err((why, msg)) => {
+                    self.counters.count(why);
+                    tracing::warn!("control session: {msg}; closed");
+                    let frame = ctl::encode_frame(&ctl::encode_reply(&Err(msg)));
+                    let _ = serve::write_by(&mut conn, &frame, Instant::now() + self.limits.deadline);
+                    return;
+                }
+            };
+            let mut reply = match Request::decode(&bytes) {
+                Ok(mut request) => {
+                    let reply = self.answer(&request);
+                    if let Request::Setkey(body) | Request::SetkeyWithKeys(body) = &mut request {
+                        body.zeroize();
+                    }
+                    self.counters.count_answered();
+                    reply
+                }
+                Err(e) => {
+                    self.counters.count(Refused::Malformed);
+                    Err(e)
+                }
+            };
+            if let Err(e) = &reply {
+                tracing::warn!("control request failed: {e}");
+            }
+            let frame = ctl::encode_frame(&Zeroizing::new(ctl::encode_reply(&reply)));
+            let (Ok(text) | Err(text)) = &mut reply;
+            text.zeroize();
+            if let Err(e) = serve::write_by(&mut conn, &frame, Instant::now() + self.limits.deadline) {
+                if let WriteError::Deadline(sent) = e {
+                    self.counters.count(Refused::ReplyDeadline);
+                    tracing::warn!(
+                        "control session: the client took {sent} of {} reply bytes by the deadline; closed",
+                        frame.len()
+                    );
+                }
+                return;
+            }
+        }
     }
 
     /// `monitor`: `ok` once subscribed, then the events as they come, until the client
@@ -269,12 +337,21 @@ fn client_gone(conn: &mut UnixStream) -> bool {
     gone || conn.set_nonblocking(false).is_err()
 }
 
+/// What a connection asks for: one request, or a session of many.
+enum Incoming {
+    Request(Request),
+    /// `session`; the bytes that came after its line (the first frames, pipelined).
+    Session(Zeroizing<Vec<u8>>),
+}
+
 /// Reads a whole request by the deadline. `Err(None)`: the client sent nothing and closed;
 /// `Err(Some(..))`: refused, with the reason to send back.
-fn read_request(conn: &mut UnixStream, limits: &Limits) -> Result<Request, Option<(Refused, String)>> {
+fn read_request(conn: &mut UnixStream, limits: &Limits) -> Result<Incoming, Option<(Refused, String)>> {
     let deadline = Instant::now() + limits.deadline;
-    // A monitor request ends at its line: its client keeps the connection open.
-    let buf = serve::read_by(conn, deadline, limits.max_request, |b| b == ctl::MONITOR.as_bytes()).map_err(|e| {
+    // A monitor request ends at its line: its client keeps the connection open; a session's
+    // line ends the request too (frames may follow at once).
+    let whole = |b: &[u8]| b == ctl::MONITOR.as_bytes() || b.starts_with(ctl::SESSION.as_bytes());
+    let buf = serve::read_by(conn, deadline, limits.max_request, whole).map_err(|e| {
         Some(match e {
             ReadError::Deadline(n) => (
                 Refused::RequestDeadline,
@@ -283,22 +360,87 @@ fn read_request(conn: &mut UnixStream, limits: &Limits) -> Result<Request, Optio
                     limits.deadline.as_secs_f32()
                 ),
             ),
-            ReadError::TooLarge => (
-                Refused::TooLarge,
-                format!(
-                    "request larger than {} bytes, the most ipsecd reads in one request; split it",
-                    limits.max_request
-                ),
-            ),
+            ReadError::TooLarge => (Refused::TooLarge, too_large(limits.max_request)),
             ReadError::Io(e) => (Refused::Io, format!("reading the request: {e}")),
         })
     })?;
     // The request's text (a setkey body holds keys) is wiped once decoded.
-    let buf = Zeroizing::new(buf);
+    let mut buf = Zeroizing::new(buf);
     if buf.is_empty() {
         return Err(None);
     }
-    Request::decode(&buf).map_err(|e| Some((Refused::Malformed, e)))
+    if buf.starts_with(ctl::SESSION.as_bytes()) {
+        // Moved down, wiping where it was: no copy of what may be keys is left behind.
+        serve::consume(&mut buf, ctl::SESSION.len());
+        return Ok(Incoming::Session(buf));
+    }
+    Request::decode(&buf).map(Incoming::Request).map_err(|e| Some((Refused::Malformed, e)))
+}
+
+fn too_large(max: usize) -> String {
+    format!("request larger than {max} bytes, the most ipsecd reads in one request; split it")
+}
+
+/// The next frame of a session, read into `buf` (which keeps what came after it).
+/// `Ok(None)`: the client closed between frames. A frame is given the deadline from its
+/// first byte; between frames the read waits as long as the client keeps the connection.
+fn read_frame(
+    conn: &mut UnixStream,
+    buf: &mut Zeroizing<Vec<u8>>,
+    limits: &Limits,
+) -> Result<Option<Zeroizing<Vec<u8>>>, (Refused, String)> {
+    let mut deadline = (!buf.is_empty()).then(|| Instant::now() + limits.deadline);
+    loop {
+        match ctl::first_frame(buf, limits.max_request) {
+            Ok(ctl::Frames::Whole { start, end }) => {
+                let frame = Zeroizing::new(buf[start..end].to_vec());
+                // What follows is moved down, and no copy of a key stays behind.
+                serve::consume(buf, end);
+                return Ok(Some(frame));
+            }
+            Ok(ctl::Frames::Partial) => {}
+            Err(e) if e.starts_with("request larger") => return Err((Refused::TooLarge, e)),
+            Err(e) => return Err((Refused::Malformed, e)),
+        }
+        let timeout = match deadline {
+            None => None,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err((
+                        Refused::RequestDeadline,
+                        format!(
+                            "a request did not arrive whole within {} s ({} bytes came)",
+                            limits.deadline.as_secs_f32(),
+                            buf.len()
+                        ),
+                    ));
+                }
+                Some(left)
+            }
+        };
+        conn.set_read_timeout(timeout).map_err(|e| (Refused::Io, format!("reading a request: {e}")))?;
+        // No bound of read_more's own: a read comes only while `buf` holds less than one
+        // whole frame (its length checked above, at most max_request), and the buffer
+        // grows only when full, so it stays under twice a frame.
+        match serve::read_more(conn, buf, usize::MAX / 2) {
+            Ok(0) if buf.is_empty() => return Ok(None),
+            Ok(0) => {
+                return Err((
+                    Refused::Abandoned,
+                    format!("the client closed within a request ({} bytes came); not carried out", buf.len()),
+                ))
+            }
+            Ok(_) => {
+                deadline.get_or_insert_with(|| Instant::now() + limits.deadline);
+            }
+            Err(ReadError::Io(e)) if serve::is_timeout(&e) => {}
+            Err(ReadError::Io(e)) => return Err((Refused::Io, format!("reading a request: {e}"))),
+            Err(ReadError::TooLarge | ReadError::Deadline(_)) => {
+                return Err((Refused::TooLarge, too_large(limits.max_request)))
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -585,6 +727,81 @@ mod tests {
         // Their places come back as their threads end (just after the count): it serves.
         eventually("served again", || call(&s.path, &Request::Stats, patient()).unwrap().is_ok());
         assert_eq!(s.server.counters().refused(Refused::RequestDeadline), 2);
+    }
+
+    /// Reads one reply frame of a session.
+    fn session_reply(r: &mut std::io::BufReader<UnixStream>) -> Reply {
+        use std::io::BufRead;
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        let len: usize = line.trim_end().parse().unwrap_or_else(|_| panic!("length line {line:?}"));
+        let mut bytes = vec![0u8; len];
+        r.read_exact(&mut bytes).unwrap();
+        ctl::decode_reply(&bytes)
+    }
+
+    /// A session: requests pipelined on one connection (all sent before any reply is
+    /// read, the first ones in the same write as the session's line) are answered in
+    /// their order, a refused one among them too; the connection thread serves them all
+    /// (no connection per request: the bound of 1 would refuse a second one), and a
+    /// one-shot request is still served beside it once the session has ended.
+    #[test]
+    fn a_session_answers_pipelined_requests_in_order() {
+        let s = start("session", Limits { clients: 1, ..quick() }, Duration::ZERO);
+        let mut c = UnixStream::connect(&s.path).unwrap();
+        let mut first = ctl::SESSION.as_bytes().to_vec();
+        first.extend_from_slice(&ctl::encode_frame(&Request::Setkey("a".into()).encode()));
+        c.write_all(&first).unwrap();
+        for req in [Request::Setkey("bad".into()), Request::Stats, Request::Setkey("b".into())] {
+            c.write_all(&ctl::encode_frame(&req.encode())).unwrap();
+        }
+        c.write_all(&ctl::encode_frame(b"frobnicate\n")).unwrap();
+        let mut r = std::io::BufReader::new(c.try_clone().unwrap());
+        let mut ok = String::new();
+        std::io::BufRead::read_line(&mut r, &mut ok).unwrap();
+        assert_eq!(ok, "ok\n");
+        assert_eq!(session_reply(&mut r), Ok("applied a".into()));
+        assert_eq!(session_reply(&mut r), Err("line 1: refused".into()));
+        assert!(session_reply(&mut r).unwrap().starts_with("stats;"));
+        assert_eq!(session_reply(&mut r), Ok("applied b".into()));
+        assert!(session_reply(&mut r).unwrap_err().contains("unknown request \"frobnicate\""));
+        assert_eq!(*s.probe.applied.lock().unwrap(), ["a", "bad", "b"]);
+        assert_eq!(s.server.counters().refused(Refused::Malformed), 1);
+        drop((r, c));
+        eventually("a one-shot request served after the session", || {
+            call(&s.path, &Request::Setkey("c".into()), patient()) == Ok(Ok("applied c".into()))
+        });
+    }
+
+    /// A frame cut short by the client's end (killed while sending) is not carried out,
+    /// and counted, though what came of it parses; a frame whose length is not a number
+    /// is refused with the reason, and the session closed.
+    #[test]
+    fn a_session_carries_out_only_whole_frames() {
+        let s = start("session-cut", quick(), Duration::ZERO);
+        let mut c = UnixStream::connect(&s.path).unwrap();
+        c.write_all(ctl::SESSION.as_bytes()).unwrap();
+        c.write_all(b"100\nsetkey\nflush;\n").unwrap();
+        let mut ok = [0u8; 3];
+        c.read_exact(&mut ok).unwrap();
+        assert_eq!(&ok, b"ok\n");
+        drop(c);
+        eventually("the cut frame counted", || s.server.counters().refused(Refused::Abandoned) == 1);
+        assert!(s.probe.applied.lock().unwrap().is_empty());
+
+        let mut c = UnixStream::connect(&s.path).unwrap();
+        c.write_all(b"session\nten\nsetkey\n").unwrap();
+        let mut r = std::io::BufReader::new(c);
+        let mut ok = String::new();
+        std::io::BufRead::read_line(&mut r, &mut ok).unwrap();
+        assert_eq!(ok, "ok\n");
+        let e = session_reply(&mut r).unwrap_err();
+        assert!(e.contains("a frame's length is not a decimal number: \"ten\""), "{e}");
+        let mut rest = Vec::new();
+        r.read_to_end(&mut rest).unwrap();
+        assert!(rest.is_empty(), "closed after the refusal");
+        assert_eq!(s.server.counters().refused(Refused::Malformed), 1);
+        assert!(s.probe.applied.lock().unwrap().is_empty());
     }
 
     /// Waits up to [`PATIENCE`] for `f` to hold.

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zeroize::Zeroizing;
+use zeroize::{Zeroize, Zeroizing};
 
 /// A stream with timeouts: a Unix or a TCP connection.
 pub trait Conn: Read + Write + Send + 'static {
@@ -208,34 +208,73 @@ pub fn read_by<C: Conn>(
     complete: impl Fn(&[u8]) -> bool,
 ) -> Result<Vec<u8>, ReadError> {
     // A request may carry keys (setkey statements): what is read is wiped wherever it was
-    // (the chunk on the stack, the buffer as it grows, the buffer on an error); only the
-    // returned buffer is the caller's to wipe.
+    // (the buffer as it grows, the buffer on an error); only the returned buffer is the
+    // caller's to wipe.
     let mut buf = Zeroizing::new(Vec::new());
-    let mut chunk = Zeroizing::new([0u8; 64 << 10]);
     while !complete(&buf) {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(ReadError::Deadline(buf.len()));
         }
         conn.set_read_timeout(Some(left)).map_err(ReadError::Io)?;
-        match conn.read(&mut chunk[..]) {
+        match read_more(conn, &mut buf, max) {
             Ok(0) => break,
-            Ok(n) if buf.len() + n > max => return Err(ReadError::TooLarge),
-            Ok(n) => {
-                if buf.capacity() - buf.len() < n {
-                    // Grown by hand: a reallocation would leave the old bytes in the block
-                    // it frees. The old buffer is wiped as it drops.
-                    let mut bigger = Vec::with_capacity((buf.len() + n).max(2 * buf.capacity()));
-                    bigger.extend_from_slice(&buf);
-                    buf = Zeroizing::new(bigger);
-                }
-                buf.extend_from_slice(&chunk[..n]);
-            }
-            Err(e) if is_timeout(&e) => {}
-            Err(e) => return Err(ReadError::Io(e)),
+            Ok(_) => {}
+            Err(ReadError::Io(e)) if is_timeout(&e) => {}
+            Err(e) => return Err(e),
         }
     }
     Ok(std::mem::take(&mut *buf))
+}
+
+/// The room [`read_more`] gives an empty buffer: a control request of one CHILD_SA (about
+/// 1 KiB) fits, so that it costs one small allocation, not a 64 KiB chunk zeroed and wiped.
+const FIRST_ROOM: usize = 4 << 10;
+
+/// Reads once from `conn` into the end of `buf`, straight into its spare room (no chunk in
+/// between to wipe): `Ok(0)` at the end of the stream, [`ReadError::TooLarge`] once `buf`
+/// would hold more than `max` bytes. The room grows by hand, doubling: a reallocation would
+/// leave the old bytes in the block it frees; the old buffer is wiped as it drops. The
+/// spare room is zeroed before the read (safe code cannot read into uninitialised memory),
+/// and `buf`'s whole capacity is wiped when it drops.
+pub fn read_more<C: Read>(
+    conn: &mut C,
+    buf: &mut Zeroizing<Vec<u8>>,
+    max: usize,
+) -> Result<usize, ReadError> {
+    let len = buf.len();
+    if len >= max.saturating_add(1) {
+        return Err(ReadError::TooLarge);
+    }
+    if buf.capacity() == len {
+        // One byte past `max`, so that a request larger than `max` is seen as such.
+        let cap = (2 * len).max(FIRST_ROOM).min(max.saturating_add(1)).max(len + 1);
+        let mut bigger = Vec::with_capacity(cap);
+        bigger.extend_from_slice(buf);
+        *buf = Zeroizing::new(bigger);
+    }
+    let room = buf.capacity() - len;
+    buf.resize(len + room, 0);
+    let r = conn.read(&mut buf[len..]);
+    let n = *r.as_ref().unwrap_or(&0);
+    buf.truncate(len + n);
+    match r {
+        Ok(n) if len + n > max => Err(ReadError::TooLarge),
+        Ok(n) => Ok(n),
+        Err(e) => Err(ReadError::Io(e)),
+    }
+}
+
+/// Drops the first `n` bytes of `buf` (a request taken, bytes sent), wiping them, and
+/// wiping the places the rest moved down from: a long-lived buffer (a session's) keeps no
+/// copy of a key in its spare room.
+pub fn consume(buf: &mut Zeroizing<Vec<u8>>, n: usize) {
+    let n = n.min(buf.len());
+    let rest = buf.len() - n;
+    buf[..n].zeroize();
+    buf.copy_within(n.., 0);
+    buf[rest..].zeroize();
+    buf.truncate(rest);
 }
 
 /// Why [`write_by`] stopped.
@@ -266,7 +305,7 @@ pub fn write_by<C: Conn>(conn: &mut C, bytes: &[u8], deadline: Instant) -> Resul
     Ok(())
 }
 
-fn is_timeout(e: &io::Error) -> bool {
+pub fn is_timeout(e: &io::Error) -> bool {
     matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted)
 }
 
@@ -330,6 +369,50 @@ mod tests {
         assert!(waited >= Duration::from_millis(500), "stopped before the deadline: {waited:?}");
         drop(conn);
         assert!(drip.join().unwrap(), "the client had stopped dripping: nothing was cut off");
+    }
+
+    /// A request larger than the first room (4 KiB) is read whole however it is split; one
+    /// byte over the most is refused, and exactly the most is not.
+    #[test]
+    fn read_by_grows_to_the_request_and_stops_past_the_most() {
+        let path = std::env::temp_dir().join(format!("ipsecd-serve-grow-{}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let request: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+        for (size, whole) in [(20_000, true), (19_999, false)] {
+            let sent = request.clone();
+            let p = path.clone();
+            let client = std::thread::spawn(move || {
+                let mut c = UnixStream::connect(&p).unwrap();
+                for part in sent.chunks(3_000) {
+                    let _ = c.write_all(part);
+                }
+                let _ = c.shutdown(std::net::Shutdown::Write);
+            });
+            let (mut conn, _) = l.accept().unwrap();
+            let r = read_by(&mut conn, Instant::now() + PATIENCE, size, |_| false);
+            if whole {
+                assert_eq!(r.unwrap(), request);
+            } else {
+                assert!(matches!(r, Err(ReadError::TooLarge)), "{r:?}");
+            }
+            drop(conn);
+            client.join().unwrap();
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// What is consumed is gone, the rest moved to the front, and no byte of either is
+    /// left in the buffer's room.
+    #[test]
+    fn consume_wipes_what_it_drops_and_where_the_rest_was() {
+        let mut b = Zeroizing::new(b"keykeyKEYrest".to_vec());
+        consume(&mut b, 9);
+        assert_eq!(&b[..], b"rest");
+        b.resize(13, 0);
+        assert_eq!(&b[..], b"rest\0\0\0\0\0\0\0\0\0", "the room holds no old byte");
+        consume(&mut b, 100);
+        assert!(b.is_empty());
     }
 
     /// A client that takes its reply a byte at a time (or not at all) is dropped at the

@@ -4,25 +4,29 @@
 //!
 //! ```text
 //!  engine.start (the connections that start at once), then
-//!  poll(relay, ipsecd monitor, iked ctl listener, SIGHUP pipe, SIGTERM pipe;
+//!  poll(relay, ipsecd monitor, iked ctl listener, SIGHUP pipe, SIGTERM pipe,
+//!       ipsecd session (POLLOUT too while requests wait for room);
 //!       timeout = engine.next_deadline() − now)
 //!    relay readable    ─▶ recv every datagram waiting ─▶ engine.datagram
+//!    session readable  ─▶ each reply, in the order of the requests ─▶ for an Install:
+//!                          engine.installed, and "child-sa-installed" (or
+//!                          "-install-refused") to the subscribers
+//!                          └─ debug_keys.child_sa (if on); for the others: logged
 //!    monitor readable  ─▶ each whole line ─▶ events::parse_line ─▶ engine.sa_event
 //!                          (overflow ─▶ engine.events_lost; ipsecd gone ─▶ exit)
 //!    listener readable ─▶ one request ─▶ engine.command, or a new monitor subscriber
 //!    SIGHUP            ─▶ Config::load ─▶ diff ─▶ engine.reload (a bad file: logged, kept)
-//!    SIGTERM/SIGINT    ─▶ engine.shutdown, outputs carried out, exit
+//!    SIGTERM/SIGINT    ─▶ engine.shutdown, outputs carried out, their replies
+//!                          awaited, exit
 //!    deadline passed   ─▶ engine.tick (first, if engine.wants_traffic: `dump ;` to ipsecd
 //!                          ─▶ traffic::last_inbound ─▶ engine.traffic)
 //!  after each: carry_out(outputs)
 //!    Send     ─▶ relay.send (the relay socket full: wait RELAY_ROOM_WAIT for room, once;
 //!                 still full: dropped, counted in `ipsecctl ike stats`)
-//!    Install  ─▶ setkey::install_text ─▶ ipsecd ctl (one request) ─▶ engine.installed,
-//!                 and "child-sa-installed" (or "-install-refused") to the subscribers
-//!                 └─ debug_keys.child_sa (if on)
-//!    Remove   ─▶ setkey::remove_text  ─▶ ipsecd ctl (one request)
-//!    Migrate  ─▶ setkey::migrate_text ─▶ ipsecd ctl (one request)
-//!    Trap, Untrap ─▶ setkey::trap_text, untrap_text ─▶ ipsecd ctl (policies alone)
+//!    Install  ─▶ setkey::install_text ─▶ the session (one request; its reply later, above)
+//!    Remove   ─▶ setkey::remove_text  ─▶ the session (one request)
+//!    Migrate  ─▶ setkey::migrate_text ─▶ the session (one request)
+//!    Trap, Untrap ─▶ setkey::trap_text, untrap_text ─▶ the session (policies alone)
 //!    IkeKeys  ─▶ debug_keys.ike_sa (if on; dropped otherwise)
 //!    Event    ─▶ log (auth failures as "authentication failed: …") and every subscriber
 //!  each turn: the metrics endpoint's snapshot (engine.metrics), when PUBLISH_EVERY passed
@@ -36,8 +40,14 @@
 //! sheds the load where it costs nothing — new datagrams it cannot hand over are dropped
 //! and counted there (`key_manager_full`).
 //!
-//! A request to ipsecd waits for its reply (a heartbeat comes every second while ipsecd
-//! works); meanwhile datagrams queue in the relay socket, as they would in a busy peer. A
+//! Changes go to ipsecd on one session ([`super::ipsecd_session`]) and the loop never
+//! waits for their replies: it goes on with IKE work while ipsecd applies them, and each
+//! reply comes back as an event. ipsecd carries out a session's requests in the order
+//! sent, so a CHILD_SA's install, migration and removal stay in order; the engine holds
+//! an install as pending until its reply (a removal meanwhile follows it on the wire). A
+//! lost session answers its waiting installs as failed (the outcome unknown) and is
+//! opened again. Only `dump` (before a liveness check) is a one-shot request that the
+//! loop waits for. A
 //! monitor subscriber's writes never wait: one whose socket is full (it reads too slowly)
 //! or gone is dropped, and has to subscribe again. When ipsecd goes away (the relay or the
 //! monitor stream closes) iked exits with an error, for its supervisor to restart it with
@@ -60,8 +70,10 @@ use super::control::{read_request, Request};
 use super::debug_keys::DebugKeys;
 use super::engine::{Engine, Output, Severity};
 use super::events::{parse_line, Line};
+use super::ipsecd_session::Session;
 use super::metrics::{Endpoint, PUBLISH_EVERY};
 use super::setkey::{install_text, migrate_text, redacted, remove_text, trap_text, untrap_text};
+use super::setkey::{ChildInstall, ChildMigrate, ChildRemove};
 use super::traffic::{last_inbound, DUMP};
 use crate::config::Config;
 
@@ -159,9 +171,25 @@ pub struct Daemon<E: Engine> {
     config: Config,
     debug_keys: Option<DebugKeys>,
     metrics: Option<Endpoint>,
+    /// The changes on their way to ipsecd, each with what its reply is for.
+    session: Session<Asked>,
     out: Vec<Output>,
     /// Datagrams dropped because the relay socket stayed full.
     relay_drops: u64,
+}
+
+/// What a request on the session was for: what its reply is handed to.
+enum Asked {
+    /// An install: the engine hears the outcome; the CHILD_SA (its keys, for
+    /// `--debug-keys`) is kept until then.
+    Install {
+        id: u64,
+        child: Box<ChildInstall>,
+    },
+    Remove(ChildRemove),
+    Migrate(ChildMigrate),
+    Trap(u32),
+    Untrap(u32),
 }
 
 /// How long a send waits for room in a full relay socket before the datagram is dropped.
@@ -203,6 +231,7 @@ impl<E: Engine> Daemon<E> {
             .map_err(|e| format!("ipsecd's IKE relay at {}: {e}", opts.relay.display()))?;
         relay.set_nonblocking(true).map_err(|e| e.to_string())?;
         let monitor = MonitorConn::connect(&opts.ipsecd)?;
+        let session = Session::connect(&opts.ipsecd)?;
         let listener = bind_control(&opts.control)?;
         let hup = signal_pipe(signal_hook::consts::SIGHUP)?;
         let term = signal_pipe(signal_hook::consts::SIGTERM)?;
@@ -223,6 +252,7 @@ impl<E: Engine> Daemon<E> {
             config,
             debug_keys,
             metrics,
+            session,
             out: Vec::new(),
             relay_drops: 0,
         })
@@ -257,6 +287,8 @@ impl<E: Engine> Daemon<E> {
                     .unwrap_or(PollTimeout::MAX),
                 None => PollTimeout::NONE,
             };
+            // Replies already in hand (a lost session's) are handed on without waiting.
+            let timeout = if self.session.has_ready() { PollTimeout::ZERO } else { timeout };
             let ready = {
                 let mut fds = [
                     PollFd::new(self.relay.as_fd(), PollFlags::POLLIN),
@@ -264,6 +296,14 @@ impl<E: Engine> Daemon<E> {
                     PollFd::new(self.listener.as_fd(), PollFlags::POLLIN),
                     PollFd::new(self.hup.as_fd(), PollFlags::POLLIN),
                     PollFd::new(self.term.as_fd(), PollFlags::POLLIN),
+                    PollFd::new(
+                        self.session.as_fd(),
+                        if self.session.wants_write() {
+                            PollFlags::POLLIN | PollFlags::POLLOUT
+                        } else {
+                            PollFlags::POLLIN
+                        },
+                    ),
                 ];
                 match poll(&mut fds, timeout) {
                     Ok(_) => {}
@@ -277,6 +317,14 @@ impl<E: Engine> Daemon<E> {
                 tracing::info!("stopping: deleting every SA");
                 self.engine.shutdown(now, &mut self.out);
                 self.carry_out();
+                // The removals' replies, and whatever hearing them asks for, until none
+                // waits (or ipsecd stops answering).
+                while self.session.waiting() > 0 {
+                    for (asked, reply) in self.session.finish(ctl::IDLE) {
+                        self.replied(asked, reply);
+                    }
+                    self.carry_out();
+                }
                 return Ok(());
             }
             if ready[3] && drain(&mut self.hup) {
@@ -291,6 +339,12 @@ impl<E: Engine> Daemon<E> {
             if ready[2] {
                 self.control(now);
             }
+            if ready[5] {
+                self.session.flush();
+            }
+            // Also when not readable: a session lost while sending has answered its
+            // waiting requests already.
+            self.replies();
             self.carry_out();
         }
     }
@@ -398,46 +452,29 @@ impl<E: Engine> Daemon<E> {
             for o in std::mem::take(&mut self.out) {
                 match o {
                     Output::Send(d) => self.send(&d),
-                    Output::Install { id, child } => {
-                        let result = self.install(&child);
-                        // The loop's own event: the CHILD_SA is in ipsecd (or not).
-                        self.publish(&match &result {
-                            Ok(()) => format!("child-sa-installed reqid={} {}", child.reqid, spis(&child)),
-                            Err(_) => {
-                                format!("child-sa-install-refused reqid={} {}", child.reqid, spis(&child))
-                            }
-                        });
-                        if result.is_ok() {
-                            if let Some(k) = &self.debug_keys {
-                                k.child_sa(&child);
-                            }
+                    Output::Install { id, child } => match install_text(&child) {
+                        Ok(mut text) => {
+                            // Out of its wrapper, the text is wiped in `ask`.
+                            let req = ctl::Request::Setkey(std::mem::take(&mut *text));
+                            self.ask(req, Asked::Install { id, child: Box::new(child) });
                         }
-                        self.engine.installed(Instant::now(), id, result, &mut self.out);
-                    }
-                    Output::Remove(c) => {
-                        let r = remove_text(&c).map_err(|e| e.to_string()).and_then(|t| self.ipsecd(t));
-                        if let Err(e) = r {
-                            tracing::warn!("removing CHILD_SA {}→{}: {e}", c.local, c.remote);
+                        Err(e) => {
+                            self.replied(Asked::Install { id, child: Box::new(child) }, Err(e.to_string()))
                         }
-                    }
-                    Output::Migrate(m) => {
-                        if let Err(e) = self.ipsecd(migrate_text(&m)) {
-                            tracing::warn!("migrating CHILD_SA {:#x} to {}: {e}", m.inbound_spi, m.remote);
-                        }
-                    }
-                    Output::Trap(t) => {
-                        let r = trap_text(&t).map_err(|e| e.to_string()).and_then(|x| self.ipsecd(x));
-                        match r {
-                            Ok(()) => tracing::info!("trap policies installed for reqid {}", t.reqid),
-                            Err(e) => tracing::warn!("trap policies for reqid {}: {e}", t.reqid),
-                        }
-                    }
-                    Output::Untrap(t) => {
-                        let r = untrap_text(&t).map_err(|e| e.to_string()).and_then(|x| self.ipsecd(x));
-                        if let Err(e) = r {
-                            tracing::warn!("removing the trap policies of reqid {}: {e}", t.reqid);
-                        }
-                    }
+                    },
+                    Output::Remove(c) => match remove_text(&c) {
+                        Ok(t) => self.ask(ctl::Request::Setkey(t), Asked::Remove(c)),
+                        Err(e) => self.replied(Asked::Remove(c), Err(e.to_string())),
+                    },
+                    Output::Migrate(m) => self.ask(ctl::Request::Setkey(migrate_text(&m)), Asked::Migrate(m)),
+                    Output::Trap(t) => match trap_text(&t) {
+                        Ok(x) => self.ask(ctl::Request::Setkey(x), Asked::Trap(t.reqid)),
+                        Err(e) => self.replied(Asked::Trap(t.reqid), Err(e.to_string())),
+                    },
+                    Output::Untrap(t) => match untrap_text(&t) {
+                        Ok(x) => self.ask(ctl::Request::Setkey(x), Asked::Untrap(t.reqid)),
+                        Err(e) => self.replied(Asked::Untrap(t.reqid), Err(e.to_string())),
+                    },
                     Output::IkeKeys(k) => {
                         if let Some(d) = &self.debug_keys {
                             d.ike_sa(&k.borrow());
@@ -456,24 +493,65 @@ impl<E: Engine> Daemon<E> {
         }
     }
 
-    fn install(&self, child: &super::setkey::ChildInstall) -> Result<(), String> {
-        let text = install_text(child).map_err(|e| e.to_string())?;
-        let r = self.ipsecd_keys(text);
-        match &r {
-            Ok(()) => tracing::info!("installed CHILD_SA {}", redacted(child)),
-            Err(e) => tracing::warn!("ipsecd refused CHILD_SA {}: {e}", redacted(child)),
-        }
-        r
-    }
-
-    /// One setkey request that holds keys; the text is wiped after.
-    fn ipsecd_keys(&self, mut text: zeroize::Zeroizing<String>) -> Result<(), String> {
-        let req = ctl::Request::Setkey(std::mem::take(&mut *text));
-        let r = ctl::call(&self.opts.ipsecd, &req, Wait::default());
+    /// Sends a change to ipsecd on the session; its reply comes to [`Daemon::replied`].
+    /// The request's text (an install's holds keys) is wiped once framed.
+    fn ask(&mut self, req: ctl::Request, asked: Asked) {
+        let bytes = req.encode();
         if let ctl::Request::Setkey(mut body) = req {
             body.zeroize();
         }
-        flatten(r)
+        self.session.send(bytes, asked);
+    }
+
+    /// Every reply that has come on the session, handed on.
+    fn replies(&mut self) {
+        for (asked, reply) in self.session.receive() {
+            self.replied(asked, reply);
+        }
+    }
+
+    /// What ipsecd answered (or why the request never reached it), for what it was asked.
+    fn replied(&mut self, asked: Asked, reply: ctl::Reply) {
+        // What ipsecd printed is not needed (and a reply may hold keys): wiped.
+        let reply = reply.map(|mut text| text.zeroize());
+        match asked {
+            Asked::Install { id, child } => {
+                match &reply {
+                    Ok(()) => tracing::info!("installed CHILD_SA {}", redacted(&child)),
+                    Err(e) => tracing::warn!("ipsecd refused CHILD_SA {}: {e}", redacted(&child)),
+                }
+                // The loop's own event: the CHILD_SA is in ipsecd (or not).
+                self.publish(&match &reply {
+                    Ok(()) => format!("child-sa-installed reqid={} {}", child.reqid, spis(&child)),
+                    Err(_) => format!("child-sa-install-refused reqid={} {}", child.reqid, spis(&child)),
+                });
+                if reply.is_ok() {
+                    if let Some(k) = &self.debug_keys {
+                        k.child_sa(&child);
+                    }
+                }
+                self.engine.installed(Instant::now(), id, reply, &mut self.out);
+            }
+            Asked::Remove(c) => {
+                if let Err(e) = &reply {
+                    tracing::warn!("removing CHILD_SA {}→{}: {e}", c.local, c.remote);
+                }
+            }
+            Asked::Migrate(m) => {
+                if let Err(e) = &reply {
+                    tracing::warn!("migrating CHILD_SA {:#x} to {}: {e}", m.inbound_spi, m.remote);
+                }
+            }
+            Asked::Trap(reqid) => match &reply {
+                Ok(()) => tracing::info!("trap policies installed for reqid {reqid}"),
+                Err(e) => tracing::warn!("trap policies for reqid {reqid}: {e}"),
+            },
+            Asked::Untrap(reqid) => {
+                if let Err(e) = &reply {
+                    tracing::warn!("removing the trap policies of reqid {reqid}: {e}");
+                }
+            }
+        }
     }
 
     /// When each inbound SA last carried traffic (ipsecd's `dump`, its `last-used`
@@ -498,11 +576,6 @@ impl<E: Engine> Daemon<E> {
         }
     }
 
-    /// One setkey request without keys.
-    fn ipsecd(&self, text: String) -> Result<(), String> {
-        flatten(ctl::call(&self.opts.ipsecd, &ctl::Request::Setkey(text), Wait::default()))
-    }
-
     fn publish(&mut self, line: &str) {
         let mut l = String::with_capacity(line.len() + 1);
         l.push_str(line);
@@ -515,14 +588,6 @@ impl<E: Engine> Daemon<E> {
 /// A CHILD_SA's SPIs, for an event line.
 fn spis(c: &super::setkey::ChildInstall) -> String {
     format!("spi_in={:#010x} spi_out={:#010x}", c.inbound.spi, c.outbound.spi)
-}
-
-fn flatten(r: Result<ctl::Reply, ctl::CallError>) -> Result<(), String> {
-    match r {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(why)) => Err(why),
-        Err(e) => Err(e.to_string()),
-    }
 }
 
 #[cfg(test)]
