@@ -374,6 +374,7 @@ impl Ike {
         let Some(i) = sa.children.iter().position(|c| c.spi_in == spi_in) else { return };
         let c = sa.children.remove(i);
         self.child_spis.remove(&c.spi_in);
+        sa.child_gone(ike_sa, c.spi_in, out);
         let remove = io::ChildSaRemove {
             ike_sa,
             spi_in: c.spi_in,
