@@ -61,7 +61,7 @@ use super::debug_keys::DebugKeys;
 use super::engine::{Engine, Output, Severity};
 use super::events::{parse_line, Line};
 use super::metrics::{Endpoint, PUBLISH_EVERY};
-use super::setkey::{install_text, migrate_text, redacted, remove_text, trap_text, untrap_text};
+use super::setkey::{install_text, migrate_text, redacted, remove_text, trap_text, untrap_text, Sas};
 use super::traffic::{last_inbound, DUMP};
 use crate::config::Config;
 
@@ -407,7 +407,8 @@ impl<E: Engine> Daemon<E> {
                                 format!("child-sa-install-refused reqid={} {}", child.reqid, spis(&child))
                             }
                         });
-                        if result.is_ok() {
+                        // A held outbound SA's keys went out with its inbound SA's.
+                        if result.is_ok() && child.sas != Sas::Outbound {
                             if let Some(k) = &self.debug_keys {
                                 k.child_sa(&child);
                             }
