@@ -475,7 +475,7 @@ impl Ike {
                 return Err(Drop::UnexpectedResponse);
             }
             if let Some(f) = msg.fragment() {
-                if !self.reassemble(ours, d, &msg, f)? {
+                if !self.reassemble(ours, d, msg, f)? {
                     return Ok(());
                 }
             }
@@ -521,7 +521,7 @@ impl Ike {
             }),
             Incoming::New => {
                 if let Some(f) = msg.fragment() {
-                    if !self.reassemble(ours, d, &msg, f)? {
+                    if !self.reassemble(ours, d, msg, f)? {
                         return Ok(());
                     }
                 }
