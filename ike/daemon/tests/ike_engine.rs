@@ -741,6 +741,7 @@ fn a_migrate_request_moves_both_sas_to_the_new_port() {
         remote: "203.0.113.9:50123".parse().unwrap(),
         inbound_spi: 0xc100_0001,
         outbound_spi: 0xc200_0002,
+        outbound: true,
     };
     let text = migrate_text(&m);
     assert_eq!(
@@ -753,6 +754,13 @@ fn a_migrate_request_moves_both_sas_to_the_new_port() {
     for r in &reqs {
         assert!(format!("{r:?}").contains("50123"), "{r:?}");
     }
+    // A CHILD_SA whose outbound SA is still held (a rekey we answered): the inbound alone.
+    let held = migrate_text(&ChildMigrate { outbound: false, ..m });
+    assert_eq!(
+        held,
+        "migrate 203.0.113.9 198.51.100.2 esp-udp 0xc1000001 to 203.0.113.9[50123] 198.51.100.2[4500] ;\n"
+    );
+    assert_eq!(parsed(&held).len(), 1);
 }
 
 /// A (192.0.2.1) behind a NAT that keeps its address and maps its ports 500 and 4500 to
@@ -793,6 +801,7 @@ fn peer_moved_behind_a_nat_migrates_the_child_sa() {
             remote: "192.0.2.1:50123".parse().unwrap(),
             inbound_spi: bi.inbound.spi,
             outbound_spi: bi.outbound.spi,
+            outbound: true,
         }]
     );
     assert_eq!(parsed(&migrate_text(migrates[0])).len(), 2);

@@ -252,13 +252,18 @@ impl IkeEngine {
                     }
                 }
                 core_io::Output::Migrate(m) => {
-                    // Only what is installed, and only ESP-in-UDP SAs have a port to move.
-                    if self.installed.get(&m.spi_in).is_some_and(|c| c.natt) {
+                    // Only what is installed, and only ESP-in-UDP SAs have a port to move;
+                    // an outbound SA still held is added at the new port when it comes.
+                    if let Some(h) = self.held.get_mut(&m.spi_in).filter(|h| h.natt.is_some()) {
+                        h.natt = Some(NatPorts { local: m.local.port(), remote: m.remote.port() });
+                    }
+                    if let Some(c) = self.installed.get(&m.spi_in).filter(|c| c.natt) {
                         out.push(Output::Migrate(ChildMigrate {
                             local: m.local,
                             remote: m.remote,
                             inbound_spi: m.spi_in,
                             outbound_spi: m.spi_out,
+                            outbound: c.outbound,
                         }));
                     }
                 }

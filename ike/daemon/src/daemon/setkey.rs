@@ -474,17 +474,23 @@ pub struct ChildMigrate {
     pub remote: std::net::SocketAddr,
     pub inbound_spi: u32,
     pub outbound_spi: u32,
+    /// Whether the outbound SA was added (see [`ChildRemove::outbound`]): only what is
+    /// there moves.
+    pub outbound: bool,
 }
 
-/// The setkey request that moves both SAs of `c` to its ports (`migrate`, ipsec-core's
-/// setkey grammar: `migrate src dst proto spi to src[port] dst[port] ;`).
+/// The setkey request that moves both SAs of `c` (the inbound one alone without
+/// [`ChildMigrate::outbound`]) to its ports (`migrate`, ipsec-core's setkey grammar:
+/// `migrate src dst proto spi to src[port] dst[port] ;`).
 pub fn migrate_text(c: &ChildMigrate) -> String {
     let (l, r) = (c.local.ip(), c.remote.ip());
     let (lp, rp) = (c.local.port(), c.remote.port());
-    format!(
-        "migrate {l} {r} esp-udp {:#x} to {l}[{lp}] {r}[{rp}] ;\nmigrate {r} {l} esp-udp {:#x} to {r}[{rp}] {l}[{lp}] ;\n",
-        c.outbound_spi, c.inbound_spi
-    )
+    let mut s = String::new();
+    if c.outbound {
+        let _ = writeln!(s, "migrate {l} {r} esp-udp {:#x} to {l}[{lp}] {r}[{rp}] ;", c.outbound_spi);
+    }
+    let _ = writeln!(s, "migrate {r} {l} esp-udp {:#x} to {r}[{rp}] {l}[{lp}] ;", c.inbound_spi);
+    s
 }
 
 /// What the log says of an install: the SAs by addresses, SPIs and algorithms, no key.
