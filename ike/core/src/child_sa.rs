@@ -91,6 +91,7 @@ impl ChildSa {
             hard_lifetime: ctx.hard_lifetime,
             local_ts: self.local_ts.clone(),
             remote_ts: self.remote_ts.clone(),
+            outbound_later: false,
         }
     }
 }

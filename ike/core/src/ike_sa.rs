@@ -193,6 +193,10 @@ pub struct IkeSa {
     /// the peer answered our Delete of them (or this IKE SA goes): the peer may send on
     /// the old SA until it has read that Delete (make-before-break, RFC 7296 §2.8).
     pub retiring: Vec<crate::io::ChildSaRemove>,
+    /// CHILD_SAs we made as the responder of a rekey whose outbound SA is not installed
+    /// yet: (its inbound SPI, the inbound SPI of the CHILD_SA it replaces). The outbound SA
+    /// is installed when that one leaves `children` (see `crate::io`).
+    pub outbound_later: Vec<(u32, u32)>,
     /// Requests to send when the window frees, in order.
     pub queued: VecDeque<Queued>,
     /// Our outstanding rekey of this IKE SA.
@@ -212,6 +216,20 @@ pub struct IkeSa {
 }
 
 impl IkeSa {
+    /// The CHILD_SA `spi_in` left `children` (deleted by either side, expired, replaced):
+    /// the outbound SAs held for it (`outbound_later`) are installed now, before its
+    /// Remove, so that its traffic always has an outbound SA; one held for `spi_in`
+    /// itself is dropped (its Remove takes only what was installed).
+    pub(crate) fn child_gone(&mut self, ike_sa: u64, spi_in: u32, out: &mut Vec<crate::io::Output>) {
+        self.outbound_later.retain(|&(new, _)| new != spi_in);
+        self.outbound_later.retain(|&(new, old)| {
+            if old == spi_in {
+                out.push(crate::io::Output::InstallOutbound { ike_sa, spi_in: new });
+            }
+            old != spi_in
+        });
+    }
+
     /// A new IKE SA in `state` with no keys yet and no responder SPI (the responder sets
     /// its own after).
     pub fn new(
@@ -252,6 +270,7 @@ impl IkeSa {
             child_create: None,
             deleting_child: None,
             retiring: Vec::new(),
+            outbound_later: Vec::new(),
             queued: VecDeque::new(),
             ike_rekey: None,
             rekey_at: None,

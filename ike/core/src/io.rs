@@ -8,6 +8,7 @@
 //!   ipsecd monitor ─ SaEvent ─▶ Ike::sa_event(now, e, out) ─┼─▶ out: Vec<Output>
 //!   ipsecctl ─────────────────▶ Ike::initiate / terminate ──┘     Send(Datagram)    → the relay
 //!                                                                 Install(ChildSaInstall) → setkey add + spdadd
+//!                                                                 InstallOutbound{..}     → setkey add (held outbound SA)
 //!                                                                 Remove(ChildSaRemove)   → setkey delete
 //!                                                                 Event(Event)      → log, monitor, counters
 //! ```
@@ -20,6 +21,18 @@
 //! the SPIs it handed out. iked installs each direction with `add` (not GETSPI/UPDATE):
 //! ipsecd refusing the inbound SPI (already in its SAD, from a manual entry) is treated by
 //! iked as a failed CHILD_SA — it deletes the CHILD_SA with an INFORMATIONAL Delete.
+//!
+//! The responder of a CHILD_SA rekey installs the new CHILD_SA's inbound SA at once and
+//! its outbound SA only when the old CHILD_SA goes (strongSwan's responder does the same):
+//! ipsecd sends with the newest outbound SA, and the requester installs its new inbound
+//! SA only when it reads our response, so a packet sent on the new SA before that would
+//! be dropped there. Such an install comes with [`ChildSaInstall::outbound_later`] set
+//! (its outbound keys in it, for iked to hold), and its outbound SA follows in an
+//! [`Output::InstallOutbound`] — before the old CHILD_SA's [`Output::Remove`], so that
+//! traffic always has an outbound SA. Splitting the install (rather than installing the
+//! outbound SA at once and telling ipsecd not to prefer it yet) needs nothing new of
+//! ipsecd: an SA added later is simply the newest one. The core keeps no keys for it:
+//! the held outbound SA is iked's, named by the new CHILD_SA's inbound SPI.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -87,6 +100,10 @@ pub struct ChildSaInstall {
     /// Negotiated selectors: local side then remote side.
     pub local_ts: Vec<TrafficSelector>,
     pub remote_ts: Vec<TrafficSelector>,
+    /// Install only the inbound SA now; the outbound one (its keys above) when an
+    /// [`Output::InstallOutbound`] with this `spi_in` comes, or never if the CHILD_SA's
+    /// [`Output::Remove`] comes first. Set on the responder of a CHILD_SA rekey.
+    pub outbound_later: bool,
 }
 
 /// A CHILD_SA to delete (both directions).
@@ -204,6 +221,12 @@ pub struct ChildSaMigrate {
 pub enum Output {
     Send(Datagram),
     Install(Box<ChildSaInstall>),
+    /// The outbound SA of the CHILD_SA `spi_in`, installed before with
+    /// [`ChildSaInstall::outbound_later`]: install it now (the CHILD_SA it replaces goes).
+    InstallOutbound {
+        ike_sa: u64,
+        spi_in: u32,
+    },
     Remove(ChildSaRemove),
     Migrate(ChildSaMigrate),
     Event(Event),

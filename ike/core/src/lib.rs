@@ -46,12 +46,15 @@
 //!   │                                   fragment of the answered request drop(FragmentOfAnswered)
 //!   │                                 New: SKF? reassemble as above, then
 //!   │                                      IKE_AUTH ─▶ auth (responder) ─▶ response, Install
-//!   │                                      INFORMATIONAL ─▶ informational ─▶ response, Remove
-//!   │                                      CREATE_CHILD_SA ─▶ create_child (REKEY_SA),
-//!   │                                        new_child (no REKEY_SA), or ike_rekey (SA
-//!   │                                        proposes IKE) ─▶ response, Install
+//!   │                                      INFORMATIONAL ─▶ informational ─▶ response,
+//!   │                                        [InstallOutbound of its successor,] Remove
+//!   │                                      CREATE_CHILD_SA ─▶ create_child (REKEY_SA:
+//!   │                                        Install, its outbound SA held until the old
+//!   │                                        CHILD_SA goes), new_child (no REKEY_SA), or
+//!   │                                        ike_rekey (SA proposes IKE) ─▶ response, Install
 //!   ▼            (every SK message: ICV checked before anything else; a failure
-//!  out: Send / Install / Remove / Migrate / Event ─▶ drop(Unauthenticated), nothing changes)
+//!  out: Send / Install / InstallOutbound /        ─▶ drop(Unauthenticated), nothing changes)
+//!       Remove / Migrate / Event
 //!
 //!  Ike::tick(now, out): each outstanding request's retransmission (Retransmit::poll) or
 //!  the IKE SA's death (PeerDead; dpd_action = restart: initiate again); half-open SAs
@@ -374,6 +377,7 @@ impl Ike {
         let Some(i) = sa.children.iter().position(|c| c.spi_in == spi_in) else { return };
         let c = sa.children.remove(i);
         self.child_spis.remove(&c.spi_in);
+        sa.child_gone(ike_sa, c.spi_in, out);
         let remove = io::ChildSaRemove {
             ike_sa,
             spi_in: c.spi_in,

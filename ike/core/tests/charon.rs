@@ -948,8 +948,10 @@ fn run_engine_with(initiate: bool, config: Config, settings: Settings) {
 }
 
 /// Brings the SA up, then lets charon rekey the CHILD_SA (make-before-break: our new
-/// Install before the old one's Remove) and the IKE SA (the CHILD_SA moves to the new one,
-/// charon deletes the old one); writes our last Install and charon's SAs.
+/// Install before the old one's Remove; as the responder, its outbound SA held until
+/// charon's Delete of the old one, then installed before that one's Remove) and the IKE
+/// SA (the CHILD_SA moves to the new one, charon deletes the old one); writes our last
+/// Install and charon's SAs.
 fn run_engine_rekey() {
     let dir = PathBuf::from(std::env::var(ENV).expect("run by the outer test"));
     let fw = ocf::Framework::new();
@@ -967,6 +969,7 @@ fn run_engine_rekey() {
     let first = ike.initiate(Instant::now(), "gw", "net", &mut out).unwrap();
     let mut installs: Vec<Box<ChildSaInstall>> = Vec::new();
     let mut removed: Vec<u32> = Vec::new();
+    let mut outbound: Vec<u32> = Vec::new();
     let (mut rekeyed, mut old_down) = (None, false);
     while !(installs.len() >= 2 && rekeyed.is_some() && old_down && removed.contains(&installs[0].spi_in)) {
         assert!(
@@ -981,10 +984,20 @@ fn run_engine_rekey() {
                     assert!(!removed.contains(&i.spi_in));
                     installs.push(i);
                 }
+                Output::InstallOutbound { spi_in, .. } => {
+                    let held = installs.iter().any(|i| i.spi_in == spi_in && i.outbound_later);
+                    assert!(held && !outbound.contains(&spi_in), "an InstallOutbound of a held SA, once");
+                    outbound.push(spi_in);
+                }
                 Output::Remove(r) => {
                     let at =
                         installs.iter().position(|i| i.spi_in == r.spi_in).expect("a Remove of an Install");
                     assert!(at + 1 < installs.len(), "make-before-break: a newer SA installed first");
+                    let next = &installs[at + 1];
+                    assert!(
+                        !next.outbound_later || outbound.contains(&next.spi_in),
+                        "the new CHILD_SA's outbound SA before the old one's Remove"
+                    );
                     removed.push(r.spi_in);
                 }
                 Output::Event(Event::IkeSaRekeyed { old, new }) => {
@@ -1004,6 +1017,8 @@ fn run_engine_rekey() {
         installs.iter().map(|b| &**b).filter(|i| !removed.contains(&i.spi_in)).collect();
     assert_eq!(live.len(), 1, "one CHILD_SA left");
     let i = live[0];
+    // charon rekeyed, we answered: the new SA's outbound came later, at charon's Delete.
+    assert!(i.outbound_later && outbound.contains(&i.spi_in), "{outbound:x?}");
     let new = ike.ike_sa(rekeyed.unwrap()).expect("the new IKE SA");
     assert_eq!(new.children.iter().map(|c| c.spi_in).collect::<Vec<_>>(), vec![i.spi_in]);
     assert!(ike.ike_sa(first).is_none());

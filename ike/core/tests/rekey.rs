@@ -27,6 +27,23 @@ fn live(out: &[Output]) -> Vec<(u32, u32)> {
     installs(out).iter().filter(|i| !gone.contains(&i.spi_in)).map(|i| (i.spi_in, i.spi_out)).collect()
 }
 
+/// Whether the CHILD_SA `spi_in` has its outbound SA in `out`: installed with it, or
+/// later by its InstallOutbound.
+fn has_outbound(out: &[Output], spi_in: u32) -> bool {
+    installs(out).iter().any(|i| i.spi_in == spi_in && !i.outbound_later)
+        || out.iter().any(|o| matches!(o, Output::InstallOutbound { spi_in: s, .. } if *s == spi_in))
+}
+
+/// Where in `out` the InstallOutbound of `spi_in` is.
+fn outbound_at(out: &[Output], spi_in: u32) -> Option<usize> {
+    out.iter().position(|o| matches!(o, Output::InstallOutbound { spi_in: s, .. } if *s == spi_in))
+}
+
+/// Where in `out` the Remove of `spi_in` is.
+fn remove_at(out: &[Output], spi_in: u32) -> Option<usize> {
+    out.iter().position(|o| matches!(o, Output::Remove(r) if r.spi_in == spi_in))
+}
+
 impl Pair {
     /// An established pair: the IKE SA's SPI on each side.
     fn up(i: &Side, r: &Side) -> (Pair, u64, u64) {
@@ -77,7 +94,23 @@ fn assert_rekeyed(p: &Pair, old: &ChildSaInstall) -> (u32, u32) {
     // The engines' own tables agree with what they output.
     let ci: Vec<_> = p.i.ike_sas().flat_map(|s| s.children.iter().map(|c| (c.spi_in, c.spi_out))).collect();
     let cr: Vec<_> = p.r.ike_sas().flat_map(|s| s.children.iter().map(|c| (c.spi_in, c.spi_out))).collect();
-    assert_eq!((ci, cr), (li.clone(), lr));
+    assert_eq!((ci, cr), (li.clone(), lr.clone()));
+    // Each side sends on it: its outbound SA is installed.
+    assert!(has_outbound(&p.i_out, li[0].0), "the initiator's outbound SA");
+    assert!(has_outbound(&p.r_out, lr[0].0), "the responder's outbound SA");
+    // An SA held for later is installed at most once, and never after its CHILD_SA's Remove.
+    for out in [&p.i_out, &p.r_out] {
+        for i in installs(out).iter().filter(|i| i.outbound_later) {
+            let n = out
+                .iter()
+                .filter(|o| matches!(o, Output::InstallOutbound { spi_in, .. } if *spi_in == i.spi_in))
+                .count();
+            assert!(n <= 1, "one InstallOutbound of {:#x}", i.spi_in);
+            if let (Some(a), Some(r)) = (outbound_at(out, i.spi_in), remove_at(out, i.spi_in)) {
+                assert!(a < r, "the outbound SA of {:#x} after its Remove", i.spi_in);
+            }
+        }
+    }
     li[0]
 }
 
@@ -128,6 +161,76 @@ fn the_old_child_sa_stays_until_the_peer_answered_its_delete() {
     let gone: Vec<u32> = removes(&p.i_out[before..]).iter().map(|r| r.spi_in).collect();
     assert_eq!(gone, [old], "the answer removes the old SAs");
     assert_rekeyed(&p, installs(&p.i_out)[0]);
+}
+
+/// The rekey's responder installs the new CHILD_SA's inbound SA with its response and its
+/// outbound SA only when the requester's Delete of the old CHILD_SA comes (strongSwan's
+/// responder does the same): the requester has no inbound SA for the new one until it
+/// has read the response, and ipsecd sends on the newest outbound SA. The requester's
+/// own install has both directions at once. On the responder, the InstallOutbound comes
+/// before the old CHILD_SA's Remove, so that traffic always has an outbound SA.
+#[test]
+fn the_rekey_responder_sends_on_the_new_child_sa_only_after_the_old_ones_delete() {
+    let (mut p, spi, _) = Pair::up(&I, &R);
+    let old_i = installs(&p.i_out)[0].spi_in;
+    let old_r = installs(&p.r_out)[0].spi_in;
+    let req = p.rekey_on_i(spi, old_i);
+    let before_r = p.r_out.len();
+    let resp = p.deliver_r(req);
+    let made = installs(&p.r_out[before_r..]);
+    assert_eq!(made.len(), 1, "the new CHILD_SA installed with the response");
+    let new_r = made[0].spi_in;
+    assert!(made[0].outbound_later, "inbound only, the outbound SA held");
+    assert!(outbound_at(&p.r_out, new_r).is_none());
+    let before_i = p.i_out.len();
+    let delete = p.deliver_i(resp);
+    let mine = installs(&p.i_out[before_i..]);
+    assert_eq!(mine.len(), 1);
+    assert!(!mine[0].outbound_later, "the requester sends on the new SA at once");
+    assert!(outbound_at(&p.r_out, new_r).is_none(), "not before the Delete");
+    let before_r = p.r_out.len();
+    let answer = p.deliver_r(delete);
+    let after = &p.r_out[before_r..];
+    let at = outbound_at(after, new_r).expect("the Delete releases the outbound SA");
+    let rm = remove_at(after, old_r).expect("the Delete removes the old CHILD_SA");
+    assert!(at < rm, "the new outbound SA before the old one's Remove");
+    assert!(
+        matches!(after[at], Output::InstallOutbound { ike_sa, .. } if ike_sa == p.r.ike_sas().next().unwrap().our_spi())
+    );
+    p.settle(vec![], answer);
+    assert_rekeyed(&p, installs(&p.i_out)[0]);
+    assert!(p.r.ike_sas().all(|s| s.outbound_later.is_empty()));
+}
+
+/// If the old CHILD_SA goes before the requester's Delete comes (here its hard expiry on
+/// the responder), the new one's outbound SA is installed then: a CHILD_SA never stays
+/// without one. One whose own CHILD_SA goes first never gets it.
+#[test]
+fn the_held_outbound_sa_comes_when_the_old_child_sa_expires_and_never_after_its_own_removal() {
+    let (mut p, spi, _) = Pair::up(&I, &R);
+    let old_i = installs(&p.i_out)[0].spi_in;
+    let old_r = installs(&p.r_out)[0].spi_in;
+    let req = p.rekey_on_i(spi, old_i);
+    let _resp = p.deliver_r(req);
+    let new_r = installs(&p.r_out).last().unwrap().spi_in;
+    let mut out = vec![];
+    p.r.sa_event(p.now, SaEvent::HardExpire { spi: old_r }, &mut out);
+    let at = outbound_at(&out, new_r).expect("the expiry releases the outbound SA");
+    assert!(at < remove_at(&out, old_r).unwrap());
+
+    // Again, but the new CHILD_SA expires first: its held outbound SA is dropped, and the
+    // old one's later removal installs nothing.
+    let (mut p, spi, _) = Pair::up(&I, &R);
+    let old_i = installs(&p.i_out)[0].spi_in;
+    let old_r = installs(&p.r_out)[0].spi_in;
+    let req = p.rekey_on_i(spi, old_i);
+    let _resp = p.deliver_r(req);
+    let new_r = installs(&p.r_out).last().unwrap().spi_in;
+    let mut out = vec![];
+    p.r.sa_event(p.now, SaEvent::HardExpire { spi: new_r }, &mut out);
+    p.r.sa_event(p.now, SaEvent::HardExpire { spi: old_r }, &mut out);
+    assert!(remove_at(&out, new_r).is_some() && remove_at(&out, old_r).is_some());
+    assert!(!out.iter().any(|o| matches!(o, Output::InstallOutbound { .. })), "{out:?}");
 }
 
 const I_PFS: Side = Side { esp: "aes256gcm16-x25519, aes128gcm16-modp2048", ..I };
@@ -191,6 +294,23 @@ fn simultaneous_rekeys_leave_exactly_one_child_sa() {
         let old = installs(&p.i_out)[0];
         assert_rekeyed(&p, old);
         assert_eq!(installs(&p.i_out).len(), 3, "the redundant SA made and removed");
+        // On each side the CHILD_SA made as the responder held its outbound SA until the
+        // old one went (deleted by this side or by the peer), or never got it if it was
+        // the redundant one; the old one's Remove follows its InstallOutbound.
+        for (out, old_in) in [(&p.i_out, ispi), (&p.r_out, rspi)] {
+            let held: Vec<u32> =
+                installs(out).iter().filter(|i| i.outbound_later).map(|i| i.spi_in).collect();
+            assert_eq!(held.len(), 1, "round {round}: one request answered on each side");
+            let live = live(out);
+            let rm = remove_at(out, old_in).expect("the old CHILD_SA removed");
+            match outbound_at(out, held[0]) {
+                Some(at) => {
+                    assert!(live.iter().any(|l| l.0 == held[0]), "round {round}: released, so kept");
+                    assert!(at < rm, "round {round}: the new outbound SA before the old one's Remove");
+                }
+                None => assert!(!live.iter().any(|l| l.0 == held[0]), "round {round}: the redundant one"),
+            }
+        }
         assert_eq!(p.i.stats().drops_total() + p.r.stats().drops_total(), 0);
     }
 }

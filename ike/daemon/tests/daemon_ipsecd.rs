@@ -34,7 +34,7 @@ use iked::config::{Config, Diff};
 use iked::daemon::control::Request;
 use iked::daemon::engine::{Engine, Event, Output, Severity};
 use iked::daemon::run::{Daemon, Options};
-use iked::daemon::setkey::{ChildInstall, ChildRemove, SaKeys};
+use iked::daemon::setkey::{ChildInstall, ChildRemove, SaKeys, Sas};
 use ipsec_core::control::{Lifetime, Mode};
 use ipsec_core::sad::Event as IpsecEvent;
 use ipsecd::ctl::{self, Wait};
@@ -73,6 +73,7 @@ fn child(spis: (u32, u32), hard: Option<u64>, policies: bool) -> ChildInstall {
         local_ts: TrafficSelector::parse_list("10.1.0.0/24").unwrap(),
         remote_ts: TrafficSelector::parse_list("10.2.0.0/24").unwrap(),
         policies,
+        sas: Sas::Both,
     }
 }
 
@@ -89,6 +90,7 @@ fn remove(spis: (u32, u32)) -> ChildRemove {
         local_ts: c.local_ts,
         remote_ts: c.remote_ts,
         policies: true,
+        outbound: true,
     }
 }
 

@@ -11,7 +11,7 @@ use iked::config::Config;
 use iked::daemon::control::Request;
 use iked::daemon::engine::{Engine, Output, Severity};
 use iked::daemon::ike_engine::IkeEngine;
-use iked::daemon::setkey::{install_text, migrate_text, remove_text, ChildInstall, ChildMigrate};
+use iked::daemon::setkey::{install_text, migrate_text, remove_text, ChildInstall, ChildMigrate, Sas};
 use iked::daemon::traffic::{last_inbound, DUMP};
 use ipsec_core::control::{Proto, Request as SetkeyRequest, SaId};
 use ipsec_core::sad::Event as IpsecEvent;
@@ -84,6 +84,10 @@ struct Seen {
     ike_keys: Vec<iked::daemon::engine::IkeKeysOut>,
     traps: Vec<iked::daemon::setkey::Trap>,
     removes: Vec<iked::daemon::setkey::ChildRemove>,
+    /// Held outbound SAs installed later (a rekey's responder), not in `installs`.
+    outbound: Vec<ChildInstall>,
+    /// Installs, later outbound SAs and removals in order, by inbound SPI.
+    order: Vec<(&'static str, u32)>,
 }
 
 /// Carries datagrams between the two until neither sends; installs are reported done.
@@ -154,7 +158,13 @@ fn handle(
         Output::Install { id, child } => {
             let mut more = Vec::new();
             from.installed(now, id, Ok(()), &mut more);
-            seen.installs.push(child);
+            if child.sas == Sas::Outbound {
+                seen.order.push(("outbound", child.inbound.spi));
+                seen.outbound.push(child);
+            } else {
+                seen.order.push(("install", child.inbound.spi));
+                seen.installs.push(child);
+            }
             for m in more {
                 if let Output::Event(e) = m {
                     seen.events.push((e.severity, e.line));
@@ -163,7 +173,10 @@ fn handle(
         }
         Output::Event(e) => seen.events.push((e.severity, e.line)),
         Output::IkeKeys(k) => seen.ike_keys.push(k),
-        Output::Remove(r) => seen.removes.push(r),
+        Output::Remove(r) => {
+            seen.order.push(("remove", r.inbound_spi));
+            seen.removes.push(r);
+        }
         Output::Migrate(_) => panic!("no NAT here: nothing to migrate"),
         Output::Untrap(_) => panic!("no trap here"),
         Output::Trap(t) => seen.traps.push(t),
@@ -697,6 +710,25 @@ fn a_soft_expiry_rekeys_under_the_same_reqid_and_policies() {
     }
     assert_eq!(s1.installs[0].reqid, old_reqid);
     assert_eq!(s1.removes[0].inbound_spi, old_spi);
+    // The requester (A) adds both SAs at once; the responder (B) the inbound one with its
+    // response and the outbound one at A's Delete of the old CHILD_SA, just before that
+    // one's removal: A has the new inbound SA by then.
+    assert_eq!((s1.installs[0].sas, s1.outbound.len()), (Sas::Both, 0));
+    let (new_b, old_b) = (&s2.installs[0], s2.removes[0].inbound_spi);
+    assert_eq!(new_b.sas, Sas::Inbound);
+    assert_eq!(s2.outbound.len(), 1, "B's outbound SA comes later");
+    let out_b = &s2.outbound[0];
+    assert_eq!(
+        (out_b.inbound.spi, out_b.outbound.spi, out_b.reqid),
+        (new_b.inbound.spi, new_b.outbound.spi, new_b.reqid)
+    );
+    assert_eq!(out_b.outbound.encr[..], new_b.outbound.encr[..]);
+    assert!(!out_b.policies);
+    assert_eq!(
+        s2.order,
+        [("install", new_b.inbound.spi), ("outbound", new_b.inbound.spi), ("remove", old_b)],
+        "B: inbound, then outbound, then the old one's removal"
+    );
 }
 
 /// Both ends rekey the CHILD_SA at once (soft expiry on each side before either request
@@ -733,6 +765,15 @@ fn crossing_rekeys_keep_the_policies() {
             .filter(|i| !seen.removes.iter().any(|r| r.inbound_spi == i.inbound.spi))
             .collect();
         assert_eq!(left.len(), 1, "{side}: one CHILD_SA left");
+        // It sends: its outbound SA came with it or later, before the old one's removal.
+        let spi = left[0].inbound.spi;
+        if left[0].sas == Sas::Inbound {
+            let at = seen.order.iter().position(|o| *o == ("outbound", spi)).expect("its outbound SA");
+            let old_at = seen.order.iter().position(|o| *o == ("remove", old.inbound.spi)).unwrap();
+            assert!(at < old_at, "{side}: {:?}", seen.order);
+        }
+        // The redundant one never gets an outbound SA.
+        assert!(seen.outbound.iter().all(|o| o.inbound.spi == spi), "{side}: {:?}", seen.order);
     }
     // The one left on each side is one CHILD_SA seen from its two ends, and it holds the
     // policies: its removal (the IKE SA's end) takes them.
@@ -753,6 +794,7 @@ fn a_migrate_request_moves_both_sas_to_the_new_port() {
         remote: "203.0.113.9:50123".parse().unwrap(),
         inbound_spi: 0xc100_0001,
         outbound_spi: 0xc200_0002,
+        outbound: true,
     };
     let text = migrate_text(&m);
     assert_eq!(
@@ -765,6 +807,13 @@ fn a_migrate_request_moves_both_sas_to_the_new_port() {
     for r in &reqs {
         assert!(format!("{r:?}").contains("50123"), "{r:?}");
     }
+    // A CHILD_SA whose outbound SA is still held (a rekey we answered): the inbound alone.
+    let held = migrate_text(&ChildMigrate { outbound: false, ..m });
+    assert_eq!(
+        held,
+        "migrate 203.0.113.9 198.51.100.2 esp-udp 0xc1000001 to 203.0.113.9[50123] 198.51.100.2[4500] ;\n"
+    );
+    assert_eq!(parsed(&held).len(), 1);
 }
 
 /// A (192.0.2.1) behind a NAT that keeps its address and maps its ports 500 and 4500 to
@@ -805,6 +854,7 @@ fn peer_moved_behind_a_nat_migrates_the_child_sa() {
             remote: "192.0.2.1:50123".parse().unwrap(),
             inbound_spi: bi.inbound.spi,
             outbound_spi: bi.outbound.spi,
+            outbound: true,
         }]
     );
     assert_eq!(parsed(&migrate_text(migrates[0])).len(), 2);

@@ -409,9 +409,10 @@ fn a_wrong_psk_is_refused_with_a_clear_line_on_both_sides() {
     }
 }
 
-/// `ipsecctl ike rekey` under traffic: a ping runs (every 0.1 s) while A's operator
+/// `ipsecctl ike rekey` under traffic: a ping runs (every 20 ms) while A's operator
 /// rekeys the CHILD_SA by name and then the IKE SA by its number in `list`; the CHILD_SA's
-/// SPIs in ipsecd change on both sides, and no ping is lost (make-before-break).
+/// SPIs in ipsecd change on both sides, and no ping is lost (make-before-break; B, the
+/// rekey's responder, answers on the new SA only once A's Delete of the old one came).
 #[test]
 fn ipsecctl_rekey_under_traffic_loses_no_ping() {
     let Some(g) = gateways("r", "start_action = start", false, false, false) else { return };
@@ -429,7 +430,7 @@ fn ipsecctl_rekey_under_traffic_loses_no_ping() {
     let (a0, b0) = (spis("a"), spis("b"));
     assert_eq!(a0.len(), 2, "{a0:?}");
     let ping = Command::new("ip")
-        .args(["netns", "exec", &g.a, "ping", "-q", "-c", "40", "-i", "0.1", "-W", "3"])
+        .args(["netns", "exec", &g.a, "ping", "-q", "-c", "200", "-i", "0.02", "-W", "3"])
         .args(["-I", "10.96.1.1", "10.96.2.1"])
         .stdout(Stdio::piped())
         .spawn()
@@ -464,7 +465,7 @@ fn ipsecctl_rekey_under_traffic_loses_no_ping() {
     }
     let out = ping.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("40 packets transmitted, 40 received"), "{text}\n{}", g.logs());
+    assert!(text.contains("200 packets transmitted, 200 received"), "{text}\n{}", g.logs());
     assert!(list("b").contains("site/net"), "B's CHILD_SA moved to its new IKE SA: {}", list("b"));
 }
 

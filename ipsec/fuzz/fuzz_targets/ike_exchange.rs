@@ -239,6 +239,12 @@ impl Net {
                     let old = self.installed[k].insert(i.spi_in, i);
                     assert!(old.is_none(), "engine {k}: an Install reuses an installed inbound SPI");
                 }
+                Output::InstallOutbound { spi_in, .. } => {
+                    // Only for an installed CHILD_SA whose outbound SA is held, once.
+                    let held = self.installed[k].get_mut(&spi_in).filter(|i| i.outbound_later);
+                    let held = held.expect("an InstallOutbound of no held outbound SA");
+                    held.outbound_later = false;
+                }
                 Output::Remove(r) => {
                     self.installed[k].remove(&r.spi_in);
                 }

@@ -10,11 +10,17 @@
 //!                                                   no proposal / TS / KE group ─▶ N(NO_PROPOSAL_CHOSEN,
 //!                                                     TS_UNACCEPTABLE, INVALID_KE_PAYLOAD)
 //!                                                   KEYMAT = prf+(SK_d, [g^ir |] Ni | Nr)
-//!  ◀─────────────────── SK{ SA(ESP, new SPIr), Nr, [KEr], TSi, TSr }   Install(new)
-//!  answer inside our offer, same KE group;
-//!  KEYMAT; Install(new)
-//!  Remove(old), queued SK{ D(ESP, old SPI) } ──────▶  Remove(old)   (informational)
+//!  ◀─────────────────── SK{ SA(ESP, new SPIr), Nr, [KEr], TSi, TSr }   Install(new, inbound;
+//!  answer inside our offer, same KE group;                               outbound_later)
+//!  KEYMAT; Install(new, both directions)
+//!  retire(old), queued SK{ D(ESP, old SPI) } ──────▶  InstallOutbound(new), Remove(old)
+//!  ◀──────────────────────────────── SK{ D(ESP, old SPI) }  (informational)
+//!  Remove(old)
 //! ```
+//!
+//! The responder sends on the new CHILD_SA only once the old one goes (its Delete, or
+//! its hard expiry, or any other removal): until it has read the response, the requester
+//! has no inbound SA for it (see `crate::io`). The requester sends on the new one at once.
 //!
 //! Simultaneous rekeying (§2.8.1): each side's request crosses the other's. Each answers
 //! the other's (two new CHILD_SAs on both sides) and remembers it in its own
@@ -23,7 +29,11 @@
 //! made the redundant CHILD_SA, and the side that requested it deletes it; the side that
 //! requested the other exchange deletes the old one. If the response comes before the
 //! peer's request, no collision is seen: the old CHILD_SA is deleted at once, and the
-//! peer's request then finds it gone (CHILD_SA_NOT_FOUND), which ends its rekey.
+//! peer's request then finds it gone (CHILD_SA_NOT_FOUND), which ends its rekey. The
+//! CHILD_SA each side made as a responder gets its outbound SA when the old one goes: at
+//! once on the side that deletes the old one, at the peer's Delete on the other. The
+//! redundant one, which the peer deletes, never gets it (dropped when our response shows
+//! it redundant, or at its removal).
 //!
 //! An authentic answer that does not fit our request (a proposal we did not make, a
 //! selector outside ours, another KE group) ends the rekey, and a Delete with the SPI we
@@ -295,7 +305,9 @@ pub(crate) fn request(
     if let Some(r) = sa.child_rekey.as_mut().filter(|r| r.old_spi_in == a.old_spi_in) {
         r.collision = Some((a.ni.clone(), a.nr.clone(), a.made.child.spi_in));
     }
-    install(ike, spi, a.made, false, out);
+    // The new outbound SA waits for the old CHILD_SA to go: the requester installs its
+    // new inbound SA only when it reads this response.
+    install(ike, spi, a.made, false, Some(a.old_spi_in), out);
     Ok(())
 }
 
@@ -431,13 +443,22 @@ pub(crate) fn response(
         }
     };
     let ours = made.child.spi_in;
-    install(ike, spi, made, true, out);
+    // Ours at once: the peer, which answered, has the new inbound SA already.
+    install(ike, spi, made, true, None, out);
     // §2.8.1: which SA goes, and who deletes it.
     let redundant_is_ours = match (&r.collision, &nr) {
         (Some((their_ni, our_nr, _)), Some(nr)) => lowest(&r.ni, nr) < lowest(their_ni, our_nr),
         _ => false,
     };
     let gone = if redundant_is_ours { ours } else { r.old_spi_in };
+    if let (false, Some((_, _, theirs))) = (redundant_is_ours, &r.collision) {
+        // The CHILD_SA we made answering the peer's request is the redundant one, which
+        // the peer deletes: we never send on it, so its held outbound SA is dropped
+        // rather than installed when the old one goes now.
+        if let Some(sa) = ike.sas.get_mut(&spi) {
+            sa.outbound_later.retain(|&(new, _)| new != *theirs);
+        }
+    }
     ike.retire_child(spi, gone, out);
     ike.pump(now, spi, out);
     Ok(())

@@ -147,10 +147,12 @@ fn move_children(ike: &mut Ike, from: u64, to: u64, out: &mut Vec<Output>) {
     let Some(old) = ike.sas.get_mut(&from) else { return };
     let children = std::mem::take(&mut old.children);
     let retiring = std::mem::take(&mut old.retiring);
+    let outbound_later = std::mem::take(&mut old.outbound_later);
     let mut queued: Vec<Queued> = old.deleting_child.take().map(Queued::DeleteChild).into_iter().collect();
     queued.extend(old.queued.drain(..).filter(|q| *q != Queued::RekeyIke));
     let new = ike.sas.get_mut(&to).expect("checked");
     new.children.extend(children);
+    new.outbound_later.extend(outbound_later);
     new.retiring.extend(retiring.into_iter().map(|r| crate::io::ChildSaRemove { ike_sa: to, ..r }));
     new.queued.extend(queued);
     for sa in ike.sas.values_mut() {

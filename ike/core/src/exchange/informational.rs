@@ -84,6 +84,7 @@ pub(crate) fn request(
     }
     for c in removed {
         ike.child_spis.remove(&c.spi_in);
+        sa.child_gone(spi, c.spi_in, out);
         out.push(Output::Remove(ChildSaRemove {
             ike_sa: spi,
             spi_in: c.spi_in,
@@ -113,6 +114,8 @@ pub(crate) fn terminate(ike: &mut Ike, now: Instant, spi: u64, out: &mut Vec<Out
     let hdr = sa.header(ExchangeType::INFORMATIONAL, false, id);
     let bytes = sa.seal(&hdr, &[Payload::Delete(Delete::ike())]);
     let (local, remote) = (sa.local, sa.remote);
+    // Every CHILD_SA goes: no held outbound SA is installed.
+    sa.outbound_later.clear();
     for c in std::mem::take(&mut sa.children) {
         ike.child_spis.remove(&c.spi_in);
         out.push(Output::Remove(ChildSaRemove {

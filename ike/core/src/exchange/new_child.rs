@@ -60,7 +60,16 @@ pub(crate) struct Made {
 
 /// Records a new CHILD_SA and emits its Install; `we_requested`: we sent the request of
 /// the exchange that made it (KEYMAT's first half is the requester's direction).
-pub(crate) fn install(ike: &mut Ike, spi: u64, m: Made, we_requested: bool, out: &mut Vec<Output>) {
+/// `replaces`: the CHILD_SA (inbound SPI) a rekey we answered replaces; the new one's
+/// outbound SA waits for it to go (`IkeSa::outbound_later`, see `crate::io`).
+pub(crate) fn install(
+    ike: &mut Ike,
+    spi: u64,
+    m: Made,
+    we_requested: bool,
+    replaces: Option<u32>,
+    out: &mut Vec<Output>,
+) {
     let sa = ike.sas.get_mut(&spi).expect("present");
     let ctx = InstallContext {
         ike_sa: spi,
@@ -70,7 +79,11 @@ pub(crate) fn install(ike: &mut Ike, spi: u64, m: Made, we_requested: bool, out:
         soft_lifetime: m.soft,
         hard_lifetime: m.hard,
     };
-    let install = m.child.install(&m.keys, we_requested, ctx);
+    let mut install = m.child.install(&m.keys, we_requested, ctx);
+    if let Some(old) = replaces {
+        install.outbound_later = true;
+        sa.outbound_later.push((m.child.spi_in, old));
+    }
     out.push(Output::Event(Event::ChildSaUp {
         ike_sa: spi,
         child: m.child.name.clone(),
@@ -285,7 +298,7 @@ pub(crate) fn request(
     out.push(Output::Send(Datagram { local: d.local, remote: d.remote, bytes }));
     ike.stats.create_child_sa.responses_sent += 1;
     match made {
-        Some(m) => install(ike, spi, m, false, out),
+        Some(m) => install(ike, spi, m, false, None, out),
         None => ike.stats.create_child_sa.errors_sent += 1,
     }
     Ok(())
@@ -353,7 +366,7 @@ pub(crate) fn response(ike: &mut Ike, now: Instant, spi: u64, inner: &[Payload],
     let Some(c) = sa.child_create.take() else { return };
     let sa = &ike.sas[&spi];
     match accept(ike, sa, &c, inner) {
-        Ok(made) => install(ike, spi, made, true, out),
+        Ok(made) => install(ike, spi, made, true, None, out),
         Err(notify) => {
             ike.child_spis.remove(&c.spi_in);
             ike.stats.create_child_sa.errors_received += 1;

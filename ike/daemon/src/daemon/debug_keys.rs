@@ -220,7 +220,7 @@ mod tests {
     use ipsec_core::control::{Lifetime, Mode};
 
     use super::*;
-    use crate::daemon::setkey::{NatPorts, SaKeys};
+    use crate::daemon::setkey::{NatPorts, SaKeys, Sas};
 
     /// An empty pcap file (the global header only) for tshark to read.
     fn empty_pcap() -> PathBuf {
@@ -325,6 +325,7 @@ mod tests {
                 local_ts: Vec::new(),
                 remote_ts: Vec::new(),
                 policies: false,
+                sas: Sas::Both,
             };
             let text = esp_lines(&c).unwrap();
             let lines: Vec<&str> = text.lines().collect();

@@ -9,7 +9,9 @@
 //!                          ▼
 //!         Send(Datagram)          ─▶ Output::Send (nat_t: sent from a port other than 500)
 //!         Install(ChildSaInstall) ─▶ reqid allocated ─▶ Output::Install(ChildInstall)
+//!                                    │ outbound_later: Sas::Inbound now, the outbound SA held
 //!                                    └ installed(Err) ─▶ Ike::terminate (a failed CHILD_SA)
+//!         InstallOutbound         ─▶ the held outbound SA ─▶ Output::Install(Sas::Outbound)
 //!         Remove(ChildSaRemove)   ─▶ what was installed for that SPI ─▶ Output::Remove
 //!         Migrate(ChildSaMigrate) ─▶ installed, ESP-in-UDP ─▶ Output::Migrate
 //!         Event(e)                ─▶ Output::Event (severity, one line); IkeSaUp ─▶ IkeKeys
@@ -22,6 +24,12 @@
 //! one's. A connection with `unique = never` keeps them all: `up CONN new` brings up one
 //! more IKE SA each time (many tunnels from one initiator, as `bench/ike-setup` does), each
 //! CHILD_SA installed under the reqid and policies of the one before (as a rekey's).
+//!
+//! The responder of a CHILD_SA rekey adds the new inbound SA with its response and the
+//! outbound SA when the core says the old CHILD_SA goes (`ike_core::io` says why): iked
+//! keeps that SA's setkey form (`held`, keys in zeroizing buffers) until then. Two requests
+//! rather than one SA added at once and marked "not preferred yet": ipsecd sends on the
+//! newest outbound SA, so adding it later is all it takes, and ipsecd needs nothing new.
 //!
 //! A removed CHILD_SA that holds its policies hands them to another CHILD_SA under its
 //! reqid and selectors (`hand_over`): after crossing rekeys two new CHILD_SAs follow one
@@ -62,7 +70,7 @@ use ipsecd::ike_relay::{Datagram, IKE_PORT};
 
 use super::control::Request;
 use super::engine::{Engine, Event, IkeKeysOut, Output, Severity};
-use super::setkey::{ChildInstall, ChildMigrate, ChildRemove, NatPorts, SaKeys, Trap, MAX_REQID};
+use super::setkey::{ChildInstall, ChildMigrate, ChildRemove, NatPorts, SaKeys, Sas, Trap, MAX_REQID};
 use crate::config::{Config, Diff};
 
 /// How often the state machine's timers are looked at (its retransmissions start at 4 s).
@@ -102,6 +110,11 @@ pub struct IkeEngine {
     pending: HashMap<u64, (u64, ChildRemove)>,
     /// Installed CHILD_SAs by their inbound SPI.
     installed: HashMap<u32, ChildRemove>,
+    /// Outbound SAs held back (a rekey we answered) by their CHILD_SA's inbound SPI, until
+    /// the core's InstallOutbound.
+    held: HashMap<u32, ChildInstall>,
+    /// Held outbound SAs asked for, by their install id: the IKE SA.
+    pending_out: HashMap<u64, u64>,
     /// Trap policies installed (`start_action = trap`) by reqid: connection, child, policies.
     traps: HashMap<u32, (String, String, Trap)>,
     scratch: Vec<core_io::Output>,
@@ -141,6 +154,8 @@ impl IkeEngine {
             next_install: 1,
             pending: HashMap::new(),
             installed: HashMap::new(),
+            held: HashMap::new(),
+            pending_out: HashMap::new(),
             traps: HashMap::new(),
             scratch: Vec::new(),
             last_dump: None,
@@ -178,7 +193,15 @@ impl IkeEngine {
                     bytes: d.bytes,
                 })),
                 core_io::Output::Install(c) => match self.install(&c) {
-                    Ok((child, owns_policies)) => {
+                    Ok((mut child, owns_policies)) => {
+                        if c.outbound_later {
+                            // The inbound SA now, the outbound one at InstallOutbound.
+                            if let Ok(h) = child_install(&c, child.reqid) {
+                                let h = ChildInstall { policies: false, sas: Sas::Outbound, ..h };
+                                self.held.insert(c.spi_in, h);
+                                child.sas = Sas::Inbound;
+                            }
+                        }
                         out.append(&mut self.early);
                         let id = self.next_install;
                         self.next_install += 1;
@@ -196,7 +219,25 @@ impl IkeEngine {
                         self.ike.terminate(self.now, c.ike_sa, &mut self.scratch);
                     }
                 },
+                core_io::Output::InstallOutbound { ike_sa, spi_in } => {
+                    if let Some(h) = self.held.remove(&spi_in) {
+                        // ipsecd carries out the requests in order: a later removal
+                        // deletes the outbound SA too.
+                        let record = self.installed.get_mut(&spi_in).or_else(|| {
+                            self.pending.values_mut().map(|(_, c)| c).find(|c| c.inbound_spi == spi_in)
+                        });
+                        if let Some(c) = record {
+                            c.outbound = true;
+                        }
+                        let id = self.next_install;
+                        self.next_install += 1;
+                        self.pending_out.insert(id, ike_sa);
+                        out.push(Output::Install { id, child: h });
+                    }
+                }
                 core_io::Output::Remove(r) => {
+                    // An outbound SA still held back is never added.
+                    self.held.remove(&r.spi_in);
                     // Installed, or asked for and not yet answered (ipsecd carries out the
                     // requests in order: the removal follows the install).
                     let pending =
@@ -211,13 +252,18 @@ impl IkeEngine {
                     }
                 }
                 core_io::Output::Migrate(m) => {
-                    // Only what is installed, and only ESP-in-UDP SAs have a port to move.
-                    if self.installed.get(&m.spi_in).is_some_and(|c| c.natt) {
+                    // Only what is installed, and only ESP-in-UDP SAs have a port to move;
+                    // an outbound SA still held is added at the new port when it comes.
+                    if let Some(h) = self.held.get_mut(&m.spi_in).filter(|h| h.natt.is_some()) {
+                        h.natt = Some(NatPorts { local: m.local.port(), remote: m.remote.port() });
+                    }
+                    if let Some(c) = self.installed.get(&m.spi_in).filter(|c| c.natt) {
                         out.push(Output::Migrate(ChildMigrate {
                             local: m.local,
                             remote: m.remote,
                             inbound_spi: m.spi_in,
                             outbound_spi: m.spi_out,
+                            outbound: c.outbound,
                         }));
                     }
                 }
@@ -242,6 +288,9 @@ impl IkeEngine {
                             if *sa == old {
                                 *sa = new;
                             }
+                        }
+                        for sa in self.pending_out.values_mut().filter(|sa| **sa == old) {
+                            *sa = new;
                         }
                         if let Some(k) = self.ike_keys(new) {
                             out.push(Output::IkeKeys(k));
@@ -814,6 +863,7 @@ pub fn child_install(c: &ChildSaInstall, reqid: u32) -> Result<ChildInstall, Str
         local_ts: c.local_ts.iter().map(selector).collect(),
         remote_ts: c.remote_ts.iter().map(selector).collect(),
         policies: true,
+        sas: Sas::Both,
     })
 }
 
@@ -830,6 +880,7 @@ fn removal(c: &ChildInstall) -> ChildRemove {
         local_ts: c.local_ts.clone(),
         remote_ts: c.remote_ts.clone(),
         policies: c.policies,
+        outbound: c.sas != Sas::Inbound,
     }
 }
 
@@ -942,6 +993,18 @@ impl Engine for IkeEngine {
 
     fn installed(&mut self, now: Instant, id: u64, r: Result<(), String>, out: &mut Vec<Output>) {
         self.now = now;
+        if let Some(ike_sa) = self.pending_out.remove(&id) {
+            // A held outbound SA: refused, the CHILD_SA cannot send, as a failed install.
+            if let Err(why) = r {
+                out.push(event(
+                    Severity::Warning,
+                    format!("child-sa-install-failed ike_sa={ike_sa:016x} outbound {why}"),
+                ));
+                self.ike.terminate(self.now, ike_sa, &mut self.scratch);
+                self.translate(out);
+            }
+            return;
+        }
         let Some((ike_sa, c)) = self.pending.remove(&id) else { return };
         match r {
             Ok(()) => {

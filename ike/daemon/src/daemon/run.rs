@@ -72,7 +72,7 @@ use super::engine::{Engine, Output, Severity};
 use super::events::{parse_line, Line};
 use super::ipsecd_session::Session;
 use super::metrics::{Endpoint, PUBLISH_EVERY};
-use super::setkey::{install_text, migrate_text, redacted, remove_text, trap_text, untrap_text};
+use super::setkey::{install_text, migrate_text, redacted, remove_text, trap_text, untrap_text, Sas};
 use super::setkey::{ChildInstall, ChildMigrate, ChildRemove};
 use super::traffic::{last_inbound, DUMP};
 use crate::config::Config;
@@ -525,7 +525,8 @@ impl<E: Engine> Daemon<E> {
                     Ok(()) => format!("child-sa-installed reqid={} {}", child.reqid, spis(&child)),
                     Err(_) => format!("child-sa-install-refused reqid={} {}", child.reqid, spis(&child)),
                 });
-                if reply.is_ok() {
+                // A held outbound SA's keys went out with its inbound SA's.
+                if reply.is_ok() && child.sas != Sas::Outbound {
                     if let Some(k) = &self.debug_keys {
                         k.child_sa(&child);
                     }

@@ -8,7 +8,8 @@
 //!                                  add  R[rp] L[lp] … SPI_in …  ;
 //!                                  spdadd l r upper -P out ipsec esp/M/L-R/unique:REQID ;  ┐ each local ×
 //!                                  spdadd r l upper -P in  ipsec esp/M/R-L/unique:REQID ;  ┘ remote prefix
-//!  ChildRemove  ─▶ remove_text  ─▶ delete L R proto SPI_out ; delete R L proto SPI_in ;
+//!                                  (Sas::Inbound / Sas::Outbound: only that add line)
+//!  ChildRemove  ─▶ remove_text  ─▶ [delete L R proto SPI_out ;] delete R L proto SPI_in ;
 //!                                  [spddelete l r upper -P out ; spddelete r l upper -P in ;]
 //! ```
 //!
@@ -76,10 +77,24 @@ pub struct ChildInstall {
     pub remote_ts: Vec<TrafficSelector>,
     /// Whether to add the policies too (false for a rekeyed CHILD_SA, whose policies stay).
     pub policies: bool,
+    /// Which of its SAs to add now ([`Sas::Both`] but on the responder of a rekey).
+    pub sas: Sas,
+}
+
+/// Which SAs of a CHILD_SA a request adds. The responder of a CHILD_SA rekey adds the
+/// inbound SA first and the outbound one when the old CHILD_SA goes (see
+/// `ike_core::io`): ipsecd sends on the newest outbound SA, which the peer can read only
+/// once it has our response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sas {
+    Both,
+    Inbound,
+    Outbound,
 }
 
 /// A CHILD_SA to remove: its two SAs and, unless a newer CHILD_SA replaced it, its
 /// policies.
+#[derive(Clone)]
 pub struct ChildRemove {
     /// The reqid it was installed with (for iked's bookkeeping; setkey's `delete` does not
     /// name it).
@@ -93,6 +108,9 @@ pub struct ChildRemove {
     pub local_ts: Vec<TrafficSelector>,
     pub remote_ts: Vec<TrafficSelector>,
     pub policies: bool,
+    /// Whether its outbound SA was added (false while a rekey's responder holds it back,
+    /// [`Sas::Inbound`]): the removal deletes only what is there.
+    pub outbound: bool,
 }
 
 /// Why a CHILD_SA has no setkey form; each names the value.
@@ -300,8 +318,8 @@ pub const MAX_REQID: u32 = 32767;
 /// Room for one `add` line, keys included (the longest is about 480 bytes).
 const SA_ROOM: usize = 1024;
 
-/// The setkey request that installs `c`: both SAs, then (with [`ChildInstall::policies`])
-/// an out and an in policy per pair of selectors.
+/// The setkey request that installs `c`: its SAs ([`ChildInstall::sas`]: both, or one),
+/// then (with [`ChildInstall::policies`]) an out and an in policy per pair of selectors.
 pub fn install_text(c: &ChildInstall) -> Result<Zeroizing<String>, SetkeyTextError> {
     if !(1..=MAX_REQID).contains(&c.reqid) {
         return Err(SetkeyTextError::Reqid(c.reqid));
@@ -329,10 +347,10 @@ pub fn install_text(c: &ChildInstall) -> Result<Zeroizing<String>, SetkeyTextErr
     let mut s = Zeroizing::new(String::with_capacity(room));
     let proto = if c.natt.is_some() { "esp-udp" } else { "esp" };
     let ends = [
-        (c.local, c.remote, c.natt.map(|n| (n.local, n.remote)), &c.outbound),
-        (c.remote, c.local, c.natt.map(|n| (n.remote, n.local)), &c.inbound),
+        (c.local, c.remote, c.natt.map(|n| (n.local, n.remote)), &c.outbound, c.sas != Sas::Inbound),
+        (c.remote, c.local, c.natt.map(|n| (n.remote, n.local)), &c.inbound, c.sas != Sas::Outbound),
     ];
-    for (src, dst, ports, keys) in ends {
+    for (src, dst, ports, keys, _) in ends.into_iter().filter(|e| e.4) {
         let (sp, dp) =
             ports.map_or((String::new(), String::new()), |(a, b)| (format!("[{a}]"), format!("[{b}]")));
         let _ = write!(s, "add {src}{sp} {dst}{dp} {proto} {:#x} -m {mode} -u {}", keys.spi, c.reqid);
@@ -428,15 +446,17 @@ pub fn untrap_text(t: &Trap) -> Result<String, SetkeyTextError> {
     Ok(s)
 }
 
-/// The setkey request that removes `c`: both SAs and (with [`ChildRemove::policies`]) its
-/// policies. It holds no key.
+/// The setkey request that removes `c`: its SAs (the outbound one only if it was added,
+/// [`ChildRemove::outbound`]) and (with [`ChildRemove::policies`]) its policies. It
+/// holds no key.
 pub fn remove_text(c: &ChildRemove) -> Result<String, SetkeyTextError> {
     let mode = mode_name(c.mode)?;
     let proto = if c.natt { "esp-udp" } else { "esp" };
-    let mut s = format!(
-        "delete {} {} {proto} {:#x} ;\ndelete {} {} {proto} {:#x} ;\n",
-        c.local, c.remote, c.outbound_spi, c.remote, c.local, c.inbound_spi
-    );
+    let mut s = String::new();
+    if c.outbound {
+        s = format!("delete {} {} {proto} {:#x} ;\n", c.local, c.remote, c.outbound_spi);
+    }
+    let _ = writeln!(s, "delete {} {} {proto} {:#x} ;", c.remote, c.local, c.inbound_spi);
     if c.policies {
         for p in &selectors(c.local, c.remote, &c.local_ts, &c.remote_ts)? {
             write_policy(&mut s, "spddelete", p, true, mode, c.local, c.remote, 0);
@@ -454,23 +474,29 @@ pub struct ChildMigrate {
     pub remote: std::net::SocketAddr,
     pub inbound_spi: u32,
     pub outbound_spi: u32,
+    /// Whether the outbound SA was added (see [`ChildRemove::outbound`]): only what is
+    /// there moves.
+    pub outbound: bool,
 }
 
-/// The setkey request that moves both SAs of `c` to its ports (`migrate`, ipsec-core's
-/// setkey grammar: `migrate src dst proto spi to src[port] dst[port] ;`).
+/// The setkey request that moves both SAs of `c` (the inbound one alone without
+/// [`ChildMigrate::outbound`]) to its ports (`migrate`, ipsec-core's setkey grammar:
+/// `migrate src dst proto spi to src[port] dst[port] ;`).
 pub fn migrate_text(c: &ChildMigrate) -> String {
     let (l, r) = (c.local.ip(), c.remote.ip());
     let (lp, rp) = (c.local.port(), c.remote.port());
-    format!(
-        "migrate {l} {r} esp-udp {:#x} to {l}[{lp}] {r}[{rp}] ;\nmigrate {r} {l} esp-udp {:#x} to {r}[{rp}] {l}[{lp}] ;\n",
-        c.outbound_spi, c.inbound_spi
-    )
+    let mut s = String::new();
+    if c.outbound {
+        let _ = writeln!(s, "migrate {l} {r} esp-udp {:#x} to {l}[{lp}] {r}[{rp}] ;", c.outbound_spi);
+    }
+    let _ = writeln!(s, "migrate {r} {l} esp-udp {:#x} to {r}[{rp}] {l}[{lp}] ;", c.inbound_spi);
+    s
 }
 
 /// What the log says of an install: the SAs by addresses, SPIs and algorithms, no key.
 pub fn redacted(c: &ChildInstall) -> String {
     format!(
-        "{} {}→{} SPI {:#010x}, {}→{} SPI {:#010x}, reqid {}, {}{}{}{}",
+        "{} {}→{} SPI {:#010x}, {}→{} SPI {:#010x}, reqid {}, {}{}{}{}{}",
         mode_name(c.mode).unwrap_or("any"),
         c.local,
         c.remote,
@@ -483,6 +509,11 @@ pub fn redacted(c: &ChildInstall) -> String {
         c.integ.map(|i| format!("/{}", integ_name(i))).unwrap_or_default(),
         if c.esn { ", esn" } else { "" },
         c.natt.map(|n| format!(", udp {}→{}", n.local, n.remote)).unwrap_or_default(),
+        match c.sas {
+            Sas::Both => "",
+            Sas::Inbound => ", inbound only",
+            Sas::Outbound => ", outbound only",
+        },
     )
 }
 
@@ -536,6 +567,7 @@ mod tests {
             local_ts: ts("10.1.0.0/16"),
             remote_ts: ts("10.2.0.0/24"),
             policies: true,
+            sas: Sas::Both,
         }
     }
 
@@ -621,6 +653,7 @@ mod tests {
             local_ts: c.local_ts.clone(),
             remote_ts: c.remote_ts.clone(),
             policies: true,
+            outbound: true,
         };
         let id = |src: &str, dst: &str, spi| SaId { src: ip(src), dst: ip(dst), proto: Proto::EspUdp, spi };
         assert_eq!(
@@ -635,7 +668,21 @@ mod tests {
         // A rekeyed CHILD_SA: SAs only, the policies stay.
         let rekeyed = ChildInstall { policies: false, ..gcm_tunnel() };
         assert_eq!(parsed(&install_text(&rekeyed).unwrap()).len(), 2);
-        assert_eq!(parsed(&remove_text(&ChildRemove { policies: false, ..r }).unwrap()).len(), 2);
+        assert_eq!(parsed(&remove_text(&ChildRemove { policies: false, ..r.clone() }).unwrap()).len(), 2);
+
+        // A rekey's responder: the inbound SA first, the outbound one later, each the
+        // same SA as above; the removal of one whose outbound SA never came deletes the
+        // inbound SA alone.
+        let inbound = ChildInstall { policies: false, sas: Sas::Inbound, ..gcm_tunnel() };
+        assert_eq!(parsed(&install_text(&inbound).unwrap()), want[1..2]);
+        let outbound = ChildInstall { policies: false, sas: Sas::Outbound, ..gcm_tunnel() };
+        assert_eq!(parsed(&install_text(&outbound).unwrap()), want[0..1]);
+        assert!(redacted(&inbound).ends_with("inbound only"), "{}", redacted(&inbound));
+        let held = ChildRemove { policies: false, outbound: false, ..r };
+        assert_eq!(
+            parsed(&remove_text(&held).unwrap()),
+            vec![Request::DeleteSa(id("198.51.100.2", "192.0.2.1", 0x1001))]
+        );
     }
 
     /// AES-CBC with HMAC-SHA2-256 in transport mode, plain ESP, ESN, byte lifetimes, a
@@ -658,6 +705,7 @@ mod tests {
             local_ts: ts("dynamic[tcp/443]"),
             remote_ts: ts("dynamic[tcp]"),
             policies: true,
+            sas: Sas::Both,
         };
         let text = install_text(&c).unwrap();
         let rule = Rule { proto: Proto::Esp, mode: Mode::Transport, tunnel: None, level: Level::Unique(3) };
@@ -764,6 +812,7 @@ mod tests {
             local_ts: ts("::1-::ffff[udp/65535]"),
             remote_ts: ts("dynamic[udp/65534]"),
             policies: true,
+            sas: Sas::Both,
         };
         let text = install_text(&c).unwrap();
         let sa_len: usize = text.lines().take(2).map(|l| l.len() + 1).sum();
