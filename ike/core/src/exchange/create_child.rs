@@ -63,7 +63,7 @@ use ike_wire::{notifies, Message, Payload};
 
 use super::auth::{child_suite, find, lifetimes};
 use super::ike_rekey;
-use super::new_child::{self, install, Made};
+use super::new_child::{self, install, Asked, Made};
 use crate::child_sa::{alloc_spi, ChildSa};
 use crate::config::{Mode, Protocol};
 use crate::crypto::{self, encapsulate, ChildKeys, KeMethod, KeyShare};
@@ -311,58 +311,25 @@ pub(crate) fn request(
     Ok(())
 }
 
-/// The requester's check of the answer: the new CHILD_SA, or the error notify (`None`:
-/// an answer that does not fit our request).
+/// The requester's check of the answer to our rekey: within the old CHILD_SA's
+/// selectors, in its mode, under its name.
 fn accept(ike: &Ike, sa: &IkeSa, r: &ChildRekey, inner: &[Payload]) -> Result<Made, Option<NotifyType>> {
-    if let Some(n) = notifies(inner).find(|n| n.notify_type.is_error()) {
-        return Err(Some(n.notify_type));
+    if let Some(n) = new_child::refusal(inner) {
+        return Err(Some(n));
     }
     let old = sa.children.iter().find(|c| c.spi_in == r.old_spi_in).ok_or(None)?;
     let cfg = ike.config.connections[sa.conn].children.iter().find(|c| c.name == old.name).ok_or(None)?;
-    let sa_p = find(inner, |p| if let Payload::Sa(x) = p { Some(x) } else { None }).ok_or(None)?;
-    let nr = find(inner, |p| if let Payload::Nonce(x) = p { Some(x) } else { None }).ok_or(None)?;
-    let tsi = find(inner, |p| if let Payload::TsI(x) = p { Some(x) } else { None }).ok_or(None)?;
-    let tsr = find(inner, |p| if let Payload::TsR(x) = p { Some(x) } else { None }).ok_or(None)?;
-    let ker = find(inner, |p| if let Payload::Ke(x) = p { Some(x) } else { None });
-    let prf = sa.suite.as_ref().ok_or(None)?.prf;
-    crypto::check_nonce(prf, nr.0.len()).map_err(|_| None)?;
-    let chosen =
-        proposals::accept(&proposals::usable(&cfg.esp_proposals), &sa_p.proposals, false).ok_or(None)?;
-    let suite = child_suite(&chosen).ok_or(None)?;
-    let g_ir = match (&r.key_share, chosen.ke) {
-        (None, None) => None,
-        (Some(share), Some(group)) if share.method().id() == group => {
-            let k = ker.filter(|k| k.group == group).ok_or(None)?;
-            Some(share.decapsulate(&k.data).map_err(|_| None)?)
-        }
-        _ => return Err(None),
-    };
-    let inside = |got: &Ts, ours: &[ike_wire::ts::TrafficSelector]| {
-        !got.selectors.is_empty() && got.selectors.iter().all(|t| narrow::within(t, ours))
-    };
-    if !inside(tsi, &old.local_ts) || !inside(tsr, &old.remote_ts) {
-        return Err(None);
-    }
-    let transport = notifies(inner).any(|n| n.notify_type == NotifyType::USE_TRANSPORT_MODE);
-    if transport != (old.mode == Mode::Transport) {
-        return Err(None);
-    }
-    let spi_out = u32::from_be_bytes(chosen.spi.as_slice().try_into().map_err(|_| None)?);
-    let sk_d = &sa.keys.as_ref().ok_or(None)?.sk_d;
-    let keys = ChildKeys::derive(&ike.fw, prf, sk_d, &suite, g_ir.as_deref().map(|g| &g[..]), &r.ni, &nr.0)
-        .map_err(|_| None)?;
-    let (soft, hard) = lifetimes(ike, cfg);
-    let child = ChildSa {
-        name: old.name.clone(),
-        spi_in: r.spi_in,
-        spi_out,
-        suite,
-        esn: chosen.esn == Some(ike_wire::ids::EsnId::YES),
+    let asked = Asked {
+        cfg,
+        name: &old.name,
         mode: old.mode,
-        local_ts: tsi.selectors.clone(),
-        remote_ts: tsr.selectors.clone(),
+        local_ts: &old.local_ts,
+        remote_ts: &old.remote_ts,
+        spi_in: r.spi_in,
+        ni: &r.ni,
+        key_share: r.key_share.as_ref(),
     };
-    Ok(Made { child, keys, soft, hard })
+    new_child::accept_answer(ike, sa, &asked, inner)
 }
 
 /// The lower of two nonces (§2.8.1 compares them as numbers of the same length;

@@ -35,12 +35,12 @@ use ike_wire::ke::Ke;
 use ike_wire::nonce::Nonce;
 use ike_wire::notify::Notify;
 use ike_wire::sa::Sa;
-use ike_wire::ts::Ts;
+use ike_wire::ts::{TrafficSelector, Ts};
 use ike_wire::{notifies, Payload};
 
 use super::auth::{child_suite, find, lifetimes};
 use crate::child_sa::{alloc_spi, ChildSa, InstallContext};
-use crate::config::{Mode, Protocol};
+use crate::config::{Child, Mode, Protocol};
 use crate::crypto::{self, encapsulate, ChildKeys, KeMethod, KeyShare};
 use crate::ike_sa::{ChildCreate, IkeSa, Queued, State};
 use crate::io::{Datagram, Event, Output};
@@ -148,20 +148,22 @@ pub(crate) fn start(
     payloads.push(Payload::TsI(Ts { selectors: local_ts }));
     payloads.push(Payload::TsR(Ts { selectors: remote_ts }));
 
+    // Fragmented as a rekey's request is, where the peer takes fragments (RFC 7383).
+    let limit = ike.fragment_limit(&ike.sas[&spi], ike.sas[&spi].local);
     let sa = ike.sas.get_mut(&spi).expect("present");
     let Ok(id) = sa.requests.start() else {
         ike.child_spis.remove(&spi_in);
         return false;
     };
     let hdr = sa.header(ExchangeType::CREATE_CHILD_SA, false, id);
-    let Ok(bytes) = sa.seal(&hdr, &payloads) else {
+    let Ok(datagrams) = sa.seal_fragmented(&hdr, &payloads, limit) else {
         sa.requests.restart();
         ike.child_spis.remove(&spi_in);
         return false;
     };
     sa.child_create = Some(ChildCreate { child: name.to_owned(), spi_in, ni, key_share: share });
-    sa.retransmit = Some(Retransmit::new(now, vec![bytes.clone()], &ike.settings.retransmit));
-    out.push(Output::Send(Datagram { local: sa.local, remote: sa.remote, bytes }));
+    sa.retransmit = Some(Retransmit::new(now, datagrams.clone(), &ike.settings.retransmit));
+    super::send_sealed(&mut ike.stats, out, sa.local, sa.remote, datagrams);
     ike.stats.create_child_sa.requests_sent += 1;
     true
 }
@@ -287,15 +289,15 @@ pub(crate) fn request(
     };
     let sa = &ike.sas[&spi];
     let hdr = sa.header(ExchangeType::CREATE_CHILD_SA, true, message_id);
-    let Ok(bytes) = sa.seal(&hdr, &payloads) else {
+    let Ok(datagrams) = sa.seal_fragmented(&hdr, &payloads, ike.fragment_limit(sa, d.local)) else {
         if let Some(m) = &made {
             ike.child_spis.remove(&m.child.spi_in);
         }
         return Err(Drop::BadPeerValue);
     };
     let sa = ike.sas.get_mut(&spi).expect("present");
-    sa.responses.answered(message_id, d.bytes.clone(), vec![bytes.clone()]);
-    out.push(Output::Send(Datagram { local: d.local, remote: d.remote, bytes }));
+    sa.responses.answered(message_id, d.bytes.clone(), datagrams.clone());
+    super::send_sealed(&mut ike.stats, out, d.local, d.remote, datagrams);
     ike.stats.create_child_sa.responses_sent += 1;
     match made {
         Some(m) => install(ike, spi, m, false, None, out),
@@ -304,13 +306,39 @@ pub(crate) fn request(
     Ok(())
 }
 
-/// The requester's check of the answer: the new CHILD_SA, or the error notify (`None`: an
-/// answer that does not fit our request).
-fn accept(ike: &Ike, sa: &IkeSa, c: &ChildCreate, inner: &[Payload]) -> Result<Made, Option<NotifyType>> {
-    if let Some(n) = notifies(inner).find(|n| n.notify_type.is_error()) {
-        return Err(Some(n.notify_type));
-    }
-    let cfg = ike.config.connections[sa.conn].children.iter().find(|x| x.name == c.child).ok_or(None)?;
+/// What a requester asked for in a CREATE_CHILD_SA exchange (a new CHILD_SA, or a rekey
+/// of one), to check the answer against.
+pub(crate) struct Asked<'a> {
+    /// The configured child: its ESP proposals and lifetimes.
+    pub cfg: &'a Child,
+    /// The CHILD_SA's name, mode and bounds for the answered selectors (ours, TSi and
+    /// TSr): the configured ones for a new CHILD_SA, the old CHILD_SA's for a rekey.
+    pub name: &'a str,
+    pub mode: Mode,
+    pub local_ts: &'a [TrafficSelector],
+    pub remote_ts: &'a [TrafficSelector],
+    /// Our inbound SPI, nonce and key share (PFS) from the request.
+    pub spi_in: u32,
+    pub ni: &'a [u8],
+    pub key_share: Option<&'a KeyShare>,
+}
+
+/// The error notify an answer refuses our request with, if it does: checked first, before
+/// anything of ours is looked up (a rekeyed CHILD_SA may be gone by then:
+/// CHILD_SA_NOT_FOUND).
+pub(crate) fn refusal(inner: &[Payload]) -> Option<NotifyType> {
+    notifies(inner).find(|n| n.notify_type.is_error()).map(|n| n.notify_type)
+}
+
+/// The requester's check of an answer that is not a [`refusal`]: the CHILD_SA (`None`: an
+/// answer that does not fit our request). Nothing changes here.
+pub(crate) fn accept_answer(
+    ike: &Ike,
+    sa: &IkeSa,
+    asked: &Asked,
+    inner: &[Payload],
+) -> Result<Made, Option<NotifyType>> {
+    let cfg = asked.cfg;
     let sa_p = find(inner, |p| if let Payload::Sa(x) = p { Some(x) } else { None }).ok_or(None)?;
     let nr = find(inner, |p| if let Payload::Nonce(x) = p { Some(x) } else { None }).ok_or(None)?;
     let tsi = find(inner, |p| if let Payload::TsI(x) = p { Some(x) } else { None }).ok_or(None)?;
@@ -321,7 +349,7 @@ fn accept(ike: &Ike, sa: &IkeSa, c: &ChildCreate, inner: &[Payload]) -> Result<M
     let chosen =
         proposals::accept(&proposals::usable(&cfg.esp_proposals), &sa_p.proposals, false).ok_or(None)?;
     let suite = child_suite(&chosen).ok_or(None)?;
-    let g_ir = match (&c.key_share, chosen.ke) {
+    let g_ir = match (asked.key_share, chosen.ke) {
         (None, None) => None,
         (Some(share), Some(group)) if share.method().id() == group => {
             let k = ker.filter(|k| k.group == group).ok_or(None)?;
@@ -329,34 +357,55 @@ fn accept(ike: &Ike, sa: &IkeSa, c: &ChildCreate, inner: &[Payload]) -> Result<M
         }
         _ => return Err(None),
     };
-    let ours_i = narrow::resolve(&cfg.local_ts, sa.local.ip());
-    let ours_r = narrow::resolve(&cfg.remote_ts, sa.remote.ip());
-    let inside = |got: &Ts, ours: &[ike_wire::ts::TrafficSelector]| {
+    let inside = |got: &Ts, ours: &[TrafficSelector]| {
         !got.selectors.is_empty() && got.selectors.iter().all(|t| narrow::within(t, ours))
     };
-    if !inside(tsi, &ours_i) || !inside(tsr, &ours_r) {
+    if !inside(tsi, asked.local_ts) || !inside(tsr, asked.remote_ts) {
         return Err(None);
     }
     let transport = notifies(inner).any(|n| n.notify_type == NotifyType::USE_TRANSPORT_MODE);
-    if transport != (cfg.mode == Mode::Transport) {
+    if transport != (asked.mode == Mode::Transport) {
         return Err(None);
     }
     let spi_out = u32::from_be_bytes(chosen.spi.as_slice().try_into().map_err(|_| None)?);
     let sk_d = &sa.keys.as_ref().ok_or(None)?.sk_d;
-    let keys = ChildKeys::derive(&ike.fw, prf, sk_d, &suite, g_ir.as_deref().map(|g| &g[..]), &c.ni, &nr.0)
-        .map_err(|_| None)?;
+    let keys =
+        ChildKeys::derive(&ike.fw, prf, sk_d, &suite, g_ir.as_deref().map(|g| &g[..]), asked.ni, &nr.0)
+            .map_err(|_| None)?;
     let (soft, hard) = lifetimes(ike, cfg);
     let child = ChildSa {
-        name: cfg.name.clone(),
-        spi_in: c.spi_in,
+        name: asked.name.to_owned(),
+        spi_in: asked.spi_in,
         spi_out,
         suite,
         esn: chosen.esn == Some(ike_wire::ids::EsnId::YES),
-        mode: cfg.mode,
+        mode: asked.mode,
         local_ts: tsi.selectors.clone(),
         remote_ts: tsr.selectors.clone(),
     };
     Ok(Made { child, keys, soft, hard })
+}
+
+/// The requester's check of the answer to our request for a new CHILD_SA: within the
+/// configured child's selectors, in its mode.
+fn accept(ike: &Ike, sa: &IkeSa, c: &ChildCreate, inner: &[Payload]) -> Result<Made, Option<NotifyType>> {
+    if let Some(n) = refusal(inner) {
+        return Err(Some(n));
+    }
+    let cfg = ike.config.connections[sa.conn].children.iter().find(|x| x.name == c.child).ok_or(None)?;
+    let ours_i = narrow::resolve(&cfg.local_ts, sa.local.ip());
+    let ours_r = narrow::resolve(&cfg.remote_ts, sa.remote.ip());
+    let asked = Asked {
+        cfg,
+        name: &cfg.name,
+        mode: cfg.mode,
+        local_ts: &ours_i,
+        remote_ts: &ours_r,
+        spi_in: c.spi_in,
+        ni: &c.ni,
+        key_share: c.key_share.as_ref(),
+    };
+    accept_answer(ike, sa, &asked, inner)
 }
 
 /// The requester's side: the response to our request for a new CHILD_SA (its payloads
