@@ -209,6 +209,9 @@ pub struct IkeSa {
     /// request; the peer deletes it once it has our answer, §2.8.2, and never does if that
     /// answer is lost and the old IKE SA is gone before the peer's retransmission).
     pub delete_at: Option<Instant>,
+    /// A rekey (either side's) moved its CHILD_SAs to a successor: nothing new starts on
+    /// it (no rekey of it, no new CHILD_SA); it only waits for its Delete.
+    pub superseded: bool,
     /// When we last heard from the peer: an authenticated IKE message, or inbound traffic
     /// on one of its CHILD_SAs (`Ike::child_traffic`, `Ike::peer_moved`). A liveness
     /// check goes when this is dpd_delay old.
@@ -275,6 +278,7 @@ impl IkeSa {
             ike_rekey: None,
             rekey_at: None,
             delete_at: None,
+            superseded: false,
             last_heard: now,
         }
     }

@@ -350,6 +350,7 @@ impl Ike {
     pub fn rekey_ike(&mut self, now: Instant, ike_sa: u64, out: &mut Vec<Output>) -> bool {
         let Some(sa) = self.sas.get_mut(&ike_sa) else { return false };
         if sa.state != State::Established
+            || sa.superseded
             || sa.ike_rekey.is_some()
             || sa.queued.contains(&ike_sa::Queued::RekeyIke)
         {
@@ -807,7 +808,7 @@ impl Ike {
         let mut due = Vec::new();
         for (&spi, sa) in self.sas.iter_mut() {
             let l = self.config.connections[sa.conn].lifetimes;
-            if sa.state != State::Established || l.rekey_time.is_zero() {
+            if sa.state != State::Established || sa.superseded || l.rekey_time.is_zero() {
                 continue;
             }
             match sa.rekey_at {

@@ -431,6 +431,39 @@ fn ike_sa_rekey_moves_the_child_sa_to_the_new_ike_sa() {
     delete_child_through(&mut p, pair.0);
 }
 
+/// The responder of an IKE SA rekey moves the CHILD_SAs to the new IKE SA at once, and
+/// the old one waits for the requester's Delete: until then nothing new starts on it — no
+/// rekey of it (by the operator or its timer), no new CHILD_SA — which would make a second
+/// successor holding nothing while the peer settles on the first (found by the
+/// ike_exchange fuzz target: two engines with the CHILD_SA under different new IKE SAs).
+#[test]
+fn an_ike_sa_rekeyed_by_the_peer_starts_nothing_new_before_its_delete() {
+    let (mut p, old_i, old_r) = Pair::up(&I, &R);
+    let child = live(&p.i_out)[0];
+    let mut out = vec![];
+    assert!(p.i.rekey_ike(p.now, old_i, &mut out));
+    let req = sends(&out);
+    p.i_out.extend(out);
+    // R answers; I's response and its Delete of the old IKE SA are held back.
+    let resp = p.deliver_r(req);
+    assert!(p.r.ike_sa(old_r).unwrap().children.is_empty(), "the CHILD_SA moved at once");
+    assert!(p.r.ike_sa(old_r).unwrap().superseded);
+    let mut out = vec![];
+    assert!(!p.r.rekey_ike(p.now, old_r, &mut out), "no rekey of a superseded IKE SA");
+    p.r.tick(p.now + Duration::from_secs(5 * 3600), &mut out);
+    assert!(
+        sends(&out)
+            .iter()
+            .all(|d| d.bytes[..8] != old_r.to_be_bytes()[..] && d.bytes[8..16] != old_r.to_be_bytes()[..]),
+        "nothing sent on the old IKE SA"
+    );
+    // The requester's side ends it as usual: one IKE SA each, with the CHILD_SA.
+    p.r_out.extend(out);
+    p.settle(vec![], resp);
+    one_ike_sa_with(&p, child);
+    assert_eq!(p.i.stats().drops_total() + p.r.stats().drops_total(), 0);
+}
+
 #[test]
 fn the_ike_sa_is_rekeyed_at_its_rekey_time() {
     let (mut p, old_i, _) = Pair::up(&I, &R);

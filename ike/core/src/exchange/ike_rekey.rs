@@ -26,6 +26,10 @@
 //! Should our request be refused instead (the peer's rekey done, the old IKE SA being
 //! deleted), the CHILD_SAs go to the peer's new IKE SA too.
 //!
+//! An IKE SA whose CHILD_SAs went to a successor (`IkeSa::superseded`, set by
+//! `move_children`) only waits for its Delete: no rekey of it and no new CHILD_SA on it
+//! start, or a second successor would be made that the peer never pairs with the first.
+//!
 //! The winner waits for the loser to delete the redundant IKE SA, which the winner made
 //! answering the loser's request. If that answer is lost (charon 5.9.8 drops a response
 //! that arrives while it processes our request with the same message ID), the loser can
@@ -145,6 +149,8 @@ fn move_children(ike: &mut Ike, from: u64, to: u64, out: &mut Vec<Output>) {
         return;
     }
     let Some(old) = ike.sas.get_mut(&from) else { return };
+    old.superseded = true;
+    old.rekey_at = None;
     let children = std::mem::take(&mut old.children);
     let retiring = std::mem::take(&mut old.retiring);
     let outbound_later = std::mem::take(&mut old.outbound_later);

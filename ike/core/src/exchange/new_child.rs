@@ -95,10 +95,12 @@ pub(crate) fn install(
     ike.stats.child_sas_installed += 1;
 }
 
-/// Whether a new CHILD_SA of child `name` may be asked for on `sa`: established, the
-/// child configured, and none of that name up, being made or queued.
+/// Whether a new CHILD_SA of child `name` may be asked for on `sa`: established and not
+/// superseded by a rekey, the child configured, and none of that name up, being made or
+/// queued.
 pub(crate) fn creatable(ike: &Ike, sa: &IkeSa, name: &str) -> bool {
     sa.state == State::Established
+        && !sa.superseded
         && ike.config.connections[sa.conn].children.iter().any(|c| c.name == name)
         && !sa.children.iter().any(|c| c.name == name)
         && sa.child_create.as_ref().is_none_or(|c| c.child != name)
